@@ -1,0 +1,177 @@
+"""Accelerator-agnostic activity types, with Kineto's vendor names kept as aliases.
+
+Canonical names follow Kineto PR #1212 (``runtime``, ``driver``, ``gpu_pm_counter``) plus the
+types that landed on Kineto ``main`` after it (``xpu_scope_profiler``, ``xpu_sync``,
+``hardware_counters``). Old vendor names are Python enum aliases: the same member.
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+from functools import lru_cache
+
+
+class ActivityType(enum.Enum):
+    CPU_OP = "cpu_op"
+    USER_ANNOTATION = "user_annotation"
+    GPU_USER_ANNOTATION = "gpu_user_annotation"
+    GPU_MEMCPY = "gpu_memcpy"
+    GPU_MEMSET = "gpu_memset"
+    CONCURRENT_KERNEL = "kernel"
+    EXTERNAL_CORRELATION = "external_correlation"
+    RUNTIME = "runtime"
+    DRIVER = "driver"
+    CPU_INSTANT_EVENT = "cpu_instant_event"
+    PYTHON_FUNCTION = "python_function"
+    OVERHEAD = "overhead"
+    COLLECTIVE_COMM = "collective_comm"
+    GPU_PM_COUNTER = "gpu_pm_counter"
+    MTIA_INSIGHT = "mtia_insight"
+    CUDA_SYNC = "cuda_sync"
+    CUDA_EVENT = "cuda_event"
+    CUDA_PROFILER_RANGE = "cuda_profiler_range"
+    XPU_SCOPE_PROFILER = "xpu_scope_profiler"
+    XPU_SYNC = "xpu_sync"
+    HARDWARE_COUNTERS = "hardware_counters"
+
+    # Deprecated vendor names are attached below (see _ALIASES) as aliases of the same member.
+
+    @property
+    def canonical_name(self) -> str:
+        return self.value
+
+    def __str__(self) -> str:  # what `cat` carries in the trace
+        return self.value
+
+    @classmethod
+    def parse(cls, name: "str | ActivityType") -> "ActivityType":
+        """Resolve a canonical or deprecated name, case-insensitively."""
+        if isinstance(name, ActivityType):
+            return name
+        if not isinstance(name, str):
+            raise TypeError(f"activity type must be a string or ActivityType, not {type(name).__name__}")
+        key = name.strip().lower()
+        member = _BY_NAME.get(key)
+        if member is None:
+            raise ValueError(_unknown_message(name))
+        return member
+
+    @classmethod
+    def _missing_(cls, value):  # ActivityType("cuda_runtime") resolves aliases too
+        if isinstance(value, str):
+            return _BY_NAME.get(value.strip().lower())
+        return None
+
+    @classmethod
+    def all_names(cls) -> tuple[str, ...]:
+        """Every accepted spelling: canonical names first, then deprecated aliases."""
+        return tuple(_BY_NAME)
+
+
+_ALIASES: dict[str, str] = {
+    # alias member name -> canonical member name
+    "CUDA_RUNTIME": "RUNTIME",
+    "MTIA_RUNTIME": "RUNTIME",
+    "GLOW_RUNTIME": "RUNTIME",
+    "HPU_OP": "RUNTIME",
+    "XPU_RUNTIME": "RUNTIME",
+    "PRIVATEUSE1_RUNTIME": "RUNTIME",
+    "CUDA_DRIVER": "DRIVER",
+    "XPU_DRIVER": "DRIVER",
+    "PRIVATEUSE1_DRIVER": "DRIVER",
+    "MTIA_CCP_EVENTS": "CONCURRENT_KERNEL",
+    "MTIA_COUNTERS": "GPU_PM_COUNTER",
+}
+
+for _alias, _target in _ALIASES.items():
+    # Register as a true enum alias: ActivityType.CUDA_RUNTIME is ActivityType.RUNTIME,
+    # ActivityType["CUDA_RUNTIME"] works, iteration still yields canonical members only.
+    ActivityType._member_map_[_alias] = ActivityType[_target]
+    type.__setattr__(ActivityType, _alias, ActivityType[_target])
+
+_BY_NAME: dict[str, ActivityType] = {m.value: m for m in ActivityType}
+_BY_NAME.update({alias.lower(): ActivityType[target] for alias, target in _ALIASES.items()})
+
+# Vendor-specific category names that HTA and TensorBoard key on (legacy_categories=True).
+_LEGACY_CATEGORY: dict[tuple[ActivityType, str], str] = {
+    (ActivityType.RUNTIME, "cuda"): "cuda_runtime",
+    (ActivityType.RUNTIME, "rocm"): "cuda_runtime",  # Kineto's ROCm path writes cuda_runtime
+    (ActivityType.RUNTIME, "xpu"): "xpu_runtime",
+    (ActivityType.RUNTIME, "mtia"): "mtia_runtime",
+    (ActivityType.RUNTIME, "privateuse1"): "privateuse1_runtime",
+    (ActivityType.DRIVER, "cuda"): "cuda_driver",
+    (ActivityType.DRIVER, "rocm"): "cuda_driver",
+    (ActivityType.DRIVER, "xpu"): "xpu_driver",
+    (ActivityType.DRIVER, "privateuse1"): "privateuse1_driver",
+    (ActivityType.GPU_PM_COUNTER, "cuda"): "hardware_counters",
+    (ActivityType.GPU_PM_COUNTER, "mtia"): "mtia_counters",
+    (ActivityType.CONCURRENT_KERNEL, "mtia"): "mtia_ccp_events",
+}
+
+
+def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool = False) -> str:
+    """The `cat` string for an activity: generic by default, Kineto `main`'s vendor names with legacy=True."""
+    if isinstance(activity, str):
+        try:
+            activity = ActivityType.parse(activity)
+        except ValueError:
+            return activity  # a free-form category (e.g. "Trace", "ac2g") passes through
+    if legacy:
+        return _LEGACY_CATEGORY.get((activity, vendor.lower()), activity.value)
+    return activity.value
+
+
+def _unknown_message(name: str) -> str:
+    names = ActivityType.all_names()
+    close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.0)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown activity type {name!r}{hint} Valid names: {', '.join(names)}"
+
+
+_DEFAULT_TYPES = (
+    ActivityType.CPU_OP,
+    ActivityType.USER_ANNOTATION,
+    ActivityType.GPU_USER_ANNOTATION,
+    ActivityType.GPU_MEMCPY,
+    ActivityType.GPU_MEMSET,
+    ActivityType.CONCURRENT_KERNEL,
+    ActivityType.EXTERNAL_CORRELATION,
+    ActivityType.RUNTIME,
+    ActivityType.DRIVER,
+    ActivityType.CPU_INSTANT_EVENT,
+    ActivityType.PYTHON_FUNCTION,
+    ActivityType.OVERHEAD,
+    ActivityType.GPU_PM_COUNTER,
+    ActivityType.MTIA_INSIGHT,
+    ActivityType.CUDA_SYNC,
+    ActivityType.CUDA_EVENT,
+)
+
+
+@lru_cache(maxsize=1)
+def default_activity_types() -> frozenset[ActivityType]:
+    """Kineto PR #1212's default set (16 distinct types), computed once."""
+    return frozenset(_DEFAULT_TYPES)
+
+
+def parse_activity_types(items) -> frozenset[ActivityType]:
+    """Parse an iterable of names/members (or a comma string); one error names every bad word."""
+    if isinstance(items, (str, ActivityType)):
+        items = [items]
+    words: list = []
+    for item in items:
+        if isinstance(item, str):
+            words.extend(w for w in (p.strip() for p in item.split(",")) if w)
+        else:
+            words.append(item)
+    result, bad = set(), []
+    for word in words:
+        try:
+            result.add(ActivityType.parse(word))
+        except (ValueError, TypeError):
+            bad.append(word)
+    if bad:
+        if len(bad) == 1:
+            raise ValueError(_unknown_message(bad[0]))
+        raise ValueError(f"unknown activity types {bad!r}. Valid names: {', '.join(ActivityType.all_names())}")
+    return frozenset(result)

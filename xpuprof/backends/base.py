@@ -1,0 +1,121 @@
+"""The backend interface: the Python form of Kineto's IActivityProfiler / IActivityProfilerSession.
+
+A ``Backend`` is a factory: it probes whether it can run here, says which activity types it
+supports, and ``configure()``s a ``Session`` for the selected types (or returns None to decline).
+A ``Session`` starts and stops collection and finally ``process()``es what it collected into the
+shared ``TraceBuilder``. Backends never import each other, the profiler or a writer.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..activity import ActivityType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config.options import ProfilerConfig
+    from ..trace.builder import TraceBuilder
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Whether a backend can run here; when not, ``reason`` says precisely why."""
+
+    available: bool
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, reason: str = "available", **details) -> "ProbeResult":
+        return cls(True, reason, details)
+
+    @classmethod
+    def unavailable(cls, reason: str, **details) -> "ProbeResult":
+        return cls(False, reason, details)
+
+    def __bool__(self) -> bool:
+        return self.available
+
+
+@dataclass(frozen=True)
+class ProcessWindow:
+    """The capture window handed to ``Session.process``: records outside it are dropped (and counted)."""
+
+    start_ns: int
+    end_ns: int
+
+    def contains(self, ts_ns, end_ns=None):
+        """Scalar or numpy mask: the record starts inside the window."""
+        return (ts_ns >= self.start_ns) & (ts_ns <= self.end_ns)
+
+
+class Session(ABC):
+    """One collection run of one backend."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin collecting (synchronous)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop collecting (synchronous); buffered records stay until ``process``."""
+
+    @abstractmethod
+    def process(self, builder: "TraceBuilder", window: ProcessWindow) -> None:
+        """Write activities, device/thread rows, counters and flows into the builder."""
+
+    def device_properties(self) -> list[dict[str, Any]]:
+        """Kineto ``deviceProperties`` objects for the devices this session profiled."""
+        return []
+
+    def metadata(self) -> dict[str, Any]:
+        """Top-level trace keys (e.g. ``xpupti_version``)."""
+        return {}
+
+    def errors(self) -> list[str]:
+        """Problems met while collecting or processing (reported in the log and trace metadata)."""
+        return []
+
+    def dropped_records(self) -> dict[str, int]:
+        """Records lost (buffer exhaustion) or discarded (out of window, unknown kind), by reason."""
+        return {}
+
+    # External correlation (Kineto's push/popCorrelationId). Sessions that link device work to
+    # host annotations override these; the profiler only calls them on sessions that do.
+    def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
+        return None
+
+    def pop_correlation_id(self, user: bool = False) -> None:
+        return None
+
+    @property
+    def wants_correlation(self) -> bool:
+        cls = type(self)
+        return cls.push_correlation_id is not Session.push_correlation_id
+
+
+class Backend(ABC):
+    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for legacy category names)."""
+
+    name: ClassVar[str] = ""
+    vendor: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    @classmethod
+    @abstractmethod
+    def probe(cls) -> ProbeResult:
+        """Can this backend run here? Never crashes the process: risky checks go to a subprocess."""
+
+    @classmethod
+    @abstractmethod
+    def supported_activities(cls) -> frozenset[ActivityType]:
+        """The activity types this backend can produce."""
+
+    @abstractmethod
+    def configure(self, activity_types: frozenset[ActivityType], config: "ProfilerConfig") -> Session | None:
+        """A session for the selected types, or None when none of them is this backend's."""
+
+
+class BackendError(RuntimeError):
+    """A backend that cannot do what was asked; the message says what and why."""

@@ -1,0 +1,575 @@
+"""TraceBuilder: the one meeting point of every producer (host code, backends, plugins).
+
+Storage is columnar: each bulk call becomes one *batch* of numpy columns; scalar calls from
+host code collect in small pending lists that turn into a batch every ``FLUSH_EVERY`` rows.
+Strings (names, categories, string args) are interned once. Timestamps are int64 epoch ns.
+
+Producers write; writers (``xpuprof.trace.chrome``) and analysis read ``batches``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import orjson
+
+from ..activity import ActivityType, category_name
+from .strings import StringTable, json_safe
+
+FLUSH_EVERY = 65536
+
+Row = "int | str"
+
+
+# ----------------------------------------------------------------------------- arg columns
+@dataclass
+class ArgColumn:
+    """One arg across a batch.
+
+    ``kind``: "num" (int/float/bool ndarray, 1-D), "vec" (2-D numeric ndarray -> JSON list per
+    row), "str" (int32 string ids), "hex" (uint64 ndarray written as "0x%016x" strings),
+    "obj" (list of JSON-able values). ``present`` (bool ndarray) marks rows that carry the arg.
+    """
+
+    kind: str
+    values: Any
+    present: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def take(self, order: np.ndarray) -> "ArgColumn":
+        vals = [self.values[i] for i in order] if self.kind == "obj" else self.values[order]
+        pres = None if self.present is None else self.present[order]
+        return ArgColumn(self.kind, vals, pres)
+
+
+def hex_column(values, present=None) -> ArgColumn:
+    """An arg written as a "0x%016x" string (handles, contexts, queues), stored as uint64."""
+    arr = np.asarray(values).astype(np.uint64, copy=False)
+    return ArgColumn("hex", arr, None if present is None else np.asarray(present, dtype=bool))
+
+
+def _to_arg_column(values, n: int, strings: StringTable) -> ArgColumn:
+    if isinstance(values, ArgColumn):
+        col = values
+    elif isinstance(values, np.ndarray):
+        if values.dtype.kind in "biuf":
+            col = ArgColumn("num" if values.ndim == 1 else "vec", values)
+        elif values.dtype.kind in "USO":
+            if all(isinstance(v, (str, bytes)) for v in values.tolist()):
+                col = ArgColumn("str", strings.intern_many(values))
+            else:
+                col = ArgColumn("obj", list(values.tolist()))
+        else:
+            raise TypeError(f"unsupported arg column dtype {values.dtype}")
+    else:
+        seq = list(values)
+        if seq and all(isinstance(v, (str, bytes)) for v in seq):
+            col = ArgColumn("str", strings.intern_many(seq))
+        elif seq and all(isinstance(v, (bool, int, float, np.integer, np.floating)) for v in seq):
+            col = ArgColumn("num", np.asarray(seq))
+        else:
+            col = ArgColumn("obj", seq)
+    if len(col) != n:
+        raise ValueError(f"arg column has {len(col)} rows, expected {n}")
+    if col.present is not None and len(col.present) != n:
+        raise ValueError("arg column mask length differs from the batch length")
+    return col
+
+
+def _row_column(values, n: int) -> np.ndarray:
+    """pid/tid column: int64 when numeric, object when any row is a string label."""
+    if isinstance(values, (int, np.integer)):
+        return np.full(n, int(values), dtype=np.int64)
+    if isinstance(values, str):
+        arr = np.empty(n, dtype=object)
+        arr[:] = json_safe(values)
+        return arr
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        out = arr.astype(np.int64, copy=False)
+    elif arr.dtype.kind == "O" or arr.dtype.kind in "US":
+        out = np.array([json_safe(v) if isinstance(v, (str, bytes)) else int(v) for v in arr.tolist()], dtype=object)
+    else:
+        out = arr.astype(np.int64)
+    if len(out) != n:
+        raise ValueError(f"pid/tid column has {len(out)} rows, expected {n}")
+    return out
+
+
+def _i64(values, n: int, what: str) -> np.ndarray:
+    if np.isscalar(values):
+        return np.full(n, int(values), dtype=np.int64)
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        arr = np.nan_to_num(arr).astype(np.int64)
+    out = arr.astype(np.int64, copy=False)
+    if len(out) != n:
+        raise ValueError(f"{what} has {len(out)} rows, expected {n}")
+    return out
+
+
+# ----------------------------------------------------------------------------- batches
+@dataclass
+class SliceBatch:
+    """Complete ("X") events."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: np.ndarray  # int32 string ids
+    cat: np.ndarray  # int32 ids of the generic category
+    legacy_cat: np.ndarray  # int32 ids of the vendor category
+    external_id: np.ndarray  # int64, 0 = none ("External id" is written first in args)
+    args: dict[str, ArgColumn] = field(default_factory=dict)
+    row_args: list | None = None  # per-row pre-encoded orjson bytes or None (scalar host events)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class InstantBatch:
+    ts: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: np.ndarray
+    cat: np.ndarray
+    legacy_cat: np.ndarray
+    scope: np.ndarray  # 't' / 'g' / 'p' as uint8 codes
+    row_args: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class CounterBatch:
+    """"C" events: each row carries every metric in ``values`` (float64 columns)."""
+
+    ts: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: np.ndarray
+    cat: np.ndarray
+    legacy_cat: np.ndarray
+    values: dict[str, np.ndarray]
+    row_values: list | None = None  # scalar path: per-row dict of metric -> float
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class FlowBatch:
+    """Flow arrows: "s" (start) and "f" (finish, binding "e") events."""
+
+    flow_id: np.ndarray
+    ts: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    cat: np.ndarray  # int32 ids: "ac2g", "fwdbwd", ...
+    is_start: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class Span:
+    name: str
+    start_ns: int
+    end_ns: int
+    op_count: int = 0
+    iteration: int = 0
+    prefix: str = ""
+
+
+def _category_ids(strings: StringTable, cat, vendor: str) -> tuple[int, int]:
+    if isinstance(cat, ActivityType):
+        return strings.intern(category_name(cat)), strings.intern(category_name(cat, vendor, legacy=True))
+    text = str(cat)
+    try:
+        at = ActivityType.parse(text)
+    except ValueError:
+        sid = strings.intern(text)
+        return sid, sid
+    return strings.intern(category_name(at)), strings.intern(category_name(at, vendor, legacy=True))
+
+
+_SCOPES = {"t": ord("t"), "g": ord("g"), "p": ord("p")}
+
+
+def _encode_args(args: Mapping | None) -> bytes | None:
+    if not args:
+        return None
+    return encode_json(args)
+
+
+def _default(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return _float(float(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (bytes, bytearray)):
+        return json_safe(bytes(obj))
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return json_safe(obj)
+
+
+def _float(x: float):
+    # Kineto writes non-finite doubles as quoted strings ("inf"); JSON has no Infinity/NaN.
+    return x if math.isfinite(x) else str(x)
+
+
+def _clean(value):
+    """Recursively make a value encodable (surrogates, non-str keys, non-finite floats)."""
+    if isinstance(value, str):
+        return json_safe(value)
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, Mapping):
+        return {json_safe(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_clean(v) for v in value.tolist()]
+    return _default(value) if not isinstance(value, (int, bool, type(None))) else value
+
+
+def encode_json(value) -> bytes:
+    """orjson with every escape hatch closed: always returns valid JSON bytes."""
+    try:
+        return orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    except (TypeError, ValueError, orjson.JSONEncodeError):
+        return orjson.dumps(_clean(value), default=_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+# ----------------------------------------------------------------------------- builder
+class TraceBuilder:
+    """Collects one trace. Thread-safe for the scalar (host) calls; bulk calls take the lock too."""
+
+    def __init__(self, *, pid: int | None = None) -> None:
+        self.strings = StringTable()
+        self.pid = os.getpid() if pid is None else pid
+        self.slices: list[SliceBatch] = []
+        self.instants: list[InstantBatch] = []
+        self.counters: list[CounterBatch] = []
+        self.flows: list[FlowBatch] = []
+        self.spans: list[Span] = []
+        self.process_names: dict = {}
+        self.process_labels: dict = {}
+        self.process_sort: dict = {}
+        self.thread_names: dict = {}
+        self.thread_sort: dict = {}
+        self.device_properties: list[dict] = []
+        self.metadata: dict[str, Any] = {}
+        self.distributed_info: dict | None = None
+        self.window_start_ns: int = 0
+        self.window_end_ns: int = 0
+        self.dropped: dict[str, int] = {}
+        self.warnings: list[str] = []
+        self._lock = threading.RLock()
+        self._pending_slices: list = []
+        self._pending_instants: list = []
+        self._pending_counters: list = []
+        self._pending_flows: list = []
+        self.metadata["host_name"] = socket.gethostname()
+
+    # ------------------------------------------------------------------ slices
+    def add_slice(self, name, ts_ns: int, dur_ns: int, pid, tid, cat="user_annotation", args: Mapping | None = None,
+                  *, external_id: int = 0, vendor: str = "") -> None:
+        """One complete event (host code). ``args`` is a dict of JSON-able values."""
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        row = (self.strings.intern(name), int(ts_ns), int(dur_ns), pid, tid, cat_id, legacy_id, int(external_id or 0),
+               _encode_args(args))
+        with self._lock:
+            self._pending_slices.append(row)
+            if len(self._pending_slices) >= FLUSH_EVERY:
+                self._flush_slices()
+
+    def add_slices(self, *, names, ts, dur, pid, tid, cat, args: Mapping[str, Any] | None = None,
+                   external_id=None, vendor: str = "", name_ids: np.ndarray | None = None) -> None:
+        """Bulk complete events. Every column has one row per event; ``pid``/``tid`` may be scalars.
+
+        ``names``: sequence of str (interned here) or None with ``name_ids`` already interned
+        through ``builder.strings``. ``args``: arg name -> column (see ``ArgColumn``); numeric
+        numpy arrays, 2-D arrays (written as lists), sequences of str, or ``ArgColumn`` with a
+        ``present`` mask for args only some rows carry.
+        """
+        ts = np.asarray(ts)
+        n = len(ts)
+        if n == 0:
+            return
+        if name_ids is None:
+            name_ids = self.strings.intern_many(names)
+        if len(name_ids) != n:
+            raise ValueError(f"names has {len(name_ids)} rows, expected {n}")
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        batch = SliceBatch(
+            ts=_i64(ts, n, "ts"),
+            dur=np.maximum(_i64(dur, n, "dur"), 0),
+            pid=_row_column(pid, n),
+            tid=_row_column(tid, n),
+            name=np.asarray(name_ids, dtype=np.int32),
+            cat=np.full(n, cat_id, dtype=np.int32),
+            legacy_cat=np.full(n, legacy_id, dtype=np.int32),
+            external_id=np.zeros(n, np.int64) if external_id is None else _i64(external_id, n, "external_id"),
+            args={json_safe(k): _to_arg_column(v, n, self.strings) for k, v in (args or {}).items()},
+        )
+        with self._lock:
+            self.slices.append(batch)
+
+    def _flush_slices(self) -> None:
+        rows = self._pending_slices
+        if not rows:
+            return
+        self._pending_slices = []
+        name, ts, dur, pid, tid, cat, legacy, ext, enc = zip(*rows)
+        n = len(rows)
+        self.slices.append(SliceBatch(
+            ts=np.array(ts, dtype=np.int64), dur=np.maximum(np.array(dur, dtype=np.int64), 0),
+            pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
+            name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
+            legacy_cat=np.array(legacy, dtype=np.int32), external_id=np.array(ext, dtype=np.int64),
+            row_args=list(enc) if any(e is not None for e in enc) else None,
+        ))
+
+    # ------------------------------------------------------------------ instants
+    def add_instant(self, name, ts_ns: int, pid, tid, cat="cpu_instant_event", args: Mapping | None = None,
+                    *, scope: str = "t", vendor: str = "") -> None:
+        if scope not in _SCOPES:
+            raise ValueError(f"instant scope must be one of 't', 'g', 'p', not {scope!r}")
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
+        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, legacy_id, _SCOPES[scope], _encode_args(args))
+        with self._lock:
+            self._pending_instants.append(row)
+            if len(self._pending_instants) >= FLUSH_EVERY:
+                self._flush_instants()
+
+    def _flush_instants(self) -> None:
+        rows = self._pending_instants
+        if not rows:
+            return
+        self._pending_instants = []
+        name, ts, pid, tid, cat, legacy, scope, enc = zip(*rows)
+        n = len(rows)
+        self.instants.append(InstantBatch(
+            ts=np.array(ts, dtype=np.int64), pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
+            name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
+            legacy_cat=np.array(legacy, dtype=np.int32), scope=np.array(scope, dtype=np.uint8),
+            row_args=list(enc) if any(e is not None for e in enc) else None,
+        ))
+
+    # ------------------------------------------------------------------ counters
+    def add_counter(self, name, ts_ns: int, values: Mapping[str, float], pid, tid=0, cat="gpu_pm_counter",
+                    *, vendor: str = "") -> None:
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, legacy_id,
+               {json_safe(k): float(v) for k, v in values.items()})
+        with self._lock:
+            self._pending_counters.append(row)
+            if len(self._pending_counters) >= FLUSH_EVERY:
+                self._flush_counters()
+
+    def add_counters(self, *, name, ts, pid, tid, cat, values: Mapping[str, Any], vendor: str = "") -> None:
+        """Bulk "C" events: one row per timestamp, each carrying every metric in ``values``.
+
+        ``name`` is one track name for all rows, or a sequence of names.
+        """
+        ts = np.asarray(ts)
+        n = len(ts)
+        if n == 0:
+            return
+        names = (np.full(n, self.strings.intern(name), dtype=np.int32) if isinstance(name, (str, bytes))
+                 else self.strings.intern_many(name))
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        cols = {}
+        for k, v in values.items():
+            arr = np.asarray(v, dtype=np.float64)
+            if arr.shape != (n,):
+                raise ValueError(f"counter {k!r} has shape {arr.shape}, expected ({n},)")
+            cols[json_safe(k)] = arr
+        batch = CounterBatch(ts=_i64(ts, n, "ts"), pid=_row_column(pid, n), tid=_row_column(tid, n), name=names,
+                             cat=np.full(n, cat_id, np.int32), legacy_cat=np.full(n, legacy_id, np.int32), values=cols)
+        with self._lock:
+            self.counters.append(batch)
+
+    def add_per_kernel_metrics(self, *, kernel_names, start_ns, end_ns, pid, tid, metrics: Mapping[str, Any],
+                               units: Mapping[str, str] | None = None, counter_name: str = "xpu",
+                               cat=ActivityType.XPU_SCOPE_PROFILER, extra_args: Mapping[str, Any] | None = None,
+                               vendor: str = "") -> None:
+        """The one output path for per-kernel hardware metrics, shared by every backend.
+
+        For each kernel: a "C" event at start-1 ns carrying every metric, a "C" event at end+1 ns
+        with every metric 0 (so the track steps with the kernel, Kineto's convention), and a
+        ``metrics: <kernel>`` slice from start-1 to end+1 with ``"<metric>::<unit>"`` args.
+        """
+        start = np.asarray(start_ns, dtype=np.int64)
+        end = np.asarray(end_ns, dtype=np.int64)
+        n = len(start)
+        if n == 0:
+            return
+        units = units or {}
+        cols = {k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()}
+        pid_col, tid_col = _row_column(pid, n), _row_column(tid, n)
+        order = np.argsort(np.concatenate([start - 1, end + 1]), kind="stable")
+        ts = np.concatenate([start - 1, end + 1])[order]
+        zero = {k: np.concatenate([v, np.zeros(n)])[order] for k, v in cols.items()}
+        self.add_counters(name=counter_name, ts=ts, pid=np.concatenate([pid_col, pid_col])[order],
+                          tid=np.concatenate([tid_col, tid_col])[order], cat=cat, values=zero, vendor=vendor)
+        names = [f"metrics: {json_safe(k)}" for k in kernel_names]
+        args: dict[str, Any] = dict(extra_args or {})
+        for k, v in cols.items():
+            unit = units.get(k) or ""
+            args[f"{k}::{unit}" if unit else k] = v
+        self.add_slices(names=names, ts=start - 1, dur=(end - start) + 2, pid=pid_col, tid=tid_col,
+                        cat=ActivityType.CONCURRENT_KERNEL, args=args, vendor=vendor)
+
+    def _flush_counters(self) -> None:
+        rows = self._pending_counters
+        if not rows:
+            return
+        self._pending_counters = []
+        name, ts, pid, tid, cat, legacy, vals = zip(*rows)
+        n = len(rows)
+        self.counters.append(CounterBatch(
+            ts=np.array(ts, dtype=np.int64), pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
+            name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
+            legacy_cat=np.array(legacy, dtype=np.int32), values={}, row_values=list(vals)))
+
+    # ------------------------------------------------------------------ flows
+    def add_flow(self, flow_id: int, ts_ns: int, pid, tid, *, start: bool, cat: str = "ac2g") -> None:
+        row = (int(flow_id), int(ts_ns), pid, tid, self.strings.intern(cat), bool(start))
+        with self._lock:
+            self._pending_flows.append(row)
+            if len(self._pending_flows) >= FLUSH_EVERY:
+                self._flush_flows()
+
+    def add_flows(self, *, flow_ids, ts, pid, tid, start, cat: str = "ac2g") -> None:
+        """Bulk flow ends: ``start`` True writes "s", False writes "f" with "bp": "e"."""
+        ts = np.asarray(ts)
+        n = len(ts)
+        if n == 0:
+            return
+        st = np.full(n, bool(start)) if np.isscalar(start) else np.asarray(start, dtype=bool)
+        batch = FlowBatch(flow_id=_i64(flow_ids, n, "flow_ids"), ts=_i64(ts, n, "ts"), pid=_row_column(pid, n),
+                          tid=_row_column(tid, n), cat=np.full(n, self.strings.intern(cat), np.int32), is_start=st)
+        with self._lock:
+            self.flows.append(batch)
+
+    def _flush_flows(self) -> None:
+        rows = self._pending_flows
+        if not rows:
+            return
+        self._pending_flows = []
+        fid, ts, pid, tid, cat, st = zip(*rows)
+        n = len(rows)
+        self.flows.append(FlowBatch(flow_id=np.array(fid, np.int64), ts=np.array(ts, np.int64),
+                                    pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
+                                    cat=np.array(cat, np.int32), is_start=np.array(st, bool)))
+
+    # ------------------------------------------------------------------ rows and metadata
+    def set_process_name(self, pid, name: str, *, label: str | None = None, sort_index: int | None = None) -> None:
+        with self._lock:
+            self.process_names[pid] = json_safe(name)
+            if label is not None:
+                self.process_labels[pid] = json_safe(label)
+            if sort_index is not None:
+                self.process_sort[pid] = int(sort_index)
+
+    def set_thread_name(self, pid, tid, name: str, *, sort_index: int | None = None) -> None:
+        with self._lock:
+            self.thread_names[(pid, tid)] = json_safe(name)
+            if sort_index is not None:
+                self.thread_sort[(pid, tid)] = int(sort_index)
+
+    def add_device_properties(self, props: Mapping[str, Any]) -> None:
+        with self._lock:
+            d = dict(props)
+            if d not in self.device_properties:
+                self.device_properties.append(d)
+
+    def set_metadata(self, key: str, value: Any) -> None:
+        with self._lock:
+            self.metadata[json_safe(key)] = value
+
+    def set_distributed_info(self, info: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.distributed_info = dict(info)
+
+    def add_span(self, name: str, start_ns: int, end_ns: int, *, op_count: int = 0, iteration: int = 0,
+                 prefix: str = "") -> None:
+        with self._lock:
+            self.spans.append(Span(json_safe(name), int(start_ns), int(end_ns), int(op_count), int(iteration),
+                                   json_safe(prefix)))
+
+    def count_dropped(self, reason: str, n: int = 1) -> None:
+        """Records lost or discarded (buffer exhaustion, out of window, unmatched ...)."""
+        if n:
+            with self._lock:
+                self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+
+    def warn(self, message: str) -> None:
+        with self._lock:
+            self.warnings.append(json_safe(message))
+
+    def set_window(self, start_ns: int, end_ns: int) -> None:
+        self.window_start_ns, self.window_end_ns = int(start_ns), int(end_ns)
+
+    # ------------------------------------------------------------------ reading
+    def flush(self) -> None:
+        """Turn pending scalar rows into batches (writers and readers call this first)."""
+        with self._lock:
+            self._flush_slices()
+            self._flush_instants()
+            self._flush_counters()
+            self._flush_flows()
+
+    def event_count(self) -> int:
+        self.flush()
+        return (sum(len(b) for b in self.slices) + sum(len(b) for b in self.instants)
+                + sum(len(b) for b in self.counters) + sum(len(b) for b in self.flows))
+
+    def nbytes(self) -> int:
+        """Bytes held by the columns (for the memory-per-event benchmark)."""
+        self.flush()
+        total = 0
+        for group in (self.slices, self.instants, self.counters, self.flows):
+            for b in group:
+                for v in vars(b).values():
+                    if isinstance(v, np.ndarray):
+                        total += v.nbytes
+                    elif isinstance(v, dict):
+                        total += sum(c.values.nbytes if isinstance(c, ArgColumn) and isinstance(c.values, np.ndarray)
+                                     else getattr(c, "nbytes", 0) for c in v.values())
+        return total
+
+    def slice_table(self, cat: str | ActivityType | None = None) -> dict[str, np.ndarray]:
+        """All slices (optionally of one category) as columns: name (str objects), ts, dur, pid, tid, cat."""
+        self.flush()
+        want = None if cat is None else self.strings.intern(category_name(cat) if isinstance(cat, ActivityType) else cat)
+        parts = [b for b in self.slices if want is None or (b.cat == want).any()]
+        if not parts:
+            return {k: np.array([], dtype=object if k in ("name", "cat") else np.int64)
+                    for k in ("name", "ts", "dur", "pid", "tid", "cat")}
+        strings = np.array(self.strings.strings, dtype=object)
+        masks = [np.ones(len(b), bool) if want is None else b.cat == want for b in parts]
+        return {
+            "name": np.concatenate([strings[b.name[m]] for b, m in zip(parts, masks)]),
+            "ts": np.concatenate([b.ts[m] for b, m in zip(parts, masks)]),
+            "dur": np.concatenate([b.dur[m] for b, m in zip(parts, masks)]),
+            "pid": np.concatenate([b.pid[m].astype(object) for b, m in zip(parts, masks)]),
+            "tid": np.concatenate([b.tid[m].astype(object) for b, m in zip(parts, masks)]),
+            "cat": np.concatenate([strings[b.cat[m]] for b, m in zip(parts, masks)]),
+        }

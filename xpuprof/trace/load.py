@@ -1,0 +1,38 @@
+"""Read a trace file (.json or .json.gz, ours or Kineto's) back for tests and analysis."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+
+
+class TraceLoadError(ValueError):
+    """A trace file that is missing or not a Chrome trace."""
+
+
+def load(path) -> dict:
+    """The whole trace object: ``traceEvents`` plus the top-level keys."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceLoadError(f"trace file not found: {path}")
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            from isal import igzip
+            raw = igzip.decompress(raw)
+        except ImportError:
+            raw = gzip.decompress(raw)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TraceLoadError(f"{path} is not valid JSON: {exc}") from None
+    if isinstance(data, list):  # the bare-array form of the Chrome trace format
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise TraceLoadError(f"{path} has no traceEvents array; not a Chrome trace")
+    return data
+
+
+def events(path) -> list[dict]:
+    return load(path)["traceEvents"]
