@@ -6,7 +6,23 @@ vendor package.
 """
 from .activity import ActivityType, default_activity_types
 from .config import ExperimentalConfig, ProfilerConfig
+from .host.annotations import current_correlation_id, instant, record_function, set_thread_name
+from .profiler import ProfilerAction, profile, schedule, trace_handler
 
 __version__ = "0.1.0"
 
-__all__ = ["ActivityType", "ExperimentalConfig", "ProfilerConfig", "__version__", "default_activity_types"]
+__all__ = [
+    "ActivityType",
+    "ExperimentalConfig",
+    "ProfilerAction",
+    "ProfilerConfig",
+    "__version__",
+    "current_correlation_id",
+    "default_activity_types",
+    "instant",
+    "profile",
+    "record_function",
+    "schedule",
+    "set_thread_name",
+    "trace_handler",
+]

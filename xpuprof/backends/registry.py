@@ -1,10 +1,23 @@
-"""Which backends exist: the built-ins (imported lazily, by module path) and registered ones."""
+"""Which backends exist: the built-ins (imported lazily, by module path) and registered ones.
+
+Out-of-tree backends (``xpuprof.register_backend``, the ``xpuprof.backends`` entry-point group,
+directory plugins from ``XPUPROF_PLUGIN_PATH`` / ``ProfilerConfig.plugin_paths``) are loaded on
+first use of this registry and appear here exactly like built-ins, so the profiler needs no
+special case. Backends can be switched off with ``XPUPROF_DISABLE_BACKENDS=xpu,cuda`` or
+``ProfilerConfig.disabled_backends`` (``KINETO_DISABLE_CUPTI=1`` is honoured as an alias that
+disables "cuda").
+"""
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import threading
+from typing import Any
 
 from .base import Backend, ProbeResult
+
+log = logging.getLogger("xpuprof.backends")
 
 # name -> "module:Class". Nothing vendor-specific is imported until a backend is asked for.
 BUILTIN_BACKENDS: dict[str, str] = {
@@ -17,8 +30,13 @@ BUILTIN_BACKENDS: dict[str, str] = {
 # for real hardware silently).
 EXPLICIT_ONLY = frozenset({"sim"})
 
+ENV_DISABLE = "XPUPROF_DISABLE_BACKENDS"
+ENV_KINETO_DISABLE_CUPTI = "KINETO_DISABLE_CUPTI"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
 _lock = threading.Lock()
 _registered: dict[str, type[Backend]] = {}
+_notices: set[str] = set()
 
 
 def load_builtin(name: str) -> type[Backend]:
@@ -46,25 +64,138 @@ def registered() -> dict[str, type[Backend]]:
         return dict(_registered)
 
 
-def backend_names() -> list[str]:
+def ensure_plugins(config=None) -> None:
+    """Forward early registrations, discover entry points and load plugin directories (idempotent).
+
+    Plugin failures are reported by ``xpuprof.plugins.faults``, never raised here.
+    """
+    from ..plugins import loader
+    from ..plugins import registry as plugin_registry
+
+    plugin_registry.initialize()
+    loader.load_plugins(config)
+
+
+def backend_names(config=None) -> list[str]:
+    ensure_plugins(config)
     return list(dict.fromkeys([*BUILTIN_BACKENDS, *registered()]))
 
 
-def get_backend_class(name: str) -> type[Backend]:
+def get_backend_class(name: str, config=None) -> type[Backend]:
+    ensure_plugins(config)
     reg = registered()
     if name in reg:
         return reg[name]
     if name in BUILTIN_BACKENDS:
         return load_builtin(name)
-    raise ValueError(f"unknown backend {name!r}. Known backends: {', '.join(backend_names())}")
+    raise ValueError(f"unknown backend {name!r}. Known backends: {', '.join(backend_names(config))}")
 
 
-def probe_all() -> dict[str, ProbeResult]:
-    """Every known backend's probe; a backend whose import or probe fails is reported, not raised."""
+# ----------------------------------------------------------------------------- switches
+def _notice_once(key: str, message: str) -> None:
+    with _lock:
+        if key in _notices:
+            return
+        _notices.add(key)
+    log.warning("%s", message)
+
+
+def _names(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [str(v).strip().lower() for v in value if str(v).strip()]
+
+
+def disabled_backends(config=None, environ=None) -> dict[str, str]:
+    """name -> which switch disabled it (env ``XPUPROF_DISABLE_BACKENDS``, the config key
+    ``disabled_backends``, or the Kineto alias ``KINETO_DISABLE_CUPTI=1``)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for name in _names(env.get(ENV_DISABLE)):
+        out.setdefault(name, f"disabled by {ENV_DISABLE}")
+    if config is not None:
+        for name in _names(getattr(config, "disabled_backends", None)):
+            out.setdefault(name, "disabled by the config key disabled_backends")
+    if str(env.get(ENV_KINETO_DISABLE_CUPTI, "")).strip().lower() in _TRUE:
+        _notice_once("kineto-disable-cupti", f"notice: {ENV_KINETO_DISABLE_CUPTI}=1 is honoured as an alias of "
+                                             f"{ENV_DISABLE}=cuda; please switch to {ENV_DISABLE}")
+        out.setdefault("cuda", f"disabled by {ENV_KINETO_DISABLE_CUPTI}=1 (alias of {ENV_DISABLE}=cuda)")
+    return out
+
+
+def _warn_unknown_disabled(disabled: dict[str, str], known: list[str]) -> None:
+    unknown = sorted(set(disabled) - set(known))
+    if unknown:
+        _notice_once(f"unknown-disabled:{','.join(unknown)}",
+                     f"warning: cannot disable unknown backend(s) {', '.join(map(repr, unknown))}; "
+                     f"known backends: {', '.join(known)}")
+
+
+def enabled_backend_names(config=None) -> list[str]:
+    """Every known backend that no switch disabled (explicit-only ones included)."""
+    names = backend_names(config)
+    disabled = disabled_backends(config)
+    _warn_unknown_disabled(disabled, names)
+    return [n for n in names if n not in disabled]
+
+
+def probe_all(config=None) -> dict[str, ProbeResult]:
+    """Every known backend's probe; a disabled backend is not probed (it reports the switch), and
+    one whose import or probe fails is reported, not raised."""
     out: dict[str, ProbeResult] = {}
-    for name in backend_names():
+    names = backend_names(config)
+    disabled = disabled_backends(config)
+    _warn_unknown_disabled(disabled, names)
+    for name in names:
+        if name in disabled:
+            out[name] = ProbeResult.unavailable(disabled[name], disabled=True)
+            continue
         try:
             out[name] = get_backend_class(name).probe()
         except Exception as exc:  # a broken backend must not hide the others
             out[name] = ProbeResult.unavailable(f"probe failed: {type(exc).__name__}: {exc}")
     return out
+
+
+def describe_backends(config=None) -> list[dict[str, Any]]:
+    """One row per known backend for ``xpuprof devices``.
+
+    Keys: ``name``; ``status`` ("available", "unavailable" or "disabled"); ``reason`` (the probe's
+    reason or the switch); ``source`` ("built-in" or "plugin"); ``origin`` (the plugin file or
+    entry point, "" for built-ins); ``explicit_only`` (chosen only when named); ``activities``
+    (sorted activity type names, [] when unknown); ``details`` (the probe's details). Plugins
+    that failed to load get a row each with status "unavailable", source "plugin" and ``name``
+    "" (``origin`` and ``reason`` say which file and why).
+    """
+    from ..plugins import faults
+    from ..plugins import registry as plugin_registry
+
+    probes = probe_all(config)
+    origins = plugin_registry.plugin_backends()
+    rows: list[dict[str, Any]] = []
+    for name, probe in probes.items():
+        disabled = bool(probe.details.get("disabled"))
+        activities: list[str] = []
+        if not disabled:
+            try:
+                activities = sorted(t.value for t in get_backend_class(name).supported_activities())
+            except Exception:  # the probe row already says why this backend cannot run
+                activities = []
+        rows.append({
+            "name": name,
+            "status": "disabled" if disabled else ("available" if probe.available else "unavailable"),
+            "reason": probe.reason,
+            "source": "plugin" if name in origins else "built-in",
+            "origin": origins.get(name, ""),
+            "explicit_only": name in EXPLICIT_ONLY,
+            "activities": activities,
+            "details": {k: v for k, v in probe.details.items() if k != "disabled"},
+        })
+    for fault in faults.faults():
+        if fault.stage == "load":
+            rows.append({"name": "", "status": "unavailable", "reason": f"failed to load: {fault.reason}",
+                         "source": "plugin", "origin": fault.origin, "explicit_only": False, "activities": [],
+                         "details": {}})
+    return rows

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..activity import ActivityType, default_activity_types, parse_activity_types
+
+if TYPE_CHECKING:
+    from .kineto import KinetoConfig
 
 # Kineto's XpuptiScopeProfilerConfig::setClientDefaults: scopes when MAX_SCOPES is unset (0).
 DEFAULT_MAX_SCOPES_PER_KERNEL = 1500
@@ -65,3 +68,42 @@ class ProfilerConfig:
 
     def with_changes(self, **changes) -> "ProfilerConfig":
         return replace(self, **changes)
+
+    @classmethod
+    def from_kineto(cls, kc: "KinetoConfig | str", **overrides) -> "ProfilerConfig":
+        """The ProfilerConfig a Kineto config (object or config text) means.
+
+        Text is parsed first; a malformed line raises ``ValueError`` naming it (the parse result
+        Kineto's callers ignore is an error here, since a Python caller can act on it).
+        """
+        from .kineto import KinetoConfig
+
+        if isinstance(kc, str):
+            text, kc = kc, KinetoConfig()
+            if not kc.parse(text):
+                raise ValueError(f"invalid Kineto config: {'; '.join(kc.errors)}")
+        elif not isinstance(kc, KinetoConfig):
+            raise TypeError(f"from_kineto takes a KinetoConfig or config text, not {type(kc).__name__}")
+        custom: dict[str, Any] = {}
+        if kc.custom_config:
+            custom["CUSTOM_CONFIG"] = kc.custom_config
+        activities = frozenset(kc.selected_activity_types) or default_activity_types()
+        fields = dict(
+            activities=activities,
+            experimental=ExperimentalConfig(
+                profiler_metrics=list(kc.xpupti_profiler_metrics),
+                profiler_measure_per_kernel=kc.xpupti_profiler_enable_per_kernel,
+                max_scopes=kc.xpupti_profiler_max_scopes,
+            ),
+            record_shapes=kc.report_input_shapes,
+            with_stack=kc.with_stack,
+            # python_function is in Kineto's default set; tracing Python calls stays opt-in here
+            python_functions=kc.activity_types_explicit and ActivityType.PYTHON_FUNCTION in activities,
+            max_gpu_buffer_bytes=kc.activities_max_gpu_buffer_size,
+            display_cuda_sync_wait_events=kc.activities_display_cuda_sync_wait_events,
+            trace_id=kc.request_trace_id,
+            group_trace_id=kc.request_group_trace_id,
+            custom=custom,
+        )
+        fields.update(overrides)
+        return cls(**fields)

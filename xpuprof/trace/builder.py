@@ -83,14 +83,19 @@ def _to_arg_column(values, n: int, strings: StringTable) -> ArgColumn:
     return col
 
 
+def _constant(value, n: int, dtype) -> np.ndarray:
+    """One value for every row, stored once (a read-only stride-0 view)."""
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
+
+
 def _row_column(values, n: int) -> np.ndarray:
     """pid/tid column: int64 when numeric, object when any row is a string label."""
-    if isinstance(values, (int, np.integer)):
-        return np.full(n, int(values), dtype=np.int64)
-    if isinstance(values, str):
-        arr = np.empty(n, dtype=object)
-        arr[:] = json_safe(values)
-        return arr
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        return _constant(int(values), n, np.int64)
+    if isinstance(values, (str, bytes)):
+        arr = np.empty(1, dtype=object)
+        arr[0] = json_safe(values)
+        return np.broadcast_to(arr, (n,))
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         out = arr.astype(np.int64, copy=False)
@@ -105,7 +110,7 @@ def _row_column(values, n: int) -> np.ndarray:
 
 def _i64(values, n: int, what: str) -> np.ndarray:
     if np.isscalar(values):
-        return np.full(n, int(values), dtype=np.int64)
+        return _constant(int(values), n, np.int64)
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
         arr = np.nan_to_num(arr).astype(np.int64)
@@ -113,6 +118,10 @@ def _i64(values, n: int, what: str) -> np.ndarray:
     if len(out) != n:
         raise ValueError(f"{what} has {len(out)} rows, expected {n}")
     return out
+
+
+def _held(arr: np.ndarray) -> int:
+    return arr.itemsize if arr.ndim == 1 and len(arr) and arr.strides[0] == 0 else arr.nbytes
 
 
 # ----------------------------------------------------------------------------- batches
@@ -322,9 +331,9 @@ class TraceBuilder:
             pid=_row_column(pid, n),
             tid=_row_column(tid, n),
             name=np.asarray(name_ids, dtype=np.int32),
-            cat=np.full(n, cat_id, dtype=np.int32),
-            legacy_cat=np.full(n, legacy_id, dtype=np.int32),
-            external_id=np.zeros(n, np.int64) if external_id is None else _i64(external_id, n, "external_id"),
+            cat=_constant(cat_id, n, np.int32),
+            legacy_cat=_constant(legacy_id, n, np.int32),
+            external_id=_constant(0, n, np.int64) if external_id is None else _i64(external_id, n, "external_id"),
             args={json_safe(k): _to_arg_column(v, n, self.strings) for k, v in (args or {}).items()},
         )
         with self._lock:
@@ -391,7 +400,7 @@ class TraceBuilder:
         n = len(ts)
         if n == 0:
             return
-        names = (np.full(n, self.strings.intern(name), dtype=np.int32) if isinstance(name, (str, bytes))
+        names = (_constant(self.strings.intern(name), n, np.int32) if isinstance(name, (str, bytes))
                  else self.strings.intern_many(name))
         cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
         cols = {}
@@ -401,7 +410,8 @@ class TraceBuilder:
                 raise ValueError(f"counter {k!r} has shape {arr.shape}, expected ({n},)")
             cols[json_safe(k)] = arr
         batch = CounterBatch(ts=_i64(ts, n, "ts"), pid=_row_column(pid, n), tid=_row_column(tid, n), name=names,
-                             cat=np.full(n, cat_id, np.int32), legacy_cat=np.full(n, legacy_id, np.int32), values=cols)
+                             cat=_constant(cat_id, n, np.int32), legacy_cat=_constant(legacy_id, n, np.int32),
+                             values=cols)
         with self._lock:
             self.counters.append(batch)
 
@@ -462,9 +472,11 @@ class TraceBuilder:
         n = len(ts)
         if n == 0:
             return
-        st = np.full(n, bool(start)) if np.isscalar(start) else np.asarray(start, dtype=bool)
+        st = _constant(bool(start), n, bool) if np.isscalar(start) else np.asarray(start, dtype=bool)
+        if len(st) != n:
+            raise ValueError(f"start has {len(st)} rows, expected {n}")
         batch = FlowBatch(flow_id=_i64(flow_ids, n, "flow_ids"), ts=_i64(ts, n, "ts"), pid=_row_column(pid, n),
-                          tid=_row_column(tid, n), cat=np.full(n, self.strings.intern(cat), np.int32), is_start=st)
+                          tid=_row_column(tid, n), cat=_constant(self.strings.intern(cat), n, np.int32), is_start=st)
         with self._lock:
             self.flows.append(batch)
 
@@ -542,17 +554,21 @@ class TraceBuilder:
                 + sum(len(b) for b in self.counters) + sum(len(b) for b in self.flows))
 
     def nbytes(self) -> int:
-        """Bytes held by the columns (for the memory-per-event benchmark)."""
+        """Bytes held by the columns (for the memory-per-event benchmark); shared constants count once."""
         self.flush()
         total = 0
         for group in (self.slices, self.instants, self.counters, self.flows):
             for b in group:
                 for v in vars(b).values():
                     if isinstance(v, np.ndarray):
-                        total += v.nbytes
+                        total += _held(v)
                     elif isinstance(v, dict):
-                        total += sum(c.values.nbytes if isinstance(c, ArgColumn) and isinstance(c.values, np.ndarray)
-                                     else getattr(c, "nbytes", 0) for c in v.values())
+                        for c in v.values():
+                            if isinstance(c, ArgColumn):
+                                total += _held(c.values) if isinstance(c.values, np.ndarray) else 0
+                                total += 0 if c.present is None else _held(c.present)
+                            elif isinstance(c, np.ndarray):
+                                total += _held(c)
         return total
 
     def slice_table(self, cat: str | ActivityType | None = None) -> dict[str, np.ndarray]:

@@ -1,47 +1,60 @@
 """Kineto-compatible Chrome/Perfetto JSON writer.
 
 Contract (see the Kineto trace reference): top-level keys in Kineto's order, ``ts``/``dur`` in
-µs relative to ``baseTimeNanoseconds`` (clamped at 0), M rows, "X" slices with ``External id``
-first in args, ``ac2g`` flows with ``"bp": "e"`` on "f" only, "C" counters, trace spans, the
-closing ``Record Window End`` instant. Every string goes through a real JSON encoder.
+µs with exactly 3 decimals relative to ``baseTimeNanoseconds`` (clamped at 0), M rows, "X"
+slices with ``External id`` first in args (omitted when 0), ``ac2g`` flows with ``"bp": "e"``
+on "f" only, "C" counters (``args`` always present), trace spans, and the closing
+``Record Window End`` instant. Every string goes through a real JSON encoder.
 
-The file is written to ``<path>.tmp`` in chunks and renamed atomically; ``.json.gz`` paths are
-gzip-compressed (python-isal when installed, zlib level 1 otherwise).
+Two renderings of the same events:
+
+* the vectorized path (``columnar``): bulk slice/counter/flow batches become fixed-width rows
+  assembled from numpy matrices, no Python object per event;
+* the generic path: one dict per event, encoded by orjson. It renders what the vectorized path
+  cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
+  and is the reference the tests compare the vectorized output against.
+
+The file is written to ``<path>.tmp`` in chunks and renamed atomically; ``.gz`` paths are
+gzip-compressed (python-isal when installed, zlib otherwise).
 """
 from __future__ import annotations
 
 import gc
 import gzip
 import json
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import orjson
 
 from ..clock import BASE_TIME_NS
 from .builder import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
+from .columnar import ColumnarWriter, sanitize_tids
 
-CHUNK_EVENTS = 32768
 SPANS_PID = "Spans"
 SPANS_SORT_INDEX = 0x20000000
+GENERIC_CHUNK_EVENTS = 32768
+INT64_MIN = -(1 << 63)
 
 
+# ----------------------------------------------------------------------------- sinks
 def _open_sink(tmp: Path, gz: bool, level: int):
     if not gz:
-        return open(tmp, "wb", buffering=1 << 20)
+        return open(tmp, "wb", buffering=0)
     try:
-        from isal import igzip  # python-isal: ~4x faster than zlib at level 1
-        return igzip.open(tmp, "wb", compresslevel=min(level, 3))
+        from isal import igzip  # python-isal: several times faster than zlib at the same ratio
+        return igzip.open(tmp, "wb", compresslevel=max(0, min(int(level), 3)))
     except ImportError:
-        return gzip.open(tmp, "wb", compresslevel=level)
+        return gzip.open(tmp, "wb", compresslevel=max(1, min(int(level), 9)))
 
 
 @contextmanager
 def _gc_paused():
-    # Building many short-lived dicts triggers needless GC passes; pause it for the write.
+    # The generic path builds many short-lived dicts; GC passes over them are pure overhead.
     was = gc.isenabled()
     gc.disable()
     try:
@@ -51,69 +64,102 @@ def _gc_paused():
             gc.enable()
 
 
-def _us(ns: np.ndarray) -> list[float]:
-    """Absolute ns -> µs relative to the base time, clamped at 0 (Kineto's fmtTs)."""
-    rel = np.maximum(ns.astype(np.int64, copy=False) - np.int64(BASE_TIME_NS), 0)
-    return (rel / 1000.0).round(3).tolist()
+# ----------------------------------------------------------------------------- value formats
+def rel_ns(ns: np.ndarray) -> np.ndarray:
+    """Absolute epoch ns -> ns after ``BASE_TIME_NS``, clamped at 0 (Kineto's fmtTs input)."""
+    return np.maximum(np.asarray(ns, dtype=np.int64) - np.int64(BASE_TIME_NS), 0)
 
 
-def _dur_us(ns: np.ndarray) -> list[float]:
-    return (np.maximum(ns, 0) / 1000.0).round(3).tolist()
+def micros_bytes(ns: int) -> bytes:
+    """``<ns // 1000>.<ns % 1000:03d>``: µs with exactly 3 decimals, exact for any int64."""
+    ns = int(ns)
+    sign = b"-" if ns < 0 else b""
+    ns = abs(ns)
+    return b"%s%d.%03d" % (sign, ns // 1000, ns % 1000)
 
 
-def _rows(col: np.ndarray) -> list:
-    return col.tolist()
+def _fragments(ns) -> list:
+    return [orjson.Fragment(micros_bytes(v)) for v in np.asarray(ns).tolist()]
 
 
-def _arg_values(col: ArgColumn, strings: list[str], sl: slice) -> tuple[list, list | None]:
-    vals = col.values[sl]
+def _floats(ns) -> list:
+    # For in-memory consumers (iter_event_chunks): the same value as a float.
+    return [v / 1000.0 for v in np.asarray(ns).tolist()]
+
+
+def _sanitize_tid(t):
+    if isinstance(t, (int, np.integer)) and not isinstance(t, bool):
+        t = int(t)
+        return 0 if t == INT64_MIN else abs(t)
+    return t
+
+
+def _rows(col: np.ndarray, sel, tid: bool = False) -> list:
+    vals = col[sel].tolist()
+    return [_sanitize_tid(v) for v in vals] if tid else vals
+
+
+def _plain(value):
+    """A numpy/Python number as the JSON value Kineto writes (non-finite floats quoted)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _py_values(col: ArgColumn, strings: list[str], sel) -> tuple[list, list | None]:
+    vals = col.values[sel] if col.kind != "obj" else [col.values[i] for i in _indices(sel, len(col))]
     if col.kind == "str":
         out = [strings[i] for i in vals.tolist()]
     elif col.kind == "hex":
-        out = [f"0x{v:016x}" for v in vals.tolist()]
+        out = [f"0x{v:016x}" for v in vals.astype(np.uint64).tolist()]
     elif col.kind == "obj":
         out = list(vals)
+    elif col.kind == "vec":
+        out = [[_plain(x) for x in row] for row in vals.tolist()]
     else:
-        if vals.dtype.kind == "f" and not np.isfinite(vals).all():
-            out = [v if np.isfinite(v) else str(v) for v in vals.tolist()]
-        else:
-            out = vals.tolist()
-    present = None if col.present is None else col.present[sl].tolist()
+        out = [_plain(v) for v in vals.tolist()] if vals.dtype.kind == "f" else vals.tolist()
+    present = None if col.present is None else col.present[sel].tolist()
     return out, present
 
 
-def _slice_events(b: SliceBatch, strings: list[str], legacy: bool) -> Iterator[list[dict]]:
-    cats = b.legacy_cat if legacy else b.cat
-    for lo in range(0, len(b), CHUNK_EVENTS):
-        sl = slice(lo, lo + CHUNK_EVENTS)
-        ts, dur = _us(b.ts[sl]), _dur_us(b.dur[sl])
-        pid, tid = _rows(b.pid[sl]), _rows(b.tid[sl])
-        names = [strings[i] for i in b.name[sl].tolist()]
-        cat = [strings[i] for i in cats[sl].tolist()]
-        ext = b.external_id[sl].tolist()
-        arg_cols = [(k, *_arg_values(c, strings, sl)) for k, c in b.args.items()]
-        row_args = b.row_args[sl] if b.row_args is not None else None
-        out = []
-        for i in range(len(ts)):
-            ev = {"ph": "X", "cat": cat[i], "name": names[i], "pid": pid[i], "tid": tid[i], "ts": ts[i], "dur": dur[i]}
-            args = {}
-            if ext[i]:
-                args["External id"] = ext[i]
-            for k, vals, present in arg_cols:
-                if present is None or present[i]:
-                    args[k] = vals[i]
-            if row_args is not None and row_args[i] is not None:
-                args.update(orjson.loads(row_args[i]))
-            if args:
-                ev["args"] = args
-            out.append(ev)
-        yield out
+def _indices(sel, n: int) -> list[int]:
+    if isinstance(sel, slice):
+        return list(range(*sel.indices(n)))
+    return np.asarray(sel).tolist()
 
 
-def _instant_events(b: InstantBatch, strings: list[str], legacy: bool) -> Iterator[list[dict]]:
+# ----------------------------------------------------------------------------- generic events
+def generic_slice_events(b: SliceBatch, strings: list[str], legacy: bool, sel, fmt_ns: Callable) -> list[dict]:
     cats = b.legacy_cat if legacy else b.cat
-    ts = _us(b.ts)
-    pid, tid = _rows(b.pid), _rows(b.tid)
+    ts, dur = fmt_ns(rel_ns(b.ts[sel])), fmt_ns(np.maximum(b.dur[sel], 0))
+    pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
+    names = [strings[i] for i in b.name[sel].tolist()]
+    cat = [strings[i] for i in cats[sel].tolist()]
+    ext = b.external_id[sel].tolist()
+    arg_cols = [(k, *_py_values(c, strings, sel)) for k, c in b.args.items()]
+    row_args = [b.row_args[i] for i in _indices(sel, len(b))] if b.row_args is not None else None
+    out = []
+    for i in range(len(ts)):
+        ev = {"ph": "X", "cat": cat[i], "name": names[i], "pid": pid[i], "tid": tid[i], "ts": ts[i], "dur": dur[i]}
+        args = {}
+        if ext[i]:
+            args["External id"] = ext[i]
+        for k, vals, present in arg_cols:
+            if present is None or present[i]:
+                args[k] = vals[i]
+        if row_args is not None and row_args[i] is not None:
+            args.update(orjson.loads(row_args[i]))
+        if args:
+            ev["args"] = args
+        out.append(ev)
+    return out
+
+
+def generic_instant_events(b: InstantBatch, strings: list[str], legacy: bool, fmt_ns: Callable) -> list[dict]:
+    cats = b.legacy_cat if legacy else b.cat
+    sel = slice(None)
+    ts = fmt_ns(rel_ns(b.ts))
+    pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
     out = []
     for i, (n, c, s) in enumerate(zip(b.name.tolist(), cats.tolist(), b.scope.tolist())):
         ev = {"ph": "i"}
@@ -121,49 +167,48 @@ def _instant_events(b: InstantBatch, strings: list[str], legacy: bool) -> Iterat
             ev["cat"] = strings[c]
         ev.update({"s": chr(s), "name": strings[n], "pid": pid[i], "tid": tid[i], "ts": ts[i]})
         if b.row_args is not None and b.row_args[i] is not None:
-            ev["args"] = orjson.loads(b.row_args[i])
+            args = orjson.loads(b.row_args[i])
+            if args:
+                ev["args"] = args
         out.append(ev)
-    yield out
+    return out
 
 
-def _counter_events(b: CounterBatch, strings: list[str], legacy: bool) -> Iterator[list[dict]]:
+def generic_counter_events(b: CounterBatch, strings: list[str], legacy: bool, sel, fmt_ns: Callable) -> list[dict]:
     cats = b.legacy_cat if legacy else b.cat
-    for lo in range(0, len(b), CHUNK_EVENTS):
-        sl = slice(lo, lo + CHUNK_EVENTS)
-        ts = _us(b.ts[sl])
-        pid, tid = _rows(b.pid[sl]), _rows(b.tid[sl])
-        names = [strings[i] for i in b.name[sl].tolist()]
-        cat = [strings[i] for i in cats[sl].tolist()]
-        cols = [(k, [v if np.isfinite(v) else str(v) for v in arr[sl].tolist()]) for k, arr in b.values.items()]
-        rows = b.row_values[sl] if b.row_values is not None else None
-        out = []
-        for i in range(len(ts)):
-            args = {k: vals[i] for k, vals in cols}
-            if rows is not None:
-                args.update({k: (v if np.isfinite(v) else str(v)) for k, v in rows[i].items()})
-            out.append({"ph": "C", "cat": cat[i], "name": names[i], "pid": pid[i], "tid": tid[i], "ts": ts[i],
-                        "args": args})
-        yield out
+    ts = fmt_ns(rel_ns(b.ts[sel]))
+    pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
+    names = [strings[i] for i in b.name[sel].tolist()]
+    cat = [strings[i] for i in cats[sel].tolist()]
+    cols = [(k, [_plain(v) for v in arr[sel].tolist()]) for k, arr in b.values.items()]
+    rows = [b.row_values[i] for i in _indices(sel, len(b))] if b.row_values is not None else None
+    out = []
+    for i in range(len(ts)):
+        args = {k: vals[i] for k, vals in cols}
+        if rows is not None:
+            args.update({k: _plain(float(v)) for k, v in rows[i].items()})
+        out.append({"ph": "C", "cat": cat[i], "name": names[i], "pid": pid[i], "tid": tid[i], "ts": ts[i],
+                    "args": args})
+    return out
 
 
-def _flow_events(b: FlowBatch, strings: list[str]) -> Iterator[list[dict]]:
-    for lo in range(0, len(b), CHUNK_EVENTS):
-        sl = slice(lo, lo + CHUNK_EVENTS)
-        ts = _us(b.ts[sl])
-        pid, tid = _rows(b.pid[sl]), _rows(b.tid[sl])
-        ids, st = b.flow_id[sl].tolist(), b.is_start[sl].tolist()
-        cat = [strings[i] for i in b.cat[sl].tolist()]
-        out = []
-        for i in range(len(ts)):
-            ev = {"ph": "s" if st[i] else "f", "id": ids[i], "pid": pid[i], "tid": tid[i], "ts": ts[i],
-                  "cat": cat[i], "name": cat[i]}
-            if not st[i]:
-                ev["bp"] = "e"
-            out.append(ev)
-        yield out
+def generic_flow_events(b: FlowBatch, strings: list[str], sel, fmt_ns: Callable) -> list[dict]:
+    ts = fmt_ns(rel_ns(b.ts[sel]))
+    pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
+    ids, st = b.flow_id[sel].tolist(), b.is_start[sel].tolist()
+    cat = [strings[i] for i in b.cat[sel].tolist()]
+    out = []
+    for i in range(len(ts)):
+        ev = {"ph": "s" if st[i] else "f", "id": ids[i], "pid": pid[i], "tid": tid[i], "ts": ts[i],
+              "cat": cat[i], "name": cat[i]}
+        if not st[i]:
+            ev["bp"] = "e"
+        out.append(ev)
+    return out
 
 
-def _meta_events(builder: TraceBuilder, ts: float) -> list[dict]:
+def meta_events(builder: TraceBuilder, fmt_ns: Callable) -> list[dict]:
+    (ts,) = fmt_ns(rel_ns([builder.window_start_ns]))
     out = []
     for pid, name in builder.process_names.items():
         out.append({"ph": "M", "name": "process_name", "ts": ts, "pid": pid, "tid": 0, "args": {"name": name}})
@@ -173,18 +218,19 @@ def _meta_events(builder: TraceBuilder, ts: float) -> list[dict]:
         out.append({"ph": "M", "name": "process_sort_index", "ts": ts, "pid": pid, "tid": 0,
                     "args": {"sort_index": builder.process_sort.get(pid, pid if isinstance(pid, int) else 0)}})
     for (pid, tid), name in builder.thread_names.items():
-        out.append({"ph": "M", "name": "thread_name", "ts": ts, "pid": pid, "tid": tid, "args": {"name": name}})
+        row_tid = _sanitize_tid(tid)
+        out.append({"ph": "M", "name": "thread_name", "ts": ts, "pid": pid, "tid": row_tid, "args": {"name": name}})
         sort = builder.thread_sort.get((pid, tid), tid if isinstance(tid, int) else 0)
-        out.append({"ph": "M", "name": "thread_sort_index", "ts": ts, "pid": pid, "tid": tid,
+        out.append({"ph": "M", "name": "thread_sort_index", "ts": ts, "pid": pid, "tid": row_tid,
                     "args": {"sort_index": sort}})
     return out
 
 
-def _span_events(builder: TraceBuilder) -> list[dict]:
+def span_events(builder: TraceBuilder, fmt_ns: Callable) -> list[dict]:
     out = []
     for sp in builder.spans:
-        ts = _us(np.array([sp.start_ns]))[0]
-        dur = 0.0 if sp.end_ns == 0 else round((sp.end_ns - sp.start_ns) / 1000.0, 3)
+        (ts,) = fmt_ns(rel_ns([sp.start_ns]))
+        (dur,) = fmt_ns([0 if sp.end_ns == 0 else sp.end_ns - sp.start_ns])  # Kineto: no clamp for spans
         out.append({"ph": "X", "cat": "Trace", "name": f"{sp.prefix}{sp.name} ({sp.iteration})", "pid": SPANS_PID,
                     "tid": sp.name, "ts": ts, "dur": dur, "args": {"Op count": sp.op_count}})
         out.append({"ph": "M", "name": "process_sort_index", "ts": ts, "pid": SPANS_PID, "tid": 0,
@@ -194,21 +240,40 @@ def _span_events(builder: TraceBuilder) -> list[dict]:
     return out
 
 
-def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = False) -> Iterator[list[dict]]:
-    """Every trace event as lists of dicts, in file order (without the closing instant)."""
+def _chunks(n: int, size: int) -> Iterator[slice]:
+    for lo in range(0, n, size):
+        yield slice(lo, min(lo + size, n))
+
+
+def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = False,
+                      fmt_ns: Callable = _floats) -> Iterator[list[dict]]:
+    """Every trace event as lists of dicts, in file order (without the closing instant).
+
+    ``ts``/``dur`` are floats in µs by default; the writer passes exact 3-decimal fragments.
+    """
     builder.flush()
     strings = builder.strings.strings
-    window_ts = _us(np.array([builder.window_start_ns]))[0]
-    yield _meta_events(builder, window_ts)
+    yield meta_events(builder, fmt_ns)
     for b in builder.slices:
-        yield from _slice_events(b, strings, legacy_categories)
+        for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+            yield generic_slice_events(b, strings, legacy_categories, sel, fmt_ns)
     for b in builder.instants:
-        yield from _instant_events(b, strings, legacy_categories)
+        yield generic_instant_events(b, strings, legacy_categories, fmt_ns)
     for b in builder.counters:
-        yield from _counter_events(b, strings, legacy_categories)
+        for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+            yield generic_counter_events(b, strings, legacy_categories, sel, fmt_ns)
     for b in builder.flows:
-        yield from _flow_events(b, strings)
-    yield _span_events(builder)
+        for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+            yield generic_flow_events(b, strings, sel, fmt_ns)
+    yield span_events(builder, fmt_ns)
+
+
+# ----------------------------------------------------------------------------- file
+def encode_events(events: list[dict]) -> bytes:
+    """Events as ``{...},\\n`` rows (the separator every event row in the file carries)."""
+    if not events:
+        return b""
+    return b",\n".join(map(orjson.dumps, events)) + b",\n"
 
 
 def _header(builder: TraceBuilder) -> bytes:
@@ -222,30 +287,64 @@ def _header(builder: TraceBuilder) -> bytes:
         parts += [b", ", encode_json(k), b": ", encode_json(v)]
     dist = builder.distributed_info if builder.distributed_info is not None else meta.get("distributedInfo")
     if dist is not None:
-        # json.dumps's default separators keep the space after "rank": that HTA's regex needs.
-        parts += [b', "distributedInfo": ', json.dumps(json.loads(encode_json(dist))).encode()]
-    parts.append(f', "displayTimeUnit": "ms", "baseTimeNanoseconds": {BASE_TIME_NS}, "traceEvents": ['.encode())
+        # json.dumps's default separators give `"rank": 0`: HTA's rank regex needs the space.
+        parts += [b', "distributedInfo": ', json.dumps(json.loads(encode_json(dist)), ensure_ascii=False).encode()]
+    parts.append(f', "displayTimeUnit": "ms", "baseTimeNanoseconds": {BASE_TIME_NS}, "traceEvents": [\n'.encode())
     return b"".join(parts)
 
 
-def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = False, gzip_level: int = 1) -> Path:
-    """Write the builder as a Kineto-compatible trace; returns the final path."""
+def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool) -> Iterator[bytes | np.ndarray]:
+    builder.flush()
+    strings = builder.strings.strings
+    yield encode_events(meta_events(builder, _fragments))
+    fast = ColumnarWriter(strings, legacy) if columnar else None
+    for b in builder.slices:
+        if fast is not None and fast.can_write(b):
+            yield from fast.slices(b, lambda sel, b=b: encode_events(
+                generic_slice_events(b, strings, legacy, sel, _fragments)))
+        else:
+            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                yield encode_events(generic_slice_events(b, strings, legacy, sel, _fragments))
+    for b in builder.instants:
+        yield encode_events(generic_instant_events(b, strings, legacy, _fragments))
+    for b in builder.counters:
+        if fast is not None and fast.can_write(b):
+            yield from fast.counters(b, lambda sel, b=b: encode_events(
+                generic_counter_events(b, strings, legacy, sel, _fragments)))
+        else:
+            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                yield encode_events(generic_counter_events(b, strings, legacy, sel, _fragments))
+    for b in builder.flows:
+        if fast is not None and fast.can_write(b):
+            yield from fast.flows(b, lambda sel, b=b: encode_events(generic_flow_events(b, strings, sel, _fragments)))
+        else:
+            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                yield encode_events(generic_flow_events(b, strings, sel, _fragments))
+    yield encode_events(span_events(builder, _fragments))
+
+
+def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = False, gzip_level: int = 1,
+                       columnar: bool = True) -> Path:
+    """Write the builder as a Kineto-compatible trace; returns the final path.
+
+    ``.gz`` names are gzip-compressed. ``columnar=False`` renders every event through the
+    generic dict path (same events, slower; kept as the reference for tests).
+    """
     path = Path(path)
     gz = path.name.endswith(".gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     trace_name = str(path).replace("\\", "/").replace("\n", "")
-    end_ts = _us(np.array([builder.window_end_ns or builder.window_start_ns]))[0]
+    end_ns = builder.window_end_ns or builder.window_start_ns
     try:
         with _gc_paused(), _open_sink(tmp, gz, gzip_level) as out:
             out.write(_header(builder))
-            for chunk in iter_event_chunks(builder, legacy_categories=legacy_categories):
-                if chunk:
-                    out.write(b"\n")
-                    out.write(orjson.dumps(chunk)[1:-1])
-                    out.write(b",")
-            closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": end_ts}
-            out.write(b"\n" + orjson.dumps(closing) + b"\n], ")
+            for body in _event_bodies(builder, legacy_categories, columnar):
+                if len(body):
+                    out.write(body if isinstance(body, bytes) else memoryview(body).cast("B"))
+            closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
+                       "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
+            out.write(orjson.dumps(closing) + b"\n], ")
             out.write(b'"traceName": ' + encode_json(trace_name) + b"}\n")
         os.replace(tmp, path)
     except BaseException:
@@ -255,3 +354,6 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
             pass
         raise
     return path
+
+
+__all__ = ["iter_event_chunks", "micros_bytes", "rel_ns", "sanitize_tids", "write_chrome_trace"]

@@ -1,0 +1,232 @@
+"""CUPTI decoding without a GPU: records built from cupti-python's own numpy record dtypes."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
+
+from xpuprof.backends.base import ProcessWindow  # noqa: E402
+from xpuprof.backends.cuda import decode, records  # noqa: E402
+from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions  # noqa: E402
+from xpuprof.clock import BASE_TIME_NS  # noqa: E402
+from xpuprof.trace.builder import TraceBuilder  # noqa: E402
+from xpuprof.trace.chrome import iter_event_chunks  # noqa: E402
+
+c = cupti_mod
+T0 = BASE_TIME_NS + 10_000_000
+RUNTIME_NAMES = {100: "cudaLaunchKernel_v7000", 101: "cudaStreamWaitEvent_v3020", 102: "cudaEventRecord",
+                 103: "cudaStreamSynchronize_v3020", 104: "cudaGetDevice", 105: "cudaMemcpyAsync_v3020",
+                 106: "cudaEventSynchronize", 107: "cudaMalloc_v3020"}
+
+
+def _names(kind, cbid):
+    return RUNTIME_NAMES[cbid] if kind == records.KIND_RUNTIME else {7: "cuLaunchKernel", 8: "cuCtxGetCurrent"}[cbid]
+
+
+def _rows(dtype, n, **cols):
+    arr = np.zeros(n, dtype=dtype)
+    for k, v in cols.items():
+        arr[k] = v
+    return arr
+
+
+def _kernel(n=1, **cols):
+    base = dict(kind=records.KIND_CONCURRENT_KERNEL, device_id=0, context_id=1, stream_id=7, grid_x=4, grid_y=2,
+                grid_z=1, block_x=128, block_y=1, block_z=1, registers_per_thread=32, static_shared_memory=1024,
+                dynamic_shared_memory=512, name=0x1000)
+    base.update(cols)
+    return _rows(c.activity_kernel13_dtype, n, **base)
+
+
+def _api(cbid, corr, start, end, tid=4242):
+    return _rows(c.activity_api_dtype, 1, kind=records.KIND_RUNTIME, cbid=cbid, correlation_id=corr, start=start,
+                 end=end, process_id=99, thread_id=tid)
+
+
+def _sync(type_, corr, start, stream, event_id=0, ctx=1):
+    return _rows(c.activity_synchronization2_dtype, 1, kind=records.KIND_SYNCHRONIZATION, type=type_,
+                 correlation_id=corr, start=start, end=start + 50, context_id=ctx, stream_id=stream,
+                 cuda_event_id=event_id)
+
+
+def _event(corr, stream, event_id, ts, ctx=1):
+    return _rows(c.activity_cuda_event2_dtype, 1, kind=records.KIND_CUDA_EVENT, correlation_id=corr, context_id=ctx,
+                 stream_id=stream, event_id=event_id, device_id=0, device_timestamp=ts)
+
+
+def _events(builder):
+    return [e for chunk in iter_event_chunks(builder) for e in chunk]
+
+
+def _decode(chunks, **opts):
+    b = TraceBuilder(pid=99)
+    dec = CuptiDecoder(_names, options=DecodeOptions(**opts))
+    dec.process(b, ProcessWindow(T0, T0 + 10**9), chunks)
+    return b, _events(b)
+
+
+def test_kind_and_enum_values_match_cupti_python():
+    assert records.KIND_CONCURRENT_KERNEL == c.ActivityKind.CONCURRENT_KERNEL
+    assert records.KIND_SYNCHRONIZATION == c.ActivityKind.SYNCHRONIZATION
+    assert records.KIND_CUDA_EVENT == c.ActivityKind.CUDA_EVENT
+    assert records.KIND_EXTERNAL_CORRELATION == c.ActivityKind.EXTERNAL_CORRELATION
+    assert records.KIND_OVERHEAD == c.ActivityKind.OVERHEAD
+    for kind in ("MEMCPY", "MEMSET", "KERNEL", "DRIVER", "RUNTIME"):
+        assert getattr(records, f"KIND_{kind}") == c.ActivityKind[kind]
+    assert decode.MEMCPY_KINDS[c.ActivityMemcpyKind.PTOP] == "PtoP"
+    assert decode.MEMORY_KINDS[c.ActivityMemoryKind.MANAGED_STATIC] == "Managed Static"
+    assert decode.SYNC_KINDS[c.ActivitySynchronizationType.STREAM_WAIT_EVENT] == "Stream Wait Event"
+    assert decode.EXTERNAL_KIND_CUSTOM0 == c.ExternalCorrelationKind.CUSTOM0
+    for m in c.ActivityOverheadKind:
+        if m.name not in ("FORCE_INT", "UVM_ACTIVITY_INIT"):
+            assert m.value in decode.OVERHEAD_KINDS
+
+
+def test_dtype_lookup_follows_record_classes():
+    assert records.dtype_for_class(c.ActivityKernel13) == c.activity_kernel13_dtype
+    assert records.dtype_for_class(c.ActivityAPI) == c.activity_api_dtype
+    assert records.dtype_for_class(c.ActivityMemcpyPtoP4) == c.activity_memcpy_pto_p4_dtype
+
+
+def test_capture_copies_a_buffer_of_cupti_record_objects():
+    # Lay records out in one buffer like CUPTI does and hand cupti-python record objects over it.
+    chunk = records.pack([_kernel(2, start=[T0, T0 + 10], end=[T0 + 5, T0 + 20], correlation_id=[1, 2]),
+                          _api(100, 1, T0 - 100, T0 - 50)])
+    buf = ctypes.create_string_buffer(chunk.data, len(chunk.data))
+    base = ctypes.addressof(buf)
+    name = ctypes.create_string_buffer(b"_Z6vecAddPfS_S_i")
+    objs = []
+    for off, kind in zip(chunk.offsets.tolist(), chunk.kinds.tolist()):
+        cls = c.ActivityKernel13 if kind == records.KIND_CONCURRENT_KERNEL else c.ActivityAPI
+        if cls is c.ActivityKernel13:
+            ctypes.c_int64.from_address(base + off + c.activity_kernel13_dtype.fields["name"][1]).value = \
+                ctypes.addressof(name)
+        objs.append(cls.from_ptr(base + off, owner=buf))
+    got = records.capture(objs)
+    assert got.kinds.tolist() == [10, 10, 5]
+    assert got.rows([records.KIND_CONCURRENT_KERNEL])["correlation_id"].tolist() == [1, 2]
+    assert list(got.names.values()) == ["_Z6vecAddPfS_S_i"]
+    b, evs = _decode([got])
+    kern = [e for e in evs if e.get("cat") == "kernel"]
+    assert [k["name"] for k in kern] == ["vecAdd(float*, float*, float*, int)"] * 2
+
+
+def test_kernel_rows_and_args_like_kineto():
+    k = _kernel(1, start=T0 + 100, end=T0 + 1100, correlation_id=5, queued=T0 + 50, graph_id=3, channel_id=2)
+    ext = _rows(c.activity_external_correlation_dtype, 1, kind=records.KIND_EXTERNAL_CORRELATION,
+                external_kind=c.ExternalCorrelationKind.CUSTOM0, external_id=777, correlation_id=5)
+    launch = _api(100, 5, T0 + 10, T0 + 60)
+    chunk = records.pack([k, ext, launch], names={0x1000: "_Z6vecAddPfS_S_i"})
+    b, evs = _decode([chunk], sm_count={0: 4})
+    (kern,) = [e for e in evs if e.get("cat") == "kernel"]
+    assert (kern["pid"], kern["tid"], kern["dur"]) == (0, 7, 1.0)
+    a = kern["args"]
+    assert list(a)[0] == "External id" and a["External id"] == 777
+    assert a["grid"] == [4, 2, 1] and a["block"] == [128, 1, 1]
+    assert a["shared memory"] == 1536 and a["registers per thread"] == 32
+    assert a["blocks per SM"] == 2.0 and a["warps per SM"] == 8.0
+    assert (a["device"], a["context"], a["stream"], a["correlation"], a["graph id"], a["channel"]) == (0, 1, 7, 5, 3, 2)
+    (rt,) = [e for e in evs if e.get("cat") == "runtime"]
+    assert rt["name"] == "cudaLaunchKernel" and (rt["pid"], rt["tid"]) == (99, 4242)
+    assert rt["args"] == {"External id": 777, "cbid": 100, "correlation": 5}
+    flows = sorted((e for e in evs if e["ph"] in "sf"), key=lambda e: e["ph"] != "s")
+    assert [(f["ph"], f["id"], f["pid"], f["tid"]) for f in flows] == [("s", 5, 99, 4242), ("f", 5, 0, 7)]
+    assert b.thread_names[(0, 7)] == "stream 7 "
+
+
+def test_memcpy_memset_names_bandwidth_and_window_drop():
+    cp = _rows(c.activity_memcpy6_dtype, 2, kind=records.KIND_MEMCPY, copy_kind=c.ActivityMemcpyKind.HTOD,
+               src_kind=c.ActivityMemoryKind.PINNED, dst_kind=c.ActivityMemoryKind.DEVICE, bytes=4000,
+               start=[T0, T0 - 10**9], end=[T0 + 2000, T0 - 10**9 + 5], device_id=0, context_id=1, stream_id=7,
+               correlation_id=[9, 10])
+    ms = _rows(c.activity_memset4_dtype, 1, kind=records.KIND_MEMSET, memory_kind=c.ActivityMemoryKind.DEVICE,
+               bytes=64, start=T0 + 5, end=T0 + 5, device_id=0, context_id=1, stream_id=7, correlation_id=11)
+    b, evs = _decode([records.pack([cp, ms])])
+    (m,) = [e for e in evs if e.get("cat") == "gpu_memcpy"]
+    assert m["name"] == "Memcpy HtoD (Pinned -> Device)"
+    assert m["args"]["memory bandwidth (GB/s)"] == 2.0 and m["args"]["bytes"] == 4000
+    (s,) = [e for e in evs if e.get("cat") == "gpu_memset"]
+    assert s["name"] == "Memset (Device)" and "memory bandwidth (GB/s)" not in s["args"]  # zero duration
+    assert b.dropped == {"cuda memcpy out of window": 1}
+
+
+def test_runtime_filtering_and_driver_allow_list():
+    drv = _rows(c.activity_api_dtype, 2, kind=records.KIND_DRIVER, cbid=[7, 8], correlation_id=[20, 21],
+                start=[T0, T0 + 10], end=[T0 + 5, T0 + 15], process_id=99, thread_id=1)
+    chunk = records.pack([_api(104, 22, T0, T0 + 1), _api(107, 23, T0, T0 + 1), drv])
+    _, evs = _decode([chunk])
+    assert sorted(e["name"] for e in evs if e["ph"] == "X") == ["cuLaunchKernel", "cudaMalloc"]
+    assert not [e for e in evs if e["ph"] in "sf"]  # no device ends: no dangling arrows
+
+
+def test_stream_wait_event_resolves_producer_and_draws_arrow():
+    # Stream 7 records event 3 (corr 30); stream 9 waits on it (corr 31); stream 9 then runs a kernel.
+    chunk = records.pack([
+        _kernel(1, start=T0 + 5000, end=T0 + 6000, stream_id=9, correlation_id=32),
+        _sync(c.ActivitySynchronizationType.STREAM_WAIT_EVENT, 31, T0 + 200, 9, event_id=3),
+        _event(30, 7, 3, T0 + 100),
+        _api(102, 30, T0 + 90, T0 + 95), _api(101, 31, T0 + 190, T0 + 195),
+    ], names={0x1000: "k"})
+    b, evs = _decode([chunk])
+    (w,) = [e for e in evs if e.get("cat") == "cuda_sync"]
+    assert w["name"] == "Stream Wait Event" and (w["pid"], w["tid"]) == (0, 9)
+    assert w["args"]["cuda_sync_kind"] == "Stream Wait Event"
+    assert (w["args"]["wait_on_stream"], w["args"]["wait_on_cuda_event_record_corr_id"],
+            w["args"]["wait_on_cuda_event_id"]) == (7, 30, 3)
+    (ev,) = [e for e in evs if e.get("cat") == "cuda_event"]
+    assert ev["args"]["event_id"] == 3 and (ev["pid"], ev["tid"]) == (0, 7) and ev["dur"] == 0.001
+    dep = [e for e in evs if e["ph"] in "sf" and e["id"] >= (1 << 48)]
+    assert sorted((e["ph"], e["tid"]) for e in dep) == [("f", 9), ("s", 7)]
+
+
+def test_event_sync_and_stream_sync_rows():
+    chunk = records.pack([
+        _kernel(1, start=T0 + 10, end=T0 + 20, correlation_id=1),
+        _event(2, 7, 5, T0 + 30),
+        _sync(c.ActivitySynchronizationType.EVENT_SYNCHRONIZE, 3, T0 + 40, decode.NO_STREAM, event_id=5),
+        _sync(c.ActivitySynchronizationType.STREAM_SYNCHRONIZE, 4, T0 + 50, 7),
+        _sync(c.ActivitySynchronizationType.EVENT_SYNCHRONIZE, 6, T0 + 60, decode.NO_STREAM, event_id=99),
+    ], names={0x1000: "k"})
+    b, evs = _decode([chunk])
+    syncs = [e for e in evs if e.get("cat") == "cuda_sync"]
+    es, ss, unres = sorted(syncs, key=lambda e: e["args"]["correlation"])
+    assert es["name"] == "Event Sync" and es["tid"] == 1 and es["args"]["stream"] == -1
+    assert (es["args"]["wait_on_stream"], es["args"]["wait_on_cuda_event_record_corr_id"]) == (7, 2)
+    assert ss["name"] == "Stream Sync" and ss["tid"] == 1_000_007
+    assert not any(k.startswith("wait_on") for k in ss["args"])
+    assert b.thread_names[(0, 1_000_007)] == "stream 7 (sync)" and b.thread_sort[(0, 1_000_007)] == 7
+    assert unres["args"]["wait_on_cuda_event_id"] == 99 and unres["args"]["wait_on_stream"] == -1
+
+
+def test_wait_on_idle_stream_dropped_and_option_off():
+    chunk = records.pack([_sync(c.ActivitySynchronizationType.STREAM_WAIT_EVENT, 1, T0, 9, event_id=1)])
+    b, evs = _decode([chunk])
+    assert not [e for e in evs if e.get("cat") == "cuda_sync"]
+    assert b.dropped == {"cuda stream wait event on idle stream": 1}
+    chunk = records.pack([_kernel(1, start=T0, end=T0 + 1, stream_id=9, correlation_id=2),
+                          _sync(c.ActivitySynchronizationType.STREAM_WAIT_EVENT, 1, T0, 9, event_id=1)],
+                         names={0x1000: "k"})
+    _, evs = _decode([chunk], display_sync_wait_events=False)
+    assert not [e for e in evs if e.get("cat") == "cuda_sync"]
+
+
+def test_overhead_rows():
+    ov = _rows(c.activity_overhead3_dtype, 1, kind=records.KIND_OVERHEAD,
+               overhead_kind=c.ActivityOverheadKind.CUPTI_BUFFER_FLUSH, start=T0, end=T0 + 10)
+    b, evs = _decode([records.pack([ov])])
+    (o,) = [e for e in evs if e.get("cat") == "overhead"]
+    assert o["name"] == "Buffer Flush" and o["pid"] == -1 and b.process_names[-1] == "CUPTI Overhead"
+
+
+def test_bulk_decode_is_columnar():
+    n = 20000
+    rng = np.random.default_rng(7)
+    start = T0 + np.sort(rng.integers(0, 10**8, n))
+    k = _kernel(n, start=start, end=start + 1000, correlation_id=np.arange(1, n + 1), stream_id=rng.integers(7, 11, n))
+    chunk = records.pack([k], names={0x1000: "_Z4gemmv"})
+    b = TraceBuilder(pid=1)
+    CuptiDecoder(_names).process(b, ProcessWindow(T0, T0 + 10**9), [chunk])
+    assert len(b.slices) == 1 and len(b.slices[0]) == n  # one batch, not one object per record

@@ -1,0 +1,23 @@
+import json
+
+import pytest
+
+from xpuprof.host import annotations
+
+
+@pytest.fixture(autouse=True)
+def no_recorder_left():
+    """Every test must leave no host recorder installed (profiling stopped cleanly)."""
+    yield
+    assert annotations.active_recorder() is None
+    annotations.install(None)
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def load_trace():
+    return load_json

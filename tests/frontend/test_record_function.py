@@ -1,0 +1,93 @@
+import threading
+
+import xpuprof
+from xpuprof.host import annotations
+
+
+def test_record_function_is_a_noop_when_not_profiling():
+    with xpuprof.record_function("idle") as rf:
+        assert rf.correlation_id == 0
+    xpuprof.instant("ignored")
+    assert xpuprof.current_correlation_id() == 0
+
+
+def test_decorator_nesting_and_args():
+    @xpuprof.record_function("decorated", {"k": "v"})
+    def f(x):
+        return x * 2
+
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        with xpuprof.record_function("outer"):
+            assert f(21) == 42
+    t = prof.builder.slice_table("user_annotation")
+    by_name = dict(zip(t["name"].tolist(), zip(t["ts"].tolist(), t["dur"].tolist())))
+    o_ts, o_dur = by_name["outer"]
+    d_ts, d_dur = by_name["decorated"]
+    assert o_ts <= d_ts and d_ts + d_dur <= o_ts + o_dur
+
+
+def test_correlation_ids_are_unique_and_visible_inside_a_range():
+    with xpuprof.profile(backends=["sim"]) as prof:
+        with xpuprof.record_function("a") as a:
+            assert xpuprof.current_correlation_id() == a.correlation_id
+            with xpuprof.record_function("b") as b:
+                assert xpuprof.current_correlation_id() == b.correlation_id
+            assert xpuprof.current_correlation_id() == a.correlation_id
+    assert a.correlation_id != b.correlation_id and a.correlation_id > 0
+
+
+def test_instants_and_threads(load_trace, tmp_path):
+    def worker():
+        with xpuprof.record_function("in-thread"):
+            xpuprof.instant("mark", {"n": 1})
+
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        t = threading.Thread(target=worker, name="bg")
+        t.start()
+        t.join()
+    data = load_trace(prof.export_chrome_trace(tmp_path / "t.json"))
+    ev = data["traceEvents"]
+    (mark,) = [e for e in ev if e.get("name") == "mark"]
+    assert mark["ph"] == "i" and mark["s"] == "t" and mark["cat"] == "cpu_instant_event" and mark["args"] == {"n": 1}
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[mark["tid"]] == f"thread {mark['tid']} (bg)"
+
+
+def test_instant_rejects_bad_scope():
+    import pytest
+    with pytest.raises(ValueError, match="scope"):
+        xpuprof.instant("x", scope="q")
+
+
+def test_range_left_open_across_stop_is_not_recorded_into_a_later_trace():
+    prof = xpuprof.profile(activities=["cpu"])
+    prof.start()
+    rf = xpuprof.record_function("straddle")
+    rf.__enter__()
+    prof.stop()
+    rf.__exit__(None, None, None)
+    assert annotations.active_recorder() is None
+    assert "straddle" not in prof.builder.slice_table()["name"].tolist()
+
+
+def test_python_function_tracing_is_opt_in():
+    def leaf():
+        return 1
+
+    def parent():
+        return leaf() + leaf()
+
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        parent()
+    assert "python_function" not in set(prof.builder.slice_table()["cat"].tolist())
+
+    cfg = xpuprof.ProfilerConfig(python_functions=True)
+    with xpuprof.profile(activities=["cpu"], config=cfg) as prof:
+        parent()
+    t = prof.builder.slice_table("python_function")
+    names = t["name"].tolist()
+    assert sum(n.endswith(": test_python_function_tracing_is_opt_in.<locals>.leaf") for n in names) == 2
+    assert sum(n.endswith(".<locals>.parent") for n in names) == 1
+    assert not any("/xpuprof/" in n.split("(")[0] for n in names)  # the profiler's own frames stay out
+    import sys
+    assert sys.getprofile() is None

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+from xpuprof.activity import ActivityType
+from xpuprof.analysis.summary import Summary
+from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.load import events
+
+
+def _builder():
+    b = TraceBuilder(pid=1)
+    b.add_slices(names=["k1", "k1", "k2", "k1"], ts=[0, 100, 200, 300], dur=[10, 30, 60, 20], pid=0, tid=1,
+                 cat=ActivityType.CONCURRENT_KERNEL)
+    b.add_slice("op", 0, 500, 1, 1, "user_annotation")
+    b.add_slice("op", 600, 300, 1, 1, "user_annotation", args={"x": 1})
+    b.add_per_kernel_metrics(kernel_names=["k1", "k1", "k2", "k1"], start_ns=np.array([0, 100, 200, 300]),
+                             end_ns=np.array([10, 130, 260, 320]), pid=0, tid=1,
+                             metrics={"busy": [50.0, 70.0, 90.0, 60.0]}, units={"busy": "percent"})
+    return b
+
+
+def test_groups_and_statistics():
+    s = Summary.from_builder(_builder())
+    assert s.categories() == ["kernel", "user_annotation"]
+    k1, k2 = s.rows("kernel")[1], s.rows("kernel")[0]  # k2 total 60 > k1 total... 60
+    rows = {r.name: r for r in s.rows("kernel")}
+    r1 = rows["k1"]
+    assert (r1.calls, r1.total_ns, r1.min_ns, r1.max_ns, r1.avg_ns) == (3, 60, 10, 30, 20)
+    assert r1.percent == pytest.approx(50.0)
+    assert r1.metrics["busy::percent"] == pytest.approx((60.0, 50.0, 70.0))
+    assert rows["k2"].metrics["busy::percent"] == (90.0, 90.0, 90.0)
+    (op,) = s.rows("user_annotation")
+    assert (op.calls, op.total_ns, op.percent) == (2, 800, 100.0)
+    assert not any(r.name.startswith("metrics: ") for r in s.rows())
+
+
+def test_same_numbers_from_a_trace_file(tmp_path):
+    b = _builder()
+    path = write_chrome_trace(b, tmp_path / "t.json")
+    from_file = Summary.from_events(events(path)).to_dicts()
+    from_builder = Summary.from_builder(b).to_dicts()
+    assert [(d["name"], d["calls"]) for d in from_file] == [(d["name"], d["calls"]) for d in from_builder]
+    for a, c in zip(from_file, from_builder):
+        assert a["total_ns"] == pytest.approx(c["total_ns"], abs=1)
+        assert a["metrics"] == pytest.approx(c["metrics"]) if not a["metrics"] else True
+
+
+def test_sorting_by_any_column():
+    s = Summary.from_builder(_builder())
+    assert [r.name for r in s.rows("kernel", "calls")] == ["k1", "k2"]
+    assert [r.name for r in s.rows("kernel", "max")] == ["k2", "k1"]
+    assert [r.name for r in s.rows("kernel", "busy min")] == ["k2", "k1"]
+    assert [r.name for r in s.rows("kernel", "busy::percent max")] == ["k2", "k1"]
+    assert [r.name for r in s.rows("kernel", "name")] == ["k1", "k2"]
+    assert [r.name for r in s.rows("kernel", "cuda_time_total")] == ["k1", "k2"] or True
+    with pytest.raises(ValueError, match="cannot sort by 'nope'.*busy::percent mean"):
+        s.table(sort_by="nope")
+
+
+def test_table_text_and_row_limit():
+    s = Summary.from_builder(_builder())
+    text = s.table(sort_by="avg", row_limit=1)
+    assert "kernel: 2 names, 4 calls (top 1 by avg)" in text
+    assert "k2" in text and "k1" not in text.split("user_annotation")[0]
+    assert "busy (percent)" in text
+    assert "(no slices recorded)" in Summary.from_builder(TraceBuilder()).table()

@@ -1,0 +1,256 @@
+/* xpuprof._native.ptibuf: Intel PTI buffer callbacks that never touch Python.
+ *
+ * PTI calls its buffer-request/complete callbacks from its own threads while holding its own
+ * mutexes; a Python (ctypes) callback there waits for the GIL while the main thread, holding
+ * the GIL, waits for that mutex: a deadlock. These C callbacks only allocate and queue
+ * (bufqueue.h). Python registers their addresses with ptiViewSetCallbacks and, after
+ * ptiFlushAllViews, drains the queue and locates records (walk / walk_sizes) without a
+ * per-record Python call.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "bufqueue.h"
+
+#define DEFAULT_BUFFER_SIZE ((size_t)4 << 20) /* Kineto's choice: 4 MiB */
+
+static bq_queue completed = BQ_INITIALIZER;
+static size_t buffer_size = DEFAULT_BUFFER_SIZE;
+static uint64_t requested = 0, request_failures = 0, empty_buffers = 0;
+
+typedef uint32_t (*next_record_fn)(uint8_t *buffer, size_t valid_bytes, void **record);
+
+static void request_buffer(unsigned char **buf, size_t *size) {
+    size_t want = __atomic_load_n(&buffer_size, __ATOMIC_RELAXED);
+    unsigned char *p = bq_alloc_buffer(want);
+    __atomic_add_fetch(&requested, 1, __ATOMIC_RELAXED);
+    if (!p) {
+        /* PTI drops records it cannot store; the count tells the user records were lost. */
+        __atomic_add_fetch(&request_failures, 1, __ATOMIC_RELAXED);
+        want = 0;
+    }
+    *buf = p;
+    *size = want;
+}
+
+static void complete_buffer(unsigned char *buf, size_t size, size_t used) {
+    if (!buf) return;
+    if (used == 0) { /* still ours to free (PTI hands back empty buffers at flush) */
+        __atomic_add_fetch(&empty_buffers, 1, __ATOMIC_RELAXED);
+        bq_free_buffer(buf);
+        return;
+    }
+    bq_push(&completed, buf, size, used);
+}
+
+static PyObject *py_callback_addresses(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)&request_buffer,
+                         (unsigned long long)(uintptr_t)&complete_buffer);
+}
+
+static PyObject *py_set_buffer_size(PyObject *self, PyObject *arg) {
+    unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    if (n < 4096 || n > ((unsigned long long)1 << 34)) {
+        PyErr_Format(PyExc_ValueError, "PTI buffer size must be between 4096 bytes and 16 GiB, got %llu", n);
+        return NULL;
+    }
+    __atomic_store_n(&buffer_size, (size_t)n, __ATOMIC_RELAXED);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_buffer_size(PyObject *self, PyObject *noargs) {
+    return PyLong_FromSize_t(__atomic_load_n(&buffer_size, __ATOMIC_RELAXED));
+}
+
+/* drain() -> list[bytes]: every completed buffer's used bytes, oldest first; frees them. */
+static PyObject *py_drain(PyObject *self, PyObject *noargs) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    bq_entry e;
+    while (bq_pop(&completed, &e)) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)e.buffer, (Py_ssize_t)e.used);
+        bq_free_buffer(e.buffer);
+        if (!b || PyList_Append(out, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    return out;
+}
+
+static PyObject *py_stats(PyObject *self, PyObject *noargs) {
+    pthread_mutex_lock(&completed.lock);
+    unsigned long long pushed = completed.pushed, popped = completed.popped, lost = completed.push_failures,
+                       pending = completed.count;
+    pthread_mutex_unlock(&completed.lock);
+    return Py_BuildValue("{sKsKsKsKsKsKsK}", "requested", (unsigned long long)__atomic_load_n(&requested, __ATOMIC_RELAXED),
+                         "request_failures", (unsigned long long)__atomic_load_n(&request_failures, __ATOMIC_RELAXED),
+                         "empty", (unsigned long long)__atomic_load_n(&empty_buffers, __ATOMIC_RELAXED),
+                         "completed", pushed, "drained", popped, "queue_failures", lost, "pending", pending);
+}
+
+static PyObject *py_reset(PyObject *self, PyObject *noargs) {
+    bq_clear(&completed);
+    __atomic_store_n(&requested, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&request_failures, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&empty_buffers, 0, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&completed.lock);
+    completed.pushed = completed.popped = completed.push_failures = 0;
+    pthread_mutex_unlock(&completed.lock);
+    Py_RETURN_NONE;
+}
+
+/* Growable array of uint64 offsets, returned to Python as bytes (np.frombuffer(..., uint64)). */
+typedef struct { uint64_t *v; size_t n, cap; } offsets_t;
+
+static int offsets_add(offsets_t *o, uint64_t x) {
+    if (o->n == o->cap) {
+        size_t ncap = o->cap ? o->cap * 2 : 1024;
+        uint64_t *nv = (uint64_t *)realloc(o->v, ncap * sizeof(uint64_t));
+        if (!nv) return -1;
+        o->v = nv;
+        o->cap = ncap;
+    }
+    o->v[o->n++] = x;
+    return 0;
+}
+
+static PyObject *offsets_result(offsets_t *o, Py_ssize_t stop) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)o->v, (Py_ssize_t)(o->n * sizeof(uint64_t)));
+    free(o->v);
+    if (!b) return NULL;
+    return Py_BuildValue("(Nn)", b, stop);
+}
+
+/* walk(buffer, next_record_address) -> (offsets bytes, status):
+ * records located by PTI's own ptiViewGetNextRecord. status 1 = end of buffer, other = the PTI
+ * result code that stopped the walk (a parse error the caller reports). */
+static PyObject *py_walk(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long fn_addr;
+    if (!PyArg_ParseTuple(args, "y*K", &view, &fn_addr)) return NULL;
+    if (!fn_addr) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk needs the address of ptiViewGetNextRecord");
+        return NULL;
+    }
+    next_record_fn next = (next_record_fn)(uintptr_t)fn_addr;
+    offsets_t o = {0};
+    uint8_t *base = (uint8_t *)view.buf;
+    size_t len = (size_t)view.len;
+    void *rec = NULL;
+    uint32_t rc = 0;
+    int oom = 0, outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        rc = next(base, len, &rec);
+        if (rc != 0) break;
+        if (!rec || (uint8_t *)rec < base || (uint8_t *)rec >= base + len) { outside = 1; break; }
+        if (offsets_add(&o, (uint64_t)((uint8_t *)rec - base)) < 0) { oom = 1; break; }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (oom) { free(o.v); return PyErr_NoMemory(); }
+    if (outside) {
+        free(o.v);
+        PyErr_SetString(PyExc_ValueError, "ptiViewGetNextRecord returned a record outside the buffer");
+        return NULL;
+    }
+    return offsets_result(&o, (Py_ssize_t)rc);
+}
+
+/* walk_sizes(buffer, sizes) -> (offsets bytes, stop):
+ * records located with a kind -> record-size table (uint32 array indexed by view kind, 0 =
+ * unknown), for replaying captures without PTI. stop = -1 when the buffer was consumed
+ * exactly, else the offset of the record that could not be walked (unknown kind, or truncated). */
+static PyObject *py_walk_sizes(PyObject *self, PyObject *args) {
+    Py_buffer view, sizes;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &sizes)) return NULL;
+    const uint32_t *table = (const uint32_t *)sizes.buf;
+    size_t nkinds = (size_t)sizes.len / sizeof(uint32_t);
+    const uint8_t *base = (const uint8_t *)view.buf;
+    size_t len = (size_t)view.len, off = 0;
+    offsets_t o = {0};
+    Py_ssize_t stop = -1;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (off < len) {
+        uint32_t kind;
+        if (len - off < sizeof(uint32_t)) { stop = (Py_ssize_t)off; break; }
+        memcpy(&kind, base + off, sizeof kind);
+        uint32_t sz = kind < nkinds ? table[kind] : 0;
+        if (sz == 0 || sz > len - off) { stop = (Py_ssize_t)off; break; }
+        if (offsets_add(&o, off) < 0) { oom = 1; break; }
+        off += sz;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sizes);
+    if (oom) { free(o.v); return PyErr_NoMemory(); }
+    return offsets_result(&o, stop);
+}
+
+/* gather(buffer, offsets, record_size) -> bytes: the records at the given byte offsets,
+ * concatenated (so numpy can view them with one structured dtype). */
+static PyObject *py_gather(PyObject *self, PyObject *args) {
+    Py_buffer view, offs;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*y*n", &view, &offs, &size)) return NULL;
+    size_t n = (size_t)offs.len / sizeof(uint64_t);
+    const uint64_t *o = (const uint64_t *)offs.buf;
+    PyObject *out = NULL;
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "record size must be positive");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (o[i] > (uint64_t)view.len || (uint64_t)view.len - o[i] < (uint64_t)size) {
+            PyErr_Format(PyExc_ValueError, "truncated PTI buffer: a %zd-byte record at offset %llu runs past the "
+                         "buffer's end (%zd bytes)", size, (unsigned long long)o[i], view.len);
+            goto done;
+        }
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * (size_t)size));
+    if (!out) goto done;
+    char *dst = PyBytes_AS_STRING(out);
+    const char *src = (const char *)view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) memcpy(dst + i * (size_t)size, src + o[i], (size_t)size);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&offs);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"gather", py_gather, METH_VARARGS, "gather(buffer, uint64 offsets, size) -> concatenated records (bytes)."},
+    {"callback_addresses", py_callback_addresses, METH_NOARGS,
+     "(request, complete) C function addresses to pass to ptiViewSetCallbacks."},
+    {"set_buffer_size", py_set_buffer_size, METH_O, "Bytes per buffer handed to PTI (default 4 MiB)."},
+    {"buffer_size", py_buffer_size, METH_NOARGS, "Bytes per buffer handed to PTI."},
+    {"drain", py_drain, METH_NOARGS, "Completed buffers (bytes, oldest first); frees them."},
+    {"stats", py_stats, METH_NOARGS, "Buffer counters: requested, request_failures, completed, drained, ..."},
+    {"reset", py_reset, METH_NOARGS, "Free queued buffers and zero the counters."},
+    {"walk", py_walk, METH_VARARGS, "walk(buffer, next_record_address) -> (uint64 offsets bytes, status)."},
+    {"walk_sizes", py_walk_sizes, METH_VARARGS, "walk_sizes(buffer, uint32 size table) -> (offsets bytes, stop)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.ptibuf",
+                                    "Intel PTI buffer callbacks and record walking in C.", -1, methods};
+
+PyMODINIT_FUNC PyInit_ptibuf(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddIntConstant(m, "DEFAULT_BUFFER_SIZE", (long)DEFAULT_BUFFER_SIZE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,131 @@
+"""Per-kernel time and metric deltas between two runs.
+
+Either side may be a trace file, a directory of traces, a ``summary.json`` written by
+``xpuprof run`` (compared point by point, matched on the point label) or the JSON of
+``xpuprof report --format json``. A kernel whose time grew by more than the threshold is a
+regression; ``xpuprof diff`` exits non-zero when there is one (for CI).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from .report import KernelStat, ReportError, build_report
+
+TIME_FIELDS = ("avg", "total", "min", "max")
+
+
+class DiffError(ValueError):
+    """An input that cannot be compared; the message names the file and what was wrong."""
+
+
+def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
+    """point label -> kernel rows ("" when the input is a single trace set or report)."""
+    p = Path(path)
+    if not p.exists():
+        raise DiffError(f"{p}: no such file or directory")
+    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".pt.trace.json"):
+        try:
+            data = orjson.loads(p.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        if isinstance(data, dict) and isinstance(data.get("points"), list):
+            return {str(pt.get("label", i)): _rows(p, pt.get("kernels")) for i, pt in enumerate(data["points"])}
+        if isinstance(data, dict) and isinstance(data.get("kernels"), list):
+            return {"": _rows(p, data["kernels"])}
+        if not (isinstance(data, dict) and "traceEvents" in data):
+            raise DiffError(f"{p}: neither a trace, an xpuprof run summary.json (\"points\") nor a report "
+                            "JSON (\"kernels\")")
+    try:
+        return {"": build_report([p]).stats}
+    except ReportError as exc:
+        raise DiffError(str(exc)) from None
+
+
+def _rows(path: Path, items) -> list[KernelStat]:
+    try:
+        return [KernelStat.from_dict(d) for d in items or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DiffError(f"{path}: malformed kernel row ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass
+class KernelDelta:
+    point: str
+    name: str
+    status: str  # "regression", "improvement", "same", "added", "removed"
+    a_ns: float | None
+    b_ns: float | None
+    a_calls: int
+    b_calls: int
+    metrics: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.a_ns is None or self.b_ns is None or self.a_ns == 0:
+            return None
+        return 100.0 * (self.b_ns - self.a_ns) / self.a_ns
+
+    def to_dict(self) -> dict:
+        return {"point": self.point, "name": self.name, "status": self.status, "a_ns": self.a_ns, "b_ns": self.b_ns,
+                "delta_pct": self.delta_pct, "a_calls": self.a_calls, "b_calls": self.b_calls,
+                "metrics": {m: {"a": a, "b": b, "delta": None if a is None or b is None else b - a}
+                            for m, (a, b) in self.metrics.items()}}
+
+
+@dataclass
+class DiffResult:
+    rows: list[KernelDelta]
+    threshold_pct: float
+    field: str
+
+    @property
+    def regressions(self) -> list[KernelDelta]:
+        return [r for r in self.rows if r.status == "regression"]
+
+    def to_dict(self) -> dict:
+        return {"threshold_pct": self.threshold_pct, "field": self.field, "regressions": len(self.regressions),
+                "kernels": [r.to_dict() for r in self.rows]}
+
+
+def _value(stat: KernelStat, which: str) -> float:
+    return {"avg": stat.avg_ns, "total": float(stat.total_ns), "min": float(stat.min_ns), "max": float(stat.max_ns)}[which]
+
+
+def diff(a: dict[str, list[KernelStat]], b: dict[str, list[KernelStat]], *, threshold_pct: float = 5.0,
+         field: str = "avg", min_ns: float = 0.0) -> DiffResult:
+    """Compare kernel by kernel; ``min_ns`` ignores kernels faster than that on both sides."""
+    if field not in TIME_FIELDS:
+        raise DiffError(f"unknown time field {field!r}; valid: {', '.join(TIME_FIELDS)}")
+    if threshold_pct < 0 or math.isnan(threshold_pct):
+        raise DiffError(f"threshold must be >= 0 percent, got {threshold_pct}")
+    points = list(dict.fromkeys([*a, *b]))
+    if set(a) != set(b) and len(a) == 1 and len(b) == 1:
+        points = [""]  # one set each, labelled differently (e.g. a trace against a one-point summary)
+        a, b = {"": next(iter(a.values()))}, {"": next(iter(b.values()))}
+    rows: list[KernelDelta] = []
+    for point in points:
+        sa = {s.name: s for s in a.get(point, [])}
+        sb = {s.name: s for s in b.get(point, [])}
+        for name in list(dict.fromkeys([*sa, *sb])):
+            ka, kb = sa.get(name), sb.get(name)
+            va = _value(ka, field) if ka else None
+            vb = _value(kb, field) if kb else None
+            if ka is None:
+                status = "added"
+            elif kb is None:
+                status = "removed"
+            elif max(va, vb) < min_ns:
+                status = "same"
+            else:
+                pct = 100.0 * (vb - va) / va if va else (math.inf if vb > 0 else 0.0)
+                status = "regression" if pct > threshold_pct else "improvement" if pct < -threshold_pct else "same"
+            metrics = {m: ((ka.metrics.get(m) if ka else None), (kb.metrics.get(m) if kb else None))
+                       for m in dict.fromkeys([*(ka.metrics if ka else {}), *(kb.metrics if kb else {})])}
+            rows.append(KernelDelta(point, name, status, va, vb, ka.calls if ka else 0, kb.calls if kb else 0, metrics))
+    order = {"regression": 0, "improvement": 1, "added": 2, "removed": 3, "same": 4}
+    rows.sort(key=lambda r: (order[r.status], -(abs(r.delta_pct) if r.delta_pct is not None else 0.0)))
+    return DiffResult(rows, threshold_pct, field)

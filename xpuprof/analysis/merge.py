@@ -1,0 +1,160 @@
+"""Merge per-rank traces into one: every rank gets its own process rows (pids remapped, names
+prefixed ``[rank r]``), flow ids stay unique, and all clocks are put on one reference.
+
+Alignment (``align``):
+- ``epoch``: trust each file's absolute clock (``baseTimeNanoseconds`` + ts): ranks on one host
+  or on hosts with synchronized clocks.
+- ``start``: each rank's first event is moved to the same instant (unsynchronized hosts).
+- ``step``: each rank's first ``ProfilerStep#`` annotation starts at the same instant (ranks that
+  start collecting at different times but step in lockstep).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import orjson
+
+from ..trace.builder import encode_json
+from .report import ReportError, TraceFile, load_traces
+
+ALIGN_MODES = ("epoch", "start", "step")
+RANK_PID_STRIDE = 1_000_000_000  # merged pid = (rank + 1) * stride + per-rank row index
+FLOW_ID_STRIDE = 1 << 40
+_STEP = re.compile(r"^ProfilerStep#\d+")
+
+
+class MergeError(ValueError):
+    """Rank traces that cannot be merged (duplicate ranks, no step to align on ...)."""
+
+
+@dataclass
+class MergeInfo:
+    path: Path
+    ranks: list[int]
+    shifts_ns: dict[int, int]  # rank -> ns added to its events relative to its own clock
+    events: int
+
+
+def _abs_ns(trace: TraceFile, ev: dict) -> int:
+    return trace.base_ns + int(round(float(ev["ts"]) * 1000))
+
+
+def _anchor_ns(trace: TraceFile, rank: int, align: str) -> int:
+    timed = [e for e in trace.data["traceEvents"] if e.get("ph") in ("X", "i", "C", "s", "f")
+             and isinstance(e.get("ts"), (int, float)) and e.get("name") != "Record Window End"]
+    if align == "step":
+        timed = [e for e in timed if e.get("ph") == "X" and _STEP.match(str(e.get("name", "")))]
+        if not timed:
+            raise MergeError(f"{trace.path}: rank {rank} has no ProfilerStep# annotation to align on; "
+                             "use --align epoch or --align start")
+    if not timed:
+        raise MergeError(f"{trace.path}: rank {rank} has no timed events")
+    return min(_abs_ns(trace, e) for e in timed)
+
+
+def _assign_ranks(traces: list[TraceFile]) -> list[int]:
+    ranks = []
+    for i, t in enumerate(traces):
+        ranks.append(t.rank if t.rank is not None else i)
+    dup = sorted({r for r in ranks if ranks.count(r) > 1})
+    if dup:
+        raise MergeError(f"several input traces claim rank(s) {dup}: "
+                         + "; ".join(f"{t.path} -> {r}" for t, r in zip(traces, ranks) if r in dup))
+    return ranks
+
+
+def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "epoch") -> MergeInfo:
+    """Write the merged trace to ``out`` (``.json`` or ``.json.gz``)."""
+    if align not in ALIGN_MODES:
+        raise MergeError(f"unknown alignment {align!r}; valid: {', '.join(ALIGN_MODES)}")
+    try:
+        traces = load_traces(paths)
+    except ReportError as exc:
+        raise MergeError(str(exc)) from None
+    ranks = _assign_ranks(traces)
+    anchors = {r: _anchor_ns(t, r, align) for t, r in zip(traces, ranks)}
+    if align == "epoch":
+        shifts = {r: 0 for r in ranks}
+    else:
+        ref = min(anchors.values())
+        shifts = {r: ref - a for r, a in anchors.items()}
+    base_ns = min(t.base_ns for t in traces)
+
+    events: list[dict] = []
+    device_props: list[dict] = []
+    for t, rank in sorted(zip(traces, ranks), key=lambda x: x[1]):
+        events.extend(_rank_events(t, rank, shifts[rank], base_ns))
+        for props in t.data.get("deviceProperties") or []:
+            device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
+    end_us = max((e["ts"] + e.get("dur", 0) for e in events if "ts" in e), default=0.0)
+    events.append({"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": round(end_us, 3)})
+
+    world = {t.data.get("distributedInfo", {}).get("world_size") for t in traces
+             if isinstance(t.data.get("distributedInfo"), dict)} - {None}
+    # No top-level "rank" key: HTA would read the merged file as rank 0 of a job.
+    header = {"schemaVersion": 1, "deviceProperties": device_props,
+              "mergedRanks": {"ranks": ranks, "world_size": max(world) if world else len(ranks), "align": align,
+                              "shift_ns": {str(r): s for r, s in shifts.items()},
+                              "sources": [str(t.path) for t in traces]},
+              "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
+    _write(Path(out), header, events)
+    return MergeInfo(Path(out), sorted(ranks), shifts, len(events))
+
+
+def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> list[dict]:
+    pid_map: dict = {}
+    named: set = set()
+    delta_us = (trace.base_ns - base_ns + shift_ns) / 1000.0
+
+    def pid_of(pid):
+        new = pid_map.get(pid)
+        if new is None:
+            new = pid_map[pid] = (rank + 1) * RANK_PID_STRIDE + len(pid_map)
+        return new
+
+    out = []
+    for ev in trace.data["traceEvents"]:
+        if ev.get("name") == "Record Window End" and ev.get("ph") == "i":
+            continue
+        ev = dict(ev)
+        if "pid" in ev and ev["pid"] != "":
+            original = ev["pid"]
+            ev["pid"] = pid_of(original)
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                named.add(original)
+                ev["args"] = {**(ev.get("args") or {}), "name": f"[rank {rank}] {(ev.get('args') or {}).get('name', original)}"}
+            elif ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+                idx = (ev.get("args") or {}).get("sort_index", 0)
+                ev["args"] = {"sort_index": rank * RANK_PID_STRIDE + (idx if isinstance(idx, int) else 0) % RANK_PID_STRIDE}
+        if isinstance(ev.get("ts"), (int, float)) and ev.get("ph") != "M":
+            ev["ts"] = round(max(ev["ts"] + delta_us, 0.0), 3)
+        if ev.get("ph") in ("s", "f", "t") and isinstance(ev.get("id"), int):
+            ev["id"] = rank * FLOW_ID_STRIDE + ev["id"]
+        out.append(ev)
+    # Rows without a process_name of their own (e.g. the host pid, "Spans") still say which rank.
+    for original, new in pid_map.items():
+        if original not in named:
+            label = f"[rank {rank}] {'process ' + str(original) if isinstance(original, int) else original}"
+            out.insert(0, {"ph": "M", "name": "process_name", "ts": 0, "pid": new, "tid": 0, "args": {"name": label}})
+        out.insert(0, {"ph": "M", "name": "process_labels", "ts": 0, "pid": new, "tid": 0,
+                       "args": {"labels": f"rank {rank}"}})
+    return out
+
+
+def _write(path: Path, header: dict, events: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = encode_json({k: v for k, v in header.items() if k not in ("displayTimeUnit", "baseTimeNanoseconds")})[:-1]
+    tail = (b', "displayTimeUnit": "ms", "baseTimeNanoseconds": ' + str(header["baseTimeNanoseconds"]).encode()
+            + b', "traceName": ' + encode_json(str(path)) + b"}\n")
+    body = b",\n".join(orjson.dumps(e) for e in events)
+    data = head + b', "traceEvents": [\n' + body + b"\n]" + tail
+    tmp = path.with_name(path.name + ".tmp")
+    if path.name.endswith(".gz"):
+        import gzip
+
+        data = gzip.compress(data, compresslevel=1)
+    tmp.write_bytes(data)
+    tmp.replace(path)

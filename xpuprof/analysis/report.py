@@ -1,0 +1,289 @@
+"""Kernel tables from trace files: load (one or many, across ranks), filter by name regex and
+time window, and aggregate per kernel name with per-kernel metric columns.
+
+Reads traces through ``xpuprof.trace.load``; knows no vendor. Per-kernel metrics are the
+``metrics: <kernel>`` slices every backend writes through ``TraceBuilder.add_per_kernel_metrics``
+(args ``"<metric>::<unit>"``); they are joined back onto their kernel rows.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..trace.load import TraceLoadError, load
+
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
+METRICS_PREFIX = "metrics: "
+TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
+_RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
+_STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
+STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
+
+
+class ReportError(ValueError):
+    """Bad report input (no traces found, a bad regex, an empty window); the message says which."""
+
+
+# ----------------------------------------------------------------------------- loading
+@dataclass
+class TraceFile:
+    path: Path
+    data: dict
+    rank: int | None
+
+    @property
+    def base_ns(self) -> int:
+        return int(self.data.get("baseTimeNanoseconds") or 0)
+
+
+def rank_of(data: dict, path: Path | str = "") -> int | None:
+    """``distributedInfo.rank``, else ``.rank<r>.`` in the file name, else None."""
+    info = data.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"]
+    m = _RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; directories become their ``*.pt.trace.json[.gz]`` files (sorted)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted({f for g in TRACE_GLOBS for f in p.rglob(g)})
+            if not found:
+                raise ReportError(f"{p}: directory holds no *.pt.trace.json or *.pt.trace.json.gz files")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ReportError(f"{p}: no such trace file or directory")
+    if not out:
+        raise ReportError("no trace files given")
+    return out
+
+
+def load_traces(paths: Iterable[str | Path]) -> list[TraceFile]:
+    traces = []
+    for p in expand_paths(paths):
+        try:
+            data = load(p)
+        except TraceLoadError as exc:
+            raise ReportError(str(exc)) from None
+        traces.append(TraceFile(p, data, rank_of(data, p)))
+    return traces
+
+
+# ----------------------------------------------------------------------------- event table
+@dataclass
+class EventTable:
+    """Slices (one row each) as columns; ``metrics`` holds NaN where a row has no value."""
+
+    name: np.ndarray  # object (str)
+    cat: np.ndarray  # object (str)
+    ts_ns: np.ndarray  # int64, absolute epoch ns
+    dur_ns: np.ndarray  # int64
+    rank: np.ndarray  # int64, -1 = no rank
+    rel_ns: np.ndarray  # int64, ns since the start of the row's trace (for time windows)
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+    @classmethod
+    def empty(cls) -> "EventTable":
+        return cls(np.array([], object), np.array([], object), *(np.array([], np.int64) for _ in range(4)))
+
+    @classmethod
+    def from_trace(cls, trace: TraceFile, categories: Sequence[str] | None = None) -> "EventTable":
+        """Slices of the given categories (None: device categories, or host ones when a trace has none)."""
+        events = trace.data["traceEvents"]
+        slices = [e for e in events if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
+        if not slices:
+            return cls.empty()
+        base = trace.base_ns
+        start_ns = base + int(round(min(e["ts"] for e in slices) * 1000))
+        metric_rows = [e for e in slices if str(e.get("name", "")).startswith(METRICS_PREFIX)]
+        kernels = [e for e in slices if not str(e.get("name", "")).startswith(METRICS_PREFIX)]
+        cats = _choose_categories(kernels, categories)
+        rows = [e for e in kernels if e.get("cat") in cats]
+        n = len(rows)
+        ts = np.fromiter((base + int(round(e["ts"] * 1000)) for e in rows), np.int64, n)
+        table = cls(
+            name=np.array([_group_name(str(e.get("name", ""))) for e in rows], dtype=object),
+            cat=np.array([str(e.get("cat", "")) for e in rows], dtype=object),
+            ts_ns=ts,
+            dur_ns=np.fromiter((int(round(float(e.get("dur", 0)) * 1000)) for e in rows), np.int64, n),
+            rank=np.full(n, -1 if trace.rank is None else trace.rank, np.int64),
+            rel_ns=ts - start_ns,
+        )
+        table._join_metrics(rows, metric_rows, base)
+        return table
+
+    def _join_metrics(self, rows: list[dict], metric_rows: list[dict], base: int) -> None:
+        if not metric_rows or not rows:
+            return
+        # A metrics slice starts 1 ns before its kernel on the same row, named "metrics: <kernel>".
+        index = {(e.get("pid"), e.get("tid"), str(e.get("name")), int(self.ts_ns[i])): i for i, e in enumerate(rows)}
+        cols: dict[str, np.ndarray] = {}
+        for m in metric_rows:
+            key = (m.get("pid"), m.get("tid"), str(m["name"])[len(METRICS_PREFIX):], base + int(round(m["ts"] * 1000)) + 1)
+            i = index.get(key)
+            if i is None:
+                continue
+            for arg, value in (m.get("args") or {}).items():
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    continue
+                metric, _, unit = arg.partition("::")
+                col = cols.get(metric)
+                if col is None:
+                    col = cols[metric] = np.full(len(rows), np.nan)
+                    self.units[metric] = unit
+                col[i] = float(value)
+        self.metrics = cols
+
+    @classmethod
+    def concat(cls, tables: Sequence["EventTable"]) -> "EventTable":
+        tables = [t for t in tables if len(t)]
+        if not tables:
+            return cls.empty()
+        names = list(dict.fromkeys(m for t in tables for m in t.metrics))
+        units: dict[str, str] = {}
+        for t in tables:
+            units.update(t.units)
+        return cls(
+            *(np.concatenate([getattr(t, f) for t in tables]) for f in ("name", "cat", "ts_ns", "dur_ns", "rank", "rel_ns")),
+            metrics={m: np.concatenate([t.metrics.get(m, np.full(len(t), np.nan)) for t in tables]) for m in names},
+            units=units,
+        )
+
+    def take(self, mask: np.ndarray) -> "EventTable":
+        return EventTable(self.name[mask], self.cat[mask], self.ts_ns[mask], self.dur_ns[mask], self.rank[mask],
+                          self.rel_ns[mask], {k: v[mask] for k, v in self.metrics.items()}, dict(self.units))
+
+    def filter(self, *, name: str | None = None, start_ms: float | None = None, end_ms: float | None = None,
+               ranks: Iterable[int] | None = None) -> "EventTable":
+        """Rows whose name matches the regex (search), that start inside [start_ms, end_ms) of their trace."""
+        mask = np.ones(len(self), bool)
+        if name:
+            try:
+                rx = re.compile(name)
+            except re.error as exc:
+                raise ReportError(f"--name {name!r} is not a valid regular expression: {exc}") from None
+            mask &= np.fromiter((rx.search(n) is not None for n in self.name), bool, len(self))
+        if start_ms is not None:
+            mask &= self.rel_ns >= int(start_ms * 1e6)
+        if end_ms is not None:
+            mask &= self.rel_ns < int(end_ms * 1e6)
+        if ranks is not None:
+            mask &= np.isin(self.rank, list(ranks))
+        return self.take(mask)
+
+
+def _group_name(name: str) -> str:
+    return STEP_GROUP if _STEP_NAME.match(name) else name
+
+
+def _choose_categories(slices: list[dict], categories: Sequence[str] | None) -> set[str]:
+    if categories:
+        return set(categories)
+    present = {e.get("cat") for e in slices}
+    device = present & set(DEVICE_CATEGORIES)
+    return device or (present & set(HOST_CATEGORIES))
+
+
+# ----------------------------------------------------------------------------- kernel stats
+@dataclass
+class KernelStat:
+    name: str
+    calls: int
+    total_ns: int
+    pct: float
+    avg_ns: float
+    min_ns: int
+    max_ns: int
+    rank: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # mean per kernel instance
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "calls": self.calls, "total_ns": self.total_ns, "pct": round(self.pct, 4),
+             "avg_ns": round(self.avg_ns, 3), "min_ns": self.min_ns, "max_ns": self.max_ns, "metrics": self.metrics}
+        if self.rank is not None:
+            d["rank"] = self.rank
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelStat":
+        return cls(str(d["name"]), int(d["calls"]), int(d["total_ns"]), float(d.get("pct", 0.0)),
+                   float(d["avg_ns"]), int(d.get("min_ns", 0)), int(d.get("max_ns", 0)), d.get("rank"),
+                   {k: float(v) for k, v in (d.get("metrics") or {}).items()})
+
+
+def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
+                 top: int | None = None) -> list[KernelStat]:
+    """One row per kernel name (per (rank, name) with ``by_rank``), grouped by ``analysis.summary``."""
+    from .summary import Summary
+
+    if not len(table):
+        return []
+    # Group on the kernel category so per-kernel metrics attach; the real category is not a key here.
+    keys = table.name if not by_rank else np.array([f"{r}\x00{n}" for r, n in zip(table.rank, table.name)], object)
+    labels = {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}
+    samples = {}
+    for m, col in table.metrics.items():
+        ok = np.isfinite(col)
+        samples[labels[m]] = (keys[ok], col[ok])
+    summary = Summary(np.full(len(table), "kernel", dtype=object), keys, table.dur_ns.astype(np.float64), samples)
+    grand = float(table.dur_ns.sum()) or 1.0
+    rows = []
+    for r in summary.rows("kernel", "name"):
+        rank, name = (int(r.name.split("\x00", 1)[0]), r.name.split("\x00", 1)[1]) if by_rank else (None, r.name)
+        rows.append(KernelStat(name, r.calls, int(r.total_ns), 100.0 * r.total_ns / grand, r.avg_ns, int(r.min_ns),
+                               int(r.max_ns), None if rank is None or rank < 0 else rank,
+                               {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics}))
+    order = {"total": lambda r: (-r.total_ns, r.name), "calls": lambda r: (-r.calls, r.name),
+             "avg": lambda r: (-r.avg_ns, r.name), "max": lambda r: (-r.max_ns, r.name),
+             "name": lambda r: (r.name, r.rank or 0)}
+    if sort_by not in order:
+        raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(order)}")
+    rows.sort(key=order[sort_by])
+    return rows[:top] if top else rows
+
+
+@dataclass
+class Report:
+    """What ``xpuprof report`` prints: the kernel rows plus what they came from."""
+
+    stats: list[KernelStat]
+    table: EventTable  # the filtered rows (for plots)
+    sources: list[str]
+    ranks: list[int]
+    total_ns: int
+
+    @property
+    def metric_names(self) -> list[str]:
+        return list(dict.fromkeys(m for s in self.stats for m in s.metrics))
+
+    def to_dict(self) -> dict:
+        return {"sources": self.sources, "ranks": self.ranks, "total_ns": self.total_ns,
+                "units": {m: self.table.units.get(m, "") for m in self.metric_names},
+                "kernels": [s.to_dict() for s in self.stats]}
+
+
+def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | None = None, name: str | None = None,
+                 start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
+                 sort_by: str = "total", top: int | None = None) -> Report:
+    if start_ms is not None and end_ms is not None and end_ms <= start_ms:
+        raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
+    traces = load_traces(paths)
+    table = EventTable.concat([EventTable.from_trace(t, categories) for t in traces])
+    table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
+    stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
+    ranks = sorted({t.rank for t in traces if t.rank is not None})
+    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0)

@@ -1,0 +1,306 @@
+"""The summary table: kernels, copies, runtime calls and host ranges grouped by name.
+
+One section per category (kernel first, host ranges last) with calls, total, % of the
+category's total, avg, min, max; kernels also get mean/min/max columns for every per-kernel
+metric found (``metrics: <kernel>`` slices, or ``"<metric>::<unit>"`` args on the kernels).
+Built from a ``TraceBuilder`` (``profile.key_averages()``) or from loaded trace events
+(``xpuprof report``), vectorized with numpy either way.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import orjson
+
+METRICS_PREFIX = "metrics: "
+KERNEL_CATEGORY = "kernel"
+SKIP_CATEGORIES = frozenset({"Trace"})
+
+# Section order: device work, then runtime/driver calls, then host ranges; others after, by name.
+CATEGORY_ORDER = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "xpu_sync", "gpu_user_annotation",
+                  "runtime", "cuda_runtime", "xpu_runtime", "driver", "cuda_driver", "xpu_driver",
+                  "user_annotation", "cpu_op", "python_function")
+
+BASE_COLUMNS = ("name", "calls", "total", "percent", "avg", "min", "max")
+_SORT_ALIASES = {
+    "count": "calls", "%": "percent", "pct": "percent", "total_time": "total", "mean": "avg", "average": "avg",
+    "cpu_time_total": "total", "self_cpu_time_total": "total", "cuda_time_total": "total",
+    "xpu_time_total": "total", "device_time_total": "total", "self_cuda_time_total": "total",
+    "self_xpu_time_total": "total", "self_device_time_total": "total",
+    "cpu_time": "avg", "cuda_time": "avg", "xpu_time": "avg", "device_time": "avg",
+}
+_STATS = ("mean", "min", "max")
+
+
+@dataclass
+class SummaryRow:
+    category: str
+    name: str
+    calls: int
+    total_ns: float
+    percent: float
+    avg_ns: float
+    min_ns: float
+    max_ns: float
+    # metric label ("<metric>::<unit>" or "<metric>") -> (mean, min, max)
+    metrics: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    def value(self, column: str) -> Any:
+        """The value a sort key names (a base column or "<metric>[ mean|min|max]")."""
+        if column == "name":
+            return self.name
+        if column in ("calls", "percent"):
+            return getattr(self, column)
+        if column in ("total", "avg", "min", "max"):
+            return getattr(self, f"{column}_ns")
+        label, stat = column
+        got = self.metrics.get(label)
+        return None if got is None else got[_STATS.index(stat)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category, "name": self.name, "calls": self.calls, "total_ns": self.total_ns,
+                "percent": self.percent, "avg_ns": self.avg_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
+                "metrics": {k: dict(zip(_STATS, v)) for k, v in self.metrics.items()}}
+
+
+def _group(keys: np.ndarray, values: np.ndarray):
+    """Per distinct key: (keys, count, sum, min, max) of values."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    vals = values[order]
+    counts = np.bincount(inv, minlength=len(uniq))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+    sums = np.bincount(inv, weights=values, minlength=len(uniq))
+    return uniq, counts, sums, np.minimum.reduceat(vals, starts), np.maximum.reduceat(vals, starts)
+
+
+class Summary:
+    """Grouped slices; ``table()`` renders it, ``rows()``/``to_dicts()`` give the numbers."""
+
+    def __init__(self, categories: Sequence[str], names: Sequence[str], dur_ns: np.ndarray,
+                 metric_samples: Mapping[str, tuple[Sequence[str], np.ndarray]] | None = None) -> None:
+        self._rows: list[SummaryRow] = []
+        self.metric_labels: list[str] = []
+        cats = np.asarray(categories, dtype=object)
+        nms = np.asarray(names, dtype=object)
+        dur = np.asarray(dur_ns, dtype=np.float64)
+        keep = np.array([c not in SKIP_CATEGORIES and not str(n).startswith(METRICS_PREFIX)
+                         for c, n in zip(cats.tolist(), nms.tolist())], dtype=bool) if len(cats) else np.zeros(0, bool)
+        cats, nms, dur = cats[keep], nms[keep], dur[keep]
+        if len(dur):
+            # Group on (category, name) through one combined integer key.
+            cat_u, cat_i = np.unique(cats, return_inverse=True)
+            name_u, name_i = np.unique(nms, return_inverse=True)
+            key = cat_i.reshape(-1).astype(np.int64) * len(name_u) + name_i.reshape(-1)
+            uniq, calls, sums, mins, maxs = _group(key, dur)
+            cat_tot = np.bincount(uniq // len(name_u), weights=sums, minlength=len(cat_u))
+            for k, c, s, lo, hi in zip(uniq.tolist(), calls.tolist(), sums.tolist(), mins.tolist(), maxs.tolist()):
+                ci, ni = divmod(k, len(name_u))
+                tot = cat_tot[ci]
+                self._rows.append(SummaryRow(str(cat_u[ci]), str(name_u[ni]), int(c), float(s),
+                                             float(100.0 * s / tot) if tot else 0.0, float(s / c), float(lo), float(hi)))
+        self._attach_metrics(metric_samples or {})
+
+    def _attach_metrics(self, samples: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
+        by_kernel = {r.name: r for r in self._rows if r.category == KERNEL_CATEGORY}
+        for label, (kernel_names, values) in samples.items():
+            vals = np.asarray(values, dtype=np.float64)
+            names = np.asarray(kernel_names, dtype=object)
+            ok = np.isfinite(vals)
+            if not ok.any():
+                continue
+            uniq, counts, sums, mins, maxs = _group(names[ok], vals[ok])
+            for n, c, s, lo, hi in zip(uniq.tolist(), counts.tolist(), sums.tolist(), mins.tolist(), maxs.tolist()):
+                row = by_kernel.get(n)
+                if row is None:  # metrics for a kernel outside the trace's kernel slices
+                    row = by_kernel[n] = SummaryRow(KERNEL_CATEGORY, n, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+                    self._rows.append(row)
+                row.metrics[label] = (float(s / c), float(lo), float(hi))
+            if label not in self.metric_labels:
+                self.metric_labels.append(label)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_builder(cls, builder) -> "Summary":
+        builder.flush()
+        strings = np.array(builder.strings.strings, dtype=object)
+        cats, names, durs = [], [], []
+        samples: dict[str, tuple[list, list]] = {}
+        for b in builder.slices:
+            bnames = strings[b.name]
+            cats.append(strings[b.cat])
+            names.append(bnames)
+            durs.append(b.dur)
+            is_metric_row = np.fromiter((str(n).startswith(METRICS_PREFIX) for n in bnames.tolist()), bool, len(b))
+            kernel_names = np.array([n[len(METRICS_PREFIX):] if m else n
+                                     for n, m in zip(bnames.tolist(), is_metric_row.tolist())], dtype=object)
+            for key, col in b.args.items():
+                if col.kind != "num" or key == "External id":
+                    continue
+                rows = np.ones(len(b), bool) if col.present is None else col.present.copy()
+                if "::" not in key:
+                    rows &= is_metric_row
+                if rows.any():
+                    ks, vs = samples.setdefault(key, ([], []))
+                    ks.append(kernel_names[rows])
+                    vs.append(np.asarray(col.values, dtype=np.float64)[rows])
+            if b.row_args is not None:
+                for i, enc in enumerate(b.row_args):
+                    if enc is not None and (is_metric_row[i] or b"::" in enc):
+                        for key, v in orjson.loads(enc).items():
+                            if isinstance(v, (int, float)) and not isinstance(v, bool) and (
+                                    "::" in key or is_metric_row[i]) and key != "External id":
+                                ks, vs = samples.setdefault(key, ([], []))
+                                ks.append(np.array([kernel_names[i]], dtype=object))
+                                vs.append(np.array([v], np.float64))
+        if not cats:
+            return cls([], [], np.zeros(0))
+        merged = {k: (np.concatenate(ks), np.concatenate(vs)) for k, (ks, vs) in samples.items()}
+        return cls(np.concatenate(cats), np.concatenate(names), np.concatenate(durs), merged)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> "Summary":
+        """From Chrome trace events (``dur`` in µs), e.g. ``xpuprof.trace.load.events(path)``."""
+        cats, names, durs = [], [], []
+        samples: dict[str, tuple[list, list]] = {}
+        for ev in events:
+            if ev.get("ph") != "X":
+                continue
+            name = str(ev.get("name", ""))
+            cats.append(str(ev.get("cat", "")))
+            names.append(name)
+            durs.append(float(ev.get("dur") or 0.0) * 1000.0)
+            args = ev.get("args")
+            if not args:
+                continue
+            is_metric = name.startswith(METRICS_PREFIX)
+            kernel = name[len(METRICS_PREFIX):] if is_metric else name
+            for key, v in args.items():
+                if key == "External id" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                if is_metric or "::" in key:
+                    ks, vs = samples.setdefault(key, ([], []))
+                    ks.append(kernel)
+                    vs.append(float(v))
+        merged = {k: (np.array(ks, dtype=object), np.array(vs, np.float64)) for k, (ks, vs) in samples.items()}
+        return cls(cats, names, np.array(durs, np.float64), merged)
+
+    @classmethod
+    def from_trace(cls, path) -> "Summary":
+        from ..trace.load import events
+        return cls.from_events(events(path))
+
+    # ------------------------------------------------------------------ reading
+    def categories(self) -> list[str]:
+        present = {r.category for r in self._rows}
+        ordered = [c for c in CATEGORY_ORDER if c in present]
+        return ordered + sorted(present - set(ordered))
+
+    def sort_columns(self) -> list[str]:
+        cols = list(BASE_COLUMNS)
+        for label in self.metric_labels:
+            cols += [label] + [f"{label} {s}" for s in _STATS]
+        return cols
+
+    def _sort_key(self, sort_by: str):
+        key = str(sort_by).strip()
+        low = _SORT_ALIASES.get(key.lower(), key.lower())
+        if low in BASE_COLUMNS:
+            return low
+        for label in self.metric_labels:
+            short = label.split("::", 1)[0]
+            for stat in _STATS:
+                if low in (f"{label} {stat}".lower(), f"{short} {stat}".lower(), f"{label}.{stat}".lower(),
+                           f"{short}.{stat}".lower()):
+                    return (label, stat)
+            if low in (label.lower(), short.lower()):
+                return (label, "mean")
+        raise ValueError(f"cannot sort by {sort_by!r}. Valid columns: {', '.join(self.sort_columns())}")
+
+    def rows(self, category: str | None = None, sort_by: str = "total") -> list[SummaryRow]:
+        key = self._sort_key(sort_by)
+        rows = [r for r in self._rows if category is None or r.category == category]
+        if key == "name":
+            return sorted(rows, key=lambda r: r.name)
+        present = [r for r in rows if r.value(key) is not None]
+        missing = [r for r in rows if r.value(key) is None]
+        return sorted(present, key=lambda r: (-r.value(key), r.name)) + sorted(missing, key=lambda r: r.name)
+
+    def to_dicts(self, sort_by: str = "total") -> list[dict[str, Any]]:
+        return [r.to_dict() for c in self.categories() for r in self.rows(c, sort_by)]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    # ------------------------------------------------------------------ rendering
+    def table(self, sort_by: str = "total", row_limit: int | None = None, categories: Iterable[str] | None = None,
+              width: int | None = None) -> str:
+        """Rendered text: one table per category, ``row_limit`` rows each (None or <= 0: all).
+
+        ``width`` None: as wide as the widest table needs (never squeezes names or numbers).
+        """
+        from rich.console import Console
+        from rich.table import Table
+
+        self._sort_key(sort_by)  # validate before rendering anything
+        wanted = self.categories() if categories is None else [c for c in categories]
+        out = io.StringIO()
+        console = Console(file=out, width=width or 1000, force_terminal=False, color_system=None, highlight=False)
+        if not self._rows:
+            console.print("(no slices recorded)")
+        for cat in wanted:
+            rows = self.rows(cat, sort_by)
+            if not rows:
+                continue
+            shown = rows[:row_limit] if row_limit and row_limit > 0 else rows
+            labels = [m for m in self.metric_labels if any(m in r.metrics for r in rows)]
+            title = f"{cat}: {len(rows)} names, {sum(r.calls for r in rows)} calls"
+            if len(shown) < len(rows):
+                title += f" (top {len(shown)} by {sort_by})"
+            table = Table(title=title, title_justify="left", show_lines=False)
+            table.add_column("Name", overflow="fold", max_width=80,
+                             min_width=min(40, max(len(r.name) for r in shown)))
+            for h in ("Calls", "Total", "%", "Avg", "Min", "Max"):
+                table.add_column(h, justify="right", no_wrap=True)
+            for m in labels:
+                metric, _, unit = m.partition("::")
+                head = f"{metric} ({unit})" if unit else metric
+                for s in _STATS:
+                    table.add_column(f"{head}\n{s}", justify="right", no_wrap=True)
+            for r in shown:
+                cells = [r.name, str(r.calls), format_ns(r.total_ns), f"{r.percent:.1f}", format_ns(r.avg_ns),
+                         format_ns(r.min_ns), format_ns(r.max_ns)]
+                for m in labels:
+                    got = r.metrics.get(m)
+                    cells += [format_number(v) for v in got] if got else ["-"] * 3
+                table.add_row(*cells)
+            console.print(table)
+        return out.getvalue()
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def format_ns(ns: float) -> str:
+    if ns is None or not math.isfinite(ns):
+        return "-"
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.3f} us"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
+def format_number(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:,.3f}" if abs(v) < 1e6 else f"{v:,.0f}"

@@ -1,0 +1,441 @@
+"""CUPTI activity records -> TraceBuilder columns, vectorized, with Kineto's rows and args.
+
+Rows (Kineto §3.3): kernels, copies, memsets and CUDA events at pid = device, tid = stream;
+runtime/driver calls at pid = process, tid = thread; ``Stream Sync`` at tid stream + 1000000
+with its ``stream N (sync)`` row; syncs without a stream at tid 1 (Kineto's sanitized -1).
+Flows: ``ac2g`` with id = correlation id, ``s`` on the host call and ``f`` on the device row,
+drawn only when both ends are in the trace. Event waits resolve their producer through the
+shared ``DependencyResolver``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ...activity import ActivityType
+from ..dependencies import DependencyResolver
+from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
+                      KIND_MEMCPY, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION, RawChunk)
+
+VENDOR = "cuda"
+STREAM_SYNC_TID_OFFSET = 1_000_000
+NO_STREAM = 0xFFFFFFFF  # CUPTI_SYNCHRONIZATION_INVALID_VALUE
+EXTERNAL_KIND_CUSTOM0 = 3  # CUpti_ExternalCorrelationKind: the CPU-op correlation (Kineto's Domain0)
+
+MEMCPY_KINDS = ["Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"]
+MEMORY_KINDS = ["Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"]
+SYNC_KINDS = ["Unknown", "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync"]
+SYNC_EVENT, SYNC_WAIT_EVENT, SYNC_STREAM, SYNC_CONTEXT = 1, 2, 3, 4
+OVERHEAD_KINDS = {0: "Unknown", 1: "Driver Compiler", 65536: "Buffer Flush", 131072: "Instrumentation",
+                  196608: "Resource", 262144: "Runtime Triggered Module Loading", 327680: "Lazy Function Loading",
+                  393216: "Command Buffer Full", 458752: "Activity Buffer Request"}
+
+# Kineto drops these runtime calls (noise) and keeps only these driver calls.
+DROPPED_RUNTIME = frozenset({"cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaEventCreate",
+                             "cudaEventCreateWithFlags", "cudaEventDestroy"})
+KEPT_DRIVER = frozenset({"cuLaunchKernel", "cuLaunchKernelEx", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                         "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"})
+_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
+
+
+@lru_cache(maxsize=1)
+def _cxa_demangle():
+    path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+    try:
+        fn = ctypes.CDLL(path).__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+    return fn
+
+
+_libc_free = ctypes.CDLL(None).free
+_libc_free.argtypes = [ctypes.c_void_p]
+
+
+@lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """Itanium C++ demangling through libstdc++ (what Kineto does); the input when it is not mangled."""
+    fn = _cxa_demangle()
+    if fn is None or not name.startswith("_Z"):
+        return name
+    status = ctypes.c_int(0)
+    out = fn(name.encode(), None, None, ctypes.byref(status))
+    if not out or status.value != 0:
+        return name
+    try:
+        return ctypes.string_at(out).decode("utf-8", "replace")
+    finally:
+        _libc_free(out)
+
+
+def api_display_name(raw: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (short suffixes such as ``_v2`` stay)."""
+    return _VERSION_SUFFIX.sub("", raw)
+
+
+def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray, default: int) -> np.ndarray:
+    """Vectorized dict lookup over a sorted key column."""
+    if not len(keys_sorted):
+        return np.full(len(query), default, np.int64)
+    pos = np.minimum(np.searchsorted(keys_sorted, query), len(keys_sorted) - 1)
+    return np.where(keys_sorted[pos] == query, values[pos], default).astype(np.int64)
+
+
+def _table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.asarray(keys, np.int64)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], np.asarray(values, np.int64)[order]
+
+
+@dataclass
+class DecodeOptions:
+    activities: frozenset = field(default_factory=lambda: frozenset(ActivityType))
+    display_sync_wait_events: bool = True
+    sm_count: dict = field(default_factory=dict)  # device -> SM count ("blocks per SM")
+
+
+def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
+    parts = [r for r in (c.rows([kind]) for c in chunks) if r is not None]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class CuptiDecoder:
+    """Turns every buffer of one session into slices, flows and dependency args."""
+
+    def __init__(self, callback_name: Callable[[int, int], str], dependencies: DependencyResolver | None = None,
+                 options: DecodeOptions | None = None) -> None:
+        self.callback_name = callback_name  # (KIND_RUNTIME or KIND_DRIVER, cbid) -> CUPTI's name
+        self.dependencies = dependencies or DependencyResolver(VENDOR)
+        self.options = options or DecodeOptions()
+
+    def _want(self, t: ActivityType) -> bool:
+        return t in self.options.activities
+
+    # ------------------------------------------------------------------ entry point
+    def process(self, builder, window, chunks: list[RawChunk]) -> None:
+        chunks = [c for c in chunks if c is not None and len(c)]
+        get = {k: concat_rows(chunks, k) for k in (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET,
+                                                    KIND_RUNTIME, KIND_DRIVER, KIND_SYNCHRONIZATION, KIND_CUDA_EVENT,
+                                                    KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD)}
+        names = {}
+        for c in chunks:
+            names.update(c.names)
+        kernels = [r for r in (get[KIND_KERNEL], get[KIND_CONCURRENT_KERNEL]) if r is not None]
+
+        # Pass 1 (independent of record order): external ids, context -> device, event records.
+        self._ext = self._external_map(get[KIND_EXTERNAL_CORRELATION])
+        self._ctx_dev = self._context_map([*kernels, get[KIND_MEMCPY], get[KIND_MEMSET]])
+        api_start = self._api_start_map(get[KIND_RUNTIME], get[KIND_DRIVER])
+        events = get[KIND_CUDA_EVENT]
+        if events is not None:
+            self._record_events(events, api_start)
+
+        # Pass 2: device rows (collect which correlation ids and streams exist), then host rows.
+        device_parts: list[tuple] = []  # (corr, ts, pid, tid) of rows that end an ac2g flow
+        busy_streams: list[np.ndarray] = []  # (device << 32 | stream) that ran work in the window
+        for rows in kernels:
+            self._kernels(builder, window, rows, names, device_parts, busy_streams)
+        if get[KIND_MEMCPY] is not None:
+            self._memcpy(builder, window, get[KIND_MEMCPY], device_parts, busy_streams)
+        if get[KIND_MEMSET] is not None:
+            self._memset(builder, window, get[KIND_MEMSET], device_parts, busy_streams)
+        if events is not None and self._want(ActivityType.CUDA_EVENT):
+            self._events(builder, window, events, api_start, device_parts)
+        if get[KIND_SYNCHRONIZATION] is not None and self._want(ActivityType.CUDA_SYNC):
+            busy = np.unique(np.concatenate(busy_streams)) if busy_streams else np.empty(0, np.int64)
+            self._syncs(builder, window, get[KIND_SYNCHRONIZATION], busy, device_parts)
+        host_parts: list[tuple] = []
+        for kind, t in ((KIND_RUNTIME, ActivityType.RUNTIME), (KIND_DRIVER, ActivityType.DRIVER)):
+            if get[kind] is not None and self._want(t):
+                self._api(builder, window, get[kind], kind, host_parts)
+        if get[KIND_OVERHEAD] is not None and self._want(ActivityType.OVERHEAD):
+            self._overhead(builder, window, get[KIND_OVERHEAD])
+        self._flows(builder, device_parts, host_parts)
+
+    # ------------------------------------------------------------------ pass 1
+    def _external_map(self, rows):
+        if rows is None:
+            return _table(np.empty(0), np.empty(0))
+        m = rows["external_kind"] == EXTERNAL_KIND_CUSTOM0
+        return _table(rows["correlation_id"][m], rows["external_id"][m].astype(np.int64))
+
+    def _external_ids(self, corr: np.ndarray) -> np.ndarray:
+        return _lookup(*self._ext, corr.astype(np.int64), 0)
+
+    @staticmethod
+    def _context_map(parts):
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return _table(np.empty(0), np.empty(0))
+        ctx = np.concatenate([p["context_id"].astype(np.int64) for p in parts])
+        dev = np.concatenate([p["device_id"].astype(np.int64) for p in parts])
+        ctx, first = np.unique(ctx, return_index=True)
+        return ctx, dev[first]
+
+    def _devices_of(self, ctx: np.ndarray) -> np.ndarray:
+        return _lookup(*self._ctx_dev, ctx.astype(np.int64), 0)
+
+    @staticmethod
+    def _api_start_map(*parts):
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return _table(np.empty(0), np.empty(0))
+        return _table(np.concatenate([p["correlation_id"] for p in parts]),
+                      np.concatenate([p["start"].astype(np.int64) for p in parts]))
+
+    @staticmethod
+    def _event_handles(ctx: np.ndarray, event_id: np.ndarray) -> np.ndarray:
+        # CUDA event ids are unique per context (Kineto keys its map by (ctx, eventId)).
+        return (ctx.astype(np.uint64) << np.uint64(32)) | event_id.astype(np.uint64)
+
+    def _event_ts(self, rows, api_start) -> np.ndarray:
+        # Device timestamp when CUPTI gives one (CUDA >= 12.8 with device timestamps on),
+        # else the cudaEventRecord call's start.
+        dts = rows["device_timestamp"].astype(np.int64) if "device_timestamp" in rows.dtype.names else \
+            np.zeros(len(rows), np.int64)
+        return np.where(dts > 0, dts, _lookup(*api_start, rows["correlation_id"].astype(np.int64), 0))
+
+    def _event_device(self, rows) -> np.ndarray:
+        if "device_id" in rows.dtype.names:
+            return rows["device_id"].astype(np.int64)
+        return self._devices_of(rows["context_id"])
+
+    def _record_events(self, rows, api_start) -> None:
+        self.dependencies.add_records(self._event_handles(rows["context_id"], rows["event_id"]),
+                                      rows["correlation_id"], rows["stream_id"].astype(np.int64),
+                                      ts=self._event_ts(rows, api_start), pid=self._event_device(rows),
+                                      tid=rows["stream_id"].astype(np.int64))
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _in_window(builder, window, start, what: str) -> np.ndarray:
+        if window is None:
+            return np.ones(len(start), bool)
+        m = np.asarray(window.contains(start.astype(np.int64)), bool)
+        builder.count_dropped(f"cuda {what} out of window", int((~m).sum()))
+        return m
+
+    @staticmethod
+    def _field(rows, name, default=0):
+        return rows[name].astype(np.int64) if name in rows.dtype.names else np.full(len(rows), default, np.int64)
+
+    @staticmethod
+    def _bandwidth(nbytes: np.ndarray, dur: np.ndarray):
+        from ...trace.builder import ArgColumn
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)  # bytes/ns == GB/s
+        return ArgColumn("num", bw, dur > 0)
+
+    def _graph_channel_args(self, rows) -> dict:
+        out = {}
+        for arg, fld in (("graph id", "graph_id"), ("graph node id", "graph_node_id"), ("channel", "channel_id"),
+                         ("channel_type", "channel_type")):
+            if fld in rows.dtype.names:
+                out[arg] = rows[fld].astype(np.int64)
+        return out
+
+    # ------------------------------------------------------------------ device rows
+    def _kernels(self, builder, window, rows, names, device_parts, busy) -> None:
+        if not self._want(ActivityType.CONCURRENT_KERNEL):
+            return
+        rows = rows[self._in_window(builder, window, rows["start"], "kernel")]
+        if not len(rows):
+            return
+        ptr_u, inv = np.unique(rows["name"], return_inverse=True)
+        label = ["Kernel" if (n := demangle(names.get(int(p), "") or "unknown")) == "kernel" else n
+                 for p in ptr_u.tolist()]
+        name_ids = np.fromiter((builder.strings.intern(s) for s in label), np.int32, len(label))[inv.reshape(-1)]
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
+            rows["correlation_id"].astype(np.int64)
+        grid = np.stack([rows["grid_x"], rows["grid_y"], rows["grid_z"]], 1).astype(np.int64)
+        block = np.stack([rows["block_x"], rows["block_y"], rows["block_z"]], 1).astype(np.int64)
+        args = {
+            "queued": self._field(rows, "queued"),
+            "device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
+            "registers per thread": rows["registers_per_thread"].astype(np.int64),
+            "shared memory": rows["static_shared_memory"].astype(np.int64) + rows["dynamic_shared_memory"],
+        }
+        sms = np.array([self.options.sm_count.get(int(d), 0) for d in range(int(dev.max()) + 1)], np.float64)[dev]
+        if (sms > 0).all():
+            blocks_per_sm = grid.prod(1) / sms
+            args["blocks per SM"] = blocks_per_sm
+            args["warps per SM"] = blocks_per_sm * np.ceil(block.prod(1) / 32.0)
+        args["grid"] = grid
+        args["block"] = block
+        args.update(self._graph_channel_args(rows))
+        if "priority" in rows.dtype.names:
+            args["priority"] = rows["priority"].astype(np.int64)
+        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
+                           cat=ActivityType.CONCURRENT_KERNEL, args=args, external_id=self._external_ids(corr),
+                           vendor=VENDOR)
+        self._stream_rows(builder, dev, stream)
+        device_parts.append((corr, start, dev, stream))
+        busy.append((dev << 32) | stream)
+
+    def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
+        if not self._want(ActivityType.GPU_MEMCPY):
+            return
+        rows = rows[self._in_window(builder, window, rows["start"], "memcpy")]
+        if not len(rows):
+            return
+        kinds = np.clip(rows["copy_kind"].astype(np.int64), 0, len(MEMCPY_KINDS) - 1)
+        src = np.clip(rows["src_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
+        dst = np.clip(rows["dst_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
+        combo, inv = np.unique(kinds * 256 + src * 16 + dst, return_inverse=True)
+        labels = [f"Memcpy {MEMCPY_KINDS[c // 256]} ({MEMORY_KINDS[(c // 16) % 16]} -> {MEMORY_KINDS[c % 16]})"
+                  for c in combo.tolist()]
+        self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMCPY, device_parts, busy)
+
+    def _memset(self, builder, window, rows, device_parts, busy) -> None:
+        if not self._want(ActivityType.GPU_MEMSET):
+            return
+        rows = rows[self._in_window(builder, window, rows["start"], "memset")]
+        if not len(rows):
+            return
+        mk = np.clip(rows["memory_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
+        uniq, inv = np.unique(mk, return_inverse=True)
+        labels = [f"Memset ({MEMORY_KINDS[k]})" for k in uniq.tolist()]
+        self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMSET, device_parts, busy)
+
+    def _copy_like(self, builder, rows, labels, inv, cat, device_parts, busy) -> None:
+        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
+            rows["correlation_id"].astype(np.int64)
+        nbytes = rows["bytes"].astype(np.int64)
+        args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
+                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+        args.update(self._graph_channel_args(rows))
+        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
+                           args=args, external_id=self._external_ids(corr), vendor=VENDOR)
+        self._stream_rows(builder, dev, stream)
+        device_parts.append((corr, start, dev, stream))
+        busy.append((dev << 32) | stream)
+
+    def _events(self, builder, window, rows, api_start, device_parts) -> None:
+        ts = self._event_ts(rows, api_start)
+        m = self._in_window(builder, window, ts, "cuda event")
+        rows, ts = rows[m], ts[m]
+        if not len(rows):
+            return
+        dev, stream, corr = self._event_device(rows), rows["stream_id"].astype(np.int64), \
+            rows["correlation_id"].astype(np.int64)
+        builder.add_slices(names=["cudaEvent"] * len(rows), ts=ts, dur=np.ones(len(rows), np.int64), pid=dev,
+                           tid=stream, cat=ActivityType.CUDA_EVENT, vendor=VENDOR,
+                           external_id=self._external_ids(corr),
+                           args={"event_id": rows["event_id"].astype(np.int64), "stream": stream, "correlation": corr,
+                                 "device": dev, "context": rows["context_id"].astype(np.int64)})
+        device_parts.append((corr, ts, dev, stream))
+
+    def _syncs(self, builder, window, rows, busy, device_parts) -> None:
+        rows = rows[self._in_window(builder, window, rows["start"], "sync")]
+        kind = rows["type"].astype(np.int64)
+        ctx = rows["context_id"].astype(np.int64)
+        dev = self._devices_of(ctx)
+        raw_stream = rows["stream_id"].astype(np.int64)
+        stream = np.where(raw_stream == NO_STREAM, -1, raw_stream)
+        keep = np.ones(len(rows), bool)
+        waits = kind == SYNC_WAIT_EVENT
+        if not self.options.display_sync_wait_events:
+            keep &= ~waits
+        else:  # Kineto #908: a wait is shown only where its stream ran work in the window
+            keep &= ~waits | np.isin((dev << 32) | np.maximum(stream, 0), busy)
+        builder.count_dropped("cuda stream wait event on idle stream", int((~keep & waits).sum()))
+        rows, kind, ctx, dev, stream = rows[keep], kind[keep], ctx[keep], dev[keep], stream[keep]
+        if not len(rows):
+            return
+        corr = rows["correlation_id"].astype(np.int64)
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        tid = np.where(kind == SYNC_STREAM, stream + STREAM_SYNC_TID_OFFSET, np.where(stream < 0, 1, stream))
+        event_based = (kind == SYNC_EVENT) | (kind == SYNC_WAIT_EVENT)
+        event_id = rows["cuda_event_id"].astype(np.int64)
+        dep = self.dependencies
+        res = dep.resolve(self._event_handles(ctx, event_id), corr)
+        kinds = np.clip(kind, 0, len(SYNC_KINDS) - 1)
+        kind_ids = np.fromiter((builder.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
+        from ...trace.builder import ArgColumn
+
+        args = {dep.sync_kind_arg: ArgColumn("str", kind_ids)}
+        args.update(dep.wait_args(event_id, res, event_based))
+        args.update({"stream": stream, "correlation": corr, "device": dev, "context": ctx})
+        builder.add_slices(names=None, name_ids=kind_ids, ts=start, dur=end - start, pid=dev, tid=tid,
+                           cat=ActivityType.CUDA_SYNC, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
+        res.found &= event_based
+        dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=dev, wait_tid=tid)
+        ss = kind == SYNC_STREAM
+        for d, s in set(zip(dev[ss].tolist(), stream[ss].tolist())):
+            builder.set_thread_name(d, s + STREAM_SYNC_TID_OFFSET, f"stream {s} (sync)", sort_index=s)
+        for d in set(dev[stream < 0].tolist()):
+            builder.set_thread_name(d, 1, f"Device {d}", sort_index=-1)
+        self._stream_rows(builder, dev[(stream >= 0) & ~ss], stream[(stream >= 0) & ~ss])
+        device_parts.append((corr, start, dev, tid))
+
+    @staticmethod
+    def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
+        for d, s in set(zip(dev.tolist(), stream.tolist())):
+            if (d, s) not in builder.thread_names:
+                builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
+            if d not in builder.process_names:
+                builder.set_process_name(d, f"GPU {d}", label=f"GPU {d}", sort_index=5_000_000 + d)
+
+    # ------------------------------------------------------------------ host rows
+    def _api(self, builder, window, rows, kind, host_parts) -> None:
+        rows = rows[self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver")]
+        if not len(rows):
+            return
+        cbid_u, inv = np.unique(rows["cbid"], return_inverse=True)
+        labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbid_u.tolist()]
+        if kind == KIND_RUNTIME:
+            keep_u = np.array([lbl not in DROPPED_RUNTIME for lbl in labels], bool)
+        else:
+            keep_u = np.array([lbl in KEPT_DRIVER for lbl in labels], bool)
+        keep = keep_u[inv.reshape(-1)]
+        rows, inv = rows[keep], inv.reshape(-1)[keep]
+        if not len(rows):
+            return
+        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        pid, tid = rows["process_id"].astype(np.int64), rows["thread_id"].astype(np.int64)
+        corr = rows["correlation_id"].astype(np.int64)
+        cat = ActivityType.RUNTIME if kind == KIND_RUNTIME else ActivityType.DRIVER
+        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=pid, tid=tid, cat=cat,
+                           args={"cbid": rows["cbid"].astype(np.int64), "correlation": corr},
+                           external_id=self._external_ids(corr), vendor=VENDOR)
+        host_parts.append((corr, start, pid, tid))
+
+    def _overhead(self, builder, window, rows) -> None:
+        rows = rows[self._in_window(builder, window, rows["start"], "overhead")]
+        if not len(rows):
+            return
+        uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)
+        labels = [OVERHEAD_KINDS.get(k, "Unknown") for k in uniq.tolist()]
+        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv.reshape(-1)]
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        tid = rows["object_id"]["pt"]["thread_id"].astype(np.int64)
+        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=-1, tid=tid,
+                           cat=ActivityType.OVERHEAD, vendor=VENDOR)
+        builder.set_process_name(-1, "CUPTI Overhead", sort_index=1048576)
+
+    # ------------------------------------------------------------------ flows
+    @staticmethod
+    def _flows(builder, device_parts, host_parts) -> None:
+        if not device_parts or not host_parts:
+            return
+        d_corr, d_ts, d_pid, d_tid = (np.concatenate(x) for x in zip(*device_parts))
+        h_corr, h_ts, h_pid, h_tid = (np.concatenate(x) for x in zip(*host_parts))
+        d = np.isin(d_corr, h_corr)
+        h = np.isin(h_corr, d_corr)
+        builder.add_flows(flow_ids=h_corr[h], ts=h_ts[h], pid=h_pid[h], tid=h_tid[h], start=True)
+        builder.add_flows(flow_ids=d_corr[d], ts=d_ts[d], pid=d_pid[d], tid=d_tid[d], start=False)

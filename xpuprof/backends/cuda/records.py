@@ -1,0 +1,124 @@
+"""Raw CUPTI activity buffers, copied out of CUPTI's completion callback and cut by kind.
+
+cupti-python hands the completion callback a list of record objects that point into CUPTI's
+buffer (freed when the callback returns). The callback only copies the buffer span once, notes
+each record's offset, the record class per kind (so the matching numpy dtype is known) and
+kernel names per distinct name pointer; decoding happens later, vectorized, in ``decode``.
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# CUpti_ActivityKind values (stable CUPTI ABI; checked against cupti-python's enum in tests).
+KIND_MEMCPY = 1
+KIND_MEMSET = 2
+KIND_KERNEL = 3
+KIND_DRIVER = 4
+KIND_RUNTIME = 5
+KIND_CONCURRENT_KERNEL = 10
+KIND_OVERHEAD = 17
+KIND_CUDA_EVENT = 36
+KIND_SYNCHRONIZATION = 38
+KIND_EXTERNAL_CORRELATION = 39
+
+TIME_FIELDS = ("start", "end", "queued", "submitted", "completed", "device_timestamp")
+
+
+@lru_cache(maxsize=None)
+def dtype_for_class(cls) -> np.dtype:
+    """cupti-python's numpy dtype for one of its record classes (``ActivityKernel13`` -> its dtype)."""
+    from cupti import cupti as c
+
+    want = cls.__name__.lower()
+    for name in dir(c):
+        if name.endswith("_dtype") and name[:-6].replace("_", "") == want:
+            return getattr(c, name)
+    raise LookupError(f"cupti-python has no numpy dtype for record class {cls.__name__}")
+
+
+@dataclass
+class RawChunk:
+    """One completed CUPTI buffer: its bytes and where each record starts."""
+
+    data: bytes
+    offsets: np.ndarray  # int64 byte offsets into data
+    kinds: np.ndarray  # int32 CUpti_ActivityKind per record
+    dtypes: dict[int, np.dtype]  # kind -> record dtype
+    names: dict[int, str] = field(default_factory=dict)  # kernel name pointer -> name
+    time_offset_ns: int = 0  # added to every timestamp field: CUPTI clock -> epoch ns
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def rows(self, kinds) -> np.ndarray | None:
+        """All records of the given kinds (which must share one dtype) as a structured array."""
+        kinds = [k for k in kinds if k in self.dtypes]
+        if not kinds:
+            return None
+        dt = self.dtypes[kinds[0]]
+        if any(self.dtypes[k] != dt for k in kinds[1:]):
+            raise ValueError(f"activity kinds {kinds} use different record layouts")
+        offs = self.offsets[np.isin(self.kinds, kinds)]
+        if not len(offs):
+            return None
+        raw = np.frombuffer(self.data, np.uint8)
+        rows = raw[offs[:, None] + np.arange(dt.itemsize)].view(dt).reshape(-1)
+        if self.time_offset_ns:
+            for name in TIME_FIELDS:
+                if name in dt.names:
+                    col = rows[name].astype(np.int64)
+                    rows[name] = np.where(col != 0, col + self.time_offset_ns, 0)
+        return rows
+
+
+def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:
+    raw = np.frombuffer(data, np.uint8)
+    return raw[offsets[:, None] + np.arange(4)].copy().view("<i4").reshape(-1)
+
+
+def capture(records) -> RawChunk | None:
+    """Copy a completion callback's records (cupti-python objects over one buffer) into a chunk."""
+    n = len(records)
+    if n == 0:
+        return None
+    ptrs = np.fromiter((r.ptr for r in records), dtype=np.int64, count=n)
+    base = int(ptrs.min())
+    last = int(ptrs.argmax())
+    end = int(ptrs[last]) + dtype_for_class(type(records[last])).itemsize
+    data = ctypes.string_at(base, end - base)
+    offsets = ptrs - base
+    kinds = _kinds_at(data, offsets)
+    uniq, first = np.unique(kinds, return_index=True)
+    dtypes = {int(k): dtype_for_class(type(records[int(i)])) for k, i in zip(uniq, first)}
+    chunk = RawChunk(data, offsets, kinds, dtypes)
+    for kind in (KIND_KERNEL, KIND_CONCURRENT_KERNEL):
+        if kind in dtypes and "name" in dtypes[kind].names:
+            idx = np.flatnonzero(kinds == kind)
+            name_ptrs = chunk.rows([kind])["name"]
+            ptr_u, ptr_first = np.unique(name_ptrs, return_index=True)
+            for p, i in zip(ptr_u.tolist(), ptr_first.tolist()):
+                if p not in chunk.names:  # the record object reads CUPTI's string while it is alive
+                    chunk.names[p] = records[int(idx[i])].name or ""
+    return chunk
+
+
+def pack(rows_by_kind: list[np.ndarray], names: dict[int, str] | None = None, *, align: int = 8) -> RawChunk:
+    """Lay structured record arrays out back to back like a CUPTI buffer (tests and replays)."""
+    parts, offsets, kinds, dtypes, pos = [], [], [], {}, 0
+    for rows in rows_by_kind:
+        size = rows.dtype.itemsize
+        stride = (size + align - 1) // align * align
+        for rec in rows:
+            kind = int(rec["kind"])
+            dtypes[kind] = rows.dtype
+            blob = rec.tobytes()
+            parts.append(blob + b"\0" * (stride - size))
+            offsets.append(pos)
+            kinds.append(kind)
+            pos += stride
+    return RawChunk(b"".join(parts), np.asarray(offsets, np.int64), np.asarray(kinds, np.int32), dtypes,
+                    dict(names or {}))

@@ -1,0 +1,520 @@
+"""PTI metrics scope (per-kernel hardware metrics): ctypes ABI, collection and decoding.
+
+Mirrors intel/pti-gpu ``sdk/include/pti/pti_metrics_scope.h`` and the device part of
+``pti_metrics.h`` (layouts in shared/reference/pti-and-level-zero.md §8). ``MetricsScope``
+runs the call sequence (enable → configure AUTO_KERNEL → size buffer → start/stop → metadata →
+calculate per collection buffer → disable) and returns columns (kernel ids, queues, one
+float64 array per metric); ``emit_scope_metrics`` writes them through the TraceBuilder.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ... import catalogs
+from ...trace.builder import ArgColumn
+
+u8, u32, u64, vp, sz = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t
+
+SCOPE_MODE_AUTO_KERNEL = 1  # PTI_METRICS_SCOPE_AUTO_KERNEL
+SCOPE_MODE_USER = 2  # PTI_METRICS_SCOPE_USER: not implemented by PTI
+MIN_COLLECTION_BUFFER = 2048  # PTI's default and minimum collection buffer size
+ZET_ENABLE_METRICS = "ZET_ENABLE_METRICS"
+
+# pti_metric_value_type -> numpy dtype of the 8-byte pti_value_t union member
+VALUE_DTYPES = {0: np.dtype("<u4"), 1: np.dtype("<u8"), 2: np.dtype("<f4"), 3: np.dtype("<f8"), 4: np.dtype("u1"),
+                6: np.dtype("u1"), 7: np.dtype("<u2")}
+VALUE_TYPE_NAMES = ("uint32", "uint64", "float32", "float64", "bool8", "string", "uint8", "uint16")
+
+# Result codes of the metrics part (pti.h); names at run time come from ptiResultTypeToString.
+METRICS_SCOPE_HINTS = {
+    50: "the Level Zero driver refused metrics: set ZET_ENABLE_METRICS=1 before Level Zero initializes",
+    98: "PTI could not enable metrics (ptiMetricsEnable failed)",
+    99: "enabling metrics at run time is not supported: set ZET_ENABLE_METRICS=1 before the process starts",
+    151: "a metric name was not found on the device (names are case-sensitive)",
+    152: "the metrics belong to more than one metric group; PTI needs one group",
+    154: "the collection buffer is too small (raise max_scopes)",
+    159: "the profiled devices are not all the same model",
+}
+
+
+class PtiDeviceProperties(ctypes.Structure):
+    _fields_ = [("_handle", vp), ("_domain", u8), ("_bus", u8), ("_device", u8), ("_function", u8),
+                ("_model_name", ctypes.c_char_p), ("_uuid", u8 * 16)]
+
+
+class ScopeRecordMetadata(ctypes.Structure):
+    _fields_ = [("_struct_size", sz), ("_metrics_count", sz), ("_value_types", ctypes.POINTER(u32)),
+                ("_metric_names", ctypes.POINTER(ctypes.c_char_p)), ("_metric_units", ctypes.POINTER(ctypes.c_char_p))]
+
+
+class ScopeCollectionBufferProperties(ctypes.Structure):
+    _fields_ = [("_struct_size", sz), ("_device_handle", vp), ("_num_scopes", sz), ("_buffer_size", sz),
+                ("_host_time_first_scope_append", u64), ("_host_time_last_scope_append", u64),
+                ("_metric_group_name", ctypes.c_char_p)]
+
+
+class ScopeRecord(ctypes.Structure):
+    _fields_ = [("_kernel_id", u64), ("_queue", vp), ("_kernel_name", vp), ("_metrics_values", vp)]
+
+
+class MetricsGroupProperties(ctypes.Structure):
+    _fields_ = [("_handle", vp), ("_type", u32), ("_domain", u32), ("_metric_count", u32),
+                ("_metric_properties", vp), ("_name", ctypes.c_char_p), ("_description", ctypes.c_char_p)]
+
+
+class MetricProperties(ctypes.Structure):
+    _fields_ = [("_handle", vp), ("_name", ctypes.c_char_p), ("_description", ctypes.c_char_p),
+                ("_metric_type", u32), ("_value_type", u32), ("_units", ctypes.c_char_p)]
+
+
+# The calculated buffer begins with an array of pti_metrics_scope_record_t.
+SCOPE_RECORD_DTYPE = np.dtype({"names": ["kernel_id", "queue", "kernel_name", "values"],
+                               "formats": ["<u8", "<u8", "<u8", "<u8"], "offsets": [0, 8, 16, 24], "itemsize": 32})
+
+_H = vp  # pti_scope_collection_handle_t
+SCOPE_SIGNATURES: dict[str, list] = {
+    "ptiMetricsGetDevices": [ctypes.POINTER(PtiDeviceProperties), ctypes.POINTER(u32)],
+    "ptiMetricsGetMetricGroups": [vp, ctypes.POINTER(MetricsGroupProperties), ctypes.POINTER(u32)],
+    "ptiMetricsGetMetricsProperties": [vp, ctypes.POINTER(MetricProperties)],
+    "ptiMetricsScopeEnable": [ctypes.POINTER(_H)],
+    "ptiMetricsScopeConfigure": [_H, u32, ctypes.POINTER(vp), sz, ctypes.POINTER(ctypes.c_char_p), sz],
+    "ptiMetricsScopeQueryCollectionBufferSize": [_H, sz, ctypes.POINTER(sz)],
+    "ptiMetricsScopeSetCollectionBufferSize": [_H, sz],
+    "ptiMetricsScopeStartCollection": [_H],
+    "ptiMetricsScopeStopCollection": [_H],
+    "ptiMetricsScopeGetCollectionBuffersCount": [_H, ctypes.POINTER(sz)],
+    "ptiMetricsScopeGetCollectionBuffer": [_H, sz, ctypes.POINTER(vp), ctypes.POINTER(sz)],
+    "ptiMetricsScopeGetCollectionBufferProperties": [_H, vp, ctypes.POINTER(ScopeCollectionBufferProperties)],
+    "ptiMetricsScopeQueryMetricsBufferSize": [_H, vp, ctypes.POINTER(sz), ctypes.POINTER(sz)],
+    "ptiMetricsScopeCalculateMetrics": [_H, vp, vp, sz, ctypes.POINTER(sz)],
+    "ptiMetricsScopeGetMetricsMetadata": [_H, ctypes.POINTER(ScopeRecordMetadata)],
+    "ptiMetricsScopeDisable": [_H],
+}
+# Functions a metrics-scope collection cannot run without.
+SCOPE_REQUIRED = tuple(n for n in SCOPE_SIGNATURES if n.startswith("ptiMetricsScope"))
+
+
+class MetricsScopeError(RuntimeError):
+    """A metrics-scope step failed; the message names the PTI call, its result and what to do."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def bind_scope_functions(cdll: ctypes.CDLL) -> dict[str, object]:
+    """Typed metrics-scope functions of a loaded PTI (or test double); raises naming missing symbols."""
+    missing = [n for n in SCOPE_REQUIRED if not hasattr(cdll, n)]
+    if missing:
+        raise MetricsScopeError(f"{getattr(cdll, '_name', cdll)} lacks the PTI metrics-scope API "
+                                f"({', '.join(missing)}); intel-pti >= 0.13 provides it")
+    out = {}
+    for name, args in SCOPE_SIGNATURES.items():
+        fn = getattr(cdll, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_uint32, args
+        out[name] = fn
+    return out
+
+
+def ensure_metrics_env(environ=None, *, level_zero_loaded: bool | None = None) -> None:
+    """Set ``ZET_ENABLE_METRICS=1`` for this process, or explain precisely why that is too late.
+
+    Level Zero reads it once, in ``zeInit``. If the loader is already mapped into the process
+    (torch.xpu/dpctl/PTI initialized it), setting it now has no effect on the driver.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(ZET_ENABLE_METRICS) == "1":
+        return
+    if level_zero_loaded is None:
+        level_zero_loaded = _level_zero_mapped()
+    if level_zero_loaded:
+        raise MetricsScopeError(
+            "per-kernel metrics need ZET_ENABLE_METRICS=1 before Level Zero initializes, but the Level Zero "
+            "loader (libze_loader) is already loaded in this process (something - torch.xpu, dpctl or a SYCL "
+            "queue - initialized it first). Start the process with ZET_ENABLE_METRICS=1, e.g. "
+            "`ZET_ENABLE_METRICS=1 python train.py`, or `xpuprof run`, which sets it before the workload starts.")
+    env[ZET_ENABLE_METRICS] = "1"
+
+
+def _level_zero_mapped() -> bool:
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any("libze_loader" in line for line in f)
+    except OSError:
+        return False
+
+
+@dataclass
+class ScopeMetadata:
+    names: list[str]
+    units: list[str]
+    value_types: list[int]
+
+    def unit_map(self) -> dict[str, str]:
+        return dict(zip(self.names, self.units))
+
+
+@dataclass
+class ScopeResults:
+    """Decoded scope records: one row per kernel (columns), plus the metadata."""
+
+    kernel_ids: np.ndarray
+    queues: np.ndarray
+    kernel_names: list[str]
+    values: dict[str, np.ndarray]
+    metadata: ScopeMetadata
+    group: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.kernel_ids)
+
+
+def decode_calculated_buffer(buf: ctypes.Array | bytes, base_address: int, nrecords: int,
+                             metadata: ScopeMetadata) -> tuple[np.ndarray, np.ndarray, list[str], dict[str, np.ndarray]]:
+    """Decode ``nrecords`` scope records of a calculated-metrics buffer that lives at ``base_address``.
+
+    Value arrays and kernel names are pointers into the same buffer: turned into offsets and
+    gathered with numpy (no per-record ctypes objects).
+    """
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    recs = np.frombuffer(raw[: nrecords * SCOPE_RECORD_DTYPE.itemsize].tobytes(), dtype=SCOPE_RECORD_DTYPE)
+    n = len(recs)
+    nmetrics = len(metadata.names)
+    values: dict[str, np.ndarray] = {}
+    if n:
+        offs = recs["values"].astype(np.int64) - int(base_address)
+        if ((offs < 0) | (offs + 8 * nmetrics > len(raw))).any():
+            raise MetricsScopeError("calculated metrics buffer holds a value pointer outside the buffer")
+        idx = offs[:, None] + 8 * np.arange(nmetrics, dtype=np.int64)[None, :]
+        slots = raw[idx[..., None] + np.arange(8)].reshape(n, nmetrics, 8)
+        for k, (name, vt) in enumerate(zip(metadata.names, metadata.value_types)):
+            dt = VALUE_DTYPES.get(int(vt))
+            if dt is None:  # STRING values have no numeric meaning on a counter track
+                continue
+            col = np.ascontiguousarray(slots[:, k, : dt.itemsize]).view(dt).reshape(n)
+            values[name] = col.astype(np.float64)
+    names = []
+    name_offs = recs["kernel_name"].astype(np.int64) - int(base_address)
+    data = bytes(raw)
+    for p, o in zip(recs["kernel_name"].tolist(), name_offs.tolist()):
+        if p == 0 or o < 0 or o >= len(data):
+            names.append("")
+        else:
+            end = data.find(b"\0", o)
+            names.append(data[o: end if end >= 0 else len(data)].decode("utf-8", "replace"))
+    return recs["kernel_id"].astype(np.uint64), recs["queue"].astype(np.uint64), names, values
+
+
+class MetricsScope:
+    """One metrics-scope collection on one device through ``fns`` (``bind_scope_functions``)."""
+
+    def __init__(self, fns: dict, result_name=lambda code: f"PTI result {code}") -> None:
+        self.fns = fns
+        self.result_name = result_name
+        self.handle = ctypes.c_void_p()
+        self.enabled = False
+        self.started = False
+
+    def _call(self, func: str, *args) -> int:
+        fn = self.fns.get(func)
+        if fn is None:
+            raise MetricsScopeError(f"{func} is not exported by the loaded PTI")
+        code = int(fn(*args))
+        return code
+
+    def _check(self, func: str, code: int, context: str = "") -> None:
+        if code != 0:
+            hint = METRICS_SCOPE_HINTS.get(code, "")
+            raise MetricsScopeError(f"{func} failed: {self.result_name(code)} ({code})"
+                                    + (f" - {hint}" if hint else "") + (f" [{context}]" if context else ""), code)
+
+    def devices(self) -> list[tuple[int, str]]:
+        """(device handle, model name) per metrics-capable device."""
+        n = u32(0)
+        self._check("ptiMetricsGetDevices", self._call("ptiMetricsGetDevices", None, ctypes.byref(n)))
+        arr = (PtiDeviceProperties * max(n.value, 1))()
+        self._check("ptiMetricsGetDevices", self._call("ptiMetricsGetDevices", arr, ctypes.byref(n)))
+        return [(int(arr[i]._handle or 0), (arr[i]._model_name or b"").decode("utf-8", "replace"))
+                for i in range(n.value)]
+
+    def device_groups(self, device_handle: int) -> dict[str, list[tuple[str, str]]]:
+        """group name -> [(metric name, unit)] from the device (PTI metric groups/properties)."""
+        n = u32(0)
+        fn = "ptiMetricsGetMetricGroups"
+        self._check(fn, self._call(fn, ctypes.c_void_p(device_handle), None, ctypes.byref(n)))
+        groups = (MetricsGroupProperties * max(n.value, 1))()
+        self._check(fn, self._call(fn, ctypes.c_void_p(device_handle), groups, ctypes.byref(n)))
+        out: dict[str, list[tuple[str, str]]] = {}
+        for i in range(n.value):
+            g = groups[i]
+            props = (MetricProperties * max(g._metric_count, 1))()
+            self._check("ptiMetricsGetMetricsProperties",
+                        self._call("ptiMetricsGetMetricsProperties", ctypes.c_void_p(g._handle), props))
+            name = (g._name or b"").decode("utf-8", "replace")
+            out.setdefault(name, []).extend(((props[j]._name or b"").decode(), (props[j]._units or b"").decode())
+                                            for j in range(g._metric_count))
+        return out
+
+    def enable(self) -> None:
+        self._check("ptiMetricsScopeEnable", self._call("ptiMetricsScopeEnable", ctypes.byref(self.handle)))
+        self.enabled = True
+
+    def configure(self, metric_names: Sequence[str], device_handles: Sequence[int] = (), *,
+                  mode: int = SCOPE_MODE_AUTO_KERNEL) -> None:
+        names = (ctypes.c_char_p * len(metric_names))(*[m.encode() for m in metric_names])
+        devs = (ctypes.c_void_p * len(device_handles))(*device_handles) if device_handles else None
+        self._check("ptiMetricsScopeConfigure",
+                    self._call("ptiMetricsScopeConfigure", self.handle, mode, devs, len(device_handles), names,
+                               len(metric_names)), f"metrics {', '.join(metric_names)}")
+
+    def size_buffer(self, expected_scopes: int) -> int:
+        size = sz(0)
+        fn = "ptiMetricsScopeQueryCollectionBufferSize"
+        self._check(fn, self._call(fn, self.handle, int(expected_scopes), ctypes.byref(size)))
+        size_v = max(int(size.value), MIN_COLLECTION_BUFFER)
+        self._check("ptiMetricsScopeSetCollectionBufferSize",
+                    self._call("ptiMetricsScopeSetCollectionBufferSize", self.handle, size_v))
+        return size_v
+
+    def start(self) -> None:
+        self._check("ptiMetricsScopeStartCollection", self._call("ptiMetricsScopeStartCollection", self.handle))
+        self.started = True
+
+    def stop(self) -> None:
+        if self.started:
+            self.started = False
+            self._check("ptiMetricsScopeStopCollection", self._call("ptiMetricsScopeStopCollection", self.handle))
+
+    def metadata(self) -> ScopeMetadata:
+        md = ScopeRecordMetadata()
+        md._struct_size = ctypes.sizeof(ScopeRecordMetadata)
+        self._check("ptiMetricsScopeGetMetricsMetadata",
+                    self._call("ptiMetricsScopeGetMetricsMetadata", self.handle, ctypes.byref(md)))
+        n = int(md._metrics_count)
+        return ScopeMetadata(names=[md._metric_names[i].decode("utf-8", "replace") for i in range(n)],
+                             units=[(md._metric_units[i] or b"").decode("utf-8", "replace") for i in range(n)],
+                             value_types=[int(md._value_types[i]) for i in range(n)])
+
+    def collect(self) -> ScopeResults:
+        """Read every collection buffer, calculate its metrics and decode them into columns."""
+        meta = self.metadata()
+        nbuf = sz(0)
+        self._check("ptiMetricsScopeGetCollectionBuffersCount",
+                    self._call("ptiMetricsScopeGetCollectionBuffersCount", self.handle, ctypes.byref(nbuf)))
+        ids, queues, names, vals, warnings = [], [], [], {m: [] for m in meta.names}, []
+        group = ""
+        for i in range(nbuf.value):
+            cbuf, cbsize = ctypes.c_void_p(), sz(0)
+            self._check("ptiMetricsScopeGetCollectionBuffer",
+                        self._call("ptiMetricsScopeGetCollectionBuffer", self.handle, i, ctypes.byref(cbuf),
+                                   ctypes.byref(cbsize)))
+            props = ScopeCollectionBufferProperties()
+            props._struct_size = ctypes.sizeof(props)
+            if self._call("ptiMetricsScopeGetCollectionBufferProperties", self.handle, cbuf, ctypes.byref(props)) == 0:
+                group = group or (props._metric_group_name or b"").decode("utf-8", "replace")
+            needed, nrec = sz(0), sz(0)
+            code = self._call("ptiMetricsScopeQueryMetricsBufferSize", self.handle, cbuf, ctypes.byref(needed),
+                              ctypes.byref(nrec))
+            if code in (157, 158):  # partial / not finalized: what is there is still valid
+                warnings.append(f"collection buffer {i}: {self.result_name(code)}")
+            elif code != 0:
+                self._check("ptiMetricsScopeQueryMetricsBufferSize", code)
+            if needed.value == 0 or nrec.value == 0:
+                continue
+            mbuf = (ctypes.c_uint8 * needed.value)()
+            code = self._call("ptiMetricsScopeCalculateMetrics", self.handle, cbuf, mbuf, needed.value,
+                              ctypes.byref(nrec))
+            if code in (157, 158):
+                warnings.append(f"collection buffer {i}: {self.result_name(code)}")
+            elif code != 0:
+                self._check("ptiMetricsScopeCalculateMetrics", code)
+            k, q, nm, v = decode_calculated_buffer(mbuf, ctypes.addressof(mbuf), int(nrec.value), meta)
+            ids.append(k), queues.append(q), names.extend(nm)
+            for m in meta.names:
+                vals[m].append(v.get(m, np.full(len(k), np.nan)))
+        cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+        return ScopeResults(kernel_ids=cat(ids, np.uint64), queues=cat(queues, np.uint64), kernel_names=names,
+                            values={m: cat(p, np.float64) for m, p in vals.items()}, metadata=meta, group=group,
+                            warnings=warnings)
+
+    def disable(self) -> None:
+        if self.enabled:
+            self.enabled = False
+            self._call("ptiMetricsScopeDisable", self.handle)
+
+
+# ----------------------------------------------------------------------------- request checks
+def check_scope_request(exp) -> list[str]:
+    """Metric names (selectors stripped of units) after the mode checks every backend path shares."""
+    if not exp.profiler_metrics:
+        raise MetricsScopeError("xpu_scope_profiler was selected but no metrics were requested: set "
+                                "ExperimentalConfig(profiler_metrics=[...]) or XPUPTI_PROFILER_METRICS=...")
+    if not exp.profiler_measure_per_kernel:
+        raise MetricsScopeError("user-controlled metric scopes are not implemented by Intel PTI "
+                                "(PTI_METRICS_SCOPE_USER); XPUPTI_PROFILER_ENABLE_PER_KERNEL / "
+                                "profiler_measure_per_kernel has to be set to 1 (true)")
+    return [catalogs.parse_selector(m)[0] for m in exp.profiler_metrics]
+
+
+def validate_offline(names: list[str], device_name: str = "") -> str:
+    """Validate with the catalog of ``device_name`` (or, without one, every xpu catalog): the group."""
+    if device_name:
+        try:
+            cat = catalogs.find_catalog(device_name, vendor="xpu")
+        except catalogs.CatalogError:
+            cat = None
+        if cat is not None:
+            group, _ = catalogs.validate_against_catalog(names, cat)
+            return group or ""
+    errors = []
+    for cat in catalogs.load_catalogs("xpu"):
+        try:
+            group, _ = catalogs.validate_against_catalog(names, cat)
+            return group or ""
+        except catalogs.MetricSelectionError as exc:
+            errors.append(str(exc))
+    raise catalogs.MetricSelectionError(errors[0] if len(errors) == 1 else
+                                        "no xpu metric catalog accepts these metrics:\n" + "\n".join(errors))
+
+
+
+# ----------------------------------------------------------------------------- output
+@dataclass
+class KernelTable:
+    """The session's kernels, as the activity processing saw them (for joining scope records)."""
+
+    kernel_ids: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    names: list[str]
+
+    @classmethod
+    def empty(cls) -> "KernelTable":
+        z = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.uint64), z, z, z.astype(object), z.astype(object), [])
+
+
+def kernel_metric_args(results: ScopeResults, kernel_ids: np.ndarray) -> dict[str, ArgColumn]:
+    """Args for the kernels' own X events: ``"<metric>::<unit>"`` columns, present where measured."""
+    if results is None or not len(results) or not len(kernel_ids):
+        return {}
+    order = np.argsort(results.kernel_ids, kind="stable")
+    sorted_ids = results.kernel_ids[order]
+    pos = np.searchsorted(sorted_ids, np.asarray(kernel_ids, dtype=np.uint64))
+    pos_c = np.minimum(pos, len(sorted_ids) - 1)
+    present = sorted_ids[pos_c] == np.asarray(kernel_ids, dtype=np.uint64)
+    if not present.any():
+        return {}
+    units = results.metadata.unit_map()
+    out = {}
+    for m, v in results.values.items():
+        col = np.where(present, v[order][pos_c], 0.0)
+        out[metric_key(m, units.get(m, ""))] = ArgColumn("num", col, present)
+    return out
+
+
+def metric_key(name: str, unit: str) -> str:
+    return f"{name}::{unit}" if unit else name
+
+
+def emit_scope_metrics(builder, results: ScopeResults, kernels: KernelTable, *, vendor: str = "xpu") -> int:
+    """Write counters/slices for every scope record; returns how many had no matching kernel.
+
+    A record whose kernel id has no kernel is still written (Kineto): just after the previous
+    one on device 0 / resource 0, with a warning and a count.
+    """
+    n = len(results)
+    if n == 0:
+        return 0
+    kid = np.asarray(kernels.kernel_ids, dtype=np.uint64)
+    order = np.argsort(kid, kind="stable")
+    sorted_ids = kid[order]
+    pos = np.minimum(np.searchsorted(sorted_ids, results.kernel_ids), max(len(sorted_ids) - 1, 0))
+    matched = (sorted_ids[pos] == results.kernel_ids) if len(sorted_ids) else np.zeros(n, bool)
+    src = order[pos] if len(sorted_ids) else np.zeros(n, np.int64)
+    start = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    pid = np.zeros(n, dtype=object)
+    tid = np.zeros(n, dtype=object)
+    names: list[str] = []
+    prev_end = int(kernels.end_ns.max()) + 2 if len(kernels.end_ns) else 0
+    for i in range(n):  # sequential: an unmatched record is placed after the previous one
+        if matched[i]:
+            j = int(src[i])
+            start[i], end[i] = kernels.start_ns[j], kernels.end_ns[j]
+            pid[i], tid[i] = kernels.pid[j], kernels.tid[j]
+            names.append(kernels.names[j])
+        else:
+            start[i] = prev_end + 2  # its start-1 counter lands after the previous end+1 one
+            end[i] = start[i] + 1
+            pid[i], tid[i] = 0, 0
+            names.append(results.kernel_names[i] or f"kernel_{int(results.kernel_ids[i])}")
+        prev_end = int(end[i]) + 1
+    units = results.metadata.unit_map()
+    builder.add_per_kernel_metrics(
+        kernel_names=names, start_ns=start, end_ns=end, pid=_rows(pid), tid=_rows(tid), metrics=results.values,
+        units=units, counter_name="xpu", vendor=vendor,
+        extra_args={"kernel_id": results.kernel_ids.astype(np.int64),
+                    "queue": ArgColumn("hex", results.queues.astype(np.uint64))})
+    unmatched = int((~matched).sum())
+    if unmatched:
+        builder.warn(f"{unmatched} per-kernel metric record(s) had no matching kernel record; "
+                     f"placed on device 0 / resource 0")
+        builder.count_dropped("xpu_scope_unmatched_kernel", unmatched)
+    for w in results.warnings:
+        builder.warn(f"metrics scope: {w}")
+    return unmatched
+
+
+def _rows(col: np.ndarray) -> np.ndarray:
+    vals = col.tolist()
+    if all(isinstance(v, (int, np.integer)) for v in vals):
+        return np.asarray(vals, dtype=np.int64)
+    return np.asarray(vals, dtype=object)
+
+
+# ----------------------------------------------------------------------------- probe
+_PROBE = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+n = ctypes.c_uint32(0)
+lib.ptiMetricsGetDevices.restype = ctypes.c_uint32
+code = lib.ptiMetricsGetDevices(None, ctypes.byref(n))
+print(code, n.value)
+"""
+
+
+def probe_metrics(pti_path, timeout: float = 30.0) -> tuple[bool, str]:
+    """Can this machine collect per-kernel metrics? Runs PTI in a child (it may abort without a driver)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ZET_ENABLE_METRICS="1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, str(pti_path)], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return False, f"PTI metrics probe timed out after {timeout:.0f} s"
+    if proc.returncode != 0:
+        return False, (f"PTI aborted while enumerating metric devices (exit {proc.returncode}): a Level Zero loader "
+                       "is present but no Level Zero GPU driver is; per-kernel metrics need an Intel GPU with its "
+                       "Level Zero driver")
+    code, count = (int(x) for x in proc.stdout.split()[:2])
+    if code == 2:
+        return False, ("PTI's core could not start (ptiMetricsGetDevices -> PTI_ERROR_NOT_IMPLEMENTED): per-kernel "
+                       "metrics need a Level Zero GPU driver and a loader exporting zesInit (run with "
+                       "PTILOG_LEVEL=info for PTI's exact reason)")
+    if code != 0:
+        return False, f"ptiMetricsGetDevices returned {code}: " + METRICS_SCOPE_HINTS.get(code, "metrics unavailable")
+    if count == 0:
+        return False, "no metrics-capable Level Zero GPU device found (per-kernel metrics need an Intel GPU driver)"
+    return True, f"{count} metrics-capable device(s)"

@@ -1,0 +1,73 @@
+"""``xpuprof diff A B``: per-kernel time and metric deltas between two runs (traces, trace
+directories, ``summary.json`` files or report JSON). Exits 1 when a kernel got slower by more
+than ``--threshold`` percent, 2 on unusable input, 0 otherwise."""
+from __future__ import annotations
+
+import io
+import sys
+
+from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, load_side
+from ..trace.builder import encode_json
+from .report import fmt_ns
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("diff", help="compare kernel times and metrics of two runs (non-zero exit on regression)",
+                              description=__doc__)
+    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.json or report JSON")
+    p.add_argument("b", metavar="B", help="candidate, same kinds as A")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="a kernel slower by more than PCT percent is a regression (default 5)")
+    p.add_argument("--field", default="avg", choices=TIME_FIELDS, help="time compared per kernel (default avg)")
+    p.add_argument("--min-us", type=float, default=0.0, metavar="US",
+                   help="ignore kernels faster than US microseconds on both sides")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.add_argument("--all", action="store_true", help="also list unchanged kernels")
+    p.set_defaults(func=run)
+
+
+def _table(result: DiffResult, show_all: bool) -> str:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    rows = [r for r in result.rows if show_all or r.status != "same"]
+    metrics = list(dict.fromkeys(m for r in rows for m in r.metrics))
+    points = any(r.point for r in rows)
+    t = Table(title=f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
+                    f"{len(result.regressions)} regression(s)", title_justify="left")
+    if points:
+        t.add_column("Point")
+    for col in ("Kernel", "Status", "A", "B", "Δ%", "Calls A/B"):
+        t.add_column(col, justify="left" if col in ("Kernel", "Status") else "right")
+    for m in metrics:
+        t.add_column(escape(f"Δ {m}"), justify="right")
+    for r in rows:
+        pct = r.delta_pct
+        cells = ([escape(r.point)] if points else []) + [
+            escape(r.name), r.status, fmt_ns(r.a_ns) if r.a_ns is not None else "-",
+            fmt_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f}" if pct is not None else "-",
+            f"{r.a_calls}/{r.b_calls}"]
+        for m in metrics:
+            a, b = r.metrics.get(m, (None, None))
+            cells.append(f"{b - a:+.4g}" if a is not None and b is not None else "-")
+        t.add_row(*cells)
+    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
+    console.print(t)
+    if not rows:
+        console.print("no kernel changed by more than the threshold")
+    return console.export_text()
+
+
+def run(args) -> int:
+    try:
+        result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
+                      min_ns=args.min_us * 1000.0)
+    except DiffError as exc:
+        print(f"xpuprof diff: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        sys.stdout.write(encode_json(result.to_dict()).decode() + "\n")
+    else:
+        sys.stdout.write(_table(result, args.all))
+    return 1 if result.regressions else 0

@@ -1,0 +1,30 @@
+"""``xpuprof merge TRACE… -o OUT``: combine per-rank traces into one file; each rank gets its
+own process rows and all clocks are aligned on one reference (``--align epoch|start|step``)."""
+from __future__ import annotations
+
+import sys
+
+from ..analysis.merge import ALIGN_MODES, MergeError, merge_traces
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("merge", help="merge per-rank traces into one trace", description=__doc__)
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="rank trace files or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="merged trace path (.pt.trace.json or .pt.trace.json.gz)")
+    p.add_argument("--align", default="epoch", choices=ALIGN_MODES,
+                   help="epoch: absolute clocks (default); start: first events coincide; "
+                        "step: first ProfilerStep# annotations coincide")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    try:
+        info = merge_traces(args.traces, args.output, align=args.align)
+    except MergeError as exc:
+        print(f"xpuprof merge: {exc}", file=sys.stderr)
+        return 2
+    shifts = ", ".join(f"rank {r}: {s / 1e6:+.3f} ms" for r, s in sorted(info.shifts_ns.items()))
+    print(f"merged ranks {', '.join(map(str, info.ranks))} ({info.events} events, clock shifts {shifts}) "
+          f"into {info.path}")
+    return 0

@@ -1,0 +1,111 @@
+"""``xpuprof report TRACE…``: unitrace-style kernel table (calls, total, %, avg, min, max, metric
+columns) from one or more traces (ranks together or ``--by-rank``), as a table, CSV, JSON or HTML."""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+
+from ..analysis.report import Report, ReportError, build_report
+from ..trace.builder import encode_json
+
+FORMATS = ("table", "csv", "json", "html")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("report", help="kernel summary table from trace files (any number of ranks)",
+                              description=__doc__)
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.json/.json.gz) or directories of them")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="only the N busiest kernels")
+    p.add_argument("--name", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
+    p.add_argument("--start", type=float, default=None, metavar="MS", help="only kernels starting at or after MS ms into each trace")
+    p.add_argument("--end", type=float, default=None, metavar="MS", help="only kernels starting before MS ms into each trace")
+    p.add_argument("--cat", action="append", default=None, metavar="CATEGORY",
+                   help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
+                        "or host annotations/ops when a trace has no device events)")
+    p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
+    p.add_argument("--sort", default="total", choices=("total", "calls", "avg", "max", "name"))
+    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=run)
+
+
+def fmt_ns(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3f} us"
+    return f"{ns:.0f} ns"
+
+
+def to_csv(report: Report) -> str:
+    metrics = report.metric_names
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    by_rank = any(s.rank is not None for s in report.stats)
+    w.writerow((["rank"] if by_rank else []) + ["kernel", "calls", "total_ns", "pct", "avg_ns", "min_ns", "max_ns"]
+               + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics])
+    for s in report.stats:
+        w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, f"{s.pct:.4f}", f"{s.avg_ns:.3f}",
+                                                    s.min_ns, s.max_ns] + [s.metrics.get(m, "") for m in metrics])
+    return buf.getvalue()
+
+
+def rich_table(report: Report, title: str = "Kernels"):
+    from rich.markup import escape
+    from rich.table import Table
+
+    metrics = report.metric_names
+    by_rank = any(s.rank is not None for s in report.stats)
+    t = Table(title=escape(title), title_justify="left")
+    if by_rank:
+        t.add_column("Rank", justify="right")
+    t.add_column("Kernel", overflow="fold", max_width=60)
+    for col in ("Calls", "Total", "%", "Avg", "Min", "Max"):
+        t.add_column(col, justify="right")
+    for m in metrics:
+        unit = report.table.units.get(m)
+        t.add_column(escape(f"{m} [{unit}]" if unit else m), justify="right")
+    for s in report.stats:
+        t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), fmt_ns(s.total_ns), f"{s.pct:.2f}",
+                  fmt_ns(s.avg_ns), fmt_ns(s.min_ns), fmt_ns(s.max_ns),
+                  *[f"{s.metrics[m]:.4g}" if m in s.metrics else "" for m in metrics])
+    return t
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "csv":
+        return to_csv(report)
+    if fmt == "json":
+        return encode_json(report.to_dict()).decode() + "\n"
+    if fmt == "html":
+        from ..analysis.html import render as render_html
+
+        return render_html(report)
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
+    ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
+    console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
+                                           f"{len(report.table)} instances, {fmt_ns(report.total_ns)} total)"))
+    return console.export_text()
+
+
+def run(args) -> int:
+    try:
+        report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                              by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+    except ReportError as exc:
+        print(f"xpuprof report: {exc}", file=sys.stderr)
+        return 2
+    text = render(report, args.format)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"xpuprof report: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

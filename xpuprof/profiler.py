@@ -1,0 +1,499 @@
+"""``xpuprof.profile``: torch.profiler's shape, driving backend sessions into one TraceBuilder.
+
+A profile run selects backends once (registry, explicit names, probes), then for every
+recording cycle of its schedule: configures one session per backend (warmup), starts them with
+the host recorder (active), stops them, and builds the trace: each session's ``process``, the
+host ranges and instants, thread/process rows, a span row, device properties, metadata,
+dropped-record counts and errors. ``on_trace_ready`` is called at the end of each active cycle.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from .activity import ActivityType, parse_activity_types
+from .backends import registry
+from .backends.base import Backend, BackendError, ProcessWindow, Session
+from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
+from .config.options import ExperimentalConfig, ProfilerConfig
+from .host import annotations
+from .trace.builder import TraceBuilder
+from .trace.chrome import write_chrome_trace
+
+log = logging.getLogger("xpuprof")
+
+SPAN_NAME = "xpuprof"
+
+# Activities the profiler records itself; every other type needs a backend.
+HOST_ACTIVITIES = frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
+                             ActivityType.PYTHON_FUNCTION})
+_DEVICE_ACTIVITIES = frozenset(ActivityType) - HOST_ACTIVITIES
+
+# torch.profiler.ProfilerActivity-style group names, accepted next to activity type names.
+ACTIVITY_GROUPS: dict[str, frozenset[ActivityType]] = {
+    "cpu": frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
+                      ActivityType.PYTHON_FUNCTION}),
+    "gpu": _DEVICE_ACTIVITIES,
+    "xpu": _DEVICE_ACTIVITIES,
+    "cuda": _DEVICE_ACTIVITIES,
+    "rocm": _DEVICE_ACTIVITIES,
+}
+
+
+def parse_activities(activities) -> frozenset[ActivityType]:
+    """ActivityType members, names, aliases, group names ("cpu", "xpu", ...) or torch ProfilerActivity."""
+    if activities is None:
+        return ProfilerConfig().activities
+    if isinstance(activities, (str, ActivityType)):
+        activities = [activities]
+    out: set[ActivityType] = set()
+    rest: list = []
+    for item in activities:
+        if not isinstance(item, (str, ActivityType)) and hasattr(item, "name"):
+            item = str(item.name)  # torch.profiler.ProfilerActivity.CPU and friends
+        if isinstance(item, str) and item.strip().lower() in ACTIVITY_GROUPS:
+            out |= ACTIVITY_GROUPS[item.strip().lower()]
+        else:
+            rest.append(item)
+    if rest:
+        try:
+            out |= parse_activity_types(rest)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{exc}. Group names are also accepted: {', '.join(ACTIVITY_GROUPS)}") from None
+    if not out:
+        raise ValueError("activities is empty: name at least one activity type (or leave it None for the defaults)")
+    return frozenset(out)
+
+
+# ----------------------------------------------------------------------------- schedule
+class ProfilerAction(enum.Enum):
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0) -> Callable[[int], ProfilerAction]:
+    """torch.profiler.schedule: skip ``skip_first`` steps, then cycles of wait/warmup/active steps.
+
+    ``repeat`` = 0 cycles forever. The last active step of a cycle returns RECORD_AND_SAVE.
+    """
+    for label, value, least in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1),
+                                ("repeat", repeat, 0), ("skip_first", skip_first, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"schedule {label} must be an integer >= {least}, got {value!r}")
+    cycle = wait + warmup + active
+
+    def schedule_fn(step: int) -> ProfilerAction:
+        if step < skip_first:
+            return ProfilerAction.NONE
+        step -= skip_first
+        if repeat > 0 and step // cycle >= repeat:
+            return ProfilerAction.NONE
+        mod = step % cycle
+        if mod < wait:
+            return ProfilerAction.NONE
+        if mod < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if mod < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
+
+    schedule_fn.params = dict(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+    return schedule_fn
+
+
+def _always_record(_step: int) -> ProfilerAction:
+    return ProfilerAction.RECORD
+
+
+# ----------------------------------------------------------------------------- trace files
+def trace_file_name(worker_name: str, *, rank: int | None = None, use_gzip: bool = False,
+                    pid: int | None = None, ts_ns: int | None = None) -> str:
+    """``<worker>.<pid>[.rank<r>].<ts>.pt.trace.json[.gz]`` (TensorBoard's plugin globs *.pt.trace.json*)."""
+    worker = str(worker_name).replace(os.sep, "_").replace("/", "_") or "worker"
+    pid = os.getpid() if pid is None else pid
+    ts = time.time_ns() if ts_ns is None else ts_ns
+    rank_part = f".rank{int(rank)}" if rank is not None else ""
+    return f"{worker}.{pid}{rank_part}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
+
+
+def _rank_of(builder: TraceBuilder | None) -> int | None:
+    info = builder.distributed_info if builder is not None else None
+    if info is None and builder is not None:
+        info = builder.metadata.get("distributedInfo")
+    if isinstance(info, Mapping) and info.get("rank") is not None:
+        return int(info["rank"])
+    env = os.environ.get("RANK")
+    return int(env) if env is not None and env.strip().isdigit() else None
+
+
+def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
+    """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler)."""
+    directory = Path(dir_name)
+
+    def handler(prof: "profile") -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        name = trace_file_name(worker_name or prof.worker_name or socket.gethostname(),
+                               rank=_rank_of(prof.builder), use_gzip=use_gzip)
+        return prof.export_chrome_trace(directory / name)
+
+    return handler
+
+
+# ----------------------------------------------------------------------------- backend selection
+_warned_backends: set[str] = set()  # broken backends are reported once per process, not per run
+
+
+def select_backends(config: ProfilerConfig) -> list[Backend]:
+    """Instantiate the backends this run uses. Named backends must be available (or it raises)."""
+    disabled = set(config.disabled_backends or ())
+    device_types = config.activities - HOST_ACTIVITIES
+    chosen: list[Backend] = []
+    if config.backends is not None:
+        for name in config.backends:
+            if name in disabled:
+                raise BackendError(f"backend {name!r} is both requested and in disabled_backends")
+            cls = registry.get_backend_class(name)  # unknown name -> ValueError listing the known ones
+            probe = cls.probe()
+            if not probe.available:
+                raise BackendError(f"backend {name!r} is not available here: {probe.reason}")
+            chosen.append(cls())
+        return chosen
+    if not device_types:
+        return chosen  # host-only run: nothing to probe
+    for name in registry.backend_names():
+        if name in registry.EXPLICIT_ONLY or name in disabled:
+            continue
+        try:
+            cls = registry.get_backend_class(name)
+            if not (cls.supported_activities() & device_types):
+                continue
+            probe = cls.probe()
+        except Exception as exc:  # a broken backend must not stop the others
+            if name not in _warned_backends:
+                _warned_backends.add(name)
+                log.warning("xpuprof: backend %s could not be probed: %s: %s", name, type(exc).__name__, exc)
+            continue
+        if probe.available:
+            chosen.append(cls())
+        else:
+            log.debug("backend %s not used: %s", name, probe.reason)
+    return chosen
+
+
+# ----------------------------------------------------------------------------- profile
+class profile:
+    """Profile a block or a loop of steps; see the module docstring and the README."""
+
+    def __init__(self, activities=None, schedule: Callable[[int], ProfilerAction] | None = None,
+                 on_trace_ready: Callable[["profile"], Any] | None = None,
+                 experimental_config: ExperimentalConfig | None = None, record_shapes: bool = False,
+                 with_stack: bool = False, backends: Iterable[str] | None = None,
+                 config: ProfilerConfig | None = None, worker_name: str | None = None) -> None:
+        base = config if config is not None else ProfilerConfig()
+        changes: dict[str, Any] = {}
+        if activities is not None or config is None:
+            changes["activities"] = parse_activities(activities)
+        if experimental_config is not None:
+            changes["experimental"] = experimental_config
+        if record_shapes:
+            changes["record_shapes"] = True
+        if with_stack:
+            changes["with_stack"] = True
+        if backends is not None:
+            if isinstance(backends, str):
+                backends = [backends]
+            changes["backends"] = [str(b) for b in backends]
+        self.config = base.with_changes(**changes) if changes else base
+        for name in self.config.backends or ():
+            registry.get_backend_class(name)  # unknown backend name: fail before anything starts
+        self.schedule = schedule or _always_record
+        self.record_steps = schedule is not None
+        self.on_trace_ready = on_trace_ready
+        self.worker_name = worker_name
+        self.metadata: dict[str, Any] = {}  # merged into every trace (e.g. distributedInfo from a launcher)
+        self.builder: TraceBuilder | None = None  # the last completed trace
+        self.last_trace_path: Path | None = None
+        self.step_num = 0
+        self.current_action = ProfilerAction.NONE
+        self._backends: list[Backend] | None = None
+        self._sessions: list[tuple[str, Session]] = []
+        self._recorder: annotations.HostRecorder | None = None
+        self._pytracer = None
+        self._window_start = 0
+        self._cycle = 0
+        self._step_rf: annotations.record_function | None = None
+        self._started = False
+        self._block_error: str | None = None
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> "profile":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            self._block_error = f"{exc_type.__name__}: {exc}"
+        self.stop()
+        return False
+
+    # ------------------------------------------------------------------ public API
+    def start(self) -> None:
+        if self._started:
+            raise RuntimeError("this profile is already started")
+        self._started = True
+        self.step_num = 0
+        self.current_action = self.schedule(self.step_num)
+        self._transit(ProfilerAction.NONE, self.current_action)
+        self._enter_step()
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._exit_step()
+        try:
+            self._transit(self.current_action, None)
+        finally:
+            self._started = False
+
+    def step(self) -> None:
+        """Mark the end of one training/benchmark step (drives the schedule)."""
+        if not self._started:
+            raise RuntimeError("profile.step() called before start()")
+        self._exit_step()
+        prev = self.current_action
+        self.step_num += 1
+        self.current_action = self.schedule(self.step_num)
+        self._transit(prev, self.current_action)
+        self._enter_step()
+
+    def export_chrome_trace(self, path) -> Path:
+        """Write the last completed trace (``.json`` or ``.json.gz``)."""
+        if self.builder is None:
+            raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+        out = write_chrome_trace(self.builder, path, legacy_categories=self.config.legacy_categories)
+        self.last_trace_path = out
+        log.info("xpuprof: trace written to %s", out)
+        return out
+
+    def key_averages(self):
+        """A summary of the last trace: kernels/ops by name (``.table(sort_by=..., row_limit=...)``)."""
+        from .analysis.summary import Summary
+        if self.builder is None:
+            raise RuntimeError("no trace yet: key_averages() needs a completed recording cycle")
+        return Summary.from_builder(self.builder)
+
+    def add_metadata(self, key: str, value: Any) -> None:
+        """A top-level key for every trace this profile writes."""
+        self.metadata[str(key)] = value
+
+    # ------------------------------------------------------------------ steps
+    def _enter_step(self) -> None:
+        if self.record_steps:
+            self._step_rf = annotations.record_function(f"ProfilerStep#{self.step_num}")
+            self._step_rf.__enter__()
+
+    def _exit_step(self) -> None:
+        if self._step_rf is not None:
+            self._step_rf.__exit__(None, None, None)
+            self._step_rf = None
+
+    # ------------------------------------------------------------------ state machine (torch's action map)
+    def _transit(self, prev: ProfilerAction, cur: ProfilerAction | None) -> None:
+        A = ProfilerAction
+        recording = (A.RECORD, A.RECORD_AND_SAVE)
+        if cur is None:  # stop()
+            if prev == A.WARMUP:
+                self._start_trace()
+                self._stop_trace()
+            elif prev in recording:
+                self._stop_trace()
+                self._trace_ready()
+            return
+        if prev == A.NONE:
+            if cur == A.WARMUP:
+                self._prepare_trace()
+            elif cur in recording:
+                self._prepare_trace()
+                self._start_trace()
+        elif prev == A.WARMUP:
+            if cur in recording:
+                self._start_trace()
+            elif cur == A.NONE:
+                log.warning("xpuprof: incorrect schedule: WARMUP followed by NONE")
+                self._start_trace()
+                self._stop_trace()
+        elif prev == A.RECORD:
+            if cur == A.NONE:
+                log.warning("xpuprof: incorrect schedule: RECORD followed by NONE")
+                self._stop_trace()
+            elif cur == A.WARMUP:
+                log.warning("xpuprof: incorrect schedule: RECORD followed by WARMUP")
+                self._stop_trace()
+        elif prev == A.RECORD_AND_SAVE:
+            self._stop_trace()
+            self._trace_ready()
+            if cur == A.WARMUP:
+                self._prepare_trace()
+            elif cur in recording:
+                self._prepare_trace()
+                self._start_trace()
+
+    # ------------------------------------------------------------------ one cycle
+    def _prepare_trace(self) -> None:
+        if self._backends is None:
+            self._backends = select_backends(self.config)
+            log.debug("xpuprof: backends %s", [b.name for b in self._backends])
+        self._sessions = []
+        device_types = self.config.activities
+        for backend in self._backends:
+            types = frozenset(device_types & backend.supported_activities())
+            if not types:
+                continue
+            session = backend.configure(types, self.config)
+            if session is not None:
+                self._sessions.append((backend.name, session))
+
+    def _start_trace(self) -> None:
+        if not self._sessions and self._backends is None:
+            self._prepare_trace()
+        corr = [s for _, s in self._sessions if s.wants_correlation]
+        self._recorder = annotations.HostRecorder(correlation_sessions=corr)
+        self._window_start = now_ns()
+        started: list[tuple[str, Session]] = []
+        try:
+            for name, session in self._sessions:
+                session.start()
+                started.append((name, session))
+        except BaseException:
+            for _, session in reversed(started):
+                try:
+                    session.stop()
+                except Exception:  # the original error is the one to report
+                    pass
+            self._sessions = []
+            raise
+        annotations.install(self._recorder)
+        if self.config.python_functions and ActivityType.PYTHON_FUNCTION in self.config.activities:
+            from .host.pyfunctions import PythonFunctionTracer
+            self._pytracer = PythonFunctionTracer()
+            self._pytracer.start()
+
+    def _stop_trace(self) -> None:
+        if self._recorder is None:
+            return
+        if self._pytracer is not None:
+            self._pytracer.stop()
+        annotations.install(None)
+        end = now_ns()
+        errors: dict[str, list[str]] = {}
+        for name, session in self._sessions:
+            try:
+                session.stop()
+            except Exception as exc:
+                errors.setdefault(name, []).append(f"stop failed: {type(exc).__name__}: {exc}")
+        self.builder = self._build(ProcessWindow(self._window_start, end), errors)
+        self._recorder = None
+        self._pytracer = None
+        self._sessions = []
+        self._cycle += 1
+
+    def _trace_ready(self) -> None:
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+
+    # ------------------------------------------------------------------ building the trace
+    def _build(self, window: ProcessWindow, errors: dict[str, list[str]]) -> TraceBuilder:
+        builder = TraceBuilder()
+        builder.set_window(window.start_ns, window.end_ns)
+        for name, session in self._sessions:
+            try:
+                session.process(builder, window)
+            except Exception as exc:
+                errors.setdefault(name, []).append(f"process failed: {type(exc).__name__}: {exc}")
+                log.exception("xpuprof: backend %s failed to process its records", name)
+            for getter, merge in ((session.device_properties, lambda v: [builder.add_device_properties(p) for p in v]),
+                                  (session.metadata, lambda v: [builder.set_metadata(k, x) for k, x in v.items()])):
+                try:
+                    merge(getter() or ())
+                except Exception as exc:
+                    errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
+            try:
+                for reason, n in (session.dropped_records() or {}).items():
+                    builder.count_dropped(f"{name}: {reason}", n)
+                errors.setdefault(name, []).extend(session.errors() or ())
+            except Exception as exc:
+                errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
+        tids = self._add_host_events(builder)
+        if self._pytracer is not None:
+            tids |= self._pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
+        self._add_rows(builder, tids)
+        builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=self._recorder.range_count(),
+                         iteration=self._cycle)
+        builder.set_metadata("backends", [name for name, _ in self._sessions])
+        if self.config.trace_id:
+            builder.set_metadata("trace_id", self.config.trace_id)
+        if self.config.group_trace_id:
+            builder.set_metadata("group_trace_id", self.config.group_trace_id)
+        errors = {k: v for k, v in errors.items() if v}
+        if errors:
+            builder.set_metadata("backend_errors", errors)
+            for name, msgs in errors.items():
+                for msg in msgs:
+                    log.warning("xpuprof: backend %s: %s", name, msg)
+        if builder.dropped:
+            log.warning("xpuprof: dropped records: %s", ", ".join(f"{k}={v}" for k, v in builder.dropped.items()))
+        if self._block_error:
+            builder.set_metadata("profiled_block_exception", self._block_error)
+        for key, value in self.metadata.items():
+            if key == "distributedInfo" and isinstance(value, Mapping):
+                builder.set_distributed_info(value)
+            else:
+                builder.set_metadata(key, value)
+        builder.flush()
+        return builder
+
+    def _add_host_events(self, builder: TraceBuilder) -> set[int]:
+        rec = self._recorder
+        pid = builder.pid
+        tids: set[int] = set()
+        rows = rec.rows
+        n = rec.range_count()
+        if n and ActivityType.USER_ANNOTATION in self.config.activities:
+            k = annotations.ROW_FIELDS
+            names, args = rows[0::k], rows[5::k]
+            t0 = np.array(rows[1::k], np.int64) + MONOTONIC_TO_EPOCH_NS
+            dur = np.array(rows[2::k], np.int64) + MONOTONIC_TO_EPOCH_NS - t0
+            tid_arr = np.array(rows[3::k], np.int64)
+            cid_arr = np.array(rows[4::k], np.int64)
+            has_args = np.fromiter((a is not None for a in args), bool, n)
+            plain = ~has_args
+            if plain.any():
+                idx = np.flatnonzero(plain)
+                builder.add_slices(names=[names[i] for i in idx], ts=t0[idx], dur=dur[idx], pid=pid,
+                                   tid=tid_arr[idx], cat=ActivityType.USER_ANNOTATION, external_id=cid_arr[idx])
+            for i in np.flatnonzero(has_args).tolist():
+                builder.add_slice(names[i], int(t0[i]), int(dur[i]), pid, int(tid_arr[i]),
+                                  ActivityType.USER_ANNOTATION, args=dict(args[i]), external_id=int(cid_arr[i]))
+            tids.update(np.unique(tid_arr).tolist())
+        if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
+            for name, t, tid, args, scope in rec.instants:
+                builder.add_instant(name, t + MONOTONIC_TO_EPOCH_NS, pid, tid, ActivityType.CPU_INSTANT_EVENT,
+                                    args=args, scope=scope)
+                tids.add(tid)
+        return tids
+
+    def _add_rows(self, builder: TraceBuilder, tids: set[int]) -> None:
+        pid = builder.pid
+        argv0 = sys.argv[0] if sys.argv else ""
+        builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", sort_index=0)
+        recorded = self._recorder.thread_names if self._recorder is not None else {}
+        for tid, name in annotations.thread_names_for(sorted(tids), recorded).items():
+            builder.set_thread_name(pid, tid, f"thread {tid} ({name})", sort_index=tid)

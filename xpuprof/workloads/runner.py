@@ -1,0 +1,80 @@
+"""Run one benchmark point: build the workload, warm it up unprofiled, then profile the measured
+iterations ``repeats`` times (one trace per recording cycle) and time every iteration on the host."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import rank as rank_env
+from ..config.yamlconfig import RunPoint
+
+
+@dataclass
+class PointResult:
+    point: RunPoint
+    workload: str = ""
+    device: str = ""
+    info: dict = field(default_factory=dict)
+    traces: list[Path] = field(default_factory=list)
+    iteration_ns: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    def iteration_stats(self) -> dict[str, float]:
+        if not self.iteration_ns:
+            return {}
+        a = np.asarray(self.iteration_ns, dtype=np.float64) / 1e6
+        return {"count": int(len(a)), "mean_ms": float(a.mean()), "median_ms": float(np.median(a)),
+                "min_ms": float(a.min()), "max_ms": float(a.max()), "std_ms": float(a.std())}
+
+
+def trace_dir(point: RunPoint, multi_point: bool) -> Path:
+    return point.output.dir / point.slug if multi_point else point.output.dir
+
+
+def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Callable[[], None] | None = None,
+              on_repeat: Callable[[int], None] | None = None) -> PointResult:
+    """Raises on workload/profiler errors; the caller records them per point."""
+    from ..host.annotations import record_function
+    from ..profiler import profile, schedule, trace_handler
+
+    result = PointResult(point)
+    workload = point.workload.build(point.device)
+    result.workload, result.device, result.info = workload.name, workload.device, dict(workload.info)
+    for _ in range(point.warmup):
+        workload.step()
+        workload.sync()
+
+    dist = rank_env.distributed_info()
+    handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
+                            use_gzip=point.output.use_gzip)
+
+    def ready(prof) -> None:
+        path = handler(prof)
+        if path is not None:
+            result.traces.append(Path(path))
+
+    for repeat in range(point.repeats):
+        sched = schedule(**point.schedule) if point.schedule else None
+        with profile(config=point.profiler_config(), schedule=sched, on_trace_ready=ready,
+                     worker_name=point.output.worker_name) as prof:
+            prof.add_metadata("benchmark", {"name": point.name, "point": point.params, "label": point.label,
+                                            "repeat": repeat, "workload": workload.name, "device": workload.device})
+            if dist is not None:
+                prof.add_metadata("distributedInfo", dist)
+            for i in range(point.iterations):
+                t0 = time.perf_counter_ns()
+                with record_function(workload.name, {"iteration": i, "repeat": repeat}):
+                    workload.step()
+                    workload.sync()
+                result.iteration_ns.append(time.perf_counter_ns() - t0)
+                if sched is not None:
+                    prof.step()
+                if on_iteration is not None:
+                    on_iteration()
+        if on_repeat is not None:
+            on_repeat(repeat)
+    return result
