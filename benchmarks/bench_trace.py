@@ -183,10 +183,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="N = 200k only")
     ap.add_argument("--sizes", type=int, nargs="*", help="event counts (default 1M 5M)")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where trace files go (default: tmpfs, so the disk's speed is not what is measured)")
     args = ap.parse_args(argv)
     sizes = args.sizes or ([200_000] if args.quick else [1_000_000, 5_000_000])
     rows = []
-    with tempfile.TemporaryDirectory(prefix="xpuprof-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="xpuprof-bench-", dir=args.dir) as tmp:
         outdir = Path(tmp)
         torch_res = None if args.no_baseline else run_torch(outdir)
         for total in sizes:
@@ -195,6 +197,7 @@ def main(argv=None) -> int:
             rows.append((total, r, base))
             for f in outdir.glob("*.json*"):
                 f.unlink()
+    print(f"output directory: {args.dir or tempfile.gettempdir()}")
     print(f"{'N':>10} {'build+json M ev/s':>18} {'build+gz M ev/s':>16} {'B/ev resident':>14} {'B/ev columns':>13} "
           f"{'json B/ev':>10} {'gz B/ev':>8} | {'base json':>9} {'base gz':>8} {'base B/ev':>9} | "
           f"{'x json':>6} {'x gz':>6}")

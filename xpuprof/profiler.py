@@ -153,14 +153,14 @@ _warned_backends: set[str] = set()  # broken backends are reported once per proc
 
 def select_backends(config: ProfilerConfig) -> list[Backend]:
     """Instantiate the backends this run uses. Named backends must be available (or it raises)."""
-    disabled = set(config.disabled_backends or ())
+    disabled = set(registry.disabled_backends(config))  # config key + XPUPROF_DISABLE_BACKENDS + Kineto alias
     device_types = config.activities - HOST_ACTIVITIES
     chosen: list[Backend] = []
     if config.backends is not None:
         for name in config.backends:
             if name in disabled:
                 raise BackendError(f"backend {name!r} is both requested and in disabled_backends")
-            cls = registry.get_backend_class(name)  # unknown name -> ValueError listing the known ones
+            cls = registry.get_backend_class(name, config)  # unknown name -> ValueError listing the known ones
             probe = cls.probe()
             if not probe.available:
                 raise BackendError(f"backend {name!r} is not available here: {probe.reason}")
@@ -168,7 +168,7 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
         return chosen
     if not device_types:
         return chosen  # host-only run: nothing to probe
-    for name in registry.backend_names():
+    for name in registry.backend_names(config):  # loads config.plugin_paths plugins on first use
         if name in registry.EXPLICIT_ONLY or name in disabled:
             continue
         try:
@@ -213,7 +213,7 @@ class profile:
             changes["backends"] = [str(b) for b in backends]
         self.config = base.with_changes(**changes) if changes else base
         for name in self.config.backends or ():
-            registry.get_backend_class(name)  # unknown backend name: fail before anything starts
+            registry.get_backend_class(name, self.config)  # unknown backend name: fail before anything starts
         self.schedule = schedule or _always_record
         self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready

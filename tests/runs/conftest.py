@@ -52,3 +52,14 @@ def rank_traces(tmp_path):
     """Two ranks' traces in tmp_path/traces (rank 1's clock 5 ms later than rank 0's)."""
     d = tmp_path / "traces"
     return [make_rank_trace(d / f"w.{100 + r}.rank{r}.1.pt.trace.json", r, offset_ns=r * 5_000_000) for r in range(2)]
+
+
+@pytest.fixture
+def make_trace():
+    """``make_trace(path, rank, **kw)``: write a builder-made rank trace (see make_rank_trace)."""
+    return make_rank_trace
+
+
+@pytest.fixture
+def kernel_spec():
+    return dict(KERNELS)

@@ -1,9 +1,11 @@
 """Host activities: ``record_function`` ranges, instant events, thread names, correlation ids.
 
 While a profiler records, it installs a ``HostRecorder`` here; ``record_function`` then appends
-one tuple per range to the recorder's list (no per-event objects beyond that tuple, no locks:
-``list.append`` is atomic under the GIL). When nothing records, entering and leaving a range
-is two attribute stores and a global read. The profiler turns the rows into columns later.
+one range's values to the recorder's flat row list (no per-range objects, no locks: appends
+are atomic under the GIL). When nothing records, entering and leaving a range is a global read.
+The profiler turns the rows into columns later. Enter/exit run in C
+(``xpuprof._native.hostrec``) when that extension is built, in Python otherwise; both write
+the same rows.
 
 External correlation: every recorded range gets a process-wide correlation id. Device sessions
 that link device work to host ranges (``Session.wants_correlation``) get it pushed on enter and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -20,8 +23,14 @@ from typing import Any, Callable, Mapping
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
 
+try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
+    from .._native import hostrec as _c
+except ImportError:
+    _c = None
+
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
-_correlation_ids = itertools.count(1)
+# One counter for both paths, so ids never repeat whichever path recorded a range.
+_next_correlation_id = _c.next_correlation_id if _c is not None else itertools.count(1).__next__
 
 # The active recorder, or None. Read on every record_function enter: keep it a plain global.
 _recorder: "HostRecorder | None" = None
@@ -46,7 +55,7 @@ class HostRecorder:
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
         self.sessions = tuple(correlation_sessions)
         self.track_correlation = bool(self.sessions)
-        self.next_id = _correlation_ids.__next__
+        self.next_id = _next_correlation_id
         self._stacks = threading.local()
         self.record_annotations = record_annotations
 
@@ -81,6 +90,8 @@ def install(recorder: HostRecorder | None) -> HostRecorder | None:
     """Make ``recorder`` the active one (None: stop recording). Returns the previous one."""
     global _recorder
     previous, _recorder = _recorder, recorder
+    if _c is not None:
+        _c.set_recorder(recorder)
     return previous
 
 
@@ -92,20 +103,26 @@ def is_recording() -> bool:
     return _recorder is not None
 
 
-class record_function:
-    """A named host range: ``with record_function("step"):`` or ``@record_function("step")``.
+class _Decorator:
+    """``@record_function("name")``: each call of the function is one range."""
 
-    Becomes a ``user_annotation`` slice on the calling thread when a profiler records; costs
-    next to nothing otherwise. ``args`` (a dict of JSON-able values) is written to the slice.
-    """
+    __slots__ = ()
+
+    def __call__(self, fn: Callable) -> Callable:
+        return _decorate(self, fn)
+
+
+class PyRange:
+    """The pure-Python enter/exit (used when the C extension is not built)."""
 
     __slots__ = ("name", "args", "_rec", "_t0", "_cid")
 
     def __init__(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.args = args
+        self._cid = 0
 
-    def __enter__(self) -> "record_function":
+    def __enter__(self):
         rec = _recorder
         self._rec = rec
         if rec is not None:
@@ -118,6 +135,9 @@ class record_function:
     def __exit__(self, exc_type, exc, tb) -> bool:
         rec = self._rec
         if rec is not None:
+            self._rec = None
+            if rec is not _recorder:  # the recorder was replaced while the range was open: no trace owns it
+                return False
             if rec.track_correlation:
                 rec.pop()
             t1 = _mono()
@@ -125,23 +145,47 @@ class record_function:
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
             rec.rows += (self.name, self._t0, t1, tid, self._cid, self.args)
-            self._rec = None
         return False
-
-    def __call__(self, fn: Callable) -> Callable:
-        name, args = self.name, self.args
-
-        @functools.wraps(fn)
-        def wrapper(*a, **kw):
-            with record_function(name, args):
-                return fn(*a, **kw)
-
-        return wrapper
 
     @property
     def correlation_id(self) -> int:
-        """The id device work launched inside this range links to (0 when not recording)."""
-        return getattr(self, "_cid", 0)
+        """The id device work launched inside this range links to (0 when not recorded)."""
+        return self._cid
+
+
+class PurePythonRecordFunction(_Decorator, PyRange):
+    """``record_function`` without the C fast path (tests and benchmarks compare both)."""
+
+    __slots__ = ()
+
+
+def _decorate(rf, fn: Callable) -> Callable:
+    name, args, cls = rf.name, rf.args, type(rf)
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        with cls(name, args):
+            return fn(*a, **kw)
+
+    return wrapper
+
+
+if _c is not None and os.environ.get("XPUPROF_PURE_PYTHON", "") != "1":
+    # The C type itself (a subclass would lose its fast constructor).
+    record_function = _c.Range
+    _c.set_decorator(_decorate)
+else:
+    class record_function(_Decorator, PyRange):  # type: ignore[no-redef]
+        """A named host range: ``with record_function("step"):`` or ``@record_function("step")``.
+
+        Becomes a ``user_annotation`` slice on the calling thread when a profiler records; costs
+        next to nothing otherwise. ``args`` (a dict of JSON-able values) is written to the slice.
+        """
+
+        __slots__ = ()
+
+
+FAST_PATH = _c is not None and record_function is _c.Range
 
 
 def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t") -> None:

@@ -186,8 +186,10 @@ def _timestamp(ns: int, what: str) -> int:
 class _BuilderBridge:
     """The callbacks of one ``process_events`` call, writing into one TraceBuilder."""
 
-    def __init__(self, builder, window: ProcessWindow, vendor: str, enabled: frozenset[ActivityType]) -> None:
+    def __init__(self, builder, window: ProcessWindow, vendor: str, enabled: frozenset[ActivityType],
+                 plugin_name: str = "") -> None:
         self.builder = builder
+        self.plugin_name = plugin_name
         self.vendor = vendor
         self.enabled = enabled
         self.malformed = 0
@@ -241,7 +243,7 @@ class _BuilderBridge:
             raise Malformed(f"XpuprofSlice.end_ns {s.end_ns} is before start_ns {start}")
         args = self._args(s.args_json)
         if at not in self.enabled:
-            self.builder.count_dropped(f"plugin: {at.value} not enabled")
+            self.builder.count_dropped(f"plugin {self.plugin_name}: {at.value} not enabled")
             return
         self.builder.add_slice(name, start, s.end_ns - start, s.device_id, s.resource_id, cat=at, args=args,
                                external_id=s.external_id, vendor=self.vendor)
@@ -264,7 +266,7 @@ class _BuilderBridge:
                 raise Malformed(f"XpuprofCounter.values[{i}] ({metric}) is {v}, not a finite number")
             values[metric] = v
         if at not in self.enabled:
-            self.builder.count_dropped(f"plugin: {at.value} not enabled")
+            self.builder.count_dropped(f"plugin {self.plugin_name}: {at.value} not enabled")
             return
         self.builder.add_counter(name, ts, values, c.device_id, c.resource_id, cat=at, vendor=self.vendor)
 
@@ -465,7 +467,6 @@ class CPluginSession(Session):
         self.vendor = vendor
         self._state: dict = {}
         self._errors: list[str] = []
-        self._dropped: dict[str, int] = {}
         # destroy exactly once: after process, or when the session is dropped unprocessed.
         self._finalizer = weakref.finalize(self, _destroy, plugin, handle, self._state)
 
@@ -480,7 +481,7 @@ class CPluginSession(Session):
         self._call("stop")
 
     def process(self, builder, window: ProcessWindow) -> None:
-        bridge = _BuilderBridge(builder, window, self.vendor, self.enabled)
+        bridge = _BuilderBridge(builder, window, self.vendor, self.enabled, self.plugin.name)
         try:
             self._call("process_events", ctypes.byref(bridge.api))
         finally:
@@ -489,12 +490,12 @@ class CPluginSession(Session):
                 fault = faults.report(origin, "events", f"{bridge.malformed} malformed item(s) dropped; first: "
                                                         f"{bridge.first_reason}")
                 self._errors.append(str(fault))
-                self._dropped["malformed plugin events"] = bridge.malformed
                 builder.count_dropped(f"plugin {self.plugin.name}: malformed", bridge.malformed)
             self._finalizer()
 
+    def close(self) -> None:
+        """Destroy the plugin's handle now (idempotent; process() does it too)."""
+        self._finalizer()
+
     def errors(self) -> list[str]:
         return list(self._errors)
-
-    def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)

@@ -24,13 +24,15 @@ class IsolatedSession(Session):
         self._broken = False
         self._errors: list[str] = []
 
+    _LIFECYCLE = ("start", "stop", "process")
+
     def _guard(self, stage: str, fn, *args, default=None):
-        if self._broken:
+        if self._broken and stage in self._LIFECYCLE:
             return default
         try:
             return fn(*args)
         except Exception as exc:  # a plugin's bug must not end the profile run
-            self._broken = stage in ("start", "stop", "process")
+            self._broken = self._broken or stage in self._LIFECYCLE
             fault = faults.report(self._origin, stage, faults.describe_exception(exc))
             self._errors.append(str(fault))
             return default
@@ -49,7 +51,15 @@ class IsolatedSession(Session):
         self._guard("stop", self._inner.stop)
 
     def process(self, builder, window: ProcessWindow) -> None:
-        self._guard("process", self._inner.process, builder, window)
+        if self._broken:  # no processing after a failed start/stop, but let the plugin release resources
+            close = getattr(self._inner, "close", None)
+            try:
+                if callable(close):
+                    close()
+            except Exception as exc:
+                faults.report(self._origin, "close", faults.describe_exception(exc))
+        else:
+            self._guard("process", self._inner.process, builder, window)
         for err in self._errors:
             builder.warn(err)
 

@@ -24,6 +24,8 @@ import gzip
 import json
 import math
 import os
+import queue
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -50,6 +52,43 @@ def _open_sink(tmp: Path, gz: bool, level: int):
         return igzip.open(tmp, "wb", compresslevel=max(0, min(int(level), 3)))
     except ImportError:
         return gzip.open(tmp, "wb", compresslevel=max(1, min(int(level), 9)))
+
+
+class _BackgroundWriter:
+    """Writes (and compresses) chunks on a second thread while the next chunk renders.
+
+    File writes and isal/zlib compression release the GIL, so on a 2-core box rendering and
+    I/O overlap. At most ``depth`` chunks wait, which bounds memory.
+    """
+
+    def __init__(self, sink, depth: int = 3) -> None:
+        self._sink = sink
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="xpuprof-trace-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._sink.write(item)
+                except BaseException as exc:  # re-raised on the producing thread
+                    self._error = exc
+
+    def write(self, data) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(data)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 @contextmanager
@@ -337,15 +376,19 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     trace_name = str(path).replace("\\", "/").replace("\n", "")
     end_ns = builder.window_end_ns or builder.window_start_ns
     try:
-        with _gc_paused(), _open_sink(tmp, gz, gzip_level) as out:
-            out.write(_header(builder))
-            for body in _event_bodies(builder, legacy_categories, columnar):
-                if len(body):
-                    out.write(body if isinstance(body, bytes) else memoryview(body).cast("B"))
-            closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
-                       "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
-            out.write(orjson.dumps(closing) + b"\n], ")
-            out.write(b'"traceName": ' + encode_json(trace_name) + b"}\n")
+        with _gc_paused(), _open_sink(tmp, gz, gzip_level) as sink:
+            out = _BackgroundWriter(sink)
+            try:
+                out.write(_header(builder))
+                for body in _event_bodies(builder, legacy_categories, columnar):
+                    if len(body):
+                        out.write(body if isinstance(body, bytes) else memoryview(body).cast("B"))
+                closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
+                           "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
+                out.write(orjson.dumps(closing) + b"\n], ")
+                out.write(b'"traceName": ' + encode_json(trace_name) + b"}\n")
+            finally:
+                out.close()
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -132,7 +132,16 @@ class _Rows:
     def build(self) -> np.ndarray:
         self._flush()
         out = np.empty((self.n, self.width), dtype=np.uint8)
+        # All literal text in one template row, copied once per row; then only the value columns.
+        template = np.full((1, self.width), SPACE, dtype=np.uint8)
+        values = []
         for at, mat in self.parts:
+            if mat.shape[0] == 1:
+                template[0, at:at + mat.shape[1]] = mat[0]
+            else:
+                values.append((at, mat))
+        out[:] = template
+        for at, mat in values:
             out[:, at:at + mat.shape[1]] = mat
         for rows, start, stop in self.blanks:
             out[rows, start:stop] = SPACE

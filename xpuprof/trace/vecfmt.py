@@ -12,6 +12,7 @@ import orjson
 SPACE = 32
 MINUS = ord("-")
 _D4 = np.frombuffer(b"".join(b"%04d" % i for i in range(10000)), dtype=np.uint32)  # "0000".."9999"
+_D4_SPACED = np.frombuffer(b"".join(b"%4d" % i for i in range(10000)), dtype=np.uint32)  # "   0".."9999"
 _D3 = np.frombuffer(b"".join(b"%03d" % i for i in range(1000)), dtype=np.uint8).reshape(1000, 3)
 _POW10 = np.array([10 ** k for k in range(1, 20)], dtype=np.uint64)
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -34,14 +35,21 @@ def uint_matrix(a: np.ndarray, lead: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Right-aligned decimal digits of a uint64 column, ``lead`` spare columns in front."""
     a = np.asarray(a).astype(np.uint64, copy=False)
     n = len(a)
-    width = len(str(int(a.max()))) if n else 1
+    top = int(a.max()) if n else 0
+    width = len(str(top))
+    if top < 10000:  # one table gather, already space padded
+        out = np.empty((n, lead + width), dtype=np.uint8)
+        out[:, :lead] = SPACE
+        out[:, lead:] = _D4_SPACED[a.astype(np.intp)].view(np.uint8).reshape(n, 4)[:, 4 - width:]
+        return out, ndigits(a)
     groups = (width + 3) // 4
     quads = np.empty((n, groups), dtype=np.uint32)
     rest = a
     for g in range(groups - 1, 0, -1):
-        rest, low = np.divmod(rest, np.uint64(10000))
-        quads[:, g] = _D4[low]
-    quads[:, 0] = _D4[rest]
+        high = rest // np.uint64(10000)  # `//` by a scalar is vectorized (libdivide); divmod is not
+        quads[:, g] = _D4[(rest - high * np.uint64(10000)).astype(np.intp)]
+        rest = high
+    quads[:, 0] = _D4[rest.astype(np.intp)]
     digits = quads.view(np.uint8).reshape(n, 4 * groups)[:, 4 * groups - width:]
     nd = ndigits(a)
     out = np.empty((n, lead + width), dtype=np.uint8)
@@ -52,6 +60,8 @@ def uint_matrix(a: np.ndarray, lead: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def int_matrix(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v)
+    if len(v) > 1 and v.dtype.kind in "iu" and v.min() == v.max():  # one value: render it once
+        return int_matrix(v[:1])
     if v.dtype.kind == "u":
         return uint_matrix(v)[0]
     v = v.astype(np.int64, copy=False)
@@ -66,13 +76,15 @@ def int_matrix(v: np.ndarray) -> np.ndarray:
 
 def micros_matrix(ns: np.ndarray) -> np.ndarray:
     """Non-negative int64 ns -> ``<ns // 1000>.<ns % 1000:03d>`` (µs, exactly 3 decimals)."""
-    q, r = np.divmod(np.asarray(ns, dtype=np.int64), np.int64(1000))
+    ns = np.asarray(ns, dtype=np.int64)
+    q = ns // np.int64(1000)
+    r = ns - q * np.int64(1000)
     whole, _ = uint_matrix(q.view(np.uint64))
     n, w = whole.shape
     out = np.empty((n, w + 4), dtype=np.uint8)
     out[:, :w] = whole
     out[:, w] = ord(".")
-    out[:, w + 1:] = _D3[r]
+    out[:, w + 1:] = _D3[r.astype(np.intp)]
     return out
 
 
@@ -88,12 +100,13 @@ def ragged_matrix(blob: np.ndarray, starts: np.ndarray, lens: np.ndarray, min_wi
     width = max(int(lens.max()) if n else 0, min_width)
     if n == 0:
         return np.empty((0, width), dtype=np.uint8)
-    cols = np.arange(width)
-    idx = starts[:, None] + cols
-    np.minimum(idx, max(len(blob) - 1, 0), out=idx)
-    out = blob[idx] if len(blob) else np.full((n, width), SPACE, np.uint8)
-    out[cols >= lens[:, None]] = SPACE
-    return out
+    if not len(blob):
+        return np.full((n, width), SPACE, np.uint8)
+    itype = np.int32 if len(blob) + width < (1 << 31) else np.int64  # halves index traffic
+    cols = np.arange(width, dtype=itype)
+    idx = starts.astype(itype)[:, None] + cols
+    np.minimum(idx, itype(len(blob) - 1), out=idx)
+    return np.where(cols >= lens.astype(itype)[:, None], np.uint8(SPACE), blob[idx])
 
 
 def token_matrix(tokens: list[bytes]) -> np.ndarray:

@@ -345,7 +345,8 @@ static void emit_external(uint32_t corr) {
 }
 
 static void run_locked(workload *w) {
-    uint64_t base = xpd_now();
+    /* Scripted times end before "now", so every record lies in the past when it is read. */
+    uint64_t base = xpd_now() - ((uint64_t)w->iterations + 1) * 10000;
     free(kernels);
     kernels = calloc(w->iterations ? w->iterations : 1, sizeof *kernels);
     kernel_count = 0;

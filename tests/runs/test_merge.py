@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from xpuprof.analysis.merge import MergeError, merge_traces
+from xpuprof.analysis.report import build_report
+from xpuprof.cli import main
+
+
+def _kernels_by_rank(events):
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    out = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and not e["name"].startswith("metrics: "):
+            out.setdefault(names[e["pid"]], []).append(e)
+    return out
+
+
+@pytest.mark.parametrize("align, expected_gap_us", [("epoch", 5000.0), ("start", 0.0), ("step", 0.0)])
+def test_merge_gives_each_rank_its_rows_and_aligns_clocks(rank_traces, tmp_path, align, expected_gap_us, kernel_spec):
+    out = tmp_path / "merged.pt.trace.json"
+    info = merge_traces(rank_traces, out, align=align)
+    assert info.ranks == [0, 1]
+    data = json.loads(out.read_text())  # plain json.load works on the merged file
+    assert "distributedInfo" not in data and data["mergedRanks"]["ranks"] == [0, 1]
+    by_rank = _kernels_by_rank(data["traceEvents"])
+    assert set(by_rank) == {"[rank 0] XPU 0", "[rank 1] XPU 0"}
+    r0, r1 = by_rank["[rank 0] XPU 0"], by_rank["[rank 1] XPU 0"]
+    assert {e["pid"] for e in r0}.isdisjoint({e["pid"] for e in r1})
+    assert min(e["ts"] for e in r1) - min(e["ts"] for e in r0) == pytest.approx(expected_gap_us, abs=0.01)
+    labels = [e for e in data["traceEvents"] if e.get("name") == "process_labels"]
+    assert {e["args"]["labels"] for e in labels} == {"rank 0", "rank 1"}
+    assert data["traceEvents"][-1]["name"] == "Record Window End"
+    # The merged trace still reports like its inputs.
+    rep = build_report([out])
+    assert {s.name: s.calls for s in rep.stats}["gemm_kernel"] == 2 * kernel_spec["gemm_kernel"][0]
+    assert 0 < {s.name: s for s in rep.stats}["gemm_kernel"].metrics["XVE_STALL"]
+
+
+def test_duplicate_ranks_and_cli(tmp_path, capsys, make_trace):
+    a = make_trace(tmp_path / "a.pt.trace.json", 0)
+    b = make_trace(tmp_path / "b.pt.trace.json", 0)
+    with pytest.raises(MergeError, match=r"claim rank\(s\) \[0\]"):
+        merge_traces([a, b], tmp_path / "m.json")
+    assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
+    assert "claim rank" in capsys.readouterr().err
+    c = make_trace(tmp_path / "c.pt.trace.json", 1)
+    out = tmp_path / "m.pt.trace.json.gz"
+    assert main(["merge", str(a), str(c), "-o", str(out), "--align", "start"]) == 0
+    assert "merged ranks 0, 1" in capsys.readouterr().out
+    assert build_report([out]).ranks == []  # a merged file is not one rank's trace

@@ -1,0 +1,102 @@
+import importlib.metadata
+
+import pytest
+
+
+def _plugin_args():
+    # Once the pytest11 entry point is installed the plugin autoloads; do not register it twice.
+    eps = importlib.metadata.entry_points(group="pytest11")
+    return [] if any(ep.value.startswith("xpuprof.pytest_plugin") for ep in eps) else ["-p", "xpuprof.pytest_plugin"]
+
+
+def test_device_markers_skip_with_probe_reason(pytester):
+    from xpuprof.pytest_plugin import probe_device
+
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.xpu
+        def test_x(): pass
+
+        @pytest.mark.cuda
+        def test_c(): pass
+
+        @pytest.mark.rocm
+        def test_r(): pass
+
+        def test_plain(): pass
+    """)
+    res = pytester.runpytest(*_plugin_args(), "-rs")
+    available = {n: probe_device(n)[0] for n in ("xpu", "cuda", "rocm")}
+    skipped = sum(not ok for ok in available.values())
+    res.assert_outcomes(passed=4 - skipped, skipped=skipped)
+    for name, ok in available.items():
+        if not ok:
+            reason = probe_device(name)[1]
+            assert reason
+            res.stdout.fnmatch_lines([f"*{name} device not available: {reason[:40]}*"])
+
+
+def test_fixture_profiles_the_test_body_with_sim(pytester):
+    pytester.makepyfile("""
+        import pytest
+        import xpuprof
+
+        @pytest.mark.xpuprof(backends=["sim"], metrics=["XVE_STALL"],
+                             activities=["user_annotation", "runtime", "kernel", "gpu_memcpy", "xpu_scope_profiler"])
+        def test_kernels(xpuprof_trace):
+            for i in range(8):
+                with xpuprof.record_function(f"step {i}"):
+                    pass
+            gemm = xpuprof_trace.kernels(name="gemm")
+            assert gemm.count >= 1 and gemm.total_ms > 0
+            assert xpuprof_trace.kernels().count >= 8
+            assert xpuprof_trace.total_ms >= gemm.total_ms
+            stall = xpuprof_trace.metric("XVE_STALL")
+            assert len(stall) >= 8 and 0 <= stall.mean() <= 100
+            assert xpuprof_trace.annotations(name="step").count == 8
+            assert xpuprof_trace.metadata["backend"] == "sim"
+            with pytest.raises(KeyError, match="no metric 'NOPE'.*XVE_STALL"):
+                xpuprof_trace.metric("NOPE")
+
+        def test_host_only(xpuprof_trace):
+            with xpuprof.record_function("work"):
+                sum(range(1000))
+            assert xpuprof_trace.annotations(name="^work$").count == 1
+            assert xpuprof_trace.kernels().count == 0 and xpuprof_trace.total_ms == 0
+    """)
+    res = pytester.runpytest(*_plugin_args())
+    res.assert_outcomes(passed=2)
+
+
+def test_keep_failed_traces(pytester, tmp_path):
+    keep = tmp_path / "kept"
+    pytester.makepyfile("""
+        import xpuprof
+
+        def test_fails(xpuprof_trace):
+            with xpuprof.record_function("before failure"):
+                pass
+            assert xpuprof_trace.annotations().count == 2
+
+        def test_passes(xpuprof_trace):
+            with xpuprof.record_function("ok"):
+                pass
+    """)
+    res = pytester.runpytest(*_plugin_args(), f"--xpuprof-keep-failed={keep}")
+    res.assert_outcomes(passed=1, failed=1)
+    kept = list(keep.glob("*.pt.trace.json"))
+    assert [p.name for p in kept] == ["test_keep_failed_traces.py_test_fails.pt.trace.json"]
+    assert "before failure" in kept[0].read_text()
+
+
+def test_unknown_marker_option_is_a_usage_error(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.xpuprof(backend="sim")
+        def test_x(xpuprof_trace): pass
+    """)
+    res = pytester.runpytest(*_plugin_args())
+    assert res.ret != 0
+    res.stdout.fnmatch_lines(["*unknown option(s)*backend*valid: backends*"])

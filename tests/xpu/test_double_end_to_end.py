@@ -1,0 +1,153 @@
+"""The whole live path against the PTI-ABI double: load, enable, C callbacks from a foreign thread
+holding a lock the caller also takes, flush, drain, decode, builder, JSON."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from xpuprof.activity import ActivityType
+from xpuprof.backends.base import ProcessWindow
+from xpuprof.backends.xpu import pti
+from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
+from xpuprof.clock import now_ns
+from xpuprof.config.options import ProfilerConfig
+from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.load import load
+
+ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
+                 ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.EXTERNAL_CORRELATION,
+                 ActivityType.XPU_SYNC, ActivityType.OVERHEAD, ActivityType.COLLECTIVE_COMM})
+UUID0 = bytes(range(0xA0, 0xB0))[:15] + b"\x00"
+
+
+def run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242):
+    cfg = ProfilerConfig(raw_capture_path=str(capture) if capture else None)
+    api = XpuptiActivityApi(types, cfg, library=double.lib, device_uuids=[UUID0])
+    api.start()
+    t0 = now_ns()
+    api.push_correlation_id(ext_id)
+    rc = double.workload_holding_gil(iterations, flags)
+    api.pop_correlation_id()
+    t1 = now_ns()
+    api.stop()
+    builder = TraceBuilder()
+    # the double scripts its records up to (iterations + 1) * 10 us into the past
+    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns()))
+    path = write_chrome_trace(builder, tmp_path / "trace.json")
+    return rc, api, builder, load(path), (t0, t1)
+
+
+def by_cat(trace, cat):
+    return [e for e in trace["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X"]
+
+
+def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path):
+    rc, api, builder, trace, (t0, t1) = run_session(pti_double, tmp_path, flags=pti_double.P2P | pti_double.COMMS)
+    assert rc == 0, "the workload's lock wait timed out: the buffer callbacks deadlocked"
+    kernels = by_cat(trace, "kernel")
+    assert [k["name"] for k in kernels[:2]] == ["gemm_kernel<float>", "relu_kernel"]
+    assert len(kernels) == 6
+    k0 = kernels[0]
+    assert k0["pid"] == 0 and k0["tid"] == 7 and kernels[1]["pid"] == 1 and kernels[1]["tid"] == 8
+    assert k0["args"]["External id"] == 4242
+    assert k0["args"]["source_file_name"] == "gemm.cpp" and "source_file_name" not in kernels[1]["args"]
+    assert k0["args"]["context"] == "0x00000000000000c0" and k0["args"]["l0 queue"] == "0x0000000000001000"
+    assert k0["args"]["sycl queue"] == 7 and k0["dur"] == 2.0
+    assert k0["args"]["submitted_rel_to_start"] == -2.0 and k0["args"]["appended_rel_to_start"] == -3.0
+    # timestamps converted from the double's clock domain (monotonic + 1e17) into the trace's epoch
+    base = trace["baseTimeNanoseconds"]
+    start_ns = base + round(k0["ts"] * 1000)
+    assert t0 - 1_000_000 <= start_ns <= t1 + 1_000_000
+    copies = by_cat(trace, "gpu_memcpy")
+    assert copies[0]["name"] == "Memcpy H2D (HOST -> DEVICE)"
+    assert copies[0]["args"]["bytes"] == 1 << 20 and copies[0]["args"]["memory bandwidth (GB/s)"] == pytest.approx(1048.576)
+    assert copies[0]["args"]["l0 call"] == "zeCommandListAppendMemoryCopy"
+    assert any(c["name"] == "Memcpy D2D (P2P)" and c["args"]["toDevice"] == 1 for c in copies)
+    fills = by_cat(trace, "gpu_memset")
+    assert fills[0]["name"] == "Memset (0 -> DEVICE)" and fills[0]["args"]["bytes"] == 4096
+    runtime = by_cat(trace, "runtime")
+    assert {r["name"] for r in runtime} == {"urEnqueueKernelLaunch", "urEnqueueUSMMemcpy", "urEnqueueUSMFill"}
+    import os
+    assert runtime[0]["pid"] == os.getpid() and runtime[0]["args"]["External id"] == 4242
+    driver = by_cat(trace, "driver")
+    assert {d["name"] for d in driver} == {"zeCommandListAppendLaunchKernel"}
+    syncs = by_cat(trace, "xpu_sync")
+    assert len(syncs) == 6 and syncs[0]["pid"] == -1 and syncs[0]["name"] == "zeCommandQueueSynchronize"
+    assert syncs[0]["args"]["Type"] == "HOST_COMMAND_QUEUE" and syncs[0]["args"]["Event_handle"] == "0x000000000000e000"
+    overhead = by_cat(trace, "overhead")
+    assert overhead[0]["name"] == "Buffer Flush" and overhead[0]["pid"] == -1 and overhead[0]["args"]["overhead count"] == 3
+    comms = by_cat(trace, "collective_comm")
+    assert comms[0]["name"] == "xccl::allreduce" and comms[0]["args"]["Communicator_id"] == 77
+    # flows: one s per launching runtime call, one f per device op; driver calls sharing a kernel's id end nothing
+    flows = [e for e in trace["traceEvents"] if e.get("cat") == "ac2g"]
+    starts = [f for f in flows if f["ph"] == "s"]
+    ends = [f for f in flows if f["ph"] == "f"]
+    assert len(starts) == len(ends) == 18  # 6 kernels + 6 copies + 6 fills
+    assert {f["id"] for f in starts} == {f["id"] for f in ends}
+    assert all(f.get("bp") == "e" for f in ends) and not any("bp" in f for f in starts)
+    assert all(f["pid"] == os.getpid() for f in starts)
+    kernel_flow_ends = [f for f in ends if f["id"] == k0["args"]["correlation"]]
+    assert kernel_flow_ends[0]["pid"] == 0 and kernel_flow_ends[0]["tid"] == 7
+    # rows and metadata
+    meta = [e for e in trace["traceEvents"] if e.get("ph") == "M"]
+    assert {"name": "thread_name", "pid": 0, "tid": 7} in [{k: e[k] for k in ("name", "pid", "tid")} for e in meta]
+    assert any(e["name"] == "thread_name" and e["args"]["name"] == "Stream 8" for e in meta)
+    assert trace["xpupti_version"] == "0.99.0-xpuprof-double"
+    # kernels kept for per-kernel metrics
+    found, idx = api.kernels.find(np.array([1, 2, 999], np.uint64))
+    assert found.tolist() == [True, True, False]
+    assert api.kernels.name[idx[1]] == "relu_kernel" and api.kernels.device[idx[1]] == 1
+
+
+def test_unknown_kinds_and_window_drops_are_counted(pti_double, tmp_path):
+    rc, api, builder, trace, _ = run_session(pti_double, tmp_path, iterations=3, flags=pti_double.FUTURE_RECORD)
+    assert rc == 0
+    assert trace["dropped_records"]["xpu: unknown record kind 13"] == 1
+    # records from before start() fall outside the window and are counted, not silently lost
+    api2 = XpuptiActivityApi(frozenset({ActivityType.CONCURRENT_KERNEL}), library=pti_double.lib, device_uuids=[UUID0])
+    assert pti_double.workload_holding_gil(4) == 0
+    api2.start()
+    api2.stop()
+    b = TraceBuilder()
+    api2.process(b, ProcessWindow(api2.start_ns, now_ns()))
+    assert b.dropped == {"xpu: out of window": 4}
+    assert b.slice_table()["ts"].size == 0
+
+
+def test_only_selected_types_are_enabled_and_written(pti_double, tmp_path):
+    rc, api, builder, trace, _ = run_session(pti_double, tmp_path, types=frozenset({ActivityType.CONCURRENT_KERNEL}))
+    assert rc == 0
+    assert api.enabled_views == [pti.ViewKind.DEVICE_GPU_KERNEL]
+    cats = {e.get("cat") for e in trace["traceEvents"] if e.get("ph") == "X"}
+    assert cats == {"kernel"}
+    assert "External id" not in by_cat(trace, "kernel")[0].get("args", {})  # correlation view was not selected
+
+
+def test_python_callbacks_deadlock_where_the_c_callbacks_do_not(pti_double):
+    """The double reproduces PTI's deadlock: a ctypes callback needs the GIL that the caller holds
+    while it waits for the lock the callback's thread holds. The C callbacks finish (rc 0 above);
+    Python callbacks make the caller's bounded wait time out (ETIMEDOUT)."""
+    import errno
+
+    kept = []
+
+    @pti.BUFFER_REQUESTED
+    def request(buf, size):
+        b = ctypes.create_string_buffer(1 << 16)
+        kept.append(b)
+        buf[0] = ctypes.cast(b, ctypes.POINTER(ctypes.c_ubyte))
+        size[0] = len(b)
+
+    @pti.BUFFER_COMPLETED
+    def complete(buf, size, used):
+        kept.append(used)
+
+    lib = pti_double.lib
+    assert lib.ptiViewSetCallbacks(ctypes.cast(request, ctypes.c_void_p), ctypes.cast(complete, ctypes.c_void_p)) == 0
+    assert lib.ptiViewEnable(int(pti.ViewKind.DEVICE_GPU_KERNEL)) == 0
+    rc = pti_double.workload_holding_gil(2, 0, timeout_ms=300)
+    pti_double.c.xpd_wait_idle()  # GIL released: the stuck callback can now run and the collector ends
+    assert rc == errno.ETIMEDOUT

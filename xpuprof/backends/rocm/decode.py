@@ -1,0 +1,216 @@
+"""rocprofiler-sdk records -> TraceBuilder columns (Kineto's ROCm rows), vectorized.
+
+GPU ops: pid = device, tid = a dense per-device logical stream index (1, 2, ...) derived from
+the HIP stream (the HSA queue when the stream is unknown), the raw queue kept in
+``args.hsa_queue``; ``ts = begin + 1``, ``dur = end - (begin + 1)`` like Kineto. HIP calls are
+``cuda_runtime`` rows on host threads. HIP event calls carry the inter-stream dependency:
+``hipEventRecord`` rows get ``event`` + ``stream``, ``hipStreamWaitEvent`` and
+``hipEventSynchronize`` rows get the ``wait_on_*`` args and an arrow from the producer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...activity import ActivityType
+from ...trace.builder import ArgColumn, hex_column
+from ..cuda.decode import demangle
+from ..dependencies import DependencyResolver
+from . import rocprof
+
+VENDOR = "rocm"
+SUPPRESSED = frozenset({"hipGetDevice", "hipSetDevice", "hipGetLastError", "__hipPushCallConfiguration",
+                        "__hipPopCallConfiguration", "hipCtxSetCurrent", "hipGetDevicePropertiesR0600",
+                        "hipGetDeviceCount", "hipDeviceGetAttribute", "hipRuntimeGetVersion", "hipPeekAtLastError",
+                        "hipModuleGetFunction"})
+COPY_NAMES = {1: ("HtoH", "Host", "Host"), 2: ("HtoD", "Host", "Device"), 3: ("DtoH", "Device", "Host"),
+              4: ("DtoD", "Device", "Device")}
+
+# HIP event operations captured from the HIP API arguments (by the C callback part).
+EVENT_OP_DTYPE = np.dtype([("correlation_id", "<u8"), ("op", "u1"), ("event", "<u8"), ("stream", "<u8")])
+OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC = 1, 2, 3
+OP_NAMES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync"}
+
+
+@dataclass
+class RocmRecords:
+    hip_api: np.ndarray | None = None  # rocprof.HIP_API_DTYPE
+    dispatch: np.ndarray | None = None  # rocprof.DISPATCH_DTYPE
+    copies: np.ndarray | None = None  # rocprof.COPY_DTYPE
+    event_ops: np.ndarray | None = None  # EVENT_OP_DTYPE
+    api_names: dict[int, str] = field(default_factory=dict)  # HIP operation -> function name
+    kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
+    agent_device: dict[int, int] = field(default_factory=dict)  # agent handle -> device index
+    dropped: int = 0
+
+
+def _intern(builder, labels) -> np.ndarray:
+    return np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))
+
+
+def _map(table: dict[int, int], keys: np.ndarray, default: int) -> np.ndarray:
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return np.array([table.get(int(k), default) for k in uniq.tolist()], np.int64)[inv.reshape(-1)]
+
+
+class RocprofDecoder:
+    def __init__(self, *, pid: int, dependencies: DependencyResolver | None = None,
+                 activities=frozenset(ActivityType)) -> None:
+        self.pid = pid
+        self.dependencies = dependencies or DependencyResolver("hip")
+        self.activities = activities
+        self._streams: dict[tuple[int, int], int] = {}
+
+    def logical_stream(self, device: np.ndarray, handle: np.ndarray) -> np.ndarray:
+        """Dense 1, 2, ... per device, in first-seen order (stable across batches)."""
+        pairs, inv = np.unique(np.stack([device, handle.astype(np.int64)], 1), axis=0, return_inverse=True)
+        out = np.empty(len(pairs), np.int64)
+        for i, (d, h) in enumerate(pairs.tolist()):
+            key = (d, h)
+            if key not in self._streams:
+                self._streams[key] = 1 + sum(1 for k in self._streams if k[0] == d)
+            out[i] = self._streams[key]
+        return out[inv.reshape(-1)]
+
+    def process(self, builder, window, rec: RocmRecords) -> None:
+        if rec.dropped:
+            builder.count_dropped("rocm records dropped by rocprofiler", rec.dropped)
+        ops = rec.event_ops if rec.event_ops is not None else np.zeros(0, EVENT_OP_DTYPE)
+        stream_of = {}  # correlation id -> HIP stream handle, for kernels and copies
+        if len(ops):
+            stream_of = dict(zip(ops["correlation_id"].tolist(), ops["stream"].tolist()))
+        device_parts, host_parts = [], []
+        if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
+            self._dispatches(builder, window, rec, stream_of, device_parts)
+        if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
+            self._copies(builder, window, rec, device_parts)
+        if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
+            self._api(builder, window, rec, ops, host_parts)
+        if device_parts and host_parts:
+            d = [np.concatenate(x) for x in zip(*device_parts)]
+            h = [np.concatenate(x) for x in zip(*host_parts)]
+            dm, hm = np.isin(d[0], h[0]), np.isin(h[0], d[0])
+            builder.add_flows(flow_ids=h[0][hm], ts=h[1][hm], pid=h[2][hm], tid=h[3][hm], start=True)
+            builder.add_flows(flow_ids=d[0][dm], ts=d[1][dm], pid=d[2][dm], tid=d[3][dm], start=False)
+
+    @staticmethod
+    def _window(builder, window, start, what) -> np.ndarray:
+        m = np.asarray(window.contains(start), bool) if window is not None else np.ones(len(start), bool)
+        builder.count_dropped(f"rocm {what} out of window", int((~m).sum()))
+        return m
+
+    def _dispatches(self, builder, window, rec, stream_of, device_parts) -> None:
+        rows = rec.dispatch
+        rocprof.check_sizes(rows["size"], rocprof.KernelDispatchRecord)
+        rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "kernel")]
+        if not len(rows):
+            return
+        info = rows["dispatch_info"]
+        dev = _map(rec.agent_device, info["agent_id"], 0)
+        corr = rows["correlation_id"]["internal"].astype(np.int64)
+        queue = info["queue_id"]
+        hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64) if stream_of else \
+            np.full(len(rows), -1, np.int64)
+        # The HIP stream decides the row; the HSA queue only when the stream is unknown (#1398).
+        handle = np.where(hip_stream >= 0, hip_stream, queue.astype(np.int64) | np.int64(1 << 62))
+        tid = self.logical_stream(dev, handle)
+        kid, inv = np.unique(info["kernel_id"], return_inverse=True)
+        names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.tolist()]
+        start = rows["start_timestamp"].astype(np.int64) + 1
+        end = rows["end_timestamp"].astype(np.int64)
+        grid = np.stack([info["grid_size"][a] for a in "xyz"], 1).astype(np.int64)
+        block = np.stack([info["workgroup_size"][a] for a in "xyz"], 1).astype(np.int64)
+        builder.add_slices(names=None, name_ids=_intern(builder, names)[inv.reshape(-1)], ts=start, dur=end - start,
+                           pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR, args={
+                               "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
+                               "kind": ["Dispatch Kernel"] * len(rows), "grid": grid, "block": block,
+                               "shared memory": info["group_segment_size"].astype(np.int64)})
+        self._rows(builder, dev, tid)
+        device_parts.append((corr, start, dev, tid))
+
+    def _copies(self, builder, window, rec, device_parts) -> None:
+        rows = rec.copies
+        rocprof.check_sizes(rows["size"], rocprof.MemoryCopyRecord)
+        rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy")]
+        if not len(rows):
+            return
+        op = rows["operation"].astype(np.int64)
+        # The device side of the copy owns the row (D2H: source; H2D/D2D: destination).
+        agent = np.where(op == 3, rows["src_agent_id"], rows["dst_agent_id"])
+        dev = _map(rec.agent_device, agent, 0)
+        tid = self.logical_stream(dev, np.full(len(rows), -2, np.int64))  # copies: one copy-engine row per device
+        uo, inv = np.unique(op, return_inverse=True)
+        labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
+                  f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
+                  for o in uo.tolist()]
+        kinds = [COPY_NAMES.get(o, ("Unknown",))[0] for o in uo.tolist()]
+        start = rows["start_timestamp"].astype(np.int64) + 1
+        end = rows["end_timestamp"].astype(np.int64)
+        nbytes = rows["bytes"].astype(np.int64)
+        dur = end - start
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)
+        corr = rows["correlation_id"]["internal"].astype(np.int64)
+        builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv.reshape(-1)], ts=start, dur=dur, pid=dev,
+                           tid=tid, cat=ActivityType.GPU_MEMCPY, vendor=VENDOR, args={
+                               "device": dev, "stream": tid, "correlation": corr,
+                               "kind": ArgColumn("str", _intern(builder, kinds)[inv.reshape(-1)]),
+                               "bytes": nbytes, "memory bandwidth (GB/s)": ArgColumn("num", bw, dur > 0)})
+        self._rows(builder, dev, tid)
+        device_parts.append((corr, start, dev, tid))
+
+    def _api(self, builder, window, rec, ops, host_parts) -> None:
+        rows = rec.hip_api
+        rocprof.check_sizes(rows["size"], rocprof.HipApiRecord)
+        corr_all = rows["correlation_id"]["internal"].astype(np.int64)
+        start_all = rows["start_timestamp"].astype(np.int64)
+        tid_all = rows["thread_id"].astype(np.int64)
+        dep = self.dependencies
+        # Every hipEventRecord enters the history, in or out of the window (a wait may need it).
+        rec_ops = ops[ops["op"] == OP_RECORD]
+        if len(rec_ops):
+            order = np.argsort(corr_all)
+            pos = np.minimum(np.searchsorted(corr_all[order], rec_ops["correlation_id"].astype(np.int64)),
+                             len(order) - 1)
+            hit = corr_all[order][pos] == rec_ops["correlation_id"].astype(np.int64)
+            idx = order[pos]
+            dep.add_records(rec_ops["event"], rec_ops["correlation_id"].astype(np.int64),
+                            rec_ops["stream"].astype(np.int64), ts=np.where(hit, start_all[idx], 0),
+                            pid=self.pid, tid=np.where(hit, tid_all[idx], 0))
+        keep = self._window(builder, window, start_all, "hip api")
+        op_u, inv = np.unique(rows["operation"], return_inverse=True)
+        labels = [rec.api_names.get(int(o), f"hip operation {int(o)}") for o in op_u.tolist()]
+        keep &= ~np.array([lbl in SUPPRESSED for lbl in labels], bool)[inv.reshape(-1)]
+        rows, inv = rows[keep], inv.reshape(-1)[keep]
+        if not len(rows):
+            return
+        corr, start = corr_all[keep], start_all[keep]
+        end, tid = rows["end_timestamp"].astype(np.int64), tid_all[keep]
+        args = {"cid": rows["operation"].astype(np.int64), "correlation": corr}
+        if len(ops):
+            okey = np.argsort(ops["correlation_id"], kind="stable")
+            oc = ops["correlation_id"][okey].astype(np.int64)
+            pos = np.minimum(np.searchsorted(oc, corr), len(oc) - 1)
+            has = oc[pos] == corr
+            op = np.where(has, ops["op"][okey][pos], 0)
+            event = np.where(has, ops["event"][okey][pos], 0).astype(np.uint64)
+            stream = np.where(has, ops["stream"][okey][pos], 0).astype(np.uint64)
+            waits = (op == OP_STREAM_WAIT) | (op == OP_EVENT_SYNC)
+            args["event"] = hex_column(event, has)
+            args["stream"] = hex_column(stream, has & (op != OP_EVENT_SYNC))
+            kind_ids = _intern(builder, ["", "", *OP_NAMES.values()])[op]
+            args[dep.sync_kind_arg] = ArgColumn("str", kind_ids, waits)
+            res = dep.resolve(event, corr)
+            res.found &= waits
+            args.update(dep.wait_args(event, res, waits, hex_handles=True))
+            dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=self.pid, wait_tid=tid)
+        builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv], ts=start, dur=end - start,
+                           pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args)
+        host_parts.append((corr, start, np.full(len(corr), self.pid, np.int64), tid))
+
+    @staticmethod
+    def _rows(builder, dev, tid) -> None:
+        for d, s in set(zip(dev.tolist(), tid.tolist())):
+            if (d, s) not in builder.thread_names:
+                builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)

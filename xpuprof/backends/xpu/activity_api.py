@@ -1,0 +1,217 @@
+"""XpuptiActivityApi: one collection session over Intel PTI's view API.
+
+Life cycle (each step a method subclasses may override, calling ``super()``):
+
+- ``__init__`` -> ``enable()``: registers the C buffer callbacks of ``xpuprof._native.ptibuf``
+  with ``ptiViewSetCallbacks`` and enables the PTI views for the selected activity types
+  (``views_for``). Like Kineto, views are enabled at configure time; records before ``start``
+  are dropped as out of window.
+- ``start()``: synchronizes PTI's clock with xpuprof's (``clock_offset_ns``).
+- ``stop()``: ``flush()`` (``ptiFlushAllViews`` + drain the C queue into ``self.buffers``), then
+  ``disable()`` the views.
+- ``process(builder, window)``: ``decode()`` the buffers, ``process_records(...)`` writes them
+  through ``emit.RecordWriter``, and the kernels written are kept in ``self.kernels``
+  (``emit.KernelTable``: kernel_id -> start/end/device/queue/name), which is what per-kernel
+  metrics join on. Optionally saves a raw capture (``capture.save``) for ``xpuprof replay``.
+
+``XpuptiActivityScopeApi`` (``scope_api.py``) extends this class: it enables metrics scope in
+``enable()``, starts/stops collection around ``start()``/``stop()``, and in ``process()`` runs the
+base first, then joins its metric records to ``self.kernels``.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ...activity import ActivityType
+from ...clock import now_ns
+from ..base import BackendError, ProcessWindow, Session
+from . import pti
+from .decode import DecodedRecords, PtiWalker, decode_buffers
+from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+
+# Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
+VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
+    ActivityType.GPU_MEMCPY: (pti.ViewKind.DEVICE_GPU_MEM_COPY, pti.ViewKind.DEVICE_GPU_MEM_COPY_P2P),
+    ActivityType.GPU_MEMSET: (pti.ViewKind.DEVICE_GPU_MEM_FILL,),
+    ActivityType.CONCURRENT_KERNEL: (pti.ViewKind.DEVICE_GPU_KERNEL,),
+    ActivityType.EXTERNAL_CORRELATION: (pti.ViewKind.EXTERNAL_CORRELATION,),
+    ActivityType.RUNTIME: (pti.ViewKind.RUNTIME_API,),
+    ActivityType.DRIVER: (pti.ViewKind.DRIVER_API,),
+    ActivityType.OVERHEAD: (pti.ViewKind.COLLECTION_OVERHEAD,),
+    ActivityType.XPU_SYNC: (pti.ViewKind.DEVICE_SYNCHRONIZATION,),
+    ActivityType.CUDA_SYNC: (pti.ViewKind.DEVICE_SYNCHRONIZATION,),  # the generic "sync" selection
+    ActivityType.COLLECTIVE_COMM: (pti.ViewKind.COMMUNICATION,),
+}
+SUPPORTED_TYPES = frozenset(VIEWS_BY_TYPE) | {ActivityType.XPU_SCOPE_PROFILER}
+
+
+def load_ptibuf():
+    """The C callback module, or a BackendError that says how to get it."""
+    try:
+        from ..._native import ptibuf
+    except ImportError as exc:
+        raise BackendError(
+            "xpuprof's C extension xpuprof._native.ptibuf is not built, and PTI buffer callbacks must be in C "
+            "(Python callbacks deadlock inside SYCL). Reinstall xpuprof with a C compiler available, or run "
+            f"`python setup.py build_ext --inplace` in the source tree ({exc})") from exc
+    return ptibuf
+
+
+def measure_clock_offset(lib: pti.PtiLibrary, samples: int = 7) -> int:
+    """epoch ns - PTI ns, from the tightest bracket of ``ptiViewGetTimestamp`` between two reads of ours."""
+    best = None
+    for _ in range(samples):
+        a = now_ns()
+        t = lib.timestamp()
+        b = now_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, (a + b) // 2 - t)
+    return best[1]
+
+
+class XpuptiActivityApi(Session):
+    """A PTI view session (kernels, copies, fills, runtime/driver calls, syncs, overhead)."""
+
+    def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *,
+                 library: pti.PtiLibrary | None = None, device_uuids: list[bytes] | None = None,
+                 device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
+        self.types = frozenset(activity_types)
+        self.config = config
+        self.lib = library if library is not None else pti.PtiLibrary.load()
+        self._ptibuf = load_ptibuf()
+        self.device_uuids = list(device_uuids or [])
+        self.device_names = dict(device_names or {})
+        self._device_properties = list(device_properties or [])
+        self.buffers: list[bytes] = []
+        self.kernels: KernelTable = KernelTable.empty()
+        self.clock_offset_ns: int | None = None
+        self.enabled_views: list[pti.ViewKind] = []
+        self._errors: list[str] = []
+        self._dropped: dict[str, int] = {}
+        self._external_corr = ActivityType.EXTERNAL_CORRELATION in self.types
+        self.strings = StringCache.live()
+        self.api_names = ApiNameCache(lookup=self.lib.api_name)
+        buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
+        if buffer_bytes:
+            self._ptibuf.set_buffer_size(int(buffer_bytes))
+        self.enable()
+
+    # ------------------------------------------------------------------ hooks
+    @staticmethod
+    def views_for(types: frozenset[ActivityType]) -> list[pti.ViewKind]:
+        seen: dict[pti.ViewKind, None] = {}
+        for t in sorted(types, key=lambda t: t.value):
+            for v in VIEWS_BY_TYPE.get(t, ()):
+                seen[v] = None
+        return list(seen)
+
+    def enable(self) -> None:
+        request, complete = self._ptibuf.callback_addresses()
+        try:
+            self.lib.call("ptiViewSetCallbacks", request, complete)
+        except pti.PtiError as exc:
+            raise BackendError(f"PTI refused the buffer callbacks: {exc}. {self._hint(exc)}") from exc
+        for view in self.views_for(self.types):
+            code = self.lib.ptiViewEnable(int(view))
+            if code == pti.Result.SUCCESS:
+                self.enabled_views.append(view)
+                continue
+            err = pti.PtiError("ptiViewEnable", code, self.lib.result_name(code))
+            if code == pti.Result.ERROR_NOT_IMPLEMENTED and not self.enabled_views:
+                raise BackendError(f"PTI cannot collect {view.name} records: {err}. {self._hint(err)}")
+            # One optional view the driver lacks (e.g. no tracing layer) must not stop the others.
+            self._errors.append(f"view {view.name} not enabled: {err}")
+        self._views_on = True
+        if pti.ViewKind.RUNTIME_API in self.enabled_views and self.lib.ptiViewEnableRuntimeApiClass is not None:
+            # Runtime records limited to work-submitting calls (kernels, copies), as Kineto does.
+            code = self.lib.ptiViewEnableRuntimeApiClass(1, int(pti.ApiClass.GPU_OPERATION_CORE), int(pti.ApiGroup.ALL))
+            if code != pti.Result.SUCCESS:
+                self._errors.append(f"ptiViewEnableRuntimeApiClass: {self.lib.result_name(code)}")
+
+    def _hint(self, err: pti.PtiError) -> str:
+        if err.code == pti.Result.ERROR_NOT_IMPLEMENTED:
+            missing = pti.library_path_missing(self.lib.path)
+            if missing is not None:
+                return (f"PTI's core library could not load because LD_LIBRARY_PATH lacks {missing} at process start; "
+                        "run through the xpuprof CLI (it re-executes itself) or export LD_LIBRARY_PATH")
+            return ("PTI's core library did not load (no usable Level Zero loader/driver); "
+                    "run `xpuprof devices` for the reason, or set PTILOG_LEVEL=info")
+        return ""
+
+    def disable(self) -> None:
+        """Disable the views this session enabled (``enabled_views`` stays as the record of them)."""
+        if self._views_on:
+            for view in self.enabled_views:
+                self.lib.ptiViewDisable(int(view))
+            self._views_on = False
+
+    def start(self) -> None:
+        self.clock_offset_ns = measure_clock_offset(self.lib)
+        self.start_ns = now_ns()
+
+    def flush(self) -> None:
+        """``ptiFlushAllViews`` and move every completed buffer out of the C queue."""
+        code = self.lib.ptiFlushAllViews()
+        if code != pti.Result.SUCCESS:
+            self._errors.append(f"ptiFlushAllViews: {self.lib.result_name(code)}")
+        self.buffers.extend(self._ptibuf.drain())
+
+    def stop(self) -> None:
+        self.flush()
+        self.disable()
+        if self.clock_offset_ns is None:
+            self.clock_offset_ns = measure_clock_offset(self.lib)
+        stats = self._ptibuf.stats()
+        if stats["request_failures"]:
+            self._dropped["xpu: PTI buffers not allocated (records lost)"] = int(stats["request_failures"])
+        if stats["queue_failures"]:
+            self._dropped["xpu: completed PTI buffers lost (out of memory)"] = int(stats["queue_failures"])
+
+    def decode(self) -> DecodedRecords:
+        return decode_buffers(self.buffers, PtiWalker(self.lib.next_record_address()))
+
+    def context(self) -> RecordContext:
+        return RecordContext(pti_version=self.lib.version(), clock_offset_ns=int(self.clock_offset_ns or 0),
+                             device_uuids=self.device_uuids, device_names=self.device_names,
+                             strings=self.strings, api_names=self.api_names)
+
+    def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
+        result = write_records(records, self.context(), builder, window, self.types)
+        self.kernels = result.kernels
+        self._errors.extend(result.errors)
+
+    def process(self, builder, window: ProcessWindow) -> None:
+        t0 = time.perf_counter()
+        records = self.decode()
+        self.process_records(records, builder, window)
+        for reason, n in self._dropped.items():
+            builder.count_dropped(reason, n)
+        path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
+        if path:
+            from .capture import save
+
+            save(path, self.buffers, self.context(), self.types, window)
+        self.process_seconds = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ Session extras
+    def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
+        if self._external_corr:
+            kind = pti.ExternalKind.CUSTOM_1 if user else pti.ExternalKind.CUSTOM_0
+            self.lib.push_external_correlation(kind, correlation_id)
+
+    def pop_correlation_id(self, user: bool = False) -> None:
+        if self._external_corr:
+            self.lib.pop_external_correlation(pti.ExternalKind.CUSTOM_1 if user else pti.ExternalKind.CUSTOM_0)
+
+    def device_properties(self) -> list[dict[str, Any]]:
+        return list(self._device_properties)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"xpupti_version": self.lib.version()}
+
+    def errors(self) -> list[str]:
+        return list(self._errors)
+
+    def dropped_records(self) -> dict[str, int]:
+        return dict(self._dropped)

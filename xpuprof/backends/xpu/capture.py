@@ -1,0 +1,107 @@
+"""Raw PTI captures: the drained buffers plus what decoding them needs, for bug reports and tests.
+
+File layout: the magic line ``XPUPROF-PTI-RAW 1\\n``, one JSON header line, then the buffers
+back to back. The header holds the PTI version, the record-size table (layout facts), the
+strings behind record pointers and the API names seen, the clock offset, device UUIDs, the
+selected activity types, the capture window and each buffer's length. ``replay`` walks the
+buffers with the saved size table, so it needs neither PTI nor the original process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ...activity import ActivityType, parse_activity_types
+from ..base import ProcessWindow
+from .decode import DecodedRecords, LayoutWalker, decode_buffers
+from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
+
+MAGIC = b"XPUPROF-PTI-RAW 1\n"
+
+
+class CaptureError(ValueError):
+    """A file that is not a readable xpuprof PTI capture; the message says what is wrong."""
+
+
+@dataclass
+class Capture:
+    buffers: list[bytes]
+    context: RecordContext
+    record_sizes: dict[int, int]
+    types: frozenset[ActivityType]
+    window: ProcessWindow | None
+
+
+def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessWindow | None) -> Path:
+    from . import pti
+
+    header = {
+        "pti_version": ctx.pti_version,
+        "record_sizes": {str(k): v for k, v in pti.record_sizes().items()},
+        "clock_offset_ns": int(ctx.clock_offset_ns),
+        "device_uuids": [u.hex() for u in ctx.device_uuids],
+        "device_names": {str(k): v for k, v in ctx.device_names.items()},
+        "strings": {str(k): v for k, v in ctx.strings.seen.items()},
+        "api_names": [[g, i, n] for (g, i), n in ctx.api_names.seen.items()],
+        "activities": sorted(t.value for t in types),
+        "window": None if window is None else [int(window.start_ns), int(window.end_ns)],
+        "buffer_lengths": [len(b) for b in buffers],
+    }
+    out = Path(path)
+    with open(out, "wb") as f:
+        f.write(MAGIC)
+        f.write(orjson.dumps(header))
+        f.write(b"\n")
+        for b in buffers:
+            f.write(b)
+    return out
+
+
+def load(path) -> Capture:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise CaptureError(f"cannot read PTI capture {p}: {exc.strerror or exc}") from exc
+    if not data.startswith(MAGIC):
+        raise CaptureError(f"{p} is not an xpuprof PTI capture (it does not start with {MAGIC!r})")
+    nl = data.find(b"\n", len(MAGIC))
+    if nl < 0:
+        raise CaptureError(f"{p}: the capture header is incomplete")
+    try:
+        h = orjson.loads(data[len(MAGIC):nl])
+        lengths = [int(n) for n in h["buffer_lengths"]]
+        sizes = {int(k): int(v) for k, v in h["record_sizes"].items()}
+        ctx = RecordContext(
+            pti_version=str(h["pti_version"]), clock_offset_ns=int(h["clock_offset_ns"]),
+            device_uuids=[bytes.fromhex(u) for u in h["device_uuids"]],
+            device_names={int(k): v for k, v in h.get("device_names", {}).items()},
+            strings=StringCache({int(k): v for k, v in h["strings"].items()}),
+            api_names=ApiNameCache({(int(g), int(i)): n for g, i, n in h["api_names"]}))
+        types = parse_activity_types(h["activities"])
+        window = None if h.get("window") is None else ProcessWindow(int(h["window"][0]), int(h["window"][1]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CaptureError(f"{p}: malformed capture header ({type(exc).__name__}: {exc})") from exc
+    body = memoryview(data)[nl + 1:]
+    if sum(lengths) != len(body):
+        raise CaptureError(f"{p}: the header lists {sum(lengths)} bytes of buffers but the file holds {len(body)} "
+                           "(truncated or corrupt capture)")
+    buffers, off = [], 0
+    for n in lengths:
+        buffers.append(bytes(body[off:off + n]))
+        off += n
+    return Capture(buffers, ctx, sizes, types, window)
+
+
+def decode(capture: Capture) -> DecodedRecords:
+    return decode_buffers(capture.buffers, LayoutWalker(capture.record_sizes))
+
+
+def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
+    """Feed a capture through the same decoder and writer as a live session."""
+    cap = load(path)
+    records = decode(cap)
+    return write_records(records, cap.context, builder, cap.window if use_window else None,
+                         cap.types if types is None else frozenset(types))

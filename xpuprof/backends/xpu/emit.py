@@ -1,0 +1,501 @@
+"""Decoded PTI records -> TraceBuilder columns (Kineto XPU JSON, kineto-trace-format §3.3/§14.3).
+
+Everything is columnar: one ``add_slices`` call per record kind, names interned once per distinct
+pointer or API id. Rows: device work on pid = device index (position of the device UUID among
+the Level Zero GPUs), tid = SYCL queue id; runtime/driver calls on PTI's process/thread ids;
+syncs and overhead on pid -1. ``ac2g`` flows start only on runtime records and end once per
+correlation, on the first device record (else the first driver record) that shares it.
+
+``RecordContext`` carries what resolving needs (API names, C strings behind pointers, the clock
+offset, device UUIDs), so live sessions and replayed captures share this code.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ...activity import ActivityType
+from ...clock import BASE_TIME_NS
+from ...trace.builder import ArgColumn, TraceBuilder, hex_column
+from ..base import ProcessWindow
+from . import pti
+from .decode import DecodedRecords
+
+VENDOR = "xpu"
+OVERHEAD_PID = -1
+DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
+OVERHEAD_SORT_INDEX = 1_048_576
+
+
+class StringCache:
+    """C strings behind record pointers, read once per distinct pointer; remembered for captures."""
+
+    def __init__(self, known: dict[int, str] | None = None, reader: Callable[[int], str] | None = None) -> None:
+        self.seen: dict[int, str] = dict(known or {})
+        self._reader = reader
+
+    @classmethod
+    def live(cls) -> "StringCache":
+        return cls(reader=lambda p: ctypes.string_at(p).decode("utf-8", "replace"))
+
+    def __call__(self, ptr: int) -> str:
+        ptr = int(ptr)
+        if ptr == 0:
+            return ""
+        got = self.seen.get(ptr)
+        if got is None:
+            got = self._reader(ptr) if self._reader is not None else f"<unresolved 0x{ptr:x}>"
+            self.seen[ptr] = got
+        return got
+
+
+class ApiNameCache:
+    """(api group, api id) -> name, from ``ptiViewGetApiIdName`` live or a capture's table."""
+
+    def __init__(self, known: dict[tuple[int, int], str] | None = None,
+                 lookup: Callable[[int, int], str] | None = None) -> None:
+        self.seen: dict[tuple[int, int], str] = dict(known or {})
+        self._lookup = lookup
+
+    def __call__(self, group: int, api_id: int) -> str:
+        key = (int(group), int(api_id))
+        got = self.seen.get(key)
+        if got is None:
+            got = self._lookup(*key) if self._lookup is not None else f"api_{key[0]}_{key[1]}"
+            self.seen[key] = got
+        return got
+
+
+@dataclass
+class RecordContext:
+    pti_version: str
+    clock_offset_ns: int  # epoch ns = PTI ns + offset
+    device_uuids: list[bytes] = field(default_factory=list)  # index = device index (pid)
+    device_names: dict[int, str] = field(default_factory=dict)
+    strings: StringCache = field(default_factory=StringCache)
+    api_names: ApiNameCache = field(default_factory=ApiNameCache)
+
+
+@dataclass
+class KernelTable:
+    """Kernels written to the trace, sorted by kernel id: what per-kernel metrics join on."""
+
+    kernel_id: np.ndarray  # uint64
+    start_ns: np.ndarray  # int64 epoch
+    end_ns: np.ndarray
+    device: np.ndarray  # int64 device index (pid)
+    queue: np.ndarray  # int64 sycl queue id (tid)
+    name: np.ndarray  # object array of str
+
+    @classmethod
+    def empty(cls) -> "KernelTable":
+        z = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.uint64), z, z, z, z, np.zeros(0, dtype=object))
+
+    def __len__(self) -> int:
+        return len(self.kernel_id)
+
+    def find(self, kernel_ids) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, row index) for each requested kernel id (index is 0 where not found)."""
+        ids = np.asarray(kernel_ids, dtype=np.uint64)
+        if not len(self.kernel_id):
+            return np.zeros(len(ids), bool), np.zeros(len(ids), np.intp)
+        pos = np.searchsorted(self.kernel_id, ids)
+        pos = np.minimum(pos, len(self.kernel_id) - 1)
+        found = self.kernel_id[pos] == ids
+        return found, np.where(found, pos, 0)
+
+
+@dataclass
+class EmitResult:
+    kernels: KernelTable
+    counts: dict[str, int]  # slices written by category
+    errors: list[str]
+
+
+def _us(ns: np.ndarray) -> np.ndarray:
+    """ns -> µs with 3 decimals (the trace's own time resolution)."""
+    return np.round(ns.astype(np.float64) / 1000.0, 3)
+
+
+class _Flows:
+    """Correlation ids that get an ac2g arrow: started by runtime, ended by device/driver work."""
+
+    def __init__(self, runtime_corr: np.ndarray, end_corr: np.ndarray) -> None:
+        rt = np.unique(runtime_corr[runtime_corr != 0])
+        ends = np.unique(end_corr[end_corr != 0])
+        self.ids = np.intersect1d(rt, ends, assume_unique=True)
+
+    def starts(self, corr: np.ndarray) -> np.ndarray:
+        """Mask: the first record of each flow id among ``corr``."""
+        return self._first(corr)
+
+    def _first(self, corr: np.ndarray) -> np.ndarray:
+        mask = np.zeros(len(corr), bool)
+        if not len(corr) or not len(self.ids):
+            return mask
+        _, first = np.unique(corr, return_index=True)
+        first = first[np.isin(corr[first], self.ids, assume_unique=False)]
+        mask[first] = True
+        return mask
+
+
+class _ExternalIds:
+    def __init__(self, ext: np.ndarray) -> None:
+        # CUSTOM_0 (profiler ops) first; other kinds only fill in correlations it lacks.
+        kinds = ext["_external_kind"]
+        order = np.argsort(kinds != pti.ExternalKind.CUSTOM_0, kind="stable")
+        corr = ext["_correlation_id"][order].astype(np.int64)
+        ids = ext["_external_id"][order].astype(np.int64)
+        uniq, first = np.unique(corr, return_index=True)
+        self.corr, self.ids = uniq, ids[first]
+        user = kinds == pti.ExternalKind.CUSTOM_1
+        self.user_corr = ext["_correlation_id"][user].astype(np.int64)
+
+    def lookup(self, corr: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(corr), np.int64)
+        if not len(self.corr) or not len(corr):
+            return out
+        c = corr.astype(np.int64)
+        pos = np.minimum(np.searchsorted(self.corr, c), len(self.corr) - 1)
+        hit = self.corr[pos] == c
+        out[hit] = self.ids[pos[hit]]
+        return out
+
+
+class RecordWriter:
+    """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
+
+    def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
+                 types: frozenset[ActivityType]) -> None:
+        self.ctx, self.b, self.window, self.types = ctx, builder, window, types
+        self.counts: dict[str, int] = {}
+        self.errors: list[str] = []
+        self._device_pids: set[int] = set()
+        self._streams: set[tuple[int, int]] = set()
+
+    # ------------------------------------------------------------------ shared helpers
+    def _epoch(self, a: np.ndarray) -> np.ndarray:
+        return a.astype(np.int64) + np.int64(self.ctx.clock_offset_ns)
+
+    def _in_window(self, rec: np.ndarray, start_field: str, end_field: str, what: str) -> np.ndarray:
+        start = rec[start_field]
+        bad = rec[end_field] < start
+        if bad.any():
+            self.errors.append(f"{int(bad.sum())} {what} records end before they start")
+        if self.window is None:
+            return rec
+        ts = self._epoch(start)
+        keep = self.window.contains(ts)
+        lost = int((~keep).sum())
+        if lost:
+            self.b.count_dropped("xpu: out of window", lost)
+        return rec[keep]
+
+    def _device_index(self, uuids: np.ndarray) -> np.ndarray:
+        """(n, 16) uint8 UUIDs -> device index; unseen UUIDs get the next free index."""
+        if not len(uuids):
+            return np.zeros(0, np.int64)
+        keys = np.ascontiguousarray(uuids).view("V16").reshape(-1)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        known = self.ctx.device_uuids
+        table = np.empty(len(uniq), np.int64)
+        for i, u in enumerate(uniq.tolist()):
+            raw = bytes(u)
+            if raw not in known:
+                known.append(raw)
+            table[i] = known.index(raw)
+        return table[inverse.reshape(-1)]
+
+    def _intern_ptrs(self, ptrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pointers -> (string ids, present mask)."""
+        uniq, inverse = np.unique(ptrs, return_inverse=True)
+        ids = np.fromiter((self.b.strings.intern(self.ctx.strings(p)) for p in uniq.tolist()), np.int32, len(uniq))
+        return ids[inverse.reshape(-1)], ptrs != 0
+
+    def _api_name_ids(self, group: np.ndarray, api_id: np.ndarray) -> np.ndarray:
+        key = (group.astype(np.uint64) << np.uint64(32)) | api_id.astype(np.uint64)
+        uniq, inverse = np.unique(key, return_inverse=True)
+        ids = np.fromiter((self.b.strings.intern(self.ctx.api_names(int(k) >> 32, int(k) & 0xFFFFFFFF))
+                           for k in uniq.tolist()), np.int32, len(uniq))
+        return ids[inverse.reshape(-1)]
+
+    def _table_names(self, codes: np.ndarray, fmt: Callable[[int], str]) -> np.ndarray:
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        ids = np.fromiter((self.b.strings.intern(fmt(int(c))) for c in uniq.tolist()), np.int32, len(uniq))
+        return ids[inverse.reshape(-1)]
+
+    def _str_column(self, texts: list[str], codes: np.ndarray) -> ArgColumn:
+        """Arg column of strings chosen by small integer codes (enum values)."""
+        ids = np.array([self.b.strings.intern(t) for t in texts], np.int32)
+        return ArgColumn("str", ids[np.clip(codes.astype(np.int64), 0, len(ids) - 1)])
+
+    def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
+        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid, cat=cat, args=args,
+                          external_id=external_id, vendor=VENDOR)
+        key = cat.value
+        self.counts[key] = self.counts.get(key, 0) + len(ts)
+
+    def _device_rows(self, pid: np.ndarray, queue: np.ndarray) -> None:
+        if not len(pid):
+            return
+        pairs = np.unique(np.stack([pid, queue], axis=1), axis=0)
+        for d, q in pairs.tolist():
+            if (d, q) not in self._streams:
+                self._streams.add((d, q))
+                self.b.set_thread_name(d, q, f"Stream {q}", sort_index=q)
+            self._device_pids.add(d)
+
+    def _time_args(self, rec: np.ndarray, start: np.ndarray, fields: list[tuple[str, str]]) -> dict:
+        args = {}
+        for key, f in fields:
+            raw = rec[f]
+            present = raw != 0
+            if not present.any():
+                continue
+            t = self._epoch(raw)
+            args[key] = ArgColumn("num", _us(t - BASE_TIME_NS), present)
+            args[f"{key}_rel_to_start"] = ArgColumn("num", _us(t - start), present)
+        return args
+
+    # ------------------------------------------------------------------ the whole batch
+    def write(self, records: DecodedRecords) -> EmitResult:
+        for kind, n in records.unknown.items():
+            self.b.count_dropped(f"xpu: unknown record kind {kind}", n)
+        ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
+        want = self.types
+        recs = {k: records.get(k) for k in pti.RECORD_STRUCTS}
+        rt = self._in_window(recs[pti.ViewKind.RUNTIME_API], "_start_timestamp", "_end_timestamp", "runtime")
+        drv = self._in_window(recs[pti.ViewKind.DRIVER_API], "_start_timestamp", "_end_timestamp", "driver")
+        kern = self._in_window(recs[pti.ViewKind.DEVICE_GPU_KERNEL], "_start_timestamp", "_end_timestamp", "kernel")
+        cpy = self._in_window(recs[pti.ViewKind.DEVICE_GPU_MEM_COPY], "_start_timestamp", "_end_timestamp", "memcpy")
+        p2p = self._in_window(recs[pti.ViewKind.DEVICE_GPU_MEM_COPY_P2P], "_start_timestamp", "_end_timestamp", "p2p")
+        fill = self._in_window(recs[pti.ViewKind.DEVICE_GPU_MEM_FILL], "_start_timestamp", "_end_timestamp", "fill")
+        sync = self._in_window(recs[pti.ViewKind.DEVICE_SYNCHRONIZATION], "_start_timestamp", "_end_timestamp",
+                               "synchronization")
+        over = self._in_window(recs[pti.ViewKind.COLLECTION_OVERHEAD], "_overhead_start_timestamp_ns",
+                               "_overhead_end_timestamp_ns", "overhead")
+        comm = self._in_window(recs[pti.ViewKind.COMMUNICATION], "_start_timestamp", "_end_timestamp", "comms")
+
+        device_corr = [kern["_correlation_id"], cpy["_correlation_id"], p2p["_correlation_id"],
+                       fill["_correlation_id"], sync["_correlation_id"]]
+        flows = _Flows(rt["_correlation_id"], np.concatenate([*device_corr, drv["_correlation_id"]]))
+        # One flow end per id: the first device record carrying it, else the first driver record.
+        dev_cat = np.concatenate(device_corr)
+        owner = np.concatenate([np.zeros(len(dev_cat), np.int8), np.ones(len(drv), np.int8)])
+        all_end = np.concatenate([dev_cat, drv["_correlation_id"]])
+        end_first = flows.starts(all_end)
+        splits = np.cumsum([len(c) for c in device_corr])[:-1]
+        dev_masks = np.split(end_first[owner == 0], splits)
+        drv_mask = end_first[owner == 1]
+
+        kernels = KernelTable.empty()
+        if ActivityType.CONCURRENT_KERNEL in want:
+            kernels = self.write_kernels(kern, ext, dev_masks[0])
+        if ActivityType.GPU_MEMCPY in want:
+            self.write_memcpy(cpy, ext, dev_masks[1])
+            self.write_p2p(p2p, ext, dev_masks[2])
+        if ActivityType.GPU_MEMSET in want:
+            self.write_fill(fill, ext, dev_masks[3])
+        if ActivityType.XPU_SYNC in want or ActivityType.CUDA_SYNC in want:  # generic sync selection
+            self.write_sync(sync, ext, dev_masks[4])
+        if ActivityType.RUNTIME in want:
+            self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True)
+        if ActivityType.DRIVER in want:
+            self.write_api(drv, ext, ActivityType.DRIVER, drv_mask, start=False)
+        if ActivityType.OVERHEAD in want:
+            self.write_overhead(over)
+        if ActivityType.COLLECTIVE_COMM in want:
+            self.write_comms(comm)
+        self._process_rows()
+        self.b.set_metadata("xpupti_version", self.ctx.pti_version)
+        return EmitResult(kernels, self.counts, self.errors)
+
+    def _flow(self, mask, ts, pid, tid, corr, start: bool) -> None:
+        if mask.any():
+            pid_arr = np.broadcast_to(np.asarray(pid), mask.shape)
+            tid_arr = np.broadcast_to(np.asarray(tid), mask.shape)
+            self.b.add_flows(flow_ids=corr[mask].astype(np.int64), ts=ts[mask], pid=pid_arr[mask],
+                             tid=tid_arr[mask], start=start, cat="ac2g")
+
+    # ------------------------------------------------------------------ per kind
+    def write_kernels(self, k: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> KernelTable:
+        if not len(k):
+            return KernelTable.empty()
+        start, end = self._epoch(k["_start_timestamp"]), self._epoch(k["_end_timestamp"])
+        pid = self._device_index(k["_device_uuid"])
+        tid = k["_sycl_queue_id"].astype(np.int64)
+        name_ids, _ = self._intern_ptrs(k["_name"])
+        corr = k["_correlation_id"]
+        src_ids, has_src = self._intern_ptrs(k["_source_file_name"])
+        args = {"correlation": corr.astype(np.int64)}
+        args.update(self._time_args(k, start, [("appended", "_append_timestamp"), ("submitted", "_submit_timestamp"),
+                                               ("sycl_task_begin", "_sycl_task_begin_timestamp"),
+                                               ("sycl_enqk_begin", "_sycl_enqk_begin_timestamp")]))
+        args.update({
+            "device": pid, "context": hex_column(k["_context_handle"]), "sycl queue": tid,
+            "l0 queue": hex_column(k["_queue_handle"]),
+        })
+        if has_src.any():
+            args["source_file_name"] = ArgColumn("str", src_ids, has_src)
+            args["source_line_number"] = ArgColumn("num", k["_source_line_number"].astype(np.int64), has_src)
+        args.update({"kernel_id": k["_kernel_id"].astype(np.int64), "sycl_node_id": k["_sycl_node_id"].astype(np.int64),
+                     "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64)})
+        self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._device_rows(pid, tid)
+        self._flow(flow_end, start, pid, tid, corr, start=False)
+        order = np.argsort(k["_kernel_id"], kind="stable")
+        names = np.array(self.b.strings.strings, dtype=object)[name_ids]
+        return KernelTable(k["_kernel_id"][order], start[order], end[order], pid[order], tid[order], names[order])
+
+    def _copy_common(self, m: np.ndarray, start: np.ndarray, corr: np.ndarray) -> dict:
+        args = {"correlation": corr.astype(np.int64)}
+        args.update(self._time_args(m, start, [("appended", "_append_timestamp"), ("submitted", "_submit_timestamp")]))
+        return args
+
+    def _bandwidth(self, nbytes: np.ndarray, dur: np.ndarray) -> ArgColumn:
+        ok = dur > 0
+        gbps = np.divide(nbytes.astype(np.float64), dur, out=np.zeros(len(dur)), where=ok)  # bytes/ns == GB/s
+        return ArgColumn("num", gbps, ok)
+
+    def write_memcpy(self, m: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+        if not len(m):
+            return
+        start, end = self._epoch(m["_start_timestamp"]), self._epoch(m["_end_timestamp"])
+        pid = self._device_index(m["_device_uuid"])
+        tid = m["_sycl_queue_id"].astype(np.int64)
+        code = (m["_memcpy_type"].astype(np.int64) << 16) | (m["_mem_src"].astype(np.int64) << 8) | m["_mem_dst"]
+        names = self._table_names(code, lambda c: f"Memcpy {_enum(pti.MEMCPY_TYPES, c >> 16)} "
+                                                  f"({_enum(pti.MEMORY_TYPES, (c >> 8) & 0xFF)} -> "
+                                                  f"{_enum(pti.MEMORY_TYPES, c & 0xFF)})")
+        corr = m["_correlation_id"]
+        call_ids, has_call = self._intern_ptrs(m["_name"])
+        nbytes = m["_bytes"].astype(np.int64)
+        args = self._copy_common(m, start, corr)
+        args.update({
+            "device": pid, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
+            "l0 queue": hex_column(m["_queue_handle"]), "l0 call": ArgColumn("str", call_ids, has_call),
+            "memory opration id": m["_mem_op_id"].astype(np.int64),  # sic: Kineto's key
+            "src memory": self._str_column(list(pti.MEMORY_TYPES), m["_mem_src"]),
+            "dst memory": self._str_column(list(pti.MEMORY_TYPES), m["_mem_dst"]),
+            "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
+        })
+        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._device_rows(pid, tid)
+        self._flow(flow_end, start, pid, tid, corr, start=False)
+
+    def write_p2p(self, m: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+        if not len(m):
+            return
+        start, end = self._epoch(m["_start_timestamp"]), self._epoch(m["_end_timestamp"])
+        src = self._device_index(m["_src_uuid"])
+        dst = self._device_index(m["_dst_uuid"])
+        tid = m["_sycl_queue_id"].astype(np.int64)
+        names = self._table_names(m["_memcpy_type"], lambda c: f"Memcpy {_enum(pti.MEMCPY_TYPES, c)} (P2P)")
+        corr = m["_correlation_id"]
+        nbytes = m["_bytes"].astype(np.int64)
+        args = {"fromDevice": src, "toDevice": dst, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
+                "l0 queue": hex_column(m["_queue_handle"]), "correlation": corr.astype(np.int64),
+                "memory opration id": m["_mem_op_id"].astype(np.int64), "bytes": nbytes,
+                "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, src, tid, args, ext.lookup(corr))
+        self._device_rows(src, tid)
+        self._flow(flow_end, start, src, tid, corr, start=False)
+
+    def write_fill(self, f: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+        if not len(f):
+            return
+        start, end = self._epoch(f["_start_timestamp"]), self._epoch(f["_end_timestamp"])
+        pid = self._device_index(f["_device_uuid"])
+        tid = f["_sycl_queue_id"].astype(np.int64)
+        # Kineto's name: "Memset (<value> -> <memory type>)".
+        code = (f["_value_for_set"].astype(np.uint64) << np.uint64(8)) | f["_mem_type"].astype(np.uint64)
+        names = self._table_names(code, lambda c: f"Memset ({c >> 8} -> {_enum(pti.MEMORY_TYPES, c & 0xFF)})")
+        corr = f["_correlation_id"]
+        call_ids, has_call = self._intern_ptrs(f["_name"])
+        nbytes = f["_bytes"].astype(np.int64)
+        args = self._copy_common(f, start, corr)
+        args.update({
+            "device": pid, "context": hex_column(f["_context_handle"]), "sycl queue": tid,
+            "l0 queue": hex_column(f["_queue_handle"]), "l0 call": ArgColumn("str", call_ids, has_call),
+            "memory opration id": f["_mem_op_id"].astype(np.int64), "bytes": nbytes,
+            "value": f["_value_for_set"].astype(np.int64),
+            "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
+        })
+        self._add(ActivityType.GPU_MEMSET, names, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._device_rows(pid, tid)
+        self._flow(flow_end, start, pid, tid, corr, start=False)
+
+    def write_sync(self, s: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+        if not len(s):
+            return
+        start, end = self._epoch(s["_start_timestamp"]), self._epoch(s["_end_timestamp"])
+        tid = s["_thread_id"].astype(np.int64)
+        names = self._api_name_ids(s["_api_group"], s["_api_id"])
+        corr = s["_correlation_id"]
+        # Event handles and correlation stay in args so inter-stream dependencies can be resolved later.
+        args = {"correlation": corr.astype(np.int64), "Type": self._str_column(list(pti.SYNC_TYPES), s["_synch_type"]),
+                "Context_handle": hex_column(s["_context_handle"]), "Queue_handle": hex_column(s["_queue_handle"]),
+                "Event_handle": hex_column(s["_event_handle"]),
+                "Number_wait_events": s["_number_wait_events"].astype(np.int64),
+                "Return_code": s["_return_code"].astype(np.int64)}
+        self._add(ActivityType.XPU_SYNC, names, start, end - start, OVERHEAD_PID, tid, args, ext.lookup(corr))
+        self._flow(flow_end, start, OVERHEAD_PID, tid, corr, start=False)
+        self._device_pids.add(OVERHEAD_PID)
+
+    def write_api(self, a: np.ndarray, ext: _ExternalIds, cat: ActivityType, flow_mask: np.ndarray,
+                  start: bool) -> None:
+        if not len(a):
+            return
+        ts, end = self._epoch(a["_start_timestamp"]), self._epoch(a["_end_timestamp"])
+        pid, tid = a["_process_id"].astype(np.int64), a["_thread_id"].astype(np.int64)
+        names = self._api_name_ids(a["_api_group"], a["_api_id"])
+        corr = a["_correlation_id"]
+        self._add(cat, names, ts, end - ts, pid, tid, {"correlation": corr.astype(np.int64)}, ext.lookup(corr))
+        self._flow(flow_mask, ts, pid, tid, corr, start=start)
+
+    def write_overhead(self, o: np.ndarray) -> None:
+        if not len(o):
+            return
+        ts, end = self._epoch(o["_overhead_start_timestamp_ns"]), self._epoch(o["_overhead_end_timestamp_ns"])
+        names = self._table_names(o["_overhead_kind"], lambda c: _enum(pti.OVERHEAD_NAMES, c))
+        cost = o["_overhead_duration_ns"].astype(np.int64)
+        span = end - ts
+        occ = np.divide(cost * 100.0, span, out=np.zeros(len(span)), where=span > 0)
+        args = {"overhead cost": cost, "overhead occupancy": [f"{v:.0f}%" for v in occ.tolist()],
+                "overhead count": o["_overhead_count"].astype(np.int64)}
+        self._add(ActivityType.OVERHEAD, names, ts, span, OVERHEAD_PID, o["_overhead_thread_id"].astype(np.int64),
+                  args)
+        self._device_pids.add(OVERHEAD_PID)
+
+    def write_comms(self, c: np.ndarray) -> None:
+        if not len(c):
+            return
+        ts, end = self._epoch(c["_start_timestamp"]), self._epoch(c["_end_timestamp"])
+        uniq, inverse = np.unique(c["_name"], return_inverse=True)
+        ids = np.array([self.b.strings.intern(f"xccl::{self.ctx.strings(p)}") for p in uniq.tolist()], np.int32)
+        args = {"Communicator_id": c["_communicator_id"].astype(np.int64), "send bytes": c["_send_size"].astype(np.int64),
+                "recv bytes": c["_recv_size"].astype(np.int64)}
+        self._add(ActivityType.COLLECTIVE_COMM, ids[inverse.reshape(-1)], ts, end - ts,
+                  c["_process_id"].astype(np.int64), c["_thread_id"].astype(np.int64), args)
+
+    def _process_rows(self) -> None:
+        for d in sorted(self._device_pids):
+            if d == OVERHEAD_PID:
+                self.b.set_process_name(d, "XPU Sync and Overhead", sort_index=OVERHEAD_SORT_INDEX)
+            else:
+                name = self.ctx.device_names.get(d, f"XPU {d}")
+                self.b.set_process_name(d, name, label=f"XPU {d}", sort_index=DEVICE_SORT_BASE + d)
+
+
+def _enum(names: tuple[str, ...], code: int) -> str:
+    return names[code] if 0 <= code < len(names) else f"UNKNOWN_{code}"
+
+
+def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
+                  window: ProcessWindow | None, types: frozenset[ActivityType]) -> EmitResult:
+    """Write decoded PTI records into ``builder`` (see the module docstring for the conventions)."""
+    return RecordWriter(ctx, builder, window, types).write(records)

@@ -1,0 +1,245 @@
+"""pytest plugin (entry point ``pytest11``): device markers and the ``xpuprof_trace`` fixture.
+
+- ``@pytest.mark.xpu`` / ``cuda`` / ``rocm``: the test is skipped, with the backend probe's
+  reason, when that device is not usable here.
+- ``xpuprof_trace``: profiles the test body. The first query (``kernels()``, ``total_ms``,
+  ``metric()``, ``annotations()``) stops the profiler, so everything the test did before it is
+  in the trace::
+
+      @pytest.mark.xpuprof(backends=["sim"], metrics=["XVE_STALL"])
+      def test_gemm(xpuprof_trace):
+          run_my_gemm()
+          gemm = xpuprof_trace.kernels(name="gemm")
+          assert gemm.count > 0 and gemm.total_ms < 5
+          assert xpuprof_trace.metric("XVE_STALL").mean() < 40
+
+- ``--xpuprof-keep-failed DIR``: keep the trace of every failing test that used the fixture.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+DEVICE_MARKERS = {
+    "xpu": "needs an Intel GPU with a Level Zero driver (skipped otherwise, with the probe's reason)",
+    "cuda": "needs an NVIDIA GPU with CUPTI (skipped otherwise, with the probe's reason)",
+    "rocm": "needs an AMD GPU with rocprofiler-sdk (skipped otherwise, with the probe's reason)",
+}
+MARKER_OPTIONS = ("backends", "activities", "metrics", "per_kernel", "max_scopes", "record_shapes")
+_probes: dict[str, tuple[bool, str]] = {}
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("xpuprof")
+    group.addoption("--xpuprof-keep-failed", metavar="DIR", default=None,
+                    help="copy the xpuprof_trace trace of each failing test into DIR")
+
+
+def pytest_configure(config) -> None:
+    for name, text in DEVICE_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    config.addinivalue_line("markers", "xpuprof(backends=None, activities=None, metrics=None, per_kernel=True, "
+                                       "max_scopes=0, record_shapes=False): options for the xpuprof_trace fixture")
+
+
+def probe_device(name: str) -> tuple[bool, str]:
+    """(available, reason) from the backend's probe, cached per session; never raises."""
+    if name not in _probes:
+        from .backends.registry import get_backend_class
+
+        try:
+            result = get_backend_class(name).probe()
+            _probes[name] = (bool(result.available), result.reason)
+        except Exception as exc:  # a backend that cannot even load is a reason to skip, not an error
+            _probes[name] = (False, f"backend {name!r} could not be loaded: {type(exc).__name__}: {exc}")
+    return _probes[name]
+
+
+def pytest_runtest_setup(item) -> None:
+    for name in DEVICE_MARKERS:
+        if item.get_closest_marker(name) is not None:
+            ok, reason = probe_device(name)
+            if not ok:
+                pytest.skip(f"{name} device not available: {reason}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"_xpuprof_report_{report.when}", report)
+
+
+# ----------------------------------------------------------------------------- query objects
+class MetricValues:
+    """One metric's per-kernel values (NaN-free)."""
+
+    def __init__(self, name: str, values: np.ndarray, unit: str = "") -> None:
+        self.name, self.values, self.unit = name, values, unit
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def _need(self, what: str) -> None:
+        if not len(self.values):
+            raise ValueError(f"metric {self.name!r} has no values for the selected kernels; cannot take the {what}")
+
+    def mean(self) -> float:
+        self._need("mean")
+        return float(self.values.mean())
+
+    def min(self) -> float:
+        self._need("min")
+        return float(self.values.min())
+
+    def max(self) -> float:
+        self._need("max")
+        return float(self.values.max())
+
+    def __repr__(self) -> str:
+        return f"MetricValues({self.name!r}, n={len(self)})"
+
+
+class KernelSelection:
+    """Kernels (and copies) matching a query: counts, times in ms and metric values."""
+
+    def __init__(self, table) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @property
+    def count(self) -> int:
+        return len(self._table)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(set(self._table.name.tolist()))
+
+    @property
+    def total_ms(self) -> float:
+        return float(self._table.dur_ns.sum()) / 1e6
+
+    @property
+    def mean_ms(self) -> float:
+        return self.total_ms / self.count if self.count else 0.0
+
+    @property
+    def durations_ms(self) -> np.ndarray:
+        return self._table.dur_ns / 1e6
+
+    def metric(self, name: str) -> MetricValues:
+        col = self._table.metrics.get(name)
+        if col is None:
+            known = ", ".join(self._table.metrics) or "none (no per-kernel metrics were collected)"
+            raise KeyError(f"no metric {name!r} in this trace; metrics present: {known}")
+        return MetricValues(name, col[np.isfinite(col)], self._table.units.get(name, ""))
+
+    def __repr__(self) -> str:
+        return f"KernelSelection(count={self.count}, total_ms={self.total_ms:.4f}, names={self.names[:5]})"
+
+
+class ProfiledTrace:
+    """The ``xpuprof_trace`` fixture's object: profiles until the first query (or ``stop()``)."""
+
+    def __init__(self, path: Path, **options: Any) -> None:
+        bad = sorted(set(options) - set(MARKER_OPTIONS))
+        if bad:
+            raise ValueError(f"@pytest.mark.xpuprof got unknown option(s) {bad}; valid: {', '.join(MARKER_OPTIONS)}")
+        self.path = Path(path)
+        self.options = options
+        self._prof = None
+        self._device = None
+        self._host = None
+        self._error: str | None = None
+
+    def start(self) -> None:
+        from .config.options import ExperimentalConfig
+        from .profiler import profile
+
+        o = self.options
+        exp = ExperimentalConfig(profiler_metrics=list(o.get("metrics") or []),
+                                 profiler_measure_per_kernel=o.get("per_kernel", True),
+                                 max_scopes=o.get("max_scopes", 0))
+        self._prof = profile(activities=o.get("activities"), backends=o.get("backends"), experimental_config=exp,
+                             record_shapes=o.get("record_shapes", False))
+        self._prof.start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._device is not None
+
+    def stop(self) -> "ProfiledTrace":
+        """Stop profiling and write the trace (idempotent)."""
+        if self.stopped:
+            return self
+        from .analysis.report import DEVICE_CATEGORIES, HOST_CATEGORIES, EventTable, TraceFile
+        from .trace.load import load
+
+        if self._error is not None:
+            raise RuntimeError(f"the profiled trace could not be written: {self._error}")
+        try:
+            self._prof.stop()
+            self._prof.export_chrome_trace(self.path)
+        except Exception as exc:
+            self._error = f"{type(exc).__name__}: {exc}"
+            raise
+        data = load(self.path)
+        tf = TraceFile(self.path, data, None)
+        self._device = EventTable.from_trace(tf, DEVICE_CATEGORIES)
+        self._host = EventTable.from_trace(tf, HOST_CATEGORIES)
+        return self
+
+    def kernels(self, name: str | None = None) -> KernelSelection:
+        """Device kernels/copies/fills whose name matches the regex ``name`` (all when None)."""
+        self.stop()
+        return KernelSelection(self._device.filter(name=name))
+
+    def annotations(self, name: str | None = None) -> KernelSelection:
+        """Host ranges (record_function, ops) whose name matches the regex ``name``."""
+        self.stop()
+        return KernelSelection(self._host.filter(name=name))
+
+    @property
+    def total_ms(self) -> float:
+        """Total device time of every kernel, copy and fill."""
+        return self.kernels().total_ms
+
+    def metric(self, name: str) -> MetricValues:
+        return self.kernels().metric(name)
+
+    @property
+    def metadata(self) -> dict:
+        self.stop()
+        from .trace.load import load
+
+        return {k: v for k, v in load(self.path).items() if k != "traceEvents"}
+
+
+def _safe_name(nodeid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", nodeid).strip("_")[:180]
+
+
+@pytest.fixture
+def xpuprof_trace(request, tmp_path):
+    marker = request.node.get_closest_marker("xpuprof")
+    trace = ProfiledTrace(tmp_path / "xpuprof.pt.trace.json", **(dict(marker.kwargs) if marker else {}))
+    trace.start()
+    try:
+        yield trace
+    finally:
+        if trace._error is None:
+            trace.stop()
+        keep = request.config.getoption("xpuprof_keep_failed")
+        report = getattr(request.node, "_xpuprof_report_call", None)
+        if keep and report is not None and report.failed and trace.path.exists():
+            dest = Path(keep) / f"{_safe_name(request.node.nodeid)}.pt.trace.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(trace.path, dest)
+            request.node.user_properties.append(("xpuprof_trace", str(dest)))
