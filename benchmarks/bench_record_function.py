@@ -4,7 +4,8 @@
 
 Prints ns per iteration (best of --repeat) for: an empty loop, ``with nullcontext()``,
 ``with record_function(...)`` with no profiler, while profiling host ranges only, and while
-profiling with the sim backend (correlation ids pushed to a device session). The overhead is
+profiling with the sim backend (correlation ids pushed to a device session); the pure-Python
+fallback (used when the C extension is not built) is measured too. The overhead is
 the difference to the empty loop; the target is <= 500 ns while profiling.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gc
 import time
 
 import xpuprof
+from xpuprof.host import annotations
 
 TARGET_NS = 500.0
 
@@ -40,11 +42,15 @@ def nullctx(n):
             pass
 
 
-def ranges(n):
-    rf = xpuprof.record_function
+def ranges(n, rf=None):
+    rf = rf or xpuprof.record_function
     for _ in range(n):
         with rf("op"):
             pass
+
+
+def py_ranges(n):
+    ranges(n, annotations.PurePythonRecordFunction)
 
 
 def main() -> int:
@@ -56,19 +62,22 @@ def main() -> int:
     gc.collect()
     results = {"empty loop": _time(empty, n, r), "nullcontext()": _time(nullctx, n, r),
                "record_function, not profiling": _time(ranges, n, r)}
-    for label, kwargs in (("record_function, profiling (host)", dict(activities=["cpu"])),
-                          ("record_function, profiling (sim)", dict(backends=["sim"]))):
+    results["pure-Python fallback, not profiling"] = _time(py_ranges, n, r)
+    for label, body, kwargs in (("record_function, profiling (host)", ranges, dict(activities=["cpu"])),
+                                ("pure-Python fallback, profiling (host)", py_ranges, dict(activities=["cpu"])),
+                                ("record_function, profiling (sim)", ranges, dict(backends=["sim"]))):
         best = float("inf")
         for _ in range(r):  # a fresh profile per repeat: the buffer starts empty each time
             with xpuprof.profile(**kwargs):
                 t0 = time.perf_counter_ns()
-                ranges(n)
+                body(n)
                 best = min(best, (time.perf_counter_ns() - t0) / n)
         results[label] = best
     base = results["empty loop"]
-    print(f"{'case':38s} {'ns/iter':>9s} {'overhead ns':>12s}")
+    print(f"C fast path: {'yes' if annotations.FAST_PATH else 'no (pure Python)'}")
+    print(f"{'case':40s} {'ns/iter':>9s} {'overhead ns':>12s}")
     for label, ns in results.items():
-        print(f"{label:38s} {ns:9.1f} {ns - base:12.1f}")
+        print(f"{label:40s} {ns:9.1f} {ns - base:12.1f}")
     host = results["record_function, profiling (host)"] - base
     print(f"profiling overhead / target ({TARGET_NS:.0f} ns): {host / TARGET_NS:.2f}"
           f" ({'meets' if host <= TARGET_NS else 'misses'} the target)")

@@ -251,7 +251,13 @@ class profile:
         self._started = True
         self.step_num = 0
         self.current_action = self.schedule(self.step_num)
-        self._transit(ProfilerAction.NONE, self.current_action)
+        try:
+            self._transit(ProfilerAction.NONE, self.current_action)
+        except BaseException:
+            # Nothing may stay half-started: no recorder, no tracer, no running session.
+            self._abort_cycle()
+            self._started = False
+            raise
         self._enter_step()
 
     def stop(self) -> None:
@@ -372,19 +378,30 @@ class profile:
             for name, session in self._sessions:
                 session.start()
                 started.append((name, session))
+            if self.config.python_functions and ActivityType.PYTHON_FUNCTION in self.config.activities:
+                from .host.pyfunctions import PythonFunctionTracer
+                tracer = PythonFunctionTracer()
+                tracer.start()  # raises when another tool already owns sys.setprofile
+                self._pytracer = tracer
         except BaseException:
-            for _, session in reversed(started):
-                try:
-                    session.stop()
-                except Exception:  # the original error is the one to report
-                    pass
-            self._sessions = []
+            self._sessions = started  # stop only what started
+            self._abort_cycle()
             raise
         annotations.install(self._recorder)
-        if self.config.python_functions and ActivityType.PYTHON_FUNCTION in self.config.activities:
-            from .host.pyfunctions import PythonFunctionTracer
-            self._pytracer = PythonFunctionTracer()
-            self._pytracer.start()
+
+    def _abort_cycle(self) -> None:
+        if self._pytracer is not None:
+            self._pytracer.stop()
+            self._pytracer = None
+        if annotations.active_recorder() is self._recorder:
+            annotations.install(None)
+        for _, session in self._sessions:
+            try:
+                session.stop()
+            except Exception:  # already failing; the first error is the one to report
+                pass
+        self._sessions = []
+        self._recorder = None
 
     def _stop_trace(self) -> None:
         if self._recorder is None:

@@ -166,13 +166,13 @@ def test_log_url_inserts_pid():
 def test_profiler_config_from_kineto():
     kc = parsed("ACTIVITY_TYPES=xpu_runtime,kernel,xpu_scope_profiler,python_function\n"
                 "XPUPTI_PROFILER_METRICS=GpuTime\nXPUPTI_PROFILER_ENABLE_PER_KERNEL=1\n"
-                "PROFILE_REPORT_INPUT_SHAPES=1\nPROFILE_WITH_STACK=1\nREQUEST_TRACE_ID=abc\nCUSTOM_CONFIG=x=y")
+                "PROFILE_REPORT_INPUT_SHAPES=1\nPROFILE_WITH_STACK=1\nREQUEST_TRACE_ID=abc\nCUSTOM_CONFIG=opaque")
     pc = ProfilerConfig.from_kineto(kc)
     assert pc.activities == {ActivityType.RUNTIME, ActivityType.CONCURRENT_KERNEL, ActivityType.XPU_SCOPE_PROFILER,
                              ActivityType.PYTHON_FUNCTION}
     assert pc.experimental.profiler_metrics == ["GpuTime"] and pc.experimental.profiler_measure_per_kernel
     assert pc.record_shapes and pc.with_stack and pc.python_functions and pc.trace_id == "abc"
-    assert pc.custom == {} or pc.custom.get("CUSTOM_CONFIG")
+    assert pc.custom == {"CUSTOM_CONFIG": "opaque"}
 
 
 def test_custom_config_with_equals_is_malformed_like_kineto():

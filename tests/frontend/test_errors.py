@@ -77,3 +77,25 @@ def test_failing_trace_ready_callback_does_not_leave_profiling_on():
     with pytest.raises(OSError, match="disk full"):
         with xpuprof.profile(activities=["cpu"], on_trace_ready=boom):
             pass
+
+
+def test_failed_start_leaves_nothing_running():
+    import sys
+    def other_tool(frame, event, arg):
+        return None
+
+    cfg = xpuprof.ProfilerConfig(python_functions=True)
+    prof = xpuprof.profile(activities=["cpu"], backends=["sim"], config=cfg)
+    sys.setprofile(other_tool)
+    try:
+        with pytest.raises(RuntimeError, match="another profiler"):
+            prof.start()
+        assert sys.getprofile() is other_tool
+    finally:
+        sys.setprofile(None)
+    assert annotations.active_recorder() is None
+    prof.stop()  # a no-op after a failed start
+    with prof:  # and the same profile can start again once the conflict is gone
+        with xpuprof.record_function("ok"):
+            pass
+    assert "ok" in prof.builder.slice_table()["name"].tolist()

@@ -27,7 +27,7 @@ def test_decorator_nesting_and_args():
 
 
 def test_correlation_ids_are_unique_and_visible_inside_a_range():
-    with xpuprof.profile(backends=["sim"]) as prof:
+    with xpuprof.profile(backends=["sim"]):
         with xpuprof.record_function("a") as a:
             assert xpuprof.current_correlation_id() == a.correlation_id
             with xpuprof.record_function("b") as b:
@@ -91,3 +91,44 @@ def test_python_function_tracing_is_opt_in():
     assert not any("/xpuprof/" in n.split("(")[0] for n in names)  # the profiler's own frames stay out
     import sys
     assert sys.getprofile() is None
+
+
+import pytest  # noqa: E402
+
+BOTH_PATHS = [annotations.record_function, annotations.PurePythonRecordFunction]
+
+
+@pytest.mark.parametrize("rf", BOTH_PATHS, ids=["default", "pure-python"])
+def test_both_paths_record_the_same_rows(rf):
+    @rf("deco")
+    def f():
+        return 7
+
+    with xpuprof.profile(backends=["sim"]) as prof:
+        with rf("outer", {"a": 1}) as outer:
+            assert xpuprof.current_correlation_id() == outer.correlation_id
+            assert f() == 7
+    t = prof.builder.slice_table("user_annotation")
+    assert sorted(t["name"].tolist()) == ["deco", "outer"]
+    kernels = prof.builder.slice_table("kernel")
+    assert len(kernels["name"]) == 1  # only the innermost range launches simulated work
+    with rf("idle") as idle:
+        pass
+    assert idle.correlation_id == 0
+
+
+def test_default_path_is_the_c_extension_when_built():
+    import os
+    import xpuprof._native as native
+    built = any(name.startswith("hostrec.") and name.endswith((".so", ".pyd")) for name in os.listdir(native.__path__[0]))
+    if os.environ.get("XPUPROF_PURE_PYTHON") == "1" or not built:
+        pytest.skip("C fast path not built or disabled by XPUPROF_PURE_PYTHON=1")
+    assert annotations.FAST_PATH and xpuprof.record_function.__name__ == "record_function"
+
+
+def test_c_constructor_errors_are_clear():
+    with pytest.raises(TypeError):
+        xpuprof.record_function()
+    with pytest.raises(TypeError):
+        xpuprof.record_function("a", None, "extra")
+    assert xpuprof.record_function(name="kw", args={"x": 1}).args == {"x": 1}

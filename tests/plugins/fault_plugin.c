@@ -126,6 +126,13 @@ static int process_events(XpuprofPluginProfiler *p, const XpuprofTraceBuilderApi
                         metrics, values};
     api->add_counter(b, &c);
     api->set_metadata(b, "cfault_version", "\"1.0\"");
+    XpuprofSlice bulk[3];
+    for (int i = 0; i < 3; i++) {
+        XpuprofSlice k = {sizeof k, XPUPROF_ACTIVITY_CONCURRENT_KERNEL, 0, t0 + 10000 + i * 100, t0 + 10050 + i * 100,
+                          dev, q, 0, "bulk_kernel", i == 1 ? "{\"index\": 1}" : NULL};
+        bulk[i] = k;
+    }
+    api->add_slices(b, bulk, 3);
 #ifdef FAULT_MALFORMED
     XpuprofSlice bad = k1;
     bad.name = NULL;
@@ -156,6 +163,12 @@ static int process_events(XpuprofPluginProfiler *p, const XpuprofTraceBuilderApi
     api->set_metadata(b, "traceEvents", "[]");
     api->set_metadata(b, "x", "not json");
     api->add_slice((XpuprofTraceBuilder *)0x1234, &k1); /* wrong handle */
+    XpuprofSlice badbulk[3] = {bulk[0], bulk[1], bulk[2]};
+    badbulk[0].end_ns = badbulk[0].start_ns - 1; /* ends before it starts */
+    badbulk[2].activity_type = 999;              /* unknown type */
+    badbulk[1].name = "bulk_survivor";
+    api->add_slices(b, badbulk, 3);
+    api->add_slices(b, NULL, 2);                 /* NULL array: both counted */
     /* a good one after the bad ones still lands */
     XpuprofSlice k2 = {sizeof k2, XPUPROF_ACTIVITY_CONCURRENT_KERNEL, 0, t0 + 6000, t0 + 7000, dev, q, 0, "after_bad",
                        NULL};

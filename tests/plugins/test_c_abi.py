@@ -120,6 +120,10 @@ def test_every_builder_function(plugin_dir, tmp_path, monkeypatch):
     assert {"labels": "cfault"} in [e["args"] for e in events(trace, "M", name="process_labels")]
     assert {"name": "queue 3"} in [e["args"] for e in events(trace, "M", name="thread_name")]
     assert trace["cfault_version"] == "1.0"
+    bulk = events(trace, "X", name="bulk_kernel")  # the bulk path (add_slices)
+    assert [e["dur"] for e in bulk] == [0.05, 0.05, 0.05] and [e["pid"] for e in bulk] == [77, 77, 77]
+    assert [e.get("args") for e in bulk] == [None, {"index": 1}, None]
+    assert bulk[1]["ts"] - bulk[0]["ts"] == pytest.approx(0.1, abs=2e-3)
     assert faults.faults() == []
     destroyed = ctypes.CDLL(str(lib)).cfault_destroyed
     assert destroyed() == 1  # destroy ran exactly once, after process
@@ -206,13 +210,14 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
     caplog.set_level(logging.WARNING, logger="xpuprof.plugins")
     trace, _, sessions = run_profile(["cmal"], tmp_path)
     names = [e["name"] for e in events(trace, "X")]
-    assert names == ["synthLaunchKernel", "gemm_kernel", "after_bad"]
+    assert sorted(names) == sorted(["synthLaunchKernel", "gemm_kernel", "after_bad", "bulk_survivor"]
+                                   + ["bulk_kernel"] * 3)
     assert len(events(trace, "C")) == 1 and len(events(trace, "s")) == 1
     assert trace["traceEvents"] and "x" not in trace
-    assert trace["dropped_records"] == {"plugin cmal: malformed": 12}
+    assert trace["dropped_records"] == {"plugin cmal: malformed": 16}
     (fault,) = faults.faults()
     assert fault.origin == f"C plugin {lib}" and fault.stage == "events"
-    assert fault.reason == "12 malformed item(s) dropped; first: add_slice: XpuprofSlice.name is NULL"
+    assert fault.reason == "16 malformed item(s) dropped; first: add_slice: XpuprofSlice.name is NULL"
     assert [r.getMessage() for r in caplog.records] == [str(fault)]
     assert sessions[0].errors() == [str(fault)]
 
@@ -235,3 +240,24 @@ def test_each_malformed_slice_reason(mutate, message):
     assert bridge.api.add_slice(bridge.api.builder, ctypes.addressof(s)) == -1
     assert bridge.malformed == 1 and message in bridge.first_reason
     assert builder.event_count() == 0
+
+
+def test_bulk_slice_reasons():
+    from xpuprof.backends.base import ProcessWindow
+    from xpuprof.trace.builder import TraceBuilder
+
+    builder = TraceBuilder()
+    bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset({ActivityType.CONCURRENT_KERNEL}),
+                                  "t")
+    size = ctypes.sizeof(c_abi.XpuprofSlice)
+    arr = (c_abi.XpuprofSlice * 5)(*[c_abi.XpuprofSlice(size, 6, 0, 10 + i, 20 + i, 1, 2, 0, b"k", None)
+                                      for i in range(5)])
+    arr[1].name = b"\xff"
+    arr[2].args_json = b"[]"
+    arr[3].activity_type = 8  # runtime: valid but not enabled -> dropped, not malformed
+    arr[4].start_ns = -5
+    assert bridge.api.add_slices(bridge.api.builder, ctypes.addressof(arr), 5) == -1
+    assert bridge.malformed == 3
+    assert bridge.first_reason == "add_slices: slices[4].start_ns is not epoch nanoseconds > 0"
+    assert list(builder.slice_table()["name"]) == ["k"]
+    assert builder.dropped == {"plugin t: runtime not enabled": 1}

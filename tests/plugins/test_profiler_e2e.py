@@ -36,14 +36,14 @@ def test_plugins_take_part_in_a_profile_run(plugins, tmp_path, monkeypatch):
     trace = _run(tmp_path, backends=["synth", "synthbad", "host_memory"])
     assert sorted(trace["backends"]) == ["host_memory", "synth", "synthbad"]
     kernels = [e["name"] for e in events(trace, "X", cat="kernel")]
-    assert kernels.count("gemm_kernel") == 2 and "after_bad" in kernels  # synthbad's events before its error stay
+    assert kernels.count("gemm_kernel") == 2 and "after_bad" in kernels and kernels.count("bulk_kernel") == 6  # synthbad's events before its error stay
     assert events(trace, "X", name="user block")
     assert len(events(trace, "C", name="Resident memory (MiB)")) == 2
     assert events(trace, "C", name="synthetic utilization")
-    assert trace["dropped_records"] == {"plugin synthbad: malformed": 12}
+    assert trace["dropped_records"] == {"plugin synthbad: malformed": 16}
     errors = trace["backend_errors"]["synthbad"]
     assert any("injected failure in process_events" in e for e in errors)
-    assert any("12 malformed item(s) dropped" in e for e in errors)
+    assert any("16 malformed item(s) dropped" in e for e in errors)
     stages = sorted(f.stage for f in faults.faults())
     assert stages == ["events", "process"]
 

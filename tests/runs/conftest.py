@@ -8,7 +8,7 @@ from xpuprof.activity import ActivityType
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import TraceBuilder, write_chrome_trace
 
-pytest_plugins = ["pytester"]
+
 
 # name -> (calls per rank, duration ns)
 KERNELS = {"gemm_kernel": (6, 50_000), "axpy_kernel": (10, 4_000), "reduce_kernel": (3, 12_000)}

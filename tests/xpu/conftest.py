@@ -10,6 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from xpuprof.activity import ActivityType
+from xpuprof.backends.base import ProcessWindow
+from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
+from xpuprof.clock import now_ns
+from xpuprof.config.options import ProfilerConfig
+from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.load import load
+
 DOUBLE_DIR = Path(__file__).parent / "double"
 
 
@@ -74,3 +83,34 @@ def pti_double(pti_double_path):
     yield d
     d.reset()
     ptibuf.reset()
+
+
+# ---------------------------------------------------------------- a whole live session against the double
+ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
+                 ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.EXTERNAL_CORRELATION,
+                 ActivityType.XPU_SYNC, ActivityType.OVERHEAD, ActivityType.COLLECTIVE_COMM})
+UUID0 = bytes(range(0xA0, 0xB0))[:15] + b"\x00"
+
+
+def _run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242):
+    cfg = ProfilerConfig(raw_capture_path=str(capture) if capture else None)
+    api = XpuptiActivityApi(types, cfg, library=double.lib, device_uuids=[UUID0])
+    api.start()
+    t0 = now_ns()
+    api.push_correlation_id(ext_id)
+    rc = double.workload_holding_gil(iterations, flags)
+    api.pop_correlation_id()
+    t1 = now_ns()
+    api.stop()
+    builder = TraceBuilder()
+    # the double scripts its records up to (iterations + 1) * 10 us into the past
+    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns()))
+    path = write_chrome_trace(builder, tmp_path / "trace.json")
+    return rc, api, builder, load(path), (t0, t1)
+
+
+@pytest.fixture
+def run_session():
+    """``run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242)``
+    -> (workload rc, session, builder, loaded trace, (t0, t1))."""
+    return _run_session

@@ -12,39 +12,14 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
-from xpuprof.config.options import ProfilerConfig
 from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.load import load
-
-ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
-                 ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.EXTERNAL_CORRELATION,
-                 ActivityType.XPU_SYNC, ActivityType.OVERHEAD, ActivityType.COLLECTIVE_COMM})
-UUID0 = bytes(range(0xA0, 0xB0))[:15] + b"\x00"
-
-
-def run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242):
-    cfg = ProfilerConfig(raw_capture_path=str(capture) if capture else None)
-    api = XpuptiActivityApi(types, cfg, library=double.lib, device_uuids=[UUID0])
-    api.start()
-    t0 = now_ns()
-    api.push_correlation_id(ext_id)
-    rc = double.workload_holding_gil(iterations, flags)
-    api.pop_correlation_id()
-    t1 = now_ns()
-    api.stop()
-    builder = TraceBuilder()
-    # the double scripts its records up to (iterations + 1) * 10 us into the past
-    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns()))
-    path = write_chrome_trace(builder, tmp_path / "trace.json")
-    return rc, api, builder, load(path), (t0, t1)
 
 
 def by_cat(trace, cat):
     return [e for e in trace["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X"]
 
 
-def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path):
+def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path, run_session):
     rc, api, builder, trace, (t0, t1) = run_session(pti_double, tmp_path, flags=pti_double.P2P | pti_double.COMMS)
     assert rc == 0, "the workload's lock wait timed out: the buffer callbacks deadlocked"
     kernels = by_cat(trace, "kernel")
@@ -102,12 +77,12 @@ def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path):
     assert api.kernels.name[idx[1]] == "relu_kernel" and api.kernels.device[idx[1]] == 1
 
 
-def test_unknown_kinds_and_window_drops_are_counted(pti_double, tmp_path):
+def test_unknown_kinds_and_window_drops_are_counted(pti_double, tmp_path, run_session):
     rc, api, builder, trace, _ = run_session(pti_double, tmp_path, iterations=3, flags=pti_double.FUTURE_RECORD)
     assert rc == 0
     assert trace["dropped_records"]["xpu: unknown record kind 13"] == 1
     # records from before start() fall outside the window and are counted, not silently lost
-    api2 = XpuptiActivityApi(frozenset({ActivityType.CONCURRENT_KERNEL}), library=pti_double.lib, device_uuids=[UUID0])
+    api2 = XpuptiActivityApi(frozenset({ActivityType.CONCURRENT_KERNEL}), library=pti_double.lib, device_uuids=[bytes(range(0xA0, 0xAF)) + b"\x00"])
     assert pti_double.workload_holding_gil(4) == 0
     api2.start()
     api2.stop()
@@ -117,7 +92,7 @@ def test_unknown_kinds_and_window_drops_are_counted(pti_double, tmp_path):
     assert b.slice_table()["ts"].size == 0
 
 
-def test_only_selected_types_are_enabled_and_written(pti_double, tmp_path):
+def test_only_selected_types_are_enabled_and_written(pti_double, tmp_path, run_session):
     rc, api, builder, trace, _ = run_session(pti_double, tmp_path, types=frozenset({ActivityType.CONCURRENT_KERNEL}))
     assert rc == 0
     assert api.enabled_views == [pti.ViewKind.DEVICE_GPU_KERNEL]

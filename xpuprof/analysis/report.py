@@ -133,8 +133,10 @@ class EventTable:
         index = {(e.get("pid"), e.get("tid"), str(e.get("name")), int(self.ts_ns[i])): i for i, e in enumerate(rows)}
         cols: dict[str, np.ndarray] = {}
         for m in metric_rows:
-            key = (m.get("pid"), m.get("tid"), str(m["name"])[len(METRICS_PREFIX):], base + int(round(m["ts"] * 1000)) + 1)
-            i = index.get(key)
+            pid, tid, kname = m.get("pid"), m.get("tid"), str(m["name"])[len(METRICS_PREFIX):]
+            start = base + int(round(m["ts"] * 1000)) + 1
+            # µs floats with 3 decimals lose ±1 ns at epoch magnitudes: accept the neighbours.
+            i = next((index[k] for k in ((pid, tid, kname, start + d) for d in (0, -1, 1)) if k in index), None)
             if i is None:
                 continue
             for arg, value in (m.get("args") or {}).items():

@@ -17,6 +17,8 @@ import numpy as np
 import orjson
 
 METRICS_PREFIX = "metrics: "
+STEP_PREFIX = "ProfilerStep#"
+STEP_ROW = "ProfilerStep#*"
 KERNEL_CATEGORY = "kernel"
 SKIP_CATEGORIES = frozenset({"Trace"})
 
@@ -96,6 +98,10 @@ class Summary:
             # Group on (category, name) through one combined integer key.
             cat_u, cat_i = np.unique(cats, return_inverse=True)
             name_u, name_i = np.unique(nms, return_inverse=True)
+            # One row for all profiler steps (torch's key_averages shows "ProfilerStep*" too).
+            merged = np.array([STEP_ROW if str(n).startswith(STEP_PREFIX) else n for n in name_u.tolist()], dtype=object)
+            name_u, remap = np.unique(merged, return_inverse=True)
+            name_i = remap.reshape(-1)[name_i.reshape(-1)]
             key = cat_i.reshape(-1).astype(np.int64) * len(name_u) + name_i.reshape(-1)
             uniq, calls, sums, mins, maxs = _group(key, dur)
             cat_tot = np.bincount(uniq // len(name_u), weights=sums, minlength=len(cat_u))

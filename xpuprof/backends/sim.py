@@ -24,6 +24,7 @@ COMPUTE_STREAM = 1
 COPY_STREAM = 2
 SYNC_TID_OFFSET = 1_000_000  # Kineto's Stream Sync rows: tid = stream + 1000000
 LAUNCH_LATENCY_NS = 4_000
+QUEUE_GAP_NS = 800
 COPY_EVERY = 4
 SYNC_EVERY = 8
 
@@ -149,7 +150,7 @@ class SimSession(Session):
         copy_bytes = (np.array([k[3] for k in KERNELS], np.int64)[kind] // 4) * has_copy
         copy_dur = np.where(has_copy, 2_000 + copy_bytes // 20, 0)  # ~20 GB/s
         ready = np.minimum(np.where(has_copy, copy_call, launch_call) + LAUNCH_LATENCY_NS, 2**62)
-        work = copy_dur + k_dur
+        work = QUEUE_GAP_NS + copy_dur + k_dur  # a small idle gap before each op, as on real queues
         csum = np.cumsum(work)
         end = csum + np.maximum.accumulate(ready - (csum - work))
         k_start = end - k_dur

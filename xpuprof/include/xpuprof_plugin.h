@@ -170,6 +170,10 @@ typedef struct XpuprofTraceBuilderApi {
     int (*add_resource_row)(XpuprofTraceBuilder *builder, const XpuprofResourceRow *row);
     /* A top-level trace key; value_json must be valid JSON ("\"text\"", "42", "[1, 2]"). */
     int (*set_metadata)(XpuprofTraceBuilder *builder, const char *key, const char *value_json);
+    /* The fast path for many events: `count` slices from one contiguous array (each element's
+     * struct_size is its stride). Malformed elements are dropped and counted, the others kept;
+     * returns 0 when all were accepted, -1 when any was dropped. */
+    int (*add_slices)(XpuprofTraceBuilder *builder, const XpuprofSlice *slices, size_t count);
 } XpuprofTraceBuilderApi;
 
 /* ------------------------------------------------------------------ the plugin's table */

@@ -21,11 +21,12 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_
                     c_uint64, c_void_p)
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from ..activity import ActivityType
 from ..backends.base import Backend, BackendError, ProbeResult, ProcessWindow, Session
-from ..trace.builder import encode_json
+from ..trace.builder import ArgColumn, encode_json
 from . import faults
 
 ABI_VERSION = 1
@@ -104,13 +105,25 @@ class XpuprofResourceRow(Structure):
 
 
 ADD_FN = CFUNCTYPE(c_int, c_void_p, c_void_p)
+ADD_MANY_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 SET_METADATA_FN = CFUNCTYPE(c_int, c_void_p, c_char_p, c_char_p)
+MAX_BULK = 1 << 26
+
+
+def _slice_dtype(itemsize: int) -> np.dtype:
+    """XpuprofSlice as a numpy record (the bulk path decodes a plugin's array without a loop)."""
+    formats = {"struct_size": np.uintp, "activity_type": np.int32, "reserved": np.int32, "start_ns": np.int64,
+               "end_ns": np.int64, "device_id": np.int64, "resource_id": np.int64, "external_id": np.int64,
+               "name": np.uintp, "args_json": np.uintp}
+    return np.dtype({"names": list(formats), "formats": list(formats.values()),
+                     "offsets": [getattr(XpuprofSlice, f).offset for f in formats], "itemsize": itemsize})
 
 
 class XpuprofTraceBuilderApi(Structure):
     _fields_ = [("struct_size", c_size_t), ("builder", c_void_p), ("window_start_ns", c_int64),
                 ("window_end_ns", c_int64), ("add_slice", ADD_FN), ("add_counter", ADD_FN), ("add_flow", ADD_FN),
-                ("add_device_row", ADD_FN), ("add_resource_row", ADD_FN), ("set_metadata", SET_METADATA_FN)]
+                ("add_device_row", ADD_FN), ("add_resource_row", ADD_FN), ("set_metadata", SET_METADATA_FN),
+                ("add_slices", ADD_MANY_FN)]
 
 
 QUERY_FN = CFUNCTYPE(c_int, c_char_p, c_size_t, POINTER(c_int32), c_size_t, POINTER(c_size_t))
@@ -203,6 +216,7 @@ class _BuilderBridge:
             "add_device_row": ADD_FN(self._guard(self._add_device_row)),
             "add_resource_row": ADD_FN(self._guard(self._add_resource_row)),
             "set_metadata": SET_METADATA_FN(self._guard(self._set_metadata)),
+            "add_slices": ADD_MANY_FN(self._guard(self._add_slices)),
         }
         self.api = XpuprofTraceBuilderApi(ctypes.sizeof(XpuprofTraceBuilderApi), self._token,
                                           int(window.start_ns), int(window.end_ns), **self._callbacks)
@@ -213,15 +227,18 @@ class _BuilderBridge:
             try:
                 if handle != self._token.value:
                     raise Malformed("the builder handle is not the one passed to process_events")
-                fn(*args)
+                rc = fn(*args)
             except Exception as exc:
-                self.malformed += 1
-                if not self.first_reason:
-                    self.first_reason = f"{fn.__name__.lstrip('_')}: {exc}"
+                self._bad(1, f"{fn.__name__.lstrip('_')}: {exc}")
                 return -1
             self.accepted += 1
-            return 0
+            return rc or 0
         return call
+
+    def _bad(self, n: int, reason: str) -> None:
+        self.malformed += int(n)
+        if not self.first_reason:
+            self.first_reason = reason
 
     def _args(self, raw: bytes | None) -> dict | None:
         if raw is None:
@@ -247,6 +264,68 @@ class _BuilderBridge:
             return
         self.builder.add_slice(name, start, s.end_ns - start, s.device_id, s.resource_id, cat=at, args=args,
                                external_id=s.external_id, vendor=self.vendor)
+
+    def _add_slices(self, addr, count):
+        """Bulk slices: validated and decoded as numpy columns, one builder batch per activity type."""
+        if count == 0:
+            return 0
+        if not addr or count > MAX_BULK:
+            self._bad(count, "add_slices: the slices pointer is NULL" if not addr else
+                      f"add_slices: count {count} exceeds {MAX_BULK} slices per call")
+            return -1
+        stride = c_size_t.from_address(addr).value
+        if stride < ctypes.sizeof(XpuprofSlice):
+            self._bad(count, f"add_slices: slices[0].struct_size is {stride}, smaller than the ABI v{ABI_VERSION} "
+                             f"size {ctypes.sizeof(XpuprofSlice)}")
+            return -1
+        # Copy out of the plugin's memory at once: it owns (and later frees) the array.
+        raw = np.frombuffer(ctypes.string_at(addr, stride * count), dtype=_slice_dtype(stride))
+        types = raw["activity_type"]
+        start, end = raw["start_ns"], raw["end_ns"]
+        checks = [
+            (raw["struct_size"] != stride, "struct_size differs from slices[0].struct_size"),
+            (~np.isin(types, np.fromiter(ACTIVITY_CODES, np.int32)), "activity_type is not an XpuprofActivityType"),
+            (start <= 0, "start_ns is not epoch nanoseconds > 0"),
+            (end < start, "end_ns is before start_ns"),
+            (raw["name"] == 0, "name is NULL"),
+        ]
+        ok = np.ones(count, dtype=bool)
+        for bad, reason in checks:
+            bad &= ok
+            if bad.any():
+                self._bad(int(bad.sum()), f"add_slices: slices[{int(np.argmax(bad))}].{reason}")
+                ok &= ~bad
+        # Names: plugins pass few distinct pointers (string literals), so decode each pointer once.
+        ptrs, inverse = np.unique(raw["name"], return_inverse=True)
+        ids = np.zeros(len(ptrs), dtype=np.int32)
+        for i, ptr in enumerate(ptrs.tolist()):
+            if not ptr:
+                continue
+            try:
+                ids[i] = self.builder.strings.intern(ctypes.string_at(ptr).decode("utf-8"))
+            except UnicodeDecodeError:
+                bad = (inverse == i) & ok
+                self._bad(int(bad.sum()), f"add_slices: slices[{int(np.argmax(bad))}].name is not valid UTF-8")
+                ok &= ~bad
+        name_ids = ids[inverse]
+        args: list = [None] * count
+        for i in np.flatnonzero(ok & (raw["args_json"] != 0)).tolist():
+            try:
+                args[i] = self._args(ctypes.string_at(int(raw["args_json"][i])))
+            except Malformed as exc:
+                self._bad(1, f"add_slices: slices[{i}].{exc}")
+                ok[i] = False
+        for code in np.unique(types[ok]).tolist():
+            at = ACTIVITY_CODES[code]
+            rows = np.flatnonzero(ok & (types == code))
+            if at not in self.enabled:
+                self.builder.count_dropped(f"plugin {self.plugin_name}: {at.value} not enabled", len(rows))
+                continue
+            self.builder.add_slices(names=None, name_ids=name_ids[rows], ts=start[rows], dur=end[rows] - start[rows],
+                                    pid=raw["device_id"][rows], tid=raw["resource_id"][rows], cat=at,
+                                    external_id=raw["external_id"][rows], args=_arg_columns([args[i] for i in rows]),
+                                    vendor=self.vendor)
+        return 0 if ok.all() else -1
 
     def _add_counter(self, addr):
         c = _read_struct(addr, XpuprofCounter, "XpuprofCounter")
@@ -303,6 +382,19 @@ class _BuilderBridge:
         except orjson.JSONDecodeError as exc:
             raise Malformed(f"set_metadata value for {key!r} is not valid JSON ({exc})") from None
         self.builder.set_metadata(key, value)
+
+
+def _arg_columns(rows: list) -> dict[str, ArgColumn]:
+    """Per-row arg dicts (or None) as masked columns."""
+    keys: dict[str, None] = {}
+    for r in rows:
+        if r:
+            keys.update(dict.fromkeys(r))
+    out = {}
+    for k in keys:
+        present = np.fromiter((r is not None and k in r for r in rows), dtype=bool, count=len(rows))
+        out[k] = ArgColumn("obj", [r.get(k) if r else None for r in rows], present)
+    return out
 
 
 # ----------------------------------------------------------------------------- plugin side

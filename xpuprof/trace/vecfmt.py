@@ -180,7 +180,8 @@ def vector_matrix(values: np.ndarray) -> np.ndarray:
     for j in range(k):
         if j:
             parts.append(np.broadcast_to(literal(b","), (n, 1)))
-        parts.append(number_matrix(np.ascontiguousarray(values[:, j])))
+        m = number_matrix(np.ascontiguousarray(values[:, j]))
+        parts.append(np.broadcast_to(m, (n, m.shape[1])))  # a constant column renders as one row
     parts.append(np.broadcast_to(literal(b"]"), (n, 1)))
     return np.concatenate(parts, axis=1)
 

@@ -503,5 +503,7 @@ void xpd_reset(void) {
     memset(enabled, 0, sizeof enabled);
     memset(ext_depth, 0, sizeof ext_depth);
     lost_records = 0;
+    next_correlation = 1;
+    next_kernel_id = next_mem_op = 1;
     pthread_mutex_unlock(&xpd_lock);
 }

@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import catalogs
 from ...trace.builder import ArgColumn
+from ..base import BackendError
 
 u8, u32, u64, vp, sz = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t
 
@@ -99,7 +100,7 @@ SCOPE_SIGNATURES: dict[str, list] = {
 SCOPE_REQUIRED = tuple(n for n in SCOPE_SIGNATURES if n.startswith("ptiMetricsScope"))
 
 
-class MetricsScopeError(RuntimeError):
+class MetricsScopeError(BackendError):
     """A metrics-scope step failed; the message names the PTI call, its result and what to do."""
 
     def __init__(self, message: str, code: int | None = None) -> None:

@@ -1,62 +1,121 @@
-"""XpuptiActivityScopeApi: the plain PTI views plus per-kernel hardware metrics (metrics scope).
+"""XpuptiActivityScopeApi: the plain PTI views plus per-kernel hardware metrics (PTI metrics scope).
 
-Loaded only when the ``xpu_scope_profiler`` activity type is selected. Validation happens before
-anything starts: against the device's PTI metric groups when a device answers, else against the
-``metrics/xpu`` catalogs. Output goes through ``TraceBuilder.add_per_kernel_metrics`` and the
-kernels' own X events gain the metric values through the ``kernel_extra_args`` hook.
+Loaded only when the ``xpu_scope_profiler`` activity type is selected (``session_class``). Kineto's
+XpuptiScopeProfilerSession order: views first (PTI needs kernel/copy/fill tracing for the scope
+callbacks to fire), then at configure time the metric names are validated - against the device's
+PTI metric groups when a device answers, else the ``metrics/xpu`` catalogs - and the scope is
+enabled, configured (AUTO_KERNEL, one device) and its collection buffer sized from max_scopes, so a
+bad request fails before anything starts. ``start``/``stop`` bracket the collection; ``process``
+calculates the metrics, writes the kernels with the metric values in their args, then the counter
+tracks and ``metrics: <kernel>`` slices through ``TraceBuilder.add_per_kernel_metrics``.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ... import catalogs
+from ...activity import ActivityType
 from ...config.options import ExperimentalConfig
+from . import emit
 from .activity_api import XpuptiActivityApi
-from .metrics_scope import (KernelTable, MetricsScope, ScopeResults, bind_scope_functions, check_scope_request,
-                            emit_scope_metrics, ensure_metrics_env, kernel_metric_args, validate_offline)
+from .metrics_scope import (KernelTable, MetricsScope, MetricsScopeError, ScopeResults, bind_scope_functions,
+                            check_scope_request, emit_scope_metrics, ensure_metrics_env, kernel_metric_args,
+                            validate_offline)
+from ... import catalogs
+
+# PTI's sample enables these views for the scope callbacks to fire; kernels are also what records join on.
+SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})
+
+
+def session_class(activity_types) -> type[XpuptiActivityApi]:
+    """The session class for a selection: the scope API only when ``xpu_scope_profiler`` is in it."""
+    return XpuptiActivityScopeApi if ActivityType.XPU_SCOPE_PROFILER in frozenset(activity_types) else XpuptiActivityApi
+
+
+class _MetricArgsWriter(emit.RecordWriter):
+    """RecordWriter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
+
+    def __init__(self, results: ScopeResults | None, *args) -> None:
+        super().__init__(*args)
+        self.results = results
+
+    def _add(self, cat, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
+        if cat is ActivityType.CONCURRENT_KERNEL and self.results is not None and "kernel_id" in args:
+            ids = np.asarray(args["kernel_id"]).astype(np.uint64)
+            args = {**args, **kernel_metric_args(self.results, ids)}
+        super()._add(cat, name_ids, ts, dur, pid, tid, args, external_id)
 
 
 class XpuptiActivityScopeApi(XpuptiActivityApi):
-    """XpuptiActivityApi + PTI metrics scope in per-kernel (AUTO_KERNEL) mode on the profiled device."""
+    """XpuptiActivityApi + PTI metrics scope in per-kernel (AUTO_KERNEL) mode on one device."""
 
-    def __init__(self, *args, experimental: ExperimentalConfig, scope_functions: dict | None = None, **kwargs):
-        self.metric_names = check_scope_request(experimental)
-        self.max_scopes = experimental.effective_max_scopes
-        self.metrics_device = experimental.metrics_device
+    def __init__(self, activity_types, config: Any = None, *, experimental: ExperimentalConfig | None = None,
+                 scope_functions: dict | None = None, **kwargs) -> None:
+        exp = experimental if experimental is not None else getattr(config, "experimental", None)
+        self.experimental = exp if exp is not None else ExperimentalConfig()
+        self.metric_names = check_scope_request(self.experimental)
+        self.max_scopes = self.experimental.effective_max_scopes
+        self.metrics_device = self.experimental.metrics_device
         ensure_metrics_env()  # before the base class (and PTI) touch Level Zero
-        super().__init__(*args, **kwargs)
-        pti = getattr(self, "pti", None)
-        fns = scope_functions if scope_functions is not None else bind_scope_functions(pti._lib)
-        self.scope = MetricsScope(fns, result_name=getattr(pti, "result_name", lambda c: f"PTI result {c}"))
+        self._scope_functions = scope_functions
+        self.scope: MetricsScope | None = None
         self.results: ScopeResults | None = None
-        self._kernels: list[KernelTable] = []
         self.metric_group = ""
         self.device_name = ""
+        self.buffer_bytes = 0
+        self.unmatched = 0
+        super().__init__(frozenset(activity_types) | SCOPE_VIEW_TYPES, config, **kwargs)  # calls enable()
 
-    # ------------------------------------------------------------------ lifecycle
-    def validate(self) -> str:
-        """Check names against the device's groups (or the catalogs offline); returns the group."""
+    # ------------------------------------------------------------------ configure time
+    def enable(self) -> None:
+        super().enable()
+        try:
+            fns = self._scope_functions if self._scope_functions is not None else bind_scope_functions(self.lib._lib)
+            self.scope = MetricsScope(fns, result_name=self.lib.result_name)
+            handle = self._choose_device()
+            self.metric_group = self._validate(handle)
+            self.scope.enable()
+            self.scope.configure(self.metric_names, [handle] if handle else [])
+            self.buffer_bytes = self.scope.size_buffer(self.max_scopes)
+        except BaseException:
+            if self.scope is not None:
+                self.scope.disable()
+            self.disable()
+            raise
+
+    def _choose_device(self) -> int:
+        """Handle of the metrics device (``metrics_device``), or 0 when PTI lists none."""
         try:
             devices = self.scope.devices()
         except MetricsScopeError:
-            devices = []
-        if devices:
-            handle, self.device_name = devices[min(self.metrics_device, len(devices) - 1)]
-            groups = self.scope.device_groups(handle) if self.scope.fns.get("ptiMetricsGetMetricGroups") else {}
-            if groups:
-                group, _ = catalogs.validate_selection(self.metric_names,
-                                                       {g: [m for m, _u in ms] for g, ms in groups.items()},
-                                                       where=self.device_name)
-                return group or ""
+            return 0  # no device enumeration: PTI's configure decides, names checked offline
+        if not devices:
+            return 0
+        if self.metrics_device >= len(devices):
+            raise MetricsScopeError(
+                f"metrics_device {self.metrics_device} does not exist: PTI lists {len(devices)} metrics device(s): "
+                + ", ".join(f"{i}: {name}" for i, (_h, name) in enumerate(devices)))
+        handle, self.device_name = devices[self.metrics_device]
+        return handle
+
+    def _validate(self, handle: int) -> str:
+        """The one metric group holding every requested name (device groups, else catalogs)."""
+        groups: dict[str, list[tuple[str, str]]] = {}
+        if handle and self.scope.fns.get("ptiMetricsGetMetricGroups") and self.scope.fns.get(
+                "ptiMetricsGetMetricsProperties"):
+            try:
+                groups = self.scope.device_groups(handle)
+            except MetricsScopeError:
+                groups = {}
+        if groups:
+            group, _ = catalogs.validate_selection(self.metric_names, {g: [m for m, _u in ms] for g, ms in groups.items()},
+                                                   where=self.device_name or "the device")
+            return group or ""
         return validate_offline(self.metric_names, self.device_name)
 
+    # ------------------------------------------------------------------ collection
     def start(self) -> None:
-        self.metric_group = self.validate()
-        devices = self.scope.devices()
-        handles = [devices[min(self.metrics_device, len(devices) - 1)][0]] if devices else []
-        self.scope.enable()
-        self.scope.configure(self.metric_names, handles)
-        self.scope.size_buffer(self.max_scopes)
         super().start()
         self.scope.start()
 
@@ -66,28 +125,34 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
         finally:
             super().stop()
 
+    def process_records(self, records, builder, window) -> None:
+        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types)
+        result = writer.write(records)
+        self.kernels = result.kernels
+        self._errors.extend(result.errors)
+
     def process(self, builder, window) -> None:
-        self.results = self.scope.collect()
         try:
-            super().process(builder, window)  # calls kernel_extra_args for its kernels
-            kernels = _concat(self._kernels)
-            emit_scope_metrics(builder, self.results, kernels)
-            if self.metric_group:
-                builder.set_metadata("xpu_scope_metric_group", self.metric_group)
+            try:
+                self.results = self.scope.collect()
+            except MetricsScopeError as exc:
+                self.results = None
+                self._errors.append(f"per-kernel metrics not collected: {exc}")
+            super().process(builder, window)  # kernels, with metric args (process_records)
+            if self.results is not None:
+                self.unmatched = emit_scope_metrics(builder, self.results, _join_table(self.kernels))
+                builder.set_metadata("xpu_scope_metric_group", self.results.group or self.metric_group)
         finally:
             self.scope.disable()
 
-    # ------------------------------------------------------------------ hook called by XpuptiActivityApi
-    def kernel_extra_args(self, kernel_ids, start_ns, end_ns, pid, tid, names) -> dict:
-        self._kernels.append(KernelTable(np.asarray(kernel_ids, np.uint64), np.asarray(start_ns, np.int64),
-                                         np.asarray(end_ns, np.int64), np.asarray(pid, dtype=object),
-                                         np.asarray(tid, dtype=object), list(names)))
-        return kernel_metric_args(self.results, np.asarray(kernel_ids, np.uint64))
+    def metadata(self) -> dict[str, Any]:
+        out = super().metadata()
+        out["xpu_scope_metrics"] = list(self.metric_names)
+        return out
 
 
-def _concat(tables: list[KernelTable]) -> KernelTable:
-    if not tables:
-        return KernelTable.empty()
-    return KernelTable(np.concatenate([t.kernel_ids for t in tables]), np.concatenate([t.start_ns for t in tables]),
-                       np.concatenate([t.end_ns for t in tables]), np.concatenate([t.pid for t in tables]),
-                       np.concatenate([t.tid for t in tables]), [n for t in tables for n in t.names])
+def _join_table(k: emit.KernelTable) -> KernelTable:
+    """The written kernels in the shape ``emit_scope_metrics`` joins on."""
+    return KernelTable(kernel_ids=np.asarray(k.kernel_id, np.uint64), start_ns=np.asarray(k.start_ns, np.int64),
+                       end_ns=np.asarray(k.end_ns, np.int64), pid=np.asarray(k.device, np.int64),
+                       tid=np.asarray(k.queue, np.int64), names=[str(n) for n in k.name])

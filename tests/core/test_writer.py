@@ -1,0 +1,207 @@
+"""The Kineto-compatible writer: shapes, number formats, header, files; columnar == generic."""
+import gzip
+import json
+import re
+
+import numpy as np
+import orjson
+import pytest
+
+from xpuprof.clock import BASE_TIME_NS
+from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
+from xpuprof.trace import chrome as chrome_mod
+
+
+def write(b, tmp_path, name="t.json", **kw):
+    path = write_chrome_trace(b, tmp_path / name, **kw)
+    return path, load(path)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_columnar_output_equals_generic(mixed, tmp_path, legacy):
+    _, fast = write(mixed, tmp_path, "fast.json", legacy_categories=legacy)
+    _, ref = write(mixed, tmp_path, "ref.json", legacy_categories=legacy, columnar=False)
+    assert fast["traceEvents"] == ref["traceEvents"]
+    assert len(fast["traceEvents"]) == mixed.event_count() + 9  # + 5 M rows, 3 span rows, window end
+
+
+def test_columnar_equals_generic_large_multi_chunk(tmp_path, make_mixed):
+    b = make_mixed(n=70_000, seed=3)
+    _, fast = write(b, tmp_path, "fast.json")
+    _, ref = write(b, tmp_path, "ref.json", columnar=False)
+    assert fast["traceEvents"] == ref["traceEvents"]
+
+
+def test_long_strings_fall_back_and_keep_every_event(tmp_path):
+    b = TraceBuilder(pid=1)
+    names = ["short", "L" * 5000, "mid" * 10] * 10
+    b.add_slices(names=names, ts=BASE_TIME_NS + np.arange(30), dur=1, pid=0, tid=0, cat="kernel",
+                 args={"s": ArgColumn("str", b.strings.intern_many(["x" * 3000] + ["y"] * 29))})
+    _, fast = write(b, tmp_path, "f.json")
+    _, ref = write(b, tmp_path, "r.json", columnar=False)
+    key = lambda e: (e["ts"], e.get("name"), e["ph"])  # noqa: E731 - long rows are written after their chunk
+    assert sorted(fast["traceEvents"], key=key) == sorted(ref["traceEvents"], key=key)
+
+
+def test_ts_and_dur_exact_three_decimals(tmp_path):
+    b = TraceBuilder(pid=1)
+    big = 7_889_238 * 10**9 - 1  # the largest offset inside one base-time bucket
+    rel = np.array([0, 1, 999, 1000, 5_210_386_543, 4_000_000_000_000_123, big])
+    b.add_slices(names=["n"] * len(rel), ts=BASE_TIME_NS + rel, dur=rel, pid=1, tid=1, cat="cpu_op")
+    b.add_slices(names=["neg"], ts=[BASE_TIME_NS - 10**9], dur=[-5], pid=1, tid=1, cat="cpu_op")
+    for columnar in (True, False):
+        path, _ = write(b, tmp_path, f"t{columnar}.json", columnar=columnar)
+        text = path.read_text()
+        got = [(int(a), b_) for a, b_ in re.findall(r'"ts":\s*(\d+)\.(\d+),"dur"', text)]
+        assert [f"{a}.{f}" for a, f in got] == [f"{v // 1000}.{v % 1000:03d}" for v in rel] + ["0.000"]
+        durs = re.findall(r'"dur":\s*(\d+\.\d+)', text)
+        assert durs == [f"{v // 1000}.{v % 1000:03d}" for v in rel] + ["0.000"]
+
+
+def test_header_key_order_base_time_and_distributed_info(tmp_path):
+    b = TraceBuilder(pid=1)
+    b.set_metadata("trace_id", "abc")
+    b.set_distributed_info({"backend": "nccl", "rank": 3, "world_size": 8})
+    b.add_device_properties({"id": 0, "name": "Sim GPU"})
+    b.count_dropped("out_of_window", 2)
+    path, data = write(b, tmp_path, "t.json")
+    keys = list(data)
+    assert keys[:2] == ["schemaVersion", "deviceProperties"]
+    assert keys[-4:] == ["displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName"]
+    assert keys.index("trace_id") < keys.index("distributedInfo") < keys.index("displayTimeUnit")
+    assert data["schemaVersion"] == 1 and data["displayTimeUnit"] == "ms"
+    assert data["baseTimeNanoseconds"] == BASE_TIME_NS and BASE_TIME_NS % (7_889_238 * 10**9) == 0
+    assert data["dropped_records"] == {"out_of_window": 2}
+    assert data["deviceProperties"] == [{"id": 0, "name": "Sim GPU"}]
+    text = path.read_text()
+    assert re.search(r'"rank":\s+(\d+)', text).group(1) == "3"  # HTA's regex
+    assert text.index('"rank": 3') < text.index('"traceEvents"')
+    assert data["traceName"] == str(tmp_path / "t.json")
+
+
+def _by_ph(events, ph):
+    return [e for e in events if e["ph"] == ph]
+
+
+def test_event_shapes(mixed, tmp_path):
+    path, data = write(mixed, tmp_path)
+    evs = data["traceEvents"]
+    x = _by_ph(evs, "X")
+    assert list(x[0])[:7] == ["ph", "cat", "name", "pid", "tid", "ts", "dur"]
+    with_ext = [e for e in x if "args" in e and "External id" in e["args"]]
+    assert with_ext and all(next(iter(e["args"])) == "External id" for e in with_ext)
+    assert all(e["args"]["External id"] != 0 for e in with_ext)
+    assert any(e["cat"] == "runtime" and "args" not in e for e in x)  # no empty args on X
+    assert all(e["dur"] >= 0 for e in x)
+    c = _by_ph(evs, "C")
+    assert all("args" in e for e in c) and any(e["args"] == {} for e in c)
+    assert list(c[0]) == ["ph", "cat", "name", "pid", "tid", "ts", "args"]
+    s, f = _by_ph(evs, "s"), _by_ph(evs, "f")
+    assert s and f and all("bp" not in e for e in s) and all(e["bp"] == "e" for e in f)
+    assert all(e["cat"] == e["name"] and isinstance(e["id"], int) for e in s + f)
+    assert list(f[0]) == ["ph", "id", "pid", "tid", "ts", "cat", "name", "bp"]
+    inst = [e for e in _by_ph(evs, "i") if e["name"] == "inst"][0]
+    assert inst["s"] == "t" and inst["cat"] == "cpu_instant_event" and "args" not in inst
+    m = _by_ph(evs, "M")
+    assert all(list(e) == ["ph", "name", "ts", "pid", "tid", "args"] and len(e["args"]) == 1 for e in m)
+    assert {"name": "thread", } == m[[e["name"] for e in m].index("thread_name")]["args"]
+    assert m[[e["name"] for e in m].index("thread_name")]["tid"] == 5  # sanitizeTid
+    assert all(e["tid"] >= 0 for e in evs if isinstance(e.get("tid"), int))
+    last = evs[-1]
+    assert last == {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 2_000_000.0}
+
+
+def test_spans_rows(mixed, tmp_path):
+    _, data = write(mixed, tmp_path)
+    evs = data["traceEvents"]
+    span = [e for e in evs if e.get("cat") == "Trace"][0]
+    assert span["name"] == "PyTorch Profiler (0)" and span["pid"] == "Spans" and span["tid"] == "PyTorch Profiler"
+    assert span["args"] == {"Op count": 3} and span["dur"] == 999_999.0 and span["ts"] == 1.0
+    sort = [e for e in evs if e["ph"] == "M" and e["pid"] == "Spans"][0]
+    assert sort["args"] == {"sort_index": 0x20000000}
+    it = [e for e in evs if e.get("name") == "Iteration Start: PyTorch Profiler"][0]
+    assert it["pid"] == "Traces" and it["tid"] == "Trace PyTorch Profiler" and it["s"] == "g" and "cat" not in it
+
+
+def test_legacy_categories(tmp_path):
+    b = TraceBuilder(pid=1)
+    b.add_slices(names=["cudaLaunchKernel"], ts=[BASE_TIME_NS], dur=[1], pid=1, tid=1, cat="cuda_runtime",
+                 vendor="cuda")
+    b.add_slice("zeDrv", BASE_TIME_NS, 1, 1, 1, cat="driver", vendor="xpu")
+    cats = {e["cat"] for e in write(b, tmp_path, "a.json")[1]["traceEvents"] if e["ph"] == "X"}
+    assert cats == {"runtime", "driver"}
+    cats = {e["cat"] for e in write(b, tmp_path, "b.json", legacy_categories=True)[1]["traceEvents"]
+            if e["ph"] == "X"}
+    assert cats == {"cuda_runtime", "xpu_driver"}
+
+
+def test_gzip_by_name_and_atomic_rename(mixed, tmp_path):
+    path, data = write(mixed, tmp_path, "t.json.gz")
+    raw = path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b"
+    assert orjson.loads(gzip.decompress(raw))["traceEvents"] == data["traceEvents"]
+    plain = write(mixed, tmp_path, "p.json")[0].read_bytes()
+    assert plain[:1] == b"{" and json.loads(plain)["traceEvents"] == data["traceEvents"]  # stdlib json agrees
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_zlib_fallback_when_isal_missing(mixed, tmp_path, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_isal(name, *a, **k):
+        if name == "isal" or name.startswith("isal."):
+            raise ImportError("no isal")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_isal)
+    path = write_chrome_trace(mixed, tmp_path / "z.json.gz")
+    assert orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def test_failed_write_leaves_no_file(mixed, tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(chrome_mod, "span_events", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_chrome_trace(mixed, tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed):
+    b = make_mixed(n=5000)
+    sizes = []
+    real = chrome_mod._BackgroundWriter.write
+    monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (sizes.append(len(d)), real(self, d)))
+    monkeypatch.setattr("xpuprof.trace.columnar.MAX_CHUNK_ROWS", 1000)
+    monkeypatch.setattr("xpuprof.trace.columnar.MIN_CHUNK_ROWS", 1000)
+    path = write_chrome_trace(b, tmp_path / "t.json")
+    assert len(sizes) > 20 and max(sizes) < path.stat().st_size / 4
+
+
+def test_hostile_strings_stay_valid(tmp_path):
+    b = TraceBuilder(pid=1)
+    nasty = ['"', "\\", "\n\r\t\x00\x1f", b"\xff\xfe bad utf8", "lone \ud800 surrogate", "x" * 200_000, "é€😀"]
+    for i, s in enumerate(nasty):
+        b.add_slice(s, BASE_TIME_NS + i, 1, 1, 1, args={s if isinstance(s, str) else "k": s, "n": float("nan")})
+    b.add_slices(names=nasty, ts=BASE_TIME_NS + np.arange(len(nasty)), dur=1, pid=1, tid=1, cat="kernel",
+                 args={"a": nasty})
+    b.set_metadata("weird \ud800", "v\x00")
+    for columnar in (True, False):
+        _, data = write(b, tmp_path, f"h{columnar}.json", columnar=columnar)
+        names = [e["name"] for e in data["traceEvents"] if e["ph"] == "X"]
+        assert names[2] == "\n\r\t\x00\x1f" and names[0] == '"' and names[1] == "\\"
+        assert "\ufffd" in names[3] and len(names[5]) < 70_000
+
+
+def test_load_errors(tmp_path):
+    from xpuprof.trace import TraceLoadError
+
+    with pytest.raises(TraceLoadError, match="not found"):
+        load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(TraceLoadError, match="not valid JSON"):
+        load(tmp_path / "bad.json")
+    (tmp_path / "arr.json").write_text("[]")
+    assert load(tmp_path / "arr.json") == {"traceEvents": []}

@@ -1,0 +1,172 @@
+"""Per-kernel metrics end to end through the PTI-ABI double (views + metrics scope in one library):
+session -> PTI calls -> C callbacks -> decode -> TraceBuilder -> JSON -> summary."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import xpuprof
+from xpuprof.activity import ActivityType
+from xpuprof.analysis.summary import Summary
+from xpuprof.backends.base import ProcessWindow
+from xpuprof.backends.xpu import metrics_scope as ms
+from xpuprof.backends.xpu import pti
+from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
+from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi, session_class
+from xpuprof.catalogs import MetricSelectionError
+from xpuprof.clock import now_ns
+from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
+from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.load import load
+
+UUID0 = bytes(range(0xA0, 0xB0))
+TYPES = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.RUNTIME, ActivityType.XPU_SCOPE_PROFILER})
+KERNEL_DUR_NS = 2000  # the view double's kernels run 2 us
+
+
+def _config(metrics=("GpuTime", "XVE_ACTIVE"), **exp):
+    return ProfilerConfig(activities=TYPES, experimental=ExperimentalConfig(profiler_metrics=list(metrics), **exp))
+
+
+def run_session(double, tmp_path, *, config=None, iterations=6, orphans=(), types=TYPES):
+    config = config or _config()
+    api = session_class(types)(types, config, library=double.lib, device_uuids=[UUID0])
+    for kernel_id in orphans:
+        double.c.scope_double_add_orphan(kernel_id)
+    api.start()
+    assert double.workload(iterations) == 0
+    api.stop()
+    builder = TraceBuilder()
+    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns()))
+    trace = load(write_chrome_trace(builder, tmp_path / "trace.json"))
+    return api, builder, trace
+
+
+def _x(trace, cat="kernel"):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
+
+
+def test_session_class_only_loads_scope_api_when_selected():
+    assert session_class(TYPES) is XpuptiActivityScopeApi
+    assert session_class(TYPES - {ActivityType.XPU_SCOPE_PROFILER}) is XpuptiActivityApi
+
+
+def test_kernels_counters_slices_and_args(full_double, tmp_path):
+    api, builder, trace = run_session(full_double, tmp_path, orphans=(987654,))
+    assert full_double.c.scope_double_buffer_size() == 1500 * 256  # sized from the default max_scopes
+    events = trace["traceEvents"]
+    kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
+    metric_slices = [e for e in _x(trace) if e["name"].startswith("metrics: ")]
+    assert len(kernels) == 6 and len(metric_slices) == 7  # 6 kernels + 1 record without a kernel
+    # the kernels' own X events carry the values (GpuTime = the kernel's duration in the double)
+    for k in kernels:
+        kid = k["args"]["kernel_id"]
+        assert k["args"]["GpuTime::ns"] == KERNEL_DUR_NS == round(k["dur"] * 1000)
+        assert k["args"]["XVE_ACTIVE::percent"] == 40.0 + 10.0 * (kid % 5)
+    # "metrics: <kernel>" slices: kernel start - 1 ns to end + 1 ns on the kernel's row
+    by_id = {k["args"]["kernel_id"]: k for k in kernels}
+    for s in metric_slices[:6]:
+        k = by_id[s["args"]["kernel_id"]]
+        assert s["name"] == f"metrics: {k['name']}"
+        assert (s["pid"], s["tid"]) == (k["pid"], k["tid"])
+        assert s["ts"] == pytest.approx(k["ts"] - 0.001) and s["dur"] == pytest.approx(k["dur"] + 0.002)
+        assert s["args"]["GpuTime::ns"] == KERNEL_DUR_NS and s["args"]["queue"].startswith("0x")
+    orphan = metric_slices[6]
+    assert orphan["args"]["kernel_id"] == 987654 and (orphan["pid"], orphan["tid"]) == (0, 0)
+    assert orphan["name"] == "metrics: kernel_987654"
+    assert trace["dropped_records"]["xpu_scope_unmatched_kernel"] == 1 and api.unmatched == 1
+    # "C" counter track per device/queue: values at start - 1 ns, zeros at end + 1 ns
+    counters = [e for e in events if e.get("ph") == "C" and e.get("cat") == "xpu_scope_profiler"]
+    assert len(counters) == 14 and {c["name"] for c in counters} == {"xpu"}
+    tracks = {}
+    for c in counters:
+        tracks.setdefault((c["pid"], c["tid"]), []).append(c)
+    assert {(k["pid"], k["tid"]) for k in kernels} <= set(tracks)
+    for (pid, tid), rows in tracks.items():
+        rows.sort(key=lambda c: c["ts"])
+        gpu = [r["args"]["GpuTime"] for r in rows]
+        assert gpu[1::2] == [0.0] * (len(rows) // 2)  # every value step is followed by a step to zero
+        assert all(v > 0 for v in gpu[0::2])
+        for r in rows[1::2]:
+            assert r["args"]["XVE_ACTIVE"] == 0.0
+    first = next(k for k in kernels if (k["pid"], k["tid"]) == (counters[0]["pid"], counters[0]["tid"]))
+    assert min(c["ts"] for c in tracks[(first["pid"], first["tid"])]) == pytest.approx(first["ts"] - 0.001)
+    assert trace["xpu_scope_metric_group"] == "ComputeBasic"
+
+
+def test_summary_has_metric_columns_sortable_by_any_metric(full_double, tmp_path):
+    api, builder, trace = run_session(full_double, tmp_path, config=_config(("GpuTime", "XVE_ACTIVE", "XVE_STALL")))
+    for summary in (Summary.from_builder(builder), Summary.from_events(trace["traceEvents"])):
+        rows = {r.name: r for r in summary.rows("kernel")}
+        assert set(rows) == {"gemm_kernel<float>", "relu_kernel"}
+        assert rows["gemm_kernel<float>"].calls == 3
+        assert {"GpuTime::ns", "XVE_ACTIVE::percent", "XVE_STALL::percent"} <= set(summary.metric_labels)
+        ids = {n: sorted(k["args"]["kernel_id"] for k in _x(trace) if k["name"] == n) for n in rows}
+        for name, kids in ids.items():
+            active = [40.0 + 10.0 * (i % 5) for i in kids]
+            mean, lo, hi = rows[name].metrics["XVE_ACTIVE::percent"]
+            assert (mean, lo, hi) == pytest.approx((np.mean(active), min(active), max(active)))
+            assert rows[name].metrics["GpuTime::ns"] == (KERNEL_DUR_NS,) * 3
+        for col in ("XVE_ACTIVE max", "XVE_STALL", "xve_stall min", "GpuTime::ns mean"):
+            label, stat = summary._sort_key(col)
+            ordered = [r.metrics[label][("mean", "min", "max").index(stat)] for r in summary.rows("kernel", col)]
+            assert ordered == sorted(ordered, reverse=True)
+        text = summary.table(sort_by="XVE_ACTIVE max")
+        assert "XVE_ACTIVE (percent)" in text and "GpuTime (ns)" in text
+        with pytest.raises(ValueError, match="Valid columns: .*XVE_STALL::percent max"):
+            summary.rows("kernel", "XVE_STAL")
+
+
+def test_xpuprof_report_shows_metric_columns(full_double, tmp_path, capsys):
+    from xpuprof.cli import main
+
+    run_session(full_double, tmp_path)
+    rc = main(["report", str(tmp_path / "trace.json"), "--sort", "XVE_ACTIVE max"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "XVE_ACTIVE (percent)" in out and "gemm_kernel<float>" in out
+
+
+def test_small_max_scopes_spreads_records_over_buffers(full_double, tmp_path):
+    api, builder, trace = run_session(full_double, tmp_path, config=_config(max_scopes=3), iterations=20)
+    assert full_double.c.scope_double_buffer_size() == 2048  # PTI's minimum: 8 scopes per buffer here
+    metric_slices = [e for e in _x(trace) if e["name"].startswith("metrics: ")]
+    assert len(metric_slices) == 20 and api.unmatched == 0
+
+
+def test_device_groups_validate_before_anything_starts(full_double):
+    with pytest.raises(MetricSelectionError) as err:
+        XpuptiActivityScopeApi(TYPES, _config(("GpuTme",)), library=full_double.lib)
+    msg = str(err.value)
+    assert "on Intel(R) Arc(TM) B580 Graphics" in msg and "GpuTime (group ComputeBasic)" in msg
+    assert full_double.c.scope_double_started() == 0
+    with pytest.raises(MetricSelectionError, match="different metric groups"):
+        XpuptiActivityScopeApi(TYPES, _config(("GpuTime", "Counter5")), library=full_double.lib)
+    with pytest.raises(ms.MetricsScopeError, match="metrics_device 3 does not exist: PTI lists 1"):
+        XpuptiActivityScopeApi(TYPES, _config(metrics_device=3), library=full_double.lib)
+    with pytest.raises(ms.MetricsScopeError, match="user-controlled metric scopes are not implemented"):
+        XpuptiActivityScopeApi(TYPES, _config(profiler_measure_per_kernel=False), library=full_double.lib)
+
+
+def test_profile_front_end_with_the_xpu_backend(full_double, tmp_path, monkeypatch):
+    """The public API: xpuprof.profile -> XpuBackend (PTI = the double) -> scope session -> key_averages."""
+    from xpuprof.backends.xpu.backend import XpuBackend
+
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(full_double.path))
+    monkeypatch.setattr(XpuBackend, "_probe_cache", None)
+    exp = ExperimentalConfig(profiler_metrics=["GpuTime::ns", "XVE_STALL"], profiler_measure_per_kernel=True)
+    with xpuprof.profile(activities=["kernel", "xpu_scope_profiler"], experimental_config=exp,
+                         backends=["xpu"]) as prof:
+        t0 = now_ns()
+        while now_ns() - t0 < 2_000_000:  # the double dates its records up to 70 us back: stay inside the window
+            pass
+        assert full_double.workload(6) == 0
+    trace = load(prof.export_chrome_trace(tmp_path / "prof.json"))
+    kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
+    assert len(kernels) == 6 and all(k["args"]["GpuTime::ns"] == KERNEL_DUR_NS for k in kernels)
+    assert len([e for e in trace["traceEvents"] if e.get("ph") == "C" and e.get("cat") == "xpu_scope_profiler"]) == 12
+    rows = {r.name: r for r in prof.key_averages().rows("kernel", "XVE_STALL max")}
+    assert rows["relu_kernel"].metrics["GpuTime::ns"] == (KERNEL_DUR_NS,) * 3
+    assert os.environ["ZET_ENABLE_METRICS"] == "1"

@@ -1,0 +1,99 @@
+"""XpuBackend.configure: which session it builds, and the clear errors when it cannot."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from xpuprof.activity import ActivityType
+from xpuprof.backends import registry
+from xpuprof.backends.base import BackendError, ProbeResult
+from xpuprof.backends.xpu import activity_api, pti
+from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
+from xpuprof.backends.xpu.backend import XpuBackend
+
+
+def test_registry_finds_the_backend():
+    cls = registry.get_backend_class("xpu")
+    assert cls is XpuBackend and cls.name == "xpu" and cls.vendor == "xpu"
+    assert ActivityType.CONCURRENT_KERNEL in cls.supported_activities()
+    assert ActivityType.XPU_SCOPE_PROFILER in cls.supported_activities()
+
+
+def test_declines_types_it_does_not_produce():
+    assert XpuBackend().configure(frozenset({ActivityType.CPU_OP, ActivityType.PYTHON_FUNCTION}), None) is None
+
+
+def test_explicit_library_builds_a_view_session(pti_double, monkeypatch):
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(pti_double.path))
+    s = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.CPU_OP}), None)
+    assert type(s) is XpuptiActivityApi
+    assert s.types == frozenset({ActivityType.CONCURRENT_KERNEL}) and s.wants_correlation
+    assert s.metadata() == {"xpupti_version": "0.99.0-xpuprof-double"}
+    s.start()
+    s.stop()
+
+
+def test_scope_profiler_selects_the_scope_session_lazily(pti_double, monkeypatch):
+    made = {}
+
+    class FakeScope(XpuptiActivityApi):
+        def __init__(self, types_, config, **kw):
+            made["types"] = types_
+            super().__init__(types_, config, **kw)
+
+    fake = types.ModuleType("xpuprof.backends.xpu.scope_api")
+    fake.XpuptiActivityScopeApi = FakeScope
+    monkeypatch.setitem(sys.modules, "xpuprof.backends.xpu.scope_api", fake)
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(pti_double.path))
+    plain = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL}), None)
+    assert type(plain) is XpuptiActivityApi and not made
+    s = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.XPU_SCOPE_PROFILER}), None)
+    assert type(s) is FakeScope and ActivityType.XPU_SCOPE_PROFILER in made["types"]
+
+
+def test_configure_refuses_when_the_probe_says_no(monkeypatch):
+    monkeypatch.delenv(pti.PTI_LIBRARY_ENV, raising=False)
+    monkeypatch.setattr(XpuBackend, "_probe_cache", ProbeResult.unavailable("no Level Zero loader found"))
+    with pytest.raises(BackendError, match="the XPU backend cannot run here: no Level Zero loader found"):
+        XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL}), None)
+
+
+def test_missing_c_extension_is_a_clear_error(pti_double, monkeypatch):
+    import xpuprof._native
+
+    monkeypatch.delattr(xpuprof._native, "ptibuf", raising=False)
+    monkeypatch.setitem(sys.modules, "xpuprof._native.ptibuf", None)
+    with pytest.raises(BackendError, match=r"xpuprof._native.ptibuf is not built.*deadlock"):
+        activity_api.load_ptibuf()
+
+
+def test_pti_without_its_core_explains_the_library_path(pti_double, monkeypatch, tmp_path):
+    lib = pti_double.lib
+    monkeypatch.setattr(lib, "ptiViewEnable", lambda kind: 2)
+    (tmp_path / "pti").mkdir()
+    (tmp_path / "pti" / "libpti.so").write_bytes(b"")
+    (tmp_path / "libxptifw.so").write_bytes(b"")
+    monkeypatch.setattr(lib, "path", tmp_path / "libpti_view.so")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/lib")
+    with pytest.raises(BackendError, match=rf"PTI_ERROR_NOT_IMPLEMENTED.*LD_LIBRARY_PATH lacks {tmp_path}"):
+        XpuptiActivityApi(frozenset({ActivityType.CONCURRENT_KERNEL}), library=lib)
+
+
+def test_library_path_helpers(tmp_path):
+    (tmp_path / "pti").mkdir()
+    (tmp_path / "pti" / "libpti.so").write_bytes(b"")
+    (tmp_path / "libxptifw.so").write_bytes(b"")
+    view = tmp_path / "libpti_view.so"
+    assert pti.library_path_missing(view, {"LD_LIBRARY_PATH": "/x"}) == tmp_path.resolve()
+    assert pti.library_path_missing(view, {"LD_LIBRARY_PATH": f"/x:{tmp_path}"}) is None
+    env = pti.environment_with_library_path(view, {"LD_LIBRARY_PATH": "/x"})
+    assert env["LD_LIBRARY_PATH"] == f"{tmp_path.resolve()}:/x"
+    assert pti.required_library_dir(tmp_path / "elsewhere" / "libpti_view.so") is None
+
+
+def test_explicit_library_that_does_not_exist(monkeypatch):
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, "/nonexistent/libpti_view.so")
+    with pytest.raises(pti.PtiNotFound, match="does not name an existing file"):
+        pti.find_pti_library()

@@ -1,0 +1,96 @@
+"""The real intel-pti wheel (``pip install --no-deps intel-pti intel-cmplr-lib-rt``), and Intel GPU hardware."""
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from xpuprof.activity import ActivityType
+from xpuprof.backends.probe import run_probe
+from xpuprof.backends.xpu import availability, pti
+from xpuprof.backends.xpu.backend import XpuBackend
+
+
+def _wheel_path():
+    try:
+        importlib.metadata.distribution("intel-pti")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        return pti.find_pti_library()
+    except pti.PtiNotFound:
+        return None
+
+
+WHEEL = _wheel_path()
+needs_wheel = pytest.mark.skipif(WHEEL is None, reason="intel-pti is not installed "
+                                 "(pip install --no-deps intel-pti intel-cmplr-lib-rt)")
+
+
+@needs_wheel
+def test_wheel_version_and_result_names(monkeypatch):
+    monkeypatch.delenv(pti.PTI_LIBRARY_ENV, raising=False)
+    version = availability.pti_version_string(WHEEL)
+    assert version.count(".") == 2 and version.split(".")[0].isdigit()
+    lib = pti.PtiLibrary.load(WHEEL)
+    assert lib.version() == version
+    assert lib.result_name(2) == "PTI_ERROR_NOT_IMPLEMENTED" and lib.result_name(0) == "PTI_SUCCESS"
+    assert pti.required_library_dir(WHEEL) == WHEEL.resolve().parent
+
+
+@needs_wheel
+def test_wheel_probe_reports_the_missing_level_zero_cleanly(monkeypatch):
+    monkeypatch.delenv(pti.PTI_LIBRARY_ENV, raising=False)
+    result = availability.probe()
+    if result.available:
+        pytest.skip("this machine has a working Intel GPU stack")
+    assert result.details["stage"] in {"no_loader", "old_loader", "no_driver", "no_gpu"}, result
+    assert "Level Zero" in result.reason
+
+
+@needs_wheel
+def test_wheel_core_without_level_zero_is_not_implemented_not_a_crash():
+    env = pti.environment_with_library_path(WHEEL)
+    res = run_probe("xpuprof.backends.xpu.availability", "check_pti_core", [str(WHEEL)], env=env)
+    if res.available:
+        pytest.skip("PTI's core initialized: a Level Zero driver is present")
+    assert res.details["stage"] == "pti_core"
+    assert "ptiViewEnable returned PTI_ERROR_NOT_IMPLEMENTED" in res.reason
+
+
+def _gpu_probe():
+    if WHEEL is None:
+        return "intel-pti is not installed"
+    r = XpuBackend.probe()
+    return None if r.available else r.reason
+
+
+GPU_MISSING = _gpu_probe()
+
+
+@pytest.mark.xpu
+@pytest.mark.skipif(GPU_MISSING is not None, reason=f"no usable Intel GPU: {GPU_MISSING}")
+def test_real_kernel_links_to_its_host_call(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        pytest.skip("torch has no XPU device")
+    from xpuprof.backends.base import ProcessWindow
+    from xpuprof.clock import now_ns
+    from xpuprof.trace.builder import TraceBuilder
+
+    types = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.RUNTIME, ActivityType.EXTERNAL_CORRELATION})
+    session = XpuBackend().configure(types, None)
+    session.start()
+    session.push_correlation_id(777)
+    x = torch.ones(1 << 20, device="xpu")
+    (x * 2).sum().item()
+    torch.xpu.synchronize()
+    session.pop_correlation_id()
+    session.stop()
+    b = TraceBuilder()
+    session.process(b, ProcessWindow(session.start_ns, now_ns()))
+    k = b.slice_table("kernel")
+    assert len(k["ts"]) >= 1
+    assert len(session.kernels) >= 1
+    flows = [f for batch in b.flows for f in batch.flow_id.tolist()]
+    assert flows, "no ac2g flow linked a runtime call to a kernel"

@@ -1,0 +1,113 @@
+"""Can the XPU backend run here? Each failure gives its own specific reason.
+
+Order of checks: the ``intel-pti`` wheel (in this process: just a file lookup), then in a child
+process with PTI's LD_LIBRARY_PATH: a Level Zero loader, one new enough for PTI (``zesInit``),
+a driver (``zeInit``; with a loader but no driver PTI *aborts* the process), a GPU device, and
+finally PTI's core library itself. The parent never loads PTI for this.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ..base import ProbeResult
+from ..probe import run_probe
+from . import levelzero, pti
+
+STAGE_OK = "ok"
+
+
+def _result(available: bool, stage: str, reason: str, **details) -> dict:
+    return {"available": available, "reason": reason, "details": {"stage": stage, **details}}
+
+
+def check_level_zero() -> dict:
+    """Loader, zesInit, driver and GPU checks (safe in-process: no PTI involved)."""
+    path = levelzero.find_loader()
+    if not path:
+        return _result(False, "no_loader", "no Level Zero loader (libze_loader.so.1) found; install the Intel GPU "
+                       "runtime (Level Zero loader and intel-level-zero-gpu driver)")
+    try:
+        lib = levelzero.load_loader(path)
+    except levelzero.LevelZeroError as exc:
+        return _result(False, "no_loader", str(exc))
+    if not hasattr(lib, "zesInit"):
+        return _result(False, "old_loader", f"the Level Zero loader {path} does not export zesInit, which PTI needs "
+                       "(Debian 12's libze1 1.8 is too old); install a newer Level Zero loader", loader=path)
+    try:
+        drivers = levelzero.drivers(lib)
+    except levelzero.LevelZeroError as exc:
+        return _result(False, "no_driver", f"a Level Zero loader ({path}) is present but no driver initialized ({exc}); "
+                       "PTI would abort this process. Install the Intel GPU driver (intel-level-zero-gpu / "
+                       "compute-runtime)", loader=path)
+    if not drivers:
+        return _result(False, "no_driver", f"a Level Zero loader ({path}) is present but reports no driver; PTI would "
+                       "abort this process. Install the Intel GPU driver (intel-level-zero-gpu / compute-runtime)",
+                       loader=path)
+    devices = levelzero.gpu_devices(lib)
+    if not devices:
+        return _result(False, "no_gpu", f"Level Zero has {len(drivers)} driver(s) but no GPU device", loader=path)
+    return _result(True, STAGE_OK, "Level Zero GPU found", loader=path,
+                   devices=[{"name": d.name, "uuid": d.uuid.hex()} for d in devices])
+
+
+def check_pti_core(pti_path: str) -> dict:
+    """Load PTI and enable one view with the C callbacks: NOT_IMPLEMENTED means its core did not load."""
+    lib = pti.PtiLibrary.load(pti_path)
+    version = lib.version()
+    try:
+        from ..._native import ptibuf
+    except ImportError:
+        return _result(False, "no_native", "xpuprof._native.ptibuf is not built (PTI needs C buffer callbacks); "
+                       "reinstall xpuprof with a C compiler available", pti_version=version)
+    lib.ptiViewSetCallbacks(*ptibuf.callback_addresses())
+    code = lib.ptiViewEnable(int(pti.ViewKind.DEVICE_GPU_KERNEL))
+    if code != pti.Result.SUCCESS:
+        missing = pti.library_path_missing(lib.path)
+        hint = (f"; LD_LIBRARY_PATH must include {missing} at process start" if missing is not None
+                else "; set PTILOG_LEVEL=info for PTI's own reason")
+        return _result(False, "pti_core", f"PTI {version} loaded but its core library did not initialize "
+                       f"(ptiViewEnable returned {lib.result_name(code)}){hint}", pti_version=version)
+    lib.ptiViewDisable(int(pti.ViewKind.DEVICE_GPU_KERNEL))
+    return _result(True, STAGE_OK, f"Intel PTI {version}", pti_version=version)
+
+
+def probe_child(pti_path: str) -> dict:
+    """Runs in the probe subprocess."""
+    if not os.environ.get(pti.PTI_LIBRARY_ENV):
+        l0 = check_level_zero()
+        if not l0["available"]:
+            return l0
+    else:
+        l0 = _result(True, STAGE_OK, "Level Zero checks skipped: an explicit PTI library was given")
+    core = check_pti_core(pti_path)
+    core["details"].update({k: v for k, v in l0["details"].items() if k in ("devices", "loader")})
+    return core
+
+
+def _explain_crash(returncode: int, stderr: str) -> str:
+    if returncode == -6 or returncode == 134:
+        return ("PTI aborted the probe process (SIGABRT) while initializing; this happens with a Level Zero loader "
+                "but no working GPU driver")
+    return f"the XPU probe process died (status {returncode})"
+
+
+def probe(timeout: float = 60.0) -> ProbeResult:
+    try:
+        path = pti.find_pti_library()
+    except pti.PtiNotFound as exc:
+        return ProbeResult.unavailable(str(exc), stage="no_pti")
+    env = pti.environment_with_library_path(path)
+    res = run_probe(__name__, "probe_child", [str(path)], name="XPU (Intel PTI)", env=env, timeout=timeout,
+                    on_crash=_explain_crash)
+    details = dict(res.details)
+    details.setdefault("pti_library", str(path))
+    return ProbeResult(res.available, res.reason, details)
+
+
+def pti_version_string(path=None) -> str:
+    """``ptiVersionString`` without initializing PTI's core (safe in-process)."""
+    lib = ctypes.CDLL(str(path or pti.find_pti_library()))
+    fn = lib.ptiVersionString
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode("utf-8", "replace")

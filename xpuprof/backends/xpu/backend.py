@@ -1,0 +1,57 @@
+"""XpuBackend: Intel GPUs through Intel PTI (``intel-pti``) and Level Zero."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import ClassVar
+
+from ...activity import ActivityType
+from ..base import Backend, BackendError, ProbeResult, Session
+from . import availability, pti
+from .activity_api import SUPPORTED_TYPES, XpuptiActivityApi
+
+
+class XpuBackend(Backend):
+    name: ClassVar[str] = "xpu"
+    vendor: ClassVar[str] = "xpu"
+    description: ClassVar[str] = "Intel GPUs via Intel PTI (kernels, copies, fills, SYCL/UR and Level Zero calls)"
+
+    _probe_lock = threading.Lock()
+    _probe_cache: ClassVar[ProbeResult | None] = None
+
+    @classmethod
+    def probe(cls) -> ProbeResult:
+        with cls._probe_lock:
+            if cls._probe_cache is None:
+                cls._probe_cache = availability.probe()
+            return cls._probe_cache
+
+    @classmethod
+    def supported_activities(cls) -> frozenset[ActivityType]:
+        return SUPPORTED_TYPES
+
+    def configure(self, activity_types, config) -> Session | None:
+        selected = frozenset(activity_types) & SUPPORTED_TYPES
+        if not selected:
+            return None
+        explicit = bool(os.environ.get(pti.PTI_LIBRARY_ENV))
+        devices = []
+        if not explicit:
+            # Loading PTI with a loader but no driver aborts the process: only after the probe said yes.
+            result = self.probe()
+            if not result:
+                raise BackendError(f"the XPU backend cannot run here: {result.reason}")
+            missing = pti.library_path_missing(pti.find_pti_library())
+            if missing is not None:
+                raise BackendError(f"Intel PTI needs LD_LIBRARY_PATH to include {missing} when the process starts; "
+                                   "run through the `xpuprof` command (it re-executes itself) or export it first")
+            from . import levelzero
+
+            devices = levelzero.gpu_devices()
+        kwargs = dict(device_uuids=[d.uuid for d in devices], device_names={d.index: d.name for d in devices},
+                      device_properties=[d.kineto_properties() for d in devices])
+        if ActivityType.XPU_SCOPE_PROFILER in selected:
+            from .scope_api import XpuptiActivityScopeApi  # per-kernel metrics, only when asked for
+
+            return XpuptiActivityScopeApi(selected, config, **kwargs)
+        return XpuptiActivityApi(selected, config, **kwargs)
