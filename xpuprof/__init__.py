@@ -5,8 +5,9 @@ copies, syncs and per-kernel hardware metrics as counter tracks. Importing xpupr
 vendor package.
 """
 from .activity import ActivityType, default_activity_types
-from .config import ExperimentalConfig, ProfilerConfig
+from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig
 from .host.annotations import current_correlation_id, instant, record_function, set_thread_name
+from .plugins import register_backend
 from .profiler import ProfilerAction, profile, schedule, trace_handler
 
 __version__ = "0.1.0"
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivityType",
     "ExperimentalConfig",
+    "KinetoConfig",
     "ProfilerAction",
     "ProfilerConfig",
     "__version__",
@@ -22,6 +24,7 @@ __all__ = [
     "instant",
     "profile",
     "record_function",
+    "register_backend",
     "schedule",
     "set_thread_name",
     "trace_handler",

@@ -436,10 +436,10 @@ class profile:
             except Exception as exc:
                 errors.setdefault(name, []).append(f"process failed: {type(exc).__name__}: {exc}")
                 log.exception("xpuprof: backend %s failed to process its records", name)
-            for getter, merge in ((session.device_properties, lambda v: [builder.add_device_properties(p) for p in v]),
-                                  (session.metadata, lambda v: [builder.set_metadata(k, x) for k, x in v.items()])):
+            for getter, merge in ((session.device_properties, lambda v: [builder.add_device_properties(p) for p in v or ()]),
+                                  (session.metadata, lambda v: [builder.set_metadata(k, x) for k, x in dict(v or {}).items()])):
                 try:
-                    merge(getter() or ())
+                    merge(getter())
                 except Exception as exc:
                     errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
             try:

@@ -46,3 +46,19 @@ def test_truncated_capture_is_rejected(pti_double, tmp_path, run_session):
     raw.write_bytes(data[:-10])
     with pytest.raises(capture.CaptureError, match="truncated or corrupt capture"):
         capture.load(raw)
+
+
+def test_replay_command(pti_double, tmp_path, run_session, capsys):
+    from xpuprof.cli import main
+
+    raw = tmp_path / "run.ptiraw"
+    run_session(pti_double, tmp_path, capture=raw)
+    out = tmp_path / "out.json"
+    assert main(["replay", str(raw), "-o", str(out), "--legacy-categories"]) == 0
+    assert "6 kernel" in capsys.readouterr().out
+    cats = {e.get("cat") for e in load(out)["traceEvents"]}
+    assert {"kernel", "xpu_runtime", "xpu_driver", "gpu_memcpy"} <= cats
+    bad = tmp_path / "bad.ptiraw"
+    bad.write_bytes(b"nope")
+    assert main(["replay", str(bad)]) == 1
+    assert "is not an xpuprof PTI capture" in capsys.readouterr().err

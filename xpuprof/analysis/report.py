@@ -19,6 +19,7 @@ from ..trace.load import TraceLoadError, load
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
 METRICS_PREFIX = "metrics: "
+NON_METRIC_ARGS = frozenset({"kernel_id", "External id"})  # ids Kineto puts on "metrics: <kernel>" slices
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
@@ -140,7 +141,7 @@ class EventTable:
             if i is None:
                 continue
             for arg, value in (m.get("args") or {}).items():
-                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or arg in NON_METRIC_ARGS:
                     continue
                 metric, _, unit = arg.partition("::")
                 col = cols.get(metric)
@@ -212,10 +213,14 @@ class KernelStat:
     max_ns: int
     rank: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)  # mean per kernel instance
+    metric_min: dict[str, float] = field(default_factory=dict)
+    metric_max: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "calls": self.calls, "total_ns": self.total_ns, "pct": round(self.pct, 4),
              "avg_ns": round(self.avg_ns, 3), "min_ns": self.min_ns, "max_ns": self.max_ns, "metrics": self.metrics}
+        if self.metric_min:
+            d["metric_min"], d["metric_max"] = self.metric_min, self.metric_max
         if self.rank is not None:
             d["rank"] = self.rank
         return d
@@ -224,7 +229,9 @@ class KernelStat:
     def from_dict(cls, d: dict) -> "KernelStat":
         return cls(str(d["name"]), int(d["calls"]), int(d["total_ns"]), float(d.get("pct", 0.0)),
                    float(d["avg_ns"]), int(d.get("min_ns", 0)), int(d.get("max_ns", 0)), d.get("rank"),
-                   {k: float(v) for k, v in (d.get("metrics") or {}).items()})
+                   {k: float(v) for k, v in (d.get("metrics") or {}).items()},
+                   {k: float(v) for k, v in (d.get("metric_min") or {}).items()},
+                   {k: float(v) for k, v in (d.get("metric_max") or {}).items()})
 
 
 def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
@@ -248,12 +255,24 @@ def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "to
         rank, name = (int(r.name.split("\x00", 1)[0]), r.name.split("\x00", 1)[1]) if by_rank else (None, r.name)
         rows.append(KernelStat(name, r.calls, int(r.total_ns), 100.0 * r.total_ns / grand, r.avg_ns, int(r.min_ns),
                                int(r.max_ns), None if rank is None or rank < 0 else rank,
-                               {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics}))
+                               {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics},
+                               {m: float(r.metrics[labels[m]][1]) for m in table.metrics if labels[m] in r.metrics},
+                               {m: float(r.metrics[labels[m]][2]) for m in table.metrics if labels[m] in r.metrics}))
     order = {"total": lambda r: (-r.total_ns, r.name), "calls": lambda r: (-r.calls, r.name),
              "avg": lambda r: (-r.avg_ns, r.name), "max": lambda r: (-r.max_ns, r.name),
              "name": lambda r: (r.name, r.rank or 0)}
     if sort_by not in order:
-        raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(order)}")
+        # A metric column: "<metric>[::<unit>][ mean|min|max]" (rows without the metric last).
+        try:
+            key = summary._sort_key(sort_by)
+        except ValueError:
+            key = None
+        if not isinstance(key, tuple):
+            valid = list(order) + [c for c in summary.sort_columns() if c in labels.values() or " " in c]
+            raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
+        metric = {v: k for k, v in labels.items()}[key[0]]
+        column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[key[1]]
+        order[sort_by] = lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name)
     rows.sort(key=order[sort_by])
     return rows[:top] if top else rows
 

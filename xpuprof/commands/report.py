@@ -25,7 +25,8 @@ def register(subparsers) -> None:
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
     p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
-    p.add_argument("--sort", default="total", choices=("total", "calls", "avg", "max", "name"))
+    p.add_argument("--sort", default="total", metavar="KEY",
+                   help="total, calls, avg, max, name, or a metric column: '<metric>[::<unit>][ mean|min|max]'")
     p.add_argument("--format", default="table", choices=FORMATS)
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=run)
@@ -47,10 +48,12 @@ def to_csv(report: Report) -> str:
     w = csv.writer(buf, lineterminator="\n")
     by_rank = any(s.rank is not None for s in report.stats)
     w.writerow((["rank"] if by_rank else []) + ["kernel", "calls", "total_ns", "pct", "avg_ns", "min_ns", "max_ns"]
-               + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics])
+               + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
+               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")])
     for s in report.stats:
         w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, f"{s.pct:.4f}", f"{s.avg_ns:.3f}",
-                                                    s.min_ns, s.max_ns] + [s.metrics.get(m, "") for m in metrics])
+                                                    s.min_ns, s.max_ns] + [s.metrics.get(m, "") for m in metrics]
+                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)])
     return buf.getvalue()
 
 
@@ -69,10 +72,12 @@ def rich_table(report: Report, title: str = "Kernels"):
     for m in metrics:
         unit = report.table.units.get(m)
         t.add_column(escape(f"{m} [{unit}]" if unit else m), justify="right")
+        t.add_column(escape(f"{m} min"), justify="right")
+        t.add_column(escape(f"{m} max"), justify="right")
     for s in report.stats:
         t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), fmt_ns(s.total_ns), f"{s.pct:.2f}",
                   fmt_ns(s.avg_ns), fmt_ns(s.min_ns), fmt_ns(s.max_ns),
-                  *[f"{s.metrics[m]:.4g}" if m in s.metrics else "" for m in metrics])
+                  *[f"{d[m]:.4g}" if m in d else "" for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)])
     return t
 
 

@@ -19,6 +19,10 @@ LIBRARY = "librocprofiler-sdk.so"
 CATEGORY_TRACING = 1
 CATEGORY_COUNTERS = 3
 BUFFER_POLICY_LOSSLESS = 2
+# rocprofiler_counter_record_kind_t (fwd.h); the SDK has no name query for these.
+COUNTER_RECORD_DISPATCH_HEADER = 1
+COUNTER_RECORD_VALUE = 2
+COUNTER_INFO_VERSION_0 = 1  # rocprofiler_counter_info_version_id_t
 
 
 class RocprofNotFound(RuntimeError):
@@ -67,6 +71,18 @@ class CounterRecord(ctypes.Structure):
     _fields_ = [("id", u64), ("counter_value", ctypes.c_double), ("dispatch_id", u64), ("user_data", u64)]
 
 
+class DispatchCountingRecord(ctypes.Structure):
+    """rocprofiler_dispatch_counting_service_record_t (dispatch_counting_service.h)."""
+    _fields_ = [("size", u64), ("num_records", u64), ("correlation_id", CorrelationId), ("start_timestamp", u64),
+                ("end_timestamp", u64), ("dispatch_info", KernelDispatchInfo)]
+
+
+class CounterInfoPrefix(ctypes.Structure):
+    """Leading fields of rocprofiler_counter_info_v0_t (counters.h)."""
+    _fields_ = [("id", u64), ("name", ctypes.c_char_p), ("description", ctypes.c_char_p),
+                ("block", ctypes.c_char_p), ("expression", ctypes.c_char_p)]
+
+
 class RecordHeader(ctypes.Structure):
     _fields_ = [("category", u32), ("kind", u32), ("payload", ctypes.c_void_p)]
 
@@ -83,6 +99,7 @@ HIP_API_DTYPE = numpy_dtype(HipApiRecord)
 DISPATCH_DTYPE = numpy_dtype(KernelDispatchRecord)
 COPY_DTYPE = numpy_dtype(MemoryCopyRecord)
 COUNTER_DTYPE = numpy_dtype(CounterRecord)
+COUNTING_HEADER_DTYPE = numpy_dtype(DispatchCountingRecord)
 
 
 def check_sizes(sizes: np.ndarray, struct: type[ctypes.Structure]) -> None:

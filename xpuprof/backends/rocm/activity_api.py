@@ -1,0 +1,413 @@
+"""RocprofActivityApi: live collection through rocprofiler-sdk (ctypes + the C part ``rocbuf``).
+
+rocprofiler-sdk accepts a tool once per process and only before HIP/HSA initialise: we register
+with ``rocprofiler_force_configure`` and, inside the tool's ``initialize`` (the only place
+services may be configured), create one context with
+
+- buffered tracing of the HIP runtime API, kernel dispatches and memory copies;
+- callback tracing of CODE_OBJECT kernel-symbol registration (kernel_id -> name);
+- callback tracing of the HIP calls whose *arguments* the dependency resolver needs
+  (hipEventRecord, hipStreamWaitEvent, hipEventSynchronize) and of launches (their stream).
+
+Every callback is C (``xpuprof._native.rocbuf``): they run on rocprofiler's and the
+application's threads, where a Python callback would deadlock on the GIL. Python drains
+and decodes after ``stop``. Enum values are looked up by name at run time; record sizes are
+checked against the mirrors. The registration is process-wide, so later sessions reuse it.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...activity import ActivityType
+from ..base import BackendError, ProcessWindow, Session
+from ..dependencies import DependencyResolver
+from . import rocprof
+from .decode import EVENT_OP_DTYPE, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_WAIT, RocmRecords, RocprofDecoder
+
+SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
+                       ActivityType.EXTERNAL_CORRELATION})
+BUFFER_BYTES = 4 << 20  # Kineto's buffer size
+WATERMARK_BYTES = 3 << 20
+
+# HIP call -> (op code, byte offset of the hipEvent_t, of the hipStream_t) inside its member of
+# rocprofiler_hip_api_args_t (rocprofiler-sdk/hip/api_args.h); -1 = the call has none.
+HIP_ARG_LAYOUT = {
+    "hipEventRecord": (OP_RECORD, 0, 8),  # {hipEvent_t event; hipStream_t stream;}
+    "hipEventRecordWithFlags": (OP_RECORD, 0, 8),  # {event; stream; unsigned flags;}
+    "hipStreamWaitEvent": (OP_STREAM_WAIT, 8, 0),  # {hipStream_t stream; hipEvent_t event; unsigned flags;}
+    "hipEventSynchronize": (OP_EVENT_SYNC, 0, -1),  # {hipEvent_t event;}
+    # {const void* f; dim3 numBlocks; dim3 dimBlocks; void** args; size_t sharedMemBytes; hipStream_t stream;}
+    "hipLaunchKernel": (OP_LAUNCH, -1, 48),
+    "hipMemcpyAsync": (OP_LAUNCH, -1, 32),  # {void* dst; const void* src; size_t sizeBytes; kind; hipStream_t stream;}
+}
+# Copy operation names -> the decoder's direction codes (values differ between releases).
+COPY_DIRECTIONS = {"HOST_TO_HOST": 1, "HOST_TO_DEVICE": 2, "DEVICE_TO_HOST": 3, "DEVICE_TO_DEVICE": 4}
+
+# C signatures (registration.h, fwd.h, agent.h).
+CONFIGURE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p)
+INITIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+FINALIZE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+AGENTS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                             ctypes.c_void_p)
+AGENT_INFO_VERSION_0 = 1  # ROCPROFILER_AGENT_INFO_VERSION_0 (agent.h)
+AGENT_TYPE_GPU = 2  # ROCPROFILER_AGENT_TYPE_GPU (fwd.h)
+CLIENT_NAME = b"xpuprof"  # module constant: rocprofiler keeps the pointer
+
+
+class ToolConfigureResult(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("initialize", INITIALIZE_FN), ("finalize", FINALIZE_FN),
+                ("tool_data", ctypes.c_void_p)]
+
+
+class AgentPrefix(ctypes.Structure):
+    """The leading fields of rocprofiler_agent_v0_t (we ask for this many bytes only)."""
+    _fields_ = [("size", ctypes.c_uint64), ("id", ctypes.c_uint64), ("type", ctypes.c_int32),
+                ("cpu_cores_count", ctypes.c_uint32)]
+
+
+def load_rocbuf():
+    try:
+        from ..._native import rocbuf
+    except ImportError as exc:
+        raise BackendError("the ROCm backend needs xpuprof's C part xpuprof._native.rocbuf, which is not built "
+                           f"({exc}); rebuild with `python setup.py build_ext --inplace` (needs a C compiler)") from exc
+    return rocbuf
+
+
+def _strip(name: str, *prefixes: str) -> str:
+    for p in prefixes:
+        if name.startswith(p):
+            return name[len(p):]
+    return name
+
+
+def _need(found: dict[str, int], what: str, *names: str) -> int:
+    for n in names:
+        if n in found:
+            return found[n]
+    raise BackendError(f"this rocprofiler-sdk does not offer {what} ({' or '.join(names)}); it offers: "
+                       f"{', '.join(sorted(found)) or 'nothing'}")
+
+
+def callback_tracing_kinds(lib) -> dict[str, int]:
+    found: dict[str, int] = {}
+
+    def on_kind(kind, _data):
+        name, length = ctypes.c_char_p(), ctypes.c_uint64()
+        if lib.rocprofiler_query_callback_tracing_kind_name(kind, ctypes.byref(name), ctypes.byref(length)) == 0 \
+                and name.value:
+            found[_strip(name.value.decode(), "ROCPROFILER_CALLBACK_TRACING_")] = int(kind)
+        return 0
+
+    cb = rocprof.KIND_CB(on_kind)
+    lib.rocprofiler_iterate_callback_tracing_kinds(cb, None)
+    return found
+
+
+def callback_operation_names(lib, kind: int) -> dict[str, int]:
+    found: dict[str, int] = {}
+
+    def on_op(k, op, _data):
+        name, length = ctypes.c_char_p(), ctypes.c_uint64()
+        if lib.rocprofiler_query_callback_tracing_kind_operation_name(k, op, ctypes.byref(name),
+                                                                     ctypes.byref(length)) == 0 and name.value:
+            found[_strip(name.value.decode(), "ROCPROFILER_")] = int(op)
+        return 0
+
+    cb = rocprof.OP_CB(on_op)
+    lib.rocprofiler_iterate_callback_tracing_kind_operations(kind, cb, None)
+    return found
+
+
+def status_text(lib, status: int) -> str:
+    parts = []
+    for fn in ("rocprofiler_get_status_name", "rocprofiler_get_status_string"):
+        f = getattr(lib, fn, None)
+        if f is not None:
+            f.restype = ctypes.c_char_p
+            s = f(status)
+            if s:
+                parts.append(s.decode(errors="replace"))
+    return " / ".join(parts) or f"status {status}"
+
+
+def query_gpu_agents(lib) -> list[int]:
+    """GPU agent handles in rocprofiler's order; device index = position (logical GPU id)."""
+    gpus: list[int] = []
+
+    def on_agents(_version, agents, n, _data):
+        for i in range(n):
+            a = ctypes.cast(agents[i], ctypes.POINTER(AgentPrefix)).contents
+            if a.type == AGENT_TYPE_GPU:
+                gpus.append(int(a.id))
+        return 0
+
+    cb = AGENTS_CB(on_agents)
+    status = lib.rocprofiler_query_available_agents(AGENT_INFO_VERSION_0, cb, ctypes.sizeof(AgentPrefix), None)
+    if status != 0:
+        raise BackendError(f"rocprofiler_query_available_agents failed: {status_text(lib, status)}")
+    return gpus
+
+
+@dataclass
+class Registration:
+    """The process-wide rocprofiler tool: one context, one buffer, the configured services."""
+
+    lib: Any
+    rocbuf: Any
+    buffer_kinds: dict[str, int]
+    context: int = 0
+    buffer: int = 0
+    counters: bool = False
+    hip_names: dict[int, str] = field(default_factory=dict)  # buffer HIP operation -> function name
+    copy_directions: dict[int, int] = field(default_factory=dict)
+    agents: list[int] = field(default_factory=list)
+    kernel_names: dict[int, str] = field(default_factory=dict)
+    keep: list = field(default_factory=list)  # ctypes objects rocprofiler holds pointers to
+    error: str = ""
+    counter_setup: Any = None  # callable(reg) run inside initialize (RocprofCounterApi)
+
+
+_REG: Registration | None = None
+_REG_LOCK = threading.Lock()
+
+
+def _check(lib, status: int, what: str) -> None:
+    if status != 0:
+        raise BackendError(f"{what} failed: {status_text(lib, status)}")
+
+
+def _initialize(reg: Registration) -> None:
+    lib, rb = reg.lib, reg.rocbuf
+    ctx = ctypes.c_uint64()
+    _check(lib, lib.rocprofiler_create_context(ctypes.byref(ctx)), "rocprofiler_create_context")
+    reg.context = ctx.value
+    addr = rb.callback_addresses()
+    buf = ctypes.c_uint64()
+    _check(lib, lib.rocprofiler_create_buffer(ctx, ctypes.c_size_t(BUFFER_BYTES), ctypes.c_size_t(WATERMARK_BYTES),
+                                              rocprof.BUFFER_POLICY_LOSSLESS, ctypes.c_void_p(addr["buffer"]), None,
+                                              ctypes.byref(buf)), "rocprofiler_create_buffer")
+    reg.buffer = buf.value
+    kinds = reg.buffer_kinds
+    hip = _need(kinds, "HIP runtime API tracing", "HIP_RUNTIME_API", "HIP_API")
+    for kind in (hip, _need(kinds, "kernel dispatch tracing", "KERNEL_DISPATCH"),
+                 _need(kinds, "memory copy tracing", "MEMORY_COPY")):
+        _check(lib, lib.rocprofiler_configure_buffer_tracing_service(ctx, kind, None, ctypes.c_size_t(0), buf),
+               f"rocprofiler_configure_buffer_tracing_service(kind {kind})")
+    cb_kinds = callback_tracing_kinds(lib)
+    code_kind = _need(cb_kinds, "code object callbacks", "CODE_OBJECT")
+    sym_op = _need(callback_operation_names(lib, code_kind), "kernel symbol registration",
+                   "CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER")
+    rb.set_code_object(code_kind, sym_op)
+    ops = (ctypes.c_int32 * 1)(sym_op)
+    _check(lib, lib.rocprofiler_configure_callback_tracing_service(ctx, code_kind, ops, ctypes.c_size_t(1),
+                                                                   ctypes.c_void_p(addr["code_object"]), None),
+           "rocprofiler_configure_callback_tracing_service(CODE_OBJECT)")
+    cb_hip = _need(cb_kinds, "HIP runtime API callbacks", "HIP_RUNTIME_API", "HIP_API")
+    hip_ops = callback_operation_names(lib, cb_hip)
+    specs = [(hip_ops[n], code, ev, st) for n, (code, ev, st) in HIP_ARG_LAYOUT.items() if n in hip_ops]
+    if not any(s[1] == OP_RECORD for s in specs):
+        raise BackendError("this rocprofiler-sdk lists no hipEventRecord operation; inter-stream dependencies "
+                           "cannot be traced")
+    rb.set_hip_ops(cb_hip, specs)
+    arr = (ctypes.c_int32 * len(specs))(*[s[0] for s in specs])
+    _check(lib, lib.rocprofiler_configure_callback_tracing_service(ctx, cb_hip, arr, ctypes.c_size_t(len(specs)),
+                                                                   ctypes.c_void_p(addr["hip"]), None),
+           "rocprofiler_configure_callback_tracing_service(HIP_RUNTIME_API)")
+    reg.keep += [ops, arr]
+    reg.agents = query_gpu_agents(lib)
+    if reg.counter_setup is not None:
+        reg.counter_setup(reg)
+        reg.counters = True
+
+
+def declare(lib) -> None:
+    u64 = ctypes.c_uint64
+    lib.rocprofiler_force_configure.argtypes = [CONFIGURE_FN]
+    lib.rocprofiler_create_context.argtypes = [ctypes.POINTER(u64)]
+    lib.rocprofiler_create_buffer.argtypes = [u64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.POINTER(u64)]
+    lib.rocprofiler_configure_buffer_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
+                                                                 ctypes.c_size_t, u64]
+    lib.rocprofiler_configure_callback_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
+                                                                   ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+    for fn in ("rocprofiler_start_context", "rocprofiler_stop_context", "rocprofiler_flush_buffer"):
+        getattr(lib, fn).argtypes = [u64]
+    lib.rocprofiler_query_available_agents.argtypes = [ctypes.c_int, AGENTS_CB, ctypes.c_size_t, ctypes.c_void_p]
+    lib.rocprofiler_get_thread_id.argtypes = [ctypes.POINTER(u64)]
+    lib.rocprofiler_push_external_correlation_id.argtypes = [u64, u64, u64]
+    lib.rocprofiler_pop_external_correlation_id.argtypes = [u64, u64, ctypes.POINTER(u64)]
+
+
+def register(lib, rocbuf, *, counter_setup=None) -> Registration:
+    """Configure rocprofiler once per process (force_configure -> our initialize)."""
+    global _REG
+    with _REG_LOCK:
+        if _REG is not None:
+            if counter_setup is not None and not _REG.counters:
+                raise BackendError("rocprofiler-sdk was already configured in this process without per-kernel "
+                                   "counters; it accepts one configuration per process, so start the counter "
+                                   "session (profiler_metrics) in the first ROCm profiling session")
+            return _REG
+        declare(lib)
+        rocbuf.reset()
+        for category, kind, size in ((rocprof.CATEGORY_COUNTERS, rocprof.COUNTER_RECORD_VALUE,
+                                      ctypes.sizeof(rocprof.CounterRecord)),):
+            rocbuf.set_fixed_size(category, kind, size)
+        kinds = {_strip(k, "ROCPROFILER_BUFFER_TRACING_"): v for k, v in rocprof.buffer_tracing_kinds(lib).items()}
+        reg = Registration(lib=lib, rocbuf=rocbuf, buffer_kinds=kinds, counter_setup=counter_setup)
+        hip = _need(kinds, "HIP runtime API tracing", "HIP_RUNTIME_API", "HIP_API")
+        reg.hip_names = rocprof.operation_names(lib, hip)
+        copy_names = rocprof.operation_names(lib, _need(kinds, "memory copy tracing", "MEMORY_COPY"))
+        reg.copy_directions = {op: COPY_DIRECTIONS.get(_strip(n, "ROCPROFILER_", "MEMORY_COPY_"), 0)
+                               for op, n in copy_names.items()}
+
+        def initialize(_finalize, _data):
+            try:
+                _initialize(reg)
+                return 0
+            except Exception as exc:  # reported by register(); rocprofiler discards the tool on -1
+                reg.error = str(exc)
+                return -1
+
+        def configure(_version, _runtime, _priority, client_id):
+            if client_id:
+                ctypes.cast(client_id, ctypes.POINTER(ctypes.c_char_p))[0] = CLIENT_NAME
+            return ctypes.addressof(result)
+
+        init_fn, fini_fn = INITIALIZE_FN(initialize), FINALIZE_FN(lambda _data: None)
+        result = ToolConfigureResult(ctypes.sizeof(ToolConfigureResult), init_fn, fini_fn, None)
+        cfg_fn = CONFIGURE_FN(configure)
+        reg.keep += [init_fn, fini_fn, result, cfg_fn, initialize, configure]
+        status = lib.rocprofiler_force_configure(cfg_fn)
+        if status != 0:
+            text = status_text(lib, status)
+            if "CONFIGURATION_LOCKED" in text.upper():
+                raise BackendError("rocprofiler-sdk is already configured (ROCPROFILER_STATUS_ERROR_CONFIGURATION_"
+                                   "LOCKED): the ROCm backend must be started before HIP initialises (before the "
+                                   "first torch.cuda / HIP call), and no other rocprofiler tool may hold it")
+            raise BackendError(f"rocprofiler_force_configure failed: {text}")
+        if reg.error or not reg.context:
+            raise BackendError(f"rocprofiler-sdk tool initialisation failed: {reg.error or 'initialize never ran'}")
+        _REG = reg
+        atexit.register(_stop_at_exit, reg)
+        return reg
+
+
+def _stop_at_exit(reg: Registration) -> None:
+    # Stop and flush before rocprofiler's own teardown (Kineto's exit segfault, kineto#1249).
+    try:
+        reg.lib.rocprofiler_stop_context(reg.context)
+        reg.lib.rocprofiler_flush_buffer(reg.buffer)
+    except Exception:  # interpreter teardown: nothing left to report to
+        pass
+
+
+def _rows(blob: tuple[int, bytes], struct) -> np.ndarray:
+    stride, data = blob
+    dtype = rocprof.numpy_dtype(struct)
+    n = len(data) // stride if stride else 0
+    if n and stride < dtype.itemsize:
+        # The record's own size is short: let check_sizes name the ABI mismatch.
+        rocprof.check_sizes(np.array([stride], np.uint64), struct)
+    return np.ndarray((n,), dtype=dtype, buffer=data, strides=(stride,)).copy() if n else np.zeros(0, dtype)
+
+
+class RocprofActivityApi(Session):
+    """HIP API, kernel dispatch and memory copy tracing with inter-stream dependencies."""
+
+    counter_setup = None
+
+    def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *, library=None) -> None:
+        import os
+
+        self.types = frozenset(activity_types)
+        self.config = config
+        self.lib = library if library is not None else rocprof.load_library()
+        self.rocbuf = load_rocbuf()
+        self.reg = register(self.lib, self.rocbuf, counter_setup=self.counter_setup)
+        self.pid = os.getpid()
+        self.dependencies = DependencyResolver("hip")
+        self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
+        self._external = ActivityType.EXTERNAL_CORRELATION in self.types
+        self._dropped: dict[str, int] = {}
+        self._errors: list[str] = []
+        self.packed: list[bytes] = []
+        self.event_ops = b""
+
+    # ------------------------------------------------------------------ collection
+    def start(self) -> None:
+        # Records from before this session (another session, warm-up) are not ours.
+        self.rocbuf.drain()
+        self.rocbuf.drain_event_ops()
+        self.dependencies.reset()
+        _check(self.lib, self.lib.rocprofiler_start_context(self.reg.context), "rocprofiler_start_context")
+
+    def stop(self) -> None:
+        _check(self.lib, self.lib.rocprofiler_stop_context(self.reg.context), "rocprofiler_stop_context")
+        _check(self.lib, self.lib.rocprofiler_flush_buffer(self.reg.buffer), "rocprofiler_flush_buffer")
+        self.packed = self.rocbuf.drain()
+        self.event_ops = self.rocbuf.drain_event_ops()
+        self.reg.kernel_names.update(self.rocbuf.drain_kernel_symbols())
+        stats = self.rocbuf.stats()
+        for key, reason in (("dropped", "rocm records dropped by rocprofiler"),
+                            ("malformed", "rocm records with an implausible size"),
+                            ("queue_failures", "rocm buffers lost (out of memory)")):
+            if stats[key]:
+                self._dropped[reason] = int(stats[key])
+
+    def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
+        if self._external and not user:
+            tid = ctypes.c_uint64()
+            self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
+            self.lib.rocprofiler_push_external_correlation_id(self.reg.context, tid.value, int(correlation_id))
+
+    def pop_correlation_id(self, user: bool = False) -> None:
+        if self._external and not user:
+            tid, out = ctypes.c_uint64(), ctypes.c_uint64()
+            self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
+            self.lib.rocprofiler_pop_external_correlation_id(self.reg.context, tid.value, ctypes.byref(out))
+
+    # ------------------------------------------------------------------ decoding
+    def records(self) -> tuple[RocmRecords, dict]:
+        groups = self.rocbuf.split(b"".join(self.packed)) if self.packed else {}
+        k = self.reg.buffer_kinds
+        trace = rocprof.CATEGORY_TRACING
+
+        def get(kind, struct):
+            blob = groups.get((trace, kind))
+            return _rows(blob, struct) if blob else None
+
+        copies = get(k["MEMORY_COPY"], rocprof.MemoryCopyRecord)
+        if copies is not None and len(copies):
+            ops = copies["operation"]
+            copies["operation"] = np.array([self.reg.copy_directions.get(int(o), 0) for o in ops.tolist()], ops.dtype)
+        rec = RocmRecords(
+            hip_api=get(k.get("HIP_RUNTIME_API", k.get("HIP_API")), rocprof.HipApiRecord),
+            dispatch=get(k["KERNEL_DISPATCH"], rocprof.KernelDispatchRecord), copies=copies,
+            event_ops=np.frombuffer(self.event_ops, EVENT_OP_DTYPE).copy(), api_names=self.reg.hip_names,
+            kernel_names=dict(self.reg.kernel_names),
+            agent_device={a: i for i, a in enumerate(self.reg.agents)})
+        return rec, groups
+
+    def process(self, builder, window: ProcessWindow) -> None:
+        rec, groups = self.records()
+        self.decoder.process(builder, window, rec)
+        self.process_counters(builder, window, rec, groups)
+        for reason, n in self._dropped.items():
+            builder.count_dropped(reason, n)
+
+    def process_counters(self, builder, window, rec: RocmRecords, groups: dict) -> None:
+        return None
+
+    def errors(self) -> list[str]:
+        return list(self._errors)
+
+    def dropped_records(self) -> dict[str, int]:
+        return dict(self._dropped)

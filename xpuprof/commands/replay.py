@@ -1,0 +1,40 @@
+"""``xpuprof replay CAPTURE -o TRACE``: turn a raw PTI capture (saved with ``raw_capture_path``)
+into a trace, through the same decoder and writer as a live XPU session. Needs no PTI or GPU."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("replay", help="decode a raw PTI capture into a trace (no GPU needed)",
+                              description=__doc__)
+    p.add_argument("capture", metavar="CAPTURE", help="raw PTI capture file")
+    p.add_argument("-o", "--output", default=None, metavar="TRACE",
+                   help="trace file to write (.json or .json.gz; default: CAPTURE with .json)")
+    p.add_argument("--all", action="store_true", help="keep records outside the capture's window")
+    p.add_argument("--legacy-categories", action="store_true", help="write xpu_runtime/xpu_driver category names")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..backends.xpu import capture
+    from ..backends.xpu.decode import BufferDecodeError
+    from ..trace.builder import TraceBuilder
+    from ..trace.chrome import write_chrome_trace
+
+    out = Path(args.output) if args.output else Path(args.capture).with_suffix(".json")
+    builder = TraceBuilder()
+    try:
+        cap = capture.load(args.capture)
+        result = capture.replay(args.capture, builder, use_window=not args.all)
+    except (capture.CaptureError, BufferDecodeError) as exc:
+        print(f"xpuprof replay: {exc}", file=sys.stderr)
+        return 1
+    if cap.window is not None:
+        builder.set_window(cap.window.start_ns, cap.window.end_ns)
+    path = write_chrome_trace(builder, out, legacy_categories=args.legacy_categories)
+    counts = ", ".join(f"{n} {cat}" for cat, n in sorted(result.counts.items())) or "no events"
+    dropped = f"; dropped: {builder.dropped}" if builder.dropped else ""
+    print(f"wrote {path} (PTI {cap.context.pti_version}: {counts}{dropped})")
+    return 0
