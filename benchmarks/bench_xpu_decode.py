@@ -10,7 +10,6 @@ its ctypes struct (``from_buffer_copy``), the obvious ctypes approach, in this s
 from __future__ import annotations
 
 import argparse
-import ctypes
 import time
 
 import numpy as np

@@ -27,4 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.command == "run":
+        # PTI's core library finds its siblings only through LD_LIBRARY_PATH, which the dynamic
+        # loader reads at process start: re-exec once with it set (no-op without intel-pti).
+        from .backends.xpu.pti import reexec_with_library_path
+        reexec_with_library_path()
     return int(args.func(args) or 0)

@@ -3,6 +3,7 @@
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,19 @@ SCOPE_SRC = XPU_TESTS / "pti_scope_double.c"
 VIEW_DOUBLE_DIR = XPU_TESTS / "double"
 
 
+# The double's internal symbols (xpd_*) are renamed in this build: PTI is loaded RTLD_GLOBAL, so
+# with the tests/xpu double in the same process identical exported names would interpose each
+# other's internal calls (one library's workload writing into the other's buffers).
+INTERNAL_PREFIX, RENAMED_PREFIX = "xpd_", "xpds_"
+
+
+def _renames(sources: list[Path]) -> list[str]:
+    names = set()
+    for p in sources:
+        names |= set(re.findall(rf"\b{INTERNAL_PREFIX}[A-Za-z0-9_]+", p.read_text()))
+    return [f"-D{n}={RENAMED_PREFIX}{n[len(INTERNAL_PREFIX):]}" for n in sorted(names)]
+
+
 def _compile(out_dir: Path, stem: str, sources: list[Path]) -> Path:
     headers = sorted(VIEW_DOUBLE_DIR.glob("*.h"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in [*sources, *headers])).hexdigest()[:12]
@@ -21,8 +35,8 @@ def _compile(out_dir: Path, stem: str, sources: list[Path]) -> Path:
     if not lib.exists():
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         assert cc, "the scope tests need a C compiler (cc/gcc) to build the PTI test double"
-        cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", "-o", str(lib),
-               *map(str, sources), "-lpthread"]
+        cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", *_renames(sources),
+               "-o", str(lib), *map(str, sources), "-lpthread"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, f"building {stem} failed:\n{' '.join(cmd)}\n{proc.stderr}"
     return lib
@@ -64,15 +78,15 @@ class FullDouble:
         self.lib = pti.PtiLibrary.load(path)
         self.c = _controls(ctypes.CDLL(str(path)))
         self.py = ctypes.PyDLL(str(path))  # holds the GIL during the workload, like a SYCL extension
-        self.py.xpd_workload.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
-        self.py.xpd_workload.restype = ctypes.c_int
+        self.py.xpds_workload.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+        self.py.xpds_workload.restype = ctypes.c_int
 
     def workload(self, iterations: int, flags: int = 0, timeout_ms: int = 5000) -> int:
-        return self.py.xpd_workload(iterations, flags, timeout_ms)
+        return self.py.xpds_workload(iterations, flags, timeout_ms)
 
     def reset(self) -> None:
-        self.c.xpd_wait_idle()
-        self.c.xpd_reset()
+        self.c.xpds_wait_idle()
+        self.c.xpds_reset()
         self.c.scope_double_reset()
 
 

@@ -103,7 +103,7 @@ def test_summary_has_metric_columns_sortable_by_any_metric(full_double, tmp_path
         rows = {r.name: r for r in summary.rows("kernel")}
         assert set(rows) == {"gemm_kernel<float>", "relu_kernel"}
         assert rows["gemm_kernel<float>"].calls == 3
-        assert {"GpuTime::ns", "XVE_ACTIVE::percent", "XVE_STALL::percent"} <= set(summary.metric_labels)
+        assert set(summary.metric_labels) == {"GpuTime::ns", "XVE_ACTIVE::percent", "XVE_STALL::percent"}
         ids = {n: sorted(k["args"]["kernel_id"] for k in _x(trace) if k["name"] == n) for n in rows}
         for name, kids in ids.items():
             active = [40.0 + 10.0 * (i % 5) for i in kids]
@@ -121,12 +121,28 @@ def test_summary_has_metric_columns_sortable_by_any_metric(full_double, tmp_path
 
 
 def test_xpuprof_report_shows_metric_columns(full_double, tmp_path, capsys):
+    import csv
+    import io
+
     from xpuprof.cli import main
 
-    run_session(full_double, tmp_path)
-    rc = main(["report", str(tmp_path / "trace.json"), "--sort", "XVE_ACTIVE max"])
+    api, builder, trace = run_session(full_double, tmp_path, iterations=8)
+    path = str(tmp_path / "trace.json")
+    assert main(["report", path, "--sort", "XVE_ACTIVE max"]) == 0
     out = capsys.readouterr().out
-    assert rc == 0 and "XVE_ACTIVE (percent)" in out and "gemm_kernel<float>" in out
+    assert "XVE_ACTIVE [percent]" in out and "XVE_ACTIVE max" in out and "kernel_id" not in out
+    assert main(["report", path, "--format", "csv", "--sort", "XVE_ACTIVE::percent min"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
+    for row in rows:
+        active = [k["args"]["XVE_ACTIVE::percent"] for k in kernels if k["name"] == row["kernel"]]
+        assert float(row["XVE_ACTIVE::percent"]) == pytest.approx(np.mean(active))
+        assert (float(row["XVE_ACTIVE min"]), float(row["XVE_ACTIVE max"])) == (min(active), max(active))
+        assert float(row["GpuTime min"]) == float(row["GpuTime max"]) == KERNEL_DUR_NS
+    mins = [float(r["XVE_ACTIVE min"]) for r in rows]
+    assert mins == sorted(mins, reverse=True) and len(rows) == 2
+    assert main(["report", path, "--sort", "XVE_ACTIV"]) == 2
+    assert "valid: total, calls, avg, max, name" in capsys.readouterr().err
 
 
 def test_small_max_scopes_spreads_records_over_buffers(full_double, tmp_path):

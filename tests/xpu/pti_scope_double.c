@@ -21,8 +21,8 @@
 #include "double/pti_double.h"
 
 /* Weak: absent when this file is built without the view double. */
-#pragma weak xpd_kernel_count
-#pragma weak xpd_kernel_at
+extern size_t xpd_kernel_count(void) __attribute__((weak));
+extern const xpd_kernel_info *xpd_kernel_at(size_t index) __attribute__((weak));
 
 typedef union { uint32_t ui32; uint64_t ui64; float fp32; double fp64; uint8_t b8; } pti_value_t;
 typedef struct { uint64_t kernel_id; void* queue; const char* kernel_name; pti_value_t* values; } scope_record_t;

@@ -12,6 +12,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
+from xpuprof.config.options import ProfilerConfig
 from xpuprof.trace.builder import TraceBuilder
 
 
@@ -126,3 +127,59 @@ def test_python_callbacks_deadlock_where_the_c_callbacks_do_not(pti_double):
     rc = pti_double.workload_holding_gil(2, 0, timeout_ms=300)
     pti_double.c.xpd_wait_idle()  # GIL released: the stuck callback can now run and the collector ends
     assert rc == errno.ETIMEDOUT
+
+
+def test_many_small_buffers_round_trip_through_the_c_queue(pti_double):
+    from xpuprof._native import ptibuf
+
+    cfg = ProfilerConfig(custom={"xpu_buffer_bytes": 4096})
+    api = XpuptiActivityApi(frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.RUNTIME}), cfg,
+                            library=pti_double.lib)
+    try:
+        api.start()
+        assert pti_double.workload_holding_gil(200) == 0
+        api.stop()
+        stats = ptibuf.stats()
+        assert len(api.buffers) > 10 and stats["completed"] == stats["drained"] == len(api.buffers)
+        assert stats["pending"] == 0 and stats["request_failures"] == 0
+        b = TraceBuilder()
+        api.process(b, ProcessWindow(0, now_ns()))
+        assert len(api.kernels) == 200
+        assert sorted(api.kernels.kernel_id.tolist()) == list(range(1, 201))
+        assert len(b.slice_table("runtime")["ts"]) == 600  # launch, copy and fill calls
+    finally:
+        ptibuf.set_buffer_size(ptibuf.DEFAULT_BUFFER_SIZE)
+
+
+def test_buffer_size_bounds():
+    from xpuprof._native import ptibuf
+
+    with pytest.raises(ValueError, match="between 4096 bytes and 16 GiB"):
+        ptibuf.set_buffer_size(100)
+    assert ptibuf.buffer_size() == ptibuf.DEFAULT_BUFFER_SIZE == 4 << 20
+
+
+def test_reexec_is_a_no_op_when_nothing_is_missing(monkeypatch):
+    calls = []
+    monkeypatch.setattr(pti.os, "execve", lambda *a: calls.append(a))
+    monkeypatch.setenv("XPUPROF_REEXECED", "1")
+    pti.reexec_with_library_path(["-m", "xpuprof"])
+    monkeypatch.delenv("XPUPROF_REEXECED")
+    monkeypatch.setattr(pti, "find_pti_library", lambda: pti.Path("/nowhere/libpti_view.so"))
+    pti.reexec_with_library_path(["-m", "xpuprof"])
+    assert calls == []
+
+
+def test_reexec_adds_the_library_dir(monkeypatch, tmp_path):
+    (tmp_path / "pti").mkdir()
+    (tmp_path / "pti" / "libpti.so").write_bytes(b"")
+    (tmp_path / "libxptifw.so").write_bytes(b"")
+    calls = []
+    monkeypatch.setattr(pti.os, "execve", lambda exe, argv, env: calls.append((argv, env)))
+    monkeypatch.setattr(pti, "find_pti_library", lambda: tmp_path / "libpti_view.so")
+    monkeypatch.delenv("XPUPROF_REEXECED", raising=False)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/x")
+    pti.reexec_with_library_path(["-m", "xpuprof", "run"])
+    (argv, env), = calls
+    assert argv[1:] == ["-m", "xpuprof", "run"]
+    assert env["LD_LIBRARY_PATH"] == f"{tmp_path.resolve()}:/opt/x" and env["XPUPROF_REEXECED"] == "1"

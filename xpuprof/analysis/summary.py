@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 METRICS_PREFIX = "metrics: "
+NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
 STEP_PREFIX = "ProfilerStep#"
 STEP_ROW = "ProfilerStep#*"
 KERNEL_CATEGORY = "kernel"
@@ -146,7 +147,7 @@ class Summary:
             kernel_names = np.array([n[len(METRICS_PREFIX):] if m else n
                                      for n, m in zip(bnames.tolist(), is_metric_row.tolist())], dtype=object)
             for key, col in b.args.items():
-                if col.kind != "num" or key == "External id":
+                if col.kind != "num" or key in NON_METRIC_ARGS:
                     continue
                 rows = np.ones(len(b), bool) if col.present is None else col.present.copy()
                 if "::" not in key:
@@ -160,7 +161,7 @@ class Summary:
                     if enc is not None and (is_metric_row[i] or b"::" in enc):
                         for key, v in orjson.loads(enc).items():
                             if isinstance(v, (int, float)) and not isinstance(v, bool) and (
-                                    "::" in key or is_metric_row[i]) and key != "External id":
+                                    "::" in key or is_metric_row[i]) and key not in NON_METRIC_ARGS:
                                 ks, vs = samples.setdefault(key, ([], []))
                                 ks.append(np.array([kernel_names[i]], dtype=object))
                                 vs.append(np.array([v], np.float64))
@@ -187,7 +188,7 @@ class Summary:
             is_metric = name.startswith(METRICS_PREFIX)
             kernel = name[len(METRICS_PREFIX):] if is_metric else name
             for key, v in args.items():
-                if key == "External id" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                if key in NON_METRIC_ARGS or isinstance(v, bool) or not isinstance(v, (int, float)):
                     continue
                 if is_metric or "::" in key:
                     ks, vs = samples.setdefault(key, ([], []))

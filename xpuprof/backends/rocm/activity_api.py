@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...activity import ActivityType
+from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
 from ..dependencies import DependencyResolver
 from . import rocprof
@@ -240,6 +241,7 @@ def declare(lib) -> None:
     for fn in ("rocprofiler_start_context", "rocprofiler_stop_context", "rocprofiler_flush_buffer"):
         getattr(lib, fn).argtypes = [u64]
     lib.rocprofiler_query_available_agents.argtypes = [ctypes.c_int, AGENTS_CB, ctypes.c_size_t, ctypes.c_void_p]
+    lib.rocprofiler_get_timestamp.argtypes = [ctypes.POINTER(u64)]
     lib.rocprofiler_get_thread_id.argtypes = [ctypes.POINTER(u64)]
     lib.rocprofiler_push_external_correlation_id.argtypes = [u64, u64, u64]
     lib.rocprofiler_pop_external_correlation_id.argtypes = [u64, u64, ctypes.POINTER(u64)]
@@ -257,6 +259,7 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
             return _REG
         declare(lib)
         rocbuf.reset()
+        rocbuf.set_agent_configs([])
         for category, kind, size in ((rocprof.CATEGORY_COUNTERS, rocprof.COUNTER_RECORD_VALUE,
                                       ctypes.sizeof(rocprof.CounterRecord)),):
             rocbuf.set_fixed_size(category, kind, size)
@@ -340,6 +343,7 @@ class RocprofActivityApi(Session):
         self._errors: list[str] = []
         self.packed: list[bytes] = []
         self.event_ops = b""
+        self.clock_offset_ns = 0
 
     # ------------------------------------------------------------------ collection
     def start(self) -> None:
@@ -347,7 +351,21 @@ class RocprofActivityApi(Session):
         self.rocbuf.drain()
         self.rocbuf.drain_event_ops()
         self.dependencies.reset()
+        self.clock_offset_ns = self.measure_clock_offset()
         _check(self.lib, self.lib.rocprofiler_start_context(self.reg.context), "rocprofiler_start_context")
+
+    def measure_clock_offset(self) -> int:
+        """epoch ns - rocprofiler ns (rocprofiler stamps records with a monotonic clock)."""
+        ts = ctypes.c_uint64()
+        before = now_ns()
+        _check(self.lib, self.lib.rocprofiler_get_timestamp(ctypes.byref(ts)), "rocprofiler_get_timestamp")
+        return (before + now_ns()) // 2 - int(ts.value)
+
+    def to_epoch(self, rows: np.ndarray | None) -> np.ndarray | None:
+        if rows is not None and len(rows):
+            for f in ("start_timestamp", "end_timestamp"):
+                rows[f] = (rows[f].astype(np.int64) + self.clock_offset_ns).astype(rows[f].dtype)
+        return rows
 
     def stop(self) -> None:
         _check(self.lib, self.lib.rocprofiler_stop_context(self.reg.context), "rocprofiler_stop_context")
@@ -382,7 +400,7 @@ class RocprofActivityApi(Session):
 
         def get(kind, struct):
             blob = groups.get((trace, kind))
-            return _rows(blob, struct) if blob else None
+            return self.to_epoch(_rows(blob, struct)) if blob else None
 
         copies = get(k["MEMORY_COPY"], rocprof.MemoryCopyRecord)
         if copies is not None and len(copies):

@@ -1,7 +1,8 @@
 """RocmBackend: AMD GPUs through rocprofiler-sdk (ctypes; no Python bindings exist).
 
-Decoding and the inter-stream dependency output work on records anywhere; collection needs
-``librocprofiler-sdk.so`` from a ROCm install, configured before HIP initializes.
+Decoding and the inter-stream dependency output work on records anywhere; collection
+(RocprofActivityApi, RocprofCounterApi with ``profiler_metrics``) needs ``librocprofiler-sdk.so``
+from a ROCm install and must be configured before HIP initializes.
 """
 from __future__ import annotations
 
@@ -40,5 +41,10 @@ class RocmBackend(Backend):
         probe = self.probe()
         if not probe:
             raise BackendError(f"the rocm backend cannot run here: {probe.reason}")
-        raise BackendError("live rocprofiler-sdk collection (RocprofActivityApi) is not built yet in this "
-                           "xpuprof version; ROCm records can only be decoded (xpuprof.backends.rocm.decode)")
+        if config is not None and config.experimental.profiler_metrics:
+            from .counter_api import RocprofCounterApi
+
+            return RocprofCounterApi(wanted, config)
+        from .activity_api import RocprofActivityApi
+
+        return RocprofActivityApi(wanted, config)

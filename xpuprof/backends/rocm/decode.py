@@ -29,7 +29,7 @@ COPY_NAMES = {1: ("HtoH", "Host", "Host"), 2: ("HtoD", "Host", "Device"), 3: ("D
 
 # HIP event operations captured from the HIP API arguments (by the C callback part).
 EVENT_OP_DTYPE = np.dtype([("correlation_id", "<u8"), ("op", "u1"), ("event", "<u8"), ("stream", "<u8")])
-OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC = 1, 2, 3
+OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC, OP_LAUNCH = 1, 2, 3, 4  # OP_LAUNCH: only the stream
 OP_NAMES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync"}
 
 
@@ -73,13 +73,34 @@ class RocprofDecoder:
             out[i] = self._streams[key]
         return out[inv.reshape(-1)]
 
+    def kernel_rows(self, rec: RocmRecords, stream_of: dict, corr, queue, agent) -> tuple[np.ndarray, np.ndarray]:
+        """(device, logical stream) of kernels: the HIP stream decides the row; the HSA queue only
+        when the stream is unknown (#1398)."""
+        dev = _map(rec.agent_device, agent, 0)
+        hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64) if stream_of else \
+            np.full(len(corr), -1, np.int64)
+        handle = np.where(hip_stream >= 0, hip_stream, queue.astype(np.int64) | np.int64(1 << 62))
+        return dev, self.logical_stream(dev, handle)
+
+    @staticmethod
+    def stream_of(rec: RocmRecords) -> dict:
+        """correlation id -> HIP stream handle, from the captured launch / event-record arguments."""
+        ops = rec.event_ops
+        if ops is None or not len(ops):
+            return {}
+        keep = ops["op"] != OP_EVENT_SYNC
+        return dict(zip(ops["correlation_id"][keep].tolist(), ops["stream"][keep].tolist()))
+
+    def external_ids(self, rows) -> np.ndarray | None:
+        if ActivityType.EXTERNAL_CORRELATION not in self.activities:
+            return None
+        return rows["correlation_id"]["external"].astype(np.int64)
+
     def process(self, builder, window, rec: RocmRecords) -> None:
         if rec.dropped:
             builder.count_dropped("rocm records dropped by rocprofiler", rec.dropped)
         ops = rec.event_ops if rec.event_ops is not None else np.zeros(0, EVENT_OP_DTYPE)
-        stream_of = {}  # correlation id -> HIP stream handle, for kernels and copies
-        if len(ops):
-            stream_of = dict(zip(ops["correlation_id"].tolist(), ops["stream"].tolist()))
+        stream_of = self.stream_of(rec)  # correlation id -> HIP stream handle, for kernels
         device_parts, host_parts = [], []
         if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
             self._dispatches(builder, window, rec, stream_of, device_parts)
@@ -107,14 +128,9 @@ class RocprofDecoder:
         if not len(rows):
             return
         info = rows["dispatch_info"]
-        dev = _map(rec.agent_device, info["agent_id"], 0)
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         queue = info["queue_id"]
-        hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64) if stream_of else \
-            np.full(len(rows), -1, np.int64)
-        # The HIP stream decides the row; the HSA queue only when the stream is unknown (#1398).
-        handle = np.where(hip_stream >= 0, hip_stream, queue.astype(np.int64) | np.int64(1 << 62))
-        tid = self.logical_stream(dev, handle)
+        dev, tid = self.kernel_rows(rec, stream_of, corr, queue, info["agent_id"])
         kid, inv = np.unique(info["kernel_id"], return_inverse=True)
         names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.tolist()]
         start = rows["start_timestamp"].astype(np.int64) + 1
@@ -122,7 +138,8 @@ class RocprofDecoder:
         grid = np.stack([info["grid_size"][a] for a in "xyz"], 1).astype(np.int64)
         block = np.stack([info["workgroup_size"][a] for a in "xyz"], 1).astype(np.int64)
         builder.add_slices(names=None, name_ids=_intern(builder, names)[inv.reshape(-1)], ts=start, dur=end - start,
-                           pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR, args={
+                           pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR,
+                           external_id=self.external_ids(rows), args={
                                "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
                                "kind": ["Dispatch Kernel"] * len(rows), "grid": grid, "block": block,
                                "shared memory": info["group_segment_size"].astype(np.int64)})
@@ -153,7 +170,8 @@ class RocprofDecoder:
             bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv.reshape(-1)], ts=start, dur=dur, pid=dev,
-                           tid=tid, cat=ActivityType.GPU_MEMCPY, vendor=VENDOR, args={
+                           tid=tid, cat=ActivityType.GPU_MEMCPY, vendor=VENDOR, external_id=self.external_ids(rows),
+                           args={
                                "device": dev, "stream": tid, "correlation": corr,
                                "kind": ArgColumn("str", _intern(builder, kinds)[inv.reshape(-1)]),
                                "bytes": nbytes, "memory bandwidth (GB/s)": ArgColumn("num", bw, dur > 0)})
@@ -197,7 +215,7 @@ class RocprofDecoder:
             event = np.where(has, ops["event"][okey][pos], 0).astype(np.uint64)
             stream = np.where(has, ops["stream"][okey][pos], 0).astype(np.uint64)
             waits = (op == OP_STREAM_WAIT) | (op == OP_EVENT_SYNC)
-            args["event"] = hex_column(event, has)
+            args["event"] = hex_column(event, has & (op != OP_LAUNCH))
             args["stream"] = hex_column(stream, has & (op != OP_EVENT_SYNC))
             kind_ids = _intern(builder, ["", "", *OP_NAMES.values()])[op]
             args[dep.sync_kind_arg] = ArgColumn("str", kind_ids, waits)
@@ -206,7 +224,8 @@ class RocprofDecoder:
             args.update(dep.wait_args(event, res, waits, hex_handles=True))
             dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=self.pid, wait_tid=tid)
         builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv], ts=start, dur=end - start,
-                           pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args)
+                           pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args,
+                           external_id=self.external_ids(rows))
         host_parts.append((corr, start, np.full(len(corr), self.pid, np.int64), tid))
 
     @staticmethod

@@ -131,23 +131,21 @@ class DecodedRecords:
         return sum(len(a) for a in self.by_kind.values()) + sum(self.unknown.values())
 
 
-def _gather(buf: bytes, words: np.ndarray | None, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    size = dtype.itemsize
-    n = len(offsets)
-    native = _native()
-    if native is not None:
-        try:
-            raw = native.gather(buf, np.ascontiguousarray(offsets, dtype=np.uint64), size)
-        except ValueError as exc:
-            raise BufferDecodeError(str(exc)) from None
-        return np.frombuffer(raw, dtype=dtype)
-    if n and int(offsets[-1]) + size > len(buf):
-        raise BufferDecodeError(f"truncated PTI buffer: a {size}-byte record at offset {int(offsets[-1])} "
+def _check_fits(buf: bytes, offsets: np.ndarray, size: int) -> None:
+    if len(offsets) and int(offsets.max()) + size > len(buf):
+        raise BufferDecodeError(f"truncated PTI buffer: a {size}-byte record at offset {int(offsets.max())} "
                                 f"runs past the buffer's end ({len(buf)} bytes)")
+
+
+def _gather_numpy(buf: bytes, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Records at ``offsets`` as one structured array, with numpy only (no C helper)."""
+    size, n = dtype.itemsize, len(offsets)
+    _check_fits(buf, offsets, size)
     if n and int(offsets[-1] - offsets[0]) == (n - 1) * size:
-        # One contiguous run of this kind: a plain strided view, copied once.
-        return np.frombuffer(buf, dtype=dtype, count=n, offset=int(offsets[0])).copy()
-    if words is not None and size % 8 == 0 and not (offsets & 7).any():
+        # One contiguous run of this kind: a plain strided view.
+        return np.frombuffer(buf, dtype=dtype, count=n, offset=int(offsets[0]))
+    if size % 8 == 0 and not (offsets & 7).any():
+        words = np.frombuffer(buf, dtype=np.uint64, count=len(buf) // 8)
         idx = (offsets >> 3).astype(np.intp)[:, None] + np.arange(size // 8, dtype=np.intp)
         return np.ascontiguousarray(words.take(idx)).view(dtype).reshape(n)
     raw = np.frombuffer(buf, dtype=np.uint8)
@@ -155,49 +153,73 @@ def _gather(buf: bytes, words: np.ndarray | None, offsets: np.ndarray, dtype: np
     return np.ascontiguousarray(raw.take(idx)).view(dtype).reshape(n)
 
 
-def decode_buffer(buf: bytes, walker: Walker, out: DecodedRecords | None = None,
-                  parts: dict[int, list[np.ndarray]] | None = None) -> DecodedRecords:
-    """Decode one buffer (see ``decode_buffers``)."""
-    result = DecodedRecords() if out is None else out
-    own_parts = parts is None
-    parts = {} if parts is None else parts
-    offsets = walker(buf)
-    result.buffers += 1
-    if len(offsets):
-        words = np.frombuffer(buf, dtype=np.uint64, count=len(buf) // 8) if len(buf) >= 8 else None
-        if not (offsets & 3).any():
-            u32 = np.frombuffer(buf, dtype=np.uint32, count=len(buf) // 4)
-            kinds = u32.take((offsets >> 2).astype(np.intp))
-        else:
-            raw = np.frombuffer(buf, dtype=np.uint8)
-            o = offsets.astype(np.intp)
-            kinds = (raw[o].astype(np.uint32) | raw[o + 1].astype(np.uint32) << 8
-                     | raw[o + 2].astype(np.uint32) << 16 | raw[o + 3].astype(np.uint32) << 24)
-        top = int(kinds.max())
-        present = np.flatnonzero(np.bincount(kinds)) if top < 4096 else np.unique(kinds)
-        for kind in present.tolist():
-            sel = offsets if len(present) == 1 else offsets[kinds == kind]
-            if kind not in pti.RECORD_STRUCTS:
-                result.unknown[kind] = result.unknown.get(kind, 0) + len(sel)
-                continue
-            parts.setdefault(kind, []).append(_gather(buf, words, sel, pti.record_dtype(kind)))
-    if own_parts:
-        _merge(result, parts)
-    return result
+def _kinds(buf: bytes, offsets: np.ndarray) -> np.ndarray:
+    if not (offsets & 3).any():
+        return np.frombuffer(buf, dtype=np.uint32, count=len(buf) // 4).take((offsets >> 2).astype(np.intp))
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    o = offsets.astype(np.intp)
+    return (raw[o].astype(np.uint32) | raw[o + 1].astype(np.uint32) << 8
+            | raw[o + 2].astype(np.uint32) << 16 | raw[o + 3].astype(np.uint32) << 24)
 
 
-def _merge(result: DecodedRecords, parts: dict[int, list[np.ndarray]]) -> None:
-    for kind, arrays in parts.items():
-        if kind in result.by_kind:
-            arrays = [result.by_kind[kind], *arrays]
-        result.by_kind[kind] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+def _split_by_kind(offsets: np.ndarray, kinds: np.ndarray) -> dict[int, np.ndarray]:
+    """kind -> that kind's offsets, in buffer order."""
+    if not len(offsets):
+        return {}
+    top = int(kinds.max())
+    if top < 256:
+        # One stable radix sort groups the kinds; counts give each group's slice.
+        order = np.argsort(kinds.astype(np.uint8), kind="stable")
+        counts = np.bincount(kinds, minlength=top + 1)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        grouped = offsets[order]
+        return {k: grouped[bounds[k]:bounds[k + 1]] for k in np.flatnonzero(counts).tolist()}
+    return {int(k): offsets[kinds == k] for k in np.unique(kinds).tolist()}
 
 
 def decode_buffers(buffers: Iterable[bytes], walker: Walker) -> DecodedRecords:
-    """Decode PTI buffers into structured arrays by kind (in buffer order within each kind)."""
+    """Decode PTI buffers into structured arrays by kind (in buffer order within each kind).
+
+    Pass 1 locates every record and groups offsets by kind; pass 2 copies each kind's records
+    straight into one preallocated array (no per-buffer pieces to concatenate).
+    """
     result = DecodedRecords()
-    parts: dict[int, list[np.ndarray]] = {}
+    located: list[tuple[bytes, dict[int, np.ndarray]]] = []
+    totals: dict[int, int] = {}
     for buf in buffers:
-        decode_buffer(buf, walker, result, parts)
-    _merge(result, parts)
+        result.buffers += 1
+        offsets = walker(buf)
+        groups = _split_by_kind(offsets, _kinds(buf, offsets))
+        for kind in list(groups):
+            if kind not in pti.RECORD_STRUCTS:
+                result.unknown[kind] = result.unknown.get(kind, 0) + len(groups.pop(kind))
+            else:
+                totals[kind] = totals.get(kind, 0) + len(groups[kind])
+        located.append((buf, groups))
+    native = _native()
+    for kind, total in totals.items():
+        dtype = pti.record_dtype(kind)
+        out = np.empty(total, dtype=dtype)
+        pos = 0
+        for buf, groups in located:
+            sel = groups.get(kind)
+            if sel is None or not len(sel):
+                continue
+            if native is not None:
+                try:
+                    native.gather_into(buf, np.ascontiguousarray(sel, dtype=np.uint64), dtype.itemsize,
+                                       out.view(np.uint8), pos * dtype.itemsize)
+                except ValueError as exc:
+                    raise BufferDecodeError(str(exc)) from None
+            else:
+                part = np.ascontiguousarray(_gather_numpy(buf, sel, dtype))
+                size = dtype.itemsize  # byte copy: padding too, so both paths give identical bytes
+                out.view(np.uint8)[pos * size:(pos + len(sel)) * size] = part.view(np.uint8).reshape(-1)
+            pos += len(sel)
+        result.by_kind[kind] = out
     return result
+
+
+def decode_buffer(buf: bytes, walker: Walker) -> DecodedRecords:
+    """Decode one buffer (see ``decode_buffers``)."""
+    return decode_buffers([buf], walker)

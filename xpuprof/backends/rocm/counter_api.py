@@ -1,0 +1,161 @@
+"""RocprofCounterApi: per-kernel hardware counters through rocprofiler-sdk dispatch counting.
+
+The counting service is configured inside the tool's ``initialize`` (with the tracing): one
+counter config per GPU agent holding the requested counters, chosen per dispatch by the C
+callback in ``rocbuf``. Records come back as a DISPATCH_HEADER (dispatch id, correlation,
+timestamps, kernel) followed by VALUE records (one per counter instance, e.g. per XCC/SE);
+instances are summed per counter, like rocprofv3. Output goes through
+``TraceBuilder.add_per_kernel_metrics`` exactly like the XPU scope profiler.
+
+Requested names are validated offline against the ``metrics/rocm`` catalogs first (a typo fails
+before any GPU work), then against the agent's own counter list. Dispatch counting serialises
+kernels (rocprofiler-sdk docs).
+"""
+from __future__ import annotations
+
+import ctypes
+import difflib
+from typing import Any
+
+import numpy as np
+
+from ..base import BackendError
+from . import rocprof
+from .activity_api import RocprofActivityApi, _check, _rows
+from .decode import RocmRecords, VENDOR
+
+COUNTERS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                               ctypes.c_void_p)
+CONFIG_FUNCTIONS = ("rocprofiler_create_counter_config", "rocprofiler_create_profile_config")
+COUNTING_FUNCTIONS = ("rocprofiler_configure_buffer_dispatch_counting_service",
+                      "rocprofiler_configure_buffered_dispatch_counting_service",
+                      "rocprofiler_configure_buffered_dispatch_profile_counting_service")
+
+
+def validate_offline(requested: list[str]) -> None:
+    """Names no rocm catalog knows are rejected when every catalog is complete; else left to the device."""
+    from ...catalogs import load_catalogs
+
+    catalogs = load_catalogs("rocm")
+    if not catalogs:
+        return
+    known = {name for c in catalogs for name in c.all_metric_names()}
+    bad = [n for n in requested if n not in known]
+    if bad and all(c.complete for c in catalogs):
+        hints = [f"{n!r}" + (f" (did you mean {', '.join(m)}?)" if (m := difflib.get_close_matches(n, sorted(known), 3))
+                             else "") for n in bad]
+        raise BackendError(f"unknown ROCm counter(s): {'; '.join(hints)}. Known counters: "
+                           f"`xpuprof metrics --vendor rocm`")
+
+
+def agent_counters(lib, agent: int) -> dict[str, int]:
+    """Counter name -> counter id for one agent (rocprofiler_iterate_agent_supported_counters)."""
+    ids: list[int] = []
+
+    def on_ids(_agent, counter_ids, n, _data):
+        ids.extend(int(counter_ids[i]) for i in range(n))
+        return 0
+
+    cb = COUNTERS_CB(on_ids)
+    _check(lib, lib.rocprofiler_iterate_agent_supported_counters(ctypes.c_uint64(agent), cb, None),
+           "rocprofiler_iterate_agent_supported_counters")
+    out = {}
+    for cid in ids:
+        info = rocprof.CounterInfoPrefix()
+        if lib.rocprofiler_query_counter_info(ctypes.c_uint64(cid), rocprof.COUNTER_INFO_VERSION_0,
+                                              ctypes.byref(info)) == 0 and info.name:
+            out[info.name.decode()] = cid
+    return out
+
+
+def _first(lib, names: tuple[str, ...], what: str):
+    for n in names:
+        if hasattr(lib, n):
+            return getattr(lib, n)
+    raise BackendError(f"this rocprofiler-sdk has no {what} ({' / '.join(names)})")
+
+
+class RocprofCounterApi(RocprofActivityApi):
+    """Tracing plus per-kernel counters (ExperimentalConfig.profiler_metrics)."""
+
+    def __init__(self, activity_types, config: Any = None, *, library=None) -> None:
+        metrics = [m.strip() for m in (config.experimental.profiler_metrics if config is not None else []) if m.strip()]
+        if not metrics:
+            raise BackendError("per-kernel ROCm counters need at least one counter name "
+                               "(ExperimentalConfig.profiler_metrics)")
+        validate_offline(metrics)
+        self.metrics = list(dict.fromkeys(metrics))
+        self.counter_names: dict[int, str] = {}  # counter id -> name
+        self.counter_setup = self._setup
+        super().__init__(activity_types, config, library=library)
+
+    def _setup(self, reg) -> None:
+        """Runs inside rocprofiler's initialize: configs per GPU agent + the dispatch counting service."""
+        lib = reg.lib
+        create = _first(lib, CONFIG_FUNCTIONS, "counter config function")
+        configure = _first(lib, COUNTING_FUNCTIONS, "dispatch counting service")
+        pairs = []
+        for agent in reg.agents:
+            available = agent_counters(lib, agent)
+            bad = [m for m in self.metrics if m not in available]
+            if bad:
+                hints = [f"{m!r}" + (f" (did you mean {', '.join(c)}?)"
+                                     if (c := difflib.get_close_matches(m, sorted(available), 3)) else "") for m in bad]
+                raise BackendError(f"GPU agent {agent:#x} does not offer counter(s) {'; '.join(hints)}; it offers "
+                                   f"{len(available)} counters")
+            ids = (ctypes.c_uint64 * len(self.metrics))(*[available[m] for m in self.metrics])
+            cfg = ctypes.c_uint64()
+            _check(lib, create(ctypes.c_uint64(agent), ids, ctypes.c_size_t(len(ids)), ctypes.byref(cfg)),
+                   f"{create.__name__} for agent {agent:#x} (too many counters for one pass?)")
+            pairs.append((agent, cfg.value))
+            self.counter_names.update({available[m]: m for m in self.metrics})
+        reg.rocbuf.set_agent_configs(pairs)
+        _check(lib, configure(ctypes.c_uint64(reg.context), ctypes.c_uint64(reg.buffer),
+                              ctypes.c_void_p(reg.rocbuf.callback_addresses()["dispatch_counting"]), None),
+               configure.__name__)
+        reg.counter_names = self.counter_names
+
+    def process_counters(self, builder, window, rec: RocmRecords, groups: dict) -> None:
+        cat = rocprof.CATEGORY_COUNTERS
+        hdr_blob = groups.get((cat, rocprof.COUNTER_RECORD_DISPATCH_HEADER))
+        val_blob = groups.get((cat, rocprof.COUNTER_RECORD_VALUE))
+        if not hdr_blob or not val_blob:
+            return
+        headers = self.to_epoch(_rows(hdr_blob, rocprof.DispatchCountingRecord))
+        rocprof.check_sizes(headers["size"], rocprof.DispatchCountingRecord)
+        values = _rows(val_blob, rocprof.CounterRecord)
+        names = getattr(self.reg, "counter_names", self.counter_names)
+        inst, inv = np.unique(values["id"], return_inverse=True)
+        cid = np.empty(len(inst), np.int64)
+        out = ctypes.c_uint64()
+        for i, instance in enumerate(inst.tolist()):  # one call per distinct instance, not per record
+            self.lib.rocprofiler_query_record_counter_id(ctypes.c_uint64(instance), ctypes.byref(out))
+            cid[i] = out.value
+        counter_of = cid[inv.reshape(-1)]
+        info = headers["dispatch_info"]
+        order = np.argsort(info["dispatch_id"])
+        pos = np.searchsorted(info["dispatch_id"][order], values["dispatch_id"])
+        pos = np.minimum(pos, len(order) - 1)
+        matched = info["dispatch_id"][order][pos] == values["dispatch_id"]
+        row = order[pos]
+        builder.count_dropped("rocm counter values without a dispatch header", int((~matched).sum()))
+        metrics = {}
+        for counter, name in names.items():
+            m = matched & (counter_of == counter)
+            metrics[name] = np.bincount(row[m], weights=values["counter_value"][m], minlength=len(headers))
+        keep = np.asarray(window.contains(headers["start_timestamp"].astype(np.int64)), bool) if window is not None \
+            else np.ones(len(headers), bool)
+        builder.count_dropped("rocm counter dispatches out of window", int((~keep).sum()))
+        if not keep.any():
+            return
+        headers, info = headers[keep], info[keep]
+        corr = headers["correlation_id"]["internal"].astype(np.int64)
+        dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
+        from ..cuda.decode import demangle
+
+        kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]
+        builder.add_per_kernel_metrics(
+            kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
+            end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
+            metrics={k: v[keep] for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
+            extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})
