@@ -217,7 +217,7 @@ class RocprofDecoder:
             waits = (op == OP_STREAM_WAIT) | (op == OP_EVENT_SYNC)
             args["event"] = hex_column(event, has & (op != OP_LAUNCH))
             args["stream"] = hex_column(stream, has & (op != OP_EVENT_SYNC))
-            kind_ids = _intern(builder, ["", "", *OP_NAMES.values()])[op]
+            kind_ids = _intern(builder, ["", "", *OP_NAMES.values(), ""])[op]  # index = op code
             args[dep.sync_kind_arg] = ArgColumn("str", kind_ids, waits)
             res = dep.resolve(event, corr)
             res.found &= waits

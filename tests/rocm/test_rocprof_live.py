@@ -1,0 +1,108 @@
+"""Live collection end to end against the rocprofiler-sdk ABI test double (fake_rocprofiler.c):
+load -> force_configure -> C callbacks (one from a foreign thread) -> drain -> decode -> JSON."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from xpuprof.activity import ActivityType
+from xpuprof.backends.base import BackendError, ProcessWindow
+from xpuprof.backends.rocm import rocprof
+from xpuprof.backends.rocm.backend import RocmBackend
+from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
+from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.chrome import iter_event_chunks
+
+ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
+                 ActivityType.EXTERNAL_CORRELATION})
+
+
+def _run(config=None, *, external=77):
+    session = RocmBackend().configure(ALL, config or ProfilerConfig())
+    lib = rocprof.load_library()
+    session.start()
+    session.push_correlation_id(external)
+    lib.fake_run_scenario()
+    session.pop_correlation_id()
+    session.stop()
+    assert lib.fake_delivered_from_other_thread() == 1 and lib.fake_external_depth() == 0
+    b = TraceBuilder(pid=session.pid)
+    session.process(b, ProcessWindow(0, 2**62))
+    events = [e for chunk in iter_event_chunks(b) for e in chunk]
+    orjson.dumps(events)  # the whole trace serialises
+    return session, b, events
+
+
+def test_end_to_end_kernels_copies_api_and_dependencies(fake_rocprofiler):
+    session, b, evs = _run()
+    kern = sorted((e for e in evs if e.get("cat") == "kernel"), key=lambda e: e["args"]["correlation"])
+    assert [k["name"] for k in kern] == ["vecAdd(float*, float*, int)", "gemm_kernel"]  # code-object callbacks
+    assert [k["tid"] for k in kern] == [1, 2]  # streams A and B -> dense logical streams
+    assert kern[0]["args"]["hsa_queue"] == "0x0000000000000051"
+    copies = [e for e in evs if e.get("cat") == "gpu_memcpy"]
+    assert [c["name"] for c in copies] == ["Memcpy HtoD (Host -> Device)"]  # op 7 resolved by name
+    api = {(e["name"], e["args"]["correlation"]): e for e in evs if e.get("cat") == "runtime"}
+    assert "hipGetDevice" not in {n for n, _ in api}  # suppressed like Kineto
+    wait = api[("hipStreamWaitEvent", 3)]["args"]
+    assert wait["wait_on_hip_event_record_corr_id"] == 2 and wait["wait_on_hip_event_id"] == "0x00000000000000e1"
+    assert wait["wait_on_stream"] == 0xA000
+    sync = api[("hipEventSynchronize", 6)]["args"]
+    assert sync["wait_on_hip_event_record_corr_id"] == 2  # the later re-record (corr 8) is not taken
+    # The re-record on the null stream: the default stream is a real stream.
+    last = api[("hipStreamWaitEvent", 9)]["args"]
+    assert last["wait_on_hip_event_record_corr_id"] == 8 and last["wait_on_stream"] == 0
+    assert sum(e.get("ph") == "s" for e in evs) == sum(e.get("ph") == "f" for e in evs) >= 6  # launches + deps
+    # External correlation pushed around the scenario reaches every record.
+    assert {k["args"].get("External id") for k in kern} == {77}
+    assert b.dropped.get("rocm records dropped by rocprofiler") == 3  # the double reports drop_count 3
+    from xpuprof.clock import now_ns
+
+    ts = b.slice_table("kernel")["ts"]
+    assert ((now_ns() - ts) < 60 * 10**9).all() and (ts <= now_ns()).all()  # monotonic stamps aligned to epoch
+
+
+def test_second_session_reuses_the_registration(fake_rocprofiler):
+    _run()
+    session, _, evs = _run()
+    assert len([e for e in evs if e.get("cat") == "kernel"]) == 2
+
+
+def test_per_kernel_counters(fake_rocprofiler):
+    cfg = ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["SQ_WAVES", "GRBM_GUI_ACTIVE"]))
+    session, b, evs = _run(cfg)
+    metric_slices = sorted((e for e in evs if e.get("name", "").startswith("metrics: ")), key=lambda e: e["ts"])
+    assert [e["name"] for e in metric_slices] == ["metrics: vecAdd(float*, float*, int)", "metrics: gemm_kernel"]
+    # two instances summed: kernel*100 + i*10 + {0, 1}
+    assert metric_slices[0]["args"]["SQ_WAVES"] == 201 and metric_slices[0]["args"]["GRBM_GUI_ACTIVE"] == 221
+    assert metric_slices[1]["args"]["SQ_WAVES"] == 401
+    counters = [e for e in evs if e.get("ph") == "C"]
+    assert len(counters) == 4 and {c["name"] for c in counters} == {"rocm"}
+
+
+def test_unknown_counter_names_the_close_match(fake_rocprofiler, monkeypatch):
+    from xpuprof.backends.rocm import counter_api
+
+    monkeypatch.setattr(counter_api, "validate_offline", lambda names: None)  # reach the device check
+    cfg = ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["SQ_WAVE"]))
+    with pytest.raises(BackendError, match="does not offer counter.*SQ_WAVE.*did you mean SQ_WAVES"):
+        RocmBackend().configure(ALL, cfg)
+
+
+def test_configuration_locked_is_explained(fake_rocprofiler):
+    _run()
+    from xpuprof.backends.rocm import activity_api
+
+    activity_api._REG = None  # a second tool registration in the same process
+    with pytest.raises(BackendError, match="CONFIGURATION_LOCKED.*before HIP initialises"):
+        RocmBackend().configure(ALL, ProfilerConfig())
+
+
+def test_missing_library_is_a_clear_probe_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROCPROFILER_SDK_LIBRARY", str(tmp_path / "nope.so"))
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
+    monkeypatch.setattr(rocprof.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(rocprof, "LIBRARY", "librocprofiler-sdk-absent.so")
+    probe = RocmBackend.probe()
+    assert not probe and "rocprofiler-sdk not found" in probe.reason
+    with pytest.raises(BackendError, match="rocprofiler-sdk not found"):
+        RocmBackend().configure(ALL, ProfilerConfig())
