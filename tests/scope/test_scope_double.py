@@ -106,3 +106,15 @@ def test_zet_enable_metrics_set_or_precise_error():
     with pytest.raises(ms.MetricsScopeError, match="already loaded in this process"):
         ms.ensure_metrics_env({}, level_zero_loaded=True)
     ms.ensure_metrics_env({"ZET_ENABLE_METRICS": "1"}, level_zero_loaded=True)  # already set: fine
+
+
+def test_unmatched_records_chain_after_the_previous_one(scope_double):
+    res, _ = _run(scope_double, ["GpuTime"], [42, 7, 43, 44], [[1], [2], [3], [4]])
+    b = TraceBuilder(pid=1)
+    assert ms.emit_scope_metrics(b, res, _kernels()) == 3
+    table = b.slice_table()
+    # 42: after all kernels (last end 7000); 7: its kernel (1000-2000); 43, 44: 2 ns after the previous end + 1
+    assert table["ts"].tolist() == [7003, 999, 2002, 2006] and table["dur"].tolist() == [3, 1002, 3, 3]
+    b2 = TraceBuilder(pid=1)
+    assert ms.emit_scope_metrics(b2, res, ms.KernelTable.empty()) == 4
+    assert b2.slice_table()["ts"].tolist() == [1, 5, 9, 13]

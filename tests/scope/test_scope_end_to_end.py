@@ -186,3 +186,26 @@ def test_profile_front_end_with_the_xpu_backend(full_double, tmp_path, monkeypat
     rows = {r.name: r for r in prof.key_averages().rows("kernel", "XVE_STALL max")}
     assert rows["relu_kernel"].metrics["GpuTime::ns"] == (KERNEL_DUR_NS,) * 3
     assert os.environ["ZET_ENABLE_METRICS"] == "1"
+
+
+@pytest.mark.parametrize("level_zero_loaded", [False, True])
+def test_backend_sets_zet_enable_metrics_before_level_zero(full_double, monkeypatch, level_zero_loaded):
+    from xpuprof.backends.xpu.backend import XpuBackend
+
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(full_double.path))
+    monkeypatch.delenv("ZET_ENABLE_METRICS")
+    monkeypatch.setattr(ms, "_level_zero_mapped", lambda: level_zero_loaded)
+    if level_zero_loaded:
+        with pytest.raises(ms.MetricsScopeError, match="already loaded in this process"):
+            XpuBackend().configure(TYPES, _config())
+        assert "ZET_ENABLE_METRICS" not in os.environ
+        return
+    session = XpuBackend().configure(TYPES, _config())
+    try:
+        assert isinstance(session, XpuptiActivityScopeApi) and os.environ["ZET_ENABLE_METRICS"] == "1"
+        plain = XpuBackend().configure(TYPES - {ActivityType.XPU_SCOPE_PROFILER}, _config())
+        assert type(plain) is XpuptiActivityApi
+        plain.disable()
+    finally:
+        session.scope.disable()
+        session.disable()

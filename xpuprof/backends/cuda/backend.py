@@ -5,45 +5,37 @@ installs it (``pip install 'xpuprof[cuda]'``) and it is imported only here, afte
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from ...activity import ActivityType
 from ..base import Backend, ProbeResult, Session
+from ..probe import run_probe
 from .activity_api import SUPPORTED, CuptiActivityApi
 
-# Runs in a child process: a broken driver can crash or hang the probe, never the caller.
-_PROBE = r"""
-import sys
-try:
-    from cupti import cupti
-except ImportError as exc:
-    print("cupti-python is not installed (pip install 'xpuprof[cuda]'):", exc); sys.exit(2)
-try:
-    cupti.get_timestamp()
-except Exception as exc:
-    print("CUPTI cannot run here:", type(exc).__name__, exc); sys.exit(3)
-try:
-    from cuda.bindings import driver
-    driver.cuInit(0)
-    err, n = driver.cuDeviceGetCount()
-    n = n if int(err) == 0 else 0
-except Exception as exc:
-    print("the CUDA driver does not answer:", exc); sys.exit(4)
-if n == 0:
-    print("no NVIDIA GPU visible (cuDeviceGetCount returned 0)"); sys.exit(5)
-print(f"{n} NVIDIA GPU(s)")
-"""
 
-
-def run_probe(timeout: float = 60.0) -> ProbeResult:
+def probe_child() -> dict:
+    """Runs in a child process (``backends.probe.run_probe``): a broken driver can crash or hang it, never the caller."""
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return ProbeResult.unavailable(f"the CUDA probe did not finish within {timeout:.0f} s")
-    lines = (done.stdout.strip() or done.stderr.strip() or f"probe exited with {done.returncode}").splitlines()
-    line = lines[-1] if lines else f"probe exited with {done.returncode}"
-    return ProbeResult.ok(line) if done.returncode == 0 else ProbeResult.unavailable(line)
+        from cupti import cupti
+    except ImportError as exc:
+        return {"available": False, "reason": f"cupti-python is not installed (pip install 'xpuprof[cuda]'): {exc}"}
+    try:
+        cupti.get_timestamp()
+    except Exception as exc:  # any CUPTI/driver failure means "not usable here", with its message
+        return {"available": False, "reason": f"CUPTI cannot run here: {type(exc).__name__} {exc}"}
+    try:
+        from cuda.bindings import driver
+
+        driver.cuInit(0)
+        err, n = driver.cuDeviceGetCount()
+        n = n if int(err) == 0 else 0
+    except Exception as exc:
+        return {"available": False, "reason": f"the CUDA driver does not answer: {exc}"}
+    if n == 0:
+        return {"available": False, "reason": "no NVIDIA GPU visible (cuDeviceGetCount returned 0)"}
+    return {"available": True, "reason": f"{n} NVIDIA GPU(s)", "details": {"devices": n}}
+
+
+def probe_cuda(timeout: float = 60.0) -> ProbeResult:
+    return run_probe(__name__, "probe_child", name="CUDA (CUPTI)", timeout=timeout)
 
 
 class CudaBackend(Backend):
@@ -56,7 +48,7 @@ class CudaBackend(Backend):
     @classmethod
     def probe(cls) -> ProbeResult:
         if cls._probe_cache is None:
-            cls._probe_cache = run_probe()
+            cls._probe_cache = probe_cuda()
         return cls._probe_cache
 
     @classmethod

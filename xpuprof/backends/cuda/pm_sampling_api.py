@@ -48,6 +48,44 @@ def validate_metrics(requested: Iterable[str], base_metrics: Iterable[str],
     return names
 
 
+def validate_offline(requested: Iterable[str], chip: str | None = None) -> list[str]:
+    """Check names against the ``metrics/cuda`` catalogs when CUPTI cannot list the device's metrics.
+
+    The catalog matching ``chip`` (all cuda catalogs when the chip is unknown) decides. A partial
+    catalog cannot prove a name absent, so there only names that look like typos of a catalogued
+    metric are rejected (a close match on the same hardware unit, the part before ``__``: ``smsp__x``
+    is a different unit from ``sm__x``, not a typo); a complete catalog rejects every unknown name.
+    """
+    from ...catalogs import CatalogError, find_catalog, load_catalogs
+
+    names = [m.strip() for m in requested if m and m.strip()]
+    if not names:
+        raise BackendError("PM sampling needs at least one metric (ExperimentalConfig.profiler_metrics)")
+    try:
+        catalogs = [find_catalog(chip, "cuda")] if chip else load_catalogs("cuda")
+    except CatalogError:
+        catalogs = load_catalogs("cuda")
+    if not catalogs:
+        return names
+    known = {m: c.groups_of(m) for c in catalogs for m in c.all_metric_names()}
+    complete = all(c.complete for c in catalogs)
+    bad = []
+    for name in names:
+        if name in known:
+            continue
+        unit = name.partition("__")[0]
+        close = [c for c in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
+                 if c.partition("__")[0] == unit]
+        if complete or close:
+            bad.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    if bad:
+        where = chip or "any catalogued NVIDIA GPU"
+        raise BackendError(f"unknown PM sampling metric(s) for {where} (offline check against metrics/cuda, "
+                           f"CUPTI's device metric list was unavailable): {'; '.join(bad)}. "
+                           f"List them with `xpuprof metrics --vendor cuda`")
+    return names
+
+
 def emit_samples(builder, device: int, metrics: list[str], start_ns: np.ndarray, values: np.ndarray) -> None:
     """One "C" track per metric (args ``{"": value}``, Kineto's layout) on pid ``GPU <d> Counters``."""
     pid = counters_pid(device)
@@ -90,11 +128,18 @@ class CuptiPmSamplingApi(CuptiActivityApi):
         return params.p_chip_name
 
     def validated_metrics(self) -> list[str]:
-        from cupti import profiler_host as ph
+        """Against CUPTI's metric list for the chip; the offline catalogs when CUPTI cannot list it."""
+        try:
+            chip = self.chip_name()
+        except Exception:  # no driver/device: CUPTI cannot even name the chip
+            return validate_offline(self.metrics)
+        try:
+            from cupti import profiler_host as ph
 
-        chip = self.chip_name()
-        host = ph.ProfilerHost(chip, ph.ProfilerType.PM_SAMPLING)
-        host.initialize()
+            host = ph.ProfilerHost(chip, ph.ProfilerType.PM_SAMPLING)
+            host.initialize()
+        except Exception:  # profiler host (nvperf) unavailable: fall back to the catalogs
+            return validate_offline(self.metrics, chip)
         try:
             types = list(ph.MetricType) if hasattr(ph, "MetricType") else []
             base = [m for t in types if not t.name.startswith("_") for m in host.get_base_metrics(t)]

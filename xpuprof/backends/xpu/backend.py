@@ -34,6 +34,10 @@ class XpuBackend(Backend):
         selected = frozenset(activity_types) & SUPPORTED_TYPES
         if not selected:
             return None
+        if ActivityType.XPU_SCOPE_PROFILER in selected:
+            from .metrics_scope import ensure_metrics_env
+
+            ensure_metrics_env()  # ZET_ENABLE_METRICS=1 before levelzero.gpu_devices() initializes Level Zero
         explicit = bool(os.environ.get(pti.PTI_LIBRARY_ENV))
         devices = []
         if not explicit:

@@ -23,6 +23,7 @@ from ...trace.builder import ArgColumn, TraceBuilder, hex_column
 from ..base import ProcessWindow
 from . import pti
 from .decode import DecodedRecords
+from .sync_deps import sync_dependency_args
 
 VENDOR = "xpu"
 OVERHEAD_PID = -1
@@ -233,6 +234,11 @@ class RecordWriter:
         ids = np.array([self.b.strings.intern(t) for t in texts], np.int32)
         return ArgColumn("str", ids[np.clip(codes.astype(np.int64), 0, len(ids) - 1)])
 
+    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
+        """Hook: more arg columns for the kernel slices, one row per kernel (the scope profiler's
+        per-kernel metric values). The base writer adds none."""
+        return {}
+
     def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
         self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid, cat=cat, args=args,
                           external_id=external_id, vendor=VENDOR)
@@ -344,6 +350,7 @@ class RecordWriter:
             args["source_line_number"] = ArgColumn("num", k["_source_line_number"].astype(np.int64), has_src)
         args.update({"kernel_id": k["_kernel_id"].astype(np.int64), "sycl_node_id": k["_sycl_node_id"].astype(np.int64),
                      "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64)})
+        args.update(self.extra_kernel_args(k["_kernel_id"].astype(np.uint64)))
         self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
         self._device_rows(pid, tid)
         self._flow(flow_end, start, pid, tid, corr, start=False)
@@ -442,6 +449,7 @@ class RecordWriter:
                 "Event_handle": hex_column(s["_event_handle"]),
                 "Number_wait_events": s["_number_wait_events"].astype(np.int64),
                 "Return_code": s["_return_code"].astype(np.int64)}
+        args.update(sync_dependency_args(self.b, s, start, OVERHEAD_PID, tid))
         self._add(ActivityType.XPU_SYNC, names, start, end - start, OVERHEAD_PID, tid, args, ext.lookup(corr))
         self._flow(flow_end, start, OVERHEAD_PID, tid, corr, start=False)
         self._device_pids.add(OVERHEAD_PID)

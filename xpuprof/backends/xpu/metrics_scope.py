@@ -442,27 +442,25 @@ def emit_scope_metrics(builder, results: ScopeResults, kernels: KernelTable, *, 
     pos = np.minimum(np.searchsorted(sorted_ids, results.kernel_ids), max(len(sorted_ids) - 1, 0))
     matched = (sorted_ids[pos] == results.kernel_ids) if len(sorted_ids) else np.zeros(n, bool)
     src = order[pos] if len(sorted_ids) else np.zeros(n, np.int64)
-    start = np.zeros(n, np.int64)
-    end = np.zeros(n, np.int64)
-    pid = np.zeros(n, dtype=object)
-    tid = np.zeros(n, dtype=object)
-    names: list[str] = []
-    prev_end = int(kernels.end_ns.max()) + 2 if len(kernels.end_ns) else 0
-    for i in range(n):  # sequential: an unmatched record is placed after the previous one
-        if matched[i]:
-            j = int(src[i])
-            start[i], end[i] = kernels.start_ns[j], kernels.end_ns[j]
-            pid[i], tid[i] = kernels.pid[j], kernels.tid[j]
-            names.append(kernels.names[j])
-        else:
-            start[i] = prev_end + 2  # its start-1 counter lands after the previous end+1 one
-            end[i] = start[i] + 1
-            pid[i], tid[i] = 0, 0
-            names.append(results.kernel_names[i] or f"kernel_{int(results.kernel_ids[i])}")
-        prev_end = int(end[i]) + 1
+    # An unmatched record goes just after the previous record (Kineto): 1 ns wide, 2 ns after the
+    # previous end + 1. In a run of k unmatched records after an anchor (the last matched record,
+    # or the end of all kernels) that is anchor + 4k - 2 .. anchor + 4k - 1, so no Python loop.
+    kend = np.asarray(kernels.end_ns, np.int64)
+    idx = np.arange(n)
+    last = np.maximum.accumulate(np.where(matched, idx, -1))
+    anchor0 = int(kend.max()) + 2 if len(kend) else 0
+    anchor = np.where(last >= 0, kend[src[np.maximum(last, 0)]] + 1 if len(kend) else 0, anchor0)
+    k = idx - last
+    start = np.where(matched, np.asarray(kernels.start_ns, np.int64)[src] if len(kend) else 0, anchor + 4 * k - 2)
+    end = np.where(matched, kend[src] if len(kend) else 0, anchor + 4 * k - 1)
+    pid = _rows(np.where(matched, np.asarray(kernels.pid, dtype=object)[src] if len(kend) else 0, 0))
+    tid = _rows(np.where(matched, np.asarray(kernels.tid, dtype=object)[src] if len(kend) else 0, 0))
+    knames = np.asarray(kernels.names, dtype=object)
+    names = [str(knames[j]) if m else (results.kernel_names[i] or f"kernel_{int(results.kernel_ids[i])}")
+             for i, (m, j) in enumerate(zip(matched.tolist(), src.tolist()))]
     units = results.metadata.unit_map()
     builder.add_per_kernel_metrics(
-        kernel_names=names, start_ns=start, end_ns=end, pid=_rows(pid), tid=_rows(tid), metrics=results.values,
+        kernel_names=names, start_ns=start, end_ns=end, pid=pid, tid=tid, metrics=results.values,
         units=units, counter_name="xpu", vendor=vendor,
         extra_args={"kernel_id": results.kernel_ids.astype(np.int64),
                     "queue": ArgColumn("hex", results.queues.astype(np.uint64))})

@@ -40,11 +40,8 @@ class _MetricArgsWriter(emit.RecordWriter):
         super().__init__(*args)
         self.results = results
 
-    def _add(self, cat, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
-        if cat is ActivityType.CONCURRENT_KERNEL and self.results is not None and "kernel_id" in args:
-            ids = np.asarray(args["kernel_id"]).astype(np.uint64)
-            args = {**args, **kernel_metric_args(self.results, ids)}
-        super()._add(cat, name_ids, ts, dur, pid, tid, args, external_id)
+    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
+        return {} if self.results is None else kernel_metric_args(self.results, kernel_ids)
 
 
 class XpuptiActivityScopeApi(XpuptiActivityApi):
