@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bufqueue.h"
+#include "bufqueue_py.h"
 
 #define DEFAULT_BUFFER_SIZE ((size_t)4 << 20) /* Kineto's choice: 4 MiB */
 
@@ -67,20 +68,7 @@ static PyObject *py_buffer_size(PyObject *self, PyObject *noargs) {
 
 /* drain() -> list[bytes]: every completed buffer's used bytes, oldest first; frees them. */
 static PyObject *py_drain(PyObject *self, PyObject *noargs) {
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
-    bq_entry e;
-    while (bq_pop(&completed, &e)) {
-        PyObject *b = PyBytes_FromStringAndSize((const char *)e.buffer, (Py_ssize_t)e.used);
-        bq_free_buffer(e.buffer);
-        if (!b || PyList_Append(out, b) < 0) {
-            Py_XDECREF(b);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(b);
-    }
-    return out;
+    return bq_drain_to_list(&completed);
 }
 
 static PyObject *py_stats(PyObject *self, PyObject *noargs) {

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "bufqueue.h"
+#include "bufqueue_py.h"
 
 #define MAX_CATEGORIES 8
 #define MAX_KINDS 64
@@ -282,20 +283,7 @@ static PyObject *py_set_agent_configs(PyObject *self, PyObject *seq) {
 }
 
 static PyObject *py_drain(PyObject *self, PyObject *noargs) {
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
-    bq_entry e;
-    while (bq_pop(&completed, &e)) {
-        PyObject *b = PyBytes_FromStringAndSize((const char *)e.buffer, (Py_ssize_t)e.used);
-        bq_free_buffer(e.buffer);
-        if (!b || PyList_Append(out, b) < 0) {
-            Py_XDECREF(b);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(b);
-    }
-    return out;
+    return bq_drain_to_list(&completed);
 }
 
 static PyObject *py_drain_event_ops(PyObject *self, PyObject *noargs) {

@@ -66,14 +66,14 @@ def _check_callable(cls: type, method: str, call_args: tuple[str, ...], *, on_cl
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where} has no inspectable signature ({exc})") from None
-    placeholders = [object() for _ in call_args]
+    probe_args = [object() for _ in call_args]
     if not on_class and not isinstance(static, (classmethod, staticmethod)):
-        placeholders.insert(0, object())  # self
+        probe_args.insert(0, object())  # self
         shown = f"{method}(self, {', '.join(call_args)})"
     else:
         shown = f"{method}({', '.join(call_args)})"
     try:
-        sig.bind(*placeholders)
+        sig.bind(*probe_args)
     except TypeError as exc:
         raise TypeError(f"{where}{sig} is not compatible with Backend.{method}{base_sig}: the profiler calls "
                         f"{shown} and that call fails ({exc})") from None
