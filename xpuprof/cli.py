@@ -27,9 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command == "run":
-        # PTI's core library finds its siblings only through LD_LIBRARY_PATH, which the dynamic
-        # loader reads at process start: re-exec once with it set (no-op without intel-pti).
-        from .backends.xpu.pti import reexec_with_library_path
-        reexec_with_library_path()
     return int(args.func(args) or 0)
+
+
+def console_main() -> int:
+    """The ``xpuprof`` executable (and ``python -m xpuprof``).
+
+    PTI's core library finds its sibling libraries only through LD_LIBRARY_PATH, which the
+    dynamic loader reads at process start, so ``xpuprof run`` re-execs itself once with it set
+    (a no-op without intel-pti). Only the executable does this, never ``main()`` called in-process.
+    """
+    argv = sys.argv[1:]
+    if argv[:1] == ["run"]:
+        from .backends.xpu.pti import reexec_with_library_path
+
+        reexec_with_library_path()
+    return main(argv)

@@ -5,6 +5,9 @@ from hypothesis import strategies as st
 
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
+from xpuprof.trace import columnar as columnar_mod
+
+LAYOUTS = ["fixed"] + (["compact"] if columnar_mod._rowfmt is not None else [])
 
 text = st.one_of(st.text(max_size=40), st.binary(max_size=40))
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(), st.text(max_size=20))
@@ -53,9 +56,14 @@ def test_bulk_columns_columnar_equals_generic(tmp_path_factory, data, n):
                    values={"a": args["f"]})
     b.add_flows(flow_ids=args["i"], ts=BASE_TIME_NS + ts, pid=0, tid=tids, start=args["p"].present)
     out = tmp_path_factory.mktemp("b")
-    fast = load(write_chrome_trace(b, out / "f.json"))["traceEvents"]
     ref = load(write_chrome_trace(b, out / "r.json.gz", columnar=False))["traceEvents"]
-    assert fast == ref
+    for layout in LAYOUTS:  # every vectorized layout parses to the reference events
+        columnar_mod.LAYOUT = layout
+        try:
+            fast = load(write_chrome_trace(b, out / f"f-{layout}.json"))["traceEvents"]
+        finally:
+            columnar_mod.LAYOUT = None
+        assert fast == ref, layout
     x = [e for e in fast if e["ph"] == "X"]
     assert [e.get("args", {}).get("External id", 0) for e in x] == ext.tolist()
     assert [e["ts"] for e in x] == [max(int(v), 0) / 1000 for v in ts]

@@ -10,6 +10,7 @@ import pytest
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
 from xpuprof.trace import chrome as chrome_mod
+from xpuprof.trace import columnar as columnar_mod
 
 
 def write(b, tmp_path, name="t.json", **kw):
@@ -17,22 +18,31 @@ def write(b, tmp_path, name="t.json", **kw):
     return path, load(path)
 
 
+LAYOUTS = ["fixed"] + (["compact"] if columnar_mod._rowfmt is not None else [])
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout(request, monkeypatch):
+    monkeypatch.setattr(columnar_mod, "LAYOUT", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("legacy", [False, True])
-def test_columnar_output_equals_generic(mixed, tmp_path, legacy):
+def test_columnar_output_equals_generic(mixed, tmp_path, legacy, layout):
     _, fast = write(mixed, tmp_path, "fast.json", legacy_categories=legacy)
     _, ref = write(mixed, tmp_path, "ref.json", legacy_categories=legacy, columnar=False)
     assert fast["traceEvents"] == ref["traceEvents"]
     assert len(fast["traceEvents"]) == mixed.event_count() + 9  # + 5 M rows, 3 span rows, window end
 
 
-def test_columnar_equals_generic_large_multi_chunk(tmp_path, make_mixed):
+def test_columnar_equals_generic_large_multi_chunk(tmp_path, make_mixed, layout):
     b = make_mixed(n=70_000, seed=3)
     _, fast = write(b, tmp_path, "fast.json")
     _, ref = write(b, tmp_path, "ref.json", columnar=False)
     assert fast["traceEvents"] == ref["traceEvents"]
 
 
-def test_long_strings_fall_back_and_keep_every_event(tmp_path):
+def test_long_strings_fall_back_and_keep_every_event(tmp_path, layout):
     b = TraceBuilder(pid=1)
     names = ["short", "L" * 5000, "mid" * 10] * 10
     b.add_slices(names=names, ts=BASE_TIME_NS + np.arange(30), dur=1, pid=0, tid=0, cat="kernel",
@@ -43,7 +53,7 @@ def test_long_strings_fall_back_and_keep_every_event(tmp_path):
     assert sorted(fast["traceEvents"], key=key) == sorted(ref["traceEvents"], key=key)
 
 
-def test_ts_and_dur_exact_three_decimals(tmp_path):
+def test_ts_and_dur_exact_three_decimals(tmp_path, layout):
     b = TraceBuilder(pid=1)
     big = 7_889_238 * 10**9 - 1  # the largest offset inside one base-time bucket
     rel = np.array([0, 1, 999, 1000, 5_210_386_543, 4_000_000_000_000_123, big])
@@ -169,7 +179,7 @@ def test_failed_write_leaves_no_file(mixed, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed):
+def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed, layout):
     b = make_mixed(n=5000)
     sizes = []
     real = chrome_mod._BackgroundWriter.write
@@ -180,7 +190,7 @@ def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed):
     assert len(sizes) > 20 and max(sizes) < path.stat().st_size / 4
 
 
-def test_hostile_strings_stay_valid(tmp_path):
+def test_hostile_strings_stay_valid(tmp_path, layout):
     b = TraceBuilder(pid=1)
     nasty = ['"', "\\", "\n\r\t\x00\x1f", b"\xff\xfe bad utf8", "lone \ud800 surrogate", "x" * 200_000, "é€😀"]
     for i, s in enumerate(nasty):
@@ -205,3 +215,47 @@ def test_load_errors(tmp_path):
         load(tmp_path / "bad.json")
     (tmp_path / "arr.json").write_text("[]")
     assert load(tmp_path / "arr.json") == {"traceEvents": []}
+
+
+def test_compact_layout_is_compact_and_reuses_buffers(tmp_path, make_mixed, monkeypatch):
+    if columnar_mod._rowfmt is None:
+        pytest.skip("xpuprof._native.rowfmt is not built")
+    b = make_mixed(n=5000, seed=5)
+    monkeypatch.setattr(columnar_mod, "MAX_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(columnar_mod, "MIN_CHUNK_ROWS", 1000)
+    first = write_chrome_trace(b, tmp_path / "a.json").read_bytes()
+    again = write_chrome_trace(b, tmp_path / "b.json").read_bytes()  # pooled buffers, same text
+    assert first.replace(b"a.json", b"b.json") == again
+    rows = [ln for ln in first.split(b"\n") if ln.startswith(b'{"ph":"X"')]
+    assert rows and not any(b"  " in ln for ln in rows)  # no fixed-width padding
+    monkeypatch.setattr(columnar_mod, "LAYOUT", "fixed")
+    fixed = write_chrome_trace(b, tmp_path / "c.json").read_bytes()
+    assert len(first) < len(fixed)
+    assert orjson.loads(first)["traceEvents"] == orjson.loads(fixed)["traceEvents"]
+
+
+def test_layout_errors(monkeypatch):
+    with pytest.raises(ValueError, match="unknown trace layout 'wide'; valid: compact, fixed"):
+        columnar_mod.make_writer([], False, "wide")
+    monkeypatch.setattr(columnar_mod, "_rowfmt", None)
+    with pytest.raises(RuntimeError, match="needs the C part xpuprof._native.rowfmt"):
+        columnar_mod.make_writer([], False, "compact")
+    assert isinstance(columnar_mod.make_writer([], False), columnar_mod.FixedWidthWriter)
+
+
+def test_rowfmt_rejects_bad_segments():
+    rowfmt = columnar_mod._rowfmt
+    if rowfmt is None:
+        pytest.skip("xpuprof._native.rowfmt is not built")
+    offs = np.array([0, 3], dtype=np.int64)
+    with pytest.raises(ValueError, match="token id 1 outside the table of 1"):
+        rowfmt.render(2, [(rowfmt.TOKENS, 0, b"", b'"a"', offs, np.array([0, 1]), None, 0)])
+    with pytest.raises(ValueError, match="ids column has 2 values for 3 rows"):
+        rowfmt.render(3, [(rowfmt.TOKENS, 0, b"", b'"a"', offs, np.array([0, 0]), None, 0)])
+    with pytest.raises(ValueError, match="fewer tokens than rows"):
+        rowfmt.render(2, [(rowfmt.FLOAT, 0, b"", b"[1.0]", np.array([1.0, 2.0]), None, None, 0)])
+    with pytest.raises(ValueError, match="unknown segment kind 99"):
+        rowfmt.render(1, [(99, 0, b"", None, None, None, None, 0)])
+    assert rowfmt.render(2, [(rowfmt.INT, 0, b"v", np.array([-2**63, 7]), None, None, None, 0)]) == \
+        b"v-9223372036854775808v7"
+    assert rowfmt.render(1, [(rowfmt.LIT, 0, b"x", None, None, None, None, 0)], bytearray(0)) == -1

@@ -8,8 +8,9 @@ on "f" only, "C" counters (``args`` always present), trace spans, and the closin
 
 Two renderings of the same events:
 
-* the vectorized path (``columnar``): bulk slice/counter/flow batches become fixed-width rows
-  assembled from numpy matrices, no Python object per event;
+* the vectorized path (``columnar``): bulk slice/counter/flow batches become compact rows
+  rendered in C from their numpy columns (``columnar.CompactWriter``; the pure-numpy
+  fixed-width layout when the C part is not built), no Python object per event;
 * the generic path: one dict per event, encoded by orjson. It renders what the vectorized path
   cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
   and is the reference the tests compare the vectorized output against.
@@ -20,7 +21,6 @@ gzip-compressed (python-isal when installed, zlib otherwise).
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import math
 import os
@@ -35,7 +35,7 @@ import orjson
 
 from ..clock import BASE_TIME_NS
 from .builder import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
-from .columnar import ColumnarWriter, sanitize_tids
+from .columnar import PooledChunk, make_writer, sanitize_tids
 
 SPANS_PID = "Spans"
 SPANS_SORT_INDEX = 0x20000000
@@ -44,14 +44,43 @@ INT64_MIN = -(1 << 63)
 
 
 # ----------------------------------------------------------------------------- sinks
+class _GzipSink:
+    """One gzip stream (wbits=31) fed whole chunks: a compressobj call per multi-MB chunk.
+
+    Cheaper than a GzipFile's per-write bookkeeping; isal and zlib both release the GIL while
+    compressing, so the writer thread compresses while the next chunk renders.
+    """
+
+    def __init__(self, tmp: Path, compressobj) -> None:
+        self._file = open(tmp, "wb", buffering=0)
+        self._comp = compressobj
+
+    def write(self, data) -> None:
+        out = self._comp.compress(data)
+        if out:
+            self._file.write(out)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        try:
+            if exc_type is None:
+                self._file.write(self._comp.flush())
+        finally:
+            self._file.close()
+
+
 def _open_sink(tmp: Path, gz: bool, level: int):
     if not gz:
         return open(tmp, "wb", buffering=0)
     try:
-        from isal import igzip  # python-isal: several times faster than zlib at the same ratio
-        return igzip.open(tmp, "wb", compresslevel=max(0, min(int(level), 3)))
+        from isal import isal_zlib  # python-isal: several times faster than zlib at the same ratio
+        comp = isal_zlib.compressobj(max(0, min(int(level), 3)), isal_zlib.DEFLATED, 31)
     except ImportError:
-        return gzip.open(tmp, "wb", compresslevel=max(1, min(int(level), 9)))
+        import zlib
+        comp = zlib.compressobj(max(1, min(int(level), 9)), zlib.DEFLATED, 31)
+    return _GzipSink(tmp, comp)
 
 
 class _BackgroundWriter:
@@ -73,11 +102,14 @@ class _BackgroundWriter:
             item = self._queue.get()
             if item is None:
                 return
+            pooled = isinstance(item, PooledChunk)
             if self._error is None:
                 try:
-                    self._sink.write(item)
+                    self._sink.write(item.view() if pooled else item)
                 except BaseException as exc:  # re-raised on the producing thread
                     self._error = exc
+            if pooled:
+                item.release()
 
     def write(self, data) -> None:
         if self._error is not None:
@@ -336,7 +368,7 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool) -> Iterat
     builder.flush()
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
-    fast = ColumnarWriter(strings, legacy) if columnar else None
+    fast = make_writer(strings, legacy) if columnar else None
     for b in builder.slices:
         if fast is not None and fast.can_write(b):
             yield from fast.slices(b, lambda sel, b=b: encode_events(
@@ -381,8 +413,10 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
             try:
                 out.write(_header(builder))
                 for body in _event_bodies(builder, legacy_categories, columnar):
-                    if len(body):
-                        out.write(body if isinstance(body, bytes) else memoryview(body).cast("B"))
+                    if isinstance(body, (bytes, PooledChunk)):
+                        out.write(body)
+                    elif len(body):
+                        out.write(memoryview(body).cast("B"))
                 closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
                            "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
                 out.write(orjson.dumps(closing) + b"\n], ")

@@ -1,0 +1,378 @@
+/* xpuprof._native.rowfmt: compact JSON event rows from numpy columns, for the trace writer.
+ *
+ * The numpy fixed-width writer spends its time on padding, per-field matrices and strided
+ * copies; here one loop writes each row straight into the output, variable width, no padding.
+ * Python (xpuprof/trace/columnar.py) describes a row as a list of segments; every segment is a
+ * prefix literal followed by one value taken from a column:
+ *
+ *   (kind, flags, prefix: bytes, a, b, c, mask | None, base: int)
+ *
+ *   LIT     no value (the prefix is the whole segment)
+ *   INT     a: int64 column                    -> decimal
+ *   UINT    a: uint64 column                   -> decimal
+ *   MICROS  a: int64 ns column                 -> max(v - base, 0) as <ns // 1000>.<ns % 1000:03d>
+ *   HEX     a: uint64 column                   -> "0x%016x" (quoted)
+ *   BOOL    a: uint8 (bool) column             -> true / false
+ *   TOKENS  a: blob, b: int64 offsets (k + 1), c: int64 ids column -> blob[off[id]:off[id + 1]]
+ *   FLOAT   a: orjson text of the float64 column b ("[x,y,...]") -> token i; non-finite
+ *           values as Python's quoted "nan" / "inf" / "-inf" (Kineto's form)
+ *
+ * A column of length 1 is one value for every row. ``mask`` (bool column) drops the segment
+ * from rows where it is 0. Flags group segments into an optional JSON object: OPEN starts it
+ * (its prefix is the object's opening text), ENTRY segments inside it lose their prefix's
+ * leading comma when they are the first entry written, and CLOSE writes its prefix or, when no
+ * entry was written, removes the whole object from the row. Formatting runs without the GIL.
+ */
+#pragma GCC optimize("O3")
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_COUNT };
+enum { F_ENTRY = 1, F_OPEN = 2, F_CLOSE = 4 };
+
+typedef struct {
+    int kind, flags;
+    Py_buffer prefix, a, b, c, mask;
+    int has_a, has_b, has_c, has_mask;
+    int64_t base;
+    Py_ssize_t na, nb, nc, nmask; /* element counts */
+    Py_ssize_t cursor;            /* FLOAT: read position in the text */
+    Py_ssize_t max_token;         /* TOKENS: longest token */
+} Seg;
+
+static const char DIGITS2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+static const char HEXDIG[17] = "0123456789abcdef";
+
+static inline char *put_u64(char *p, uint64_t v) {
+    char buf[24];
+    char *end = buf + sizeof buf, *q = end;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        q -= 2;
+        memcpy(q, DIGITS2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        q -= 2;
+        memcpy(q, DIGITS2 + 2 * v, 2);
+    } else {
+        *--q = (char)('0' + v);
+    }
+    memcpy(p, q, (size_t)(end - q));
+    return p + (end - q);
+}
+
+static inline char *put_i64(char *p, int64_t v) {
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, (uint64_t)0 - (uint64_t)v); /* exact for INT64_MIN too */
+    }
+    return put_u64(p, (uint64_t)v);
+}
+
+static void release(Seg *s) {
+    if (s->prefix.obj) PyBuffer_Release(&s->prefix);
+    if (s->has_a) PyBuffer_Release(&s->a);
+    if (s->has_b) PyBuffer_Release(&s->b);
+    if (s->has_c) PyBuffer_Release(&s->c);
+    if (s->has_mask) PyBuffer_Release(&s->mask);
+}
+
+static int get_buf(PyObject *o, Py_buffer *view, int *flag, Py_ssize_t item, Py_ssize_t *count, const char *what) {
+    if (PyObject_GetBuffer(o, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *flag = 1;
+    if (view->len % item) {
+        PyErr_Format(PyExc_ValueError, "rowfmt: %s buffer is not a whole number of %zd-byte items", what, item);
+        return -1;
+    }
+    *count = view->len / item;
+    return 0;
+}
+
+static int column_ok(Py_ssize_t len, Py_ssize_t n, const char *what) {
+    if (len == 1 || len >= n) return 1;
+    PyErr_Format(PyExc_ValueError, "rowfmt: %s column has %zd values for %zd rows", what, len, n);
+    return 0;
+}
+
+#define AT(len, i) ((len) == 1 ? 0 : (i))
+
+static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
+    PyObject *prefix, *a, *b, *c, *mask;
+    long long base;
+    memset(s, 0, sizeof *s);
+    if (!PyArg_ParseTuple(t, "iiOOOOOL", &s->kind, &s->flags, &prefix, &a, &b, &c, &mask, &base)) return -1;
+    s->base = base;
+    if (s->kind < 0 || s->kind >= K_COUNT) {
+        PyErr_Format(PyExc_ValueError, "rowfmt: unknown segment kind %d", s->kind);
+        return -1;
+    }
+    if (PyObject_GetBuffer(prefix, &s->prefix, PyBUF_SIMPLE) < 0) return -1;
+    if (mask != Py_None) {
+        if (get_buf(mask, &s->mask, &s->has_mask, 1, &s->nmask, "mask") < 0) return -1;
+        if (!column_ok(s->nmask, n, "mask")) return -1;
+    }
+    switch (s->kind) {
+    case K_LIT:
+        return 0;
+    case K_INT: case K_UINT: case K_MICROS: case K_HEX:
+        if (get_buf(a, &s->a, &s->has_a, 8, &s->na, "value") < 0) return -1;
+        return column_ok(s->na, n, "value") ? 0 : -1;
+    case K_BOOL:
+        if (get_buf(a, &s->a, &s->has_a, 1, &s->na, "bool") < 0) return -1;
+        return column_ok(s->na, n, "bool") ? 0 : -1;
+    case K_TOKENS: {
+        if (get_buf(a, &s->a, &s->has_a, 1, &s->na, "blob") < 0) return -1;
+        if (get_buf(b, &s->b, &s->has_b, 8, &s->nb, "offsets") < 0) return -1;
+        if (get_buf(c, &s->c, &s->has_c, 8, &s->nc, "ids") < 0) return -1;
+        if (!column_ok(s->nc, n, "ids")) return -1;
+        const int64_t *off = (const int64_t *)s->b.buf;
+        if (s->nb < 1 || off[0] != 0) goto bad_offsets;
+        for (Py_ssize_t k = 1; k < s->nb; k++) {
+            int64_t w = off[k] - off[k - 1];
+            if (w < 0 || off[k] > s->na) goto bad_offsets;
+            if (w > s->max_token) s->max_token = w;
+        }
+        const int64_t *ids = (const int64_t *)s->c.buf;
+        Py_ssize_t m = n < s->nc ? n : s->nc, k = s->nb - 1;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            if (ids[i] < 0 || ids[i] >= k) {
+                PyErr_Format(PyExc_ValueError, "rowfmt: token id %lld outside the table of %zd", (long long)ids[i], k);
+                return -1;
+            }
+        }
+        return 0;
+    bad_offsets:
+        PyErr_SetString(PyExc_ValueError, "rowfmt: token offsets must start at 0, rise, and stay inside the blob");
+        return -1;
+    }
+    case K_FLOAT:
+        if (get_buf(a, &s->a, &s->has_a, 1, &s->na, "float text") < 0) return -1;
+        if (get_buf(b, &s->b, &s->has_b, 8, &s->nb, "float") < 0) return -1;
+        if (s->nb < n) {
+            PyErr_Format(PyExc_ValueError, "rowfmt: float column has %zd values for %zd rows", s->nb, n);
+            return -1;
+        }
+        if (s->na < 2 || ((const char *)s->a.buf)[0] != '[') {
+            PyErr_SetString(PyExc_ValueError, "rowfmt: float text must be a JSON list");
+            return -1;
+        }
+        s->cursor = 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* Upper bound of the bytes a segment adds over n rows. */
+static Py_ssize_t seg_bound(const Seg *s, Py_ssize_t n) {
+    Py_ssize_t per = s->prefix.len;
+    switch (s->kind) {
+    case K_INT: case K_UINT: per += 21; break;
+    case K_MICROS: per += 24; break;
+    case K_HEX: per += 20; break;
+    case K_BOOL: per += 5; break;
+    case K_TOKENS: per += s->max_token; break;
+    case K_FLOAT: return per * n + s->na + 8 * n;
+    default: break;
+    }
+    return per * n;
+}
+
+/* One FLOAT token: copy it (or the quoted non-finite name) when `emit`; always advance. */
+static inline int float_token(Seg *s, Py_ssize_t i, char **pp, int emit) {
+    const char *text = (const char *)s->a.buf;
+    Py_ssize_t at = s->cursor, end = at;
+    while (end < s->na && text[end] != ',' && text[end] != ']') end++;
+    if (end >= s->na) return -1;
+    s->cursor = end + 1;
+    if (!emit) return 0;
+    double v = ((const double *)s->b.buf)[i];
+    char *p = *pp;
+    if (isfinite(v)) {
+        memcpy(p, text + at, (size_t)(end - at));
+        p += end - at;
+    } else if (isnan(v)) {
+        memcpy(p, "\"nan\"", 5), p += 5;
+    } else if (v > 0) {
+        memcpy(p, "\"inf\"", 5), p += 5;
+    } else {
+        memcpy(p, "\"-inf\"", 6), p += 6;
+    }
+    *pp = p;
+    return 0;
+}
+
+static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_ssize_t *written) {
+    char *p = out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char *obj_start = NULL;
+        int obj_entries = 0;
+        for (Py_ssize_t j = 0; j < nseg; j++) {
+            Seg *s = &segs[j];
+            int on = !s->has_mask || ((const uint8_t *)s->mask.buf)[AT(s->nmask, i)];
+            if (!on) {
+                if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
+                continue;
+            }
+            const char *pre = (const char *)s->prefix.buf;
+            Py_ssize_t plen = s->prefix.len;
+            if (s->flags & F_OPEN) {
+                obj_start = p;
+                obj_entries = 0;
+            } else if (s->flags & F_CLOSE) {
+                if (obj_start && !obj_entries) {
+                    p = obj_start;
+                    obj_start = NULL;
+                    continue;
+                }
+                obj_start = NULL;
+            } else if (s->flags & F_ENTRY) {
+                if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
+                obj_entries++;
+            }
+            memcpy(p, pre, (size_t)plen);
+            p += plen;
+            switch (s->kind) {
+            case K_INT:
+                p = put_i64(p, ((const int64_t *)s->a.buf)[AT(s->na, i)]);
+                break;
+            case K_UINT:
+                p = put_u64(p, ((const uint64_t *)s->a.buf)[AT(s->na, i)]);
+                break;
+            case K_MICROS: {
+                int64_t v = ((const int64_t *)s->a.buf)[AT(s->na, i)], rel;
+                if (__builtin_sub_overflow(v, s->base, &rel)) rel = s->base > 0 ? 0 : INT64_MAX;
+                if (rel < 0) rel = 0;
+                p = put_u64(p, (uint64_t)(rel / 1000));
+                unsigned r = (unsigned)(rel % 1000);
+                p[0] = '.';
+                p[1] = (char)('0' + r / 100);
+                memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
+                p += 4;
+                break;
+            }
+            case K_HEX: {
+                uint64_t v = ((const uint64_t *)s->a.buf)[AT(s->na, i)];
+                p[0] = '"', p[1] = '0', p[2] = 'x';
+                for (int k = 0; k < 16; k++) p[3 + k] = HEXDIG[(v >> (60 - 4 * k)) & 15];
+                p[19] = '"';
+                p += 20;
+                break;
+            }
+            case K_BOOL:
+                if (((const uint8_t *)s->a.buf)[AT(s->na, i)]) memcpy(p, "true", 4), p += 4;
+                else memcpy(p, "false", 5), p += 5;
+                break;
+            case K_TOKENS: {
+                int64_t id = ((const int64_t *)s->c.buf)[AT(s->nc, i)];
+                const int64_t *off = (const int64_t *)s->b.buf;
+                Py_ssize_t w = (Py_ssize_t)(off[id + 1] - off[id]);
+                memcpy(p, (const char *)s->a.buf + off[id], (size_t)w);
+                p += w;
+                break;
+            }
+            case K_FLOAT:
+                if (float_token(s, i, &p, 1) < 0) return -1;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    *written = p - out;
+    return 0;
+}
+
+static PyObject *render(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    PyObject *seq, *into = Py_None;
+    Py_buffer dest = {0};
+    if (!PyArg_ParseTuple(args, "nO|O", &n, &seq, &into)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "rowfmt: negative row count");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(seq, "rowfmt: segments must be a sequence");
+    if (!fast) return NULL;
+    Py_ssize_t nseg = PySequence_Fast_GET_SIZE(fast);
+    Seg *segs = PyMem_Calloc((size_t)(nseg ? nseg : 1), sizeof(Seg));
+    PyObject *out = NULL;
+    Py_ssize_t parsed = 0;
+    if (!segs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t cap = 0;
+    for (; parsed < nseg; parsed++) {
+        if (parse_seg(PySequence_Fast_GET_ITEM(fast, parsed), &segs[parsed], n) < 0) {
+            parsed++; /* release what this one acquired */
+            goto done;
+        }
+        cap += seg_bound(&segs[parsed], n);
+    }
+    Py_ssize_t written = 0;
+    int rc;
+    if (into != Py_None) {
+        /* A reused buffer: fresh memory for every chunk costs a page fault per 4 KiB. */
+        if (PyObject_GetBuffer(into, &dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
+        if (dest.len < cap) {
+            out = PyLong_FromSsize_t(-cap); /* too small: the size it needs, nothing written */
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        rc = render_rows(segs, nseg, n, (char *)dest.buf, &written);
+        Py_END_ALLOW_THREADS
+        if (rc == 0) out = PyLong_FromSsize_t(written);
+    } else {
+        out = PyBytes_FromStringAndSize(NULL, cap);
+        if (!out) goto done;
+        Py_BEGIN_ALLOW_THREADS
+        rc = render_rows(segs, nseg, n, PyBytes_AS_STRING(out), &written);
+        Py_END_ALLOW_THREADS
+        if (rc == 0 && _PyBytes_Resize(&out, written) < 0) goto done;
+    }
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "rowfmt: float text has fewer tokens than rows");
+        Py_CLEAR(out);
+    }
+done:
+    if (dest.obj) PyBuffer_Release(&dest);
+    for (Py_ssize_t j = 0; j < parsed; j++) release(&segs[j]);
+    PyMem_Free(segs);
+    Py_DECREF(fast);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"render", render, METH_VARARGS,
+     "render(n, segments[, into]) -> bytes: n compact JSON rows described by segments (see the module "
+     "source). With a writable buffer `into`: the byte count written, or minus the size needed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.rowfmt",
+                                    "Compact JSON event rows from numpy columns.", -1, methods};
+
+PyMODINIT_FUNC PyInit_rowfmt(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    static const struct { const char *name; int value; } consts[] = {
+        {"LIT", K_LIT}, {"INT", K_INT}, {"UINT", K_UINT}, {"MICROS", K_MICROS}, {"HEX", K_HEX},
+        {"BOOL", K_BOOL}, {"TOKENS", K_TOKENS}, {"FLOAT", K_FLOAT},
+        {"ENTRY", F_ENTRY}, {"OPEN", F_OPEN}, {"CLOSE", F_CLOSE},
+    };
+    for (size_t k = 0; k < sizeof consts / sizeof consts[0]; k++) {
+        if (PyModule_AddIntConstant(m, consts[k].name, consts[k].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
