@@ -26,6 +26,7 @@ from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
 from .config.options import ExperimentalConfig, ProfilerConfig
 from .host import annotations
 from .trace.builder import TraceBuilder
+from .trace.gpu_annotations import add_gpu_user_annotations
 from .trace.chrome import write_chrome_trace
 
 log = logging.getLogger("xpuprof")
@@ -449,6 +450,8 @@ class profile:
             except Exception as exc:
                 errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
         tids = self._add_host_events(builder)
+        if ActivityType.GPU_USER_ANNOTATION in self.config.activities:
+            add_gpu_user_annotations(builder)
         if self._pytracer is not None:
             tids |= self._pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
         self._add_rows(builder, tids)
