@@ -114,14 +114,17 @@ class Catalog:
 
 # ----------------------------------------------------------------------------- locating and loading
 def metrics_dir() -> Path:
-    """``$XPUPROF_METRICS_DIR`` or the repository's top-level ``metrics/`` next to the package."""
+    """``$XPUPROF_METRICS_DIR``, else the repository's top-level ``metrics/`` next to the package
+    (source checkouts, editable installs), else the copy a built package ships as ``catalog_data/``."""
     env = os.environ.get(ENV_DIR)
     if env:
         path = Path(env)
         if not path.is_dir():
             raise CatalogError(f"{ENV_DIR}={env!r} is not a directory")
         return path
-    return Path(__file__).resolve().parent.parent / "metrics"
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / "metrics"
+    return checkout if checkout.is_dir() else here / "catalog_data"
 
 
 def vendors(root: Path | None = None) -> list[str]:
