@@ -125,13 +125,25 @@ def trace_file_name(worker_name: str, *, rank: int | None = None, use_gzip: bool
     return f"{worker}.{pid}{rank_part}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
+def _launcher_distributed_info() -> dict | None:
+    """``distributedInfo`` from launcher variables (torchrun, MPI, Slurm, ...), None when not launched."""
+    from . import rank as rank_env
+    try:
+        return rank_env.distributed_info()
+    except rank_env.RankEnvError as exc:
+        log.warning("xpuprof: ignoring launcher rank variables: %s", exc)
+        return None
+
+
 def _rank_of(builder: TraceBuilder | None) -> int | None:
     info = builder.distributed_info if builder is not None else None
     if info is None and builder is not None:
         info = builder.metadata.get("distributedInfo")
+    if info is None:
+        info = _launcher_distributed_info()
     if isinstance(info, Mapping) and info.get("rank") is not None:
         return int(info["rank"])
-    env = os.environ.get("RANK")
+    env = os.environ.get("RANK")  # a bare RANK without WORLD_SIZE still names the file
     return int(env) if env is not None and env.strip().isdigit() else None
 
 
@@ -477,6 +489,10 @@ class profile:
                 builder.set_distributed_info(value)
             else:
                 builder.set_metadata(key, value)
+        if "distributedInfo" not in self.metadata:
+            launched = _launcher_distributed_info()
+            if launched is not None:  # under torchrun/MPI/Slurm every trace says its rank (HTA reads it)
+                builder.set_distributed_info(launched)
         builder.flush()
         return builder
 
@@ -513,7 +529,9 @@ class profile:
     def _add_rows(self, builder: TraceBuilder, tids: set[int]) -> None:
         pid = builder.pid
         argv0 = sys.argv[0] if sys.argv else ""
-        builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", sort_index=0)
+        # Kineto's main CPU process rows: name = basename of argv[0], label "CPU", sort index = pid.
+        builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", label="CPU",
+                                 sort_index=pid)
         recorded = self._recorder.thread_names if self._recorder is not None else {}
         for tid, name in annotations.thread_names_for(sorted(tids), recorded).items():
             builder.set_thread_name(pid, tid, f"thread {tid} ({name})", sort_index=tid)

@@ -112,3 +112,28 @@ def test_hardware_trace_has_kernels():
     driver.cuInit(0)
     session.stop()
     assert not session.errors()
+
+
+def test_pm_collector_failure_releases_cupti(monkeypatch):
+    # pm_sampling.Collector.enable raises RuntimeError when nvperf cannot load or sampling is already
+    # on, and cuptiError on internal errors: the activity session started first must be released.
+    from xpuprof.backends.cuda.pm_sampling_api import CuptiPmSamplingApi
+
+    calls = []
+    monkeypatch.setattr(CuptiActivityApi, "start", lambda self: calls.append("start"))
+    monkeypatch.setattr(CuptiActivityApi, "stop", lambda self: calls.append("stop"))
+
+    class Collector:
+        def __init__(self, device):
+            pass
+
+        def enable(self):
+            raise RuntimeError("PM sampling is already enabled on the device")
+
+    cfg = ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["sm__cycles_elapsed.sum"]))
+    api = CuptiPmSamplingApi({ActivityType.GPU_PM_COUNTER}, cfg,
+                             pm_sampling_module=type("pm", (), {"Collector": Collector}))
+    monkeypatch.setattr(api, "validated_metrics", lambda: ["sm__cycles_elapsed.sum"])
+    with pytest.raises(BackendError, match="already enabled"):
+        api.start()
+    assert calls == ["start", "stop"]

@@ -230,3 +230,44 @@ def test_bulk_decode_is_columnar():
     b = TraceBuilder(pid=1)
     CuptiDecoder(_names).process(b, ProcessWindow(T0, T0 + 10**9), [chunk])
     assert len(b.slices) == 1 and len(b.slices[0]) == n  # one batch, not one object per record
+
+
+def _cupti_python_parser():
+    """cupti-python's own record parser (what its buffer-completed wrapper hands the Python callback)."""
+    import cupti.utils as cu
+
+    cap = cu.__pyx_capi__["parseActivityStruct"]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    return proto(get_ptr(cap, get_name(cap)))
+
+
+def test_capture_handles_records_parsed_by_cupti_python_which_are_copies():
+    # cupti-python builds each record with from_ptr() and no owner, i.e. a private copy whose .ptr
+    # is NOT inside CUPTI's buffer; capture must not assume the records are contiguous.
+    parse = _cupti_python_parser()
+    chunk = records.pack([_kernel(3, start=[T0, T0 + 10, T0 + 30], end=[T0 + 5, T0 + 20, T0 + 40],
+                                  correlation_id=[1, 2, 3]),
+                          _api(100, 1, T0 - 100, T0 - 50), _sync(3, 9, T0 + 50, 7)])
+    buf = ctypes.create_string_buffer(chunk.data, len(chunk.data))
+    base = ctypes.addressof(buf)
+    name = ctypes.create_string_buffer(b"_Z6vecAddPfS_S_i")
+    off_name = c.activity_kernel13_dtype.fields["name"][1]
+    for off, kind in zip(chunk.offsets.tolist(), chunk.kinds.tolist()):
+        if kind == records.KIND_CONCURRENT_KERNEL:
+            ctypes.c_int64.from_address(base + off + off_name).value = ctypes.addressof(name)
+    objs = [parse(base, len(chunk.data), base + off) for off in chunk.offsets.tolist()]
+    assert type(objs[0]).__name__ == "ActivityKernel13"
+    assert objs[0].ptr != base  # a copy, not a view
+    got = records.capture(objs)
+    # Only the records' own bytes are kept (not whatever heap lies between the scattered copies).
+    assert len(got.data) <= len(chunk.data)
+    del objs, buf  # CUPTI frees its buffer (and the record copies go) once the callback returns
+    assert got.kinds.tolist() == [10, 10, 10, 5, 38]
+    assert got.rows([records.KIND_CONCURRENT_KERNEL])["correlation_id"].tolist() == [1, 2, 3]
+    assert got.rows([records.KIND_RUNTIME])["cbid"].tolist() == [100]
+    assert got.rows([records.KIND_SYNCHRONIZATION])["type"].tolist() == [3]
+    assert list(got.names.values()) == ["_Z6vecAddPfS_S_i"]

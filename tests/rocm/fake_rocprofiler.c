@@ -61,6 +61,12 @@ static int ext_top = 0;
 static int delivered_from_other_thread = 0;
 static pthread_t main_thread;
 client_id_t fake_client = {NULL, 1};
+/* Newer rocprofiler-sdk (registration.h since the struct became "experimental"):
+ * {size_t size; const char* name; const uint32_t handle;}. Chosen with fake_use_client_v2(1). */
+typedef struct { size_t size; const char *name; uint32_t handle; } client_id_v2_t;
+client_id_v2_t fake_client_v2 = {sizeof(client_id_v2_t), NULL, 1};
+static int use_client_v2 = 0;
+void fake_use_client_v2(int on) { use_client_v2 = on; }
 
 static uint64_t now(void) {
     struct timespec ts;
@@ -129,7 +135,10 @@ int rocprofiler_force_configure(configure_fn_t fn) {
     if (configured || locked_after) return LOCKED;
     configured = 1;
     main_thread = pthread_self();
-    configure_result_t *r = fn(10000, "fake rocprofiler-sdk", 0, &fake_client);
+    configure_result_t *r = use_client_v2
+        ? ((configure_result_t * (*)(uint32_t, const char *, uint32_t, void *)) fn)(10000, "fake rocprofiler-sdk", 0,
+                                                                                &fake_client_v2)
+        : fn(10000, "fake rocprofiler-sdk", 0, &fake_client);
     if (!r || r->size < sizeof(configure_result_t)) return ERR;
     init_ok = r->initialize(NULL, r->tool_data) == 0;
     return OK;

@@ -152,11 +152,11 @@ uint32_t ptiMetricsScopeEnable(void** h) {
   if (!h) return 3;
   *h = (void*)0x5c09e; g_enabled = 1; g_nsel = 0; g_scripted = 0; g_nrec = 0; g_norphan = 0; return 0;
 }
-uint32_t ptiMetricsScopeConfigure(void* h, uint32_t mode, void** devs, size_t ndev, const char** names, size_t n) {
+uint32_t ptiMetricsScopeConfigure(void* h, uint32_t mode, void** devs, uint32_t ndev, const char** names, size_t n) {
   if (!g_enabled || !h) return 100;
   if (mode == 2) return 2;
   if (mode != 1 || n == 0 || n > kMaxSel) return 3;
-  for (size_t i = 0; i < ndev; ++i) if (devs[i] != DEVICE_HANDLE) return 3;
+  for (uint32_t i = 0; i < ndev; ++i) if (devs[i] != DEVICE_HANDLE) return 3;
   const char* group = NULL;
   for (size_t i = 0; i < n; ++i) {
     int found = -1;

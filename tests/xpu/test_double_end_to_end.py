@@ -38,12 +38,14 @@ def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path, run_session):
     start_ns = base + round(k0["ts"] * 1000)
     assert t0 - 1_000_000 <= start_ns <= t1 + 1_000_000
     copies = by_cat(trace, "gpu_memcpy")
-    assert copies[0]["name"] == "Memcpy H2D (HOST -> DEVICE)"
+    # memory-type wording comes from the loaded PTI (ptiViewMemoryTypeToString), as in Kineto
+    assert copies[0]["name"] == "Memcpy H2D (Host (Driver Allocated) -> Device)"
+    assert copies[0]["args"]["src memory"] == "Host (Driver Allocated)"
     assert copies[0]["args"]["bytes"] == 1 << 20 and copies[0]["args"]["memory bandwidth (GB/s)"] == pytest.approx(1048.576)
     assert copies[0]["args"]["l0 call"] == "zeCommandListAppendMemoryCopy"
     assert any(c["name"] == "Memcpy D2D (P2P)" and c["args"]["toDevice"] == 1 for c in copies)
     fills = by_cat(trace, "gpu_memset")
-    assert fills[0]["name"] == "Memset (0 -> DEVICE)" and fills[0]["args"]["bytes"] == 4096
+    assert fills[0]["name"] == "Memset (0 -> Device)" and fills[0]["args"]["bytes"] == 4096
     runtime = by_cat(trace, "runtime")
     assert {r["name"] for r in runtime} == {"urEnqueueKernelLaunch", "urEnqueueUSMMemcpy", "urEnqueueUSMFill"}
     import os

@@ -107,6 +107,7 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
 def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> list[dict]:
     pid_map: dict = {}
     named: set = set()
+    labels: dict = {}  # original pid -> its own process_labels, folded into the rank label below
     delta_us = (trace.base_ns - base_ns + shift_ns) / 1000.0
 
     def pid_of(pid):
@@ -126,6 +127,9 @@ def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> li
             if ev.get("ph") == "M" and ev.get("name") == "process_name":
                 named.add(original)
                 ev["args"] = {**(ev.get("args") or {}), "name": f"[rank {rank}] {(ev.get('args') or {}).get('name', original)}"}
+            elif ev.get("ph") == "M" and ev.get("name") == "process_labels":
+                labels[original] = str((ev.get("args") or {}).get("labels", ""))
+                continue  # one labels row per process: a second one would replace "rank N" in viewers
             elif ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
                 idx = (ev.get("args") or {}).get("sort_index", 0)
                 ev["args"] = {"sort_index": rank * RANK_PID_STRIDE + (idx if isinstance(idx, int) else 0) % RANK_PID_STRIDE}
@@ -140,7 +144,7 @@ def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> li
             label = f"[rank {rank}] {'process ' + str(original) if isinstance(original, int) else original}"
             out.insert(0, {"ph": "M", "name": "process_name", "ts": 0, "pid": new, "tid": 0, "args": {"name": label}})
         out.insert(0, {"ph": "M", "name": "process_labels", "ts": 0, "pid": new, "tid": 0,
-                       "args": {"labels": f"rank {rank}"}})
+                       "args": {"labels": ",".join(filter(None, (f"rank {rank}", labels.get(original))))}})
     return out
 
 

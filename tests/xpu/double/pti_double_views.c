@@ -188,6 +188,13 @@ int xpd_emit_locked(const void *record, size_t size) {
 /* ------------------------------------------------------------------ the PTI view API */
 const char *ptiVersionString(void) { return "0.99.0-xpuprof-double"; }
 
+/* PTI 1.2.0's wording for memory types (older releases said MEMORY/HOST/DEVICE/SHARED): the
+ * backend must take these names from the library, as Kineto does, not from its own table. */
+const char *ptiViewMemoryTypeToString(uint32_t type) {
+    static const char *names[] = {"Host (User Allocated)", "Host (Driver Allocated)", "Device", "Shared"};
+    return type < 4 ? names[type] : "Unknown";
+}
+
 const char *ptiResultTypeToString(pti_result r) {
     switch (r) {
         case 0: return "PTI_SUCCESS";

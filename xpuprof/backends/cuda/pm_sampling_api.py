@@ -161,19 +161,29 @@ class CuptiPmSamplingApi(CuptiActivityApi):
     def start(self) -> None:
         metrics = self.validated_metrics()
         super().start()
-        pm = self._pm_sampling()
+        collector = None
         try:
+            pm = self._pm_sampling()
             collector = pm.Collector(self.device)
             collector.enable()
             collector.configure(metrics=metrics, sampling_interval=self.interval_ns)
             collector.start()
-        except PermissionError as exc:
+        except BaseException as exc:
+            # Release what started (the collector, then CUPTI's subscriber) whatever went wrong.
+            if collector is not None and hasattr(collector, "disable"):
+                try:
+                    collector.disable()
+                except Exception:  # keep the original error
+                    pass
             self.stop()
-            raise BackendError("GPU performance counters need admin rights or the driver option "
-                               f"NVreg_RestrictProfilingToAdminUsers=0: {exc}") from exc
-        except ValueError as exc:
-            self.stop()
-            raise BackendError(f"CUPTI rejected the PM sampling configuration {metrics}: {exc}") from exc
+            if isinstance(exc, PermissionError):
+                raise BackendError("GPU performance counters need admin rights or the driver option "
+                                   f"NVreg_RestrictProfilingToAdminUsers=0: {exc}") from exc
+            if isinstance(exc, ValueError):
+                raise BackendError(f"CUPTI rejected the PM sampling configuration {metrics}: {exc}") from exc
+            if isinstance(exc, Exception):  # RuntimeError (nvperf missing, already enabled), cuptiError
+                raise BackendError(f"CUPTI PM sampling could not start on device {self.device}: {exc}") from exc
+            raise
         self.metrics = metrics
         self._collector = collector
 

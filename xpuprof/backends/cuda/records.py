@@ -1,9 +1,10 @@
 """Raw CUPTI activity buffers, copied out of CUPTI's completion callback and cut by kind.
 
-cupti-python hands the completion callback a list of record objects that point into CUPTI's
-buffer (freed when the callback returns). The callback only copies the buffer span once, notes
-each record's offset, the record class per kind (so the matching numpy dtype is known) and
-kernel names per distinct name pointer; decoding happens later, vectorized, in ``decode``.
+cupti-python hands the completion callback a list of record objects, each over its own private
+copy of one record (CUPTI's buffer is freed when the callback returns). The callback only copies
+those records back to back, notes each record's offset, the record class per kind (so the
+matching numpy dtype is known) and kernel names per distinct name pointer; decoding happens
+later, vectorized, in ``decode``.
 """
 from __future__ import annotations
 
@@ -81,16 +82,26 @@ def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:
 
 
 def capture(records) -> RawChunk | None:
-    """Copy a completion callback's records (cupti-python objects over one buffer) into a chunk."""
+    """Copy a completion callback's records (cupti-python objects) into one chunk.
+
+    cupti-python builds each record object with ``from_ptr`` and no owner, i.e. over a private
+    copy of the record, so the objects' addresses are scattered over the heap rather than inside
+    CUPTI's buffer: each record is copied from its own address, back to back.
+    """
     n = len(records)
     if n == 0:
         return None
-    ptrs = np.fromiter((r.ptr for r in records), dtype=np.int64, count=n)
-    base = int(ptrs.min())
-    last = int(ptrs.argmax())
-    end = int(ptrs[last]) + dtype_for_class(type(records[last])).itemsize
-    data = ctypes.string_at(base, end - base)
-    offsets = ptrs - base
+    size_of: dict[type, int] = {}
+    sizes = np.empty(n, np.int64)
+    for i, r in enumerate(records):
+        cls = type(r)
+        size = size_of.get(cls)
+        if size is None:
+            size = size_of[cls] = dtype_for_class(cls).itemsize
+        sizes[i] = size
+    data = b"".join(map(ctypes.string_at, [r.ptr for r in records], sizes.tolist()))
+    offsets = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=offsets[1:])
     kinds = _kinds_at(data, offsets)
     uniq, first = np.unique(kinds, return_index=True)
     dtypes = {int(k): dtype_for_class(type(records[int(i)])) for k, i in zip(uniq, first)}

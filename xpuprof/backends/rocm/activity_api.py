@@ -72,6 +72,18 @@ class AgentPrefix(ctypes.Structure):
                 ("cpu_cores_count", ctypes.c_uint32)]
 
 
+def set_client_name(client_id: int) -> None:
+    """Set ``rocprofiler_client_id_t::name`` in either layout of registration.h.
+
+    Older SDKs: ``{const char* name; u32 handle}``; newer ones put ``size_t size`` first. A
+    leading word that is a small struct size (not a pointer, which is NULL or an address) means
+    the newer layout, where ``name`` follows it.
+    """
+    words = ctypes.cast(client_id, ctypes.POINTER(ctypes.c_uint64))
+    slot = 1 if 0 < words[0] < 4096 else 0
+    ctypes.cast(client_id, ctypes.POINTER(ctypes.c_char_p))[slot] = CLIENT_NAME
+
+
 def load_rocbuf():
     try:
         from ..._native import rocbuf
@@ -281,7 +293,7 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
 
         def configure(_version, _runtime, _priority, client_id):
             if client_id:
-                ctypes.cast(client_id, ctypes.POINTER(ctypes.c_char_p))[0] = CLIENT_NAME
+                set_client_name(client_id)
             return ctypes.addressof(result)
 
         init_fn, fini_fn = INITIALIZE_FN(initialize), FINALIZE_FN(lambda _data: None)

@@ -174,7 +174,8 @@ class XpuptiActivityApi(Session):
     def context(self) -> RecordContext:
         return RecordContext(pti_version=self.lib.version(), clock_offset_ns=int(self.clock_offset_ns or 0),
                              device_uuids=self.device_uuids, device_names=self.device_names,
-                             strings=self.strings, api_names=self.api_names)
+                             strings=self.strings, api_names=self.api_names,
+                             memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
         result = write_records(records, self.context(), builder, window, self.types)

@@ -9,12 +9,14 @@ buffers with the saved size table, so it needs neither PTI nor the original proc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
 from ..base import ProcessWindow
+from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers
 from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
 
@@ -35,8 +37,6 @@ class Capture:
 
 
 def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessWindow | None) -> Path:
-    from . import pti
-
     header = {
         "pti_version": ctx.pti_version,
         "record_sizes": {str(k): v for k, v in pti.record_sizes().items()},
@@ -45,6 +45,9 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
         "device_names": {str(k): v for k, v in ctx.device_names.items()},
         "strings": {str(k): v for k, v in ctx.strings.seen.items()},
         "api_names": [[g, i, n] for (g, i), n in ctx.api_names.seen.items()],
+        # The loaded PTI's enum wording, so a replay names copies exactly as the live trace did.
+        "memory_types": [ctx.memory_type_name(i) for i in range(len(pti.MEMORY_TYPES))],
+        "memcpy_types": [ctx.memcpy_type_name(i) for i in range(len(pti.MEMCPY_TYPES))],
         "activities": sorted(t.value for t in types),
         "window": None if window is None else [int(window.start_ns), int(window.end_ns)],
         "buffer_lengths": [len(b) for b in buffers],
@@ -79,7 +82,9 @@ def load(path) -> Capture:
             device_uuids=[bytes.fromhex(u) for u in h["device_uuids"]],
             device_names={int(k): v for k, v in h.get("device_names", {}).items()},
             strings=StringCache({int(k): v for k, v in h["strings"].items()}),
-            api_names=ApiNameCache({(int(g), int(i)): n for g, i, n in h["api_names"]}))
+            api_names=ApiNameCache({(int(g), int(i)): n for g, i, n in h["api_names"]}),
+            memory_type_name=partial(pti.table_name, tuple(h.get("memory_types") or pti.MEMORY_TYPES)),
+            memcpy_type_name=partial(pti.table_name, tuple(h.get("memcpy_types") or pti.MEMCPY_TYPES)))
         types = parse_activity_types(h["activities"])
         window = None if h.get("window") is None else ProcessWindow(int(h["window"][0]), int(h["window"][1]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -78,6 +79,9 @@ class RecordContext:
     device_names: dict[int, str] = field(default_factory=dict)
     strings: StringCache = field(default_factory=StringCache)
     api_names: ApiNameCache = field(default_factory=ApiNameCache)
+    # Enum strings from the loaded PTI (its wording changes across releases); tables for replay.
+    memory_type_name: Callable[[int], str] = partial(pti.table_name, pti.MEMORY_TYPES)
+    memcpy_type_name: Callable[[int], str] = partial(pti.table_name, pti.MEMCPY_TYPES)
 
 
 @dataclass
@@ -239,6 +243,10 @@ class RecordWriter:
         per-kernel metric values). The base writer adds none."""
         return {}
 
+    def _memory_column(self, codes: np.ndarray) -> ArgColumn:
+        """Memory-type arg column named by the context (PTI's strings when loaded)."""
+        return ArgColumn("str", self._table_names(codes, self.ctx.memory_type_name))
+
     def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
         self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid, cat=cat, args=args,
                           external_id=external_id, vendor=VENDOR)
@@ -375,9 +383,8 @@ class RecordWriter:
         pid = self._device_index(m["_device_uuid"])
         tid = m["_sycl_queue_id"].astype(np.int64)
         code = (m["_memcpy_type"].astype(np.int64) << 16) | (m["_mem_src"].astype(np.int64) << 8) | m["_mem_dst"]
-        names = self._table_names(code, lambda c: f"Memcpy {_enum(pti.MEMCPY_TYPES, c >> 16)} "
-                                                  f"({_enum(pti.MEMORY_TYPES, (c >> 8) & 0xFF)} -> "
-                                                  f"{_enum(pti.MEMORY_TYPES, c & 0xFF)})")
+        mem, cpy = self.ctx.memory_type_name, self.ctx.memcpy_type_name
+        names = self._table_names(code, lambda c: f"Memcpy {cpy(c >> 16)} ({mem((c >> 8) & 0xFF)} -> {mem(c & 0xFF)})")
         corr = m["_correlation_id"]
         call_ids, has_call = self._intern_ptrs(m["_name"])
         nbytes = m["_bytes"].astype(np.int64)
@@ -386,8 +393,8 @@ class RecordWriter:
             "device": pid, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
             "l0 queue": hex_column(m["_queue_handle"]), "l0 call": ArgColumn("str", call_ids, has_call),
             "memory opration id": m["_mem_op_id"].astype(np.int64),  # sic: Kineto's key
-            "src memory": self._str_column(list(pti.MEMORY_TYPES), m["_mem_src"]),
-            "dst memory": self._str_column(list(pti.MEMORY_TYPES), m["_mem_dst"]),
+            "src memory": self._memory_column(m["_mem_src"]),
+            "dst memory": self._memory_column(m["_mem_dst"]),
             "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
         })
         self._add(ActivityType.GPU_MEMCPY, names, start, end - start, pid, tid, args, ext.lookup(corr))
@@ -401,7 +408,7 @@ class RecordWriter:
         src = self._device_index(m["_src_uuid"])
         dst = self._device_index(m["_dst_uuid"])
         tid = m["_sycl_queue_id"].astype(np.int64)
-        names = self._table_names(m["_memcpy_type"], lambda c: f"Memcpy {_enum(pti.MEMCPY_TYPES, c)} (P2P)")
+        names = self._table_names(m["_memcpy_type"], lambda c: f"Memcpy {self.ctx.memcpy_type_name(c)} (P2P)")
         corr = m["_correlation_id"]
         nbytes = m["_bytes"].astype(np.int64)
         args = {"fromDevice": src, "toDevice": dst, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
@@ -420,7 +427,7 @@ class RecordWriter:
         tid = f["_sycl_queue_id"].astype(np.int64)
         # Kineto's name: "Memset (<value> -> <memory type>)".
         code = (f["_value_for_set"].astype(np.uint64) << np.uint64(8)) | f["_mem_type"].astype(np.uint64)
-        names = self._table_names(code, lambda c: f"Memset ({c >> 8} -> {_enum(pti.MEMORY_TYPES, c & 0xFF)})")
+        names = self._table_names(code, lambda c: f"Memset ({c >> 8} -> {self.ctx.memory_type_name(c & 0xFF)})")
         corr = f["_correlation_id"]
         call_ids, has_call = self._intern_ptrs(f["_name"])
         nbytes = f["_bytes"].astype(np.int64)
@@ -469,7 +476,7 @@ class RecordWriter:
         if not len(o):
             return
         ts, end = self._epoch(o["_overhead_start_timestamp_ns"]), self._epoch(o["_overhead_end_timestamp_ns"])
-        names = self._table_names(o["_overhead_kind"], lambda c: _enum(pti.OVERHEAD_NAMES, c))
+        names = self._table_names(o["_overhead_kind"], partial(pti.table_name, pti.OVERHEAD_NAMES))
         cost = o["_overhead_duration_ns"].astype(np.int64)
         span = end - ts
         occ = np.divide(cost * 100.0, span, out=np.zeros(len(span)), where=span > 0)
@@ -497,10 +504,6 @@ class RecordWriter:
             else:
                 name = self.ctx.device_names.get(d, f"XPU {d}")
                 self.b.set_process_name(d, name, label=f"XPU {d}", sort_index=DEVICE_SORT_BASE + d)
-
-
-def _enum(names: tuple[str, ...], code: int) -> str:
-    return names[code] if 0 <= code < len(names) else f"UNKNOWN_{code}"
 
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,

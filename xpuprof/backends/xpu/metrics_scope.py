@@ -83,7 +83,8 @@ SCOPE_SIGNATURES: dict[str, list] = {
     "ptiMetricsGetMetricGroups": [vp, ctypes.POINTER(MetricsGroupProperties), ctypes.POINTER(u32)],
     "ptiMetricsGetMetricsProperties": [vp, ctypes.POINTER(MetricProperties)],
     "ptiMetricsScopeEnable": [ctypes.POINTER(_H)],
-    "ptiMetricsScopeConfigure": [_H, u32, ctypes.POINTER(vp), sz, ctypes.POINTER(ctypes.c_char_p), sz],
+    # device_count is uint32_t in pti_metrics_scope.h (metric_count is size_t)
+    "ptiMetricsScopeConfigure": [_H, u32, ctypes.POINTER(vp), u32, ctypes.POINTER(ctypes.c_char_p), sz],
     "ptiMetricsScopeQueryCollectionBufferSize": [_H, sz, ctypes.POINTER(sz)],
     "ptiMetricsScopeSetCollectionBufferSize": [_H, sz],
     "ptiMetricsScopeStartCollection": [_H],

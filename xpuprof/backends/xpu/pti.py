@@ -359,9 +359,25 @@ _SIGNATURES: dict[str, tuple] = {
     "ptiViewGetApiIdName": (ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]),
     "ptiViewEnableRuntimeApiClass": (ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]),
     "ptiViewEnableDriverApiClass": (ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]),
+    "ptiViewMemoryTypeToString": (ctypes.c_char_p, [ctypes.c_uint32]),
+    "ptiViewMemcpyTypeToString": (ctypes.c_char_p, [ctypes.c_uint32]),
 }
 _REQUIRED = ("ptiVersionString", "ptiResultTypeToString", "ptiViewSetCallbacks", "ptiViewEnable", "ptiViewDisable",
              "ptiFlushAllViews", "ptiViewGetNextRecord", "ptiViewGetTimestamp")
+
+
+def table_name(table: tuple[str, ...], code: int) -> str:
+    """An enum's name from a built-in table; out-of-range codes say so."""
+    code = int(code)
+    return table[code] if 0 <= code < len(table) else f"UNKNOWN_{code}"
+
+
+def _pti_string(fn, code: int, table: tuple[str, ...]) -> str:
+    if fn is not None:
+        text = fn(int(code))
+        if text:
+            return text.decode("utf-8", "replace")
+    return table_name(table, code)
 
 
 class PtiLibrary:
@@ -412,6 +428,14 @@ class PtiLibrary:
         if fn is None:
             raise PtiError(func, int(Result.ERROR_NOT_IMPLEMENTED), f"{self.path.name} does not export {func}")
         return self.check(func, fn(*args))
+
+    def memory_type_name(self, code: int) -> str:
+        """PTI's own memory-type string (what Kineto puts in memcpy names; it changed across PTI
+        releases, e.g. "DEVICE" before 1.0, "Device" in 1.2), the built-in table without it."""
+        return _pti_string(self.ptiViewMemoryTypeToString, code, MEMORY_TYPES)
+
+    def memcpy_type_name(self, code: int) -> str:
+        return _pti_string(self.ptiViewMemcpyTypeToString, code, MEMCPY_TYPES)
 
     def api_name(self, group: int, api_id: int) -> str:
         """``ptiViewGetApiIdName`` with a cache; unknown ids give ``"<group>:<id>"``."""
