@@ -60,12 +60,15 @@ static uint64_t ext_stack[16];
 static int ext_top = 0;
 static int delivered_from_other_thread = 0;
 static pthread_t main_thread;
-client_id_t fake_client = {NULL, 1};
+static client_id_t fake_client = {NULL, 1};
+static int use_client_v2 = 0;
 /* Newer rocprofiler-sdk (registration.h since the struct became "experimental"):
  * {size_t size; const char* name; const uint32_t handle;}. Chosen with fake_use_client_v2(1). */
 typedef struct { size_t size; const char *name; uint32_t handle; } client_id_v2_t;
-client_id_v2_t fake_client_v2 = {sizeof(client_id_v2_t), NULL, 1};
-static int use_client_v2 = 0;
+static client_id_v2_t fake_client_v2 = {sizeof(client_id_v2_t), NULL, 1};
+/* static + accessors: every test loads its own copy RTLD_GLOBAL, so exported data would interpose. */
+const char *fake_client_name(void) { return use_client_v2 ? fake_client_v2.name : fake_client.name; }
+size_t fake_client_v2_size(void) { return fake_client_v2.size; }
 void fake_use_client_v2(int on) { use_client_v2 = on; }
 
 static uint64_t now(void) {
