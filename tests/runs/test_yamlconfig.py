@@ -62,6 +62,7 @@ def test_set_overrides_parse_values_as_yaml():
     ("workload: {script: missing_script.py}", "workload.script: script 'missing_script.py' not found"),
     ("workload: {builtin: gemm}\noutput: {compression: zstd}", "bench.yaml:2: output.compression: unknown compression 'zstd'; valid: none, gzip"),
     ("workload: {builtin: gemm}\nschedule: {wait: 1, activ: 2}", "bench.yaml:2: schedule.activ: unknown key; did you mean 'active'?"),
+    ("workload: {builtin: gemm}\nzzz: 1", "bench.yaml:2: zzz: unknown key; Valid keys here: name, description"),
     ("workload: {builtin: gemm}\nmatrix:\n  workload.kwargs.dtype: [float32, int8]", "bench.yaml:3: workload.kwargs.dtype: dtype 'int8' is not supported"),
     ("workload: {builtin: gemm}\nmatrix:\n  sizes: [1, 2]", "bench.yaml:3: matrix.sizes: 'sizes' does not name a config key"),
     ("workload: {builtin: gemm}\nmatrix:\n  iterations: []", "bench.yaml:3: matrix.iterations: must be a non-empty list"),

@@ -243,7 +243,7 @@ class _Checker:
         for key in data:
             if key not in keys:
                 close = difflib.get_close_matches(str(key), list(keys), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = f"; did you mean {close[0]!r}?" if close else ";"
                 self.fail((*path, str(key)), f"unknown key{hint} Valid keys here: {', '.join(keys)}")
         out = {}
         for key, spec in keys.items():

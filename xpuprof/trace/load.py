@@ -19,10 +19,14 @@ def load(path) -> dict:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
-            from isal import igzip
-            raw = igzip.decompress(raw)
-        except ImportError:
-            raw = gzip.decompress(raw)
+            try:
+                from isal import igzip
+                raw = igzip.decompress(raw)
+            except ImportError:
+                raw = gzip.decompress(raw)
+        except Exception as exc:  # truncated or corrupt stream: EOFError, BadGzipFile, zlib/isal errors
+            raise TraceLoadError(f"{path} is not a readable gzip file (truncated or corrupt?): "
+                                 f"{type(exc).__name__}: {exc}") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -31,6 +35,10 @@ def load(path) -> dict:
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceLoadError(f"{path} has no traceEvents array; not a Chrome trace")
+    bad = next((i for i, ev in enumerate(data["traceEvents"]) if not isinstance(ev, dict)), None)
+    if bad is not None:
+        raise TraceLoadError(f"{path}: traceEvents[{bad}] is not an event object (got "
+                             f"{type(data['traceEvents'][bad]).__name__}); not a Chrome trace")
     return data
 
 
