@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .report import KernelStat, Report
+from .summary import format_ns
 
 BAR_COLOR = "#2f6fde"
 HIST_COLOR = "#e07b39"
@@ -38,14 +39,6 @@ def _esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _fmt_ns(ns: float) -> str:
-    if ns >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3f} µs"
-    return f"{ns:.0f} ns"
 
 
 def _short(name: str, n: int = 48) -> str:
@@ -64,8 +57,8 @@ def bar_chart(stats: Sequence[KernelStat], *, width: int = 860, row: int = 20, c
         w = max(1.0, (width - label_w - pad) * s.total_ns / peak)
         parts.append(f'<text x="{label_w - 6}" y="{y + row * 0.65:.1f}" text-anchor="end">{_esc(_short(s.name))}</text>')
         parts.append(f'<rect class="bar" x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row - 5}" '
-                     f'fill="{BAR_COLOR}"><title>{_esc(s.name)}: {_esc(_fmt_ns(s.total_ns))}</title></rect>')
-        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">{_esc(_fmt_ns(s.total_ns))} '
+                     f'fill="{BAR_COLOR}"><title>{_esc(s.name)}: {_esc(format_ns(s.total_ns))}</title></rect>')
+        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">{_esc(format_ns(s.total_ns))} '
                      f'({s.pct:.1f}%)</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -102,8 +95,8 @@ def kernel_table(report: Report) -> str:
     head += [(f"{m} [{units[m]}]" if units.get(m) else m, "") for m in metrics]
     rows = ["<tr>" + "".join(f'<th class="{c}">{_esc(h)}</th>' for h, c in head) + "</tr>"]
     for s in report.stats:
-        cells = ([str(s.rank)] if by_rank else []) + [None, str(s.calls), _fmt_ns(s.total_ns), f"{s.pct:.2f}",
-                                                      _fmt_ns(s.avg_ns), _fmt_ns(s.min_ns), _fmt_ns(s.max_ns)]
+        cells = ([str(s.rank)] if by_rank else []) + [None, str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
+                                                      format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
         cells += [f"{s.metrics[m]:.4g}" if m in s.metrics else "" for m in metrics]
         tds = "".join(f'<td class="name">{_esc(s.name)}</td>' if c is None else f"<td>{_esc(c)}</td>" for c in cells)
         rows.append(f"<tr>{tds}</tr>")
@@ -115,7 +108,7 @@ def render(report: Report, *, title: str = "xpuprof kernel report") -> str:
     sections = [f"<h1>{_esc(title)}</h1>",
                 f'<p class="meta">{len(report.sources)} trace(s)'
                 + (f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else "")
-                + f", {len(report.table)} kernel instances, {_esc(_fmt_ns(report.total_ns))} total. Sources: "
+                + f", {len(report.table)} kernel instances, {_esc(format_ns(report.total_ns))} total. Sources: "
                 + ", ".join(_esc(s) for s in report.sources) + "</p>"]
     if report.stats:
         sections += ["<h2>Time per kernel</h2>", bar_chart(report.stats), "<h2>Kernels</h2>", kernel_table(report)]

@@ -8,7 +8,7 @@ import sys
 
 from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, load_side
 from ..trace.builder import encode_json
-from .report import fmt_ns
+from ..analysis.summary import format_ns
 
 
 def register(subparsers) -> None:
@@ -45,8 +45,8 @@ def _table(result: DiffResult, show_all: bool) -> str:
     for r in rows:
         pct = r.delta_pct
         cells = ([escape(r.point)] if points else []) + [
-            escape(r.name), r.status, fmt_ns(r.a_ns) if r.a_ns is not None else "-",
-            fmt_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f}" if pct is not None else "-",
+            escape(r.name), r.status, format_ns(r.a_ns) if r.a_ns is not None else "-",
+            format_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f}" if pct is not None else "-",
             f"{r.a_calls}/{r.b_calls}"]
         for m in metrics:
             a, b = r.metrics.get(m, (None, None))

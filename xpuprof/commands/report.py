@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..analysis.report import Report, ReportError, build_report
+from ..analysis.summary import format_ns
 from ..trace.builder import encode_json
 
 FORMATS = ("table", "csv", "json", "html")
@@ -32,14 +33,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def fmt_ns(ns: float) -> str:
-    if ns >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3f} us"
-    return f"{ns:.0f} ns"
 
 
 def to_csv(report: Report) -> str:
@@ -75,8 +68,8 @@ def rich_table(report: Report, title: str = "Kernels"):
         t.add_column(escape(f"{m} min"), justify="right")
         t.add_column(escape(f"{m} max"), justify="right")
     for s in report.stats:
-        t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), fmt_ns(s.total_ns), f"{s.pct:.2f}",
-                  fmt_ns(s.avg_ns), fmt_ns(s.min_ns), fmt_ns(s.max_ns),
+        t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
+                  format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns),
                   *[f"{d[m]:.4g}" if m in d else "" for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)])
     return t
 
@@ -95,7 +88,7 @@ def render(report: Report, fmt: str) -> str:
     console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
     ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
     console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
-                                           f"{len(report.table)} instances, {fmt_ns(report.total_ns)} total)"))
+                                           f"{len(report.table)} instances, {format_ns(report.total_ns)} total)"))
     return console.export_text()
 
 

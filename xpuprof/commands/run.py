@@ -52,7 +52,7 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int)
     from rich.markup import escape
     from rich.table import Table
 
-    from .report import fmt_ns
+    from ..analysis.summary import format_ns
 
     t = Table(title=escape(f"{cfg.name}: {len(records)} point(s)"), title_justify="left")
     for col in ("Point", "Workload", "Device", "Iters", "Mean", "Min", "Max", "Traces", "Status"):
@@ -76,8 +76,8 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int)
         for m in metrics:
             k.add_column(escape(m), justify="right")
         for row in r["kernels"][:top]:
-            k.add_row(escape(row["name"]), str(row["calls"]), fmt_ns(row["total_ns"]), f"{row['pct']:.1f}",
-                      fmt_ns(row["avg_ns"]), fmt_ns(row["min_ns"]), fmt_ns(row["max_ns"]),
+            k.add_row(escape(row["name"]), str(row["calls"]), format_ns(row["total_ns"]), f"{row['pct']:.1f}",
+                      format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
                       *[f"{row['metrics'][m]:.4g}" if m in row["metrics"] else "" for m in metrics])
         console.print(k)
 
