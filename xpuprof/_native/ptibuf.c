@@ -183,41 +183,8 @@ static PyObject *py_walk_sizes(PyObject *self, PyObject *args) {
     return offsets_result(&o, stop);
 }
 
-/* gather(buffer, offsets, record_size) -> bytes: the records at the given byte offsets,
- * concatenated (so numpy can view them with one structured dtype). */
-static PyObject *py_gather(PyObject *self, PyObject *args) {
-    Py_buffer view, offs;
-    Py_ssize_t size;
-    if (!PyArg_ParseTuple(args, "y*y*n", &view, &offs, &size)) return NULL;
-    size_t n = (size_t)offs.len / sizeof(uint64_t);
-    const uint64_t *o = (const uint64_t *)offs.buf;
-    PyObject *out = NULL;
-    if (size <= 0) {
-        PyErr_SetString(PyExc_ValueError, "record size must be positive");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (o[i] > (uint64_t)view.len || (uint64_t)view.len - o[i] < (uint64_t)size) {
-            PyErr_Format(PyExc_ValueError, "truncated PTI buffer: a %zd-byte record at offset %llu runs past the "
-                         "buffer's end (%zd bytes)", size, (unsigned long long)o[i], view.len);
-            goto done;
-        }
-    }
-    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * (size_t)size));
-    if (!out) goto done;
-    char *dst = PyBytes_AS_STRING(out);
-    const char *src = (const char *)view.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < n; i++) memcpy(dst + i * (size_t)size, src + o[i], (size_t)size);
-    Py_END_ALLOW_THREADS
-done:
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&offs);
-    return out;
-}
-
-/* gather_into(buffer, offsets, record_size, out, out_offset): like gather, but writes the records
- * into a caller-owned writable buffer at byte out_offset (no intermediate copy). */
+/* gather_into(buffer, offsets, record_size, out, out_offset): copies the records at `offsets`
+ * (each record_size bytes) into a caller-owned writable buffer at byte out_offset. */
 static PyObject *py_gather_into(PyObject *self, PyObject *args) {
     Py_buffer view, offs, out;
     Py_ssize_t size, out_off;
@@ -253,7 +220,6 @@ done:
 static PyMethodDef methods[] = {
     {"gather_into", py_gather_into, METH_VARARGS,
      "gather_into(buffer, uint64 offsets, size, out, out_offset): records copied into out."},
-    {"gather", py_gather, METH_VARARGS, "gather(buffer, uint64 offsets, size) -> concatenated records (bytes)."},
     {"callback_addresses", py_callback_addresses, METH_NOARGS,
      "(request, complete) C function addresses to pass to ptiViewSetCallbacks."},
     {"set_buffer_size", py_set_buffer_size, METH_O, "Bytes per buffer handed to PTI (default 4 MiB)."},

@@ -369,28 +369,25 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool) -> Iterat
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
     fast = make_writer(strings, legacy) if columnar else None
-    for b in builder.slices:
-        if fast is not None and fast.can_write(b):
-            yield from fast.slices(b, lambda sel, b=b: encode_events(
-                generic_slice_events(b, strings, legacy, sel, _fragments)))
-        else:
-            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-                yield encode_events(generic_slice_events(b, strings, legacy, sel, _fragments))
+
+    def batches(group, fast_method, generic):
+        # The columnar writer where it can take the batch (with the generic path for the rows it
+        # cannot), the generic dict path otherwise.
+        for b in group:
+            render = (lambda sel, b=b: encode_events(generic(b, sel)))
+            if fast is not None and fast.can_write(b):
+                yield from getattr(fast, fast_method)(b, render)
+            else:
+                for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                    yield render(sel)
+
+    yield from batches(builder.slices, "slices",
+                       lambda b, sel: generic_slice_events(b, strings, legacy, sel, _fragments))
     for b in builder.instants:
         yield encode_events(generic_instant_events(b, strings, legacy, _fragments))
-    for b in builder.counters:
-        if fast is not None and fast.can_write(b):
-            yield from fast.counters(b, lambda sel, b=b: encode_events(
-                generic_counter_events(b, strings, legacy, sel, _fragments)))
-        else:
-            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-                yield encode_events(generic_counter_events(b, strings, legacy, sel, _fragments))
-    for b in builder.flows:
-        if fast is not None and fast.can_write(b):
-            yield from fast.flows(b, lambda sel, b=b: encode_events(generic_flow_events(b, strings, sel, _fragments)))
-        else:
-            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-                yield encode_events(generic_flow_events(b, strings, sel, _fragments))
+    yield from batches(builder.counters, "counters",
+                       lambda b, sel: generic_counter_events(b, strings, legacy, sel, _fragments))
+    yield from batches(builder.flows, "flows", lambda b, sel: generic_flow_events(b, strings, sel, _fragments))
     yield encode_events(span_events(builder, _fragments))
 
 
