@@ -191,6 +191,19 @@ class FixedWidthWriter:
         return isinstance(batch, FlowBatch)
 
     # ------------------------------------------------------------------ shared pieces
+    def _event_head(self, rows, opening: bytes, cat, name, b, sel) -> None:
+        """The fields X and C rows share: ``{"ph":..,"cat":..,"name":..,"pid":..,"tid":..,"ts":..``."""
+        rows.lit(opening)
+        rows.val(cat.matrix(sel))
+        rows.lit(b',"name":')
+        rows.val(name.matrix(sel))
+        rows.lit(b',"pid":')
+        rows.val(self._row_id(b.pid, sel, tid=False))
+        rows.lit(b',"tid":')
+        rows.val(self._row_id(b.tid, sel, tid=True))
+        rows.lit(b',"ts":')
+        rows.val(_ts_matrix(b.ts, sel))
+
     def _row_id(self, col: np.ndarray, sel, tid: bool) -> np.ndarray:
         if is_constant(col):
             col = col[:1]
@@ -269,16 +282,7 @@ class FixedWidthWriter:
                 continue
             m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
             rows = _Rows(m)
-            rows.lit(b'{"ph":"X","cat":')
-            rows.val(cat.matrix(sel))
-            rows.lit(b',"name":')
-            rows.val(name.matrix(sel))
-            rows.lit(b',"pid":')
-            rows.val(self._row_id(b.pid, sel, tid=False))
-            rows.lit(b',"tid":')
-            rows.val(self._row_id(b.tid, sel, tid=True))
-            rows.lit(b',"ts":')
-            rows.val(_ts_matrix(b.ts, sel))
+            self._event_head(rows, b'{"ph":"X","cat":', cat, name, b, sel)
             rows.lit(b',"dur":')
             dur = b.dur[:1] if is_constant(b.dur) else b.dur[sel]
             rows.val(micros_matrix(np.maximum(dur, 0)))
@@ -341,16 +345,7 @@ class FixedWidthWriter:
                 continue
             m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
             rows = _Rows(m)
-            rows.lit(b'{"ph":"C","cat":')
-            rows.val(cat.matrix(sel))
-            rows.lit(b',"name":')
-            rows.val(name.matrix(sel))
-            rows.lit(b',"pid":')
-            rows.val(self._row_id(b.pid, sel, tid=False))
-            rows.lit(b',"tid":')
-            rows.val(self._row_id(b.tid, sel, tid=True))
-            rows.lit(b',"ts":')
-            rows.val(_ts_matrix(b.ts, sel))
+            self._event_head(rows, b'{"ph":"C","cat":', cat, name, b, sel)
             rows.lit(b',"args":{')
             for j, (key, values) in enumerate(keys):
                 rows.lit(b"," + key if j else key)
