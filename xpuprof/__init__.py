@@ -5,6 +5,7 @@ copies, syncs and per-kernel hardware metrics as counter tracks. Importing xpupr
 vendor package.
 """
 from .activity import ActivityType, default_activity_types
+from .collectors import Collector, CollectorError, MetricInfo, Track, register_collector
 from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig
 from .host.annotations import current_correlation_id, instant, record_function, set_thread_name
 from .plugins import register_backend
@@ -14,6 +15,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActivityType",
+    "Collector",
+    "CollectorError",
+    "MetricInfo",
+    "Track",
     "ExperimentalConfig",
     "KinetoConfig",
     "ProfilerAction",
@@ -25,6 +30,7 @@ __all__ = [
     "profile",
     "record_function",
     "register_backend",
+    "register_collector",
     "schedule",
     "set_thread_name",
     "trace_handler",

@@ -201,6 +201,31 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
+# ----------------------------------------------------------------------------- metric collectors
+def plan_collectors(config: ProfilerConfig) -> tuple[ProfilerConfig, dict[str, list[str]]]:
+    """Resolve the requested metric names (``collectors.resolve``) before anything starts.
+
+    Returns the config the backends see (their own metric names only) and collector -> metrics.
+    Unknown or ambiguous names, and requests a collector rejects, raise ``CollectorError``.
+    """
+    names = config.experimental.profiler_metrics
+    if not names:
+        return config, {}
+    from dataclasses import replace as _replace
+
+    from .collectors import registry as collector_registry
+    from .collectors.resolve import resolve_metrics
+
+    plan = resolve_metrics(names, device_activities=bool(config.activities - HOST_ACTIVITIES), config=config)
+    if not plan.collectors:
+        return config, {}
+    interval_s = config.experimental.metrics_interval_ms / 1e3
+    for name, metrics in plan.collectors.items():
+        collector_registry.get_collector_class(name, config)(metrics, interval_s)  # validate() before start
+    config = config.with_changes(experimental=_replace(config.experimental, profiler_metrics=plan.device))
+    return config, plan.collectors
+
+
 # ----------------------------------------------------------------------------- profile
 class profile:
     """Profile a block or a loop of steps; see the module docstring and the README."""
@@ -225,6 +250,9 @@ class profile:
                 backends = [backends]
             changes["backends"] = [str(b) for b in backends]
         self.config = base.with_changes(**changes) if changes else base
+        # metric names served by collectors leave the config the backends see
+        self.config, self._collector_plan = plan_collectors(self.config)
+        self._collectors = None
         for name in self.config.backends or ():
             registry.get_backend_class(name, self.config)  # unknown backend name: fail before anything starts
         self.schedule = schedule or _always_record
@@ -396,13 +424,28 @@ class profile:
                 tracer = PythonFunctionTracer()
                 tracer.start()  # raises when another tool already owns sys.setprofile
                 self._pytracer = tracer
+            if self._collector_plan:
+                self._collectors = self._start_collectors()
         except BaseException:
             self._sessions = started  # stop only what started
             self._abort_cycle()
             raise
         annotations.install(self._recorder)
 
+    def _start_collectors(self):
+        from .collectors import registry as collector_registry
+        from .collectors.sampler import CollectorRun
+
+        classes = {name: collector_registry.get_collector_class(name, self.config) for name in self._collector_plan}
+        run = CollectorRun(self._collector_plan, classes, self.config.experimental.metrics_interval_ms / 1e3,
+                           origins=collector_registry.plugin_collectors())
+        run.start()
+        return run
+
     def _abort_cycle(self) -> None:
+        if self._collectors is not None:
+            self._collectors.stop()
+            self._collectors = None
         if self._pytracer is not None:
             self._pytracer.stop()
             self._pytracer = None
@@ -422,6 +465,8 @@ class profile:
         if self._pytracer is not None:
             self._pytracer.stop()
         annotations.install(None)
+        if self._collectors is not None:
+            self._collectors.stop()  # its last sample lies inside the window
         end = now_ns()
         errors: dict[str, list[str]] = {}
         for name, session in self._sessions:
@@ -430,6 +475,7 @@ class profile:
             except Exception as exc:
                 errors.setdefault(name, []).append(f"stop failed: {type(exc).__name__}: {exc}")
         self.builder = self._build(ProcessWindow(self._window_start, end), errors)
+        self._collectors = None
         self._recorder = None
         self._pytracer = None
         self._sessions = []
@@ -461,6 +507,8 @@ class profile:
                 errors.setdefault(name, []).extend(session.errors() or ())
             except Exception as exc:
                 errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
+        if self._collectors is not None:
+            self._collectors.emit(builder)
         tids = self._add_host_events(builder)
         if ActivityType.GPU_USER_ANNOTATION in self.config.activities:
             add_gpu_user_annotations(builder)

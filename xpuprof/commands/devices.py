@@ -34,8 +34,21 @@ def _backend_rows() -> list[DeviceRow]:
     return rows
 
 
+def _collector_rows() -> list[DeviceRow]:
+    """Metric collectors (telemetry): whether each can run here and why not."""
+    from ..collectors import registry as collector_registry
+
+    rows = []
+    for r in collector_registry.describe_collectors():
+        notes = [f"metric collector ({r['scope']}): {', '.join(m[0] for m in r['metrics'])}"]
+        if r["origin"]:
+            notes.append(f"from {r['origin']}")
+        rows.append(DeviceRow(f"collector {r['name']}", r["status"] == "available", r["reason"], notes, r["details"]))
+    return rows
+
+
 # Each source returns rows; the table shows them in this order. Extend by appending a source.
-ROW_SOURCES: list[Callable[[], list[DeviceRow]]] = [_backend_rows]
+ROW_SOURCES: list[Callable[[], list[DeviceRow]]] = [_backend_rows, _collector_rows]
 
 COLUMNS: list[tuple[str, Callable[[DeviceRow], str]]] = [
     ("Backend", lambda r: r.backend),

@@ -1,4 +1,6 @@
-"""``xpuprof metrics``: list the metric catalogs (groups, metrics, units, meanings, derived)."""
+"""``xpuprof metrics``: list the metric collectors (telemetry sampled on a thread: which metrics,
+whether each can run here and why not) and the metric catalogs (groups, metrics, units, meanings,
+derived)."""
 from __future__ import annotations
 
 import sys
@@ -14,6 +16,7 @@ def register(subparsers) -> None:
     p.add_argument("--device", default=None, help="device family, alias or device name (e.g. bmg, pvc, lnl)")
     p.add_argument("--group", default=None, help="only this metric group")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--collectors", action="store_true", help="only the metric collectors, not the catalogs")
     p.set_defaults(func=run)
 
 
@@ -23,7 +26,39 @@ def _selected(args) -> list[catalogs.Catalog]:
     return catalogs.load_catalogs(args.vendor)
 
 
+def _collector_rows() -> list[dict]:
+    from ..collectors import registry as collector_registry
+
+    return collector_registry.describe_collectors()
+
+
+def _print_collectors(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Metric collectors (sampled; ask for a metric by name, or as collector:metric)")
+    for col in ("Collector", "Scope", "Available", "Metric", "Unit", "Meaning"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        status = "yes" if r["status"] == "available" else f"no: {r['reason']}"
+        for i, (name, unit, desc) in enumerate(r["metrics"] or [("", "", "")]):
+            first = i == 0
+            table.add_row(escape(r["name"] + (f" ({r['origin']})" if first and r["origin"] else "")) if first else "",
+                          r["scope"] if first else "", escape(status) if first else "", escape(name), escape(unit),
+                          escape(desc))
+    Console().print(table)
+
+
 def run(args) -> int:
+    with_collectors = args.collectors or not (args.vendor or args.device or args.group)
+    if args.collectors:
+        rows = _collector_rows()
+        if args.format == "json":
+            sys.stdout.write(orjson.dumps({"collectors": rows}, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            _print_collectors(rows)
+        return 0
     try:
         cats = _selected(args)
         if args.group and not any(args.group in c.groups for c in cats):
@@ -42,6 +77,8 @@ def run(args) -> int:
                "derived": [{"vendor": c.vendor, "family": c.family, "group": d.group, "name": d.name,
                             "formula": d.formula, "unit": d.unit, "description": d.description,
                             "source": d.source_url} for c, d in derived]}
+        if with_collectors:
+            out["collectors"] = _collector_rows()
         sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     from rich.console import Console
@@ -55,4 +92,6 @@ def run(args) -> int:
     for c, d in derived:
         table.add_row(f"{c.vendor}/{c.family}", d.group, f"{d.name} = {d.formula}", d.unit, d.description)
     Console().print(table)
+    if with_collectors:
+        _print_collectors(_collector_rows())
     return 0

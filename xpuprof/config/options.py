@@ -23,6 +23,7 @@ class ExperimentalConfig:
     max_scopes: int = 0  # 0 = unset: Kineto's default applies (see effective_max_scopes)
     pm_sampling_interval_us: int = 1000  # CUPTI PM sampling period
     metrics_device: int = 0  # device whose metric groups are configured
+    metrics_interval_ms: float = 10.0  # sampling interval of metric collectors (host/device telemetry)
 
     def __post_init__(self) -> None:
         if isinstance(self.profiler_metrics, str):
@@ -32,6 +33,10 @@ class ExperimentalConfig:
         if int(self.max_scopes) < 0:
             raise ValueError(f"max_scopes must be >= 0, got {self.max_scopes}")
         self.max_scopes = int(self.max_scopes)
+        interval = float(self.metrics_interval_ms)
+        if not 0 < interval < float("inf"):
+            raise ValueError(f"metrics_interval_ms must be a positive number of milliseconds, got {self.metrics_interval_ms!r}")
+        self.metrics_interval_ms = interval
 
     @property
     def effective_max_scopes(self) -> int:

@@ -149,7 +149,10 @@ def _load_python(path: Path, origin: str) -> list[str]:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot create an import spec for {path}")
     module = importlib.util.module_from_spec(spec)
+    from ..collectors import registry as collector_registry
+
     before = set(plugin_registry.plugin_backends())
+    collectors_before = set(collector_registry.plugin_collectors())
     sys.modules[mod_name] = module
     try:
         with plugin_registry.loading(origin):
@@ -159,11 +162,16 @@ def _load_python(path: Path, origin: str) -> list[str]:
         for name, o in plugin_registry.plugin_backends().items():
             if o == origin and name not in before:  # a half-loaded plugin leaves nothing behind
                 plugin_registry.unregister_backend(name)
+        for name, o in collector_registry.plugin_collectors().items():
+            if o == origin and name not in collectors_before:
+                collector_registry.unregister_collector(name)
         raise
     names = [n for n, o in plugin_registry.plugin_backends().items() if o == origin and n not in before]
-    if not names:
-        raise ImportError("the module registered no backend (decorate a Backend subclass with "
-                          "@xpuprof.register_backend)")
+    collectors = [n for n, o in collector_registry.plugin_collectors().items()
+                  if o == origin and n not in collectors_before]
+    if not names and not collectors:
+        raise ImportError("the module registered no backend and no collector (decorate a Backend subclass with "
+                          "@xpuprof.register_backend or a Collector subclass with @xpuprof.register_collector)")
     return names
 
 

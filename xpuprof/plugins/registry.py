@@ -176,6 +176,11 @@ def is_initialized() -> bool:
     return _initialized
 
 
+def loading_origin() -> str | None:
+    """The plugin file being loaded right now (registrations made there are attributed to it)."""
+    return _loading_origin.get()
+
+
 @contextlib.contextmanager
 def loading(origin: str) -> Iterator[None]:
     """Registrations inside this block are attributed to ``origin`` (a plugin file being loaded)."""

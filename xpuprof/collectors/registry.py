@@ -1,0 +1,200 @@
+"""Which metric collectors exist: built-ins (imported lazily, by module path) and user ones.
+
+User collectors register the three ways backends do: ``xpuprof.register_collector`` (call or
+decorator), the ``xpuprof.collectors`` entry-point group, or a module in a plugin directory
+(``XPUPROF_PLUGIN_PATH`` / ``ProfilerConfig.plugin_paths``) that calls ``register_collector``.
+A class is checked when it is registered, so a broken collector fails at import, not mid-run.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import threading
+from typing import Any
+
+from .base import Collector, CollectorAvailability, MetricInfo
+
+ENTRY_POINT_GROUP = "xpuprof.collectors"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
+
+# name -> "module:Class". Nothing vendor-specific is imported until a collector is asked for.
+BUILTIN_COLLECTORS: dict[str, str] = {
+    "host": "xpuprof.collectors.host:HostCollector",
+}
+
+
+class CollectorRegistrationError(ValueError):
+    """A collector name that is already taken (pass ``replace=True`` to replace it)."""
+
+
+_lock = threading.RLock()
+_registered: dict[str, type[Collector]] = {}
+_origins: dict[str, str] = {}
+_entry_points_done = False
+
+
+def _qualname(cls) -> str:
+    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
+
+
+def validate_collector_class(cls) -> None:
+    """Raise ``TypeError`` naming exactly why ``cls`` cannot serve as a collector."""
+    if not isinstance(cls, type) or not issubclass(cls, Collector):
+        raise TypeError(f"register_collector expects a subclass of xpuprof.Collector, got {cls!r}")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise TypeError(f"{_qualname(cls)}.name must be a non-empty lowercase string of letters, digits, '_', '-' "
+                        f"or '.', got {name!r}")
+    if cls.scope not in ("host", "device"):
+        raise TypeError(f"{_qualname(cls)}.scope must be 'host' or 'device', got {cls.scope!r}")
+    for method in ("metrics", "read"):
+        if getattr(cls, method) is getattr(Collector, method):
+            raise TypeError(f"{_qualname(cls)} does not implement {method}() of xpuprof.Collector")
+    if not isinstance(inspect.getattr_static(cls, "metrics"), (classmethod, staticmethod)):
+        raise TypeError(f"{_qualname(cls)}.metrics must be a @classmethod: names are listed before any instance exists")
+    infos = list(cls.metrics())
+    bad = [m for m in infos if not isinstance(m, MetricInfo)]
+    if bad or not infos:
+        raise TypeError(f"{_qualname(cls)}.metrics() must return a non-empty list of xpuprof.MetricInfo, got {infos!r}")
+    names = [m.name for m in infos]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TypeError(f"{_qualname(cls)}.metrics() names {', '.join(dup)} more than once")
+    bad_names = [n for n in names if not n or ":" in n or "," in n or n != n.strip()]
+    if bad_names:
+        raise TypeError(f"{_qualname(cls)}.metrics(): metric names must be non-empty, without ':' or ',' or "
+                        f"surrounding spaces: {bad_names!r}")
+
+
+def register_collector(cls=None, *, replace: bool = False, origin: str | None = None):
+    """Register a user collector class; usable as ``@register_collector`` or
+    ``@register_collector(replace=True)``. Returns the class unchanged."""
+    if cls is None:
+        return lambda c: register_collector(c, replace=replace, origin=origin)
+    validate_collector_class(cls)
+    from ..plugins.registry import loading_origin
+
+    origin = origin or loading_origin() or f"register_collector({_qualname(cls)})"
+    with _lock:
+        name = cls.name
+        if _registered.get(name) is cls:
+            return cls
+        taken = _origins.get(name) or ("the built-in collectors" if name in BUILTIN_COLLECTORS else None)
+        if taken is not None and not replace:
+            raise CollectorRegistrationError(
+                f"cannot register {_qualname(cls)} from {origin}: a collector named {name!r} is already provided by "
+                f"{taken}; pass replace=True to replace it")
+        _registered[name] = cls
+        _origins[name] = origin
+    return cls
+
+
+def unregister_collector(name: str) -> None:
+    with _lock:
+        _registered.pop(name, None)
+        _origins.pop(name, None)
+
+
+def plugin_collectors() -> dict[str, str]:
+    """name -> origin of every registered (non built-in) collector."""
+    with _lock:
+        return dict(_origins)
+
+
+def discover_entry_points() -> list[str]:
+    """Register every class in the ``xpuprof.collectors`` entry-point group (once per process)."""
+    global _entry_points_done
+    with _lock:
+        if _entry_points_done:
+            return []
+        _entry_points_done = True
+    from importlib.metadata import entry_points
+
+    from ..plugins import faults
+
+    names = []
+    try:
+        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
+    except Exception as exc:
+        faults.report(f"entry points ({ENTRY_POINT_GROUP})", "load", faults.describe_exception(exc))
+        return names
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        origin = f"entry point {ep.name} = {ep.value}" + (f" from {dist.name} {dist.version}" if dist else "")
+        try:
+            cls = ep.load()
+            register_collector(cls, origin=origin)
+        except Exception as exc:
+            faults.report(origin, "load", faults.describe_exception(exc))
+            continue
+        names.append(cls.name)
+    return names
+
+
+def ensure_loaded(config=None) -> None:
+    """Entry points and plugin directories (which may register collectors), once."""
+    discover_entry_points()
+    from ..plugins import loader
+
+    loader.load_plugins(config)
+
+
+def collector_names(config=None) -> list[str]:
+    ensure_loaded(config)
+    with _lock:
+        return list(dict.fromkeys([*BUILTIN_COLLECTORS, *_registered]))
+
+
+def get_collector_class(name: str, config=None) -> type[Collector]:
+    ensure_loaded(config)
+    with _lock:
+        if name in _registered:
+            return _registered[name]
+    if name in BUILTIN_COLLECTORS:
+        module, _, attr = BUILTIN_COLLECTORS[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    raise ValueError(f"unknown collector {name!r}. Known collectors: {', '.join(collector_names(config))}")
+
+
+def offered_metrics(config=None) -> dict[str, list[MetricInfo]]:
+    """collector name -> the metrics it offers (a collector whose class cannot load offers none)."""
+    out: dict[str, list[MetricInfo]] = {}
+    for name in collector_names(config):
+        try:
+            out[name] = list(get_collector_class(name).metrics())
+        except Exception:  # its describe row says why
+            out[name] = []
+    return out
+
+
+def describe_collectors(config=None) -> list[dict[str, Any]]:
+    """One row per collector for ``xpuprof metrics`` / ``xpuprof devices``: name, status, reason,
+    source, origin, scope, description, metrics [(name, unit, description)]."""
+    rows = []
+    origins = plugin_collectors()
+    for name in collector_names(config):
+        row: dict[str, Any] = {"name": name, "source": "plugin" if name in origins else "built-in",
+                               "origin": origins.get(name, ""), "scope": "", "description": "", "metrics": []}
+        try:
+            cls = get_collector_class(name)
+            row.update(scope=cls.scope, description=cls.description,
+                       metrics=[(m.name, m.unit, m.description) for m in cls.metrics()])
+            probe = cls.probe()
+            if not isinstance(probe, CollectorAvailability):
+                probe = CollectorAvailability(False, f"probe() returned {type(probe).__name__}")
+        except Exception as exc:
+            probe = CollectorAvailability(False, f"probe failed: {type(exc).__name__}: {exc}")
+        row.update(status="available" if probe.available else "unavailable", reason=probe.reason,
+                   details=dict(probe.details))
+        rows.append(row)
+    return rows
+
+
+def reset() -> None:
+    """Forget user collectors and rediscover entry points on next use (tests)."""
+    global _entry_points_done
+    with _lock:
+        _registered.clear()
+        _origins.clear()
+        _entry_points_done = False

@@ -1,0 +1,89 @@
+"""Metric names -> sources: the one place a requested metric name is resolved.
+
+Sources are the collectors (``registry``) and the device backends' own metrics (per-kernel XPU
+scope metrics, CUDA PM sampling, ROCm counters), which a backend validates against its device or
+the catalogs. A name may be qualified ``<collector>:<metric>`` to pick one collector.
+
+- A name one collector offers goes to that collector.
+- A name two collectors offer is ambiguous: one error listing the qualified spellings.
+- Any other name is left to the device backends when the run records device activities;
+  in a host-only run nothing could record it, so it is an error with close matches and the list
+  of which collector offers what.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from .base import CollectorError, MetricInfo
+
+
+@dataclass
+class MetricPlan:
+    collectors: dict[str, list[str]] = field(default_factory=dict)  # collector -> its metric names
+    device: list[str] = field(default_factory=list)  # names for the device backends, in request order
+
+
+def _offers_text(offered: Mapping[str, list[MetricInfo]]) -> str:
+    parts = [f"{c}: {', '.join(m.name for m in ms)}" for c, ms in offered.items() if ms]
+    return "; ".join(parts) if parts else "no collector offers any metric"
+
+
+def _catalog_names() -> list[str]:
+    try:
+        from .. import catalogs
+        names: set[str] = set()
+        for cat in catalogs.load_catalogs():
+            names.update(cat.all_metric_names())
+        return sorted(names)
+    except Exception:  # catalogs only improve the hints
+        return []
+
+
+def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=None,
+                    offered: Mapping[str, list[MetricInfo]] | None = None) -> MetricPlan:
+    """Split requested metric names between collectors and device backends (see module doc)."""
+    from . import registry
+
+    requested = [str(n).strip() for n in names if str(n).strip()]
+    plan = MetricPlan()
+    if not requested:
+        return plan
+    offered = registry.offered_metrics(config) if offered is None else offered
+    by_metric: dict[str, list[str]] = {}
+    for collector, infos in offered.items():
+        for info in infos:
+            by_metric.setdefault(info.name, []).append(collector)
+    errors: list[str] = []
+    for name in requested:
+        collector, sep, metric = name.partition(":")
+        if sep and not metric.startswith(":") and collector in offered:  # "nvml:gpu_power"; "a::unit" is a selector
+            if metric not in {m.name for m in offered[collector]}:
+                close = difflib.get_close_matches(metric, [m.name for m in offered[collector]], n=3, cutoff=0.5)
+                hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+                errors.append(f"collector {collector!r} does not offer {metric!r}{hint}; it offers "
+                              f"{', '.join(m.name for m in offered[collector])}")
+                continue
+            plan.collectors.setdefault(collector, []).append(metric)
+            continue
+        owners = by_metric.get(name, [])
+        if len(owners) > 1:
+            errors.append(f"metric {name!r} is ambiguous: collectors {', '.join(owners)} all offer it; "
+                          f"ask for one of {', '.join(f'{c}:{name}' for c in owners)}")
+        elif owners:
+            plan.collectors.setdefault(owners[0], []).append(name)
+        elif device_activities:
+            plan.device.append(name)
+        else:
+            pool = list(by_metric) + _catalog_names()
+            close = difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            errors.append(f"unknown metric {name!r}: no collector offers it and this run records no device "
+                          f"activity that could{hint}")
+    if errors:
+        raise CollectorError("; ".join(errors) + f". Collectors offer: {_offers_text(offered)} "
+                             f"(`xpuprof metrics` lists every collector and catalog)")
+    for collector in plan.collectors:
+        plan.collectors[collector] = list(dict.fromkeys(plan.collectors[collector]))
+    return plan
