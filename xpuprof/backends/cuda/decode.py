@@ -115,7 +115,9 @@ class CuptiDecoder:
     def __init__(self, callback_name: Callable[[int, int], str], dependencies: DependencyResolver | None = None,
                  options: DecodeOptions | None = None) -> None:
         self.callback_name = callback_name  # (KIND_RUNTIME or KIND_DRIVER, cbid) -> CUPTI's name
-        self.dependencies = dependencies or DependencyResolver(VENDOR)
+        # `is None`, never `or`: the resolver has __len__, so an empty (fresh) session resolver is
+        # falsy and `or` would swap in a private one that no session ever resets.
+        self.dependencies = dependencies if dependencies is not None else DependencyResolver(VENDOR)
         self.options = options or DecodeOptions()
 
     def _want(self, t: ActivityType) -> bool:
