@@ -23,7 +23,7 @@ SUBSCRIBER_NAME = "xpuprof"
 # Which CUPTI activity kinds each xpuprof activity type needs.
 KINDS_FOR: dict[ActivityType, tuple[int, ...]] = {
     ActivityType.CONCURRENT_KERNEL: (records.KIND_CONCURRENT_KERNEL,),
-    ActivityType.GPU_MEMCPY: (records.KIND_MEMCPY,),
+    ActivityType.GPU_MEMCPY: (records.KIND_MEMCPY, records.KIND_MEMCPY2),  # MEMCPY2: peer-to-peer (Kineto enables it)
     ActivityType.GPU_MEMSET: (records.KIND_MEMSET,),
     ActivityType.RUNTIME: (records.KIND_RUNTIME,),
     ActivityType.DRIVER: (records.KIND_DRIVER,),
@@ -233,9 +233,10 @@ class CuptiActivityApi(Session):
         if self._offset_ns:
             for chunk in chunks:
                 chunk.time_offset_ns = self._offset_ns
+        props = {p["id"]: p for p in self.device_properties()}
         options = DecodeOptions(activities=self.activity_types,
                                 display_sync_wait_events=getattr(self.config, "display_cuda_sync_wait_events", True),
-                                sm_count={p["id"]: p.get("numSms", 0) for p in self.device_properties()})
+                                sm_count={d: p.get("numSms", 0) for d, p in props.items()}, device_props=props)
         CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks)
         for reason, n in self.dropped_records().items():
             builder.count_dropped(reason, n)
@@ -274,6 +275,7 @@ def cuda_device_properties() -> list[dict[str, Any]]:
                 "warpSize": int(p.warpSize), "sharedMemPerBlock": int(p.sharedMemPerBlock),
                 "sharedMemPerMultiprocessor": int(p.sharedMemPerMultiprocessor), "numSms": int(p.multiProcessorCount),
                 "sharedMemPerBlockOptin": int(p.sharedMemPerBlockOptin),
+                "maxBlocksPerMultiProcessor": int(p.maxBlocksPerMultiProcessor),
             })
         return out
     except Exception:  # no driver: properties are optional metadata
