@@ -113,7 +113,15 @@ static const char *bk_name(int k) {
     return k == BK_HIP ? "HIP_RUNTIME_API" : k == BK_DISPATCH ? "KERNEL_DISPATCH" : k == BK_COPY ? "MEMORY_COPY"
          : k == 2 ? "HSA_CORE_API" : NULL;
 }
+/* Every other launch/copy API xpuprof knows, as operations 200 + i (fake_launch_by_name). */
+static const char *more_ops[] = {"hipLaunchKernel_spt", "hipLaunchCooperativeKernel", "hipLaunchCooperativeKernel_spt",
+                                 "hipExtLaunchKernel", "hipModuleLaunchCooperativeKernel", "hipGraphLaunch_spt",
+                                 "hipMemcpyAsync_spt", "hipMemcpyWithStream", "hipMemsetAsync", "hipMemsetAsync_spt",
+                                 "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemcpy2DAsync",
+                                 "hipEventRecord_spt", "hipStreamWaitEvent_spt", "hipStreamSynchronize_spt"};
+#define N_MORE ((int)(sizeof more_ops / sizeof more_ops[0]))
 static const char *hip_op_name(int op) {
+    if (op >= 200 && op < 200 + N_MORE) return more_ops[op - 200];
     return op == OP_LAUNCH ? "hipLaunchKernel" : op == OP_RECORD ? "hipEventRecord" : op == OP_WAIT ? "hipStreamWaitEvent"
          : op == OP_SYNC ? "hipEventSynchronize" : op == OP_MEMCPY ? "hipMemcpyAsync" : op == OP_GETDEV ? "hipGetDevice"
          : op == OP_MODLAUNCH ? "hipModuleLaunchKernel" : op == OP_EXTMODLAUNCH ? "hipExtModuleLaunchKernel"
@@ -135,7 +143,10 @@ int rocprofiler_query_buffer_tracing_kind_name(int k, const char **n, uint64_t *
     return *n ? OK : NOT_FOUND;
 }
 int rocprofiler_iterate_buffer_tracing_kind_operations(int k, op_cb_t cb, void *d) {
-    if (k == BK_HIP) { for (int i = 0; i < N_HIP_OPS; i++) if (cb(k, hip_op_list[i], d)) break; }
+    if (k == BK_HIP) {
+        for (int i = 0; i < N_HIP_OPS; i++) if (cb(k, hip_op_list[i], d)) return OK;
+        for (int i = 0; i < N_MORE; i++) if (cb(k, 200 + i, d)) return OK;
+    }
     if (k == BK_COPY) { cb(k, CP_H2D, d); cb(k, CP_D2H, d); }
     return OK;
 }
@@ -155,7 +166,10 @@ int rocprofiler_query_callback_tracing_kind_name(int k, const char **n, uint64_t
     return *n ? OK : NOT_FOUND;
 }
 int rocprofiler_iterate_callback_tracing_kind_operations(int k, op_cb_t cb, void *d) {
-    if (k == CK_HIP) { for (int i = 0; i < N_HIP_OPS; i++) if (cb(k, hip_op_list[i], d)) break; }
+    if (k == CK_HIP) {
+        for (int i = 0; i < N_HIP_OPS; i++) if (cb(k, hip_op_list[i], d)) return OK;
+        for (int i = 0; i < N_MORE; i++) if (cb(k, 200 + i, d)) return OK;
+    }
     if (k == CK_CODE) { cb(k, 1, d); cb(k, SYM_REG, d); }
     return OK;
 }
@@ -367,6 +381,21 @@ void fake_run_scenario(void) {
     uint64_t ssync[1] = {C};
     hip_call(OP_STREAMSYNC, ssync, sizeof ssync, NULL);
     hip_call(OP_DEVSYNC, NULL, 0, NULL);
+}
+
+/* One call of a named HIP API whose argument struct holds `stream` at byte `stream_offset` (the
+ * test takes the offset from the real api_args.h), followed by a kernel dispatch on its own HSA
+ * queue: only the captured stream can put that kernel on its stream's row. Returns 0 if unknown. */
+int fake_launch_by_name(const char *name, int stream_offset, uint64_t stream, uint64_t queue) {
+    int op = -1;
+    for (int i = 0; i < N_MORE; i++) if (!strcmp(more_ops[i], name)) op = 200 + i;
+    if (op < 0 || stream_offset < 0 || stream_offset > 120) return 0;
+    unsigned char args[128] = {0};
+    memcpy(args + stream_offset, &stream, 8);
+    uint64_t c, ext = ext_top ? ext_stack[ext_top - 1] : 0;
+    hip_call(op, args, sizeof args, &c);
+    if (active) dispatch(c, 1, queue, ext);
+    return 1;
 }
 
 static void *deliver(void *arg) {

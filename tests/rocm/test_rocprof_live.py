@@ -165,3 +165,34 @@ def test_client_name_lands_in_either_client_id_layout(fake_rocprofiler, v2):
     assert lib.fake_client_v2_size() == 24  # `size` left intact
     name = lib.fake_client_name()
     assert name == b"xpuprof"
+
+
+def test_every_launch_api_puts_its_kernel_on_its_hip_stream(sdk):
+    # Each call places the stream at the offset the *real* api_args.h gives (not xpuprof's table),
+    # and each dispatch comes from a different HSA queue: only the captured stream can put them all
+    # on one row.
+    import json
+    from pathlib import Path
+
+
+    real = json.loads((Path(__file__).parent / "data" / "rocprofiler_sdk_layouts.json").read_text())
+    offsets = real["versions"]["1.0.0" if sdk[0] else "0.6.0"]["hip_args"]
+    names = [n for n in ("hipLaunchKernel_spt", "hipLaunchCooperativeKernel", "hipLaunchCooperativeKernel_spt",
+                         "hipExtLaunchKernel", "hipModuleLaunchCooperativeKernel", "hipGraphLaunch_spt",
+                         "hipMemcpyAsync_spt", "hipMemcpyWithStream", "hipMemsetAsync", "hipMemsetAsync_spt",
+                         "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemcpy2DAsync")]
+    session = RocmBackend().configure(ALL, ProfilerConfig())
+    lib = rocprof.load_library()
+    lib.fake_launch_by_name.argtypes = [rocprof.ctypes.c_char_p, rocprof.ctypes.c_int, rocprof.ctypes.c_uint64,
+                                        rocprof.ctypes.c_uint64]
+    session.start()
+    for i, name in enumerate(names):
+        assert lib.fake_launch_by_name(name.encode(), offsets[name]["stream"], 0x5EA0, 0x900 + i) == 1
+    session.stop()
+    b = TraceBuilder(pid=session.pid)
+    session.process(b, ProcessWindow(0, 2**62))
+    evs = [e for chunk in iter_event_chunks(b) for e in chunk]
+    kern = [e for e in evs if e.get("cat") == "kernel"]
+    assert len(kern) == len(names) and len({k["tid"] for k in kern}) == 1  # one HIP stream, one row
+    api = {e["name"]: e["args"] for e in evs if e.get("ph") == "X" and e.get("name", "") in names}
+    assert set(api) == set(names) and {a["hip_stream"] for a in api.values()} == {kern[0]["tid"]}
