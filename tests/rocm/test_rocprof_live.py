@@ -105,8 +105,10 @@ def test_hip_records_of_unknown_size_are_an_error_not_garbage(sdk, size):
 
 def test_second_session_reuses_the_registration(fake_rocprofiler):
     _run()
-    session, _, evs = _run()
+    session, b, evs = _run()
     assert len([e for e in evs if e.get("cat") == "kernel"]) == 5
+    # this session's losses only (the double reports 3 dropped per flush), not the process's total
+    assert b.dropped.get("rocm records dropped by rocprofiler") == 3
 
 
 def test_per_kernel_counters(fake_rocprofiler):

@@ -407,6 +407,7 @@ class RocprofActivityApi(Session):
         self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
         self._dropped: dict[str, int] = {}
+        self._stats_base: dict[str, int] = {}
         self._errors: list[str] = []
         self.packed: list[bytes] = []
         self.event_ops = b""
@@ -420,6 +421,8 @@ class RocprofActivityApi(Session):
         self.decoder.reset()  # the session's resolver (shared with the decoder) and stream numbering
         self._dropped.clear()
         self.packed, self.event_ops = [], b""
+        # rocbuf's counters run for the whole process: this session reports what it adds.
+        self._stats_base = self.rocbuf.stats()
         self.clock_offset_ns = self.measure_clock_offset()
         _check(self.lib, self.lib.rocprofiler_start_context(self.reg.context), "rocprofiler_start_context")
 
@@ -442,7 +445,8 @@ class RocprofActivityApi(Session):
         self.packed = self.rocbuf.drain()
         self.event_ops = self.rocbuf.drain_event_ops()
         self.reg.kernel_names.update(self.rocbuf.drain_kernel_symbols())
-        stats = self.rocbuf.stats()
+        now = self.rocbuf.stats()
+        stats = {k: v - self._stats_base.get(k, 0) for k, v in now.items()}
         for key, reason in (("dropped", "rocm records dropped by rocprofiler"),
                             ("malformed", "rocm records with an implausible size"),
                             ("queue_failures", "rocm buffers lost (out of memory)")):
