@@ -187,7 +187,7 @@ class _HardwareBuffer:
         self.calls.append("decode")
         if k == self.fail_on:
             raise RuntimeError("CUPTI_ERROR_UNKNOWN while decoding")
-        if k == self.overflow_on:
+        if k == self.overflow_on or self.overflow_on == "always":
             raise MemoryError("Record overflow in the hardware buffer")
         out = _CounterData(_Sample(*x) for x in self.pending[:max_samples])
         out.num_total_samples = max_samples
@@ -264,3 +264,12 @@ def test_pm_sampling_hardware_buffer_overflow_is_reported(monkeypatch):
     api.stop()
     assert len(api._samples[0]) == 300
     assert any("overflowed 1 time" in e for e in api.errors())
+
+
+def test_pm_sampling_persistent_overflow_fails_cleanly(monkeypatch):
+    hw, calls = _HardwareBuffer(300, overflow_on="always"), []
+    api = _pm_session(monkeypatch, hw, calls)
+    api.start()
+    api.stop()
+    assert calls == ["activity start", "activity stop"] and hw.calls[-1] == "disable"
+    assert any("overflowed on 50 drains in a row" in e for e in api.errors())

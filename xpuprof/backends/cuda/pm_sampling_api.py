@@ -110,6 +110,7 @@ def emit_samples(builder, device: int, metrics: list[str], start_ns: np.ndarray,
 DECODE_PERIOD_S = 0.010  # Kineto's CuptiPMSamplingProfiler decode period
 DECODE_MAX_SAMPLES = 10_000  # counter-data image size per decode call (cupti-python's default)
 LOST_REASON = "cuda PM samples lost"
+MAX_OVERFLOW_RUN = 50  # consecutive overflowing drains before collection is declared failed
 
 
 class PmDecoder:
@@ -129,6 +130,7 @@ class PmDecoder:
         self.overflows = 0  # decode calls that found the hardware buffer overflowed
         self.error: str | None = None  # first decode failure; decoding stops there
         self.decodes = 0
+        self._overflow_run = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,21 +151,26 @@ class PmDecoder:
             self._thread = None
 
     # -------------------------------------------------------------- decoding
-    def drain(self) -> None:
-        """Decode until CUPTI returns a partly filled image (the hardware buffer is empty)."""
+    def drain(self, final: bool = False) -> None:
+        """Decode until CUPTI returns a partly filled image (the hardware buffer is empty). An
+        overflow ends a periodic drain (the next one retries); the final drain retries at once."""
         with self._lock:
             while self.error is None:
                 try:
                     data = self.collector.decode(self.max_samples)
                 except MemoryError as exc:  # cupti-python: ERROR_OUT_OF_MEMORY = hardware buffer overflow
                     self.overflows += 1
-                    if self.overflows > 1000:
-                        self.error = f"PM sampling hardware buffer keeps overflowing: {exc}"
-                    continue
+                    self._overflow_run += 1
+                    if self._overflow_run >= MAX_OVERFLOW_RUN:
+                        self.error = f"PM sampling hardware buffer overflowed on {self._overflow_run} drains in a row: {exc}"
+                    if final:
+                        continue
+                    return  # try again next period (and at stop)
                 except Exception as exc:  # noqa: BLE001 - kept, reported, and collection stops cleanly
                     self.error = f"PM sampling decode failed: {type(exc).__name__}: {exc}"
                     return
                 self.decodes += 1
+                self._overflow_run = 0
                 n = len(data)
                 if n:
                     self._starts.append(np.fromiter((x.start_timestamp for x in data), np.int64, n))
@@ -306,7 +313,7 @@ class CuptiPmSamplingApi(CuptiActivityApi):
                     except Exception as exc:  # noqa: BLE001 - keep releasing; the error is reported
                         self._errors.append(f"PM sampling stop failed: {type(exc).__name__}: {exc}")
                     if decoder is not None:
-                        decoder.drain()  # what the hardware buffer still holds
+                        decoder.drain(final=True)  # what the hardware buffer still holds
                         self._finish(decoder)
                 finally:
                     collector.disable()
