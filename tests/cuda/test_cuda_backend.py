@@ -160,7 +160,7 @@ class _HardwareBuffer:
         self.interval = interval_ns
         keep = np.setdiff1d(np.arange(n), np.asarray(holes, int))
         self.pending = [(t0 + i * interval_ns, t0 + (i + 1) * interval_ns, [float(i), 2.0 * i]) for i in keep]
-        self.end_ns = t0 + n * interval_ns
+        self.t0, self.end_ns = t0, t0 + n * interval_ns
         self.fail_on, self.overflow_on = fail_on, overflow_on
         self.calls = []
 
@@ -203,7 +203,9 @@ def _pm_session(monkeypatch, hw, calls):
     monkeypatch.setattr(CuptiActivityApi, "process", lambda self, b, w: None)
     cfg = ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["sm__cycles_elapsed.sum", "x.sum"],
                                                          pm_sampling_interval_us=1000))
-    clock = type("clock", (), {"get_timestamp": staticmethod(lambda: hw.end_ns)})
+    ticks = iter([hw.t0])  # CUPTI's clock: the first read when sampling starts, then the session end
+
+    clock = type("clock", (), {"get_timestamp": staticmethod(lambda: next(ticks, hw.end_ns))})
     api = CuptiPmSamplingApi({ActivityType.GPU_PM_COUNTER}, cfg, pm_sampling_module=hw, cupti_module=clock)
     monkeypatch.setattr(api, "validated_metrics", lambda: ["sm__cycles_elapsed.sum", "x.sum"])
     return api
@@ -273,3 +275,4 @@ def test_pm_sampling_persistent_overflow_fails_cleanly(monkeypatch):
     api.stop()
     assert calls == ["activity start", "activity stop"] and hw.calls[-1] == "disable"
     assert any("overflowed on 50 drains in a row" in e for e in api.errors())
+    assert api.dropped_records() == {"cuda PM samples lost": 300}  # the whole session

@@ -117,8 +117,9 @@ class PmDecoder:
     """Drains one started ``pm_sampling.Collector`` into columnar arrays, periodically and at stop."""
 
     def __init__(self, collector, n_metrics: int, interval_ns: int, *, period_s: float = DECODE_PERIOD_S,
-                 max_samples: int = DECODE_MAX_SAMPLES) -> None:
+                 max_samples: int = DECODE_MAX_SAMPLES, start_ns: int | None = None) -> None:
         self.collector = collector
+        self.start_ns = start_ns  # CUPTI clock when sampling started (bounds the loss after an early failure)
         self.n_metrics = n_metrics
         self.interval_ns = max(int(interval_ns), 1)
         self.period_s = period_s
@@ -198,7 +199,7 @@ class PmDecoder:
             gap = starts[1:] - ends[:-1]
             lost += int(np.maximum(np.round(gap / self.interval_ns), 0).sum())
         if self.error is not None and session_end_ns is not None:
-            last = int(ends[-1]) if len(ends) else None
+            last = int(ends[-1]) if len(ends) else self.start_ns
             if last is not None and session_end_ns > last:
                 lost += int((session_end_ns - last) // self.interval_ns)
         self.lost = lost
@@ -297,7 +298,7 @@ class CuptiPmSamplingApi(CuptiActivityApi):
         self.metrics = metrics
         self._collector = collector
         self._samples, self._lost = None, 0
-        self._decoder = PmDecoder(collector, len(metrics), self.interval_ns)
+        self._decoder = PmDecoder(collector, len(metrics), self.interval_ns, start_ns=self._cupti_now())
         self._decoder.start()
 
     def stop(self) -> None:
@@ -320,15 +321,16 @@ class CuptiPmSamplingApi(CuptiActivityApi):
         finally:
             super().stop()  # flush and release CUPTI whatever happened above
 
+    def _cupti_now(self) -> int | None:
+        try:
+            return int(self._c.get_timestamp()) if self._c is not None else None
+        except Exception:  # noqa: BLE001 - without a clock a failure's tail stays uncounted (the error is still reported)
+            return None
+
     def _finish(self, decoder: PmDecoder) -> None:
         starts, _ends, values = decoder.samples()
         self._samples = (starts, values)
-        end_ns = None
-        try:
-            end_ns = int(self._c.get_timestamp()) if self._c is not None else None
-        except Exception:  # noqa: BLE001 - without a clock the failure tail stays uncounted (error still reported)
-            end_ns = None
-        self._lost = decoder.count_lost(end_ns)
+        self._lost = decoder.count_lost(self._cupti_now())
         if decoder.error:
             self._errors.append(f"{decoder.error}; samples after the failure were not collected")
         if decoder.overflows:
