@@ -111,7 +111,7 @@ def test_second_session_reuses_the_registration(fake_rocprofiler):
     assert b.dropped.get("rocm records dropped by rocprofiler") == 3
 
 
-def test_per_kernel_counters(fake_rocprofiler):
+def test_per_kernel_counters(sdk):
     cfg = ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["SQ_WAVES", "GRBM_GUI_ACTIVE"]))
     session, b, evs = _run(cfg)
     metric_slices = sorted((e for e in evs if e.get("name", "").startswith("metrics: ")), key=lambda e: e["ts"])
