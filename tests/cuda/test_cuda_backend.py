@@ -276,3 +276,67 @@ def test_pm_sampling_persistent_overflow_fails_cleanly(monkeypatch):
     assert calls == ["activity start", "activity stop"] and hw.calls[-1] == "disable"
     assert any("overflowed on 50 drains in a row" in e for e in api.errors())
     assert api.dropped_records() == {"cuda PM samples lost": 300}  # the whole session
+
+
+class _StartableCupti:
+    """Enough of cupti-python's module for CuptiActivityApi.start/stop without a GPU; ``refuse``
+    lists activity kinds activity_enable rejects (CUPTI_ERROR_NOT_COMPATIBLE)."""
+
+    cuptiError = cupti_mod.cuptiError
+    Result = cupti_mod.Result
+    ActivityThreadIdType = cupti_mod.ActivityThreadIdType
+    SUBSCRIBER_PARAMS_SIZE = cupti_mod.SUBSCRIBER_PARAMS_SIZE
+
+    def __init__(self, refuse=()):
+        self.refuse, self.enabled, self.released = set(refuse), [], []
+
+    def SubscriberParams(self):
+        return type("Params", (), {"ptr": 1, "old_subscriber_name": ""})()
+
+    def subscribe_v2(self, cb, userdata, ptr):
+        return "subscriber"
+
+    def unsubscribe(self, s):
+        self.released.append(s)
+
+    def set_thread_id_type(self, t):
+        pass
+
+    def activity_register_callbacks(self, req, done):
+        pass
+
+    def activity_enable(self, kind):
+        if kind in self.refuse:
+            raise cupti_mod.cuptiError(int(cupti_mod.Result.ERROR_NOT_COMPATIBLE))
+        self.enabled.append(kind)
+
+    def activity_disable(self, kind):
+        self.enabled.remove(kind)
+
+    def activity_flush_all(self, flag):
+        pass
+
+    def activity_get_num_dropped_records(self, ctx, stream, ptr):
+        pass
+
+    def get_timestamp(self):
+        return 10**12
+
+
+def test_p2p_refused_by_cupti_is_reported_not_fatal():
+    from xpuprof.backends.cuda import records
+
+    fake = _StartableCupti(refuse={records.KIND_MEMCPY2})
+    api = CuptiActivityApi({ActivityType.GPU_MEMCPY, ActivityType.CONCURRENT_KERNEL}, ProfilerConfig(),
+                           cupti_module=fake)
+    api.start()
+    assert records.KIND_MEMCPY in fake.enabled and records.KIND_CONCURRENT_KERNEL in fake.enabled
+    api.stop()
+    assert fake.enabled == [] and fake.released == ["subscriber"]
+    assert any("peer-to-peer copies" in e and "ERROR_NOT_COMPATIBLE" in e for e in api.errors())
+    # a refused required kind still fails the session (and releases CUPTI)
+    fake2 = _StartableCupti(refuse={records.KIND_MEMCPY})
+    api2 = CuptiActivityApi({ActivityType.GPU_MEMCPY}, ProfilerConfig(), cupti_module=fake2)
+    with pytest.raises(cupti_mod.cuptiError):
+        api2.start()
+    assert fake2.enabled == [] and fake2.released == ["subscriber"]

@@ -33,6 +33,9 @@ KINDS_FOR: dict[ActivityType, tuple[int, ...]] = {
     ActivityType.OVERHEAD: (records.KIND_OVERHEAD,),
 }
 SUPPORTED = frozenset(KINDS_FOR) | {ActivityType.GPU_PM_COUNTER}
+# Kinds whose absence must not cost the whole session: a CUPTI/platform that refuses peer-to-peer
+# copy records still records everything else, and the trace says P2P copies are missing.
+OPTIONAL_KINDS = {records.KIND_MEMCPY2: "peer-to-peer copies (CUPTI_ACTIVITY_KIND_MEMCPY2)"}
 
 
 class CuptiBusyError(BackendError):
@@ -137,7 +140,14 @@ class CuptiActivityApi(Session):
             cupti_call(c, c.set_thread_id_type, c.ActivityThreadIdType.SYSTEM)
             c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self.kinds:
-                cupti_call(c, c.activity_enable, kind)
+                try:
+                    cupti_call(c, c.activity_enable, kind)
+                except c.cuptiError as exc:
+                    if kind not in OPTIONAL_KINDS:
+                        raise
+                    self._errors.append(f"{OPTIONAL_KINDS[kind]} are not recorded: CUPTI refused the activity "
+                                        f"kind ({c.Result(exc.status).name})")
+                    continue
                 self._enabled.append(kind)
             if records.KIND_CUDA_EVENT in self._enabled and hasattr(c, "activity_enable_cuda_event_device_timestamps"):
                 try:
