@@ -86,10 +86,11 @@ class CuptiActivityApi(Session):
         return out
 
     def reset(self) -> None:
-        """Forget collected buffers and the event-record history (a new session)."""
+        """Forget collected buffers, drops, errors and the event-record history (a new session)."""
         with self._lock:
             self._chunks.clear()
             self._dropped.clear()
+            self._errors.clear()
         self.dependencies.reset()
 
     def _cupti(self):

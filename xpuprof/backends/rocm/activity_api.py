@@ -7,7 +7,13 @@ services may be configured), create one context with
 - buffered tracing of the HIP runtime API, kernel dispatches and memory copies;
 - callback tracing of CODE_OBJECT kernel-symbol registration (kernel_id -> name);
 - callback tracing of the HIP calls whose *arguments* the dependency resolver needs
-  (hipEventRecord, hipStreamWaitEvent, hipEventSynchronize) and of launches (their stream).
+  (hipEventRecord, hipStreamWaitEvent, hipEventSynchronize), of stream/device syncs and of every
+  launch / async copy API (their stream: ``HIP_ARG_LAYOUT``).
+
+rocprofiler-sdk 0.x (ROCm 6) and 1.x (ROCm 7) lay records out differently (1.0 added
+``ancestor`` to the correlation id): the SDK version read before registering picks the C
+callbacks for its callback-record layout, each buffer record's own size picks its mirror, and
+anything else is refused with a clear error (``rocprof.callback_layout``, ``rocprof.layout_for``).
 
 Every callback is C (``xpuprof._native.rocbuf``): they run on rocprofiler's and the
 application's threads, where a Python callback would deadlock on the GIL. Python drains
@@ -420,6 +426,7 @@ class RocprofActivityApi(Session):
         self.rocbuf.drain_event_ops()
         self.decoder.reset()  # the session's resolver (shared with the decoder) and stream numbering
         self._dropped.clear()
+        self._errors.clear()
         self.packed, self.event_ops = [], b""
         # rocbuf's counters run for the whole process: this session reports what it adds.
         self._stats_base = self.rocbuf.stats()
