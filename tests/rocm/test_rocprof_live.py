@@ -57,6 +57,7 @@ def test_end_to_end_kernels_copies_api_and_dependencies(sdk):
                for k in kern for (n, c) in api if c == k["args"]["correlation"])
     copies = [e for e in evs if e.get("cat") == "gpu_memcpy"]
     assert [c["name"] for c in copies] == ["Memcpy HtoD (Host -> Device)"]  # op 7 resolved by name
+    assert copies[0]["tid"] == kern[1]["tid"] == copies[0]["args"]["stream"]  # hipMemcpyAsync on stream B, as Kineto
     assert all(e["cat"] == runtime_cat for e in api_rows)
     assert "hipGetDevice" not in {n for n, _ in api}  # suppressed like Kineto
     rec = api[("hipEventRecord", 2)]["args"]

@@ -1,8 +1,8 @@
 """rocprofiler-sdk records -> TraceBuilder columns (Kineto's ROCm rows), vectorized.
 
 GPU ops: pid = device, tid = a dense per-device logical stream index (1, 2, ...) derived from
-the HIP stream (the HSA queue when the stream is unknown), the raw queue kept in
-``args.hsa_queue``; ``ts = begin + 1``, ``dur = end - (begin + 1)`` like Kineto. HIP calls are
+the HIP stream (for kernels the HSA queue when the stream is unknown, the raw queue kept in
+``args.hsa_queue``; copies whose call was not captured share one copy row per device); ``ts = begin + 1``, ``dur = end - (begin + 1)`` like Kineto. HIP calls are
 ``cuda_runtime`` rows on host threads. HIP args follow the ROCm inter-stream-dependency design
 (the CUPTI-parity table): ``hipEventRecord`` rows carry ``hip_event`` + ``hip_stream``; every
 sync row carries ``sync_type`` (``Stream Wait Event``, ``Event Sync``, ``Stream Sync``,
@@ -145,7 +145,7 @@ class RocprofDecoder:
         if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
             self._dispatches(builder, window, rec, stream_of, device_parts)
         if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
-            self._copies(builder, window, rec, device_parts)
+            self._copies(builder, window, rec, stream_of, device_parts)
         if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
             self._api(builder, window, rec, ops, host_parts, device_parts)
         if device_parts and host_parts:
@@ -186,7 +186,7 @@ class RocprofDecoder:
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 
-    def _copies(self, builder, window, rec, device_parts) -> None:
+    def _copies(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.copies
         rocprof.check_sizes(rows["size"], "memory copy")
         rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy")]
@@ -196,7 +196,14 @@ class RocprofDecoder:
         # The device side of the copy owns the row (D2H: source; H2D/D2D: destination).
         agent = np.where(op == 3, rows["src_agent_id"], rows["dst_agent_id"])
         dev = _map(rec.agent_device, agent, 0)
-        tid = self.logical_stream(dev, np.full(len(rows), -2, np.int64))  # copies: one copy-engine row per device
+        # The HIP stream the async copy was issued on (as Kineto: stream, else the queue); copies
+        # whose call was not captured (synchronous hipMemcpy, ...) share one copy row per device.
+        corr_all = rows["correlation_id"]["internal"].astype(np.int64)
+        hip_stream = np.array([stream_of.get(c, -1) for c in corr_all.tolist()], np.int64) if stream_of else \
+            np.full(len(rows), -1, np.int64)
+        known = hip_stream >= 0
+        self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
+        tid = self.logical_stream(dev, np.where(known, hip_stream, -2))
         uo, inv = np.unique(op, return_inverse=True)
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
                   f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
