@@ -8,6 +8,7 @@ import pytest
 
 cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
 
+from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.base import ProcessWindow  # noqa: E402
 from xpuprof.backends.cuda import decode, records  # noqa: E402
 from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions  # noqa: E402
@@ -271,3 +272,75 @@ def test_capture_handles_records_parsed_by_cupti_python_which_are_copies():
     assert got.rows([records.KIND_RUNTIME])["cbid"].tolist() == [100]
     assert got.rows([records.KIND_SYNCHRONIZATION])["type"].tolist() == [3]
     assert list(got.names.values()) == ["_Z6vecAddPfS_S_i"]
+
+
+def test_peer_to_peer_copies_from_cupti_pythons_own_dtype():
+    # CUPTI_ACTIVITY_KIND_MEMCPY2 records, laid out by cupti-python's activity_memcpy_pto_p4_dtype.
+    assert records.KIND_MEMCPY2 == c.ActivityKind.MEMCPY2
+    from xpuprof.backends.cuda.activity_api import KINDS_FOR
+
+    assert records.KIND_MEMCPY2 in KINDS_FOR[ActivityType.GPU_MEMCPY]  # enabled with copies, as Kineto does
+    p2p = _rows(c.activity_memcpy_pto_p4_dtype, 1, kind=records.KIND_MEMCPY2, copy_kind=c.ActivityMemcpyKind.PTOP,
+                src_kind=c.ActivityMemoryKind.DEVICE, dst_kind=c.ActivityMemoryKind.DEVICE, bytes=1 << 20,
+                start=T0 + 100, end=T0 + 100 + 2**20 // 8, device_id=1, context_id=11, stream_id=13,
+                src_device_id=1, src_context_id=11, dst_device_id=0, dst_context_id=10, correlation_id=31)
+    launch = _api(105, 31, T0, T0 + 50)
+    assert records.dtype_for_class(c.ActivityMemcpyPtoP4) == p2p.dtype
+    b, evs = _decode([records.pack([p2p, launch])])
+    (cp,) = [e for e in evs if e.get("cat") == "gpu_memcpy"]
+    assert cp["name"] == "Memcpy PtoP (Device -> Device)"
+    assert (cp["pid"], cp["tid"]) == (1, 13)
+    a = cp["args"]
+    assert (a["fromDevice"], a["inDevice"], a["toDevice"]) == (1, 1, 0)
+    assert (a["fromContext"], a["inContext"], a["toContext"]) == (11, 11, 10)
+    assert (a["stream"], a["correlation"], a["bytes"], a["memory bandwidth (GB/s)"]) == (13, 31, 1 << 20, 8.0)
+    assert {(f["ph"], f["id"]) for f in evs if f["ph"] in "sf"} == {("s", 31), ("f", 31)}
+
+
+def test_unknown_enum_values_get_kinetos_labels_not_a_neighbours():
+    cp = _rows(c.activity_memcpy6_dtype, 2, kind=records.KIND_MEMCPY, copy_kind=[0, 42], src_kind=[9, 3],
+               dst_kind=[3, 200], bytes=8, start=T0, end=T0 + 8, stream_id=7, correlation_id=[1, 2])
+    ms = _rows(c.activity_memset4_dtype, 1, kind=records.KIND_MEMSET, memory_kind=12, bytes=8, start=T0, end=T0 + 8,
+               stream_id=7, correlation_id=3)
+    sy = _sync(0, 4, T0, 7)  # CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN
+    sy9 = _sync(9, 5, T0 + 1, 7)
+    ov = _rows(c.activity_overhead3_dtype, 3, kind=records.KIND_OVERHEAD,
+               overhead_kind=[c.ActivityOverheadKind.UVM_ACTIVITY_INIT, 4242, 0], start=T0, end=T0 + 10)
+    _, evs = _decode([records.pack([cp, ms, sy, sy9, ov])])
+    names = sorted(e["name"] for e in evs if e.get("ph") == "X")
+    assert "Memcpy <unknown> (Unrecognized -> Device)" in names and "Memcpy <unknown> (Device -> Unrecognized)" in names
+    assert "Memset (Unrecognized)" in names
+    assert names.count("Unknown Sync") == 2 and "Context Sync" not in names
+    assert {"UVM Activity Init", "Unrecognized", "Unknown"} <= set(names)
+
+
+def test_overhead_thread_id_only_from_thread_objects():
+    ov = _rows(c.activity_overhead3_dtype, 2, kind=records.KIND_OVERHEAD,
+               overhead_kind=c.ActivityOverheadKind.CUPTI_BUFFER_FLUSH, start=[T0, T0 + 20], end=[T0 + 10, T0 + 30],
+               object_kind=[c.ActivityObjectKind.THREAD, c.ActivityObjectKind.DEVICE])
+    ov["object_id"]["pt"]["thread_id"] = [4242, 0]
+    ov["object_id"]["dcs"]["device_id"][1] = 3  # the union's first word: a device id, not a thread id
+    ov["object_id"]["dcs"]["context_id"][1] = 77  # overlaps pt.thread_id
+    _, evs = _decode([records.pack([ov])])
+    tids = sorted(e["tid"] for e in evs if e.get("cat") == "overhead")
+    assert tids == [0, 4242]
+
+
+def test_kernel_queued_is_cuptis_raw_value_and_occupancy_args():
+    k = _kernel(1, start=T0 + 100, end=T0 + 1100, correlation_id=5, queued=123456, grid_x=1024, grid_y=1, grid_z=1,
+                block_x=256, registers_per_thread=32, static_shared_memory=0, dynamic_shared_memory=0)
+    chunk = records.pack([k], names={0x1000: "k"})
+    chunk.time_offset_ns = 10**15  # the CUPTI -> epoch offset a live session applies
+    chunk_rows = chunk.rows([records.KIND_CONCURRENT_KERNEL])
+    assert int(chunk_rows["queued"][0]) == 123456 and int(chunk_rows["start"][0]) == T0 + 100 + 10**15
+    h100 = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536, "warpSize": 32,
+            "sharedMemPerMultiprocessor": 233472, "maxBlocksPerMultiProcessor": 32, "computeMajor": 9}
+    b = TraceBuilder(pid=99)
+    CuptiDecoder(_names, options=DecodeOptions(device_props={0: h100})).process(b, None, [records.pack([k], names={0x1000: "k"})])
+    (kern,) = [e for e in _events(b) if e.get("cat") == "kernel"]
+    a = kern["args"]
+    assert a["queued"] == 123456
+    assert a["blocks per SM"] == pytest.approx(1024 / 132) and a["warps per SM"] == pytest.approx(1024 / 132 * 8)
+    # 8 warps/block: warps limit 64/8 = 8 blocks, registers 65536/(32*32) = 64 warps = 8 blocks;
+    # min(8, 7.76) * 256 / 2048 = 97 %
+    assert a["est. achieved occupancy %"] == 97

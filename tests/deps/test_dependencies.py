@@ -106,8 +106,12 @@ def test_unresolved_wait_still_carries_the_event_id(vendor):
                 kinds=["Stream Wait Event", "Event Sync"], event_based=[True, True])
     xs = [e for e in _events(b) if e["ph"] == "X"]
     assert [x["args"][f"wait_on_{vendor}_event_id"] for x in xs] == [77, 1]
-    assert [x["args"]["wait_on_stream"] for x in xs] == [-1, -1]
-    assert [x["args"][f"wait_on_{vendor}_event_record_corr_id"] for x in xs] == [-1, -1]
+    if vendor == "hip":  # the ROCm design: the raw event id always, producer fields omitted
+        assert all("wait_on_stream" not in x["args"] and "wait_on_hip_event_record_corr_id" not in x["args"]
+                   for x in xs)
+    else:  # cuda as Kineto HEAD (its tests expect -1); xpu the same (README)
+        assert [x["args"]["wait_on_stream"] for x in xs] == [-1, -1]
+        assert [x["args"][f"wait_on_{vendor}_event_record_corr_id"] for x in xs] == [-1, -1]
     assert not [e for e in _events(b) if e["ph"] in "sf"]  # no arrow without a producer
 
 
@@ -165,3 +169,41 @@ def test_bad_vendor_and_out_of_range_corr_are_clear_errors():
 def test_vendors_use_distinct_flow_id_blocks():
     ids = {v: int(DependencyResolver(v).flow_ids([7])[0]) for v in VENDORS}
     assert len(set(ids.values())) == 3
+
+
+def _one_wait_rocm(decoder, builder, *, record: bool):
+    """HIP: optionally hipEventRecord(E) (corr 1), then hipStreamWaitEvent(E) (corr 2)."""
+    from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_RECORD, OP_STREAM_WAIT, RocmRecords
+    from xpuprof.backends.rocm.rocprof import HIP_API_DTYPE
+
+    api = np.zeros(2, HIP_API_DTYPE)
+    api["size"], api["operation"] = 56, [1, 2]
+    api["correlation_id"]["internal"] = [1, 2]
+    api["start_timestamp"] = [BASE_TIME_NS + 10, BASE_TIME_NS + 20]
+    api["end_timestamp"] = api["start_timestamp"] + 5
+    ops = [(2, OP_STREAM_WAIT, 0xE, 0xB0)] + ([(1, OP_RECORD, 0xE, 0xA0)] if record else [])
+    rec = RocmRecords(hip_api=api if record else api[1:], event_ops=np.array(ops, EVENT_OP_DTYPE),
+                      api_names={1: "hipEventRecord", 2: "hipStreamWaitEvent"})
+    decoder.process(builder, None, rec)
+    (wait,) = [e for e in _events(builder) if e.get("name") == "hipStreamWaitEvent"]
+    return wait["args"]
+
+
+def test_rocm_decoder_uses_the_sessions_empty_resolver():
+    from xpuprof.backends.rocm.decode import RocprofDecoder
+
+    session_resolver = DependencyResolver("hip")  # empty, so len() == 0 and bool() is False
+    decoder = RocprofDecoder(pid=1, dependencies=session_resolver)
+    assert decoder.dependencies is session_resolver
+    _one_wait_rocm(decoder, TraceBuilder(pid=1), record=True)
+    assert len(session_resolver) == 1  # the record went into the session's resolver
+    session_resolver.reset()  # what a new session does
+    args = _one_wait_rocm(decoder, TraceBuilder(pid=1), record=False)
+    assert "wait_on_hip_event_record_corr_id" not in args  # nothing leaked from the previous session
+
+
+def test_cuda_decoder_uses_the_sessions_empty_resolver():
+    from xpuprof.backends.cuda.decode import CuptiDecoder
+
+    session_resolver = DependencyResolver("cuda")
+    assert CuptiDecoder(lambda k, c: "x", session_resolver).dependencies is session_resolver

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +12,8 @@ import pytest
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.rocm import rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
-from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_EVENT_SYNC, OP_RECORD, OP_STREAM_WAIT, RocmRecords, \
-    RocprofDecoder
+from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, \
+    OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords, RocprofDecoder
 from xpuprof.backends.registry import get_backend_class
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace.builder import TraceBuilder
@@ -49,11 +51,80 @@ def test_layouts_match_the_documented_sizes():
     assert len(_dispatch(1, 2, 3, 4, 5)) == rocprof.DISPATCH_DTYPE.itemsize
 
 
-def test_short_records_are_refused():
+# sizeof/offsetof printed from the real headers of each SDK generation (data/print_layouts.py).
+LAYOUTS = json.loads((Path(__file__).parent / "data" / "rocprofiler_sdk_layouts.json").read_text())["versions"]
+MIRRORS = {  # header struct -> {SDK major: our mirror}
+    "rocprofiler_buffer_tracing_hip_api_record_t": {0: rocprof.HipApiRecord, 1: rocprof.HipApiRecordV1},
+    "rocprofiler_buffer_tracing_kernel_dispatch_record_t": {0: rocprof.KernelDispatchRecord,
+                                                            1: rocprof.KernelDispatchRecord},
+    "rocprofiler_buffer_tracing_memory_copy_record_t": {0: rocprof.MemoryCopyRecord, 1: rocprof.MemoryCopyRecordV1},
+    "rocprofiler_dispatch_counting_service_record_t": {0: rocprof.DispatchCountingRecord,
+                                                       1: rocprof.DispatchCountingRecord},
+}
+
+
+@pytest.mark.parametrize("version", sorted(LAYOUTS))
+def test_buffer_record_mirrors_match_the_real_headers(version):
+    structs = LAYOUTS[version]["structs"]
+    major = int(version.split(".")[0])
+    for header_name, by_major in MIRRORS.items():
+        mirror, real = by_major[major], structs[header_name]
+        assert ctypes.sizeof(mirror) == real["size"], (version, header_name)
+        for fname, (offset, size) in real["fields"].items():
+            ours = getattr(mirror, fname)
+            assert (ours.offset, ours.size) == (offset, size), (version, header_name, fname)
+        # the record's own size picks exactly this mirror
+        assert rocprof.layout_for(next(k for k, v in rocprof.KNOWN_LAYOUTS.items()
+                                       if any(m is mirror for m, _ in v.values())),
+                                  np.array([real["size"]], np.uint64)) is mirror
+
+
+@pytest.mark.parametrize("version", sorted(LAYOUTS))
+def test_callback_record_layout_matches_the_real_headers(version):
+    from xpuprof.backends.rocm.activity_api import load_rocbuf
+
+    real = LAYOUTS[version]["structs"]["rocprofiler_callback_tracing_record_t"]
+    layout = rocprof.callback_layout(tuple(int(x) for x in version.split(".")))
+    # 0.x: kind@32 payload@48 (56 bytes); 1.x: kind@40 payload@56 (64 bytes) - the C part has one
+    # callback per layout, and the version picks it.
+    assert (real["size"], real["fields"]["kind"][0], real["fields"]["payload"][0]) == \
+        ((56, 32, 48) if layout == 0 else (64, 40, 56))
+    rb = load_rocbuf()
+    assert rb.callback_addresses(layout)["hip"] != rb.callback_addresses(1 - layout)["hip"]
+
+
+def test_unknown_sdk_generation_and_callback_layout_are_refused():
+    with pytest.raises(rocprof.RocprofAbiError, match="rocprofiler-sdk 2.0.0 .*known: 0.x, 1.x"):
+        rocprof.callback_layout((2, 0, 0))
+    from xpuprof.backends.rocm.activity_api import load_rocbuf
+
+    with pytest.raises(ValueError, match="unknown rocprofiler-sdk callback record layout 2"):
+        load_rocbuf().callback_addresses(2)
+
+
+@pytest.mark.parametrize("size", [40, 72])
+def test_records_of_unknown_size_are_refused(size):
     bad = _arr([_api(1, 1, T0, T0 + 1)], rocprof.HIP_API_DTYPE)
-    bad["size"] = 40
-    with pytest.raises(rocprof.RocprofAbiError, match="40-byte record.*needs 56"):
-        rocprof.check_sizes(bad["size"], rocprof.HipApiRecord)
+    bad["size"] = size
+    with pytest.raises(rocprof.RocprofAbiError, match=f"HIP API records of {size} bytes.*56 bytes .*0.x.*64 bytes"):
+        rocprof.check_sizes(bad["size"], "HIP API")
+
+
+def _api_v1(op, corr, start, end, tid=77, ancestor=0):
+    # SDK 1.x: {u64 size; i32 kind; i32 op; {u64 internal; u64 external; u64 ancestor}; u64 start; u64 end; u64 tid}
+    return struct.pack("<QiiQQQQQQ", 64, 5, op, corr, 0, ancestor, start, end, tid)
+
+
+def test_sdk_1x_hip_api_records_decode_with_their_own_layout():
+    from xpuprof.backends.rocm.activity_api import _rows
+
+    blob = b"".join([_api_v1(10, 1, T0, T0 + 5, tid=31, ancestor=9), _api_v1(10, 2, T0 + 6, T0 + 9, tid=32)])
+    rows = _rows((64, blob), "HIP API")
+    assert rows.dtype == rocprof.HIP_API_V1_DTYPE
+    _, evs = _decode(RocmRecords(hip_api=rows, api_names={10: "hipLaunchKernel"}))
+    rt = sorted((e for e in evs if e.get("ph") == "X"), key=lambda e: e["args"]["correlation"])
+    assert [(r["ts"] * 1000 % 10**6, r["tid"]) for r in rt] == [(0.0, 31), (6.0, 32)]
+    assert [round(r["dur"] * 1000) for r in rt] == [5, 3]
 
 
 def _decode(rec):
@@ -96,24 +167,78 @@ def test_copy_rows():
 def test_hip_stream_wait_event_and_event_sync_are_resolved():
     rec = RocmRecords(
         hip_api=_arr([_api(20, 40, T0 + 100, T0 + 110, tid=1), _api(21, 41, T0 + 200, T0 + 210, tid=2),
-                      _api(22, 42, T0 + 300, T0 + 310, tid=2), _api(22, 43, T0 + 400, T0 + 410, tid=2)],
+                      _api(22, 42, T0 + 300, T0 + 310, tid=2), _api(22, 43, T0 + 400, T0 + 410, tid=2),
+                      _api(10, 39, T0 + 50, T0 + 60, tid=1)],
                      rocprof.HIP_API_DTYPE),
+        dispatch=_arr([_dispatch(39, T0 + 70, T0 + 90, 0xBEEF, 7)], rocprof.DISPATCH_DTYPE),
         event_ops=np.array([(40, OP_RECORD, 0xE0, 0x5000), (41, OP_STREAM_WAIT, 0xE0, 0x6000),
-                            (42, OP_EVENT_SYNC, 0xE0, 0), (43, OP_EVENT_SYNC, 0xE1, 0)], EVENT_OP_DTYPE),
-        api_names={20: "hipEventRecord", 21: "hipStreamWaitEvent", 22: "hipEventSynchronize"})
+                            (42, OP_EVENT_SYNC, 0xE0, 0), (43, OP_EVENT_SYNC, 0xE1, 0), (39, OP_LAUNCH, 0, 0x5000)],
+                           EVENT_OP_DTYPE),
+        api_names={10: "hipLaunchKernel", 20: "hipEventRecord", 21: "hipStreamWaitEvent", 22: "hipEventSynchronize"},
+        agent_device={AGENT: 0})
     _, evs = _decode(rec)
-    rows = {e["args"]["correlation"]: e for e in evs if e.get("cat") == "runtime"}
-    assert rows[40]["args"]["event"] == "0x00000000000000e0" and rows[40]["args"]["stream"] == "0x0000000000005000"
+    rows = {e["args"]["correlation"]: e for e in evs if e.get("cat") == "cuda_runtime" or e.get("name", "").startswith("hip")}
+    (kernel,) = [e for e in evs if e.get("cat") == "kernel"]
+    # hipEventRecord: hip_event (the handle, hex like wait_on_hip_event_id) + hip_stream (the row id)
+    assert rows[40]["args"]["hip_event"] == "0x00000000000000e0"
+    assert rows[40]["args"]["hip_stream"] == kernel["tid"] == kernel["args"]["stream"]
+    assert "event" not in rows[40]["args"] and "stream" not in rows[40]["args"]
     w = rows[41]["args"]
-    assert (w["hip_sync_kind"], w["wait_on_stream"], w["wait_on_hip_event_record_corr_id"]) == \
-        ("Stream Wait Event", 0x5000, 40)
-    assert w["wait_on_hip_event_id"] == "0x00000000000000e0"
+    assert (w["sync_type"], w["wait_on_hip_event_record_corr_id"]) == ("Stream Wait Event", 40)
+    assert w["wait_on_stream"] == kernel["tid"]  # names the stream the way the GPU rows do
+    assert w["wait_on_hip_event_id"] == rows[40]["args"]["hip_event"]
     s = rows[42]["args"]
-    assert (s["hip_sync_kind"], s["wait_on_stream"], s["wait_on_hip_event_record_corr_id"]) == ("Event Sync", 0x5000, 40)
-    u = rows[43]["args"]  # never recorded: still names the event
-    assert u["wait_on_hip_event_id"] == "0x00000000000000e1" and u["wait_on_stream"] == -1
+    assert (s["sync_type"], s["wait_on_stream"], s["wait_on_hip_event_record_corr_id"]) == \
+        ("Event Sync", kernel["tid"], 40)
+    u = rows[43]["args"]  # never recorded: names the event, producer fields omitted (ROCm design)
+    assert u["wait_on_hip_event_id"] == "0x00000000000000e1"
+    assert "wait_on_stream" not in u and "wait_on_hip_event_record_corr_id" not in u
     arrows = [e for e in evs if e["ph"] in "sf" and e["id"] >= (1 << 48)]
     assert sorted((e["ph"], e["tid"]) for e in arrows) == [("f", 2), ("f", 2), ("s", 1), ("s", 1)]
+
+
+def test_stream_and_device_sync_rows_like_cuda():
+    rec = RocmRecords(
+        hip_api=_arr([_api(10, 1, T0 + 10, T0 + 20, tid=88), _api(30, 2, T0 + 30, T0 + 90, tid=88),
+                      _api(31, 3, T0 + 100, T0 + 150, tid=88)], rocprof.HIP_API_DTYPE),  # _dispatch's thread 88
+        dispatch=_arr([_dispatch(1, T0 + 25, T0 + 80, 0xBEEF, 7)], rocprof.DISPATCH_DTYPE),
+        event_ops=np.array([(1, OP_LAUNCH, 0, 0x7000), (2, OP_STREAM_SYNC, 0, 0x7000), (3, OP_DEVICE_SYNC, 0, 0)],
+                           EVENT_OP_DTYPE),
+        api_names={10: "hipLaunchKernel", 30: "hipStreamSynchronize", 31: "hipDeviceSynchronize"},
+        agent_device={AGENT: 1})
+    _, evs = _decode(rec)
+    (kernel,) = [e for e in evs if e.get("cat") == "kernel"]
+    api = {e["name"]: e["args"] for e in evs if e.get("ph") == "X" and e.get("name", "").startswith("hip")}
+    assert (api["hipStreamSynchronize"]["sync_type"], api["hipStreamSynchronize"]["hip_stream"]) == \
+        ("Stream Sync", kernel["tid"])
+    assert (api["hipDeviceSynchronize"]["sync_type"], api["hipDeviceSynchronize"]["hip_stream"]) == ("Device Sync", -1)
+    gpu = {e["name"]: e for e in evs if e.get("cat") == "cuda_sync"}
+    assert (gpu["Stream Sync"]["pid"], gpu["Stream Sync"]["tid"]) == (1, kernel["tid"] + 1_000_000)
+    assert (gpu["Device Sync"]["pid"], gpu["Device Sync"]["tid"]) == (1, 1_000_000)  # the thread's last device
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert names[(1, kernel["tid"] + 1_000_000)] == f"stream {kernel['tid']} (sync)"
+    assert names[(1, 1_000_000)] == "Device 1 (sync)"
+    flows = {(e["ph"], e["id"]) for e in evs if e["ph"] in "sf"}
+    assert {("s", 2), ("f", 2), ("s", 3), ("f", 3)} <= flows  # the call -> its sync row
+
+
+def test_every_hip_launch_api_layout_matches_the_real_api_args():
+    from xpuprof.backends.rocm.activity_api import HIP_ARG_LAYOUT
+
+    for version, data in LAYOUTS.items():
+        real = data["hip_args"]
+        for fn, (_code, ev, st) in HIP_ARG_LAYOUT.items():
+            if fn not in real:  # no handle args (hipDeviceSynchronize), or new in SDK 1.0
+                assert (ev, st) == (-1, -1) or (fn == "hipEventRecordWithFlags" and version < "1"), (version, fn)
+                continue
+            if ev >= 0:
+                assert real[fn]["event"] == ev, (version, fn)
+            if st >= 0:
+                assert real[fn]["stream"] == st, (version, fn)
+    for fn in ("hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipExtLaunchKernel", "hipLaunchKernel_spt",
+               "hipLaunchCooperativeKernel", "hipGraphLaunch", "hipMemcpyWithStream", "hipMemsetAsync",
+               "hipEventRecord_spt", "hipStreamWaitEvent_spt", "hipStreamSynchronize", "hipDeviceSynchronize"):
+        assert fn in HIP_ARG_LAYOUT
 
 
 def test_probe_reports_missing_sdk_cleanly(monkeypatch):

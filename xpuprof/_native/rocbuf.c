@@ -8,9 +8,17 @@
  *  - buffer_callback copies each record (header category/kind + payload) into one packed
  *    buffer and queues it (bufqueue.h); Python drains and `split`s by (category, kind).
  *  - hip_callback keeps, for the HIP operations Python named (hipEventRecord, hipStreamWaitEvent,
- *    hipEventSynchronize, launches), {correlation id, op code, event, stream} read from the
+ *    hipEventSynchronize, launches, syncs), {correlation id, op code, event, stream} read from the
  *    argument struct at offsets Python supplied (rocprofiler-sdk/hip/api_args.h).
  *  - code_object_callback keeps kernel_id -> kernel name (KERNEL_SYMBOL_REGISTER, load phase).
+ *
+ * The callback-tracing record is passed BY VALUE and its layout differs between SDK generations:
+ * rocprofiler-sdk 1.0 (ROCm 7) added `uint64_t ancestor` to rocprofiler_correlation_id_t (16 -> 24
+ * bytes), moving kind/operation/phase/payload by 8 bytes (sizeof 56 -> 64). Checked with
+ * sizeof/offsetof printers against ROCm/rocm-systems projects/rocprofiler-sdk/source/include/
+ * rocprofiler-sdk/fwd.h at eb15bcdf (0.5.0), 0608bbb4 (0.6.0): kind@32 payload@48 size 56; and
+ * 1b1610fc (1.0.0): kind@40 payload@56 size 64. So each callback exists once per layout
+ * (hip_callback_v0 / _v1, ...) and Python hands rocprofiler the one matching the SDK's version.
  *  - dispatch_counting_callback picks the counter config of the dispatch's agent.
  *
  * Packed record layout in queued buffers: {u32 category; u32 kind; u32 nbytes; u32 pad;
@@ -36,13 +44,22 @@ typedef struct { uint64_t internal, external; } corr_t;
 /* rocprofiler_record_header_t (fwd.h) */
 typedef struct { uint32_t category, kind; void *payload; } header_t;
 
-/* rocprofiler_callback_tracing_record_t (fwd.h), passed by value */
+/* rocprofiler_callback_tracing_record_t (fwd.h), passed by value: SDK 0.x ... */
 typedef struct {
     uint64_t context_id, thread_id;
     corr_t correlation_id;
     int32_t kind, operation, phase;
     void *payload;
-} cb_record_t;
+} cb_record_v0_t;
+
+/* ... and SDK 1.x, whose rocprofiler_correlation_id_t gained `uint64_t ancestor`. */
+typedef struct { uint64_t internal, external, ancestor; } corr_v1_t;
+typedef struct {
+    uint64_t context_id, thread_id;
+    corr_v1_t correlation_id;
+    int32_t kind, operation, phase;
+    void *payload;
+} cb_record_v1_t;
 
 typedef struct { uint32_t x, y, z; } dim3_t;
 
@@ -127,14 +144,13 @@ static void buffer_callback(uint64_t context, uint64_t buffer_id, header_t **hea
     bq_push(&completed, buf, total, off);
 }
 
-static void hip_callback(cb_record_t record, void *user_data, void *data) {
-    (void)user_data, (void)data;
-    if (record.kind != __atomic_load_n(&hip_kind, __ATOMIC_RELAXED) || record.phase != PHASE_ENTER) return;
-    if (record.operation < 0 || record.operation >= MAX_HIP_OPS || !record.payload) return;
-    hip_op_t spec = hip_ops[record.operation];
+static void on_hip(int32_t kind, int32_t operation, int32_t phase, uint64_t corr, const void *payload) {
+    if (kind != __atomic_load_n(&hip_kind, __ATOMIC_RELAXED) || phase != PHASE_ENTER) return;
+    if (operation < 0 || operation >= MAX_HIP_OPS || !payload) return;
+    hip_op_t spec = hip_ops[operation];
     if (!spec.code) return;
-    const unsigned char *args = (const unsigned char *)record.payload + 8; /* {u64 size; args union; ...} */
-    event_op_t e = {record.correlation_id.internal, spec.code, 0, 0};
+    const unsigned char *args = (const unsigned char *)payload + 8; /* {u64 size; args union; ...} */
+    event_op_t e = {corr, spec.code, 0, 0};
     if (spec.event_off >= 0) memcpy(&e.event, args + spec.event_off, 8);
     if (spec.stream_off >= 0) memcpy(&e.stream, args + spec.stream_off, 8);
     pthread_mutex_lock(&side_lock);
@@ -153,14 +169,12 @@ static void hip_callback(cb_record_t record, void *user_data, void *data) {
     pthread_mutex_unlock(&side_lock);
 }
 
-static void code_object_callback(cb_record_t record, void *user_data, void *data) {
-    (void)user_data, (void)data;
-    if (record.kind != code_object_kind || record.operation != symbol_register_op || record.phase != PHASE_ENTER ||
-        !record.payload)
-        return;
-    /* rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t:
-     * {u64 size; u64 kernel_id; u64 code_object_id; const char* kernel_name; ...} */
-    const unsigned char *p = (const unsigned char *)record.payload;
+static void on_code_object(int32_t kind, int32_t operation, int32_t phase, const void *payload) {
+    if (kind != code_object_kind || operation != symbol_register_op || phase != PHASE_ENTER || !payload) return;
+    /* rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t (callback_tracing.h):
+     * {u64 size; u64 kernel_id; u64 code_object_id; const char* kernel_name; ...}; kernel_id@8 and
+     * kernel_name@24 in 0.5.0, 0.6.0 and 1.0.0 alike (the struct only grew at its end, 72 -> 88). */
+    const unsigned char *p = (const unsigned char *)payload;
     uint64_t id;
     const char *name;
     memcpy(&id, p + 8, 8);
@@ -179,6 +193,26 @@ static void code_object_callback(cb_record_t record, void *user_data, void *data
     pthread_mutex_unlock(&side_lock);
 }
 
+/* One entry point per callback-record layout (see the top of this file). */
+static void hip_callback_v0(cb_record_v0_t r, void *user_data, void *data) {
+    (void)user_data, (void)data;
+    on_hip(r.kind, r.operation, r.phase, r.correlation_id.internal, r.payload);
+}
+static void hip_callback_v1(cb_record_v1_t r, void *user_data, void *data) {
+    (void)user_data, (void)data;
+    on_hip(r.kind, r.operation, r.phase, r.correlation_id.internal, r.payload);
+}
+static void code_object_callback_v0(cb_record_v0_t r, void *user_data, void *data) {
+    (void)user_data, (void)data;
+    on_code_object(r.kind, r.operation, r.phase, r.payload);
+}
+static void code_object_callback_v1(cb_record_v1_t r, void *user_data, void *data) {
+    (void)user_data, (void)data;
+    on_code_object(r.kind, r.operation, r.phase, r.payload);
+}
+
+/* rocprofiler_dispatch_counting_service_data_t uses rocprofiler_async_correlation_id_t (16 bytes)
+ * in 1.0 as well, so one layout serves both generations. */
 static void dispatch_counting_callback(counting_data_t dispatch, uint64_t *config, uint64_t *user_data, void *data) {
     (void)user_data, (void)data;
     uint64_t agent = dispatch.dispatch_info.agent_id;
@@ -197,10 +231,19 @@ static void dispatch_counting_callback(counting_data_t dispatch, uint64_t *confi
 
 /* ------------------------------------------------------------------ Python side */
 
-static PyObject *py_callback_addresses(PyObject *self, PyObject *noargs) {
+/* callback_addresses(layout): layout 0 = rocprofiler-sdk 0.x records, 1 = 1.x records. */
+static PyObject *py_callback_addresses(PyObject *self, PyObject *args) {
+    int layout;
+    if (!PyArg_ParseTuple(args, "i", &layout)) return NULL;
+    if (layout != 0 && layout != 1) {
+        PyErr_Format(PyExc_ValueError, "unknown rocprofiler-sdk callback record layout %d (known: 0 for SDK 0.x, "
+                     "1 for SDK 1.x)", layout);
+        return NULL;
+    }
+    uintptr_t hip = layout ? (uintptr_t)&hip_callback_v1 : (uintptr_t)&hip_callback_v0;
+    uintptr_t code = layout ? (uintptr_t)&code_object_callback_v1 : (uintptr_t)&code_object_callback_v0;
     return Py_BuildValue("{sKsKsKsK}", "buffer", (unsigned long long)(uintptr_t)&buffer_callback, "hip",
-                         (unsigned long long)(uintptr_t)&hip_callback, "code_object",
-                         (unsigned long long)(uintptr_t)&code_object_callback, "dispatch_counting",
+                         (unsigned long long)hip, "code_object", (unsigned long long)code, "dispatch_counting",
                          (unsigned long long)(uintptr_t)&dispatch_counting_callback);
 }
 
@@ -418,8 +461,9 @@ static PyObject *py_reset(PyObject *self, PyObject *noargs) {
 }
 
 static PyMethodDef methods[] = {
-    {"callback_addresses", py_callback_addresses, METH_NOARGS,
-     "{'buffer', 'hip', 'code_object', 'dispatch_counting'}: C callback addresses for rocprofiler-sdk."},
+    {"callback_addresses", py_callback_addresses, METH_VARARGS,
+     "callback_addresses(layout) -> {'buffer', 'hip', 'code_object', 'dispatch_counting'}: C callback addresses "
+     "for rocprofiler-sdk; layout 0 = SDK 0.x callback records, 1 = SDK 1.x (24-byte correlation id)."},
     {"set_fixed_size", py_set_fixed_size, METH_VARARGS,
      "set_fixed_size(category, kind, bytes): records of this type have no leading size field."},
     {"set_hip_ops", py_set_hip_ops, METH_VARARGS,

@@ -13,6 +13,13 @@ searches (``np.searchsorted`` + ``np.insert``) and so is resolution.
 
 Output names follow CUPTI/Kineto (``wait_on_stream``, ``wait_on_cuda_event_record_corr_id``,
 ``wait_on_cuda_event_id``), with ``cuda`` replaced by ``hip`` or ``xpu`` for those vendors.
+
+An unresolved wait (its producer record is not in the trace), per vendor:
+- cuda: as Kineto HEAD (and its tests): ``wait_on_stream`` and ``wait_on_cuda_event_record_corr_id``
+  are -1, ``wait_on_cuda_event_id`` is the CUPTI event id.
+- hip: as the ROCm inter-stream-dependency design: the raw ``wait_on_hip_event_id`` always, the
+  producer fields omitted.
+- xpu: as cuda (-1), stated in the README.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 VENDORS = ("cuda", "hip", "xpu")
+OMIT_UNRESOLVED_PRODUCER = frozenset({"hip"})  # the others write -1
 CORR_BITS = 40  # correlation ids up to 2**40 - 1
 HANDLE_BITS = 23  # up to 8M distinct event handles per session
 _CORR_MASK = np.int64((1 << CORR_BITS) - 1)
@@ -184,17 +192,19 @@ class DependencyResolver:
     def wait_args(self, handles, res: Resolution, event_based=None, *, hex_handles: bool = False) -> dict:
         """``wait_on_*`` arg columns for a batch of syncs (rows not event-based carry none).
 
-        The event id is written even when unresolved; stream and record corr id are -1 then.
+        The event id is written even when unresolved; the producer fields (stream, record corr
+        id) are then -1, or omitted for vendors in ``OMIT_UNRESOLVED_PRODUCER`` (hip).
         """
         from ..trace.builder import ArgColumn, hex_column
 
         n = len(res)
         present = np.ones(n, bool) if event_based is None else np.asarray(event_based, dtype=bool)
+        producer = present & res.found if self.vendor in OMIT_UNRESOLVED_PRODUCER else present
         ids = self._handles(handles, n)
         ev = hex_column(ids, present) if hex_handles else ArgColumn("num", ids, present)
         return {
-            "wait_on_stream": ArgColumn("num", res.stream, present),
-            self.record_corr_arg: ArgColumn("num", res.record_corr_id, present),
+            "wait_on_stream": ArgColumn("num", res.stream, producer),
+            self.record_corr_arg: ArgColumn("num", res.record_corr_id, producer),
             self.event_id_arg: ev,
         }
 

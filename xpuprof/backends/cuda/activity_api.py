@@ -23,7 +23,7 @@ SUBSCRIBER_NAME = "xpuprof"
 # Which CUPTI activity kinds each xpuprof activity type needs.
 KINDS_FOR: dict[ActivityType, tuple[int, ...]] = {
     ActivityType.CONCURRENT_KERNEL: (records.KIND_CONCURRENT_KERNEL,),
-    ActivityType.GPU_MEMCPY: (records.KIND_MEMCPY,),
+    ActivityType.GPU_MEMCPY: (records.KIND_MEMCPY, records.KIND_MEMCPY2),  # MEMCPY2: peer-to-peer (Kineto enables it)
     ActivityType.GPU_MEMSET: (records.KIND_MEMSET,),
     ActivityType.RUNTIME: (records.KIND_RUNTIME,),
     ActivityType.DRIVER: (records.KIND_DRIVER,),
@@ -33,6 +33,9 @@ KINDS_FOR: dict[ActivityType, tuple[int, ...]] = {
     ActivityType.OVERHEAD: (records.KIND_OVERHEAD,),
 }
 SUPPORTED = frozenset(KINDS_FOR) | {ActivityType.GPU_PM_COUNTER}
+# Kinds whose absence must not cost the whole session: a CUPTI/platform that refuses peer-to-peer
+# copy records still records everything else, and the trace says P2P copies are missing.
+OPTIONAL_KINDS = {records.KIND_MEMCPY2: "peer-to-peer copies (CUPTI_ACTIVITY_KIND_MEMCPY2)"}
 
 
 class CuptiBusyError(BackendError):
@@ -83,10 +86,11 @@ class CuptiActivityApi(Session):
         return out
 
     def reset(self) -> None:
-        """Forget collected buffers and the event-record history (a new session)."""
+        """Forget collected buffers, drops, errors and the event-record history (a new session)."""
         with self._lock:
             self._chunks.clear()
             self._dropped.clear()
+            self._errors.clear()
         self.dependencies.reset()
 
     def _cupti(self):
@@ -137,7 +141,14 @@ class CuptiActivityApi(Session):
             cupti_call(c, c.set_thread_id_type, c.ActivityThreadIdType.SYSTEM)
             c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self.kinds:
-                cupti_call(c, c.activity_enable, kind)
+                try:
+                    cupti_call(c, c.activity_enable, kind)
+                except c.cuptiError as exc:
+                    if kind not in OPTIONAL_KINDS:
+                        raise
+                    self._errors.append(f"{OPTIONAL_KINDS[kind]} are not recorded: CUPTI refused the activity "
+                                        f"kind ({c.Result(exc.status).name})")
+                    continue
                 self._enabled.append(kind)
             if records.KIND_CUDA_EVENT in self._enabled and hasattr(c, "activity_enable_cuda_event_device_timestamps"):
                 try:
@@ -233,9 +244,10 @@ class CuptiActivityApi(Session):
         if self._offset_ns:
             for chunk in chunks:
                 chunk.time_offset_ns = self._offset_ns
+        props = {p["id"]: p for p in self.device_properties()}
         options = DecodeOptions(activities=self.activity_types,
                                 display_sync_wait_events=getattr(self.config, "display_cuda_sync_wait_events", True),
-                                sm_count={p["id"]: p.get("numSms", 0) for p in self.device_properties()})
+                                sm_count={d: p.get("numSms", 0) for d, p in props.items()}, device_props=props)
         CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks)
         for reason, n in self.dropped_records().items():
             builder.count_dropped(reason, n)
@@ -274,6 +286,7 @@ def cuda_device_properties() -> list[dict[str, Any]]:
                 "warpSize": int(p.warpSize), "sharedMemPerBlock": int(p.sharedMemPerBlock),
                 "sharedMemPerMultiprocessor": int(p.sharedMemPerMultiprocessor), "numSms": int(p.multiProcessorCount),
                 "sharedMemPerBlockOptin": int(p.sharedMemPerBlockOptin),
+                "maxBlocksPerMultiProcessor": int(p.maxBlocksPerMultiProcessor),
             })
         return out
     except Exception:  # no driver: properties are optional metadata

@@ -20,21 +20,39 @@ import numpy as np
 
 from ...activity import ActivityType
 from ..dependencies import DependencyResolver
+from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
-                      KIND_MEMCPY, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION, RawChunk)
+                      KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
+                      RawChunk)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
 NO_STREAM = 0xFFFFFFFF  # CUPTI_SYNCHRONIZATION_INVALID_VALUE
 EXTERNAL_KIND_CUSTOM0 = 3  # CUpti_ExternalCorrelationKind: the CPU-op correlation (Kineto's Domain0)
 
-MEMCPY_KINDS = ["Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"]
-MEMORY_KINDS = ["Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"]
-SYNC_KINDS = ["Unknown", "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync"]
+# Labels as Kineto's cupti_strings.cpp writes them (pytorch/kineto 114171df), unknown values included:
+# a memcpy kind outside the table is "<unknown>", a memory kind or overhead kind "Unrecognized", a
+# sync type "Unknown Sync". Never the nearest known label.
+FORCE_INT = 0x7FFFFFFF
+MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+                10: "PtoP"}
+MEMORY_KINDS = {0: "Unknown", 1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 5: "Managed", 6: "Device Static",
+                7: "Managed Static", FORCE_INT: "Force Int"}
+SYNC_KINDS = ["Unknown Sync", "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync"]
 SYNC_EVENT, SYNC_WAIT_EVENT, SYNC_STREAM, SYNC_CONTEXT = 1, 2, 3, 4
+# UVM_ACTIVITY_INIT (CUDA 13) has no case in Kineto's table (it would print "Unrecognized"); it is
+# a known kind, so it gets its name, spelled like the others.
 OVERHEAD_KINDS = {0: "Unknown", 1: "Driver Compiler", 65536: "Buffer Flush", 131072: "Instrumentation",
                   196608: "Resource", 262144: "Runtime Triggered Module Loading", 327680: "Lazy Function Loading",
-                  393216: "Command Buffer Full", 458752: "Activity Buffer Request"}
+                  393216: "Command Buffer Full", 458752: "Activity Buffer Request", 524288: "UVM Activity Init",
+                  FORCE_INT: "Force Int"}
+OBJECT_KIND_THREAD = 2  # CUpti_ActivityObjectKind: object_id.pt.thread_id is valid only for threads
+
+
+def memcpy_label(copy_kind: int, src: int, dst: int) -> str:
+    """Kineto's memcpyName: ``Memcpy HtoD (Pinned -> Device)``."""
+    return (f"Memcpy {MEMCPY_KINDS.get(copy_kind, '<unknown>')} ({MEMORY_KINDS.get(src, 'Unrecognized')} -> "
+            f"{MEMORY_KINDS.get(dst, 'Unrecognized')})")
 
 # Kineto drops these runtime calls (noise) and keeps only these driver calls.
 DROPPED_RUNTIME = frozenset({"cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaEventCreate",
@@ -100,6 +118,7 @@ class DecodeOptions:
     activities: frozenset = field(default_factory=lambda: frozenset(ActivityType))
     display_sync_wait_events: bool = True
     sm_count: dict = field(default_factory=dict)  # device -> SM count ("blocks per SM")
+    device_props: dict = field(default_factory=dict)  # device -> Kineto deviceProperties entry (occupancy)
 
 
 def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
@@ -115,7 +134,9 @@ class CuptiDecoder:
     def __init__(self, callback_name: Callable[[int, int], str], dependencies: DependencyResolver | None = None,
                  options: DecodeOptions | None = None) -> None:
         self.callback_name = callback_name  # (KIND_RUNTIME or KIND_DRIVER, cbid) -> CUPTI's name
-        self.dependencies = dependencies or DependencyResolver(VENDOR)
+        # `is None`, never `or`: the resolver has __len__, so an empty (fresh) session resolver is
+        # falsy and `or` would swap in a private one that no session ever resets.
+        self.dependencies = dependencies if dependencies is not None else DependencyResolver(VENDOR)
         self.options = options or DecodeOptions()
 
     def _want(self, t: ActivityType) -> bool:
@@ -124,7 +145,8 @@ class CuptiDecoder:
     # ------------------------------------------------------------------ entry point
     def process(self, builder, window, chunks: list[RawChunk]) -> None:
         chunks = [c for c in chunks if c is not None and len(c)]
-        get = {k: concat_rows(chunks, k) for k in (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET,
+        get = {k: concat_rows(chunks, k) for k in (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2,
+                                                    KIND_MEMSET,
                                                     KIND_RUNTIME, KIND_DRIVER, KIND_SYNCHRONIZATION, KIND_CUDA_EVENT,
                                                     KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD)}
         names = {}
@@ -134,7 +156,7 @@ class CuptiDecoder:
 
         # Pass 1 (independent of record order): external ids, context -> device, event records.
         self._ext = self._external_map(get[KIND_EXTERNAL_CORRELATION])
-        self._ctx_dev = self._context_map([*kernels, get[KIND_MEMCPY], get[KIND_MEMSET]])
+        self._ctx_dev = self._context_map([*kernels, get[KIND_MEMCPY], get[KIND_MEMCPY2], get[KIND_MEMSET]])
         api_start = self._api_start_map(get[KIND_RUNTIME], get[KIND_DRIVER])
         events = get[KIND_CUDA_EVENT]
         if events is not None:
@@ -147,6 +169,8 @@ class CuptiDecoder:
             self._kernels(builder, window, rows, names, device_parts, busy_streams)
         if get[KIND_MEMCPY] is not None:
             self._memcpy(builder, window, get[KIND_MEMCPY], device_parts, busy_streams)
+        if get[KIND_MEMCPY2] is not None:
+            self._memcpy_p2p(builder, window, get[KIND_MEMCPY2], device_parts, busy_streams)
         if get[KIND_MEMSET] is not None:
             self._memset(builder, window, get[KIND_MEMSET], device_parts, busy_streams)
         if events is not None and self._want(ActivityType.CUDA_EVENT):
@@ -267,11 +291,10 @@ class CuptiDecoder:
             "registers per thread": rows["registers_per_thread"].astype(np.int64),
             "shared memory": rows["static_shared_memory"].astype(np.int64) + rows["dynamic_shared_memory"],
         }
-        sms = np.array([self.options.sm_count.get(int(d), 0) for d in range(int(dev.max()) + 1)], np.float64)[dev]
-        if (sms > 0).all():
-            blocks_per_sm = grid.prod(1) / sms
-            args["blocks per SM"] = blocks_per_sm
-            args["warps per SM"] = blocks_per_sm * np.ceil(block.prod(1) / 32.0)
+        props = self.options.device_props or {d: {"numSms": n} for d, n in self.options.sm_count.items()}
+        args.update(occupancy_args(dev, grid, block, rows["registers_per_thread"].astype(np.int64),
+                                   rows["static_shared_memory"].astype(np.int64),
+                                   rows["dynamic_shared_memory"].astype(np.int64), props))
         args["grid"] = grid
         args["block"] = block
         args.update(self._graph_channel_args(rows))
@@ -290,13 +313,42 @@ class CuptiDecoder:
         rows = rows[self._in_window(builder, window, rows["start"], "memcpy")]
         if not len(rows):
             return
-        kinds = np.clip(rows["copy_kind"].astype(np.int64), 0, len(MEMCPY_KINDS) - 1)
-        src = np.clip(rows["src_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
-        dst = np.clip(rows["dst_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
-        combo, inv = np.unique(kinds * 256 + src * 16 + dst, return_inverse=True)
-        labels = [f"Memcpy {MEMCPY_KINDS[c // 256]} ({MEMORY_KINDS[(c // 16) % 16]} -> {MEMORY_KINDS[c % 16]})"
-                  for c in combo.tolist()]
-        self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMCPY, device_parts, busy)
+        labels, inv = self._memcpy_labels(rows)
+        self._copy_like(builder, rows, labels, inv, ActivityType.GPU_MEMCPY, device_parts, busy)
+
+    @staticmethod
+    def _memcpy_labels(rows) -> tuple[list[str], np.ndarray]:
+        # copy/src/dst kinds are u8 in every memcpy record: one label per distinct triple.
+        combo = (rows["copy_kind"].astype(np.int64) << 16) | (rows["src_kind"].astype(np.int64) << 8) | \
+            rows["dst_kind"].astype(np.int64)
+        uniq, inv = np.unique(combo, return_inverse=True)
+        labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in uniq.tolist()]
+        return labels, inv.reshape(-1)
+
+    def _memcpy_p2p(self, builder, window, rows, device_parts, busy) -> None:
+        """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
+        if not self._want(ActivityType.GPU_MEMCPY):
+            return
+        rows = rows[self._in_window(builder, window, rows["start"], "memcpy")]
+        if not len(rows):
+            return
+        labels, inv = self._memcpy_labels(rows)
+        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
+        dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
+            rows["correlation_id"].astype(np.int64)
+        nbytes = rows["bytes"].astype(np.int64)
+        args = {"fromDevice": rows["src_device_id"].astype(np.int64), "inDevice": dev,
+                "toDevice": rows["dst_device_id"].astype(np.int64),
+                "fromContext": rows["src_context_id"].astype(np.int64), "inContext": rows["context_id"].astype(np.int64),
+                "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
+                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+        args.update(self._graph_channel_args(rows))
+        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
+                           cat=ActivityType.GPU_MEMCPY, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
+        self._stream_rows(builder, dev, stream)
+        device_parts.append((corr, start, dev, stream))
+        busy.append((dev << 32) | stream)
 
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
@@ -304,9 +356,8 @@ class CuptiDecoder:
         rows = rows[self._in_window(builder, window, rows["start"], "memset")]
         if not len(rows):
             return
-        mk = np.clip(rows["memory_kind"].astype(np.int64), 0, len(MEMORY_KINDS) - 1)
-        uniq, inv = np.unique(mk, return_inverse=True)
-        labels = [f"Memset ({MEMORY_KINDS[k]})" for k in uniq.tolist()]
+        uniq, inv = np.unique(rows["memory_kind"].astype(np.int64), return_inverse=True)
+        labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in uniq.tolist()]
         self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMSET, device_parts, busy)
 
     def _copy_like(self, builder, rows, labels, inv, cat, device_parts, busy) -> None:
@@ -363,7 +414,7 @@ class CuptiDecoder:
         event_id = rows["cuda_event_id"].astype(np.int64)
         dep = self.dependencies
         res = dep.resolve(self._event_handles(ctx, event_id), corr)
-        kinds = np.clip(kind, 0, len(SYNC_KINDS) - 1)
+        kinds = np.where((kind >= 0) & (kind < len(SYNC_KINDS)), kind, 0)  # anything else: "Unknown Sync"
         kind_ids = np.fromiter((builder.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
         from ...trace.builder import ArgColumn
 
@@ -420,10 +471,14 @@ class CuptiDecoder:
         if not len(rows):
             return
         uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)
-        labels = [OVERHEAD_KINDS.get(k, "Unknown") for k in uniq.tolist()]
+        labels = [OVERHEAD_KINDS.get(k, "Unrecognized") for k in uniq.tolist()]
         name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv.reshape(-1)]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
-        tid = rows["object_id"]["pt"]["thread_id"].astype(np.int64)
+        # object_id is a union: {process_id, thread_id} only for process/thread objects, {device,
+        # context, stream} otherwise. Only a thread object names a thread; the rest go to tid 0,
+        # Kineto's OverheadActivity default.
+        tid = np.where(rows["object_kind"].astype(np.int64) == OBJECT_KIND_THREAD,
+                       rows["object_id"]["pt"]["thread_id"].astype(np.int64), 0)
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=-1, tid=tid,
                            cat=ActivityType.OVERHEAD, vendor=VENDOR)
         builder.set_process_name(-1, "CUPTI Overhead", sort_index=1048576)

@@ -21,12 +21,15 @@ KIND_KERNEL = 3
 KIND_DRIVER = 4
 KIND_RUNTIME = 5
 KIND_CONCURRENT_KERNEL = 10
+KIND_MEMCPY2 = 22  # peer-to-peer copies (CUpti_ActivityMemcpyPtoP4 in cupti-python 13)
 KIND_OVERHEAD = 17
 KIND_CUDA_EVENT = 36
 KIND_SYNCHRONIZATION = 38
 KIND_EXTERNAL_CORRELATION = 39
 
-TIME_FIELDS = ("start", "end", "queued", "submitted", "completed", "device_timestamp")
+# Fields moved into the epoch time domain. The kernel's ``queued``/``submitted`` stay raw: Kineto
+# writes ``queued`` as CUPTI's own value (0 when latency timestamps are off), and so do we.
+TIME_FIELDS = ("start", "end", "completed", "device_timestamp")
 
 
 @lru_cache(maxsize=None)

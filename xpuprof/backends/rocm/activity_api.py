@@ -7,7 +7,13 @@ services may be configured), create one context with
 - buffered tracing of the HIP runtime API, kernel dispatches and memory copies;
 - callback tracing of CODE_OBJECT kernel-symbol registration (kernel_id -> name);
 - callback tracing of the HIP calls whose *arguments* the dependency resolver needs
-  (hipEventRecord, hipStreamWaitEvent, hipEventSynchronize) and of launches (their stream).
+  (hipEventRecord, hipStreamWaitEvent, hipEventSynchronize), of stream/device syncs and of every
+  launch / async copy API (their stream: ``HIP_ARG_LAYOUT``).
+
+rocprofiler-sdk 0.x (ROCm 6) and 1.x (ROCm 7) lay records out differently (1.0 added
+``ancestor`` to the correlation id): the SDK version read before registering picks the C
+callbacks for its callback-record layout, each buffer record's own size picks its mirror, and
+anything else is refused with a clear error (``rocprof.callback_layout``, ``rocprof.layout_for``).
 
 Every callback is C (``xpuprof._native.rocbuf``): they run on rocprofiler's and the
 application's threads, where a Python callback would deadlock on the GIL. Python drains
@@ -29,23 +35,53 @@ from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
 from ..dependencies import DependencyResolver
 from . import rocprof
-from .decode import EVENT_OP_DTYPE, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_WAIT, RocmRecords, RocprofDecoder
+from .decode import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_SYNC,
+                     OP_STREAM_WAIT, RocmRecords, RocprofDecoder)
 
 SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
-                       ActivityType.EXTERNAL_CORRELATION})
+                       ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
 BUFFER_BYTES = 4 << 20  # Kineto's buffer size
 WATERMARK_BYTES = 3 << 20
 
 # HIP call -> (op code, byte offset of the hipEvent_t, of the hipStream_t) inside its member of
-# rocprofiler_hip_api_args_t (rocprofiler-sdk/hip/api_args.h); -1 = the call has none.
+# rocprofiler_hip_api_args_t (rocprofiler-sdk/hip/api_args.h); -1 = the call has none. Offsets
+# printed by tests/rocm/data/print_layouts.py from the real api_args.h of SDK 0.5.0, 0.6.0 and
+# 1.0.0 (ROCm/rocm-systems eb15bcdf, 0608bbb4, 1b1610fc; identical in all three, and the test
+# checks every entry against them). Launches and async copies/memsets only give the kernel or
+# copy its HIP stream: without them, kernels from rocBLAS/hipBLASLt (hipExtModuleLaunchKernel),
+# MIOpen/Triton (hipModuleLaunchKernel) and graphs fall back to the HSA queue.
 HIP_ARG_LAYOUT = {
     "hipEventRecord": (OP_RECORD, 0, 8),  # {hipEvent_t event; hipStream_t stream;}
-    "hipEventRecordWithFlags": (OP_RECORD, 0, 8),  # {event; stream; unsigned flags;}
+    "hipEventRecord_spt": (OP_RECORD, 0, 8),
+    "hipEventRecordWithFlags": (OP_RECORD, 0, 8),  # {event; stream; unsigned flags;} (SDK 1.0+)
     "hipStreamWaitEvent": (OP_STREAM_WAIT, 8, 0),  # {hipStream_t stream; hipEvent_t event; unsigned flags;}
+    "hipStreamWaitEvent_spt": (OP_STREAM_WAIT, 8, 0),
     "hipEventSynchronize": (OP_EVENT_SYNC, 0, -1),  # {hipEvent_t event;}
+    "hipStreamSynchronize": (OP_STREAM_SYNC, -1, 0),  # {hipStream_t stream;}
+    "hipStreamSynchronize_spt": (OP_STREAM_SYNC, -1, 0),
+    "hipDeviceSynchronize": (OP_DEVICE_SYNC, -1, -1),  # {no_args}
     # {const void* f; dim3 numBlocks; dim3 dimBlocks; void** args; size_t sharedMemBytes; hipStream_t stream;}
     "hipLaunchKernel": (OP_LAUNCH, -1, 48),
+    "hipLaunchKernel_spt": (OP_LAUNCH, -1, 48),
+    "hipLaunchCooperativeKernel": (OP_LAUNCH, -1, 48),  # {f; dim3 gridDim; dim3 blockDimX; args; shm; stream}
+    "hipLaunchCooperativeKernel_spt": (OP_LAUNCH, -1, 48),
+    "hipExtLaunchKernel": (OP_LAUNCH, -1, 48),  # {f; dim3; dim3; args; shm; stream; events...}
+    # {hipFunction_t f; unsigned gridDimX..Z, blockDimX..Z, sharedMemBytes; hipStream_t stream; ...}
+    "hipModuleLaunchKernel": (OP_LAUNCH, -1, 40),
+    "hipModuleLaunchCooperativeKernel": (OP_LAUNCH, -1, 40),
+    # {hipFunction_t f; u32 globalWorkSize{X,Y,Z}, localWorkSize{X,Y,Z}; size_t sharedMemBytes; hipStream_t hStream; ...}
+    "hipExtModuleLaunchKernel": (OP_LAUNCH, -1, 40),
+    "hipGraphLaunch": (OP_LAUNCH, -1, 8),  # {hipGraphExec_t graphExec; hipStream_t stream;}
+    "hipGraphLaunch_spt": (OP_LAUNCH, -1, 8),
     "hipMemcpyAsync": (OP_LAUNCH, -1, 32),  # {void* dst; const void* src; size_t sizeBytes; kind; hipStream_t stream;}
+    "hipMemcpyAsync_spt": (OP_LAUNCH, -1, 32),
+    "hipMemcpyWithStream": (OP_LAUNCH, -1, 32),  # same shape as hipMemcpyAsync
+    "hipMemsetAsync": (OP_LAUNCH, -1, 24),  # {void* dst; int value; size_t sizeBytes; hipStream_t stream;}
+    "hipMemsetAsync_spt": (OP_LAUNCH, -1, 24),
+    "hipMemcpyHtoDAsync": (OP_LAUNCH, -1, 24),  # {dst; src; size_t sizeBytes; hipStream_t stream;}
+    "hipMemcpyDtoHAsync": (OP_LAUNCH, -1, 24),
+    "hipMemcpyDtoDAsync": (OP_LAUNCH, -1, 24),
+    "hipMemcpy2DAsync": (OP_LAUNCH, -1, 56),  # {dst; dpitch; src; spitch; width; height; kind; stream;}
 }
 # Copy operation names -> the decoder's direction codes (values differ between releases).
 COPY_DIRECTIONS = {"HOST_TO_HOST": 1, "HOST_TO_DEVICE": 2, "DEVICE_TO_HOST": 3, "DEVICE_TO_DEVICE": 4}
@@ -185,6 +221,8 @@ class Registration:
     keep: list = field(default_factory=list)  # ctypes objects rocprofiler holds pointers to
     error: str = ""
     counter_setup: Any = None  # callable(reg) run inside initialize (RocprofCounterApi)
+    version: tuple[int, int, int] = (0, 0, 0)  # rocprofiler_get_version
+    layout: int = 0  # callback record layout: 0 = SDK 0.x, 1 = SDK 1.x (rocprof.callback_layout)
 
 
 _REG: Registration | None = None
@@ -201,7 +239,7 @@ def _initialize(reg: Registration) -> None:
     ctx = ctypes.c_uint64()
     _check(lib, lib.rocprofiler_create_context(ctypes.byref(ctx)), "rocprofiler_create_context")
     reg.context = ctx.value
-    addr = rb.callback_addresses()
+    addr = rb.callback_addresses(reg.layout)
     buf = ctypes.c_uint64()
     _check(lib, lib.rocprofiler_create_buffer(ctx, ctypes.c_size_t(BUFFER_BYTES), ctypes.c_size_t(WATERMARK_BYTES),
                                               rocprof.BUFFER_POLICY_LOSSLESS, ctypes.c_void_p(addr["buffer"]), None,
@@ -275,8 +313,16 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
         for category, kind, size in ((rocprof.CATEGORY_COUNTERS, rocprof.COUNTER_RECORD_VALUE,
                                       ctypes.sizeof(rocprof.CounterRecord)),):
             rocbuf.set_fixed_size(category, kind, size)
+        # The callback records passed by value have no size field: the SDK generation decides
+        # their layout, so it is read before anything is registered, and unknown ones refused.
+        try:
+            version = rocprof.sdk_version(lib)
+            layout = rocprof.callback_layout(version)
+        except rocprof.RocprofAbiError as exc:
+            raise BackendError(str(exc)) from None
         kinds = {_strip(k, "ROCPROFILER_BUFFER_TRACING_"): v for k, v in rocprof.buffer_tracing_kinds(lib).items()}
-        reg = Registration(lib=lib, rocbuf=rocbuf, buffer_kinds=kinds, counter_setup=counter_setup)
+        reg = Registration(lib=lib, rocbuf=rocbuf, buffer_kinds=kinds, counter_setup=counter_setup, version=version,
+                           layout=layout)
         hip = _need(kinds, "HIP runtime API tracing", "HIP_RUNTIME_API", "HIP_API")
         reg.hip_names = rocprof.operation_names(lib, hip)
         copy_names = rocprof.operation_names(lib, _need(kinds, "memory copy tracing", "MEMORY_COPY"))
@@ -291,7 +337,14 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
                 reg.error = str(exc)
                 return -1
 
-        def configure(_version, _runtime, _priority, client_id):
+        def configure(sdk_version, _runtime, _priority, client_id):
+            # ROCPROFILER_VERSION = major * 10000 + minor * 100 + patch (version.h): it must agree
+            # with rocprofiler_get_version, or the callback layout chosen above could be wrong.
+            if int(sdk_version) // 10000 != reg.version[0]:
+                reg.error = (f"rocprofiler-sdk configured the tool as version {int(sdk_version)} but "
+                             f"rocprofiler_get_version said {'.'.join(map(str, reg.version))}; the callback record "
+                             "layout cannot be trusted")
+                return None
             if client_id:
                 set_client_name(client_id)
             return ctypes.addressof(result)
@@ -324,13 +377,21 @@ def _stop_at_exit(reg: Registration) -> None:
         pass
 
 
-def _rows(blob: tuple[int, bytes], struct) -> np.ndarray:
+def _rows(blob: tuple[int, bytes], layout) -> np.ndarray:
+    """One (stride, rows) group from ``rocbuf.split`` as a structured array.
+
+    ``layout`` is a ctypes mirror (records without a size field) or a ``rocprof.KNOWN_LAYOUTS``
+    kind, whose mirror each record's own leading ``u64 size`` picks (SDK 0.x or 1.x).
+    """
     stride, data = blob
-    dtype = rocprof.numpy_dtype(struct)
     n = len(data) // stride if stride else 0
+    if isinstance(layout, str):
+        sizes = np.ndarray((n,), dtype="<u8", buffer=data, strides=(stride,)) if n else np.zeros(0, "<u8")
+        layout = rocprof.layout_for(layout, sizes)
+    dtype = rocprof.numpy_dtype(layout)
     if n and stride < dtype.itemsize:
-        # The record's own size is short: let check_sizes name the ABI mismatch.
-        rocprof.check_sizes(np.array([stride], np.uint64), struct)
+        raise rocprof.RocprofAbiError(f"{layout.__name__}: {stride}-byte rows, the mirrored layout needs "
+                                      f"{dtype.itemsize}")
     return np.ndarray((n,), dtype=dtype, buffer=data, strides=(stride,)).copy() if n else np.zeros(0, dtype)
 
 
@@ -352,6 +413,7 @@ class RocprofActivityApi(Session):
         self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
         self._dropped: dict[str, int] = {}
+        self._stats_base: dict[str, int] = {}
         self._errors: list[str] = []
         self.packed: list[bytes] = []
         self.event_ops = b""
@@ -362,7 +424,12 @@ class RocprofActivityApi(Session):
         # Records from before this session (another session, warm-up) are not ours.
         self.rocbuf.drain()
         self.rocbuf.drain_event_ops()
-        self.dependencies.reset()
+        self.decoder.reset()  # the session's resolver (shared with the decoder) and stream numbering
+        self._dropped.clear()
+        self._errors.clear()
+        self.packed, self.event_ops = [], b""
+        # rocbuf's counters run for the whole process: this session reports what it adds.
+        self._stats_base = self.rocbuf.stats()
         self.clock_offset_ns = self.measure_clock_offset()
         _check(self.lib, self.lib.rocprofiler_start_context(self.reg.context), "rocprofiler_start_context")
 
@@ -385,7 +452,8 @@ class RocprofActivityApi(Session):
         self.packed = self.rocbuf.drain()
         self.event_ops = self.rocbuf.drain_event_ops()
         self.reg.kernel_names.update(self.rocbuf.drain_kernel_symbols())
-        stats = self.rocbuf.stats()
+        now = self.rocbuf.stats()
+        stats = {k: v - self._stats_base.get(k, 0) for k, v in now.items()}
         for key, reason in (("dropped", "rocm records dropped by rocprofiler"),
                             ("malformed", "rocm records with an implausible size"),
                             ("queue_failures", "rocm buffers lost (out of memory)")):
@@ -410,17 +478,17 @@ class RocprofActivityApi(Session):
         k = self.reg.buffer_kinds
         trace = rocprof.CATEGORY_TRACING
 
-        def get(kind, struct):
+        def get(kind, what):
             blob = groups.get((trace, kind))
-            return self.to_epoch(_rows(blob, struct)) if blob else None
+            return self.to_epoch(_rows(blob, what)) if blob else None
 
-        copies = get(k["MEMORY_COPY"], rocprof.MemoryCopyRecord)
+        copies = get(k["MEMORY_COPY"], "memory copy")
         if copies is not None and len(copies):
             ops = copies["operation"]
             copies["operation"] = np.array([self.reg.copy_directions.get(int(o), 0) for o in ops.tolist()], ops.dtype)
         rec = RocmRecords(
-            hip_api=get(k.get("HIP_RUNTIME_API", k.get("HIP_API")), rocprof.HipApiRecord),
-            dispatch=get(k["KERNEL_DISPATCH"], rocprof.KernelDispatchRecord), copies=copies,
+            hip_api=get(k.get("HIP_RUNTIME_API", k.get("HIP_API")), "HIP API"),
+            dispatch=get(k["KERNEL_DISPATCH"], "kernel dispatch"), copies=copies,
             event_ops=np.frombuffer(self.event_ops, EVENT_OP_DTYPE).copy(), api_names=self.reg.hip_names,
             kernel_names=dict(self.reg.kernel_names),
             agent_device={a: i for i, a in enumerate(self.reg.agents)})

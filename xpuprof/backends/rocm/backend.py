@@ -11,7 +11,7 @@ from ..base import Backend, BackendError, ProbeResult, Session
 from . import rocprof
 
 SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
-                       ActivityType.EXTERNAL_CORRELATION})
+                       ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
 
 
 class RocmBackend(Backend):

@@ -111,7 +111,7 @@ class RocprofCounterApi(RocprofActivityApi):
             self.counter_names.update({available[m]: m for m in self.metrics})
         reg.rocbuf.set_agent_configs(pairs)
         _check(lib, configure(ctypes.c_uint64(reg.context), ctypes.c_uint64(reg.buffer),
-                              ctypes.c_void_p(reg.rocbuf.callback_addresses()["dispatch_counting"]), None),
+                              ctypes.c_void_p(reg.rocbuf.callback_addresses(reg.layout)["dispatch_counting"]), None),
                configure.__name__)
         reg.counter_names = self.counter_names
 
@@ -121,9 +121,8 @@ class RocprofCounterApi(RocprofActivityApi):
         val_blob = groups.get((cat, rocprof.COUNTER_RECORD_VALUE))
         if not hdr_blob or not val_blob:
             return
-        headers = self.to_epoch(_rows(hdr_blob, rocprof.DispatchCountingRecord))
-        rocprof.check_sizes(headers["size"], rocprof.DispatchCountingRecord)
-        values = _rows(val_blob, rocprof.CounterRecord)
+        headers = self.to_epoch(_rows(hdr_blob, "dispatch counting"))
+        values = _rows(val_blob, rocprof.CounterRecord)  # fixed size (no size field; set_fixed_size)
         names = getattr(self.reg, "counter_names", self.counter_names)
         inst, inv = np.unique(values["id"], return_inverse=True)
         cid = np.empty(len(inst), np.int64)

@@ -1,11 +1,27 @@
 """rocprofiler-sdk records -> TraceBuilder columns (Kineto's ROCm rows), vectorized.
 
 GPU ops: pid = device, tid = a dense per-device logical stream index (1, 2, ...) derived from
-the HIP stream (the HSA queue when the stream is unknown), the raw queue kept in
-``args.hsa_queue``; ``ts = begin + 1``, ``dur = end - (begin + 1)`` like Kineto. HIP calls are
-``cuda_runtime`` rows on host threads. HIP event calls carry the inter-stream dependency:
-``hipEventRecord`` rows get ``event`` + ``stream``, ``hipStreamWaitEvent`` and
-``hipEventSynchronize`` rows get the ``wait_on_*`` args and an arrow from the producer.
+the HIP stream (for kernels the HSA queue when the stream is unknown, the raw queue kept in
+``args.hsa_queue``; copies whose call was not captured share one copy row per device); ``ts = begin + 1``, ``dur = end - (begin + 1)`` like Kineto. HIP calls are
+``cuda_runtime`` rows on host threads. HIP args follow the ROCm inter-stream-dependency design
+(the CUPTI-parity table): ``hipEventRecord`` rows carry ``hip_event`` + ``hip_stream``; every
+sync row carries ``sync_type`` (``Stream Wait Event``, ``Event Sync``, ``Stream Sync``,
+``Device Sync``); ``hipStreamSynchronize``/``hipDeviceSynchronize`` carry ``hip_stream`` (-1: no
+stream); ``hipStreamWaitEvent``/``hipEventSynchronize`` carry ``wait_on_stream``,
+``wait_on_hip_event_record_corr_id`` and ``wait_on_hip_event_id`` plus an arrow from the producer.
+
+Streams are named one way everywhere: ``hip_stream``, ``wait_on_stream`` and the GPU rows' tid /
+``stream`` arg are the same dense logical stream index, so a dependency can be followed to the
+row it names. ``hip_event`` and ``wait_on_hip_event_id`` are the same hex event handle.
+
+Unresolved waits (the producer record is not in the trace): ``wait_on_hip_event_id`` is written,
+the producer fields (``wait_on_stream``, ``wait_on_hip_event_record_corr_id``) are omitted, as
+the ROCm design says (CUDA writes -1 there, as Kineto does).
+
+Stream and device synchronisation also get GPU-side ``cuda_sync`` rows like CUDA's: ``Stream
+Sync`` at tid = logical stream + 1000000 (row ``stream N (sync)``) and ``Device Sync`` at tid
+1000000 (row ``Device d (sync)``), spanning the call, on the stream's device (for a device sync,
+the device the calling thread last launched on; device 0 before any launch).
 """
 from __future__ import annotations
 
@@ -30,14 +46,18 @@ COPY_NAMES = {1: ("HtoH", "Host", "Host"), 2: ("HtoD", "Host", "Device"), 3: ("D
 # HIP event operations captured from the HIP API arguments (by the C callback part).
 EVENT_OP_DTYPE = np.dtype([("correlation_id", "<u8"), ("op", "u1"), ("event", "<u8"), ("stream", "<u8")])
 OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC, OP_LAUNCH = 1, 2, 3, 4  # OP_LAUNCH: only the stream
-OP_NAMES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync"}
+OP_STREAM_SYNC, OP_DEVICE_SYNC = 5, 6
+SYNC_TYPES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync", OP_STREAM_SYNC: "Stream Sync",
+              OP_DEVICE_SYNC: "Device Sync"}
+STREAM_SYNC_TID_OFFSET = 1_000_000  # as CUDA's Stream Sync rows
+_NO_STREAM_OPS = (OP_EVENT_SYNC, OP_DEVICE_SYNC)
 
 
 @dataclass
 class RocmRecords:
-    hip_api: np.ndarray | None = None  # rocprof.HIP_API_DTYPE
+    hip_api: np.ndarray | None = None  # rocprof.HIP_API_DTYPE (SDK 0.x) or HIP_API_V1_DTYPE (1.x)
     dispatch: np.ndarray | None = None  # rocprof.DISPATCH_DTYPE
-    copies: np.ndarray | None = None  # rocprof.COPY_DTYPE
+    copies: np.ndarray | None = None  # rocprof.COPY_DTYPE (0.x) or COPY_V1_DTYPE (1.x)
     event_ops: np.ndarray | None = None  # EVENT_OP_DTYPE
     api_names: dict[int, str] = field(default_factory=dict)  # HIP operation -> function name
     kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
@@ -58,10 +78,28 @@ class RocprofDecoder:
     def __init__(self, *, pid: int, dependencies: DependencyResolver | None = None,
                  activities=frozenset(ActivityType)) -> None:
         self.pid = pid
-        self.dependencies = dependencies or DependencyResolver("hip")
+        # `is None`, never `or`: the resolver has __len__, so an empty (fresh) session resolver is
+        # falsy and `or` would swap in a private one that no session ever resets.
+        self.dependencies = dependencies if dependencies is not None else DependencyResolver("hip")
         self.activities = activities
         self._streams: dict[tuple[int, int], int] = {}
+        self._stream_device: dict[int, int] = {}  # HIP stream handle -> device its work ran on
 
+    def reset(self) -> None:
+        """A new session: forget event records and the stream numbering of the previous one."""
+        self.dependencies.reset()
+        self._streams.clear()
+        self._stream_device.clear()
+
+    def hip_stream_ids(self, handles: np.ndarray) -> np.ndarray:
+        """HIP stream handles -> the logical stream index their GPU rows use (on the device the
+        stream's work ran on; device 0 for a stream with no work in the trace)."""
+        handles = np.asarray(handles).astype(np.int64)
+        if not len(handles):
+            return np.zeros(0, np.int64)
+        uniq, inv = np.unique(handles, return_inverse=True)
+        dev = np.array([self._stream_device.get(h, 0) for h in uniq.tolist()], np.int64)
+        return self.logical_stream(dev, uniq)[inv.reshape(-1)]
     def logical_stream(self, device: np.ndarray, handle: np.ndarray) -> np.ndarray:
         """Dense 1, 2, ... per device, in first-seen order (stable across batches)."""
         pairs, inv = np.unique(np.stack([device, handle.astype(np.int64)], 1), axis=0, return_inverse=True)
@@ -80,6 +118,8 @@ class RocprofDecoder:
         hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64) if stream_of else \
             np.full(len(corr), -1, np.int64)
         handle = np.where(hip_stream >= 0, hip_stream, queue.astype(np.int64) | np.int64(1 << 62))
+        known = hip_stream >= 0
+        self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
         return dev, self.logical_stream(dev, handle)
 
     @staticmethod
@@ -88,7 +128,7 @@ class RocprofDecoder:
         ops = rec.event_ops
         if ops is None or not len(ops):
             return {}
-        keep = ops["op"] != OP_EVENT_SYNC
+        keep = ~np.isin(ops["op"], _NO_STREAM_OPS)
         return dict(zip(ops["correlation_id"][keep].tolist(), ops["stream"][keep].tolist()))
 
     def external_ids(self, rows) -> np.ndarray | None:
@@ -105,9 +145,9 @@ class RocprofDecoder:
         if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
             self._dispatches(builder, window, rec, stream_of, device_parts)
         if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
-            self._copies(builder, window, rec, device_parts)
+            self._copies(builder, window, rec, stream_of, device_parts)
         if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
-            self._api(builder, window, rec, ops, host_parts)
+            self._api(builder, window, rec, ops, host_parts, device_parts)
         if device_parts and host_parts:
             d = [np.concatenate(x) for x in zip(*device_parts)]
             h = [np.concatenate(x) for x in zip(*host_parts)]
@@ -123,7 +163,7 @@ class RocprofDecoder:
 
     def _dispatches(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.dispatch
-        rocprof.check_sizes(rows["size"], rocprof.KernelDispatchRecord)
+        rocprof.check_sizes(rows["size"], "kernel dispatch")
         rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "kernel")]
         if not len(rows):
             return
@@ -146,9 +186,9 @@ class RocprofDecoder:
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 
-    def _copies(self, builder, window, rec, device_parts) -> None:
+    def _copies(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.copies
-        rocprof.check_sizes(rows["size"], rocprof.MemoryCopyRecord)
+        rocprof.check_sizes(rows["size"], "memory copy")
         rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy")]
         if not len(rows):
             return
@@ -156,7 +196,14 @@ class RocprofDecoder:
         # The device side of the copy owns the row (D2H: source; H2D/D2D: destination).
         agent = np.where(op == 3, rows["src_agent_id"], rows["dst_agent_id"])
         dev = _map(rec.agent_device, agent, 0)
-        tid = self.logical_stream(dev, np.full(len(rows), -2, np.int64))  # copies: one copy-engine row per device
+        # The HIP stream the async copy was issued on (as Kineto: stream, else the queue); copies
+        # whose call was not captured (synchronous hipMemcpy, ...) share one copy row per device.
+        corr_all = rows["correlation_id"]["internal"].astype(np.int64)
+        hip_stream = np.array([stream_of.get(c, -1) for c in corr_all.tolist()], np.int64) if stream_of else \
+            np.full(len(rows), -1, np.int64)
+        known = hip_stream >= 0
+        self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
+        tid = self.logical_stream(dev, np.where(known, hip_stream, -2))
         uo, inv = np.unique(op, return_inverse=True)
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
                   f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
@@ -178,9 +225,9 @@ class RocprofDecoder:
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 
-    def _api(self, builder, window, rec, ops, host_parts) -> None:
+    def _api(self, builder, window, rec, ops, host_parts, device_parts) -> None:
         rows = rec.hip_api
-        rocprof.check_sizes(rows["size"], rocprof.HipApiRecord)
+        rocprof.check_sizes(rows["size"], "HIP API")
         corr_all = rows["correlation_id"]["internal"].astype(np.int64)
         start_all = rows["start_timestamp"].astype(np.int64)
         tid_all = rows["thread_id"].astype(np.int64)
@@ -194,7 +241,7 @@ class RocprofDecoder:
             hit = corr_all[order][pos] == rec_ops["correlation_id"].astype(np.int64)
             idx = order[pos]
             dep.add_records(rec_ops["event"], rec_ops["correlation_id"].astype(np.int64),
-                            rec_ops["stream"].astype(np.int64), ts=np.where(hit, start_all[idx], 0),
+                            self.hip_stream_ids(rec_ops["stream"]), ts=np.where(hit, start_all[idx], 0),
                             pid=self.pid, tid=np.where(hit, tid_all[idx], 0))
         keep = self._window(builder, window, start_all, "hip api")
         op_u, inv = np.unique(rows["operation"], return_inverse=True)
@@ -206,6 +253,7 @@ class RocprofDecoder:
         corr, start = corr_all[keep], start_all[keep]
         end, tid = rows["end_timestamp"].astype(np.int64), tid_all[keep]
         args = {"cid": rows["operation"].astype(np.int64), "correlation": corr}
+        syncs = None
         if len(ops):
             okey = np.argsort(ops["correlation_id"], kind="stable")
             oc = ops["correlation_id"][okey].astype(np.int64)
@@ -213,20 +261,61 @@ class RocprofDecoder:
             has = oc[pos] == corr
             op = np.where(has, ops["op"][okey][pos], 0)
             event = np.where(has, ops["event"][okey][pos], 0).astype(np.uint64)
-            stream = np.where(has, ops["stream"][okey][pos], 0).astype(np.uint64)
+            with_stream = has & ~np.isin(op, _NO_STREAM_OPS)
+            raw_stream = np.where(with_stream, ops["stream"][okey][pos], 0).astype(np.int64)
+            stream = np.full(len(corr), -1, np.int64)
+            stream[with_stream] = self.hip_stream_ids(raw_stream[with_stream])
             waits = (op == OP_STREAM_WAIT) | (op == OP_EVENT_SYNC)
-            args["event"] = hex_column(event, has & (op != OP_LAUNCH))
-            args["stream"] = hex_column(stream, has & (op != OP_EVENT_SYNC))
-            kind_ids = _intern(builder, ["", "", *OP_NAMES.values(), ""])[op]  # index = op code
-            args[dep.sync_kind_arg] = ArgColumn("str", kind_ids, waits)
+            is_sync = waits | (op == OP_STREAM_SYNC) | (op == OP_DEVICE_SYNC)
+            args["hip_event"] = hex_column(event, op == OP_RECORD)
+            args["hip_stream"] = ArgColumn("num", stream, with_stream | (op == OP_DEVICE_SYNC))
+            sync_ids = _intern(builder, ["" if o not in SYNC_TYPES else SYNC_TYPES[o] for o in range(8)])
+            args["sync_type"] = ArgColumn("str", sync_ids[np.minimum(op, 7)], is_sync)
             res = dep.resolve(event, corr)
             res.found &= waits
             args.update(dep.wait_args(event, res, waits, hex_handles=True))
             dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=self.pid, wait_tid=tid)
+            syncs = (op, stream, raw_stream, sync_ids)
         builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv], ts=start, dur=end - start,
                            pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args,
                            external_id=self.external_ids(rows))
         host_parts.append((corr, start, np.full(len(corr), self.pid, np.int64), tid))
+        if syncs is not None and ActivityType.CUDA_SYNC in self.activities:
+            self._sync_rows(builder, rec, rows, corr, start, end, tid, *syncs, device_parts)
+
+    def _sync_rows(self, builder, rec, rows, corr, start, end, thread, op, stream, raw_stream, sync_ids,
+                   device_parts) -> None:
+        """GPU-side Stream Sync / Device Sync rows (rocprofiler has no sync records: the call spans them)."""
+        m = (op == OP_STREAM_SYNC) | (op == OP_DEVICE_SYNC)
+        if not m.any():
+            return
+        op, stream, corr, start, end, thread = op[m], stream[m], corr[m], start[m], end[m], thread[m]
+        # Stream sync: the device the stream's work ran on (as hip_stream_ids numbered it).
+        dev = np.where(op == OP_STREAM_SYNC, _map(self._stream_device, raw_stream[m], 0), 0)
+        # Device sync: the device the calling thread last launched a kernel on before the call.
+        ds = np.flatnonzero(op == OP_DEVICE_SYNC)
+        if len(ds) and rec.dispatch is not None and len(rec.dispatch):
+            k_thread = rec.dispatch["thread_id"].astype(np.int64)
+            k_corr = rec.dispatch["correlation_id"]["internal"].astype(np.int64)
+            k_dev = _map(rec.agent_device, rec.dispatch["dispatch_info"]["agent_id"], 0)
+            order = np.lexsort((k_corr, k_thread))
+            kt, kc, kd = k_thread[order], k_corr[order], k_dev[order]
+            for i in ds.tolist():  # one binary search per device sync (rare calls)
+                lo, hi = np.searchsorted(kt, [thread[i], thread[i] + 1])
+                j = lo + np.searchsorted(kc[lo:hi], corr[i]) - 1
+                if j >= lo:
+                    dev[i] = kd[j]
+        tid = np.where(op == OP_STREAM_SYNC, stream + STREAM_SYNC_TID_OFFSET, STREAM_SYNC_TID_OFFSET)
+        builder.add_slices(names=None, name_ids=sync_ids[op], ts=start, dur=end - start, pid=dev, tid=tid,
+                           cat=ActivityType.CUDA_SYNC, vendor=VENDOR, external_id=self.external_ids(rows[m]),
+                           args={"sync_type": ArgColumn("str", sync_ids[op]), "hip_stream": stream,
+                                 "correlation": corr, "device": dev})
+        for d, s_, o in set(zip(dev.tolist(), stream.tolist(), op.tolist())):
+            t = s_ + STREAM_SYNC_TID_OFFSET if o == OP_STREAM_SYNC else STREAM_SYNC_TID_OFFSET
+            if (d, t) not in builder.thread_names:
+                builder.set_thread_name(d, t, f"stream {s_} (sync)" if o == OP_STREAM_SYNC else f"Device {d} (sync)",
+                                        sort_index=t)
+        device_parts.append((corr, start, dev, tid))
 
     @staticmethod
     def _rows(builder, dev, tid) -> None:

@@ -1,8 +1,15 @@
 """ctypes mirrors of rocprofiler-sdk's public ABI (no Python bindings exist).
 
-Layouts follow ``source/include/rocprofiler-sdk/buffer_tracing.h`` and ``fwd.h``. Every record
-starts with ``u64 size``: a record smaller than our mirror means a different ABI and is
-refused; a larger one is a newer release that appended fields, which is fine. Enum values
+Layouts follow ``source/include/rocprofiler-sdk/buffer_tracing.h`` and ``fwd.h`` of each SDK
+generation in use, checked with sizeof/offsetof printers compiled against ROCm/rocm-systems
+``projects/rocprofiler-sdk/source/include`` at eb15bcdf (0.5.0, ROCm 6.3), 0608bbb4 (0.6.0,
+ROCm 6.4) and 1b1610fc (1.0.0, ROCm 7); the numbers are kept in
+``tests/rocm/data/rocprofiler_sdk_layouts.json``. SDK 1.0 added ``uint64_t ancestor`` to
+``rocprofiler_correlation_id_t`` (16 -> 24 bytes), which moved every later field of the HIP API
+record (56 -> 64 bytes) and of the callback record; kernel-dispatch and memory-copy records use
+``rocprofiler_async_correlation_id_t`` (still 16 bytes) and the copy record only grew at its end
+(80 -> 96). Every record starts with ``u64 size``, and that size picks the layout: a size we do
+not know is refused with an error naming the known ones, never decoded by guess. Enum values
 (buffer-tracing kinds, operations) grow between releases, so they are looked up by *name* at
 run time through ``rocprofiler_iterate_buffer_tracing_kinds`` and friends, never hard-coded.
 """
@@ -44,8 +51,21 @@ class Dim3(ctypes.Structure):
     _fields_ = [("x", u32), ("y", u32), ("z", u32)]
 
 
+class CorrelationIdV1(ctypes.Structure):
+    """rocprofiler_correlation_id_t of SDK 1.x (fwd.h): ``ancestor`` = the internal id of the API
+    call that issued this one."""
+    _fields_ = [("internal", u64), ("external", u64), ("ancestor", u64)]
+
+
 class HipApiRecord(ctypes.Structure):
+    """rocprofiler_buffer_tracing_hip_api_record_t, SDK 0.x (56 bytes)."""
     _fields_ = [("size", u64), ("kind", i32), ("operation", i32), ("correlation_id", CorrelationId),
+                ("start_timestamp", u64), ("end_timestamp", u64), ("thread_id", u64)]
+
+
+class HipApiRecordV1(ctypes.Structure):
+    """The same record in SDK 1.x (64 bytes): start@40, end@48, thread@56."""
+    _fields_ = [("size", u64), ("kind", i32), ("operation", i32), ("correlation_id", CorrelationIdV1),
                 ("start_timestamp", u64), ("end_timestamp", u64), ("thread_id", u64)]
 
 
@@ -65,6 +85,11 @@ class MemoryCopyRecord(ctypes.Structure):
     _fields_ = [("size", u64), ("kind", i32), ("operation", i32), ("correlation_id", CorrelationId),
                 ("thread_id", u64), ("start_timestamp", u64), ("end_timestamp", u64), ("dst_agent_id", u64),
                 ("src_agent_id", u64), ("bytes", u64)]
+
+
+class MemoryCopyRecordV1(ctypes.Structure):
+    """SDK 1.x appends ``dst_address``/``src_address`` (rocprofiler_address_t) to the copy record (96 bytes)."""
+    _fields_ = MemoryCopyRecord._fields_ + [("dst_address", u64), ("src_address", u64)]
 
 
 class CounterRecord(ctypes.Structure):
@@ -102,12 +127,65 @@ COUNTER_DTYPE = numpy_dtype(CounterRecord)
 COUNTING_HEADER_DTYPE = numpy_dtype(DispatchCountingRecord)
 
 
-def check_sizes(sizes: np.ndarray, struct: type[ctypes.Structure]) -> None:
-    """Every record's own ``size`` must cover the mirrored layout."""
-    need = ctypes.sizeof(struct)
-    if len(sizes) and int(sizes.min()) < need:
-        raise RocprofAbiError(f"{struct.__name__}: rocprofiler reported a {int(sizes.min())}-byte record, the "
-                              f"mirrored layout needs {need}; this rocprofiler-sdk release has a different ABI")
+HIP_API_V1_DTYPE = numpy_dtype(HipApiRecordV1)
+COPY_V1_DTYPE = numpy_dtype(MemoryCopyRecordV1)
+
+# Record kind -> {record size: (mirror, SDK generations writing it)}: every size we know.
+KNOWN_LAYOUTS: dict[str, dict[int, tuple[type[ctypes.Structure], str]]] = {
+    "HIP API": {56: (HipApiRecord, "0.x"), 64: (HipApiRecordV1, "1.x")},
+    "kernel dispatch": {184: (KernelDispatchRecord, "0.x and 1.x")},
+    "memory copy": {80: (MemoryCopyRecord, "0.x"), 96: (MemoryCopyRecordV1, "1.x")},
+    "dispatch counting": {176: (DispatchCountingRecord, "0.x and 1.x")},
+}
+
+
+def layout_for(what: str, sizes: np.ndarray) -> type[ctypes.Structure]:
+    """The mirror for records whose own ``size`` fields are ``sizes`` (all one known size), else
+    a RocprofAbiError naming the sizes found and the ones known."""
+    known = KNOWN_LAYOUTS[what]
+    uniq = sorted({int(x) for x in np.unique(np.asarray(sizes))}) if len(sizes) else []
+    if len(uniq) == 1 and uniq[0] in known:
+        return known[uniq[0]][0]
+    if not uniq:
+        return next(iter(known.values()))[0]
+    names = ", ".join(f"{n} bytes (rocprofiler-sdk {gen})" for n, (_, gen) in known.items())
+    raise RocprofAbiError(f"rocprofiler-sdk wrote {what} records of {'/'.join(map(str, uniq))} bytes; xpuprof "
+                          f"knows {names}. This rocprofiler-sdk release has a record layout xpuprof cannot read: "
+                          f"nothing of this kind was decoded")
+
+
+def check_sizes(sizes: np.ndarray, what: str) -> type[ctypes.Structure]:
+    """Every record's own ``size`` must be one layout we mirror (see ``layout_for``)."""
+    return layout_for(what, sizes)
+
+
+# The callback-tracing record (passed by value to tool callbacks) has no size field: its layout
+# follows the SDK's major version. 0 = SDK 0.x (16-byte correlation id), 1 = SDK 1.x (24 bytes).
+CALLBACK_LAYOUTS = {0: "0.x", 1: "1.x"}
+
+
+def sdk_version(lib) -> tuple[int, int, int]:
+    """rocprofiler_get_version (rocprofiler.h; callable before the tool initialises)."""
+    fn = getattr(lib, "rocprofiler_get_version", None)
+    if fn is None:
+        raise RocprofAbiError("this librocprofiler-sdk has no rocprofiler_get_version; its record layouts cannot "
+                              "be identified")
+    fn.argtypes = [ctypes.POINTER(u32)] * 3
+    major, minor, patch = u32(), u32(), u32()
+    status = fn(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
+    if status != 0:
+        raise RocprofAbiError(f"rocprofiler_get_version failed (status {status})")
+    return int(major.value), int(minor.value), int(patch.value)
+
+
+def callback_layout(version: tuple[int, int, int]) -> int:
+    """Callback record layout for an SDK version; unknown generations are refused clearly."""
+    major = version[0]
+    if major not in CALLBACK_LAYOUTS:
+        raise RocprofAbiError(f"rocprofiler-sdk {'.'.join(map(str, version))} is a generation xpuprof does not know "
+                              f"(known: {', '.join(CALLBACK_LAYOUTS.values())}); its callback records may be laid "
+                              "out differently, so xpuprof refuses to read them rather than decode garbage")
+    return major
 
 
 def library_candidates() -> list[str]:
