@@ -145,13 +145,14 @@ def test_unknown_name_in_host_only_run_lists_close_matches_and_offers():
 
 def test_ambiguous_name_and_qualified_choice():
     offered = _offer(a=["power", "x"], b=["power"])
-    with pytest.raises(CollectorError, match=r"'power' is ambiguous: collectors a, b .* a:power, b:power"):
-        resolve_metrics(["power"], device_activities=True, offered=offered)
-    plan = resolve_metrics(["b:power", "x", "XVE_ACTIVE", "GpuTime::ns"], device_activities=True, offered=offered)
+    with pytest.raises(CollectorError, match=r"'power' is ambiguous: collectors a, b can all .* a:power, b:power"):
+        resolve_metrics(["power"], device_activities=True, offered=offered, available=lambda c: True)
+    plan = resolve_metrics(["b:power", "x", "XVE_ACTIVE", "GpuTime::ns"], device_activities=True, offered=offered,
+                           available=lambda c: True)
     assert plan.collectors == {"b": ["power"], "a": ["x"]}
     assert plan.device == ["XVE_ACTIVE", "GpuTime::ns"]  # per-kernel names stay with the device backends
     with pytest.raises(CollectorError, match="collector 'b' does not offer 'pwr'.*did you mean 'power'"):
-        resolve_metrics(["b:pwr"], device_activities=True, offered=offered)
+        resolve_metrics(["b:pwr"], device_activities=True, offered=offered, available=lambda c: True)
 
 
 def test_names_for_backends_keep_their_order_and_sim_metrics_still_work():

@@ -21,6 +21,8 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
 # name -> "module:Class". Nothing vendor-specific is imported until a collector is asked for.
 BUILTIN_COLLECTORS: dict[str, str] = {
     "host": "xpuprof.collectors.host:HostCollector",
+    "nvml": "xpuprof.collectors.nvml:NvmlCollector",
+    "amdsmi": "xpuprof.collectors.amdsmi:AmdSmiCollector",
 }
 
 

@@ -5,7 +5,9 @@ scope metrics, CUDA PM sampling, ROCm counters), which a backend validates again
 the catalogs. A name may be qualified ``<collector>:<metric>`` to pick one collector.
 
 - A name one collector offers goes to that collector.
-- A name two collectors offer is ambiguous: one error listing the qualified spellings.
+- A name several collectors offer (``gpu_power``: NVML, amdsmi, Sysman) goes to the one that can
+  run here; when none can, to all of them (each then says in the trace why it could not); when
+  several can, it is ambiguous: one error listing the qualified spellings.
 - Any other name is left to the device backends when the run records device activities;
   in a host-only run nothing could record it, so it is an error with close matches and the list
   of which collector offers what.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .base import CollectorError, MetricInfo
 
@@ -42,7 +44,8 @@ def _catalog_names() -> list[str]:
 
 
 def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=None,
-                    offered: Mapping[str, list[MetricInfo]] | None = None) -> MetricPlan:
+                    offered: Mapping[str, list[MetricInfo]] | None = None,
+                    available: Callable[[str], bool] | None = None) -> MetricPlan:
     """Split requested metric names between collectors and device backends (see module doc)."""
     from . import registry
 
@@ -56,6 +59,19 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
         for info in infos:
             by_metric.setdefault(info.name, []).append(collector)
     errors: list[str] = []
+    probed: dict[str, bool] = {}
+
+    def can_run(collector: str) -> bool:
+        if collector not in probed:
+            if available is not None:
+                probed[collector] = bool(available(collector))
+            else:
+                try:
+                    probed[collector] = bool(registry.get_collector_class(collector).probe().available)
+                except Exception:
+                    probed[collector] = False
+        return probed[collector]
+
     for name in requested:
         collector, sep, metric = name.partition(":")
         if sep and not metric.startswith(":") and collector in offered:  # "nvml:gpu_power"; "a::unit" is a selector
@@ -69,8 +85,13 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
             continue
         owners = by_metric.get(name, [])
         if len(owners) > 1:
-            errors.append(f"metric {name!r} is ambiguous: collectors {', '.join(owners)} all offer it; "
-                          f"ask for one of {', '.join(f'{c}:{name}' for c in owners)}")
+            runnable = [c for c in owners if can_run(c)]
+            if len(runnable) > 1:
+                errors.append(f"metric {name!r} is ambiguous: collectors {', '.join(runnable)} can all record it "
+                              f"here; ask for one of {', '.join(f'{c}:{name}' for c in runnable)}")
+                continue
+            for collector in runnable or owners:
+                plan.collectors.setdefault(collector, []).append(name)
         elif owners:
             plan.collectors.setdefault(owners[0], []).append(name)
         elif device_activities:

@@ -163,6 +163,10 @@ class CollectorRun:
             if thread is None:
                 continue
             ts, vals = thread.snapshot()
+            gaps = getattr(c, "unsupported", None)
+            if gaps:  # readings the device refused: gaps in the track, said once
+                self.errors.setdefault(c.name, []).extend(
+                    f"{what} not recorded (left as gaps): {why}" for what, why in sorted(dict(gaps).items()))
             entry["samples"] = int(len(ts))
             if thread.count:
                 entry["mean_read_us"] = round(thread.read_ns / thread.count / 1e3, 3)
