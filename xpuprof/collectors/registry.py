@@ -23,6 +23,7 @@ BUILTIN_COLLECTORS: dict[str, str] = {
     "host": "xpuprof.collectors.host:HostCollector",
     "nvml": "xpuprof.collectors.nvml:NvmlCollector",
     "amdsmi": "xpuprof.collectors.amdsmi:AmdSmiCollector",
+    "sysman": "xpuprof.collectors.sysman:SysmanCollector",
 }
 
 
