@@ -60,6 +60,10 @@ class Collector:
     # category gpu_pm_counter.
     scope: ClassVar[str] = "host"
     default_interval_s: ClassVar[float] = 0.010
+    # True: the names resolve only when written "<collector>:<metric>" (they would shadow others).
+    qualified_only: ClassVar[bool] = False
+    # True: the source samples by itself (start_sampling/stop_sampling/series), no thread of ours.
+    self_sampled: ClassVar[bool] = False
 
     @classmethod
     def metrics(cls) -> Sequence[MetricInfo]:
@@ -96,6 +100,16 @@ class Collector:
 
     def read(self) -> Sequence[float]:
         """One sample: a value per (track, metric) in ``tracks()`` order (NaN when unreadable)."""
+        raise NotImplementedError
+
+    def start_sampling(self) -> None:
+        """self_sampled collectors: start the source's own sampling."""
+
+    def stop_sampling(self) -> None:
+        """self_sampled collectors: stop it."""
+
+    def series(self, track_index: int):
+        """self_sampled collectors: (epoch ns array, values [samples x track metrics], note) of a track."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ BUILTIN_COLLECTORS: dict[str, str] = {
     "nvml": "xpuprof.collectors.nvml:NvmlCollector",
     "amdsmi": "xpuprof.collectors.amdsmi:AmdSmiCollector",
     "sysman": "xpuprof.collectors.sysman:SysmanCollector",
+    "xpu_metrics": "xpuprof.collectors.xpu_metrics:XpuMetricsCollector",
 }
 
 
@@ -51,7 +52,7 @@ def validate_collector_class(cls) -> None:
                         f"or '.', got {name!r}")
     if cls.scope not in ("host", "device"):
         raise TypeError(f"{_qualname(cls)}.scope must be 'host' or 'device', got {cls.scope!r}")
-    for method in ("metrics", "read"):
+    for method in ("metrics", "series" if cls.self_sampled else "read"):
         if getattr(cls, method) is getattr(Collector, method):
             raise TypeError(f"{_qualname(cls)} does not implement {method}() of xpuprof.Collector")
     if not isinstance(inspect.getattr_static(cls, "metrics"), (classmethod, staticmethod)):
@@ -168,6 +169,21 @@ def offered_metrics(config=None) -> dict[str, list[MetricInfo]]:
             out[name] = list(get_collector_class(name).metrics())
         except Exception:  # its describe row says why
             out[name] = []
+    return out
+
+
+def qualified_only(config=None) -> dict:
+    """collector -> its ``accepts(name)`` for collectors whose metrics resolve only as ``collector:metric``."""
+    out = {}
+    for name in collector_names(config):
+        try:
+            cls = get_collector_class(name)
+        except Exception:
+            continue
+        if getattr(cls, "qualified_only", False):
+            accepts = getattr(cls, "accepts", None)
+            offered = {m.name for m in cls.metrics()}
+            out[name] = accepts if callable(accepts) else offered.__contains__
     return out
 
 

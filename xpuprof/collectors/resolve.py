@@ -45,7 +45,8 @@ def _catalog_names() -> list[str]:
 
 def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=None,
                     offered: Mapping[str, list[MetricInfo]] | None = None,
-                    available: Callable[[str], bool] | None = None) -> MetricPlan:
+                    available: Callable[[str], bool] | None = None,
+                    qualified_only: Mapping[str, Callable[[str], bool]] | None = None) -> MetricPlan:
     """Split requested metric names between collectors and device backends (see module doc)."""
     from . import registry
 
@@ -54,8 +55,12 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
     if not requested:
         return plan
     offered = registry.offered_metrics(config) if offered is None else offered
+    # collectors whose names only resolve qualified ("xpu_metrics:XVE_ACTIVE"), with what they accept
+    qualified_only = registry.qualified_only(config) if qualified_only is None else qualified_only
     by_metric: dict[str, list[str]] = {}
     for collector, infos in offered.items():
+        if collector in qualified_only:
+            continue
         for info in infos:
             by_metric.setdefault(info.name, []).append(collector)
     errors: list[str] = []
@@ -75,7 +80,8 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
     for name in requested:
         collector, sep, metric = name.partition(":")
         if sep and not metric.startswith(":") and collector in offered:  # "nvml:gpu_power"; "a::unit" is a selector
-            if metric not in {m.name for m in offered[collector]}:
+            accepts = qualified_only.get(collector)
+            if metric not in {m.name for m in offered[collector]} and not (accepts and accepts(metric)):
                 close = difflib.get_close_matches(metric, [m.name for m in offered[collector]], n=3, cutoff=0.5)
                 hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
                 errors.append(f"collector {collector!r} does not offer {metric!r}{hint}; it offers "

@@ -99,6 +99,7 @@ class CollectorRun:
         self._threads: dict[str, _SamplingThread] = {}
         self._tracks: dict[str, list[Track]] = {}
         self._opened: list[Collector] = []
+        self._self_sampled: list[Collector] = []
 
     def _fail(self, collector: Collector, message: str) -> None:
         origin = self.origins.get(collector.name)
@@ -125,6 +126,14 @@ class CollectorRun:
                 self._fail(c, f"open failed: {_describe(exc)}; its metrics {', '.join(c.requested)} are not recorded")
                 continue
             self._tracks[c.name] = tracks
+            if c.self_sampled:
+                try:
+                    call_with_deadline(c.start_sampling, timeout_s=deadline, what=f"collector {c.name} start_sampling()")
+                    self._self_sampled.append(c)
+                except Exception as exc:
+                    self._fail(c, f"start failed: {_describe(exc)}; its metrics {', '.join(c.requested)} are not "
+                                  f"recorded")
+                continue
             thread = _SamplingThread(c, sum(len(t.metrics) for t in tracks))
             self._threads[c.name] = thread
             thread.start()
@@ -133,6 +142,12 @@ class CollectorRun:
         for thread in self._threads.values():
             thread.stop_event.set()
         deadline = default_deadline_s()
+        for c in list(self._self_sampled):
+            try:
+                call_with_deadline(c.stop_sampling, timeout_s=deadline, what=f"collector {c.name} stop_sampling()")
+            except Exception as exc:
+                self._fail(c, f"stop failed: {_describe(exc)}")
+                self._self_sampled.remove(c)
         end = time.monotonic() + deadline
         for name, thread in self._threads.items():
             thread.join(max(0.0, end - time.monotonic()))
@@ -142,6 +157,8 @@ class CollectorRun:
             elif thread.error:
                 self._fail(thread.collector, thread.error + "; the samples taken before are kept")
         for c in self._opened:
+            if c in self._self_sampled:
+                continue  # its samples are read in emit(), then it is closed there
             if c.name in self._threads and self._threads[c.name].is_alive():
                 continue  # never close under a read() that is still running
             try:
@@ -159,6 +176,9 @@ class CollectorRun:
             entry = {"metrics": {m: c.infos[m].unit for m in c.requested}, "interval_ms": c.interval_s * 1e3,
                      "scope": c.scope, "samples": 0}
             summary[c.name] = entry
+            if c in self._self_sampled:
+                self._emit_self_sampled(builder, c, entry)
+                continue
             thread = self._threads.get(c.name)
             if thread is None:
                 continue
@@ -178,6 +198,11 @@ class CollectorRun:
                 width = len(track.metrics)
                 self._emit_track(builder, c, track, ts, vals[:, col:col + width])
                 col += width
+        for c in self._self_sampled:
+            try:
+                call_with_deadline(c.close, timeout_s=default_deadline_s(), what=f"collector {c.name} close()")
+            except Exception as exc:
+                self._fail(c, f"close failed: {_describe(exc)}")
         builder.set_metadata("collectors", summary)
         errors = {k: v for k, v in self.errors.items() if v}
         if errors:
@@ -185,6 +210,23 @@ class CollectorRun:
             for name, msgs in errors.items():
                 for msg in msgs:
                     builder.warn(f"collector {name}: {msg}")
+
+    def _emit_self_sampled(self, builder, c: Collector, entry: dict) -> None:
+        deadline = default_deadline_s()
+        for i, track in enumerate(self._tracks[c.name]):
+            try:
+                ts, vals, note = call_with_deadline(c.series, i, timeout_s=deadline, what=f"collector {c.name} series()")
+                ts = np.asarray(ts, dtype=np.int64)
+                vals = np.asarray(vals, dtype=np.float64).reshape(len(ts), len(track.metrics))
+            except Exception as exc:
+                self._fail(c, f"reading the samples of {track.name} (device {track.device}) failed: {_describe(exc)}")
+                continue
+            if note:
+                entry.setdefault("notes", []).append(note)
+            entry["samples"] += int(len(ts))
+            if len(ts):
+                order = np.argsort(ts, kind="stable")
+                self._emit_track(builder, c, track, ts[order], vals[order])
 
     def _emit_track(self, builder, c: Collector, track: Track, ts: np.ndarray, vals: np.ndarray) -> None:
         if track.device is None:
