@@ -139,3 +139,33 @@ def test_device_track_energy_becomes_power_and_gaps_are_left_out(tmp_path):
     assert joules[:4] == pytest.approx([1.0, 2.0, 3.0, 4.0], rel=1e-2)
     rows = [e for e in trace["traceEvents"] if e.get("ph") == "M" and e["pid"] == 3 and e["name"] == "process_name"]
     assert rows and rows[0]["args"]["name"] == "Fake GPU 3"
+
+
+class _Slow(Collector):
+    """A reader that takes 5 intervals per read: the samples are far sparser than asked."""
+    name = "slow"
+    scope = "host"
+    clock = threading.Event()
+    reads = 0
+
+    @classmethod
+    def metrics(cls):
+        return [MetricInfo("slow_metric")]
+
+    def read(self):
+        type(self).reads += 1
+        if type(self).reads >= 4:
+            type(self).clock.set()
+        threading.Event().wait(self.interval_s * 5)  # a slow sensor (not test synchronization)
+        return [1.0]
+
+
+def test_starved_sampling_is_reported_not_silent(tmp_path):
+    xpuprof.register_collector(_Slow)
+    prof = xpuprof.profile(activities=["cpu"], experimental_config=ExperimentalConfig(
+        profiler_metrics=["slow_metric"], metrics_interval_ms=2))
+    with prof:
+        assert _Slow.clock.wait(30)
+    trace = trace_of(prof, tmp_path)
+    msg = trace["collector_errors"]["slow"][0]
+    assert "asked every 2 ms" in msg and "sparser than asked" in msg

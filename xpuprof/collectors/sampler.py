@@ -44,6 +44,8 @@ class _SamplingThread(threading.Thread):
         self.count = 0  # rows complete in ts/values (a hung stop reads only these)
         self.error: str = ""
         self.read_ns = 0  # time spent inside read() (the overhead per sample is read_ns / count)
+        self.started_ns = 0
+        self.stopped_ns = 0
 
     def _sample(self) -> bool:
         t0 = time.monotonic_ns()
@@ -69,6 +71,7 @@ class _SamplingThread(threading.Thread):
 
     def run(self) -> None:
         interval_ns = int(self.collector.interval_s * 1e9)
+        self.started_ns = time.monotonic_ns()
         # The first sample is one interval after open(): rates (CPU %) need a span to measure.
         next_ns = time.monotonic_ns() + interval_ns
         while not self.stop_event.wait(max(0, next_ns - time.monotonic_ns()) / 1e9):
@@ -79,6 +82,7 @@ class _SamplingThread(threading.Thread):
             if next_ns < now:  # read() took longer than the interval: skip, don't burst
                 next_ns = now + interval_ns
         self._sample()  # the value at stop, so a short cycle still has its end point
+        self.stopped_ns = time.monotonic_ns()
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.count
@@ -188,6 +192,14 @@ class CollectorRun:
                 self.errors.setdefault(c.name, []).extend(
                     f"{what} not recorded (left as gaps): {why}" for what, why in sorted(dict(gaps).items()))
             entry["samples"] = int(len(ts))
+            if thread.stopped_ns and not thread.error:
+                span_s = (thread.stopped_ns - thread.started_ns) / 1e9
+                expected = int(span_s / c.interval_s)
+                if expected >= 10 and len(ts) < expected // 2:  # sparser than asked: say so, never silently
+                    self.errors.setdefault(c.name, []).append(
+                        f"sampled {len(ts)} times in {span_s:.3f} s, asked every {c.interval_s * 1e3:g} ms "
+                        f"(~{expected}): the sampling thread was starved, most likely by Python code holding the "
+                        f"GIL; its tracks are sparser than asked")
             if thread.count:
                 entry["mean_read_us"] = round(thread.read_ns / thread.count / 1e3, 3)
             if not len(ts):
