@@ -52,6 +52,42 @@ def _rows(path: Path, items) -> list[KernelStat]:
         raise DiffError(f"{path}: malformed kernel row ({type(exc).__name__}: {exc})") from None
 
 
+def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
+    """series key ("track [row] metric") -> (mean, peak) of the telemetry counter tracks on one side.
+
+    Traces and trace directories are read back; a report JSON carries them as "telemetry"; a run
+    summary.json has none ({}).
+    """
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".pt.trace.json"):
+        try:
+            data = orjson.loads(p.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        if isinstance(data, dict) and "traceEvents" not in data:
+            rows = data.get("telemetry") or []
+            return {f"{r['track']} [{r['pid']}] {r['metric']}": (float(r["mean"]), float(r["peak"]))
+                    for r in rows if isinstance(r, dict)}
+    try:
+        report = build_report([p])
+    except ReportError as exc:
+        raise DiffError(str(exc)) from None
+    return {t.key: (t.mean, t.peak) for t in report.telemetry}
+
+
+def diff_telemetry(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]]) -> list[dict]:
+    """Mean and peak per telemetry metric, B against A (a series on one side only is listed too)."""
+    def pct(x, y):
+        return None if x is None or y is None or x == 0 else 100.0 * (y - x) / x
+
+    rows = []
+    for key in dict.fromkeys([*a, *b]):
+        (am, ap), (bm, bp) = a.get(key, (None, None)), b.get(key, (None, None))
+        rows.append({"series": key, "a_mean": am, "b_mean": bm, "mean_delta_pct": pct(am, bm),
+                     "a_peak": ap, "b_peak": bp, "peak_delta_pct": pct(ap, bp)})
+    return rows
+
+
 @dataclass
 class KernelDelta:
     point: str

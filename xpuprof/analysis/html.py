@@ -114,6 +114,12 @@ def render(report: Report, *, title: str = "xpuprof kernel report") -> str:
         sections += ["<h2>Time per kernel</h2>", bar_chart(report.stats), "<h2>Kernels</h2>", kernel_table(report)]
     else:
         sections.append("<p>No kernels matched.</p>")
+    if report.telemetry:
+        from .telemetry import sparkline
+
+        cells = "".join(f'<figure class="telemetry"><figcaption>{_esc(t.key)}: mean {t.mean:.4g}, peak {t.peak:.4g}'
+                        f" ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>" for t in report.telemetry)
+        sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
     for i, m in enumerate(report.table.metrics):
         unit = report.table.units.get(m, "")
         sections += [f"<h2>Distribution of {_esc(m)}{' [' + _esc(unit) + ']' if unit else ''}</h2>",

@@ -286,6 +286,7 @@ class Report:
     sources: list[str]
     ranks: list[int]
     total_ns: int
+    telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
 
     @property
     def metric_names(self) -> list[str]:
@@ -294,7 +295,8 @@ class Report:
     def to_dict(self) -> dict:
         return {"sources": self.sources, "ranks": self.ranks, "total_ns": self.total_ns,
                 "units": {m: self.table.units.get(m, "") for m in self.metric_names},
-                "kernels": [s.to_dict() for s in self.stats]}
+                "kernels": [s.to_dict() for s in self.stats],
+                "telemetry": [t.to_dict() for t in self.telemetry]}
 
 
 def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | None = None, name: str | None = None,
@@ -307,4 +309,7 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
     table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
     stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
     ranks = sorted({t.rank for t in traces if t.rank is not None})
-    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0)
+    from .telemetry import telemetry_series
+
+    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,
+                  telemetry_series(t.data for t in traces))

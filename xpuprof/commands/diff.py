@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import sys
 
-from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, load_side
+from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry
 from ..trace.builder import encode_json
 from ..analysis.summary import format_ns
 
@@ -63,11 +63,38 @@ def run(args) -> int:
     try:
         result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
                       min_ns=args.min_us * 1000.0)
+        telemetry = diff_telemetry(load_telemetry(args.a), load_telemetry(args.b))
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
     if args.format == "json":
-        sys.stdout.write(encode_json(result.to_dict()).decode() + "\n")
+        out = result.to_dict()
+        out["telemetry"] = telemetry
+        sys.stdout.write(encode_json(out).decode() + "\n")
     else:
         sys.stdout.write(_table(result, args.all))
+        if telemetry:
+            sys.stdout.write(_telemetry_table(telemetry))
     return 1 if result.regressions else 0
+
+
+def _telemetry_table(rows: list[dict]) -> str:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def num(v):
+        return "-" if v is None else f"{v:.4g}"
+
+    def pct(v):
+        return "-" if v is None else f"{v:+.1f}"
+
+    t = Table(title="Telemetry: mean and peak per metric, B vs A", title_justify="left")
+    for col in ("Series", "Mean A", "Mean B", "Δ%", "Peak A", "Peak B", "Δ%"):
+        t.add_column(col, justify="left" if col == "Series" else "right")
+    for r in rows:
+        t.add_row(escape(r["series"]), num(r["a_mean"]), num(r["b_mean"]), pct(r["mean_delta_pct"]),
+                  num(r["a_peak"]), num(r["b_peak"]), pct(r["peak_delta_pct"]))
+    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
+    console.print(t)
+    return console.export_text()

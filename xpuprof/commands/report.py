@@ -89,6 +89,16 @@ def render(report: Report, fmt: str) -> str:
     ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
     console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
                                            f"{len(report.table)} instances, {format_ns(report.total_ns)} total)"))
+    if report.telemetry:
+        from rich.table import Table
+
+        tel = Table(title="Telemetry (counter tracks)", title_justify="left")
+        for col in ("Track", "Row", "Metric", "Samples", "Mean", "Peak", "Min"):
+            tel.add_column(col, justify="left" if col in ("Track", "Metric") else "right")
+        for t in report.telemetry:
+            tel.add_row(t.track, str(t.pid), t.metric, str(len(t.values)), f"{t.mean:.4g}", f"{t.peak:.4g}",
+                        f"{t.low:.4g}")
+        console.print(tel)
     return console.export_text()
 
 

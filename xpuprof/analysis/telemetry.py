@@ -1,0 +1,88 @@
+"""Telemetry counter tracks read back from traces: one series per (row, track, metric) of the
+"C" events that metric collectors (and PM sampling) write, with mean / peak / min, for
+``xpuprof report`` (small time-series plots) and ``xpuprof diff`` (mean and peak per metric).
+
+Per-kernel metric tracks (``xpu_scope_profiler``, stepping with each kernel) are not telemetry
+and are left to the kernel table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+TELEMETRY_CATEGORIES = frozenset({"gpu_pm_counter", "host_counter"})
+
+
+@dataclass
+class TelemetrySeries:
+    track: str
+    pid: object
+    metric: str
+    ts_ms: np.ndarray  # ms since the first event of the trace
+    values: np.ndarray
+
+    @property
+    def key(self) -> str:
+        return f"{self.track} [{self.pid}] {self.metric}"
+
+    @property
+    def mean(self) -> float:
+        return float(self.values.mean()) if len(self.values) else float("nan")
+
+    @property
+    def peak(self) -> float:
+        return float(self.values.max()) if len(self.values) else float("nan")
+
+    @property
+    def low(self) -> float:
+        return float(self.values.min()) if len(self.values) else float("nan")
+
+    def to_dict(self) -> dict:
+        return {"track": self.track, "pid": self.pid, "metric": self.metric, "samples": int(len(self.values)),
+                "mean": self.mean, "peak": self.peak, "min": self.low}
+
+
+def telemetry_series(trace_datas: Iterable[dict]) -> list[TelemetrySeries]:
+    """Every telemetry series of the given loaded traces (``{"traceEvents": [...]}``), in first-seen order."""
+    cols: dict[tuple, tuple[list, list]] = {}
+    for data in trace_datas:
+        events = data.get("traceEvents") or []
+        t0 = min((float(e["ts"]) for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))),
+                 default=0.0)
+        for e in events:
+            if not isinstance(e, dict) or e.get("ph") != "C" or e.get("cat") not in TELEMETRY_CATEGORIES:
+                continue
+            args = e.get("args")
+            if not isinstance(args, dict):
+                continue
+            for metric, v in args.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    # host rows are keyed "host", not by process id, so two runs' host tracks match
+                    row = "host" if e.get("cat") == "host_counter" else e.get("pid")
+                    ts, vals = cols.setdefault((str(e.get("name", "")), row, str(metric)), ([], []))
+                    ts.append((float(e.get("ts", 0.0)) - t0) / 1e3)
+                    vals.append(float(v))
+    out = []
+    for (track, pid, metric), (ts, vals) in cols.items():
+        t, v = np.asarray(ts), np.asarray(vals)
+        order = np.argsort(t, kind="stable")
+        out.append(TelemetrySeries(track, pid, metric, t[order], v[order]))
+    return out
+
+
+def sparkline(series: TelemetrySeries, *, width: int = 260, height: int = 48) -> str:
+    """A small inline SVG line of one series (no script needed)."""
+    t, v = series.ts_ms, series.values
+    if len(v) == 0:
+        return ""
+    lo, hi = float(v.min()), float(v.max())
+    span_v = hi - lo or 1.0
+    span_t = float(t[-1] - t[0]) or 1.0
+    xs = (t - t[0]) / span_t * (width - 4) + 2
+    ys = height - 2 - (v - lo) / span_v * (height - 4)
+    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="time series"><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" '
+            f'points="{points}"/></svg>')
