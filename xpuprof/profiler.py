@@ -444,7 +444,7 @@ class profile:
 
     def _abort_cycle(self) -> None:
         if self._collectors is not None:
-            self._collectors.stop()
+            self._collectors.stop(abort=True)
             self._collectors = None
         if self._pytracer is not None:
             self._pytracer.stop()

@@ -240,3 +240,23 @@ def test_cli_metrics_and_devices_list_collectors(capsys):
     assert main(["devices", "--json"]) == 0
     dev = {r["backend"]: r for r in orjson.loads(capsys.readouterr().out)}
     assert dev["collector host"]["available"] and "process_rss" in dev["collector host"]["notes"][0]
+
+
+def test_yaml_metrics_block_reaches_collectors(tmp_path):
+    from xpuprof.config.yamlconfig import parse_config
+
+    text = ("name: t\nworkload: {builtin: elementwise, library: numpy}\nactivities: [cpu_op, user_annotation]\n"
+            "metrics: {names: [cpu_utilization, process_rss], interval_ms: 5}\n")
+    cfg = parse_config(text, base_dir=tmp_path).points[0].profiler_config()
+    assert cfg.experimental.metrics_interval_ms == 5.0
+    prof = xpuprof.profile(config=cfg)
+    assert prof._collector_plan == {"host": ["cpu_utilization", "process_rss"]}
+    assert prof.config.experimental.profiler_metrics == []
+
+
+def test_kineto_metric_key_reaches_collectors():
+    cfg = ProfilerConfig.from_kineto("ACTIVITY_TYPES=cpu_op\nXPUPTI_PROFILER_METRICS=cpu_utilization,process_rss\n")
+    prof = xpuprof.profile(config=cfg)
+    assert prof._collector_plan == {"host": ["cpu_utilization", "process_rss"]}
+    with pytest.raises(CollectorError, match="did you mean 'process_rss'"):
+        xpuprof.profile(config=ProfilerConfig.from_kineto("ACTIVITY_TYPES=cpu_op\nXPUPTI_PROFILER_METRICS=proces_rss\n"))

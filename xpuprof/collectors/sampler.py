@@ -142,7 +142,8 @@ class CollectorRun:
             self._threads[c.name] = thread
             thread.start()
 
-    def stop(self) -> None:
+    def stop(self, *, abort: bool = False) -> None:
+        """Stop sampling (and, when the cycle is aborted, close even what emit() would close)."""
         for thread in self._threads.values():
             thread.stop_event.set()
         deadline = default_deadline_s()
@@ -161,7 +162,7 @@ class CollectorRun:
             elif thread.error:
                 self._fail(thread.collector, thread.error + "; the samples taken before are kept")
         for c in self._opened:
-            if c in self._self_sampled:
+            if c in self._self_sampled and not abort:
                 continue  # its samples are read in emit(), then it is closed there
             if c.name in self._threads and self._threads[c.name].is_alive():
                 continue  # never close under a read() that is still running

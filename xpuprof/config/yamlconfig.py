@@ -44,11 +44,13 @@ SCHEDULE_KEYS: dict[str, tuple] = {
     "skip_first": ("int0", 0, "steps skipped once before the first cycle"),
 }
 METRICS_KEYS: dict[str, tuple] = {
-    "names": ("strlist", [], "hardware metrics to collect per kernel (see `xpuprof metrics`)"),
+    "names": ("strlist", [], "metrics by name: per-kernel hardware metrics and collector metrics such as "
+                             "cpu_utilization, gpu_power (see `xpuprof metrics`)"),
     "per_kernel": ("bool", True, "one value per kernel (false: per user scope)"),
     "max_scopes": ("int0", 0, "metric scopes to keep (0 = Kineto's default)"),
     "sampling_interval_us": ("int+", 1000, "CUPTI PM sampling period"),
     "device": ("int0", 0, "device whose metric groups are configured"),
+    "interval_ms": ("int+", 10, "sampling interval of metric collectors (host and device telemetry)"),
 }
 OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
@@ -352,7 +354,8 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
                                       profiler_measure_per_kernel=metrics["per_kernel"],
                                       max_scopes=metrics["max_scopes"],
                                       pm_sampling_interval_us=metrics["sampling_interval_us"],
-                                      metrics_device=metrics["device"])
+                                      metrics_device=metrics["device"],
+                                      metrics_interval_ms=metrics.get("interval_ms", 10))
 
     name = top["name"] or default_name
     out = top["output"] or {k: spec[1] for k, spec in OUTPUT_KEYS.items()}
