@@ -260,3 +260,13 @@ def test_kineto_metric_key_reaches_collectors():
     assert prof._collector_plan == {"host": ["cpu_utilization", "process_rss"]}
     with pytest.raises(CollectorError, match="did you mean 'process_rss'"):
         xpuprof.profile(config=ProfilerConfig.from_kineto("ACTIVITY_TYPES=cpu_op\nXPUPTI_PROFILER_METRICS=proces_rss\n"))
+
+
+def test_import_xpuprof_loads_no_collector_package():
+    import subprocess
+
+    code = ("import sys, xpuprof; print(sorted(m for m in ('psutil', 'pynvml', 'amdsmi', 'xpuprof.collectors.host', "
+            "'xpuprof.collectors.nvml', 'xpuprof.collectors.amdsmi', 'xpuprof.collectors.sysman', "
+            "'xpuprof.collectors.xpu_metrics') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
