@@ -46,13 +46,17 @@ class ActivityType(enum.Enum):
     @classmethod
     def parse(cls, name: "str | ActivityType") -> "ActivityType":
         """Resolve a canonical or deprecated name, case-insensitively."""
-        if isinstance(name, ActivityType):
+        if isinstance(name, (ActivityType, PluginActivityType)):
             return name
         if not isinstance(name, str):
             raise TypeError(f"activity type must be a string or ActivityType, not {type(name).__name__}")
         key = name.strip().lower()
         member = _BY_NAME.get(key)
         if member is None:
+            for resolve in _PLUGIN_RESOLVERS:  # activity types plugins declared (xpuprof.plugins.activity_types)
+                plugin_type = resolve(key)
+                if plugin_type is not None:
+                    return plugin_type
             raise ValueError(_unknown_message(name))
         return member
 
@@ -109,20 +113,55 @@ _LEGACY_CATEGORY: dict[tuple[ActivityType, str], str] = {
 }
 
 
+class PluginActivityType(str):
+    """An activity type a plugin declared at load: it is its name (so it is the event category and
+    parses like a built-in name) and carries the id from the plugin's own range and the plugin."""
+
+    type_id: int
+    origin: str
+
+    def __new__(cls, name: str, type_id: int, origin: str) -> "PluginActivityType":
+        obj = super().__new__(cls, name)
+        obj.type_id = int(type_id)
+        obj.origin = origin
+        return obj
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def canonical_name(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"PluginActivityType({self.value!r}, id={self.type_id:#x}, from {self.origin})"
+
+
+# Functions name -> PluginActivityType | None, installed by xpuprof.plugins.activity_types (this
+# module imports no plugin code).
+_PLUGIN_RESOLVERS: list = []
+_PLUGIN_NAMES: list = []  # callables returning the declared names, for error messages
+
+
 def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool = False) -> str:
     """The `cat` string for an activity: generic by default, Kineto `main`'s vendor names with legacy=True."""
+    if isinstance(activity, PluginActivityType):
+        return activity.value
     if isinstance(activity, str):
         try:
             activity = ActivityType.parse(activity)
         except ValueError:
             return activity  # a free-form category (e.g. "Trace", "ac2g") passes through
+        if isinstance(activity, PluginActivityType):
+            return activity.value
     if legacy:
         return _LEGACY_CATEGORY.get((activity, vendor.lower()), activity.value)
     return activity.value
 
 
 def _unknown_message(name: str) -> str:
-    names = ActivityType.all_names()
+    names = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
     close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.0)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"unknown activity type {name!r}{hint} Valid names: {', '.join(names)}"
@@ -173,5 +212,6 @@ def parse_activity_types(items) -> frozenset[ActivityType]:
     if bad:
         if len(bad) == 1:
             raise ValueError(_unknown_message(bad[0]))
-        raise ValueError(f"unknown activity types {bad!r}. Valid names: {', '.join(ActivityType.all_names())}")
+        valid = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
+        raise ValueError(f"unknown activity types {bad!r}. Valid names: {', '.join(valid)}")
     return frozenset(result)

@@ -136,6 +136,16 @@ def register_backend(cls=None, *, replace: bool = False, origin: str | None = No
             raise BackendRegistrationError(
                 f"cannot register {_qualname(cls)} from {origin}: a backend named {name!r} is already provided by "
                 f"{taken}; pass replace=True to replace it")
+        declared_types = getattr(cls, "activity_types", ()) or ()
+        if isinstance(declared_types, str) or not all(isinstance(t, str) for t in declared_types):
+            raise TypeError(f"{_qualname(cls)}.activity_types must be a tuple of names, got {declared_types!r}")
+        if declared_types:
+            from . import activity_types
+
+            try:
+                activity_types.declare(origin, declared_types)
+            except activity_types.ActivityTypeClash as exc:
+                raise BackendRegistrationError(str(exc)) from None
         _classes[name] = cls
         _origins[name] = origin
         if _initialized:
@@ -147,11 +157,16 @@ def register_backend(cls=None, *, replace: bool = False, origin: str | None = No
 
 def unregister_backend(name: str) -> None:
     """Remove an out-of-tree backend (built-ins cannot be removed; disable them instead)."""
+    from . import activity_types
+
     with _lock:
         _pending.pop(name, None)
         _classes.pop(name, None)
-        if _origins.pop(name, None) is not None:
+        origin = _origins.pop(name, None)
+        if origin is not None:
             core.unregister(name)
+            if origin not in _origins.values():
+                activity_types.undeclare(origin)
 
 
 def origin_of(name: str) -> str | None:
@@ -248,5 +263,8 @@ def reset() -> None:
         _pending.clear()
         _origins.clear()
         _classes.clear()
+        from . import activity_types
+
+        activity_types.reset()
         _initialized = False
         _entry_points_done = False
