@@ -88,3 +88,47 @@ def test_directory_plugin_types_parse_before_the_backend_is_used(tmp_path, monke
     cfg = ProfilerConfig(activities=["cpu_op", "dirplug_copy"])  # parsing loads the env's plugins
     assert "dirplug_copy" in cfg.activities
     assert ActivityType.parse("dirplug_copy").origin == f"python plugin {d / 'dirplug.py'}"
+
+
+# ----------------------------------------------------------------------------- C ABI
+def test_c_plugin_declares_types_and_old_plugins_still_load(tmp_path, monkeypatch):
+    from plugintest_helpers import build_plugin
+
+    from xpuprof.plugins import loader
+
+    d = tmp_path / "cplugins"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    src = os.path.join(os.path.dirname(__file__), "declared_types_plugin.c")
+    new = build_plugin(src, d / "libacmec.so", "PLUGIN_NAME=\"acmec\"", "WITH_DECLARED")
+    old = build_plugin(src, d / "libacmeold.so", "PLUGIN_NAME=\"acmeold\"")
+    monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(d))
+    cfg = ProfilerConfig(activities=["cpu_op", "acmec_fence", "kernel"])  # parsing loads the plugins
+    fence = ActivityType.parse("acmec_fence")
+    assert fence.origin == f"C plugin {new}" and fence.type_id >= activity_types.PLUGIN_ID_BASE
+    assert [p.error for p in loader.loaded_plugins()] == ["", ""]  # the 1.0-shaped plugin loads too
+    prof = xpuprof.profile(config=cfg, backends=["acmec", "acmeold"])
+    with prof:
+        pass
+    trace = orjson.loads(prof.export_chrome_trace(tmp_path / "t.json").read_bytes())
+    cats = sorted((e["name"], e["cat"]) for e in trace["traceEvents"]
+                  if e.get("ph") == "X" and e.get("name", "").startswith("type "))
+    # acmec got kernel (6) and its declared type 1 (0x40000001) at create; acmeold got kernel only
+    assert cats == [("type 1073741825", "acmec_fence"), ("type 6", "kernel"), ("type 6", "kernel")]
+    assert old.exists()
+
+
+def test_c_plugin_declaring_a_builtin_name_is_refused(tmp_path):
+    from plugintest_helpers import build_plugin
+
+    from xpuprof.plugins import loader
+
+    src = (open(os.path.join(os.path.dirname(__file__), "declared_types_plugin.c")).read()
+           .replace('{"acmec_dma", "acmec_fence"}', '{"kernel", "acmec_fence"}'))
+    (tmp_path / "bad.c").write_text(src)
+    d = tmp_path / "p"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    lib = build_plugin(tmp_path / "bad.c", d / "libbad.so", "PLUGIN_NAME=\"badtypes\"", "WITH_DECLARED")
+    result = loader.load_file(lib, "c")
+    assert "clashes with the built-in activity type 'kernel'" in result.error

@@ -203,7 +203,20 @@ typedef struct XpuprofPluginInterface {
     /* Optional. The message of the last failed call (profiler may be NULL after a failed
      * create) into buf. */
     int (*last_error)(XpuprofPluginProfiler *profiler, char *buf, size_t len);
+
+    /* Optional, appended in ABI 1.1 (older plugins leave them out; struct_size says so).
+     * Activity types this plugin declares: `num_declared_activity_types` (at most 256) names in
+     * lowercase letters, digits and '_' (not a built-in name, not another plugin's). xpuprof gives
+     * the plugin its own id range; the names then parse in activity lists, Kineto ACTIVITY_TYPES
+     * and YAML like built-in names, and events of that type carry the name as category. The
+     * plugin writes declared type i as XPUPROF_DECLARED_TYPE(i): in query()'s types, in the
+     * enabled list create() receives, and in events' activity_type. The array must stay valid
+     * until the library is unloaded (a static array). */
+    const char *const *declared_activity_types;
+    size_t num_declared_activity_types;
 } XpuprofPluginInterface;
+
+#define XPUPROF_DECLARED_TYPE(i) ((int32_t)(0x40000000 + (i)))
 
 /* The one symbol a plugin exports. xpuprof passes a zeroed table whose struct_size is the size
  * xpuprof knows; the plugin fills at most that many bytes. */

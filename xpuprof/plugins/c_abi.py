@@ -138,7 +138,15 @@ class XpuprofPluginInterface(Structure):
     _fields_ = [("struct_size", c_size_t), ("abi_version", c_uint32), ("reserved", c_uint32),
                 ("query", QUERY_FN), ("create", CREATE_FN), ("destroy", HANDLE_FN), ("start", HANDLE_FN),
                 ("stop", HANDLE_FN), ("process_events", PROCESS_FN), ("probe", PROBE_FN),
-                ("last_error", LAST_ERROR_FN)]
+                ("last_error", LAST_ERROR_FN),
+                # appended (ABI 1, minor 1): activity types the plugin declares
+                ("declared_activity_types", ctypes.POINTER(ctypes.c_char_p)),
+                ("num_declared_activity_types", c_size_t)]
+
+# A plugin names its i-th declared activity type XPUPROF_DECLARED_TYPE(i) in query(), events
+# and the enabled list create() receives (the header's macro).
+DECLARED_TYPE_BASE = 0x40000000
+MAX_DECLARED_TYPES = 256
 
 
 # The smallest table a v1 plugin may fill: everything up to process_events is required.
@@ -182,10 +190,11 @@ def _text(raw: bytes | None, what: str, *, required: bool = True) -> str | None:
         raise Malformed(f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-def _activity(code: int, what: str) -> ActivityType:
-    at = ACTIVITY_CODES.get(code)
+def _activity(code: int, what: str, codes: dict | None = None) -> ActivityType:
+    at = (codes or ACTIVITY_CODES).get(code)
     if at is None:
-        raise Malformed(f"{what}.activity_type {code} is not an XpuprofActivityType (1..{max(ACTIVITY_CODES)})")
+        raise Malformed(f"{what}.activity_type {code} is not an XpuprofActivityType (1..{max(ACTIVITY_CODES)}) "
+                        f"nor a type the plugin declared")
     return at
 
 
@@ -200,7 +209,8 @@ class _BuilderBridge:
     """The callbacks of one ``process_events`` call, writing into one TraceBuilder."""
 
     def __init__(self, builder, window: ProcessWindow, vendor: str, enabled: frozenset[ActivityType],
-                 plugin_name: str = "") -> None:
+                 plugin_name: str = "", codes: dict | None = None) -> None:
+        self.codes = codes or ACTIVITY_CODES  # the plugin's codes: built-in ones plus its declared types
         self.builder = builder
         self.plugin_name = plugin_name
         self.vendor = vendor
@@ -253,7 +263,7 @@ class _BuilderBridge:
 
     def _add_slice(self, addr):
         s = _read_struct(addr, XpuprofSlice, "XpuprofSlice")
-        at = _activity(s.activity_type, "XpuprofSlice")
+        at = _activity(s.activity_type, "XpuprofSlice", self.codes)
         name = _text(s.name, "XpuprofSlice.name")
         start = _timestamp(s.start_ns, "XpuprofSlice.start_ns")
         if s.end_ns < start:
@@ -284,7 +294,7 @@ class _BuilderBridge:
         start, end = raw["start_ns"], raw["end_ns"]
         checks = [
             (raw["struct_size"] != stride, "struct_size differs from slices[0].struct_size"),
-            (~np.isin(types, np.fromiter(ACTIVITY_CODES, np.int32)), "activity_type is not an XpuprofActivityType"),
+            (~np.isin(types, np.fromiter(self.codes, np.int32)), "activity_type is not an XpuprofActivityType"),
             (start <= 0, "start_ns is not epoch nanoseconds > 0"),
             (end < start, "end_ns is before start_ns"),
             (raw["name"] == 0, "name is NULL"),
@@ -316,7 +326,7 @@ class _BuilderBridge:
                 self._bad(1, f"add_slices: slices[{i}].{exc}")
                 ok[i] = False
         for code in np.unique(types[ok]).tolist():
-            at = ACTIVITY_CODES[code]
+            at = self.codes[code]
             rows = np.flatnonzero(ok & (types == code))
             if at not in self.enabled:
                 self.builder.count_dropped(f"plugin {self.plugin_name}: {at.value} not enabled", len(rows))
@@ -329,7 +339,7 @@ class _BuilderBridge:
 
     def _add_counter(self, addr):
         c = _read_struct(addr, XpuprofCounter, "XpuprofCounter")
-        at = _activity(c.activity_type, "XpuprofCounter")
+        at = _activity(c.activity_type, "XpuprofCounter", self.codes)
         name = _text(c.name, "XpuprofCounter.name")
         ts = _timestamp(c.ts_ns, "XpuprofCounter.ts_ns")
         n = c.num_values
@@ -401,13 +411,42 @@ def _arg_columns(rows: list) -> dict[str, ArgColumn]:
 class CPlugin:
     """A loaded library and its filled function table."""
 
-    def __init__(self, path: Path, lib: ctypes.CDLL, table: XpuprofPluginInterface, table_buffer) -> None:
+    def __init__(self, path: Path, lib: ctypes.CDLL, table: XpuprofPluginInterface, table_buffer,
+                 origin: str = "") -> None:
         self.path = path
         self.lib = lib  # kept for the life of the process: its code must never be unmapped
         self.table = table
         self._table_buffer = table_buffer
         self.lock = threading.Lock()
+        self.codes: dict = dict(ACTIVITY_CODES)
+        self.origin = origin or f"C plugin {path}"
+        self._declare()
+        self.to_code = {t: c for c, t in self.codes.items()}
         self.name, self.supported = self._query()
+
+    def _declare(self) -> None:
+        """The activity types the plugin declares (appended table fields; absent in older plugins)."""
+        f = XpuprofPluginInterface.num_declared_activity_types
+        if self.table.struct_size < f.offset + f.size or not self.table.num_declared_activity_types:
+            return
+        n = int(self.table.num_declared_activity_types)
+        if n > MAX_DECLARED_TYPES or not self.table.declared_activity_types:
+            raise PluginLoadError(f"num_declared_activity_types is {n}: at most {MAX_DECLARED_TYPES}, with a non-NULL "
+                                  f"declared_activity_types array")
+        names = []
+        for i in range(n):
+            raw = self.table.declared_activity_types[i]
+            if not raw:
+                raise PluginLoadError(f"declared_activity_types[{i}] is NULL")
+            names.append(raw.decode("utf-8", "replace"))
+        from . import activity_types
+
+        try:
+            declared = activity_types.declare(self.origin, names)
+        except activity_types.ActivityTypeClash as exc:
+            raise PluginLoadError(str(exc)) from None
+        for i, t in enumerate(declared):
+            self.codes[DECLARED_TYPE_BASE + i] = t
 
     def message(self, handle) -> str:
         if not _field_present(self.table, "last_error"):
@@ -434,10 +473,10 @@ class CPlugin:
         if count.value > MAX_TYPES:
             raise PluginLoadError(f"query() reported {count.value} activity types, more than the {MAX_TYPES} it "
                                   f"was given room for")
-        bad = [types[i] for i in range(count.value) if types[i] not in ACTIVITY_CODES]
+        bad = [types[i] for i in range(count.value) if types[i] not in self.codes]
         if bad:
             raise PluginLoadError(f"query() returned unknown activity type code(s) {bad}")
-        return name, frozenset(ACTIVITY_CODES[types[i]] for i in range(count.value))
+        return name, frozenset(self.codes[types[i]] for i in range(count.value))
 
 
 def load_c_plugin(path: Path, origin: str) -> str:
@@ -476,7 +515,7 @@ def load_c_plugin(path: Path, origin: str) -> str:
     if missing:
         raise PluginLoadError(f"the table lacks required function(s): {', '.join(missing)}")
     try:
-        plugin = CPlugin(path, lib, table, buffer)
+        plugin = CPlugin(path, lib, table, buffer, origin)
     except BackendError as exc:
         raise PluginLoadError(str(exc)) from None
     cls = type(f"CPluginBackend_{plugin.name}", (CPluginBackend,), {
@@ -515,7 +554,7 @@ class CPluginBackend(Backend):
         enabled = frozenset(activity_types) & plugin.supported
         if not enabled:
             return None
-        codes = sorted(ACTIVITY_TO_CODE[t] for t in enabled)
+        codes = sorted(plugin.to_code[t] for t in enabled)
         arr = (c_int32 * len(codes))(*codes)
         cfg = encode_json(_config_json(config, enabled))
         handle = c_void_p()
@@ -573,7 +612,7 @@ class CPluginSession(Session):
         self._call("stop")
 
     def process(self, builder, window: ProcessWindow) -> None:
-        bridge = _BuilderBridge(builder, window, self.vendor, self.enabled, self.plugin.name)
+        bridge = _BuilderBridge(builder, window, self.vendor, self.enabled, self.plugin.name, self.plugin.codes)
         try:
             self._call("process_events", ctypes.byref(bridge.api))
         finally:
