@@ -180,7 +180,6 @@ _DEFAULT_TYPES = (
     ActivityType.CPU_INSTANT_EVENT,
     ActivityType.PYTHON_FUNCTION,
     ActivityType.OVERHEAD,
-    ActivityType.GPU_PM_COUNTER,
     ActivityType.MTIA_INSIGHT,
     ActivityType.CUDA_SYNC,
     ActivityType.CUDA_EVENT,
@@ -189,7 +188,10 @@ _DEFAULT_TYPES = (
 
 @lru_cache(maxsize=1)
 def default_activity_types() -> frozenset[ActivityType]:
-    """Kineto PR #1212's default set (16 distinct types), computed once."""
+    """Kineto's default set (15 distinct types: PR #1212 keeps the defaults unchanged), computed once.
+
+    ``gpu_pm_counter`` is not a default: it switches counter collection on, which only a metrics
+    request should do (see ``profiler.with_metric_activities``)."""
     return frozenset(_DEFAULT_TYPES)
 
 

@@ -37,16 +37,42 @@ SPAN_NAME = "xpuprof"
 HOST_ACTIVITIES = frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
                              ActivityType.PYTHON_FUNCTION})
 _DEVICE_ACTIVITIES = frozenset(ActivityType) - HOST_ACTIVITIES
+# Activities that collect hardware metrics: they join a run only when metrics are requested.
+METRIC_ACTIVITIES = frozenset({ActivityType.XPU_SCOPE_PROFILER, ActivityType.GPU_PM_COUNTER,
+                               ActivityType.HARDWARE_COUNTERS})
+# torch.profiler's device groups (ProfilerActivity.CUDA / .XPU in torch's kineto_shim): kernels, copies,
+# fills, runtime, driver, syncs, events, overhead and the external correlation that links them to host
+# ranges. No metric collection: that needs metric names (ExperimentalConfig.profiler_metrics).
+DEVICE_GROUP = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
+                          ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC,
+                          ActivityType.CUDA_EVENT, ActivityType.OVERHEAD, ActivityType.EXTERNAL_CORRELATION,
+                          ActivityType.GPU_USER_ANNOTATION})
 
 # torch.profiler.ProfilerActivity-style group names, accepted next to activity type names.
 ACTIVITY_GROUPS: dict[str, frozenset[ActivityType]] = {
     "cpu": frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
                       ActivityType.PYTHON_FUNCTION}),
-    "gpu": _DEVICE_ACTIVITIES,
-    "xpu": _DEVICE_ACTIVITIES,
-    "cuda": _DEVICE_ACTIVITIES,
-    "rocm": _DEVICE_ACTIVITIES,
+    "gpu": DEVICE_GROUP,
+    "xpu": DEVICE_GROUP,
+    "cuda": DEVICE_GROUP,
+    "rocm": DEVICE_GROUP,
 }
+
+
+def with_metric_activities(config: ProfilerConfig) -> ProfilerConfig:
+    """The one rule that turns a metrics request into metric collection on the device.
+
+    Metric names left for the device backends (collector names are planned out before this) plus
+    selected device work (explicitly, by group or by default) add the metric activity types, so each
+    backend picks its metric session (XPU: the scope profiler; CUDA: PM sampling; sim: per-kernel
+    counters). Metric activities without names stay as asked: the backend says that names are needed.
+    """
+    if not config.experimental.profiler_metrics:
+        return config
+    device_work = config.activities & (_DEVICE_ACTIVITIES - METRIC_ACTIVITIES)
+    if not device_work or config.activities >= METRIC_ACTIVITIES:
+        return config
+    return config.with_changes(activities=config.activities | METRIC_ACTIVITIES)
 
 
 def parse_activities(activities) -> frozenset[ActivityType]:
@@ -201,6 +227,40 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
+def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) -> None:
+    """Metric names left for the device, and no chosen backend that collects metrics: one clear error
+    before anything starts (never a trace that silently lacks what was asked for)."""
+    metrics = config.experimental.profiler_metrics
+    if not metrics or any(type(b).supported_activities() & METRIC_ACTIVITIES for b in backends):
+        return
+    if backends:
+        why = f"the backends in use ({', '.join(b.name for b in backends)}) collect no hardware metrics"
+    elif not config.activities & (_DEVICE_ACTIVITIES - METRIC_ACTIVITIES):
+        why = "no device activity is selected (add 'xpu', 'cuda' or 'gpu' to activities)"
+    else:
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in _unavailable_reasons(config)) or "none is registered"
+        why = f"no device backend can run here ({reasons})"
+    raise BackendError(f"metrics {', '.join(map(repr, metrics))} were requested but nothing can collect them: {why}. "
+                       "`xpuprof devices` says which backends run here; `xpuprof metrics` lists the metric names")
+
+
+def _unavailable_reasons(config: ProfilerConfig) -> list[tuple[str, str]]:
+    """(backend, probe reason) for every auto-selectable backend that is not available (probes are cached)."""
+    disabled = set(registry.disabled_backends(config))
+    out = []
+    for name in registry.backend_names(config):
+        if name in registry.EXPLICIT_ONLY or name in disabled:
+            continue
+        try:
+            probe = registry.get_backend_class(name).probe()
+        except Exception as exc:  # reported by select_backends already
+            out.append((name, f"probe failed: {exc}"))
+            continue
+        if not probe.available:
+            out.append((name, probe.reason))
+    return out
+
+
 # ----------------------------------------------------------------------------- metric collectors
 def plan_collectors(config: ProfilerConfig) -> tuple[ProfilerConfig, dict[str, list[str]]]:
     """Resolve the requested metric names (``collectors.resolve``) before anything starts.
@@ -252,6 +312,7 @@ class profile:
         self.config = base.with_changes(**changes) if changes else base
         # metric names served by collectors leave the config the backends see
         self.config, self._collector_plan = plan_collectors(self.config)
+        self.config = with_metric_activities(self.config)
         self._collectors = None
         for name in self.config.backends or ():
             registry.get_backend_class(name, self.config)  # unknown backend name: fail before anything starts
@@ -398,6 +459,7 @@ class profile:
         if self._backends is None:
             self._backends = select_backends(self.config)
             log.debug("xpuprof: backends %s", [b.name for b in self._backends])
+            _check_metrics_collectable(self.config, self._backends)
         self._sessions = []
         device_types = self.config.activities
         for backend in self._backends:

@@ -44,11 +44,13 @@ def test_parse_rejects_non_strings():
         ActivityType.parse(5)
 
 
-def test_defaults_frozen_cached_and_16_types():
+def test_defaults_are_kinetos_15_types_without_counter_collection():
     d = default_activity_types()
-    assert isinstance(d, frozenset) and len(d) == 16
+    assert isinstance(d, frozenset) and len(d) == 15
     assert d is default_activity_types()
-    assert ActivityType.RUNTIME in d and ActivityType.GPU_PM_COUNTER in d and ActivityType.CUDA_EVENT in d
+    assert ActivityType.RUNTIME in d and ActivityType.CUDA_EVENT in d
+    # gpu_pm_counter switches counter collection on: only a metrics request adds it (issue 11)
+    assert ActivityType.GPU_PM_COUNTER not in d
     assert ActivityType.XPU_SCOPE_PROFILER not in d and ActivityType.COLLECTIVE_COMM not in d
 
 

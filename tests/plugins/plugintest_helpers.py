@@ -16,6 +16,7 @@ from xpuprof.backends import registry as core
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
+from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.plugins import faults, loader
 from xpuprof.plugins import registry as plugin_registry
 from xpuprof.trace.builder import TraceBuilder
@@ -57,7 +58,9 @@ def run_profile(names, tmp_path: Path, config: ProfilerConfig | None = None, fil
 
     Mirrors what the profiler does for backend sessions; returns (trace dict, builder, sessions).
     """
-    config = config or ProfilerConfig()
+    # Kineto's defaults plus counter tracks (gpu_pm_counter is no default: issue 11), which the
+    # counter-writing example plugins need.
+    config = config or ProfilerConfig(activities=default_activity_types() | {ActivityType.GPU_PM_COUNTER})
     sessions = []
     for name in names:
         cls = core.get_backend_class(name, config)

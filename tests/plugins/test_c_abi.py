@@ -11,7 +11,7 @@ import pytest
 from plugintest_helpers import (EXAMPLES, GOOD_PY_BACKEND, HERE, INCLUDE, build_plugin, compiler, events,
                                 python_plugin, run_profile)
 
-from xpuprof.activity import ActivityType
+from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.backends import registry as core
 from xpuprof.config.options import ProfilerConfig
 from xpuprof.plugins import c_abi, faults
@@ -71,7 +71,7 @@ def test_example_cpufreq_plugin_in_a_real_run(cpufreq_dir, tmp_path, monkeypatch
         pytest.skip(f"no CPU frequency source here: {probe.reason}")
     assert plugin_registry.origin_of("cpufreq") == f"C plugin {cpufreq_dir / 'libcpufreq_plugin.so'}"
     assert cls.supported_activities() == {ActivityType.GPU_PM_COUNTER, ActivityType.USER_ANNOTATION}
-    config = ProfilerConfig(custom={"cpufreq_interval_us": 500})
+    config = ProfilerConfig(custom={"cpufreq_interval_us": 500}, activities=["gpu_pm_counter", "user_annotation"])
     trace, _, _ = run_profile(["cpufreq"], tmp_path, config)
     samples = events(trace, "C", name="CPU frequency (MHz)")
     assert len(samples) >= 2  # at least the start and stop samples
@@ -105,7 +105,8 @@ def _fault_dir(plugin_dir, name, *defines):
 def test_every_builder_function(plugin_dir, tmp_path, monkeypatch):
     lib = _fault_dir(plugin_dir, "cgood")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
-    trace, builder, _ = run_profile(["cgood"], tmp_path, ProfilerConfig(legacy_categories=False))
+    trace, builder, _ = run_profile(["cgood"], tmp_path, ProfilerConfig(legacy_categories=False,
+                                   activities=default_activity_types() | {ActivityType.GPU_PM_COUNTER}))
     (launch,) = events(trace, "X", name="synthLaunchKernel")
     (kernel,) = events(trace, "X", name="gemm_kernel")
     assert launch["cat"] == "runtime" and launch["args"] == {"External id": 42, "queue": 3}

@@ -1,0 +1,75 @@
+"""Issue 11 item 2: torch-style device groups, and metrics requests that select metric collection."""
+from __future__ import annotations
+
+import pytest
+
+import xpuprof
+from xpuprof.activity import ActivityType, default_activity_types
+from xpuprof.backends.base import BackendError
+from xpuprof.config.options import ExperimentalConfig
+from xpuprof.profiler import DEVICE_GROUP, METRIC_ACTIVITIES
+
+A = ActivityType
+
+
+@pytest.mark.parametrize("group", ["xpu", "gpu", "cuda", "XPU"])
+def test_device_group_is_torchs_without_metric_collection(group):
+    prof = xpuprof.profile(activities=["cpu", group])
+    acts = prof.config.activities
+    for wanted in (A.CONCURRENT_KERNEL, A.GPU_MEMCPY, A.GPU_MEMSET, A.RUNTIME,
+                   A.DRIVER, A.XPU_SYNC, A.EXTERNAL_CORRELATION, A.CPU_OP, A.USER_ANNOTATION):
+        assert wanted in acts, wanted
+    assert not acts & METRIC_ACTIVITIES  # the scope profiler / PM counters join only with metric names
+
+
+def test_torch_profiler_activity_enum_is_accepted_like_the_group_name():
+    class ProfilerActivity:  # torch.profiler.ProfilerActivity's shape (an enum with .name)
+        def __init__(self, name):
+            self.name = name
+
+    prof = xpuprof.profile(activities=[ProfilerActivity("CPU"), ProfilerActivity("XPU")])
+    assert prof.config.activities & METRIC_ACTIVITIES == frozenset()
+    assert A.CONCURRENT_KERNEL in prof.config.activities
+
+
+def test_defaults_switch_no_counter_collection_on():
+    prof = xpuprof.profile()
+    assert prof.config.activities == default_activity_types()
+    assert not prof.config.activities & METRIC_ACTIVITIES
+
+
+@pytest.mark.parametrize("activities", [None, ["cpu", "xpu"], ["cpu", "kernel", "runtime"]])
+def test_metric_names_with_device_work_select_metric_collection(activities):
+    prof = xpuprof.profile(activities=activities,
+                           experimental_config=ExperimentalConfig(profiler_metrics=["GpuTime"]))
+    assert A.XPU_SCOPE_PROFILER in prof.config.activities
+    assert A.GPU_PM_COUNTER in prof.config.activities
+
+
+def test_metrics_without_device_work_keep_activities_as_asked():
+    prof = xpuprof.profile(activities=["cpu"], experimental_config=ExperimentalConfig(
+        profiler_metrics=["cpu_utilization"]))  # a host collector's name: no device session needed
+    assert not prof.config.activities & METRIC_ACTIVITIES
+
+
+def test_the_sim_collects_metrics_with_the_default_activities(tmp_path):
+    with xpuprof.profile(backends=["sim"], experimental_config=ExperimentalConfig(
+            profiler_metrics=["GpuTime"])) as prof:
+        with xpuprof.record_function("work"):
+            pass
+    trace = prof.builder
+    path = prof.export_chrome_trace(tmp_path / "t.json")
+    import orjson
+    events = orjson.loads(path.read_bytes())["traceEvents"]
+    assert any(e.get("ph") == "C" and "GpuTime" in (e.get("args") or {}) for e in events), \
+        "metrics asked for with default activities were silently dropped"
+    assert trace is not None
+
+
+def test_metrics_that_nothing_can_collect_are_one_clear_error(monkeypatch):
+    monkeypatch.setenv("XPUPROF_DISABLE_BACKENDS", "xpu,cuda,rocm")
+    prof = xpuprof.profile(activities=["cpu", "xpu"],
+                           experimental_config=ExperimentalConfig(profiler_metrics=["GpuTime"]))
+    with pytest.raises(BackendError, match=r"'GpuTime' were requested but nothing can collect them"):
+        prof.start()
+    assert not prof._started
