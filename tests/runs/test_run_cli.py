@@ -99,3 +99,33 @@ def test_dry_run_lists_points(tmp_path, capsys):
     assert main(["run", str(cfg), "--dry-run", "--set", "iterations=3"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and "iterations=3" in lines[0] and "'n': 16" in lines[1]
+
+
+def test_run_sets_zet_enable_metrics_before_the_workload_builds_when_metrics_are_asked(tmp_path, monkeypatch, capsys):
+    """Issue 11 item 3: Level Zero reads ZET_ENABLE_METRICS when the workload initializes it, so the
+    launcher must set it before the workload is built, not when the profiler configures a session."""
+    monkeypatch.delenv("ZET_ENABLE_METRICS", raising=False)
+    (tmp_path / "envprobe_wl.py").write_text(
+        "import os\n"
+        "SEEN = []\n"
+        "def make(**kw):\n"
+        "    SEEN.append(os.environ.get('ZET_ENABLE_METRICS'))\n"
+        "    return lambda: None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = """
+name: envprobe
+workload: {callable: "envprobe_wl:make", factory: true}
+device: cpu
+warmup: 0
+iterations: 2
+backends: [sim]
+"""
+    import importlib
+
+    wl = importlib.import_module("envprobe_wl")
+    assert main(["run", str(_write(tmp_path, base, "plain.yaml")), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert wl.SEEN == [None]  # no metrics asked: the environment is left alone
+    cfg = _write(tmp_path, base + "metrics: {names: [XVE_STALL]}\n", "metrics.yaml")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert wl.SEEN == [None, "1"]
+    capsys.readouterr()

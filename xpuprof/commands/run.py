@@ -94,6 +94,10 @@ def run(args) -> int:
     except ConfigError as exc:
         print(f"xpuprof run: {exc}", file=sys.stderr)
         return 2
+    if any(pt.experimental.profiler_metrics for pt in cfg.points):
+        # Level Zero reads ZET_ENABLE_METRICS once, when the workload initializes it (a dpnp/torch import,
+        # a first queue): set it now, before any workload is built, so metric collection can start later.
+        os.environ.setdefault("ZET_ENABLE_METRICS", "1")
     if args.dry_run:
         for pt in cfg.points:
             print(f"{pt.slug}: {pt.workload.kind} {pt.workload.target} library={pt.workload.library} "
