@@ -133,7 +133,9 @@ def test_no_pti_wheel_reason(monkeypatch):
 
 
 def test_the_whole_probe_through_a_subprocess_with_a_fake_driver_crash(fake_loaders, monkeypatch, tmp_path):
-    """PTI with a loader but no driver aborts; the probe child stands in for it with os.abort()."""
+    """PTI with a loader but no driver aborts; the probe child stands in for it with os.abort().
+    Holds without the intel-pti wheel too: the wheel lookup is stood in for as well."""
+    monkeypatch.setattr(availability.pti, "find_pti_library", lambda: tmp_path / "libpti_view.so")
     monkeypatch.setattr(availability, "run_probe", lambda *a, **k: run_probe(
         "os", "abort", [], name="XPU (Intel PTI)", on_crash=k["on_crash"]))
     r = availability.probe()
