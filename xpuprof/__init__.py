@@ -4,12 +4,18 @@ Writes Kineto-compatible Chrome/Perfetto traces: host ops, runtime/driver calls,
 copies, syncs and per-kernel hardware metrics as counter tracks. Importing xpuprof imports no
 vendor package.
 """
-from .activity import ActivityType, default_activity_types
-from .collectors import Collector, CollectorError, MetricInfo, Track, register_collector
-from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig
-from .host.annotations import current_correlation_id, instant, record_function, set_thread_name
-from .plugins import register_backend
-from .profiler import ProfilerAction, profile, schedule, trace_handler
+from .backends.xpu.early_load import preload_view_library as _preload_pti_view
+
+# Before anything else: SYCL reads PTI's hooks only when it starts, so PTI's view library (not its
+# core) is loaded now, while SYCL has not started (see backends/xpu/early_load.py).
+_preload_pti_view()
+
+from .activity import ActivityType, default_activity_types  # noqa: E402
+from .collectors import Collector, CollectorError, MetricInfo, Track, register_collector  # noqa: E402
+from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig  # noqa: E402
+from .host.annotations import current_correlation_id, instant, record_function, set_thread_name  # noqa: E402
+from .plugins import register_backend  # noqa: E402
+from .profiler import ProfilerAction, profile, schedule, trace_handler  # noqa: E402
 
 __version__ = "0.1.0"
 

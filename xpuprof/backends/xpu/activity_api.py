@@ -20,15 +20,19 @@ base first, then joins its metric records to ``self.kernels``.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
-from . import pti
+from . import early_load, pti
 from .decode import DecodedRecords, PtiWalker, decode_buffers
 from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+
+log = logging.getLogger("xpuprof")
+_warned_runtime: list[bool] = []  # the load-order warning is given once per process
 
 # Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
 VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
@@ -78,7 +82,15 @@ class XpuptiActivityApi(Session):
                  device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
         self.types = frozenset(activity_types)
         self.config = config
+        if library is None:
+            early_load.before_session_loads_pti()
         self.lib = library if library is not None else pti.PtiLibrary.load()
+        # SYCL started before PTI: runtime calls are lost for the whole process. Say it once, and in
+        # every trace's metadata, so no trace looks complete when it is not.
+        self.runtime_problem = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
+        if self.runtime_problem and not _warned_runtime:
+            _warned_runtime.append(True)
+            log.warning("xpuprof: %s", self.runtime_problem)
         self._ptibuf = load_ptibuf()
         self.device_uuids = list(device_uuids or [])
         self.device_names = dict(device_names or {})
@@ -209,7 +221,10 @@ class XpuptiActivityApi(Session):
         return list(self._device_properties)
 
     def metadata(self) -> dict[str, Any]:
-        return {"xpupti_version": self.lib.version()}
+        meta = {"xpupti_version": self.lib.version()}
+        if self.runtime_problem:
+            meta["xpu_runtime_calls_missing"] = self.runtime_problem
+        return meta
 
     def errors(self) -> list[str]:
         return list(self._errors)
