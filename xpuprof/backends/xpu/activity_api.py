@@ -85,12 +85,10 @@ class XpuptiActivityApi(Session):
         if library is None:
             early_load.before_session_loads_pti()
         self.lib = library if library is not None else pti.PtiLibrary.load()
-        # SYCL started before PTI: runtime calls are lost for the whole process. Say it once, and in
-        # every trace's metadata, so no trace looks complete when it is not.
-        self.runtime_problem = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
-        if self.runtime_problem and not _warned_runtime:
-            _warned_runtime.append(True)
-            log.warning("xpuprof: %s", self.runtime_problem)
+        # SYCL was in the process before PTI: if it had initialized, runtime calls are lost for the whole
+        # process. Judged per cycle in process() (a mapped but not yet initialized SYCL still reports).
+        self._sycl_first = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
+        self.runtime_problem: str | None = None
         self._ptibuf = load_ptibuf()
         self.device_uuids = list(device_uuids or [])
         self.device_names = dict(device_names or {})
@@ -197,6 +195,12 @@ class XpuptiActivityApi(Session):
     def process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         records = self.decode()
+        if self._sycl_first and not len(records.get(pti.ViewKind.RUNTIME_API)):
+            # Say it once per process, and in every such trace's metadata: never a trace that looks complete.
+            self.runtime_problem = self._sycl_first
+            if not _warned_runtime:
+                _warned_runtime.append(True)
+                log.warning("xpuprof: %s", self.runtime_problem)
         self.process_records(records, builder, window)
         for reason, n in self._dropped.items():
             builder.count_dropped(reason, n)

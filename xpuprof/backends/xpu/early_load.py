@@ -127,7 +127,8 @@ def runtime_capture_problem() -> str | None:
         return None
     lib = _sycl_seen[0] if _sycl_seen else "the SYCL runtime"
     return ("SYCL runtime calls cannot be captured in this process: the SYCL runtime "
-            f"({lib}) was loaded before Intel PTI, and SYCL reads PTI's hooks only when it starts. "
+            f"({lib}) was loaded before Intel PTI and no runtime call was recorded; SYCL reads PTI's hooks "
+            "only when it initializes. "
             "Fix: `import xpuprof` before importing dpnp/dpctl/torch (or before the first SYCL queue), "
             "run through `xpuprof run`, or start the process with "
             "LD_PRELOAD=<venv>/lib/libpti_view.so")
