@@ -64,16 +64,26 @@ def registered() -> dict[str, type[Backend]]:
         return dict(_registered)
 
 
+# Discovery is the plugin layer's job: it installs these providers when it is imported
+# (``xpuprof.plugins`` runs ``install_discovery``), so this core registry imports no plugin code and
+# the arrows run one way: plugins -> backends.registry.
+_discover_providers: list = []  # fn(config) -> None: entry points, early registrations, plugin directories
+_origins_provider = dict  # fn() -> {backend name: plugin origin}
+_load_failures_provider = list  # fn() -> [(origin, reason)] for plugins that failed to load
+
+
+def install_discovery(discover, origins, load_failures) -> None:
+    """Called by the plugin layer: how to discover plugins, where each came from, and what failed."""
+    global _origins_provider, _load_failures_provider
+    if discover not in _discover_providers:
+        _discover_providers.append(discover)
+    _origins_provider, _load_failures_provider = origins, load_failures
+
+
 def ensure_plugins(config=None) -> None:
-    """Forward early registrations, discover entry points and load plugin directories (idempotent).
-
-    Plugin failures are reported by ``xpuprof.plugins.faults``, never raised here.
-    """
-    from ..plugins import loader
-    from ..plugins import registry as plugin_registry
-
-    plugin_registry.initialize()
-    loader.load_plugins(config)
+    """Run the installed discovery (idempotent; failures are reported by the plugin layer, never raised)."""
+    for discover in list(_discover_providers):
+        discover(config)
 
 
 def backend_names(config=None) -> list[str]:
@@ -169,11 +179,8 @@ def describe_backends(config=None) -> list[dict[str, Any]]:
     that failed to load get a row each with status "unavailable", source "plugin" and ``name``
     "" (``origin`` and ``reason`` say which file and why).
     """
-    from ..plugins import faults
-    from ..plugins import registry as plugin_registry
-
     probes = probe_all(config)
-    origins = plugin_registry.plugin_backends()
+    origins = _origins_provider()
     rows: list[dict[str, Any]] = []
     for name, probe in probes.items():
         disabled = bool(probe.details.get("disabled"))
@@ -193,9 +200,8 @@ def describe_backends(config=None) -> list[dict[str, Any]]:
             "activities": activities,
             "details": {k: v for k, v in probe.details.items() if k != "disabled"},
         })
-    for fault in faults.faults():
-        if fault.stage == "load":
-            rows.append({"name": "", "status": "unavailable", "reason": f"failed to load: {fault.reason}",
-                         "source": "plugin", "origin": fault.origin, "explicit_only": False, "activities": [],
-                         "details": {}})
+    for origin, reason in _load_failures_provider():
+        rows.append({"name": "", "status": "unavailable", "reason": f"failed to load: {reason}",
+                     "source": "plugin", "origin": origin, "explicit_only": False, "activities": [],
+                     "details": {}})
     return rows

@@ -9,17 +9,15 @@ shared ``DependencyResolver``.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Callable, Iterable
 
 import numpy as np
 
 from ...activity import ActivityType
 from ..dependencies import DependencyResolver
+from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
@@ -60,38 +58,6 @@ DROPPED_RUNTIME = frozenset({"cudaGetDevice", "cudaSetDevice", "cudaGetLastError
 KEPT_DRIVER = frozenset({"cuLaunchKernel", "cuLaunchKernelEx", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
                          "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"})
 _VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
-
-
-@lru_cache(maxsize=1)
-def _cxa_demangle():
-    path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
-    try:
-        fn = ctypes.CDLL(path).__cxa_demangle
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
-    return fn
-
-
-_libc_free = ctypes.CDLL(None).free
-_libc_free.argtypes = [ctypes.c_void_p]
-
-
-@lru_cache(maxsize=65536)
-def demangle(name: str) -> str:
-    """Itanium C++ demangling through libstdc++ (what Kineto does); the input when it is not mangled."""
-    fn = _cxa_demangle()
-    if fn is None or not name.startswith("_Z"):
-        return name
-    status = ctypes.c_int(0)
-    out = fn(name.encode(), None, None, ctypes.byref(status))
-    if not out or status.value != 0:
-        return name
-    try:
-        return ctypes.string_at(out).decode("utf-8", "replace")
-    finally:
-        _libc_free(out)
 
 
 def api_display_name(raw: str) -> str:

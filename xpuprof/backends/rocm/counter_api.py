@@ -150,7 +150,7 @@ class RocprofCounterApi(RocprofActivityApi):
         headers, info = headers[keep], info[keep]
         corr = headers["correlation_id"]["internal"].astype(np.int64)
         dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
-        from ..cuda.decode import demangle
+        from ..demangle import demangle
 
         kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]
         builder.add_per_kernel_metrics(

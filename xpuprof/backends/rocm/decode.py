@@ -31,7 +31,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...trace.builder import ArgColumn, hex_column
-from ..cuda.decode import demangle
+from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from . import rocprof
 
