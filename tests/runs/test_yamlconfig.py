@@ -3,18 +3,19 @@ from pathlib import Path
 import pytest
 
 from xpuprof.config.yamlconfig import ConfigError, load_config, parse_config, parse_override
+from xpuprof.workloads import run_names
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
 
 def parse(text, **kw):
-    return parse_config(text, "bench.yaml", **kw)
+    return parse_config(text, "bench.yaml", names=run_names(), **kw)
 
 
 def test_shipped_configs_validate():
     assert any(p.name == "quickstart.yaml" for p in CONFIGS)
     for path in CONFIGS:
-        cfg = load_config(path)
+        cfg = load_config(path, names=run_names())
         assert cfg.points, path
 
 

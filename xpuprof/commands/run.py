@@ -90,7 +90,9 @@ def run(args) -> int:
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     try:
-        cfg = load_config(args.config, overrides=args.overrides, out_dir=args.out)
+        from ..workloads import run_names
+
+        cfg = load_config(args.config, overrides=args.overrides, out_dir=args.out, names=run_names())
     except ConfigError as exc:
         print(f"xpuprof run: {exc}", file=sys.stderr)
         return 2

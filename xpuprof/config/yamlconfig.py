@@ -10,7 +10,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -129,16 +129,18 @@ class WorkloadSpec:
     factory: bool = False
     base_dir: Path | None = None
 
-    def build(self, device: str):
-        """The runnable ``Workload`` (imports the library / module now)."""
-        from .. import workloads
 
-        if self.kind == "builtin":
-            return workloads.make_builtin(self.target, self.library, device, self.kwargs)
-        if self.kind == "callable":
-            return workloads.make_callable(self.target, self.kwargs, factory=self.factory, device=device,
-                                           base_dir=self.base_dir)
-        return workloads.make_script(Path(self.target), self.argv, device=device)
+@dataclass(frozen=True)
+class RunNames:
+    """The names of the runtime parts (built-in workloads, libraries, backends) a config is checked
+    against. Whoever assembles the run passes them in (``xpuprof.workloads.run_names()``), so parsing a
+    config needs no workload or backend code. Without them those names are not checked here."""
+
+    builtins: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    # (builtin, {kwarg: value}) -> None, raising ValueError naming what is wrong with a kwarg
+    check_builtin_kwarg: Callable[[str, dict], None] | None = None
 
 
 @dataclass
@@ -288,26 +290,28 @@ class _Checker:
         raise AssertionError(kind)
 
 
-def _check_workload(ck: _Checker, w: dict, base_dir: Path | None) -> WorkloadSpec:
-    from .. import workloads
-
+def _check_workload(ck: _Checker, w: dict, base_dir: Path | None, names: RunNames | None) -> WorkloadSpec:
     chosen = [k for k in ("builtin", "callable", "script") if w.get(k) is not None]
     if len(chosen) != 1:
-        ck.fail(("workload",), "give exactly one of builtin (" + ", ".join(workloads.BUILTINS) + "), "
+        builtins = f" ({', '.join(names.builtins)})" if names else ""
+        ck.fail(("workload",), f"give exactly one of builtin{builtins}, "
                 "callable ('module:function') or script (path)"
                 + (f"; got {', '.join(chosen)}" if chosen else ""))
     kind = chosen[0]
     target = w[kind]
     if kind == "builtin":
-        if w["library"] not in workloads.LIBRARIES:
-            ck.fail(("workload", "library"), f"unknown library {w['library']!r}; valid: {', '.join(workloads.LIBRARIES)}")
-        if target not in workloads.BUILTINS:
-            ck.fail(("workload", "builtin"), f"unknown built-in workload {target!r}; valid: {', '.join(workloads.BUILTINS)}")
-        for key in w["kwargs"]:
-            try:
-                workloads.builtin_params(target, {key: w["kwargs"][key]})
-            except workloads.WorkloadError as exc:
-                ck.fail(("workload", "kwargs", str(key)), str(exc))
+        if names is not None:
+            if w["library"] not in names.libraries:
+                ck.fail(("workload", "library"), f"unknown library {w['library']!r}; valid: {', '.join(names.libraries)}")
+            if target not in names.builtins:
+                ck.fail(("workload", "builtin"),
+                        f"unknown built-in workload {target!r}; valid: {', '.join(names.builtins)}")
+            if names.check_builtin_kwarg is not None:
+                for key in w["kwargs"]:
+                    try:
+                        names.check_builtin_kwarg(target, {key: w["kwargs"][key]})
+                    except ValueError as exc:
+                        ck.fail(("workload", "kwargs", str(key)), str(exc))
     elif kind == "callable":
         if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target):
             ck.fail(("workload", "callable"), f"{target!r} must be written 'module:function'")
@@ -330,21 +334,19 @@ def _slug(index: int, params: Mapping[str, Any]) -> str:
 
 
 def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: Path | None,
-                 default_name: str) -> RunPoint:
-    from ..backends import registry
-
+                 default_name: str, names: RunNames | None) -> RunPoint:
     top = ck.section(data, SCHEMA, ())
     if top["workload"] is None:
         ck.fail(("workload",), "missing: every config needs a workload (builtin, callable or script)")
-    workload = _check_workload(ck, top["workload"], base_dir)
+    workload = _check_workload(ck, top["workload"], base_dir, names)
 
     if top["activities"]:
         try:
             parse_activity_types(top["activities"])
         except ValueError as exc:
             ck.fail(("activities",), str(exc))
-    if top["backends"]:
-        known = registry.backend_names()
+    if top["backends"] and names is not None:
+        known = names.backends
         for i, name in enumerate(top["backends"]):
             if name not in known:
                 ck.fail(("backends", str(i)), f"unknown backend {name!r}; known backends: {', '.join(known)}")
@@ -373,8 +375,10 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
 
 
 def parse_config(text: str, source: str = "<string>", *, base_dir: Path | None = None,
-                 overrides: Iterable[str] = (), out_dir: str | Path | None = None) -> BenchmarkConfig:
-    """Validate a config's text and expand it into run points."""
+                 overrides: Iterable[str] = (), out_dir: str | Path | None = None,
+                 names: RunNames | None = None) -> BenchmarkConfig:
+    """Validate a config's text and expand it into run points (workload/backend names checked against
+    ``names`` when given: see ``RunNames``)."""
     data, positions = load_yaml(text, source)
     if data is None:
         data = {}
@@ -416,7 +420,7 @@ def parse_config(text: str, source: str = "<string>", *, base_dir: Path | None =
             # Errors in a swept value point at the matrix entry that supplied it.
             ck.origins.setdefault(path, ck.where(("matrix", key)))
             params[key] = value
-        points.append(_build_point(ck, point_data, index, params, base_dir, default_name))
+        points.append(_build_point(ck, point_data, index, params, base_dir, default_name, names))
     return BenchmarkConfig(source=source, data=data, points=points)
 
 
@@ -428,7 +432,8 @@ def _deep_copy(value):
     return value
 
 
-def load_config(path, *, overrides: Iterable[str] = (), out_dir: str | Path | None = None) -> BenchmarkConfig:
+def load_config(path, *, overrides: Iterable[str] = (), out_dir: str | Path | None = None,
+                names: RunNames | None = None) -> BenchmarkConfig:
     """Read and validate a benchmark config file."""
     path = Path(path)
     if not path.is_file():
@@ -437,4 +442,5 @@ def load_config(path, *, overrides: Iterable[str] = (), out_dir: str | Path | No
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc})") from None
-    return parse_config(text, str(path), base_dir=path.resolve().parent, overrides=overrides, out_dir=out_dir)
+    return parse_config(text, str(path), base_dir=path.resolve().parent, overrides=overrides, out_dir=out_dir,
+                        names=names)

@@ -83,3 +83,30 @@ from .user import make_callable, make_script  # noqa: E402  (needs Workload/Work
 
 __all__ = ["BUILTINS", "DTYPES", "LIBRARIES", "Workload", "WorkloadError", "builtin_params", "make_builtin",
            "make_callable", "make_script"]
+
+
+def run_names():
+    """The names a YAML run config is checked against (``config.yamlconfig.RunNames``): built-in
+    workloads, libraries, their kwargs, and the backends known here (plugins included)."""
+    from ..backends import registry
+    from ..config.yamlconfig import RunNames
+
+    def check_kwarg(builtin: str, kwargs: dict) -> None:
+        try:
+            builtin_params(builtin, kwargs)
+        except WorkloadError as exc:
+            raise ValueError(str(exc)) from None
+
+    return RunNames(builtins=tuple(BUILTINS), libraries=tuple(LIBRARIES), backends=tuple(registry.backend_names()),
+                    check_builtin_kwarg=check_kwarg)
+
+
+def build_workload(spec, device: str):
+    """The runnable ``Workload`` for a config's ``WorkloadSpec`` (imports the library / module now)."""
+    from pathlib import Path
+
+    if spec.kind == "builtin":
+        return make_builtin(spec.target, spec.library, device, spec.kwargs)
+    if spec.kind == "callable":
+        return make_callable(spec.target, spec.kwargs, factory=spec.factory, device=device, base_dir=spec.base_dir)
+    return make_script(Path(spec.target), spec.argv, device=device)

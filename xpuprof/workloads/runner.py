@@ -42,7 +42,9 @@ def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Calla
     from ..profiler import profile, schedule, trace_handler
 
     result = PointResult(point)
-    workload = point.workload.build(point.device)
+    from . import build_workload
+
+    workload = build_workload(point.workload, point.device)
     result.workload, result.device, result.info = workload.name, workload.device, dict(workload.info)
     for _ in range(point.warmup):
         workload.step()
