@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import re
 import threading
 from typing import Any
@@ -36,6 +37,31 @@ _lock = threading.RLock()
 _registered: dict[str, type[Collector]] = {}
 _origins: dict[str, str] = {}
 _entry_points_done = False
+log = logging.getLogger("xpuprof")
+
+# Plugin directories, load attribution and the fault log belong to the plugin layer, which installs
+# them here when imported (``xpuprof.plugins`` runs ``install_discovery``; ``import xpuprof`` does
+# that). So collectors import no plugin code and the arrows run one way: plugins -> collectors.
+_discover_providers: list = []  # fn(config) -> None: load plugin directories (which may register collectors)
+_loading_origin_provider = lambda: None  # noqa: E731  fn() -> the plugin file being loaded, or None
+_fault_reporter = None  # fn(origin, stage, reason): the plugin fault log
+_describe_exception = lambda exc: f"{type(exc).__name__}: {exc}"  # noqa: E731
+
+
+def install_discovery(discover, loading_origin, report_fault, describe_exception) -> None:
+    """Called by the plugin layer: how to load plugins, who is loading now, where faults go."""
+    global _loading_origin_provider, _fault_reporter, _describe_exception
+    if discover not in _discover_providers:
+        _discover_providers.append(discover)
+    _loading_origin_provider, _fault_reporter, _describe_exception = loading_origin, report_fault, describe_exception
+
+
+def report_fault(origin: str, stage: str, reason: str) -> None:
+    """A user collector failed: into the plugin fault log (so the trace records it), else a warning."""
+    if _fault_reporter is not None:
+        _fault_reporter(origin, stage, reason)
+    else:
+        log.warning("xpuprof: %s (%s): %s", origin, stage, reason)
 
 
 def _qualname(cls) -> str:
@@ -77,9 +103,7 @@ def register_collector(cls=None, *, replace: bool = False, origin: str | None = 
     if cls is None:
         return lambda c: register_collector(c, replace=replace, origin=origin)
     validate_collector_class(cls)
-    from ..plugins.registry import loading_origin
-
-    origin = origin or loading_origin() or f"register_collector({_qualname(cls)})"
+    origin = origin or _loading_origin_provider() or f"register_collector({_qualname(cls)})"
     with _lock:
         name = cls.name
         if _registered.get(name) is cls:
@@ -115,13 +139,11 @@ def discover_entry_points() -> list[str]:
         _entry_points_done = True
     from importlib.metadata import entry_points
 
-    from ..plugins import faults
-
     names = []
     try:
         eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
     except Exception as exc:
-        faults.report(f"entry points ({ENTRY_POINT_GROUP})", "load", faults.describe_exception(exc))
+        report_fault(f"entry points ({ENTRY_POINT_GROUP})", "load", _describe_exception(exc))
         return names
     for ep in eps:
         dist = getattr(ep, "dist", None)
@@ -130,7 +152,7 @@ def discover_entry_points() -> list[str]:
             cls = ep.load()
             register_collector(cls, origin=origin)
         except Exception as exc:
-            faults.report(origin, "load", faults.describe_exception(exc))
+            report_fault(origin, "load", _describe_exception(exc))
             continue
         names.append(cls.name)
     return names
@@ -139,9 +161,8 @@ def discover_entry_points() -> list[str]:
 def ensure_loaded(config=None) -> None:
     """Entry points and plugin directories (which may register collectors), once."""
     discover_entry_points()
-    from ..plugins import loader
-
-    loader.load_plugins(config)
+    for discover in list(_discover_providers):
+        discover(config)
 
 
 def collector_names(config=None) -> list[str]:

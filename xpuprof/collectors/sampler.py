@@ -109,8 +109,8 @@ class CollectorRun:
         origin = self.origins.get(collector.name)
         self.errors.setdefault(collector.name, []).append(message)
         if origin:
-            from ..plugins import faults
-            faults.report(origin, "collector", message)
+            from .registry import report_fault
+            report_fault(origin, "collector", message)
         else:
             log.warning("xpuprof: collector %s: %s", collector.name, message)
 

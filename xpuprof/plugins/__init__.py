@@ -2,6 +2,7 @@
 (Python modules and C shared libraries, see ``xpuprof/include/xpuprof_plugin.h``) and fault
 isolation."""
 from ..backends import registry as _core
+from ..collectors import registry as _collectors
 from . import activity_types, faults
 from . import registry as _plugin_registry
 from .faults import PluginFault
@@ -22,6 +23,17 @@ def _load_failures() -> list[tuple[str, str]]:
 
 # The plugin layer registers its discovery into the core registry (which imports no plugin code).
 _core.install_discovery(_discover, _plugin_registry.plugin_backends, _load_failures)
+
+
+def _load_plugin_dirs(config=None) -> None:
+    from . import loader
+
+    loader.load_plugins(config)
+
+
+# ... and into the collector registry (collectors, too, import no plugin code).
+_collectors.install_discovery(_load_plugin_dirs, _plugin_registry.loading_origin, faults.report,
+                              faults.describe_exception)
 
 __all__ = ["BackendRegistrationError", "PluginFault", "faults", "register_backend", "unregister_backend",
            "validate_backend_class"]
