@@ -260,3 +260,13 @@ def test_rowfmt_rejects_bad_segments():
     assert rowfmt.render(2, [(rowfmt.INT, 0, b"v", np.array([-2**63, 7]), None, None, None, 0)]) == \
         b"v-9223372036854775808v7"
     assert rowfmt.render(1, [(rowfmt.LIT, 0, b"x", None, None, None, None, 0)], bytearray(0)) == -1
+
+
+def test_float_columns_may_be_strided_views():
+    """A counter column sliced from a wider array (every other sample) is not C-contiguous; orjson
+    refuses those, and a host-telemetry trace failed to write now and then because of it."""
+    from xpuprof.trace.vecfmt import float_matrix
+
+    wide = np.arange(10, dtype=np.float64) / 4
+    assert not wide[::2].flags.c_contiguous
+    assert len(float_matrix(wide[::2])) == 5

@@ -18,6 +18,7 @@ from typing import Sequence
 import orjson
 
 from ..trace.builder import encode_json
+from ..trace.outputs import write_output_bytes
 from .report import ReportError, TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")
@@ -155,10 +156,8 @@ def _write(path: Path, header: dict, events: list[dict]) -> None:
             + b', "traceName": ' + encode_json(str(path)) + b"}\n")
     body = b",\n".join(orjson.dumps(e) for e in events)
     data = head + b', "traceEvents": [\n' + body + b"\n]" + tail
-    tmp = path.with_name(path.name + ".tmp")
     if path.name.endswith(".gz"):
         import gzip
 
         data = gzip.compress(data, compresslevel=1)
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    write_output_bytes(path, data)  # atomic for regular files; never replaces a device, FIFO or link

@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
+from ..trace.outputs import write_output_bytes
 
 
 def register(subparsers) -> None:
@@ -143,6 +144,10 @@ def run(args) -> int:
                "pid": os.getpid(), "started": started, "elapsed_s": round(time.time() - started, 3),
                "points": records}
     path = out_dir / "summary.json"
-    path.write_bytes(encode_json(summary))
+    try:
+        write_output_bytes(path, encode_json(summary))  # atomic: a full disk never leaves a broken summary
+    except OSError as exc:
+        print(f"xpuprof run: cannot write {path}: {exc}", file=sys.stderr)
+        return 1
     console.print(f"summary: {path}")
     return 1 if any(r["error"] for r in records) else 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import os
 import queue
 import threading
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ import orjson
 from ..clock import BASE_TIME_NS
 from .builder import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
 from .columnar import PooledChunk, make_writer, sanitize_tids
+from .outputs import output_file
 
 SPANS_PID = "Spans"
 SPANS_SORT_INDEX = 0x20000000
@@ -400,12 +400,11 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     """
     path = Path(path)
     gz = path.name.endswith(".gz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     trace_name = str(path).replace("\\", "/").replace("\n", "")
     end_ns = builder.window_end_ns or builder.window_start_ns
-    try:
-        with _gc_paused(), _open_sink(tmp, gz, gzip_level) as sink:
+    # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
+    with output_file(path) as dest:
+        with _gc_paused(), _open_sink(dest, gz, gzip_level) as sink:
             out = _BackgroundWriter(sink)
             try:
                 out.write(_header(builder))
@@ -420,13 +419,6 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
                 out.write(b'"traceName": ' + encode_json(trace_name) + b"}\n")
             finally:
                 out.close()
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
     return path
 
 

@@ -121,7 +121,7 @@ def _nonfinite_token(x: float) -> bytes:
 
 def float_matrix(x: np.ndarray) -> np.ndarray:
     """Shortest round-trip floats (orjson's formatting); non-finite values as quoted strings."""
-    x = np.asarray(x, dtype=np.float64)
+    x = np.ascontiguousarray(x, dtype=np.float64)  # orjson serializes only C-contiguous arrays (a sliced column is not)
     n = len(x)
     finite = np.isfinite(x)
     all_finite = bool(finite.all())
