@@ -95,7 +95,7 @@ def test_pm_samples_become_per_device_counter_tracks():
     cs = [e for chunk in iter_event_chunks(b) for e in chunk if e["ph"] == "C"]
     assert len(cs) == 6
     assert {e["pid"] for e in cs} == {"GPU 1 Counters"}
-    assert {e["cat"] for e in cs} == {"gpu_pm_counter"}
+    assert {e["cat"] for e in cs} == {"hardware_counters"}  # Kineto main's name for CUDA PM counters
     dram = [e["args"][""] for e in cs if e["name"] == "dram__bytes_read.sum"]
     assert dram == [10.0, 20.0, 30.0]
 

@@ -130,7 +130,7 @@ def test_kernel_rows_and_args_like_kineto():
     assert a["shared memory"] == 1536 and a["registers per thread"] == 32
     assert a["blocks per SM"] == 2.0 and a["warps per SM"] == 8.0
     assert (a["device"], a["context"], a["stream"], a["correlation"], a["graph id"], a["channel"]) == (0, 1, 7, 5, 3, 2)
-    (rt,) = [e for e in evs if e.get("cat") == "runtime"]
+    (rt,) = [e for e in evs if e.get("cat") == "cuda_runtime"]
     assert rt["name"] == "cudaLaunchKernel" and (rt["pid"], rt["tid"]) == (99, 4242)
     assert rt["args"] == {"External id": 777, "cbid": 100, "correlation": 5}
     flows = sorted((e for e in evs if e["ph"] in "sf"), key=lambda e: e["ph"] != "s")

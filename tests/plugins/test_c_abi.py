@@ -105,7 +105,7 @@ def _fault_dir(plugin_dir, name, *defines):
 def test_every_builder_function(plugin_dir, tmp_path, monkeypatch):
     lib = _fault_dir(plugin_dir, "cgood")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
-    trace, builder, _ = run_profile(["cgood"], tmp_path, ProfilerConfig(legacy_categories=False,
+    trace, builder, _ = run_profile(["cgood"], tmp_path, ProfilerConfig(generic_categories=True,
                                    activities=default_activity_types() | {ActivityType.GPU_PM_COUNTER}))
     (launch,) = events(trace, "X", name="synthLaunchKernel")
     (kernel,) = events(trace, "X", name="gemm_kernel")

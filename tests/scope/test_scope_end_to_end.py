@@ -59,8 +59,10 @@ def test_kernels_counters_slices_and_args(full_double, tmp_path):
     assert full_double.c.scope_double_buffer_size() == 1500 * 256  # sized from the default max_scopes
     events = trace["traceEvents"]
     kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
-    metric_slices = [e for e in _x(trace) if e["name"].startswith("metrics: ")]
+    metric_slices = [e for e in _x(trace, "xpu_scope_profiler") if e["name"].startswith("metrics: ")]
     assert len(kernels) == 6 and len(metric_slices) == 7  # 6 kernels + 1 record without a kernel
+    # the metrics slices are never a second "kernel" (consumers would count every kernel twice)
+    assert not [e for e in _x(trace) if e["name"].startswith("metrics: ")]
     # the kernels' own X events carry the values (GpuTime = the kernel's duration in the double)
     for k in kernels:
         kid = k["args"]["kernel_id"]
@@ -148,7 +150,7 @@ def test_xpuprof_report_shows_metric_columns(full_double, tmp_path, capsys):
 def test_small_max_scopes_spreads_records_over_buffers(full_double, tmp_path):
     api, builder, trace = run_session(full_double, tmp_path, config=_config(max_scopes=3), iterations=20)
     assert full_double.c.scope_double_buffer_size() == 2048  # PTI's minimum: 8 scopes per buffer here
-    metric_slices = [e for e in _x(trace) if e["name"].startswith("metrics: ")]
+    metric_slices = [e for e in _x(trace, "xpu_scope_profiler") if e["name"].startswith("metrics: ")]
     assert len(metric_slices) == 20 and api.unmatched == 0
 
 

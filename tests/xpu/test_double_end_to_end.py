@@ -46,11 +46,11 @@ def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path, run_session):
     assert any(c["name"] == "Memcpy D2D (P2P)" and c["args"]["toDevice"] == 1 for c in copies)
     fills = by_cat(trace, "gpu_memset")
     assert fills[0]["name"] == "Memset (0 -> Device)" and fills[0]["args"]["bytes"] == 4096
-    runtime = by_cat(trace, "runtime")
+    runtime = by_cat(trace, "xpu_runtime")
     assert {r["name"] for r in runtime} == {"urEnqueueKernelLaunch", "urEnqueueUSMMemcpy", "urEnqueueUSMFill"}
     import os
     assert runtime[0]["pid"] == os.getpid() and runtime[0]["args"]["External id"] == 4242
-    driver = by_cat(trace, "driver")
+    driver = by_cat(trace, "xpu_driver")
     assert {d["name"] for d in driver} == {"zeCommandListAppendLaunchKernel"}
     syncs = by_cat(trace, "xpu_sync")
     assert len(syncs) == 6 and syncs[0]["pid"] == -1 and syncs[0]["name"] == "zeCommandQueueSynchronize"

@@ -10,6 +10,7 @@ the registry never selects this backend unless it is named (``backends=["sim"]``
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 import time
 from typing import Any
 
@@ -58,10 +59,32 @@ _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SC
                                 ActivityType.HARDWARE_COUNTERS})
 
 
+@dataclass(frozen=True)
+class SimFlavour:
+    """Which vendor's trace the sim writes: its runtime call names and (through ``vendor``) the
+    categories our real backend for that vendor writes (xpu_runtime, cuda_runtime, ...)."""
+
+    name: str
+    vendor: str
+    calls: dict
+
+
+SIM_FLAVOURS = {
+    "xpu": SimFlavour("xpu", "xpu", {"copy": "urEnqueueUSMMemcpy", "launch": "urEnqueueKernelLaunch",
+                                     "sync": "urQueueFinish"}),
+    "cuda": SimFlavour("cuda", "cuda", {"copy": "cudaMemcpyAsync", "launch": "cudaLaunchKernel",
+                                        "sync": "cudaStreamSynchronize"}),
+    "hip": SimFlavour("hip", "rocm", {"copy": "hipMemcpyAsync", "launch": "hipLaunchKernel",
+                                      "sync": "hipStreamSynchronize"}),
+}
+
+
 class SimSession(Session):
     """Collects host range enter/exit marks; ``process`` turns them into simulated device work."""
 
-    def __init__(self, activity_types: frozenset[ActivityType], metrics: list[str], seed: int) -> None:
+    def __init__(self, activity_types: frozenset[ActivityType], metrics: list[str], seed: int,
+                 flavour: "SimFlavour | None" = None) -> None:
+        self.flavour = flavour or SIM_FLAVOURS["xpu"]
         self.types = activity_types
         self.metrics = metrics
         self.seed = seed
@@ -129,7 +152,7 @@ class SimSession(Session):
         if n == 0:
             return
         rng = np.random.default_rng(self.seed)
-        pid, vendor = builder.pid, SimBackend.vendor
+        pid, vendor = builder.pid, self.flavour.vendor
         idx = np.arange(n)
         kind = idx % len(KERNELS)
         base = np.array([k[1] for k in KERNELS], np.int64)[kind]
@@ -149,7 +172,11 @@ class SimSession(Session):
         # Device side: copies then kernels run in order on one queue: end_i = max(ready_i, end_{i-1}) + dur_i.
         copy_bytes = (np.array([k[3] for k in KERNELS], np.int64)[kind] // 4) * has_copy
         copy_dur = np.where(has_copy, 2_000 + copy_bytes // 20, 0)  # ~20 GB/s
-        ready = np.minimum(np.where(has_copy, copy_call, launch_call) + LAUNCH_LATENCY_NS, 2**62)
+        # Causality: nothing on the device starts before the call that submitted it. An item begins at b
+        # (copy at b + gap, kernel at b + gap + copy), so b >= copy call + latency and the kernel's own
+        # launch call + latency <= b + gap + copy.
+        ready = np.minimum(np.where(has_copy, np.maximum(copy_call, launch_call - copy_dur), launch_call)
+                           + LAUNCH_LATENCY_NS, 2**62)
         work = QUEUE_GAP_NS + copy_dur + k_dur  # a small idle gap before each op, as on real queues
         csum = np.cumsum(work)
         end = csum + np.maximum.accumulate(ready - (csum - work))
@@ -166,9 +193,10 @@ class SimSession(Session):
             builder.add_flows(flow_ids=corr[mask], ts=ts[mask], pid=pid, tid=tid[mask], start=True)
 
         all_rows = np.ones(n, bool)
-        host_calls(has_copy, copy_call, corr_copy, "simMemcpyAsync")
-        host_calls(all_rows, launch_call, corr_launch, "simLaunchKernel")
-        host_calls(has_sync, sync_call, corr_sync, "simStreamSynchronize")
+        calls = self.flavour.calls
+        host_calls(has_copy, copy_call, corr_copy, calls["copy"])
+        host_calls(all_rows, launch_call, corr_launch, calls["launch"])
+        host_calls(has_sync, sync_call, corr_sync, calls["sync"])
         flows = ActivityType.RUNTIME in want
 
         if ActivityType.GPU_MEMCPY in want and has_copy.any():
@@ -233,13 +261,13 @@ class SimSession(Session):
         builder.add_per_kernel_metrics(kernel_names=names, start_ns=start, end_ns=end, pid=DEVICE_ID,
                                        tid=COMPUTE_STREAM, metrics={m: values[m] for m in self.metrics},
                                        units={m: METRICS[m] for m in self.metrics}, counter_name="sim", cat=cat,
-                                       vendor=SimBackend.vendor)
+                                       vendor=self.flavour.vendor)
 
     def device_properties(self) -> list[dict[str, Any]]:
         return [dict(DEVICE_PROPERTIES)]
 
     def metadata(self) -> dict[str, Any]:
-        return {"backend": "sim", "sim_seed": self.seed}
+        return {"backend": "sim", "sim_seed": self.seed, "sim_vendor": self.flavour.name}
 
     def errors(self) -> list[str]:
         return list(self._errors)
@@ -280,4 +308,7 @@ class SimBackend(Backend):
             seed = int(seed)
         except (TypeError, ValueError):
             raise BackendError(f"sim_seed must be an integer, got {seed!r}") from None
-        return SimSession(types, metrics, seed)
+        flavour = str(config.custom.get("sim_vendor", "xpu")).strip().lower()
+        if flavour not in SIM_FLAVOURS:
+            raise BackendError(f"sim_vendor {flavour!r} is not known; valid: {', '.join(SIM_FLAVOURS)}")
+        return SimSession(types, metrics, seed, SIM_FLAVOURS[flavour])

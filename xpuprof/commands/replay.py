@@ -13,7 +13,10 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", default=None, metavar="TRACE",
                    help="trace file to write (.json or .json.gz; default: CAPTURE with .json)")
     p.add_argument("--all", action="store_true", help="keep records outside the capture's window")
-    p.add_argument("--legacy-categories", action="store_true", help="write xpu_runtime/xpu_driver category names")
+    p.add_argument("--legacy-categories", action="store_true",
+                   help="accepted for compatibility: xpu_runtime/xpu_driver category names are the default")
+    p.add_argument("--generic-categories", action="store_true",
+                   help="write the generic category names (runtime, driver) instead of xpu_runtime/xpu_driver")
     p.set_defaults(func=run)
 
 
@@ -33,7 +36,7 @@ def run(args) -> int:
         return 1
     if cap.window is not None:
         builder.set_window(cap.window.start_ns, cap.window.end_ns)
-    path = write_chrome_trace(builder, out, legacy_categories=args.legacy_categories)
+    path = write_chrome_trace(builder, out, legacy_categories=not args.generic_categories)
     counts = ", ".join(f"{n} {cat}" for cat, n in sorted(result.counts.items())) or "no events"
     dropped = f"; dropped: {builder.dropped}" if builder.dropped else ""
     print(f"wrote {path} (PTI {cap.context.pti_version}: {counts}{dropped})")

@@ -60,7 +60,10 @@ class ProfilerConfig:
     devices: list[int] | None = None
     max_gpu_buffer_bytes: int = 128 * 1024 * 1024
     display_cuda_sync_wait_events: bool = True
-    legacy_categories: bool = False
+    # Category names: Kineto main's / torch.profiler's vendor names (cuda_runtime, xpu_runtime, ...) by
+    # default, which HTA and TensorBoard key on; the generic proposal's names (runtime, driver) on request.
+    generic_categories: bool = False
+    legacy_categories: bool = False  # accepted for compatibility: vendor names are now the default
     trace_id: str = ""
     group_trace_id: str = ""
     raw_capture_path: str | None = None  # XPU: save drained PTI buffers for replay

@@ -56,7 +56,8 @@ OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
     "worker_name": ("str", None, "first part of trace file names (default: <name>)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
-    "legacy_categories": ("bool", False, "write Kineto main's vendor category names"),
+    "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
+    "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
 }
 SCHEMA: dict[str, Any] = {
     "name": ("str", None, "run name (default: the file's stem)"),
@@ -71,6 +72,7 @@ SCHEMA: dict[str, Any] = {
     "record_shapes": ("bool", False, "record input shapes of ops"),
     "metrics": METRICS_KEYS,
     "backends": ("strlist", None, "backends to use (default: every available one; sim only if listed)"),
+    "custom": ("map", None, "backend-specific options, passed through (e.g. sim_vendor: cuda, sim_seed: 1)"),
     "output": OUTPUT_KEYS,
     "matrix": ("map", {}, "dotted key -> list of values; one run per combination"),
 }
@@ -149,6 +151,7 @@ class OutputSpec:
     worker_name: str
     compression: str = "none"
     legacy_categories: bool = False
+    generic_categories: bool = False
 
     @property
     def use_gzip(self) -> bool:
@@ -175,10 +178,13 @@ class RunPoint:
     experimental: ExperimentalConfig
     backends: list[str] | None
     output: OutputSpec
+    custom: dict[str, Any] = field(default_factory=dict)
 
     def profiler_config(self) -> ProfilerConfig:
         kwargs: dict[str, Any] = dict(experimental=self.experimental, record_shapes=self.record_shapes,
-                                      backends=self.backends, legacy_categories=self.output.legacy_categories)
+                                      backends=self.backends, custom=dict(self.custom),
+                                      legacy_categories=self.output.legacy_categories,
+                                      generic_categories=self.output.generic_categories)
         if self.activities:
             kwargs["activities"] = parse_activity_types(self.activities)
         return ProfilerConfig(**kwargs)
@@ -364,13 +370,14 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
     if out["compression"] not in COMPRESSIONS:
         ck.fail(("output", "compression"), f"unknown compression {out['compression']!r}; valid: {', '.join(COMPRESSIONS)}")
     output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or name, out["compression"],
-                        out["legacy_categories"])
+                        out["legacy_categories"], out.get("generic_categories", False))
 
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()) or name
     return RunPoint(index=index, params=dict(params), label=label, slug=_slug(index, params), name=name,
                     workload=workload, device=top["device"], warmup=top["warmup"], iterations=top["iterations"],
                     repeats=top["repeats"], schedule=top["schedule"], activities=top["activities"],
                     record_shapes=top["record_shapes"], experimental=experimental, backends=top["backends"],
+                    custom=dict(top["custom"] or {}),
                     output=output)
 
 

@@ -423,7 +423,9 @@ class TraceBuilder:
 
         For each kernel: a "C" event at start-1 ns carrying every metric, a "C" event at end+1 ns
         with every metric 0 (so the track steps with the kernel, Kineto's convention), and a
-        ``metrics: <kernel>`` slice from start-1 to end+1 with ``"<metric>::<unit>"`` args.
+        ``metrics: <kernel>`` slice from start-1 to end+1 with ``"<metric>::<unit>"`` args. The slice
+        carries the metric category, not ``kernel``: a second ``kernel`` slice per kernel doubles every
+        consumer's kernel counts (TensorBoard's kernel table, HTA's breakdowns).
         """
         start = np.asarray(start_ns, dtype=np.int64)
         end = np.asarray(end_ns, dtype=np.int64)
@@ -444,7 +446,7 @@ class TraceBuilder:
             unit = units.get(k) or ""
             args[f"{k}::{unit}" if unit else k] = v
         self.add_slices(names=names, ts=start - 1, dur=(end - start) + 2, pid=pid_col, tid=tid_col,
-                        cat=ActivityType.CONCURRENT_KERNEL, args=args, vendor=vendor)
+                        cat=cat, args=args, vendor=vendor)
 
     def _flush_counters(self) -> None:
         rows = self._pending_counters

@@ -316,7 +316,7 @@ def _chunks(n: int, size: int) -> Iterator[slice]:
         yield slice(lo, min(lo + size, n))
 
 
-def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = False,
+def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = True,
                       fmt_ns: Callable = _floats) -> Iterator[list[dict]]:
     """Every trace event as lists of dicts, in file order (without the closing instant).
 
@@ -391,7 +391,7 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool) -> Iterat
     yield encode_events(span_events(builder, _fragments))
 
 
-def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = False, gzip_level: int = 1,
+def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = True, gzip_level: int = 1,
                        columnar: bool = True) -> Path:
     """Write the builder as a Kineto-compatible trace; returns the final path.
 
