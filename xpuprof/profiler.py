@@ -227,6 +227,16 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
+def _invalid_args_note(args, exc: BaseException) -> dict[str, str]:
+    """What a range carries instead of args JSON cannot hold (a huge int, a cycle, a failing __str__,
+    a list or string instead of a mapping)."""
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose message itself fails
+        why = type(exc).__name__
+    return {"xpuprof_invalid_args": f"args of type {type(args).__name__} could not be written ({why[:200]})"}
+
+
 def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) -> None:
     """Metric names left for the device, and no chosen backend that collects metrics: one clear error
     before anything starts (never a trace that silently lacks what was asked for)."""
@@ -612,6 +622,7 @@ class profile:
         tids: set[int] = set()
         rows = rec.rows
         n = rec.range_count()
+        bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
         if n and ActivityType.USER_ANNOTATION in self.config.activities:
             k = annotations.ROW_FIELDS
             names, args = rows[0::k], rows[5::k]
@@ -626,14 +637,26 @@ class profile:
                 builder.add_slices(names=[names[i] for i in idx], ts=t0[idx], dur=dur[idx], pid=pid,
                                    tid=tid_arr[idx], cat=ActivityType.USER_ANNOTATION, external_id=cid_arr[idx])
             for i in np.flatnonzero(has_args).tolist():
-                builder.add_slice(names[i], int(t0[i]), int(dur[i]), pid, int(tid_arr[i]),
-                                  ActivityType.USER_ANNOTATION, args=dict(args[i]), external_id=int(cid_arr[i]))
+                row = (names[i], int(t0[i]), int(dur[i]), pid, int(tid_arr[i]), ActivityType.USER_ANNOTATION)
+                try:
+                    builder.add_slice(*row, args=dict(args[i]), external_id=int(cid_arr[i]))
+                except Exception as exc:  # one bad args value must never lose the trace: keep the range
+                    builder.add_slice(*row, args=_invalid_args_note(args[i], exc), external_id=int(cid_arr[i]))
+                    bad += 1
             tids.update(np.unique(tid_arr).tolist())
         if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
             for name, t, tid, args, scope in rec.instants:
-                builder.add_instant(name, t + MONOTONIC_TO_EPOCH_NS, pid, tid, ActivityType.CPU_INSTANT_EVENT,
-                                    args=args, scope=scope)
+                row = (name, t + MONOTONIC_TO_EPOCH_NS, pid, tid, ActivityType.CPU_INSTANT_EVENT)
+                try:
+                    builder.add_instant(*row, args=None if args is None else dict(args), scope=scope)
+                except Exception as exc:
+                    builder.add_instant(*row, args=_invalid_args_note(args, exc), scope=scope)
+                    bad += 1
                 tids.add(tid)
+        if bad:
+            builder.set_metadata("invalid_args", bad)
+            log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
+                        "with an xpuprof_invalid_args note saying why (first seen in this trace)", bad)
         return tids
 
     def _add_rows(self, builder: TraceBuilder, tids: set[int]) -> None:

@@ -1,0 +1,67 @@
+"""Issue 14 item 2: one bad args value must never lose the trace. Every good range recorded before
+and after is kept; the bad one is kept too, with a note saying why its args could not be written,
+and the trace's metadata counts them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import xpuprof
+
+
+class StrRaises:
+    def __str__(self):
+        raise RuntimeError("no str for you")
+
+    __repr__ = __str__
+
+
+def _cyclic_dict():
+    d = {}
+    d["self"] = d
+    return d
+
+
+def _cyclic_list():
+    v = []
+    v.append(v)
+    return {"v": v}
+
+
+def _deep(n=2000):
+    d = cur = {}
+    for _ in range(n):
+        cur["x"] = {}
+        cur = cur["x"]
+    return d
+
+
+BAD = {
+    "int >= 2**64": {"n": 2**64},
+    "self-containing dict": _cyclic_dict(),
+    "self-containing list": _cyclic_list(),
+    "2000-deep dict": _deep(),
+    "__str__ raises": {"obj": StrRaises()},
+    "args as a list": [1, 2, 3],
+    "args as a string": "abc",
+}
+
+
+@pytest.mark.parametrize("label", list(BAD))
+def test_bad_args_keep_the_whole_trace(label, tmp_path):
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        with xpuprof.record_function("good before", {"i": 1}):
+            pass
+        with xpuprof.record_function("bad", BAD[label]):
+            pass
+        xpuprof.instant("bad instant", BAD[label]) if isinstance(BAD[label], dict) else None
+        with xpuprof.record_function("good after"):
+            pass
+    assert prof.builder is not None, "the trace was lost"
+    trace = json.loads(prof.export_chrome_trace(tmp_path / "t.json").read_text())
+    by_name = {e["name"]: e for e in trace["traceEvents"] if e.get("ph") in ("X", "i")}
+    assert by_name["good before"]["args"]["i"] == 1 and "good after" in by_name
+    note = by_name["bad"]["args"]["xpuprof_invalid_args"]
+    assert "could not be written" in note
+    assert trace["invalid_args"] >= 1
