@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -297,6 +298,10 @@ def plan_collectors(config: ProfilerConfig) -> tuple[ProfilerConfig, dict[str, l
 
 
 # ----------------------------------------------------------------------------- profile
+_running: "profile | None" = None  # the one profile recording in this process
+_running_lock = threading.Lock()
+
+
 class profile:
     """Profile a block or a loop of steps; see the module docstring and the README."""
 
@@ -358,8 +363,20 @@ class profile:
 
     # ------------------------------------------------------------------ public API
     def start(self) -> None:
+        global _running
         if self._started:
             raise RuntimeError("this profile is already started")
+        with _running_lock:
+            other = _running
+            if other is not None and other is not self:
+                # One recorder per process: a second session would uninstall the first one's recorder at
+                # its stop and both traces would silently miss events. Refuse it, loudly, before anything.
+                raise RuntimeError(
+                    "another xpuprof.profile() is already running in this process (started at step "
+                    f"{other.step_num}, activities {sorted(a.value for a in other.config.activities)[:4]}...); "
+                    "nested or interleaved profiles are not supported: stop it first, or record both parts in "
+                    "one profile (use record_function ranges or a schedule to separate them)")
+            _running = self
         self._started = True
         self.step_num = 0
         self.current_action = self.schedule(self.step_num)
@@ -369,6 +386,7 @@ class profile:
             # Nothing may stay half-started: no recorder, no tracer, no running session.
             self._abort_cycle()
             self._started = False
+            self._release_running()
             raise
         self._enter_step()
 
@@ -380,6 +398,13 @@ class profile:
             self._transit(self.current_action, None)
         finally:
             self._started = False
+            self._release_running()
+
+    def _release_running(self) -> None:
+        global _running
+        with _running_lock:
+            if _running is self:
+                _running = None
 
     def step(self) -> None:
         """Mark the end of one training/benchmark step (drives the schedule)."""
