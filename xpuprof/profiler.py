@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .activity import ActivityType, parse_activity_types
+from .activity import ActivityType, default_activity_types, parse_activity_types
 from .backends import registry
 from .backends.base import Backend, BackendError, ProcessWindow, Session
 from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
@@ -349,6 +349,7 @@ class profile:
         self._step_rf: annotations.record_function | None = None
         self._started = False
         self._block_error: str | None = None
+        self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -495,6 +496,7 @@ class profile:
             self._backends = select_backends(self.config)
             log.debug("xpuprof: backends %s", [b.name for b in self._backends])
             _check_metrics_collectable(self.config, self._backends)
+            self._no_device_reasons = self._explain_host_only()
         self._sessions = []
         device_types = self.config.activities
         for backend in self._backends:
@@ -504,6 +506,24 @@ class profile:
             session = backend.configure(types, self.config)
             if session is not None:
                 self._sessions.append((backend.name, session))
+
+    def _explain_host_only(self) -> dict[str, str]:
+        """Device activities were asked for (no backend named) and no backend can run: warn once per
+        process with each probe's reason; the trace's metadata carries them too (never silent)."""
+        if self._backends or self.config.backends is not None:
+            return {}
+        if not self.config.activities & (_DEVICE_ACTIVITIES - METRIC_ACTIVITIES - {ActivityType.GPU_USER_ANNOTATION}):
+            return {}
+        reasons = dict(_unavailable_reasons(self.config))
+        if not reasons:
+            return {}
+        key = "host-only:" + ",".join(sorted(reasons))
+        explicit = self.config.activities != default_activity_types()  # the defaults alone do not warn
+        if explicit and key not in _warned_backends:
+            _warned_backends.add(key)
+            log.warning("xpuprof: device activities were requested but no device backend can run here, so the "
+                        "trace holds host activity only: %s", "; ".join(f"{n}: {r}" for n, r in reasons.items()))
+        return reasons
 
     def _start_trace(self) -> None:
         if not self._sessions and self._backends is None:
@@ -626,7 +646,13 @@ class profile:
                 for msg in msgs:
                     log.warning("xpuprof: backend %s: %s", name, msg)
         if builder.dropped:
-            log.warning("xpuprof: dropped records: %s", ", ".join(f"{k}={v}" for k, v in builder.dropped.items()))
+            # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
+            # logged at DEBUG; any other loss is a warning.
+            unexpected = {k: v for k, v in builder.dropped.items() if not k.endswith("out of window")}
+            text = ", ".join(f"{k}={v}" for k, v in builder.dropped.items())
+            (log.warning if unexpected else log.debug)("xpuprof: dropped records: %s", text)
+        if self._no_device_reasons:
+            builder.set_metadata("device_backends_unavailable", dict(self._no_device_reasons))
         if self._block_error:
             builder.set_metadata("profiled_block_exception", self._block_error)
         for key, value in self.metadata.items():

@@ -73,3 +73,22 @@ def test_metrics_that_nothing_can_collect_are_one_clear_error(monkeypatch):
     with pytest.raises(BackendError, match=r"'GpuTime' were requested but nothing can collect them"):
         prof.start()
     assert not prof._started
+
+
+def test_device_work_asked_for_but_no_backend_is_said_once_and_recorded(monkeypatch, caplog):
+    """Issue 11 item 5: host activity only, because no device backend can run, is never silent."""
+    from xpuprof import profiler
+
+    if profiler.select_backends(xpuprof.ProfilerConfig(activities=["cpu_op", "kernel"])):
+        pytest.skip("a device backend runs on this machine")
+    monkeypatch.setattr(profiler, "_warned_backends", set())
+    metas = []
+    with caplog.at_level("WARNING", logger="xpuprof"):
+        for _ in range(2):
+            with xpuprof.profile(activities=["cpu", "xpu"]) as prof:
+                with xpuprof.record_function("r"):
+                    pass
+            metas.append(prof.builder.metadata.get("device_backends_unavailable"))
+    said = [r for r in caplog.records if "no device backend can run here" in r.getMessage()]
+    assert len(said) == 1 and "xpu:" in said[0].getMessage()
+    assert all(m and "xpu" in m for m in metas)

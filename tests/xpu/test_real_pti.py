@@ -105,3 +105,18 @@ def test_real_kernel_links_to_its_host_call(tmp_path):
     assert len(session.kernels) >= 1
     flows = [f for batch in b.flows for f in batch.flow_id.tolist()]
     assert flows, "no ac2g flow linked a runtime call to a kernel"
+
+
+def test_the_null_driver_device_is_usable_but_said_to_be_a_test_device(monkeypatch):
+    """Issue 11 item 5, against the real loader + null driver in ../shared/level-zero."""
+    from pathlib import Path
+
+    lib = Path(__file__).resolve().parents[2].parent / "shared" / "level-zero" / "lib"
+    if WHEEL is None or not (lib / "libze_null.so.1").is_file():
+        pytest.skip(f"needs intel-pti and the Level Zero null driver at {lib}")
+    monkeypatch.delenv(pti.PTI_LIBRARY_ENV, raising=False)
+    monkeypatch.setenv("ZE_ENABLE_NULL_DRIVER", "1")
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{lib}:{WHEEL.resolve().parent}")
+    r = availability.probe()
+    assert r.available, r.reason
+    assert r.details["null_device"] is True and "a test device, not a GPU" in r.reason

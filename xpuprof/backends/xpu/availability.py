@@ -15,6 +15,7 @@ from ..probe import run_probe
 from . import levelzero, pti
 
 STAGE_OK = "ok"
+NULL_DEVICE_NAME = "Null Device"  # what Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports
 
 
 def _result(available: bool, stage: str, reason: str, **details) -> dict:
@@ -102,7 +103,14 @@ def probe(timeout: float = 60.0) -> ProbeResult:
                     on_crash=_explain_crash)
     details = dict(res.details)
     details.setdefault("pti_library", str(path))
-    return ProbeResult(res.available, res.reason, details)
+    reason = res.reason
+    devices = details.get("devices") or []
+    if res.available and devices and all(d.get("name") == NULL_DEVICE_NAME for d in devices):
+        # Usable for host-side tracing (the real-PTI test tier relies on it), but say what it is.
+        details["null_device"] = True
+        reason = (f"{reason} on the Level Zero null driver's {NULL_DEVICE_NAME!r} (a test device, not a GPU: "
+                  "runtime and driver calls only; kernels or copies on it abort PTI)")
+    return ProbeResult(res.available, reason, details)
 
 
 def pti_version_string(path=None) -> str:
