@@ -18,7 +18,7 @@ def _kernels_by_rank(events):
 
 @pytest.mark.parametrize("align, expected_gap_us", [("epoch", 5000.0), ("start", 0.0), ("step", 0.0)])
 def test_merge_gives_each_rank_its_rows_and_aligns_clocks(rank_traces, tmp_path, align, expected_gap_us, kernel_spec):
-    out = tmp_path / "merged.pt.trace.json"
+    out = tmp_path / "job.merged.json"
     info = merge_traces(rank_traces, out, align=align)
     assert info.ranks == [0, 1]
     data = json.loads(out.read_text())  # plain json.load works on the merged file
@@ -45,7 +45,16 @@ def test_duplicate_ranks_and_cli(tmp_path, capsys, make_trace):
     assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
     assert "claim rank" in capsys.readouterr().err
     c = make_trace(tmp_path / "c.pt.trace.json", 1)
-    out = tmp_path / "m.pt.trace.json.gz"
+    out = tmp_path / "m.merged.json.gz"
     assert main(["merge", str(a), str(c), "-o", str(out), "--align", "start"]) == 0
     assert "merged ranks 0, 1" in capsys.readouterr().out
     assert build_report([out]).ranks == []  # a merged file is not one rank's trace
+
+
+def test_a_merged_view_cannot_be_named_like_a_rank_trace(tmp_path):
+    """Issue 13: TensorBoard parses every *.pt.trace.json in a logdir (a merged file crashed its
+    overview) and HTA reads one rank per file; the merged view is refused under such a name."""
+    from xpuprof.analysis.merge import MergeError
+
+    with pytest.raises(MergeError, match=r"must not be named like a rank trace.*job\.merged\.json"):
+        merge_traces([tmp_path / "a.json"], tmp_path / "job.pt.trace.json.gz")

@@ -16,7 +16,7 @@ def _rank_trace(tmp_path, monkeypatch, rank):
 
 def test_each_merged_process_has_one_labels_row_keeping_rank_and_own_label(tmp_path, monkeypatch):
     paths = [_rank_trace(tmp_path, monkeypatch, r) for r in (0, 1)]
-    out = tmp_path / "merged.pt.trace.json"
+    out = tmp_path / "job.merged.json"
     merge_traces(paths, out)
     events = json.loads(out.read_text())["traceEvents"]
     labels = [e for e in events if e.get("ph") == "M" and e["name"] == "process_labels"]

@@ -67,10 +67,19 @@ def _assign_ranks(traces: list[TraceFile]) -> list[int]:
     return ranks
 
 
+RANK_TRACE_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")
+
+
 def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "epoch") -> MergeInfo:
     """Write the merged trace to ``out`` (``.json`` or ``.json.gz``)."""
     if align not in ALIGN_MODES:
         raise MergeError(f"unknown alignment {align!r}; valid: {', '.join(ALIGN_MODES)}")
+    if RANK_TRACE_NAME.search(Path(out).name):
+        # TensorBoard parses every *.pt.trace.json* in a logdir as one rank's trace (a merged file made its
+        # overview divide by zero) and HTA reads one rank per file: a merged view must not look like one.
+        stem = RANK_TRACE_NAME.sub("", Path(out).name)
+        raise MergeError(f"{out}: a merged view must not be named like a rank trace (*.pt.trace.json[.gz]), or "
+                         f"TensorBoard and HTA read it as one; name it e.g. {stem}.merged.json")
     try:
         traces = load_traces(paths)
     except ReportError as exc:

@@ -11,7 +11,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("merge", help="merge per-rank traces into one trace", description=__doc__)
     p.add_argument("traces", nargs="+", metavar="TRACE", help="rank trace files or directories of them")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="merged trace path (.pt.trace.json or .pt.trace.json.gz)")
+                   help="merged view path, e.g. job.merged.json or .json.gz (never *.pt.trace.json: "
+                        "TensorBoard and HTA would read it as one rank's trace)")
     p.add_argument("--align", default="epoch", choices=ALIGN_MODES,
                    help="epoch: absolute clocks (default); start: first events coincide; "
                         "step: first ProfilerStep# annotations coincide")
