@@ -189,6 +189,10 @@ def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = Fal
 
 # ----------------------------------------------------------------------------- backend selection
 _warned_backends: set[str] = set()  # broken backends are reported once per process, not per run
+_logged_errors: set[tuple[str, str]] = set()  # (backend, message) already logged
+# Plugin fault stages a session reports itself (its errors() reach backend_errors).
+_SESSION_STAGES = frozenset({"start", "stop", "process", "events", "close", "device_properties", "metadata", "errors",
+                             "dropped_records", "push_correlation_id", "pop_correlation_id"})
 
 
 def select_backends(config: ProfilerConfig) -> list[Backend]:
@@ -350,6 +354,8 @@ class profile:
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
+        self._setup_errors: dict[str, list[str]] = {}  # named backends that took no part in this cycle: why
+        self._not_collected: dict[str, str] = {}  # asked-for activities no backend in use records: why
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -498,14 +504,73 @@ class profile:
             _check_metrics_collectable(self.config, self._backends)
             self._no_device_reasons = self._explain_host_only()
         self._sessions = []
+        self._setup_errors = {}
         device_types = self.config.activities
+        named = set(self.config.backends or ())
+        served: set[ActivityType] = set()
         for backend in self._backends:
-            types = frozenset(device_types & backend.supported_activities())
+            supported = backend.supported_activities()
+            types = frozenset(device_types & supported)
             if not types:
+                if backend.name in named:  # asked for by name and silently absent would be a lie
+                    self._setup_errors.setdefault(backend.name, []).append(
+                        "took no part: it records none of the requested activities (it supports: "
+                        f"{', '.join(sorted(t.value for t in supported)) or 'nothing it could report'})")
                 continue
             session = backend.configure(types, self.config)
             if session is not None:
                 self._sessions.append((backend.name, session))
+                served |= types
+            elif backend.name in named:
+                self._setup_errors.setdefault(backend.name, []).append("took no part: configure() declined")
+        self._not_collected = self._activities_not_collected(served)
+
+    def _activities_not_collected(self, served: set[ActivityType]) -> dict[str, str]:
+        """Explicitly requested device activity groups (or single types outside the groups) that no backend
+        in use records: warned once, listed in the trace. With no backend at all,
+        ``device_backends_unavailable`` says why instead."""
+        if not self._backends or self.config.activities == default_activity_types():
+            return {}
+        asked = self.config.activities - HOST_ACTIVITIES
+        in_use = ", ".join(b.name for b in self._backends)
+        why = f"no backend in use records it (in use: {in_use})"
+        out: dict[str, str] = {}
+        work = asked & (DEVICE_GROUP - {ActivityType.GPU_USER_ANNOTATION, ActivityType.EXTERNAL_CORRELATION})
+        if work and not work & served:
+            out["device activities (" + ", ".join(sorted(t.value for t in work)) + ")"] = why
+        metric = asked & METRIC_ACTIVITIES
+        if metric and not metric & served:
+            out["metric activities (" + ", ".join(sorted(t.value for t in metric)) + ")"] = why
+        for t in sorted(asked - DEVICE_GROUP - METRIC_ACTIVITIES - served, key=lambda t: t.value):
+            out[t.value] = why
+        key = "not-collected:" + ",".join(sorted(out))
+        if out and key not in _warned_backends:
+            _warned_backends.add(key)
+            log.warning("xpuprof: requested activities that nothing in this run records: %s",
+                        "; ".join(f"{k}: {v}" for k, v in out.items()))
+        return out
+
+    def _plugin_errors(self) -> dict[str, list[str]]:
+        """Faults of plugin backends outside a session (probe, supported_activities, configure, a missed
+        deadline) for the plugins this run could have used and that took no part: the trace says why."""
+        from .plugins import faults as plugin_faults
+
+        named = self.config.backends
+        if named is None and not self.config.activities - HOST_ACTIVITIES:
+            return {}
+        disabled = registry.disabled_backends(self.config)
+        active = {name for name, _ in self._sessions}
+        out: dict[str, list[str]] = {}
+        for name, origin in registry.plugin_origins().items():
+            if name in disabled or name in active or (named is not None and name not in named):
+                continue
+            msgs = [str(f) for f in plugin_faults.faults(origin) if f.stage not in _SESSION_STAGES]
+            hung = plugin_faults.abandoned(origin)
+            if hung:
+                msgs.append(hung)
+            if msgs:
+                out[name] = msgs
+        return out
 
     def _explain_host_only(self) -> dict[str, str]:
         """Device activities were asked for (no backend named) and no backend can run: warn once per
@@ -635,16 +700,26 @@ class profile:
         builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=self._recorder.range_count(),
                          iteration=self._cycle)
         builder.set_metadata("backends", [name for name, _ in self._sessions])
+        for source in (self._setup_errors, self._plugin_errors()):
+            for name, msgs in source.items():
+                errors.setdefault(name, []).extend(msgs)
+        load_failures = registry.plugin_load_failures()
+        if load_failures:  # logged once each when they happened (plugins.faults)
+            builder.set_metadata("plugin_load_errors", {origin: reason for origin, reason in load_failures})
+        if self._not_collected:
+            builder.set_metadata("activities_not_collected", dict(self._not_collected))
         if self.config.trace_id:
             builder.set_metadata("trace_id", self.config.trace_id)
         if self.config.group_trace_id:
             builder.set_metadata("group_trace_id", self.config.group_trace_id)
-        errors = {k: v for k, v in errors.items() if v}
+        errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
         if errors:
             builder.set_metadata("backend_errors", errors)
             for name, msgs in errors.items():
                 for msg in msgs:
-                    log.warning("xpuprof: backend %s: %s", name, msg)
+                    if (name, msg) not in _logged_errors:  # said once per process, in every trace it touches
+                        _logged_errors.add((name, msg))
+                        log.warning("xpuprof: backend %s: %s", name, msg)
         if builder.dropped:
             # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
             # logged at DEBUG; any other loss is a warning.

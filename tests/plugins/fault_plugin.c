@@ -9,9 +9,14 @@
  *   FAULT_STAGE "stage"      return -1 from that call: probe, create, start, stop, process
  *   FAULT_MALFORMED          mix malformed items among the good ones in process_events
  *   FAULT_PROBE_NO           probe says unavailable
+ *   FAULT_HANG "stage"       block in that call until the test calls cfault_release(): register, query,
+ *                            probe, create, start, stop, process (a hanging plugin; process writes a slice
+ *                            "late_kernel" after its release, which must be ignored)
+ *   FAULT_BAD_UTF8           one kernel slice (single and bulk) named with invalid UTF-8 bytes
  * Without switches it writes a device row, a resource row, two kernel slices linked by a flow
  * from a runtime slice, a counter and a metadata key.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +42,33 @@ int cfault_destroyed(void) { return destroyed_count; }
 
 static int fails(const char *stage) { return strcmp(FAULT_STAGE, stage) == 0; }
 
+#ifndef FAULT_HANG
+#define FAULT_HANG ""
+#endif
+static pthread_mutex_t hang_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hang_cv = PTHREAD_COND_INITIALIZER;
+static int released = 0, hanging = 0;
+/* Blocks while the test has not released it (an Event, not a sleep: the test decides when). */
+static void hang_if(const char *stage) {
+    if (strcmp(FAULT_HANG, stage) != 0) return;
+    pthread_mutex_lock(&hang_mu);
+    hanging++;
+    while (!released) pthread_cond_wait(&hang_cv, &hang_mu);
+    pthread_mutex_unlock(&hang_mu);
+}
+void cfault_release(void) {
+    pthread_mutex_lock(&hang_mu);
+    released = 1;
+    pthread_cond_broadcast(&hang_cv);
+    pthread_mutex_unlock(&hang_mu);
+}
+int cfault_hanging(void) {
+    pthread_mutex_lock(&hang_mu);
+    int n = hanging;
+    pthread_mutex_unlock(&hang_mu);
+    return n;
+}
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -46,6 +78,7 @@ static int64_t now_ns(void) {
 static char g_error[128];
 
 static int query(char *name_buf, size_t name_len, int32_t *types, size_t max_types, size_t *num_types) {
+    hang_if("query");
     snprintf(name_buf, name_len, "%s", PLUGIN_NAME);
     int32_t mine[] = {XPUPROF_ACTIVITY_CONCURRENT_KERNEL, XPUPROF_ACTIVITY_RUNTIME, XPUPROF_ACTIVITY_GPU_PM_COUNTER};
     size_t n = 0;
@@ -55,6 +88,7 @@ static int query(char *name_buf, size_t name_len, int32_t *types, size_t max_typ
 }
 
 static int probe(char *reason, size_t len) {
+    hang_if("probe");
     if (fails("probe")) {
         snprintf(g_error, sizeof g_error, "injected failure in probe");
         return -1;
@@ -68,6 +102,7 @@ static int probe(char *reason, size_t len) {
 }
 
 static int create(const int32_t *enabled, size_t n, const char *config_json, XpuprofPluginProfiler **out) {
+    hang_if("create");
     if (fails("create")) {
         snprintf(g_error, sizeof g_error, "injected failure in create");
         return -1;
@@ -87,6 +122,7 @@ static int destroy(XpuprofPluginProfiler *p) {
 
 static int start(XpuprofPluginProfiler *p) {
     p->start_ns = now_ns();
+    hang_if("start");
     if (fails("start")) {
         snprintf(p->error, sizeof p->error, "injected failure in start");
         return -1;
@@ -96,6 +132,7 @@ static int start(XpuprofPluginProfiler *p) {
 
 static int stop(XpuprofPluginProfiler *p) {
     p->stop_ns = now_ns();
+    hang_if("stop");
     if (fails("stop")) {
         snprintf(p->error, sizeof p->error, "injected failure in stop");
         return -1;
@@ -106,6 +143,13 @@ static int stop(XpuprofPluginProfiler *p) {
 static int process_events(XpuprofPluginProfiler *p, const XpuprofTraceBuilderApi *api) {
     XpuprofTraceBuilder *b = api->builder;
     int64_t t0 = p->start_ns + 1000, dev = 77, q = 3;
+    if (strcmp(FAULT_HANG, "process") == 0) {
+        hang_if("process");
+        XpuprofSlice late = {sizeof late, XPUPROF_ACTIVITY_CONCURRENT_KERNEL, 0, t0, t0 + 10, dev, q, 0, "late_kernel",
+                             NULL};
+        api->add_slice(b, &late); /* after the deadline: must be refused */
+        return 0;
+    }
     XpuprofDeviceRow row = {sizeof row, dev, dev, "Synthetic device 0", "cfault"};
     api->add_device_row(b, &row);
     XpuprofResourceRow res = {sizeof res, dev, q, 1, "queue 3"};
@@ -133,6 +177,14 @@ static int process_events(XpuprofPluginProfiler *p, const XpuprofTraceBuilderApi
         bulk[i] = k;
     }
     api->add_slices(b, bulk, 3);
+#ifdef FAULT_BAD_UTF8
+    XpuprofSlice u = k1;
+    u.name = "bad \xff\xfe name";
+    api->add_slice(b, &u);
+    XpuprofSlice ubulk[2] = {bulk[0], bulk[1]};
+    ubulk[0].name = "bulk \xc3\x28 name";
+    api->add_slices(b, ubulk, 2);
+#endif
 #ifdef FAULT_MALFORMED
     XpuprofSlice bad = k1;
     bad.name = NULL;
@@ -188,6 +240,7 @@ static int last_error(XpuprofPluginProfiler *p, char *buf, size_t len) {
 
 #ifndef FAULT_NO_SYMBOL
 XPUPROF_PLUGIN_EXPORT int xpuprof_plugin_register(XpuprofPluginInterface *table) {
+    hang_if("register");
     XpuprofPluginInterface mine = {sizeof mine, XPUPROF_PLUGIN_ABI_VERSION, 0, query, create, destroy, start, stop,
                                    process_events, probe, last_error};
 #ifdef FAULT_ABI_VERSION

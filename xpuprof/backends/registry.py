@@ -80,6 +80,16 @@ def install_discovery(discover, origins, load_failures) -> None:
     _origins_provider, _load_failures_provider = origins, load_failures
 
 
+def plugin_origins() -> dict[str, str]:
+    """Backend name -> the plugin file or entry point it came from (out-of-tree backends only)."""
+    return dict(_origins_provider())
+
+
+def plugin_load_failures() -> list[tuple[str, str]]:
+    """(origin, reason) for every plugin that failed to load (or was refused) in this process."""
+    return list(_load_failures_provider())
+
+
 def ensure_plugins(config=None) -> None:
     """Run the installed discovery (idempotent; failures are reported by the plugin layer, never raised)."""
     for discover in list(_discover_providers):

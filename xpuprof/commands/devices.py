@@ -47,8 +47,15 @@ def _collector_rows() -> list[DeviceRow]:
     return rows
 
 
+def _plugin_failure_rows() -> list[DeviceRow]:
+    """Plugins that failed to load or were refused (their file and why): never missing from the list."""
+    registry.ensure_plugins()
+    return [DeviceRow(origin, False, f"failed to load: {reason}", ["plugin"], {"origin": origin})
+            for origin, reason in registry.plugin_load_failures()]
+
+
 # Each source returns rows; the table shows them in this order. Extend by appending a source.
-ROW_SOURCES: list[Callable[[], list[DeviceRow]]] = [_backend_rows, _collector_rows]
+ROW_SOURCES: list[Callable[[], list[DeviceRow]]] = [_backend_rows, _collector_rows, _plugin_failure_rows]
 
 COLUMNS: list[tuple[str, Callable[[DeviceRow], str]]] = [
     ("Backend", lambda r: r.backend),

@@ -584,8 +584,18 @@ def _destroy(plugin: CPlugin, handle: int, state: dict) -> None:
     if state.get("destroyed"):
         return
     state["destroyed"] = True
-    with plugin.lock:
+    if faults.abandoned(plugin.origin):
+        return  # a call of this plugin hung: it may still run on its handle, so the handle is leaked
+    from ..deadline import default_deadline_s
+
+    # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin.
+    if not plugin.lock.acquire(timeout=default_deadline_s()):
+        faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
+        return
+    try:
         rc = plugin.table.destroy(handle)
+    finally:
+        plugin.lock.release()
     if rc < 0:
         faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
 

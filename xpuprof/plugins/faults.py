@@ -26,6 +26,7 @@ class PluginFault:
 _lock = threading.Lock()
 _faults: list[PluginFault] = []
 _seen: set[tuple[str, str]] = set()
+_abandoned: dict[str, str] = {}  # origin -> the fault that disabled it (a call that missed its deadline)
 
 
 def report(origin: str, stage: str, reason: str) -> PluginFault:
@@ -51,6 +52,29 @@ def clear() -> None:
     with _lock:
         _faults.clear()
         _seen.clear()
+        _abandoned.clear()
+
+
+def abandon(origin: str, stage: str, timeout_s: float) -> PluginFault:
+    """A call into the plugin missed its deadline: report it and disable the plugin for the rest of
+    the process (Python cannot kill the thread it runs on; nothing of ours waits for it again)."""
+    from ..deadline import ENV_DEADLINE
+
+    reason = (f"did not return within the {timeout_s:g} s deadline ({ENV_DEADLINE}); the call was abandoned on a "
+              f"daemon thread, anything it does later is ignored, and the plugin is disabled for the rest of this "
+              f"process")
+    fault = report(origin, stage, reason)
+    with _lock:
+        _abandoned.setdefault(origin, str(fault))
+    return fault
+
+
+def abandoned(origin: str | None) -> str | None:
+    """Why this plugin is disabled (a call of it missed its deadline), or None."""
+    if origin is None:
+        return None
+    with _lock:
+        return _abandoned.get(origin)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -5,14 +5,78 @@ guarded: an exception (or an error a C plugin returns) becomes a ``PluginFault``
 with the plugin's origin, and the call degrades to "take no part" (probe: unavailable,
 configure: decline, start/stop/process: no-op). Events the session already wrote stay in the
 builder, so the trace is still written complete and valid.
+
+Every call but the per-range correlation push/pop runs under the deadline of ``xpuprof.deadline``
+(``XPUPROF_PLUGIN_DEADLINE_S``, 10 s by default) on a daemon helper thread. A call that misses it is
+abandoned there (Python cannot kill a thread, nor can anything stop a C function), reported as a
+fault naming the phase and the deadline, and the plugin is disabled for the rest of the process:
+nothing of ours calls it or waits for it again, and a builder it still holds refuses its writes.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..activity import ActivityType
 from ..backends.base import Backend, ProbeResult, ProcessWindow, Session
+from ..deadline import DeadlineExceeded, call_with_deadline, default_deadline_s
 from . import faults
+
+
+class PluginHung(RuntimeError):
+    """A plugin call missed its deadline, or the plugin was disabled by an earlier one."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(fault)
+        self.fault = fault
+
+
+def call_plugin(origin: str, stage: str, fn, *args):
+    """``fn(*args)`` under the plugin deadline; ``PluginHung`` when it misses it or the plugin is disabled."""
+    why = faults.abandoned(origin)
+    if why is not None:
+        raise PluginHung(why)
+    timeout = default_deadline_s()
+    try:
+        return call_with_deadline(fn, *args, timeout_s=timeout, what=f"{origin} {stage}")
+    except DeadlineExceeded:
+        raise PluginHung(str(faults.abandon(origin, stage, timeout))) from None
+
+
+class BuilderGate:
+    """The builder as a plugin's ``process`` sees it: closed when the call returns or misses its
+    deadline, so an abandoned call can never write into a trace that is being (or was) written."""
+
+    def __init__(self, builder, origin: str) -> None:
+        self._builder = builder
+        self._origin = origin
+        self._lock = threading.Lock()
+        self._open = True
+        self.refused = 0
+
+    def close(self) -> None:
+        # Waits for a builder call in flight (ours, bounded); a plugin that hangs inside a callback of
+        # its own while holding nothing of ours cannot block this.
+        if self._lock.acquire(timeout=default_deadline_s()):
+            self._open = False
+            self._lock.release()
+        else:
+            self._open = False
+
+    def __getattr__(self, attr: str):
+        value = getattr(self._builder, attr)
+        if not callable(value):
+            return value
+
+        def gated(*args, **kwargs):
+            with self._lock:
+                if not self._open:
+                    self.refused += 1
+                    raise PluginHung(f"{self._origin}: builder.{attr}() after process() returned or was abandoned "
+                                     f"is ignored")
+                return value(*args, **kwargs)
+
+        return gated
 
 
 class IsolatedSession(Session):
@@ -22,15 +86,33 @@ class IsolatedSession(Session):
         self._inner = inner
         self._origin = origin
         self._broken = False
+        self._hung = False
         self._errors: list[str] = []
 
     _LIFECYCLE = ("start", "stop", "process")
 
+    def _disabled(self) -> bool:
+        """The plugin missed a deadline (here or in another session): never call it again."""
+        if self._hung:
+            return True
+        why = faults.abandoned(self._origin)
+        if why is None:
+            return False
+        self._hung = self._broken = True
+        if why not in self._errors:
+            self._errors.append(why)
+        return True
+
     def _guard(self, stage: str, fn, *args, default=None):
-        if self._broken and stage in self._LIFECYCLE:
+        if (self._broken and stage in self._LIFECYCLE) or self._disabled():
             return default
         try:
-            return fn(*args)
+            return call_plugin(self._origin, stage, fn, *args)
+        except PluginHung as exc:
+            self._hung = self._broken = True
+            if exc.fault not in self._errors:
+                self._errors.append(exc.fault)
+            return default
         except Exception as exc:  # a plugin's bug must not end the profile run
             self._broken = self._broken or stage in self._LIFECYCLE
             fault = faults.report(self._origin, stage, faults.describe_exception(exc))
@@ -41,25 +123,40 @@ class IsolatedSession(Session):
         self._guard("start", self._inner.start)
 
     def stop(self) -> None:
-        # stop is still attempted after a failed start, so a half-started plugin can release resources.
+        # stop is still attempted after a failed start, so a half-started plugin can release resources
+        # (not after a missed deadline: the plugin may still be inside the call that hung).
+        if self._disabled():
+            return
         if self._broken:
             try:
-                self._inner.stop()
+                call_plugin(self._origin, "stop", self._inner.stop)
+            except PluginHung as exc:
+                self._hung = True
+                self._errors.append(exc.fault)
             except Exception:
                 pass
             return
         self._guard("stop", self._inner.stop)
 
     def process(self, builder, window: ProcessWindow) -> None:
-        if self._broken:  # no processing after a failed start/stop, but let the plugin release resources
+        if self._disabled():
+            pass
+        elif self._broken:  # no processing after a failed start/stop, but let the plugin release resources
             close = getattr(self._inner, "close", None)
             try:
                 if callable(close):
-                    close()
+                    call_plugin(self._origin, "close", close)
+            except PluginHung as exc:
+                self._hung = True
+                self._errors.append(exc.fault)
             except Exception as exc:
                 faults.report(self._origin, "close", faults.describe_exception(exc))
         else:
-            self._guard("process", self._inner.process, builder, window)
+            gate = BuilderGate(builder, self._origin)
+            try:
+                self._guard("process", self._inner.process, gate, window)
+            finally:
+                gate.close()
         for err in self._errors:
             builder.warn(err)
 
@@ -76,11 +173,23 @@ class IsolatedSession(Session):
     def dropped_records(self) -> dict[str, int]:
         return dict(self._guard("dropped_records", self._inner.dropped_records, default={}) or {})
 
+    # Per-range calls: no helper thread (a deadline would cost more than the range); a plugin already
+    # disabled is skipped.
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
-        self._guard("push_correlation_id", self._inner.push_correlation_id, correlation_id, user)
+        if self._hung:
+            return
+        try:
+            self._inner.push_correlation_id(correlation_id, user)
+        except Exception as exc:
+            self._errors.append(str(faults.report(self._origin, "push_correlation_id", faults.describe_exception(exc))))
 
     def pop_correlation_id(self, user: bool = False) -> None:
-        self._guard("pop_correlation_id", self._inner.pop_correlation_id, user)
+        if self._hung:
+            return
+        try:
+            self._inner.pop_correlation_id(user)
+        except Exception as exc:
+            self._errors.append(str(faults.report(self._origin, "pop_correlation_id", faults.describe_exception(exc))))
 
     @property
     def wants_correlation(self) -> bool:
@@ -100,14 +209,18 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
         def __init__(self, *args, **kwargs) -> None:
             self._plugin_init_error = None
             try:
-                super().__init__(*args, **kwargs)
+                call_plugin(origin, "configure", lambda: super(Isolated, self).__init__(*args, **kwargs))
+            except PluginHung as exc:
+                self._plugin_init_error = exc.fault
             except Exception as exc:
                 self._plugin_init_error = faults.report(origin, "configure", faults.describe_exception(exc))
 
         @classmethod
         def probe(klass) -> ProbeResult:
             try:
-                result = super().probe()
+                result = call_plugin(origin, "probe", super().probe)
+            except PluginHung as exc:
+                return ProbeResult.unavailable(f"plugin disabled: {exc.fault}", origin=origin)
             except Exception as exc:
                 fault = faults.report(origin, "probe", faults.describe_exception(exc))
                 return ProbeResult.unavailable(f"plugin probe failed: {fault.reason}", origin=origin)
@@ -119,8 +232,10 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
         @classmethod
         def supported_activities(klass) -> frozenset[ActivityType]:
             try:
-                types = super().supported_activities()
+                types = call_plugin(origin, "supported_activities", super().supported_activities)
                 out = frozenset(ActivityType.parse(t) for t in types)
+            except PluginHung:
+                return frozenset()
             except Exception as exc:
                 faults.report(origin, "supported_activities", faults.describe_exception(exc))
                 return frozenset()
@@ -130,7 +245,9 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
             if self._plugin_init_error is not None:
                 return None
             try:
-                session = super().configure(activity_types, config)
+                session = call_plugin(origin, "configure", super().configure, activity_types, config)
+            except PluginHung:
+                return None
             except Exception as exc:
                 faults.report(origin, "configure", faults.describe_exception(exc))
                 return None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import faults
 from . import registry as plugin_registry
+from .isolation import PluginHung, call_plugin
 
 log = logging.getLogger("xpuprof.plugins")
 
@@ -154,9 +155,13 @@ def _load_python(path: Path, origin: str) -> list[str]:
     before = set(plugin_registry.plugin_backends())
     collectors_before = set(collector_registry.plugin_collectors())
     sys.modules[mod_name] = module
-    try:
-        with plugin_registry.loading(origin):
+
+    def run_module() -> None:
+        with plugin_registry.loading(origin):  # set in the helper thread: contextvars do not cross threads
             spec.loader.exec_module(module)
+
+    try:
+        call_plugin(origin, "load", run_module)
     except BaseException:
         sys.modules.pop(mod_name, None)
         for name, o in plugin_registry.plugin_backends().items():
@@ -175,6 +180,18 @@ def _load_python(path: Path, origin: str) -> list[str]:
     return names
 
 
+def _forget_registrations(origin: str) -> None:
+    """What a plugin abandoned at load registered before it hung (it may register more later: refused)."""
+    from ..collectors import registry as collector_registry
+
+    for name, o in plugin_registry.plugin_backends().items():
+        if o == origin:
+            plugin_registry.unregister_backend(name)
+    for name, o in collector_registry.plugin_collectors().items():
+        if o == origin:
+            collector_registry.unregister_collector(name)
+
+
 def load_file(path: Path, kind: str) -> LoadedPlugin:
     """Load one plugin file (once per process); failures are reported, never raised."""
     path = Path(path)
@@ -190,7 +207,10 @@ def load_file(path: Path, kind: str) -> LoadedPlugin:
             else:
                 from .c_abi import load_c_plugin
 
-                result.backends = [load_c_plugin(path, origin)]
+                result.backends = [call_plugin(origin, "load", load_c_plugin, path, origin)]
+        except PluginHung as exc:  # reported by call_plugin (stage "load"), the plugin is disabled
+            result.error = exc.fault.split(": load failed: ", 1)[-1]
+            _forget_registrations(origin)
         except Exception as exc:
             result.error = faults.describe_exception(exc) if kind == "python" else f"{exc}"
             faults.report(origin, "load", result.error)

@@ -127,6 +127,9 @@ def register_backend(cls=None, *, replace: bool = False, origin: str | None = No
         return lambda c: register_backend(c, replace=replace, origin=origin)
     validate_backend_class(cls)
     origin = origin or _loading_origin.get() or f"register_backend({_qualname(cls)})"
+    if faults.abandoned(origin):
+        raise BackendRegistrationError(f"{origin} is disabled (it missed a deadline); its registration of "
+                                       f"{_qualname(cls)} is ignored")
     name = cls.name
     with _lock:
         if _classes.get(name) is cls:
@@ -192,8 +195,13 @@ def is_initialized() -> bool:
 
 
 def loading_origin() -> str | None:
-    """The plugin file being loaded right now (registrations made there are attributed to it)."""
-    return _loading_origin.get()
+    """The plugin file being loaded right now (registrations made there are attributed to it).
+
+    Raises ``BackendRegistrationError`` in a plugin abandoned at load (its late registrations are refused)."""
+    origin = _loading_origin.get()
+    if faults.abandoned(origin):
+        raise BackendRegistrationError(f"{origin} is disabled (it missed a deadline); its registration is ignored")
+    return origin
 
 
 @contextlib.contextmanager
