@@ -255,8 +255,35 @@ def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) 
     else:
         reasons = "; ".join(f"{name}: {reason}" for name, reason in _unavailable_reasons(config)) or "none is registered"
         why = f"no device backend can run here ({reasons})"
-    raise BackendError(f"metrics {', '.join(map(repr, metrics))} were requested but nothing can collect them: {why}. "
-                       "`xpuprof devices` says which backends run here; `xpuprof metrics` lists the metric names")
+    unknown = _unknown_in_catalogs(metrics)  # no device checks the names here, so the catalogs do
+    raise BackendError(f"{unknown}metrics {', '.join(map(repr, metrics))} were requested but nothing can collect "
+                       f"them: {why}. `xpuprof devices` says which backends run here; `xpuprof metrics` lists the "
+                       "metric names")
+
+
+def _unknown_in_catalogs(metrics) -> str:
+    """The names no catalog in metrics/ knows, with close matches (a paragraph ending in a newline; "" when
+    every name is known or the catalogs cannot be read)."""
+    from . import catalogs
+
+    try:
+        index: dict[str, list[str]] = {}
+        for cat in catalogs.load_catalogs():
+            for name in [*cat.all_metric_names(), *cat.derived]:
+                index.setdefault(name, []).append(f"{cat.vendor}/{cat.family}")
+        names = [catalogs.parse_selector(m)[0] for m in metrics]
+    except (catalogs.CatalogError, catalogs.MetricSelectionError, OSError) as exc:
+        return f"(the metric names could not be checked against the catalogs: {exc})\n"
+    lines = []
+    for name in dict.fromkeys(n for n in names if n not in index):
+        close = catalogs._close_matches(name, index)
+        hint = "did you mean " + "; ".join(f"{c} ({', '.join(dict.fromkeys(index[c]))})" for c in close) + "?" \
+            if close else "no similar metric in any catalog"
+        lines.append(f"  {name!r}: {hint}")
+    if not lines:
+        return ""
+    return ("unknown metric name(s), checked against the catalogs in metrics/ since no device here checks them "
+            "(names are case-sensitive):\n" + "\n".join(lines) + "\n")
 
 
 def _unavailable_reasons(config: ProfilerConfig) -> list[tuple[str, str]]:

@@ -211,14 +211,16 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
     caplog.set_level(logging.WARNING, logger="xpuprof.plugins")
     trace, _, sessions = run_profile(["cmal"], tmp_path)
     names = [e["name"] for e in events(trace, "X")]
-    assert sorted(names) == sorted(["synthLaunchKernel", "gemm_kernel", "after_bad", "bulk_survivor"]
-                                   + ["bulk_kernel"] * 3)
+    # the invalid UTF-8 name is kept with U+FFFD (issue 14), not dropped
+    assert sorted(names) == sorted(["synthLaunchKernel", "gemm_kernel", "after_bad", "bulk_survivor",
+                                    "\ufffd\ufffd broken"] + ["bulk_kernel"] * 3)
+    assert trace["invalid_utf8_names"] == 1
     assert len(events(trace, "C")) == 1 and len(events(trace, "s")) == 1
     assert trace["traceEvents"] and "x" not in trace
-    assert trace["dropped_records"] == {"plugin cmal: malformed": 16}
+    assert trace["dropped_records"] == {"plugin cmal: malformed": 15}
     (fault,) = faults.faults()
     assert fault.origin == f"C plugin {lib}" and fault.stage == "events"
-    assert fault.reason == "16 malformed item(s) dropped; first: add_slice: XpuprofSlice.name is NULL"
+    assert fault.reason == "15 malformed item(s) dropped; first: add_slice: XpuprofSlice.name is NULL"
     assert [r.getMessage() for r in caplog.records] == [str(fault)]
     assert sessions[0].errors() == [str(fault)]
 
@@ -227,7 +229,6 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
     (lambda s: setattr(s, "end_ns", 5), "XpuprofSlice.end_ns 5 is before start_ns 10"),
     (lambda s: setattr(s, "activity_type", 99), "XpuprofSlice.activity_type 99 is not an XpuprofActivityType"),
     (lambda s: setattr(s, "args_json", b"[1]"), "args_json must be a JSON object, got list"),
-    (lambda s: setattr(s, "name", b"\xff"), "XpuprofSlice.name is not valid UTF-8"),
     (lambda s: setattr(s, "start_ns", 0), "XpuprofSlice.start_ns is 0; timestamps are epoch nanoseconds > 0"),
 ])
 def test_each_malformed_slice_reason(mutate, message):
@@ -243,6 +244,18 @@ def test_each_malformed_slice_reason(mutate, message):
     assert builder.event_count() == 0
 
 
+def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
+    from xpuprof.backends.base import ProcessWindow
+    from xpuprof.trace.builder import TraceBuilder
+
+    builder = TraceBuilder()
+    bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
+    s = c_abi.XpuprofSlice(ctypes.sizeof(c_abi.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k\xff", None)
+    assert bridge.api.add_slice(bridge.api.builder, ctypes.addressof(s)) == 0
+    assert bridge.malformed == 0 and builder.event_count() == 1
+    assert list(builder.slice_table()["name"]) == ["k\ufffd"] and builder.strings.invalid_utf8 == 1
+
+
 def test_bulk_slice_reasons():
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.trace.builder import TraceBuilder
@@ -253,12 +266,13 @@ def test_bulk_slice_reasons():
     size = ctypes.sizeof(c_abi.XpuprofSlice)
     arr = (c_abi.XpuprofSlice * 5)(*[c_abi.XpuprofSlice(size, 6, 0, 10 + i, 20 + i, 1, 2, 0, b"k", None)
                                       for i in range(5)])
-    arr[1].name = b"\xff"
+    arr[1].name = b"\xff"  # kept as U+FFFD and counted (issue 14), not malformed
     arr[2].args_json = b"[]"
     arr[3].activity_type = 8  # runtime: valid but not enabled -> dropped, not malformed
     arr[4].start_ns = -5
     assert bridge.api.add_slices(bridge.api.builder, ctypes.addressof(arr), 5) == -1
-    assert bridge.malformed == 3
+    assert bridge.malformed == 2
     assert bridge.first_reason == "add_slices: slices[4].start_ns is not epoch nanoseconds > 0"
-    assert list(builder.slice_table()["name"]) == ["k"]
+    assert sorted(builder.slice_table()["name"]) == ["k", "\ufffd"]
+    assert builder.strings.invalid_utf8 == 1
     assert builder.dropped == {"plugin t: runtime not enabled": 1}

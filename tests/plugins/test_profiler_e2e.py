@@ -40,10 +40,11 @@ def test_plugins_take_part_in_a_profile_run(plugins, tmp_path, monkeypatch):
     assert events(trace, "X", name="user block")
     assert len(events(trace, "C", name="Resident memory (MiB)")) == 2
     assert events(trace, "C", name="synthetic utilization")
-    assert trace["dropped_records"] == {"plugin synthbad: malformed": 16}
+    assert trace["dropped_records"] == {"plugin synthbad: malformed": 15}  # + one invalid UTF-8 name kept
+    assert trace["invalid_utf8_names"] == 1
     errors = trace["backend_errors"]["synthbad"]
     assert any("injected failure in process_events" in e for e in errors)
-    assert any("16 malformed item(s) dropped" in e for e in errors)
+    assert any("15 malformed item(s) dropped" in e for e in errors)
     stages = sorted(f.stage for f in faults.faults())
     assert stages == ["events", "process"]
 

@@ -179,15 +179,19 @@ def _read_struct(addr: int | None, struct_type, what: str):
     return out
 
 
-def _text(raw: bytes | None, what: str, *, required: bool = True) -> str | None:
+def _text(raw: bytes | None, what: str, *, required: bool = True, strings=None) -> str | None:
+    """A string the plugin passed. Invalid UTF-8 is replaced with U+FFFD (never a lost event) and counted
+    in ``strings.invalid_utf8`` (written as invalid_utf8_names), as Python names are."""
     if raw is None:
         if required:
             raise Malformed(f"{what} is NULL")
         return None
     try:
         return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Malformed(f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except UnicodeDecodeError:
+        if strings is not None:
+            strings.invalid_utf8 += 1
+        return raw.decode("utf-8", "replace")
 
 
 def _activity(code: int, what: str, codes: dict | None = None) -> ActivityType:
@@ -264,7 +268,7 @@ class _BuilderBridge:
     def _add_slice(self, addr):
         s = _read_struct(addr, XpuprofSlice, "XpuprofSlice")
         at = _activity(s.activity_type, "XpuprofSlice", self.codes)
-        name = _text(s.name, "XpuprofSlice.name")
+        name = _text(s.name, "XpuprofSlice.name", strings=self.builder.strings)
         start = _timestamp(s.start_ns, "XpuprofSlice.start_ns")
         if s.end_ns < start:
             raise Malformed(f"XpuprofSlice.end_ns {s.end_ns} is before start_ns {start}")
@@ -311,12 +315,7 @@ class _BuilderBridge:
         for i, ptr in enumerate(ptrs.tolist()):
             if not ptr:
                 continue
-            try:
-                ids[i] = self.builder.strings.intern(ctypes.string_at(ptr).decode("utf-8"))
-            except UnicodeDecodeError:
-                bad = (inverse == i) & ok
-                self._bad(int(bad.sum()), f"add_slices: slices[{int(np.argmax(bad))}].name is not valid UTF-8")
-                ok &= ~bad
+            ids[i] = self.builder.strings.intern(ctypes.string_at(ptr))  # invalid UTF-8: replaced and counted
         name_ids = ids[inverse]
         args: list = [None] * count
         for i in np.flatnonzero(ok & (raw["args_json"] != 0)).tolist():
@@ -340,7 +339,7 @@ class _BuilderBridge:
     def _add_counter(self, addr):
         c = _read_struct(addr, XpuprofCounter, "XpuprofCounter")
         at = _activity(c.activity_type, "XpuprofCounter", self.codes)
-        name = _text(c.name, "XpuprofCounter.name")
+        name = _text(c.name, "XpuprofCounter.name", strings=self.builder.strings)
         ts = _timestamp(c.ts_ns, "XpuprofCounter.ts_ns")
         n = c.num_values
         if not 1 <= n <= MAX_COUNTER_VALUES:
@@ -349,7 +348,7 @@ class _BuilderBridge:
             raise Malformed("XpuprofCounter.metric_names or .values is NULL")
         values = {}
         for i in range(n):
-            metric = _text(c.metric_names[i], f"XpuprofCounter.metric_names[{i}]")
+            metric = _text(c.metric_names[i], f"XpuprofCounter.metric_names[{i}]", strings=self.builder.strings)
             v = float(c.values[i])
             if not math.isfinite(v):
                 raise Malformed(f"XpuprofCounter.values[{i}] ({metric}) is {v}, not a finite number")
@@ -372,17 +371,17 @@ class _BuilderBridge:
 
     def _add_device_row(self, addr):
         r = _read_struct(addr, XpuprofDeviceRow, "XpuprofDeviceRow")
-        name = _text(r.name, "XpuprofDeviceRow.name")
-        label = _text(r.label, "XpuprofDeviceRow.label", required=False)
+        name = _text(r.name, "XpuprofDeviceRow.name", strings=self.builder.strings)
+        label = _text(r.label, "XpuprofDeviceRow.label", required=False, strings=self.builder.strings)
         self.builder.set_process_name(r.device_id, name, label=label, sort_index=r.sort_index)
 
     def _add_resource_row(self, addr):
         r = _read_struct(addr, XpuprofResourceRow, "XpuprofResourceRow")
-        name = _text(r.name, "XpuprofResourceRow.name")
+        name = _text(r.name, "XpuprofResourceRow.name", strings=self.builder.strings)
         self.builder.set_thread_name(r.device_id, r.resource_id, name, sort_index=r.sort_index)
 
     def _set_metadata(self, key_raw, value_raw):
-        key = _text(key_raw, "set_metadata key")
+        key = _text(key_raw, "set_metadata key", strings=self.builder.strings)
         if not key or key in RESERVED_METADATA_KEYS:
             raise Malformed(f"set_metadata key {key!r} is empty or reserved ({', '.join(sorted(RESERVED_METADATA_KEYS))})")
         if value_raw is None:

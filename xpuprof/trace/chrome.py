@@ -350,6 +350,8 @@ def encode_events(events: list[dict]) -> bytes:
 def _header(builder: TraceBuilder) -> bytes:
     parts = [b'{"schemaVersion": 1, "deviceProperties": ', encode_json(builder.device_properties)]
     meta = dict(builder.metadata)
+    if builder.strings.invalid_utf8:  # names kept with U+FFFD for their invalid bytes (never dropped)
+        meta.setdefault("invalid_utf8_names", builder.strings.invalid_utf8)
     if builder.dropped:
         meta["dropped_records"] = dict(builder.dropped)
     for k, v in meta.items():
