@@ -287,11 +287,15 @@ def _unknown_in_catalogs(metrics) -> str:
 
 
 def _unavailable_reasons(config: ProfilerConfig) -> list[tuple[str, str]]:
-    """(backend, probe reason) for every auto-selectable backend that is not available (probes are cached)."""
-    disabled = set(registry.disabled_backends(config))
+    """(backend, probe reason or the switch that disabled it) for every auto-selectable backend that is not
+    available (probes are cached)."""
+    disabled = registry.disabled_backends(config)
     out = []
     for name in registry.backend_names(config):
-        if name in registry.EXPLICIT_ONLY or name in disabled:
+        if name in registry.EXPLICIT_ONLY:
+            continue
+        if name in disabled:  # switched off is a reason too: all off must not read as "nothing is wrong"
+            out.append((name, disabled[name]))
             continue
         try:
             probe = registry.get_backend_class(name).probe()

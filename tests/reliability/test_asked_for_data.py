@@ -147,3 +147,30 @@ def test_invalid_utf8_names_are_replaced_and_counted_from_c_and_python(tmp_path,
     assert "py \ufffd name" in names
     assert trace["invalid_utf8_names"] == 3
     assert "dropped_records" not in trace or not any("malformed" in k for k in trace["dropped_records"])
+
+
+def _readme_example() -> str:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use it from Python", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, monkeypatch, caplog):
+    """The README's own example asks for xpu + GpuTime; with no device backend it used to give host
+    ranges only, with no word. It must stop with the reason, as the README says; without the metrics
+    it records host ranges, warns once and says why in the trace."""
+    monkeypatch.chdir(tmp_path)
+    code = _readme_example()
+    assert 'profiler_metrics=["GpuTime"]' in code
+    with pytest.raises(BackendError, match="metrics 'GpuTime' were requested but nothing can collect them"):
+        exec(compile(code, "README example", "exec"), {})
+    assert not list(tmp_path.rglob("*.json"))
+    host_only = code.replace('    experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"]),\n', "")
+    assert host_only != code
+    with caplog.at_level(logging.WARNING):
+        exec(compile(host_only, "README example", "exec"), {})
+    (trace_path,) = (tmp_path / "traces").glob("*.pt.trace.json")
+    trace = json.loads(trace_path.read_text())
+    assert set(trace["device_backends_unavailable"]) >= {"xpu", "cuda", "rocm"}
+    assert any(e.get("name") == "matmul" for e in trace["traceEvents"])
+    assert any("no device backend can run here" in r.getMessage() for r in caplog.records)
