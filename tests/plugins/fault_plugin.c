@@ -62,6 +62,19 @@ void cfault_release(void) {
     pthread_cond_broadcast(&hang_cv);
     pthread_mutex_unlock(&hang_mu);
 }
+static int late_done = 0, late_rc = 0;
+/* The rc of the write a released process_events makes after its deadline; waits up to `seconds` for it. */
+int cfault_late_rc(int seconds) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += seconds;
+    pthread_mutex_lock(&hang_mu);
+    while (!late_done && pthread_cond_timedwait(&hang_cv, &hang_mu, &until) == 0) {
+    }
+    int rc = late_done ? late_rc : 99;
+    pthread_mutex_unlock(&hang_mu);
+    return rc;
+}
 int cfault_hanging(void) {
     pthread_mutex_lock(&hang_mu);
     int n = hanging;
@@ -147,7 +160,12 @@ static int process_events(XpuprofPluginProfiler *p, const XpuprofTraceBuilderApi
         hang_if("process");
         XpuprofSlice late = {sizeof late, XPUPROF_ACTIVITY_CONCURRENT_KERNEL, 0, t0, t0 + 10, dev, q, 0, "late_kernel",
                              NULL};
-        api->add_slice(b, &late); /* after the deadline: must be refused */
+        int rc = api->add_slice(b, &late); /* after the deadline: must be refused */
+        pthread_mutex_lock(&hang_mu);
+        late_done = 1;
+        late_rc = rc;
+        pthread_cond_broadcast(&hang_cv);
+        pthread_mutex_unlock(&hang_mu);
         return 0;
     }
     XpuprofDeviceRow row = {sizeof row, dev, dev, "Synthetic device 0", "cfault"};

@@ -184,6 +184,8 @@ def test_a_hanging_c_plugin_is_abandoned_reported_and_the_trace_is_written(phase
         lib.cfault_release()
         failsafe.cancel()
     assert not any(e.get("name") == "late_kernel" for e in trace["traceEvents"])
+    if phase == "process":  # the released call's late write is refused (-1), never written anywhere
+        assert lib.cfault_late_rc(int(FAILSAFE_S)) == -1
 
 
 def test_the_deadline_is_configurable_and_checked(monkeypatch):

@@ -237,11 +237,17 @@ class _BuilderBridge:
 
     def _guard(self, fn):
         # An exception must never unwind into C: every failure becomes a -1 and a count.
+        hold = getattr(self.builder, "hold", None)  # a BuilderGate: nothing is written once it closed
+
         def call(handle, *args):
             try:
                 if handle != self._token.value:
                     raise Malformed("the builder handle is not the one passed to process_events")
-                rc = fn(*args)
+                if hold is None:
+                    rc = fn(*args)
+                else:
+                    with hold():
+                        rc = fn(*args)
             except Exception as exc:
                 self._bad(1, f"{fn.__name__.lstrip('_')}: {exc}")
                 return -1

@@ -14,6 +14,7 @@ nothing of ours calls it or waits for it again, and a builder it still holds ref
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -50,9 +51,19 @@ class BuilderGate:
     def __init__(self, builder, origin: str) -> None:
         self._builder = builder
         self._origin = origin
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by hold() around a C callback's builder calls
         self._open = True
         self.refused = 0
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Keep the gate open for a group of builder uses (a C callback); ``PluginHung`` once closed."""
+        with self._lock:
+            if not self._open:
+                self.refused += 1
+                raise PluginHung(f"{self._origin}: a builder callback after process() returned or was abandoned "
+                                 f"is ignored")
+            yield
 
     def close(self) -> None:
         # Waits for a builder call in flight (ours, bounded); a plugin that hangs inside a callback of

@@ -22,7 +22,7 @@ from typing import Iterator
 from ..backends import registry as core
 from ..backends.base import Backend
 from . import faults
-from .isolation import isolate
+from .isolation import PluginHung, call_plugin, isolate
 
 ENTRY_POINT_GROUP = "xpuprof.backends"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
@@ -238,8 +238,10 @@ def discover_entry_points() -> list[str]:
         where = f" from {dist.name} {dist.version}" if dist is not None else ""
         origin = f"entry point {ep.name} = {ep.value}{where}"
         try:
-            cls = ep.load()
+            cls = call_plugin(origin, "load", ep.load)  # an import that hangs costs the deadline, once
             register_backend(cls, origin=origin)
+        except PluginHung:  # reported (stage "load") and disabled by call_plugin
+            continue
         except Exception as exc:
             faults.report(origin, "load", faults.describe_exception(exc))
             continue
