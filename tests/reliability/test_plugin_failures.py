@@ -141,15 +141,18 @@ def test_a_missing_directory_is_in_the_trace(tmp_path):
     assert origin == f"plugin directory {missing}" and reason.startswith("cannot read the directory")
 
 
-@pytest.mark.parametrize("stage,where", [("probe", "probe"), ("create", "configure")])
-def test_c_probe_and_create_errors_are_in_the_trace(stage, where, tmp_path):
+@pytest.mark.parametrize("stage,where", [("probe", "probe"), ("create", "configure"), ("start", "start"),
+                                         ("stop", "stop"), ("process", "process")])
+def test_c_plugin_errors_in_each_phase_are_in_the_trace(stage, where, tmp_path):
     d = _plugin_dir(tmp_path)
     build_plugin(PLUGIN_TESTS / "fault_plugin.c", d / f"libcf_{stage}.so", 'PLUGIN_NAME="cfail"',
                  f'FAULT_STAGE="{stage}"')
     trace = _profile(tmp_path, d)
     errors = trace["backend_errors"]["cfail"]
     assert any(f"{where} failed" in e and f"injected failure in {stage}" in e for e in errors), errors
-    assert "cfail" not in trace["backends"]
+    assert ("cfail" in trace["backends"]) == (stage in ("start", "stop", "process"))
+    kernels = [e for e in trace["traceEvents"] if e.get("name") == "gemm_kernel"]
+    assert bool(kernels) == (stage == "process")  # what it wrote before failing in process is kept
 
 
 def test_a_c_load_error_is_in_the_trace(tmp_path):
