@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
-from ..trace.outputs import write_output_bytes
+from ..trace.outputs import OutputError, output_target, write_output_bytes
 
 
 def register(subparsers) -> None:
@@ -34,11 +34,13 @@ def _point_record(result, kernels) -> dict:
             "device": result.device, "info": result.info, "iterations": pt.iterations, "warmup": pt.warmup,
             "repeats": pt.repeats, "iteration_time": result.iteration_stats(),
             "traces": [str(p) for p in result.traces], "kernels": [k.to_dict() for k in kernels],
-            "error": result.error}
+            "error": result.error,
+            "interrupted": None if result.interrupted is None else result.interrupted.signal_name}
 
 
 def _kernels(result):
     from ..analysis.report import ReportError, build_report
+    from ..workloads.interrupt import RunInterrupted
 
     if not result.traces:
         return []
@@ -46,7 +48,33 @@ def _kernels(result):
         return build_report(result.traces).stats
     except ReportError as exc:
         result.error = result.error or f"cannot summarize traces: {exc}"
-        return []
+    except RunInterrupted as exc:  # a second signal while reading the traces back
+        result.error = result.error or f"kernel summary abandoned on a second {exc.signal_name}"
+    return []
+
+
+def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
+    """Every output directory creatable and writable, summary.json not a directory or the like: checked
+    before any workload runs (a read-only directory must not be found after the whole run). Returns the
+    one-line problem, or None."""
+    import tempfile
+
+    from ..workloads.runner import trace_dir
+
+    dirs = dict.fromkeys([cfg.points[0].output.dir, *(trace_dir(pt, multi_point) for pt in cfg.points)])
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=d, prefix=".xpuprof-write-check.")  # a real write, not os.access
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            return f"cannot write outputs to {d}: {exc.strerror or exc}"
+    try:
+        output_target(cfg.points[0].output.dir / "summary.json")
+    except OutputError as exc:
+        return str(exc)
+    return None
 
 
 def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int) -> None:
@@ -64,7 +92,8 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int)
         t.add_row(escape(r["label"]), escape(r["workload"] or "-"), escape(r["device"] or "-"), str(it.get("count", 0)),
                   f"{it['mean_ms']:.3f} ms" if it else "-", f"{it['min_ms']:.3f} ms" if it else "-",
                   f"{it['max_ms']:.3f} ms" if it else "-", str(len(r["traces"])),
-                  escape(f"error: {r['error']}") if r["error"] else "ok")
+                  escape(f"error: {r['error']}") if r["error"]
+                  else f"interrupted ({r['interrupted']})" if r.get("interrupted") else "ok")
     console.print(t)
     for r in records:
         if not r["kernels"]:
@@ -85,9 +114,6 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int)
 
 def run(args) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ..workloads.runner import run_point
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     try:
@@ -109,7 +135,23 @@ def run(args) -> int:
         return 0
 
     multi = len(cfg.points) > 1
+    problem = check_outputs_writable(cfg, multi)
+    if problem is not None:
+        print(f"xpuprof run: {problem}", file=sys.stderr)
+        return 2
+    from ..workloads.interrupt import InterruptGuard
+
+    with InterruptGuard() as guard:
+        return _run_points(args, cfg, console, multi, guard)
+
+
+def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..workloads.runner import run_point
+
     records: list[dict] = []
+    interrupted = None
     total = sum(pt.repeats * pt.iterations for pt in cfg.points)
     started = time.time()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -125,29 +167,47 @@ def run(args) -> int:
 
             try:
                 result = run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
-                                   on_repeat=on_repeat)
+                                   on_repeat=on_repeat, guard=guard)
             except Exception as exc:  # one failing point is reported; the sweep goes on unless --fail-fast
                 from ..workloads.runner import PointResult
 
                 result = PointResult(pt, error=f"{type(exc).__name__}: {exc}")
                 progress.console.print(f"[red]point {pt.label!r} failed:[/red] {type(exc).__name__}: {exc}",
                                        markup=True, highlight=False)
+            guard.phase = "summarizing the traces"
             records.append(_point_record(result, _kernels(result)))
+            if result.interrupted is not None or guard.signum is not None:
+                interrupted = result.interrupted or guard.interrupted
+                break
             if result.error and args.fail_fast:
                 break
 
     _print_summary(console, cfg, records, args.top)
+    if interrupted is None and guard.signum is not None:  # landed after the last point (printing the tables)
+        interrupted = guard.interrupted
     out_dir = cfg.points[0].output.dir
-    out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"kind": "xpuprof-run-summary", "xpuprof_version": __version__, "name": cfg.name,
                "config": str(Path(args.config)), "overrides": list(args.overrides), "host": socket.gethostname(),
                "pid": os.getpid(), "started": started, "elapsed_s": round(time.time() - started, 3),
+               "interrupted": None if interrupted is None else {"signal": interrupted.signal_name,
+                                                                 "during": guard.during},
                "points": records}
     path = out_dir / "summary.json"
+    guard.phase = "writing summary.json"
     try:
-        write_output_bytes(path, encode_json(summary))  # atomic: a full disk never leaves a broken summary
+        with guard.protected():
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_output_bytes(path, encode_json(summary))  # atomic: a full disk never leaves a broken summary
     except OSError as exc:
-        print(f"xpuprof run: cannot write {path}: {exc}", file=sys.stderr)
+        print(f"xpuprof run: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    console.print(f"summary: {path}")
+    if interrupted is not None:
+        for r in records:
+            for trace in r["traces"]:
+                console.print(f"trace: {trace}", markup=False)
+        console.print(f"summary: {path}", markup=False)
+        console.print(f"xpuprof run: stopped by {interrupted.signal_name} while {guard.during}; "
+                      f"{len(records)} of {len(cfg.points)} point(s) recorded", markup=False)
+        return interrupted.exit_status
+    console.print(f"summary: {path}", markup=False)
     return 1 if any(r["error"] for r in records) else 0

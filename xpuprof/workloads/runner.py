@@ -2,6 +2,7 @@
 iterations ``repeats`` times (one trace per recording cycle) and time every iteration on the host."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 
 from .. import rank as rank_env
 from ..config.yamlconfig import RunPoint
+from .interrupt import InterruptGuard, RunInterrupted
 
 
 @dataclass
@@ -22,6 +24,7 @@ class PointResult:
     traces: list[Path] = field(default_factory=list)
     iteration_ns: list[int] = field(default_factory=list)
     error: str | None = None
+    interrupted: RunInterrupted | None = None  # a signal stopped this point (see workloads.interrupt)
 
     def iteration_stats(self) -> dict[str, float]:
         if not self.iteration_ns:
@@ -36,47 +39,84 @@ def trace_dir(point: RunPoint, multi_point: bool) -> Path:
 
 
 def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Callable[[], None] | None = None,
-              on_repeat: Callable[[int], None] | None = None) -> PointResult:
-    """Raises on workload/profiler errors; the caller records them per point."""
+              on_repeat: Callable[[int], None] | None = None, guard: InterruptGuard | None = None) -> PointResult:
+    """Raises on workload/profiler errors; the caller records them per point.
+
+    With a ``guard``, SIGINT/SIGTERM cut the workload (build, warmup or an iteration), the cycle's trace
+    is written marked ``"interrupted"``, and the result comes back with ``interrupted`` set.
+    """
+    result = PointResult(point)
+    try:
+        _run_point(point, result, multi_point, on_iteration, on_repeat, guard)
+    except RunInterrupted as exc:
+        result.interrupted = exc
+        if exc.forced:
+            result.error = f"abandoned on a second {exc.signal_name} while {guard.phase if guard else 'running'}"
+    return result
+
+
+def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_iteration, on_repeat,
+               guard: InterruptGuard | None) -> None:
     from ..host.annotations import record_function
     from ..profiler import profile, schedule, trace_handler
 
-    result = PointResult(point)
     from . import build_workload
 
-    workload = build_workload(point.workload, point.device)
+    cut = guard.cuttable if guard is not None else contextlib.nullcontext
+
+    def phase(name: str) -> None:
+        if guard is not None:
+            guard.phase = name
+
+    phase("building the workload")
+    with cut():
+        workload = build_workload(point.workload, point.device)
     result.workload, result.device, result.info = workload.name, workload.device, dict(workload.info)
+    phase("warming up")
     for _ in range(point.warmup):
-        workload.step()
-        workload.sync()
+        with cut():
+            workload.step()
+            workload.sync()
 
     dist = rank_env.distributed_info()
     handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
                             use_gzip=point.output.use_gzip)
 
     def ready(prof) -> None:
+        phase("writing a trace")
         path = handler(prof)
         if path is not None:
             result.traces.append(Path(path))
+        phase("recording")
 
     for repeat in range(point.repeats):
         sched = schedule(**point.schedule) if point.schedule else None
+        interrupted: RunInterrupted | None = None
+        phase("recording")
         with profile(config=point.profiler_config(), schedule=sched, on_trace_ready=ready,
                      worker_name=point.output.worker_name) as prof:
             prof.add_metadata("benchmark", {"name": point.name, "point": point.params, "label": point.label,
                                             "repeat": repeat, "workload": workload.name, "device": workload.device})
             if dist is not None:
                 prof.add_metadata("distributedInfo", dist)
-            for i in range(point.iterations):
-                t0 = time.perf_counter_ns()
-                with record_function(workload.name, {"iteration": i, "repeat": repeat}):
-                    workload.step()
-                    workload.sync()
-                result.iteration_ns.append(time.perf_counter_ns() - t0)
-                if sched is not None:
-                    prof.step()
-                if on_iteration is not None:
-                    on_iteration()
+            try:
+                for i in range(point.iterations):
+                    t0 = time.perf_counter_ns()
+                    with record_function(workload.name, {"iteration": i, "repeat": repeat}):
+                        with cut():  # a signal ends this range here; what was recorded is kept
+                            workload.step()
+                            workload.sync()
+                    result.iteration_ns.append(time.perf_counter_ns() - t0)
+                    if sched is not None:
+                        prof.step()
+                    if on_iteration is not None:
+                        on_iteration()
+                    if guard is not None:
+                        guard.check()  # a signal that landed outside the workload (a trace write) stops here
+            except RunInterrupted as exc:
+                interrupted = exc
+                prof.add_metadata("interrupted", exc.signal_name)
+        if interrupted is not None:
+            raise interrupted
         if on_repeat is not None:
             on_repeat(repeat)
-    return result
