@@ -777,29 +777,30 @@ class profile:
         rec = self._recorder
         pid = builder.pid
         tids: set[int] = set()
-        rows = rec.rows
         n = rec.range_count()
         bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
         if n and ActivityType.USER_ANNOTATION in self.config.activities:
-            k = annotations.ROW_FIELDS
-            names, args = rows[0::k], rows[5::k]
-            t0 = np.array(rows[1::k], np.int64) + MONOTONIC_TO_EPOCH_NS
-            dur = np.array(rows[2::k], np.int64) + MONOTONIC_TO_EPOCH_NS - t0
-            tid_arr = np.array(rows[3::k], np.int64)
-            cid_arr = np.array(rows[4::k], np.int64)
-            has_args = np.fromiter((a is not None for a in args), bool, n)
-            plain = ~has_args
-            if plain.any():
-                idx = np.flatnonzero(plain)
-                builder.add_slices(names=[names[i] for i in idx], ts=t0[idx], dur=dur[idx], pid=pid,
-                                   tid=tid_arr[idx], cat=ActivityType.USER_ANNOTATION, external_id=cid_arr[idx])
-            for i in np.flatnonzero(has_args).tolist():
-                row = (names[i], int(t0[i]), int(dur[i]), pid, int(tid_arr[i]), ActivityType.USER_ANNOTATION)
+            # Columns straight from the C records; each distinct name interned once.
+            rec_arr = annotations.log_array(rec.ranges)
+            intern = builder.strings.intern
+            name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
+            args_idx = rec_arr[:, 5]
+            plain = args_idx == annotations.NO_ARGS
+            idx = slice(None) if plain.all() else np.flatnonzero(plain)
+            t0_plain = rec_arr[idx, 0]
+            # Copies (fancy indexing, arithmetic): nothing keeps a view on the recorder's log.
+            builder.add_slices(names=None, name_ids=name_table[rec_arr[idx, 4]], ts=t0_plain + MONOTONIC_TO_EPOCH_NS,
+                               dur=rec_arr[idx, 1] - t0_plain, pid=pid, tid=rec_arr[idx, 2].copy(),
+                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[idx, 3].copy())
+            names, args = rec.names, rec.args
+            for t0, t1, tid, cid, name_i, arg_i in rec_arr[~plain].tolist():
+                row = (names[name_i], t0 + MONOTONIC_TO_EPOCH_NS, t1 - t0, pid, tid, ActivityType.USER_ANNOTATION)
                 try:
-                    builder.add_slice(*row, args=dict(args[i]), external_id=int(cid_arr[i]))
+                    builder.add_slice(*row, args=dict(args[arg_i]), external_id=cid)
                 except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                    builder.add_slice(*row, args=_invalid_args_note(args[i], exc), external_id=int(cid_arr[i]))
+                    builder.add_slice(*row, args=_invalid_args_note(args[arg_i], exc), external_id=cid)
                     bad += 1
+            tid_arr = rec_arr[:, 2]
             tids.update(np.unique(tid_arr).tolist())
         if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
             for name, t, tid, args, scope in rec.instants:

@@ -2,9 +2,13 @@
  *
  * A pure-Python context manager costs ~0.7 us per enter+exit on a small machine, over the
  * 0.5 us budget. Here enter/exit are C methods: enter reads the monotonic clock and takes a
- * correlation id; exit appends (name, t0, t1, tid, id, args) to the active recorder's flat row
- * list. Everything else (correlation push/pop to device sessions, naming a thread the first
- * time it records) calls back into the Python HostRecorder, only when needed.
+ * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
+ * into the recorder's Int64Log - no Python object per range. A name is looked up in a dict
+ * keyed by the name object (its hash is cached) and gets an index the first time it is seen;
+ * args objects (only when given) go to a list. stop() reads the log as one numpy array.
+ * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
+ * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, other
+ * sessions get their push/pop_correlation_id methods called.
  * All state is touched with the GIL held.
  */
 #define _GNU_SOURCE /* syscall(SYS_gettid) */
@@ -14,12 +18,12 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static PyObject *recorder = NULL; /* the active HostRecorder (strong ref) or NULL */
-static PyObject *rows = NULL;     /* recorder.rows (strong ref) */
 static int track_correlation = 0;
 static uint64_t generation = 1; /* bumps on every set_recorder: threads re-announce their name */
 static int64_t last_correlation_id = 0;
@@ -27,7 +31,7 @@ static int64_t last_correlation_id = 0;
 static __thread long cached_tid = 0;
 static __thread uint64_t named_generation = 0;
 
-static PyObject *str_push, *str_pop, *str_name_thread;
+static PyObject *str_name_thread;
 
 static inline int64_t mono_ns(void) {
     struct timespec ts;
@@ -43,6 +47,159 @@ static inline long native_tid(void) {
 static void after_fork_child(void) {
     cached_tid = 0; /* the forking thread has a new tid in the child */
 }
+
+
+/* ---------------------------------------------------------------- Int64Log
+ * Rows of `width` int64 values in one growing C array; exported read-only through the buffer
+ * protocol (np.frombuffer) as n*width int64. Appends while a buffer is exported are refused
+ * (the memory could move), counted in `refused`. */
+typedef struct {
+    PyObject_HEAD
+    int64_t *data;
+    Py_ssize_t rows, cap, width, exports, refused;
+    Py_ssize_t shape; /* rows*width while exported (rows cannot change then) */
+} Int64LogObject;
+
+static PyTypeObject Int64LogType;
+
+static int log_reserve(Int64LogObject *log) {
+    if (log->rows < log->cap) return 0;
+    Py_ssize_t cap = log->cap ? log->cap * 2 : 4096;
+    /* realloc of large blocks is mremap on glibc: no copy, no doubled peak */
+    int64_t *d = PyMem_RawRealloc(log->data, (size_t)cap * (size_t)log->width * sizeof(int64_t));
+    if (!d) { PyErr_NoMemory(); return -1; }
+    log->data = d;
+    log->cap = cap;
+    return 0;
+}
+
+/* One row; returns a pointer to its `width` slots or NULL (exception set, or refused: *refused=1). */
+static inline int64_t *log_row(Int64LogObject *log, int *refused) {
+    *refused = 0;
+    if (log->exports) { log->refused++; *refused = 1; return NULL; }
+    if (log_reserve(log) < 0) return NULL;
+    return log->data + (log->rows++) * log->width;
+}
+
+static int log_init(Int64LogObject *self, PyObject *a, PyObject *kw) {
+    static char *kwlist[] = {"width", NULL};
+    Py_ssize_t width;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, "n:Int64Log", kwlist, &width)) return -1;
+    if (width < 1 || width > 64) { PyErr_SetString(PyExc_ValueError, "Int64Log width must be 1..64"); return -1; }
+    if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported"); return -1; }
+    PyMem_RawFree(self->data);
+    self->data = NULL;
+    self->rows = self->cap = self->refused = 0;
+    self->width = width;
+    return 0;
+}
+
+static void log_dealloc(Int64LogObject *self) {
+    PyMem_RawFree(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *log_append(Int64LogObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != self->width) {
+        PyErr_Format(PyExc_TypeError, "Int64Log.append takes %zd ints, got %zd", self->width, n);
+        return NULL;
+    }
+    int64_t tmp[64];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        tmp[i] = PyLong_AsLongLong(a[i]);
+        if (tmp[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int refused;
+    int64_t *row = log_row(self, &refused);
+    if (!row) { if (refused) Py_RETURN_FALSE; return NULL; }
+    memcpy(row, tmp, (size_t)n * sizeof(int64_t));
+    Py_RETURN_TRUE;
+}
+
+static PyObject *log_clear(Int64LogObject *self, PyObject *unused) {
+    if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported: release the array first"); return NULL; }
+    PyMem_RawFree(self->data);
+    self->data = NULL;
+    self->rows = self->cap = self->refused = 0;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t log_len(Int64LogObject *self) { return self->rows; }
+
+static int log_getbuffer(Int64LogObject *self, Py_buffer *view, int flags) {
+    static int64_t empty = 0;
+    if (flags & PyBUF_WRITABLE) { PyErr_SetString(PyExc_BufferError, "Int64Log is read-only"); return -1; }
+    view->obj = (PyObject *)self;
+    Py_INCREF(self);
+    view->buf = self->data ? (void *)self->data : (void *)&empty;
+    view->len = self->rows * self->width * (Py_ssize_t)sizeof(int64_t);
+    view->readonly = 1;
+    view->itemsize = sizeof(int64_t);
+    view->format = (flags & PyBUF_FORMAT) ? "q" : NULL;
+    view->ndim = 1;
+    view->shape = NULL;
+    if (flags & PyBUF_ND) {
+        self->shape = self->rows * self->width;
+        view->shape = &self->shape;
+    }
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? &view->itemsize : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    self->exports++;
+    return 0;
+}
+
+static void log_releasebuffer(Int64LogObject *self, Py_buffer *view) { self->exports--; }
+
+static PyBufferProcs log_as_buffer = {(getbufferproc)log_getbuffer, (releasebufferproc)log_releasebuffer};
+static PySequenceMethods log_as_sequence = {.sq_length = (lenfunc)log_len};
+
+static PyMethodDef log_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))log_append, METH_FASTCALL,
+     "Append one row of `width` ints; False when refused (the log is exported)."},
+    {"clear", (PyCFunction)log_clear, METH_NOARGS, "Drop every row and free the memory."},
+    {NULL},
+};
+
+static PyMemberDef log_members[] = {
+    {"width", T_PYSSIZET, offsetof(Int64LogObject, width), READONLY, "int64 values per row"},
+    {"refused", T_PYSSIZET, offsetof(Int64LogObject, refused), READONLY,
+     "rows refused because the log was exported at the time"},
+    {NULL},
+};
+
+static PyTypeObject Int64LogType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "xpuprof._native.hostrec.Int64Log",
+    .tp_basicsize = sizeof(Int64LogObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Int64Log(width): rows of `width` int64 values in one C array; np.frombuffer reads them.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)log_init,
+    .tp_dealloc = (destructor)log_dealloc,
+    .tp_methods = log_methods,
+    .tp_members = log_members,
+    .tp_as_buffer = &log_as_buffer,
+    .tp_as_sequence = &log_as_sequence,
+};
+
+/* ---------------------------------------------------------------- the active recorder */
+enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
+#define MAX_SESSIONS 16
+#define STACK_DEPTH 256
+
+static Int64LogObject *ranges = NULL; /* recorder.ranges */
+static PyObject *name_index = NULL;   /* recorder.name_index: name object -> int index */
+static PyObject *name_list = NULL;    /* recorder.names: index -> name object */
+static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges that carry some */
+/* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
+static Int64LogObject *mark_logs[MAX_SESSIONS];
+static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
+static int n_mark_logs = 0, n_push_fns = 0;
+
+static __thread int64_t cid_stack[STACK_DEPTH];
+static __thread int cid_depth = 0;
+static __thread uint64_t stack_generation = 0;
 
 typedef struct {
     PyObject_HEAD
@@ -140,40 +297,98 @@ static void range_dealloc(RangeObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A correlation mark (id on enter, -1 on exit) to every session that takes them in C; the push/pop
+ * methods of the others. Returns -1 with an exception set. */
+static int correlate(int64_t cid, int64_t t) {
+    long tid = native_tid();
+    for (int i = 0; i < n_mark_logs; i++) {
+        int refused;
+        int64_t *row = log_row(mark_logs[i], &refused);
+        if (!row) {
+            if (refused) continue; /* counted in the log's `refused` */
+            return -1;
+        }
+        row[0] = cid;
+        row[1] = tid;
+        row[2] = t;
+    }
+    for (int i = 0; i < n_push_fns; i++) {
+        PyObject *r;
+        if (cid > 0) {
+            PyObject *c = PyLong_FromLongLong(cid);
+            if (!c) return -1;
+            r = PyObject_CallOneArg(push_fns[i], c);
+            Py_DECREF(c);
+        } else {
+            r = PyObject_CallNoArgs(pop_fns[i]);
+        }
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+static inline void stack_sync(void) {
+    if (stack_generation != generation) { /* a new recorder: ranges left open in the old one are gone */
+        cid_depth = 0;
+        stack_generation = generation;
+    }
+}
+
 static PyObject *range_enter(RangeObject *self, PyObject *unused) {
     if (recorder != NULL) {
         self->cid = ++last_correlation_id;
         self->t0 = mono_ns();
         Py_INCREF(recorder);
         Py_XSETREF(self->rec, recorder);
-        if (track_correlation) {
-            PyObject *cid = PyLong_FromLongLong(self->cid);
-            if (!cid) return NULL;
-            PyObject *r = PyObject_CallMethodOneArg(recorder, str_push, cid);
-            Py_DECREF(cid);
-            if (!r) return NULL;
-            Py_DECREF(r);
+        if (track_correlation) { /* after the start time: linked work lies inside the range */
+            stack_sync();
+            if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = self->cid;
+            cid_depth++;
+            if (correlate(self->cid, mono_ns()) < 0) return NULL;
         }
     }
     Py_INCREF(self);
     return (PyObject *)self;
 }
 
-static int append_row(RangeObject *self, int64_t t1, long tid) {
-    PyObject *vals[6];
-    vals[0] = self->name;
-    vals[1] = PyLong_FromLongLong(self->t0);
-    vals[2] = PyLong_FromLongLong(t1);
-    vals[3] = PyLong_FromLong(tid);
-    vals[4] = PyLong_FromLongLong(self->cid);
-    vals[5] = self->args ? self->args : Py_None;
-    int rc = 0;
-    for (int i = 1; i < 5; i++)
-        if (!vals[i]) rc = -1;
-    for (int i = 0; i < 6 && rc == 0; i++)
-        if (PyList_Append(rows, vals[i]) < 0) rc = -1;
-    for (int i = 1; i < 5; i++) Py_XDECREF(vals[i]);
-    return rc;
+/* The name's index in the recorder's name table, adding it the first time. */
+static int64_t name_slot(PyObject *name) {
+    PyObject *idx = PyDict_GetItemWithError(name_index, name);
+    if (idx) return PyLong_AsLongLong(idx);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+        PyErr_Clear(); /* unhashable name: stored as its own entry, written as str(name) later */
+        Py_ssize_t n = PyList_GET_SIZE(name_list);
+        return PyList_Append(name_list, name) < 0 ? -1 : n;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(name_list);
+    idx = PyLong_FromSsize_t(n);
+    if (!idx) return -1;
+    int rc = PyDict_SetItem(name_index, name, idx);
+    Py_DECREF(idx);
+    if (rc < 0 || PyList_Append(name_list, name) < 0) return -1;
+    return n;
+}
+
+static int append_range(RangeObject *self, int64_t t1, long tid) {
+    int64_t name = name_slot(self->name);
+    if (name < 0) return -1;
+    int64_t args = -1;
+    if (self->args && self->args != Py_None) {
+        args = PyList_GET_SIZE(args_list);
+        if (PyList_Append(args_list, self->args) < 0) return -1;
+    }
+    int refused;
+    int64_t *row = log_row(ranges, &refused);
+    if (!row) return refused ? 0 : -1;
+    row[F_T0] = self->t0;
+    row[F_T1] = t1;
+    row[F_TID] = tid;
+    row[F_CID] = self->cid;
+    row[F_NAME] = name;
+    row[F_ARGS] = args;
+    return 0;
 }
 
 static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n) {
@@ -186,9 +401,9 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_RETURN_FALSE;
     }
     if (track_correlation) {
-        PyObject *r = PyObject_CallMethodNoArgs(rec, str_pop);
-        if (!r) goto fail;
-        Py_DECREF(r);
+        stack_sync();
+        if (cid_depth > 0) cid_depth--;
+        if (correlate(-1, mono_ns()) < 0) goto fail;
     }
     int64_t t1 = mono_ns();
     long tid = native_tid();
@@ -201,7 +416,7 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(r);
         named_generation = generation;
     }
-    if (rows != NULL && append_row(self, t1, tid) < 0) goto fail;
+    if (ranges != NULL && append_range(self, t1, tid) < 0) goto fail;
     Py_DECREF(rec);
     Py_RETURN_FALSE;
 fail:
@@ -250,38 +465,104 @@ static PyTypeObject RangeType = {
     .tp_vectorcall = range_vectorcall,
 };
 
-static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
-    if (rec == Py_None) {
-        Py_CLEAR(recorder);
-        Py_CLEAR(rows);
-        track_correlation = 0;
-        generation++;
-        Py_RETURN_NONE;
-    }
-    PyObject *r = PyObject_GetAttrString(rec, "rows");
-    if (!r) return NULL;
-    if (!PyList_CheckExact(r)) {
-        Py_DECREF(r);
-        PyErr_SetString(PyExc_TypeError, "recorder.rows must be a list");
-        return NULL;
-    }
-    PyObject *t = PyObject_GetAttrString(rec, "track_correlation");
-    if (!t) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    int track = PyObject_IsTrue(t);
-    Py_DECREF(t);
-    if (track < 0) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    Py_INCREF(rec);
-    Py_XSETREF(recorder, rec);
-    Py_XSETREF(rows, r);
-    track_correlation = track;
+static void forget_recorder(void) {
+    Py_CLEAR(recorder);
+    Py_CLEAR(ranges);
+    Py_CLEAR(name_index);
+    Py_CLEAR(name_list);
+    Py_CLEAR(args_list);
+    for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
+    for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
+    n_mark_logs = n_push_fns = 0;
+    track_correlation = 0;
     generation++;
+}
+
+static PyObject *attr_of_type(PyObject *obj, const char *name, PyTypeObject *type, const char *what) {
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "recorder.%s must be %s", name, what);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+/* set_recorder(recorder): take recorder.ranges/name_index/names/args and, per session in
+ * recorder.sessions, its correlation_log (an Int64Log(3)) or its push/pop_correlation_id. */
+static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
+    forget_recorder();
+    if (rec == Py_None) Py_RETURN_NONE;
+    PyObject *sessions = NULL;
+    ranges = (Int64LogObject *)attr_of_type(rec, "ranges", &Int64LogType, "an Int64Log");
+    if (!ranges) goto fail;
+    if (ranges->width != RANGE_WIDTH) {
+        PyErr_SetString(PyExc_ValueError, "recorder.ranges must be an Int64Log(6)");
+        goto fail;
+    }
+    if (!(name_index = attr_of_type(rec, "name_index", &PyDict_Type, "a dict"))) goto fail;
+    if (!(name_list = attr_of_type(rec, "names", &PyList_Type, "a list"))) goto fail;
+    if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
+    sessions = PyObject_GetAttrString(rec, "sessions");
+    if (!sessions) goto fail;
+    PyObject *seq = PySequence_Fast(sessions, "recorder.sessions must be a sequence");
+    Py_CLEAR(sessions);
+    if (!seq) goto fail;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
+    if (ns > MAX_SESSIONS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d sessions can link host ranges", MAX_SESSIONS);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *lg = PyObject_GetAttrString(s, "correlation_log");
+        if (!lg) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) { Py_DECREF(seq); goto fail; }
+            PyErr_Clear();
+        }
+        if (lg && PyObject_TypeCheck(lg, &Int64LogType) && ((Int64LogObject *)lg)->width == 3) {
+            mark_logs[n_mark_logs++] = (Int64LogObject *)lg;
+            continue;
+        }
+        Py_XDECREF(lg);
+        PyObject *push = PyObject_GetAttrString(s, "push_correlation_id");
+        PyObject *pop = push ? PyObject_GetAttrString(s, "pop_correlation_id") : NULL;
+        if (!pop) { Py_XDECREF(push); Py_DECREF(seq); goto fail; }
+        push_fns[n_push_fns] = push;
+        pop_fns[n_push_fns++] = pop;
+    }
+    Py_DECREF(seq);
+    Py_INCREF(rec);
+    recorder = rec;
+    track_correlation = (n_mark_logs + n_push_fns) > 0;
     Py_RETURN_NONE;
+fail:
+    forget_recorder();
+    return NULL;
+}
+
+/* The pure-Python record_function keeps its ids on the same per-thread stack. */
+static PyObject *stack_push(PyObject *mod, PyObject *cid) {
+    int64_t v = PyLong_AsLongLong(cid);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    stack_sync();
+    if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = v;
+    cid_depth++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *stack_pop(PyObject *mod, PyObject *unused) {
+    stack_sync();
+    if (cid_depth > 0) cid_depth--;
+    Py_RETURN_NONE;
+}
+
+static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
+    if (recorder == NULL || !track_correlation) return PyLong_FromLong(0);
+    stack_sync();
+    if (cid_depth == 0) return PyLong_FromLong(0);
+    /* deeper than STACK_DEPTH: the innermost stored id (the deepest ones are not kept) */
+    return PyLong_FromLongLong(cid_stack[(cid_depth <= STACK_DEPTH ? cid_depth : STACK_DEPTH) - 1]);
 }
 
 static PyObject *set_decorator(PyObject *mod, PyObject *fn) {
@@ -298,6 +579,10 @@ static PyMethodDef module_methods[] = {
     {"set_recorder", set_recorder, METH_O, "Install the active HostRecorder (None: stop recording)."},
     {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
     {"next_correlation_id", next_correlation_id, METH_NOARGS, "A new process-wide correlation id."},
+    {"stack_push", stack_push, METH_O, "Push an id on this thread's correlation stack (pure-Python ranges)."},
+    {"stack_pop", stack_pop, METH_NOARGS, "Pop this thread's innermost correlation id (pure-Python ranges)."},
+    {"current_correlation_id", current_correlation_id, METH_NOARGS,
+     "The innermost open range's id on this thread (0 when none is linked)."},
     {NULL},
 };
 
@@ -306,17 +591,21 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
-    if (PyType_Ready(&RangeType) < 0) return NULL;
-    str_push = PyUnicode_InternFromString("push");
-    str_pop = PyUnicode_InternFromString("pop");
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0) return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
-    if (!str_push || !str_pop || !str_name_thread) return NULL;
+    if (!str_name_thread) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     Py_INCREF(&RangeType);
     if (PyModule_AddObject(m, "Range", (PyObject *)&RangeType) < 0) {
         Py_DECREF(&RangeType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&Int64LogType);
+    if (PyModule_AddObject(m, "Int64Log", (PyObject *)&Int64LogType) < 0) {
+        Py_DECREF(&Int64LogType);
         Py_DECREF(m);
         return NULL;
     }

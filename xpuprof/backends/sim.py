@@ -18,6 +18,7 @@ import numpy as np
 
 from ..activity import ActivityType
 from ..clock import MONOTONIC_TO_EPOCH_NS
+from ..host.annotations import Int64Log, log_array
 from .base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 
 DEVICE_ID = 0
@@ -88,7 +89,9 @@ class SimSession(Session):
         self.types = activity_types
         self.metrics = metrics
         self.seed = seed
-        self._marks: list = []  # flat: +cid (push) or -1 (pop), native tid, monotonic ns
+        # Marks (+cid on enter, -1 on exit, native tid, monotonic ns), written by record_function in C
+        # while the recorder is installed (between this session's start and stop): no call per range.
+        self.correlation_log = Int64Log(3)
         self._start_ns = 0
         self._stop_ns = 0
         self._running = False
@@ -96,7 +99,7 @@ class SimSession(Session):
         self._errors: list[str] = []
 
     def start(self) -> None:
-        self._marks = []
+        self.correlation_log.clear()
         self._dropped = {}
         self._start_ns = time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
         self._running = True
@@ -107,16 +110,16 @@ class SimSession(Session):
 
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
         if self._running:
-            self._marks += (int(correlation_id), threading.get_native_id(), time.monotonic_ns())
+            self.correlation_log.append(int(correlation_id), threading.get_native_id(), time.monotonic_ns())
 
     def pop_correlation_id(self, user: bool = False) -> None:
         if self._running:
-            self._marks += (-1, threading.get_native_id(), time.monotonic_ns())
+            self.correlation_log.append(-1, threading.get_native_id(), time.monotonic_ns())
 
     # ------------------------------------------------------------------ processing
     def _leaf_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(external id, tid, enter ns, exit ns) of ranges with no nested range, in enter order."""
-        marks = self._marks
+        marks = log_array(self.correlation_log).ravel().tolist()
         stacks: dict[int, list] = {}
         leaves = []
         end_default = self._stop_ns - MONOTONIC_TO_EPOCH_NS

@@ -1,15 +1,17 @@
 """Host activities: ``record_function`` ranges, instant events, thread names, correlation ids.
 
-While a profiler records, it installs a ``HostRecorder`` here; ``record_function`` then appends
-one range's values to the recorder's flat row list (no per-range objects, no locks: appends
-are atomic under the GIL). When nothing records, entering and leaving a range is a global read.
-The profiler turns the rows into columns later. Enter/exit run in C
-(``xpuprof._native.hostrec``) when that extension is built, in Python otherwise; both write
-the same rows.
+While a profiler records, it installs a ``HostRecorder`` here; ``record_function`` then writes
+one fixed-size record per range (t0, t1, tid, correlation id, name index, args index) into the
+recorder's ``Int64Log`` - no Python object per range; each distinct name is stored once. When
+nothing records, entering and leaving a range is a global read. The profiler reads the log as
+numpy columns at stop. Enter/exit run in C (``xpuprof._native.hostrec``) when that extension is
+built, in Python otherwise; both write the same records.
 
 External correlation: every recorded range gets a process-wide correlation id. Device sessions
-that link device work to host ranges (``Session.wants_correlation``) get it pushed on enter and
-popped on exit (Kineto's push/popCorrelationId); ``current_correlation_id()`` reads it too.
+that link device work to host ranges (``Session.wants_correlation``) get it on enter and exit
+(Kineto's push/popCorrelationId): written as a mark into the session's ``correlation_log``
+when it has one (in C, no call), else through its push/pop methods;
+``current_correlation_id()`` reads the innermost open id.
 """
 from __future__ import annotations
 
@@ -28,6 +30,38 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
 except ImportError:
     _c = None
 
+if _c is not None:
+    Int64Log = _c.Int64Log
+else:
+    class Int64Log:  # type: ignore[no-redef]
+        """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
+
+        __slots__ = ("width", "_values", "refused")
+
+        def __init__(self, width: int) -> None:
+            import array
+
+            self.width, self._values, self.refused = width, array.array("q"), 0
+
+        def append(self, *values) -> bool:
+            if len(values) != self.width:
+                raise TypeError(f"Int64Log.append takes {self.width} ints, got {len(values)}")
+            self._values.extend(values)
+            return True
+
+        def clear(self) -> None:
+            del self._values[:]
+
+        def __len__(self) -> int:
+            return len(self._values) // self.width
+
+        def __buffer__(self, flags):  # Python >= 3.12; older ones read .values
+            return memoryview(self._values)
+
+        @property
+        def values(self):
+            return self._values
+
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
 _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.count(1).__next__
@@ -36,20 +70,33 @@ _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.c
 _recorder: "HostRecorder | None" = None
 
 
-ROW_FIELDS = 6
+# The fields of one range record in HostRecorder.ranges (int64 each).
+RANGE_FIELDS = ("t0", "t1", "tid", "correlation_id", "name", "args")
+NO_ARGS = -1
+
+
+def log_array(log) -> "np.ndarray":
+    """An Int64Log's rows as one int64 numpy array of shape (rows, width), without a copy."""
+    import numpy as np
+
+    buf = log if _c is not None else log.values
+    return np.frombuffer(buf, dtype=np.int64).reshape(-1, log.width)
 
 
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("rows", "instants", "thread_names", "sessions", "track_correlation", "next_id", "_stacks",
-                 "record_annotations")
+    __slots__ = ("ranges", "name_index", "names", "args", "instants", "thread_names", "sessions",
+                 "track_correlation", "next_id", "_stacks", "record_annotations")
 
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
-        # Flat, ROW_FIELDS values per range: name, start_mono_ns, end_mono_ns, native_tid,
-        # correlation_id, args or None. Flat (not a list of tuples) so the cyclic GC has one
-        # container to visit instead of one per range: per-range cost stays flat as rows grow.
-        self.rows: list = []
+        # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
+        # distinct name object once, found through `name_index`); args by index into `args`
+        # (NO_ARGS when none). Nothing per range for the cyclic GC to visit.
+        self.ranges = Int64Log(len(RANGE_FIELDS))
+        self.name_index: dict = {}
+        self.names: list = []
+        self.args: list = []
         # instants: (name, mono_ns, native_tid, args or None, scope)
         self.instants: list[tuple] = []
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
@@ -61,27 +108,58 @@ class HostRecorder:
 
     # Called only when track_correlation is set (some session links device work to ranges).
     def push(self, cid: int) -> None:
-        stack = getattr(self._stacks, "ids", None)
-        if stack is None:
-            stack = self._stacks.ids = []
-        stack.append(cid)
+        if _c is not None:  # one per-thread stack for both paths (a C range may nest in a Python one)
+            _c.stack_push(cid)
+        else:
+            stack = getattr(self._stacks, "ids", None)
+            if stack is None:
+                stack = self._stacks.ids = []
+            stack.append(cid)
         for s in self.sessions:
-            s.push_correlation_id(cid)
+            log = getattr(s, "correlation_log", None)
+            if isinstance(log, Int64Log) and log.width == 3:
+                log.append(cid, _native_tid(), _mono())
+            else:
+                s.push_correlation_id(cid)
 
     def pop(self) -> None:
-        stack = getattr(self._stacks, "ids", None)
-        if stack:
-            stack.pop()
+        if _c is not None:
+            _c.stack_pop()
+        else:
+            stack = getattr(self._stacks, "ids", None)
+            if stack:
+                stack.pop()
         for s in self.sessions:
-            s.pop_correlation_id()
+            log = getattr(s, "correlation_log", None)
+            if isinstance(log, Int64Log) and log.width == 3:
+                log.append(-1, _native_tid(), _mono())
+            else:
+                s.pop_correlation_id()
 
     def name_thread(self, tid: int) -> None:
         self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
 
     def range_count(self) -> int:
-        return len(self.rows) // ROW_FIELDS
+        return len(self.ranges)
+
+    def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
+        """The pure-Python path's record (the C path writes the same fields)."""
+        try:
+            idx = self.name_index.get(name)
+        except TypeError:  # unhashable name: its own entry
+            idx = None
+            self.names.append(name)
+            idx = len(self.names) - 1
+        if idx is None:
+            idx = self.name_index[name] = len(self.names)
+            self.names.append(name)
+        if args is not None:
+            self.args.append(args)
+        self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
 
     def current(self) -> int:
+        if _c is not None:
+            return _c.current_correlation_id()
         stack = getattr(self._stacks, "ids", None)
         return stack[-1] if stack else 0
 
@@ -144,7 +222,7 @@ class PyRange:
             tid = _native_tid()
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
-            rec.rows += (self.name, self._t0, t1, tid, self._cid, self.args)
+            rec.add_range(self.name, self._t0, t1, tid, self._cid, self.args)
         return False
 
     @property
