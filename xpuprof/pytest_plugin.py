@@ -1,7 +1,10 @@
 """pytest plugin (entry point ``pytest11``): device markers and the ``xpuprof_trace`` fixture.
 
-- ``@pytest.mark.xpu`` / ``cuda`` / ``rocm``: the test is skipped, with the backend probe's
-  reason, when that device is not usable here.
+- ``@pytest.mark.xpuprof_xpu`` / ``xpuprof_cuda`` / ``xpuprof_rocm``: the test is skipped, with the
+  backend probe's reason, when that device is not usable here.
+- Plain ``xpu`` / ``cuda`` / ``rocm`` markers may belong to another project's suite: they are acted on
+  only for tests that use xpuprof (the ``xpuprof_trace`` fixture or the ``xpuprof`` marker), or for
+  every test when the project opts in with the ini option ``xpuprof_device_markers = true``.
 - ``xpuprof_trace``: profiles the test body. The first query (``kernels()``, ``total_ms``,
   ``metric()``, ``annotations()``) stops the profiler, so everything the test did before it is
   in the trace::
@@ -25,16 +28,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-DEVICE_MARKERS = {
+DEVICE_MARKERS = {  # plain names; ours are namespaced "xpuprof_<name>"
     "xpu": "needs an Intel GPU with a Level Zero driver (skipped otherwise, with the probe's reason)",
     "cuda": "needs an NVIDIA GPU with CUPTI (skipped otherwise, with the probe's reason)",
     "rocm": "needs an AMD GPU with rocprofiler-sdk (skipped otherwise, with the probe's reason)",
 }
+HOST_RANGE_CATEGORIES = ("user_annotation", "cpu_op")
 MARKER_OPTIONS = ("backends", "activities", "metrics", "per_kernel", "max_scopes", "record_shapes")
 _probes: dict[str, tuple[bool, str]] = {}
 
 
 def pytest_addoption(parser) -> None:
+    parser.addini("xpuprof_device_markers", type="bool", default=False,
+                  help="xpuprof: skip every test marked plain xpu/cuda/rocm when that device is absent (by "
+                       "default only tests using xpuprof_trace; xpuprof_xpu/_cuda/_rocm always)")
     group = parser.getgroup("xpuprof")
     group.addoption("--xpuprof-keep-failed", metavar="DIR", default=None,
                     help="copy the xpuprof_trace trace of each failing test into DIR")
@@ -42,7 +49,9 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     for name, text in DEVICE_MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {text}")
+        config.addinivalue_line("markers", f"xpuprof_{name}: {text}")
+        config.addinivalue_line("markers", f"{name}: {text} (xpuprof acts on it only for tests using "
+                                           "xpuprof_trace, or with the ini option xpuprof_device_markers = true)")
     config.addinivalue_line("markers", "xpuprof(backends=None, activities=None, metrics=None, per_kernel=True, "
                                        "max_scopes=0, record_shapes=False): options for the xpuprof_trace fixture")
 
@@ -60,9 +69,19 @@ def probe_device(name: str) -> tuple[bool, str]:
     return _probes[name]
 
 
+def _uses_xpuprof(item) -> bool:
+    return "xpuprof_trace" in getattr(item, "fixturenames", ()) or item.get_closest_marker("xpuprof") is not None
+
+
 def pytest_runtest_setup(item) -> None:
+    plain = None  # whether plain xpu/cuda/rocm markers are ours for this test (decided only when one is present)
     for name in DEVICE_MARKERS:
-        if item.get_closest_marker(name) is not None:
+        ours = item.get_closest_marker(f"xpuprof_{name}") is not None
+        if not ours and item.get_closest_marker(name) is not None:
+            if plain is None:
+                plain = bool(item.config.getini("xpuprof_device_markers")) or _uses_xpuprof(item)
+            ours = plain
+        if ours:
             ok, reason = probe_device(name)
             if not ok:
                 pytest.skip(f"{name} device not available: {reason}")
@@ -157,6 +176,7 @@ class ProfiledTrace:
         self._prof = None
         self._device = None
         self._host = None
+        self._device_annotations = None
         self._error: str | None = None
 
     def start(self) -> None:
@@ -179,7 +199,7 @@ class ProfiledTrace:
         """Stop profiling and write the trace (idempotent)."""
         if self.stopped:
             return self
-        from .analysis.report import DEVICE_CATEGORIES, HOST_CATEGORIES, EventTable, TraceFile
+        from .analysis.report import DEVICE_CATEGORIES, EventTable, TraceFile
         from .trace.load import load
 
         if self._error is not None:
@@ -193,7 +213,10 @@ class ProfiledTrace:
         data = load(self.path)
         tf = TraceFile(self.path, data, None)
         self._device = EventTable.from_trace(tf, DEVICE_CATEGORIES)
-        self._host = EventTable.from_trace(tf, HOST_CATEGORIES)
+        # Host ranges only: each also has gpu_user_annotation copies on the device rows it launched work on
+        # (one per device row), which would count one range several times.
+        self._host = EventTable.from_trace(tf, HOST_RANGE_CATEGORIES)
+        self._device_annotations = EventTable.from_trace(tf, ("gpu_user_annotation",))
         return self
 
     def kernels(self, name: str | None = None) -> KernelSelection:
@@ -202,9 +225,14 @@ class ProfiledTrace:
         return KernelSelection(self._device.filter(name=name))
 
     def annotations(self, name: str | None = None) -> KernelSelection:
-        """Host ranges (record_function, ops) whose name matches the regex ``name``."""
+        """Host ranges (record_function, ops) whose name matches the regex ``name``: each range once."""
         self.stop()
         return KernelSelection(self._host.filter(name=name))
+
+    def device_annotations(self, name: str | None = None) -> KernelSelection:
+        """The ``gpu_user_annotation`` copies of host ranges on device rows (one per row with work)."""
+        self.stop()
+        return KernelSelection(self._device_annotations.filter(name=name))
 
     @property
     def total_ms(self) -> float:

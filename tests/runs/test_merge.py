@@ -48,7 +48,7 @@ def test_duplicate_ranks_and_cli(tmp_path, capsys, make_trace):
     out = tmp_path / "m.merged.json.gz"
     assert main(["merge", str(a), str(c), "-o", str(out), "--align", "start"]) == 0
     assert "merged ranks 0, 1" in capsys.readouterr().out
-    assert build_report([out]).ranks == []  # a merged file is not one rank's trace
+    assert build_report([out]).ranks == [0, 1]  # the ranks a merged view holds (mergedRanks), not one rank
 
 
 def test_a_merged_view_cannot_be_named_like_a_rank_trace(tmp_path):

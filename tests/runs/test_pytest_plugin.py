@@ -12,6 +12,7 @@ def _plugin_args():
 def test_device_markers_skip_with_probe_reason(pytester):
     from xpuprof.pytest_plugin import probe_device
 
+    pytester.makeini("[pytest]\nxpuprof_device_markers = true\n")  # a suite whose plain markers are ours
     pytester.makepyfile("""
         import pytest
 
@@ -35,6 +36,59 @@ def test_device_markers_skip_with_probe_reason(pytester):
             reason = probe_device(name)[1]
             assert reason
             res.stdout.fnmatch_lines([f"*{name} device not available: {reason[:40]}*"])
+
+
+def test_other_projects_plain_device_markers_are_left_alone(pytester):
+    """Issue 14: another suite's `cuda` test was skipped by xpuprof. Plain markers are acted on only for
+    tests that use xpuprof; the namespaced xpuprof_<device> markers always."""
+    from xpuprof.pytest_plugin import probe_device
+
+    missing = [n for n in ("xpu", "cuda", "rocm") if not probe_device(n)[0]]
+    if not missing:
+        pytest.skip("every device is present here: no marker would skip")
+    name = missing[0]
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.{name}
+        def test_theirs():
+            pass
+
+        @pytest.mark.xpuprof_{name}
+        def test_ours_namespaced():
+            pass
+
+        @pytest.mark.{name}
+        def test_ours_plain_with_fixture(xpuprof_trace):
+            pass
+
+        @pytest.mark.{name}
+        @pytest.mark.xpuprof(activities=["cpu"])
+        def test_ours_plain_with_marker():
+            pass
+    """)
+    res = pytester.runpytest(*_plugin_args(), "-rs", "-v")
+    res.assert_outcomes(passed=1, skipped=3)
+    res.stdout.fnmatch_lines(["*test_theirs PASSED*"])
+    res.stdout.fnmatch_lines([f"*{name} device not available*"])
+
+
+def test_annotations_count_each_host_range_once(pytester):
+    """Issue 14: annotations(name=...) counted the gpu_user_annotation device copies too (3 for 1)."""
+    pytester.makepyfile("""
+        import pytest
+        import xpuprof
+
+        @pytest.mark.xpuprof(backends=["sim"], activities=["user_annotation", "runtime", "kernel", "gpu_memcpy",
+                                                          "gpu_user_annotation"])
+        def test_once(xpuprof_trace):
+            with xpuprof.record_function("one_range"):
+                pass
+            assert xpuprof_trace.device_annotations(name="^one_range$").count >= 1  # the copies exist...
+            assert xpuprof_trace.annotations(name="^one_range$").count == 1  # ...and are not counted here
+    """)
+    res = pytester.runpytest(*_plugin_args())
+    res.assert_outcomes(passed=1)
 
 
 def test_fixture_profiles_the_test_body_with_sim(pytester):

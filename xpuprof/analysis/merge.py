@@ -19,10 +19,10 @@ import orjson
 
 from ..trace.builder import encode_json
 from ..trace.outputs import write_output_bytes
-from .report import ReportError, TraceFile, load_traces
+from .report import MERGED_RANK_PID_STRIDE, ReportError, TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")
-RANK_PID_STRIDE = 1_000_000_000  # merged pid = (rank + 1) * stride + per-rank row index
+RANK_PID_STRIDE = MERGED_RANK_PID_STRIDE  # merged pid = (rank + 1) * stride + per-rank row index
 FLOW_ID_STRIDE = 1 << 40
 _STEP = re.compile(r"^ProfilerStep#\d+")
 

@@ -24,6 +24,8 @@ TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
 STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
+# ``xpuprof merge`` gives rank r's rows pids (r + 1) * stride + i, and the file a "mergedRanks" key.
+MERGED_RANK_PID_STRIDE = 1_000_000_000
 
 
 class ReportError(ValueError):
@@ -40,6 +42,21 @@ class TraceFile:
     @property
     def base_ns(self) -> int:
         return int(self.data.get("baseTimeNanoseconds") or 0)
+
+    @property
+    def merged_ranks(self) -> list[int]:
+        """The ranks a merged view (``xpuprof merge``) holds; [] for a one-rank trace."""
+        merged = self.data.get("mergedRanks")
+        ranks = merged.get("ranks") if isinstance(merged, dict) else None
+        return [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else []
+
+    def row_ranks(self, pids) -> np.ndarray:
+        """Each row's rank: from the pid in a merged view, else the trace's own rank (-1 = none)."""
+        n = len(pids)
+        if self.merged_ranks:
+            p = np.fromiter((pid if isinstance(pid, int) else 0 for pid in pids), np.int64, n)
+            return np.where(p >= MERGED_RANK_PID_STRIDE, p // MERGED_RANK_PID_STRIDE - 1, -1)
+        return np.full(n, -1 if self.rank is None else self.rank, np.int64)
 
 
 def rank_of(data: dict, path: Path | str = "") -> int | None:
@@ -121,7 +138,7 @@ class EventTable:
             cat=np.array([str(e.get("cat", "")) for e in rows], dtype=object),
             ts_ns=ts,
             dur_ns=np.fromiter((int(round(float(e.get("dur", 0)) * 1000)) for e in rows), np.int64, n),
-            rank=np.full(n, -1 if trace.rank is None else trace.rank, np.int64),
+            rank=trace.row_ranks([e.get("pid") for e in rows]),
             rel_ns=ts - start_ns,
         )
         table._join_metrics(rows, metric_rows, base)
@@ -308,7 +325,7 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
     table = EventTable.concat([EventTable.from_trace(t, categories) for t in traces])
     table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
     stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
-    ranks = sorted({t.rank for t in traces if t.rank is not None})
+    ranks = sorted({r for t in traces for r in (t.merged_ranks or ([t.rank] if t.rank is not None else []))})
     from .telemetry import telemetry_series
 
     return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,

@@ -252,6 +252,7 @@ class Summary:
         ``width`` None: as wide as the widest table needs (never squeezes names or numbers).
         """
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         self._sort_key(sort_by)  # validate before rendering anything
@@ -269,7 +270,7 @@ class Summary:
             title = f"{cat}: {len(rows)} names, {sum(r.calls for r in rows)} calls"
             if len(shown) < len(rows):
                 title += f" (top {len(shown)} by {sort_by})"
-            table = Table(title=title, title_justify="left", show_lines=False)
+            table = Table(title=escape(title), title_justify="left", show_lines=False)
             table.add_column("Name", overflow="fold", max_width=80,
                              min_width=min(40, max(len(r.name) for r in shown)))
             for h in ("Calls", "Total", "%", "Avg", "Min", "Max"):
@@ -278,9 +279,9 @@ class Summary:
                 metric, _, unit = m.partition("::")
                 head = f"{metric} ({unit})" if unit else metric
                 for s in _STATS:
-                    table.add_column(f"{head}\n{s}", justify="right", no_wrap=True)
+                    table.add_column(escape(f"{head}\n{s}"), justify="right", no_wrap=True)
             for r in shown:
-                cells = [r.name, str(r.calls), format_ns(r.total_ns), f"{r.percent:.1f}", format_ns(r.avg_ns),
+                cells = [escape(r.name), str(r.calls), format_ns(r.total_ns), f"{r.percent:.1f}", format_ns(r.avg_ns),
                          format_ns(r.min_ns), format_ns(r.max_ns)]
                 for m in labels:
                     got = r.metrics.get(m)

@@ -82,15 +82,16 @@ def run(args) -> int:
         sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Hardware metrics", show_lines=False)
     for col in ("Device", "Group", "Metric", "Unit", "Meaning"):
         table.add_column(col, overflow="fold")
     for c, g, m in rows:
-        table.add_row(f"{c.vendor}/{c.family}", g.name, m.name, m.unit, m.description)
+        table.add_row(*map(escape, (f"{c.vendor}/{c.family}", g.name, m.name, m.unit, m.description)))
     for c, d in derived:
-        table.add_row(f"{c.vendor}/{c.family}", d.group, f"{d.name} = {d.formula}", d.unit, d.description)
+        table.add_row(*map(escape, (f"{c.vendor}/{c.family}", d.group, f"{d.name} = {d.formula}", d.unit, d.description)))
     Console().print(table)
     if with_collectors:
         _print_collectors(_collector_rows())

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.summary import format_ns
 from ..trace.builder import encode_json
+from ._options import top_count
 
 FORMATS = ("table", "csv", "json", "html")
 
@@ -18,7 +19,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="kernel summary table from trace files (any number of ranks)",
                               description=__doc__)
     p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.json/.json.gz) or directories of them")
-    p.add_argument("--top", type=int, default=None, metavar="N", help="only the N busiest kernels")
+    p.add_argument("--top", type=top_count, default=None, metavar="N",
+                   help="only the N busiest kernels (a positive integer, or 'all': the default)")
     p.add_argument("--name", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
     p.add_argument("--start", type=float, default=None, metavar="MS", help="only kernels starting at or after MS ms into each trace")
     p.add_argument("--end", type=float, default=None, metavar="MS", help="only kernels starting before MS ms into each trace")
@@ -90,13 +92,14 @@ def render(report: Report, fmt: str) -> str:
     console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
                                            f"{len(report.table)} instances, {format_ns(report.total_ns)} total)"))
     if report.telemetry:
+        from rich.markup import escape
         from rich.table import Table
 
         tel = Table(title="Telemetry (counter tracks)", title_justify="left")
         for col in ("Track", "Row", "Metric", "Samples", "Mean", "Peak", "Min"):
             tel.add_column(col, justify="left" if col in ("Track", "Metric") else "right")
         for t in report.telemetry:
-            tel.add_row(t.track, str(t.pid), t.metric, str(len(t.values)), f"{t.mean:.4g}", f"{t.peak:.4g}",
+            tel.add_row(escape(t.track), str(t.pid), escape(t.metric), str(len(t.values)), f"{t.mean:.4g}", f"{t.peak:.4g}",
                         f"{t.low:.4g}")
         console.print(tel)
     return console.export_text()

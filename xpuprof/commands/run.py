@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
+from ._options import top_count
 from ..trace.outputs import OutputError, output_target, write_output_bytes
 
 
@@ -24,7 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="validate and list the run points, run nothing")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first point that fails")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="kernels shown per point in the summary")
+    p.add_argument("--top", type=top_count, default=10, metavar="N",
+                   help="kernels shown per point in the summary (a positive integer, or 'all')")
     p.set_defaults(func=run)
 
 
@@ -77,7 +79,7 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
     return None
 
 
-def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int) -> None:
+def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -98,14 +100,15 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int)
     for r in records:
         if not r["kernels"]:
             continue
-        k = Table(title=escape(f"{r['label']}: top {min(top, len(r['kernels']))} of {len(r['kernels'])} kernels/ops"),
+        shown = r["kernels"] if top is None else r["kernels"][:top]
+        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} kernels/ops"),
                   title_justify="left")
         for col in ("Name", "Calls", "Total", "%", "Avg", "Min", "Max"):
             k.add_column(col, justify="left" if col == "Name" else "right", overflow="fold")
         metrics = list(dict.fromkeys(m for row in r["kernels"] for m in row["metrics"]))
         for m in metrics:
             k.add_column(escape(m), justify="right")
-        for row in r["kernels"][:top]:
+        for row in shown:
             k.add_row(escape(row["name"]), str(row["calls"]), format_ns(row["total_ns"]), f"{row['pct']:.1f}",
                       format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
                       *[f"{row['metrics'][m]:.4g}" if m in row["metrics"] else "" for m in metrics])
@@ -146,6 +149,7 @@ def run(args) -> int:
 
 
 def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..workloads.runner import run_point
@@ -172,8 +176,9 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                 from ..workloads.runner import PointResult
 
                 result = PointResult(pt, error=f"{type(exc).__name__}: {exc}")
-                progress.console.print(f"[red]point {pt.label!r} failed:[/red] {type(exc).__name__}: {exc}",
-                                       markup=True, highlight=False)
+                # the message may hold [brackets] (install hints such as xpuprof[dpnp-cpu]): escaped, not markup
+                progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] "
+                                       f"{escape(f'{type(exc).__name__}: {exc}')}", markup=True, highlight=False)
             guard.phase = "summarizing the traces"
             records.append(_point_record(result, _kernels(result)))
             if result.interrupted is not None or guard.signum is not None:

@@ -263,16 +263,23 @@ def parse_override(text: str) -> tuple[Path_, Any]:
     return tuple(key.split(".")), value
 
 
-def _assign(data: dict, path: Path_, value: Any, what: str) -> None:
+def _assign(data: dict, path: Path_, value: Any, what: str) -> Path_:
+    """Set ``path`` to ``value``; returns the shortest prefix of ``path`` this created (the whole path
+    when only the leaf is new or replaced), so errors about a created key name ``what``, not a YAML line."""
     node = data
+    created: Path_ | None = None
     for i, part in enumerate(path[:-1]):
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+            created = created or path[:i + 1]
         if not isinstance(child, dict):
             raise ConfigError(f"{what}: {'.'.join(path[:i + 1])} is a {type(child).__name__}, not a mapping")
         node = child
+    if created is None and path[-1] not in node:
+        created = path
     node[path[-1]] = value
+    return created or path
 
 
 # ----------------------------------------------------------------------------- validation
@@ -442,8 +449,8 @@ def parse_config(text: str, source: str = "<string>", *, base_dir: Path | None =
     origins: dict[Path_, str] = {}
     for text_override in overrides:
         path, value = parse_override(text_override)
-        _assign(data, path, value, f"--set {text_override}")
-        origins[path] = f"--set {text_override}"
+        created = _assign(data, path, value, f"--set {text_override}")
+        origins[path] = origins[created] = f"--set {text_override}"
     if out_dir is not None:
         _assign(data, ("output", "dir"), str(out_dir), "--out")
         origins[("output", "dir")] = "--out"
