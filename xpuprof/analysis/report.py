@@ -144,6 +144,32 @@ class EventTable:
         table._join_metrics(rows, metric_rows, base)
         return table
 
+    @classmethod
+    def from_builder(cls, builder, rank: int | None = None) -> "EventTable | None":
+        """The rows ``from_trace`` would read back from this builder's written trace (default categories),
+        without reading the file (``xpuprof run`` summarizes each trace it has just written). None when
+        the builder holds per-kernel metric slices: those are joined from the written trace instead."""
+        builder.flush()
+        strings = builder.strings.strings
+        if any(s.startswith(METRICS_PREFIX) for s in strings):
+            return None
+
+        def pick(cats: Sequence[str]):
+            ids = [builder.strings.intern(c) for c in cats]
+            parts = [(b, np.isin(b.cat, ids)) for b in builder.slices]
+            return [(b, m) for b, m in parts if m.any()]
+
+        parts = pick(DEVICE_CATEGORIES) or pick(HOST_CATEGORIES)
+        if not parts:
+            return cls.empty()
+        text = np.array(builder.strings.strings, dtype=object)
+        grouped = np.array([_group_name(s) for s in text.tolist()], dtype=object)  # once per distinct string
+        ts = np.concatenate([np.asarray(b.ts[m], np.int64) for b, m in parts])
+        return cls(name=grouped[np.concatenate([b.name[m] for b, m in parts])],
+                   cat=text[np.concatenate([b.cat[m] for b, m in parts])], ts_ns=ts,
+                   dur_ns=np.concatenate([np.asarray(b.dur[m], np.int64) for b, m in parts]),
+                   rank=np.full(len(ts), -1 if rank is None else rank, np.int64), rel_ns=ts - ts.min())
+
     def _join_metrics(self, rows: list[dict], metric_rows: list[dict], base: int) -> None:
         if not metric_rows or not rows:
             return

@@ -41,12 +41,14 @@ def _point_record(result, kernels) -> dict:
 
 
 def _kernels(result):
-    from ..analysis.report import ReportError, build_report
+    from ..analysis.report import EventTable, ReportError, build_report, kernel_stats
     from ..workloads.interrupt import RunInterrupted
 
     if not result.traces:
         return []
     try:
+        if len(result.tables) == len(result.traces) and all(t is not None for t in result.tables):
+            return kernel_stats(EventTable.concat(result.tables))  # from memory: no trace read back
         return build_report(result.traces).stats
     except ReportError as exc:
         result.error = result.error or f"cannot summarize traces: {exc}"

@@ -25,6 +25,8 @@ class PointResult:
     iteration_ns: list[int] = field(default_factory=list)
     error: str | None = None
     interrupted: RunInterrupted | None = None  # a signal stopped this point (see workloads.interrupt)
+    # Each written trace's rows, taken from memory (None: read that trace back to summarize it).
+    tables: list = field(default_factory=list)
 
     def iteration_stats(self) -> dict[str, float]:
         if not self.iteration_ns:
@@ -86,7 +88,10 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
         phase("writing a trace")
         path = handler(prof)
         if path is not None:
+            from ..analysis.report import EventTable
+
             result.traces.append(Path(path))
+            result.tables.append(EventTable.from_builder(prof.builder))
         phase("recording")
 
     for repeat in range(point.repeats):
