@@ -26,7 +26,7 @@ from .backends.base import Backend, BackendError, ProcessWindow, Session
 from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
 from .config.options import ExperimentalConfig, ProfilerConfig
 from .host import annotations
-from .trace.builder import TraceBuilder
+from .trace.builder import TraceBuilder, encode_json
 from .trace.gpu_annotations import add_gpu_user_annotations
 from .trace.chrome import write_chrome_trace
 
@@ -792,14 +792,24 @@ class profile:
             builder.add_slices(names=None, name_ids=name_table[rec_arr[idx, 4]], ts=t0_plain + MONOTONIC_TO_EPOCH_NS,
                                dur=rec_arr[idx, 1] - t0_plain, pid=pid, tid=rec_arr[idx, 2].copy(),
                                cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[idx, 3].copy())
-            names, args = rec.names, rec.args
-            for t0, t1, tid, cid, name_i, arg_i in rec_arr[~plain].tolist():
-                row = (names[name_i], t0 + MONOTONIC_TO_EPOCH_NS, t1 - t0, pid, tid, ActivityType.USER_ANNOTATION)
-                try:
-                    builder.add_slice(*row, args=dict(args[arg_i]), external_id=cid)
-                except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                    builder.add_slice(*row, args=_invalid_args_note(args[arg_i], exc), external_id=cid)
-                    bad += 1
+            if not plain.all():  # ranges with args: most were stored encoded at exit (exact-size JSON bytes)
+                sel = np.flatnonzero(~plain)
+                stored, encoded = rec.args, []
+                for arg_i in args_idx[sel].tolist():
+                    value = stored[arg_i]
+                    if type(value) is bytes:
+                        encoded.append(None if value == b"{}" else value)
+                        continue
+                    try:  # objects the recorder could not encode as given (cleaned here, or noted)
+                        as_dict = dict(value)
+                        encoded.append(encode_json(as_dict) if as_dict else None)
+                    except Exception as exc:  # one bad args value must never lose the trace: keep the range
+                        encoded.append(encode_json(_invalid_args_note(value, exc)))
+                        bad += 1
+                t0_args = rec_arr[sel, 0]
+                builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
+                                   dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
+                                   cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
             tid_arr = rec_arr[:, 2]
             tids.update(np.unique(tid_arr).tolist())
         if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:

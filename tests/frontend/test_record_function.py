@@ -137,3 +137,46 @@ def test_c_constructor_errors_are_clear():
     with pytest.raises(TypeError):
         xpuprof.record_function("a", None, "extra")
     assert xpuprof.record_function(name="kw", args={"x": 1}).args == {"x": 1}
+
+
+def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range(tmp_path):
+    """Issue 15: stop() reads the C records as columns; the events must be exactly those the
+    per-range path (builder.add_slice with the original args) writes."""
+    import json
+
+    import numpy as np
+
+    from xpuprof.activity import ActivityType
+    from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
+    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.chrome import write_chrome_trace
+
+    calls = []  # (name, args) in exit order: the ranges below do not nest
+    for i in range(300):
+        name = [f"op{i % 7}", b"bytes-name", "caf\u00e9", "a\"quote"][i % 4]
+        args = [None, {"i": i}, {}, {"x": 1.5, "s": "t\u00e9", 3: "int key"}, {"set": {1, 2}},
+                {"nan": float("nan"), "arr": np.arange(3)}][i % 6]
+        calls.append((name, args))
+
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        rec = annotations.active_recorder()
+        for name, args in calls:
+            with xpuprof.record_function(name, args):
+                pass
+    rows = annotations.log_array(rec.ranges).tolist()
+    assert len(rows) == len(calls)
+    ref = TraceBuilder(pid=prof.builder.pid)
+    for (t0, t1, tid, cid, _name_i, _arg_i), (name, args) in zip(rows, calls):
+        ref.add_slice(name, t0 + MONOTONIC_TO_EPOCH_NS, t1 - t0, ref.pid, tid, ActivityType.USER_ANNOTATION,
+                      args=args, external_id=cid)
+    ref.flush()
+
+    def annotations_of(builder, path):
+        write_chrome_trace(builder, path)
+        events = json.loads(path.read_text())["traceEvents"]
+        return sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: json.dumps(e))
+
+    got = annotations_of(prof.builder, tmp_path / "got.json")
+    want = annotations_of(ref, tmp_path / "want.json")
+    assert len(got) == len(calls)
+    assert got == want

@@ -211,6 +211,9 @@ typedef struct {
 } RangeObject;
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
+/* encode(args) -> exact-size JSON bytes: a dict's args are stored encoded (~60 B instead of the
+ * dict); anything else, or a dict it cannot encode, is stored as the object and handled at stop. */
+static PyObject *args_encoder = NULL;
 
 static int range_init(RangeObject *self, PyObject *a, PyObject *kw) {
     static char *kwlist[] = {"name", "args", NULL};
@@ -376,8 +379,19 @@ static int append_range(RangeObject *self, int64_t t1, long tid) {
     if (name < 0) return -1;
     int64_t args = -1;
     if (self->args && self->args != Py_None) {
+        PyObject *stored = NULL;
+        if (args_encoder && PyDict_CheckExact(self->args)) {
+            stored = PyObject_CallOneArg(args_encoder, self->args);
+            if (!stored) PyErr_Clear(); /* kept as the object: stop() reports why it cannot be written */
+        }
+        if (!stored) {
+            stored = self->args;
+            Py_INCREF(stored);
+        }
         args = PyList_GET_SIZE(args_list);
-        if (PyList_Append(args_list, self->args) < 0) return -1;
+        int rc = PyList_Append(args_list, stored);
+        Py_DECREF(stored);
+        if (rc < 0) return -1;
     }
     int refused;
     int64_t *row = log_row(ranges, &refused);
@@ -565,6 +579,16 @@ static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
     return PyLong_FromLongLong(cid_stack[(cid_depth <= STACK_DEPTH ? cid_depth : STACK_DEPTH) - 1]);
 }
 
+static PyObject *set_args_encoder(PyObject *mod, PyObject *fn) {
+    if (fn == Py_None) {
+        Py_CLEAR(args_encoder);
+    } else {
+        Py_INCREF(fn);
+        Py_XSETREF(args_encoder, fn);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_decorator(PyObject *mod, PyObject *fn) {
     Py_INCREF(fn);
     Py_XSETREF(decorate, fn);
@@ -577,6 +601,8 @@ static PyObject *next_correlation_id(PyObject *mod, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"set_recorder", set_recorder, METH_O, "Install the active HostRecorder (None: stop recording)."},
+    {"set_args_encoder", set_args_encoder, METH_O,
+     "Register encode(dict) -> JSON bytes, used to store a range's dict args compactly (None: store objects)."},
     {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
     {"next_correlation_id", next_correlation_id, METH_NOARGS, "A new process-wide correlation id."},
     {"stack_push", stack_push, METH_O, "Push an id on this thread's correlation stack (pure-Python ranges)."},

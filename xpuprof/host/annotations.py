@@ -154,6 +154,11 @@ class HostRecorder:
             idx = self.name_index[name] = len(self.names)
             self.names.append(name)
         if args is not None:
+            if type(args) is dict and _args_encoder is not None:
+                try:
+                    args = _args_encoder(args)
+                except Exception:  # kept as the object: stop() reports why it cannot be written
+                    pass
             self.args.append(args)
         self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
 
@@ -164,10 +169,25 @@ class HostRecorder:
         return stack[-1] if stack else 0
 
 
+_args_encoder: Callable | None = None
+
+
+def _encode_dict_args(args: dict) -> bytes:
+    """A range's dict args as exact-size JSON bytes (raises when orjson cannot encode them as given)."""
+    import orjson
+
+    # bytes(memoryview(...)): an exact-size copy; orjson's result keeps a 4 KiB buffer.
+    return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)))
+
+
 def install(recorder: HostRecorder | None) -> HostRecorder | None:
     """Make ``recorder`` the active one (None: stop recording). Returns the previous one."""
-    global _recorder
+    global _recorder, _args_encoder
     previous, _recorder = _recorder, recorder
+    if recorder is not None and _args_encoder is None:  # orjson loads with the first profile, not on import
+        _args_encoder = _encode_dict_args
+        if _c is not None:
+            _c.set_args_encoder(_encode_dict_args)
     if _c is not None:
         _c.set_recorder(recorder)
     return previous

@@ -1,0 +1,326 @@
+"""What the user pays, end to end: ``profile()`` start to the trace file on disk, host ranges.
+
+    python benchmarks/bench_end_to_end.py                 # the README table (1 M ranges, 3 runs)
+    python benchmarks/bench_end_to_end.py --n 200000 --runs 3 --only xpuprof-json,rf-sim
+
+Every run is a fresh process (``--child``), so no run reuses memory another one freed. Each
+figure is the median of ``--runs`` runs, with the range (min-max). Rows:
+
+- ``xpuprof-json`` / ``xpuprof-gz``: ``--n`` ``record_function`` ranges (64 distinct names) inside
+  ``xpuprof.profile(activities=["cpu"])``; timed: ``stop()`` (copy the C records into columns, build
+  the trace) + ``export_chrome_trace()`` (format, compress for ``.gz``, write, rename). Events/s =
+  n / that time. Same run, same bytes: the raw write of the finished file's bytes (``.json``:
+  writer bandwidth / raw bandwidth) and isal level 1 alone over the uncompressed bytes (``.gz``:
+  writer throughput / isal throughput).
+- peak RSS growth per event (ru_maxrss minus the value after warm-up, / n) after recording,
+  after ``stop()`` and after the write.
+- ``torch`` / ``viztracer``: the same workload through the peers when installed, timed the same
+  way (stop + export of the same number of host events).
+- ``rf-sim``: ns per ``record_function`` enter+exit while a sim device session links every range
+  (correlation marks), minus an empty loop, best of 5; host-only recording too.
+- ``args-mem``: bytes of peak RSS per stored range whose args are a small dict, after recording,
+  after ``stop()`` and after the write (issue 14 item 3; target <= 250 B).
+
+Device rows (XPU over the PTI double, CUDA/ROCm decoders) come from ``bench_device_end_to_end.py``
+when that module exists next to this one; its table is printed after this one.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NAMES = [f"op{i}" for i in range(64)]
+CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem")
+
+
+def _rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+# ----------------------------------------------------------------------------- children
+def _child_xpuprof(n: int, out: Path, gz: bool) -> dict:
+    import xpuprof
+
+    with xpuprof.profile(activities=["cpu"]) as warm:  # load every module the real run touches
+        with xpuprof.record_function("warm"):
+            pass
+    warm.export_chrome_trace(out / ("warm.json.gz" if gz else "warm.json"))
+    names = NAMES
+    rf = xpuprof.record_function
+    base = _rss()
+    prof = xpuprof.profile(activities=["cpu"])
+    prof.start()
+    t_rec = time.perf_counter()
+    for i in range(n):
+        with rf(names[i & 63]):
+            pass
+    t_rec = time.perf_counter() - t_rec
+    rss_rec = _rss()
+    t0 = time.perf_counter()
+    prof.stop()
+    t_stop = time.perf_counter() - t0
+    rss_stop = _rss()
+    path = out / ("trace.json.gz" if gz else "trace.json")
+    t1 = time.perf_counter()
+    prof.export_chrome_trace(path)
+    t_write = time.perf_counter() - t1
+    rss_write = _rss()
+    res = {"events_per_s": n / (t_stop + t_write), "stop_s": t_stop, "write_s": t_write,
+           "record_ns_per_range": t_rec / n * 1e9, "bytes": path.stat().st_size,
+           "rss_record_B_per_ev": (rss_rec - base) / n, "rss_stop_B_per_ev": (rss_stop - base) / n,
+           "rss_write_B_per_ev": (rss_write - base) / n}
+    del prof
+    if gz:  # isal level 1 alone over the same uncompressed bytes, as the writer feeds it (big chunks)
+        from isal import isal_zlib
+
+        data = gzip.decompress(path.read_bytes())
+        view = memoryview(data)
+        t2 = time.perf_counter()
+        comp = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
+        step = 8 << 20
+        parts = [comp.compress(view[i:i + step]) for i in range(0, len(data), step)]
+        parts.append(comp.flush())
+        t_isal = time.perf_counter() - t2
+        res["writer_vs_isal_l1"] = t_isal / t_write
+        res["uncompressed_bytes"] = len(data)
+    else:  # raw write of the same bytes to the same file system
+        data = path.read_bytes()
+        view = memoryview(data)
+        raw = out / "raw.bin"
+        t2 = time.perf_counter()
+        with open(raw, "wb", buffering=0) as f:
+            step = 8 << 20
+            for i in range(0, len(data), step):
+                f.write(view[i:i + step])
+        t_raw = time.perf_counter() - t2
+        res["writer_vs_raw_write"] = t_raw / t_write
+        res["raw_write_GB_s"] = len(data) / t_raw / 1e9
+        res["writer_GB_s"] = len(data) / t_write / 1e9
+    return res
+
+
+def _child_torch(n: int, out: Path) -> dict:
+    import torch  # noqa: F401
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU]) as warm:
+        with record_function("warm"):
+            pass
+    warm.export_chrome_trace(str(out / "warm.json"))
+    names = NAMES
+    base = _rss()
+    prof = profile(activities=[ProfilerActivity.CPU])
+    prof.start()
+    for i in range(n):
+        with record_function(names[i & 63]):
+            pass
+    t0 = time.perf_counter()
+    prof.stop()
+    path = out / "torch.json"
+    prof.export_chrome_trace(str(path))
+    t = time.perf_counter() - t0
+    return {"events_per_s": n / t, "stop_write_s": t, "bytes": path.stat().st_size,
+            "rss_write_B_per_ev": (_rss() - base) / n}
+
+
+def _child_viztracer(n: int, out: Path) -> dict:
+    from viztracer import VizTracer
+
+    def op():
+        pass
+
+    base = _rss()
+    tracer = VizTracer(tracer_entries=n + 100_000, verbose=0)
+    tracer.start()
+    for _ in range(n):  # one function entry+exit = one complete event, as a host range
+        op()
+    t0 = time.perf_counter()
+    tracer.stop()
+    path = out / "viz.json"
+    tracer.save(str(path))
+    t = time.perf_counter() - t0
+    return {"events_per_s": n / t, "stop_write_s": t, "bytes": path.stat().st_size,
+            "rss_write_B_per_ev": (_rss() - base) / n}
+
+
+def _child_rf_sim(n: int, out: Path) -> dict:
+    import xpuprof
+
+    rf = xpuprof.record_function
+
+    def empty(k):
+        for _ in range(k):
+            pass
+
+    def ranges(k):
+        for _ in range(k):
+            with rf("op"):
+                pass
+
+    def best(body, k):
+        vals = []
+        for _ in range(5):
+            t0 = time.perf_counter_ns()
+            body(k)
+            vals.append((time.perf_counter_ns() - t0) / k)
+        return min(vals)
+
+    k = min(n, 200_000)
+    res = {"empty_ns": best(empty, k)}
+    for label, kw in (("host_ns", {"activities": ["cpu"]}), ("sim_ns", {"backends": ["sim"]})):
+        with xpuprof.profile(**kw):
+            res[label] = best(ranges, k) - res["empty_ns"]
+    return res
+
+
+def _child_args_mem(n: int, out: Path) -> dict:
+    import xpuprof
+
+    with xpuprof.profile(activities=["cpu"]) as warm:
+        with xpuprof.record_function("warm", {"i": 0}):
+            pass
+    warm.export_chrome_trace(out / "warm.json")
+    rf = xpuprof.record_function
+    base = _rss()
+    prof = xpuprof.profile(activities=["cpu"])
+    prof.start()
+    for i in range(n):
+        with rf("step", {"i": i, "phase": "fwd"}):
+            pass
+    rss_rec = _rss()
+    prof.stop()
+    rss_stop = _rss()
+    prof.export_chrome_trace(out / "args.json")
+    return {"rss_record_B_per_range": (rss_rec - base) / n, "rss_stop_B_per_range": (rss_stop - base) / n,
+            "rss_write_B_per_range": (_rss() - base) / n}
+
+
+def _run_child(case: str, n: int, out: Path) -> dict:
+    if case == "xpuprof-json":
+        return _child_xpuprof(n, out, gz=False)
+    if case == "xpuprof-gz":
+        return _child_xpuprof(n, out, gz=True)
+    if case == "torch":
+        return _child_torch(n, out)
+    if case == "viztracer":
+        return _child_viztracer(n, out)
+    if case == "rf-sim":
+        return _child_rf_sim(n, out)
+    if case == "args-mem":
+        return _child_args_mem(n, out)
+    raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
+
+
+# ----------------------------------------------------------------------------- parent
+def _available(case: str) -> str | None:
+    """None when the case can run here, else why not."""
+    mod = {"torch": "torch", "viztracer": "viztracer"}.get(case)
+    if mod is None:
+        return None
+    import importlib.util
+
+    return None if importlib.util.find_spec(mod) else f"{mod} is not installed"
+
+
+def _spawn(case: str, n: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="xpuprof-e2e-") as tmp:
+        env = dict(os.environ)
+        proc = subprocess.run([sys.executable, __file__, "--child", case, "--n", str(n), "--out", tmp],
+                              capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{case} (n={n}) failed:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _fmt(vals: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    vals = [v * scale for v in vals]
+    return f"{statistics.median(vals):.{digits}f} ({min(vals):.{digits}f}-{max(vals):.{digits}f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000, help="host ranges per run (default 1,000,000)")
+    ap.add_argument("--runs", type=int, default=3, help="fresh processes per case (median and range; >= 3)")
+    ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases: {', '.join(CASES)}")
+    ap.add_argument("--args-n", type=int, default=200_000, help="ranges with args in args-mem (default 200,000)")
+    ap.add_argument("--no-device", action="store_true", help="skip bench_device_end_to_end.py")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(_run_child(a.child, a.n, Path(a.out))))
+        return 0
+    cases = [c.strip() for c in a.only.split(",") if c.strip()]
+    bad = [c for c in cases if c not in CASES]
+    if bad:
+        ap.error(f"unknown case(s) {', '.join(bad)}; valid: {', '.join(CASES)}")
+    print(f"# end to end, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes")
+    results: dict[str, list[dict]] = {}
+    for case in cases:
+        why = _available(case)
+        if why:
+            print(f"{case}: skipped ({why})")
+            continue
+        n = a.args_n if case == "args-mem" else a.n
+        results[case] = [_spawn(case, n) for _ in range(a.runs)]
+
+    def col(case, key):
+        return [r[key] for r in results[case]]
+
+    rows = []
+    for case in ("xpuprof-json", "xpuprof-gz"):
+        if case in results:
+            rows.append((f"{case}: stop + process + write, M events/s (goal >= 3.0 json, >= 2.5 gz)",
+                         _fmt(col(case, "events_per_s"), 1e-6)))
+            rows.append((f"{case}: stop s / write s", f"{_fmt(col(case, 'stop_s'))} / {_fmt(col(case, 'write_s'))}"))
+            rows.append((f"{case}: record_function while recording, ns/range", _fmt(col(case, "record_ns_per_range"), 1, 0)))
+            for stage in ("record", "stop", "write"):
+                rows.append((f"{case}: peak RSS growth after {stage}, B/event (goal <= 150)",
+                             _fmt(col(case, f"rss_{stage}_B_per_ev"), 1, 1)))
+    if "xpuprof-json" in results:
+        rows.append(("writer bandwidth / raw write of the same bytes (goal >= 0.50)",
+                     _fmt(col("xpuprof-json", "writer_vs_raw_write"))))
+        rows.append(("  writer GB/s | raw write GB/s", f"{_fmt(col('xpuprof-json', 'writer_GB_s'))} | "
+                                                      f"{_fmt(col('xpuprof-json', 'raw_write_GB_s'))}"))
+    if "xpuprof-gz" in results:
+        rows.append((".json.gz writer / isal level 1 alone on the same bytes (goal >= 0.80)",
+                     _fmt(col("xpuprof-gz", "writer_vs_isal_l1"))))
+    for peer in ("torch", "viztracer"):
+        if peer in results:
+            rows.append((f"{peer}: stop + export, M events/s", _fmt(col(peer, "events_per_s"), 1e-6)))
+            rows.append((f"{peer}: peak RSS growth after export, B/event", _fmt(col(peer, "rss_write_B_per_ev"), 1, 1)))
+            if "xpuprof-json" in results:
+                ratio = statistics.median(col("xpuprof-json", "events_per_s")) / statistics.median(col(peer, "events_per_s"))
+                rows.append((f"  xpuprof .json / {peer} (events/s, medians)", f"{ratio:.2f}x"))
+    if "rf-sim" in results:
+        rows.append(("record_function enter+exit, sim session linking ranges, ns (goal <= 500)",
+                     _fmt(col("rf-sim", "sim_ns"), 1, 0)))
+        rows.append(("record_function enter+exit, host only, ns", _fmt(col("rf-sim", "host_ns"), 1, 0)))
+    if "args-mem" in results:
+        for stage in ("record", "stop", "write"):
+            rows.append((f"ranges with small args: peak RSS growth after {stage}, B/range (goal <= 250)",
+                         _fmt(col("args-mem", f"rss_{stage}_B_per_range"), 1, 0)))
+    width = max((len(r[0]) for r in rows), default=10)
+    print(f"# host ranges per run: {a.n:,} (args-mem: {a.args_n:,})")
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    device = HERE / "bench_device_end_to_end.py"
+    if not a.no_device and device.exists():
+        print("\n# device rows (bench_device_end_to_end.py)", flush=True)
+        return subprocess.call([sys.executable, str(device)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
