@@ -92,3 +92,18 @@ def test_report_by_rank_splits_a_merged_trace(rank_traces, tmp_path, capsys):
     assert main(["report", *map(str, rank_traces), "--by-rank", "--format", "json"]) == 0
     direct = json.loads(capsys.readouterr().out)
     assert {(k["rank"], k["name"]): k["calls"] for k in direct["kernels"]} == by
+
+
+def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, capsys):
+    """Issue 14 item 6: every output atomic; `report -o DIR` used to end in an IsADirectoryError traceback."""
+    target = tmp_path / "a_dir"
+    target.mkdir()
+    assert main(["report", str(rank_traces[0]), "-o", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("xpuprof report: cannot write") and "a directory" in err and "Traceback" not in err
+    real = tmp_path / "real.csv"
+    real.write_text("old")
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    assert main(["report", str(rank_traces[0]), "--format", "csv", "-o", str(link)]) == 0
+    assert link.is_symlink() and real.read_text().startswith("kernel,calls,") and not list(tmp_path.glob("*.tmp"))

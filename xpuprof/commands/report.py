@@ -114,8 +114,13 @@ def run(args) -> int:
         return 2
     text = render(report, args.format)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
+        from ..trace.outputs import write_output_bytes
+
+        try:  # atomic, and never over a directory or a device (trace.outputs)
+            write_output_bytes(args.output, text.encode("utf-8"))
+        except OSError as exc:
+            print(f"xpuprof report: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         print(f"xpuprof report: wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

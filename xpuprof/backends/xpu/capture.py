@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
+from ...trace.outputs import output_file
 from ..base import ProcessWindow
 from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers
@@ -53,7 +54,7 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
         "buffer_lengths": [len(b) for b in buffers],
     }
     out = Path(path)
-    with open(out, "wb") as f:
+    with output_file(out) as dest, open(dest, "wb") as f:  # atomic; never over a directory or device
         f.write(MAGIC)
         f.write(orjson.dumps(header))
         f.write(b"\n")
