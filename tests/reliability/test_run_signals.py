@@ -177,3 +177,21 @@ def test_signal_while_building_the_workload_stops_before_any_trace(tmp_path):
     summary = _check_common(out, rc, stdout, stderr, signal.SIGTERM)
     assert summary["interrupted"]["during"] == "building the workload"
     assert not list(out.glob("*.pt.trace.json*"))
+
+
+def test_run_called_from_a_thread_leaves_signal_handlers_alone(tmp_path):
+    """Only the main thread may install handlers: main(["run", ...]) from a thread must still run."""
+    import threading
+
+    from xpuprof.cli import main
+
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("workload: {builtin: gemm, kwargs: {n: 8}}\nwarmup: 0\niterations: 2\nactivities: [user_annotation]\n")
+    before = signal.getsignal(signal.SIGTERM)
+    got = []
+    t = threading.Thread(target=lambda: got.append(main(["run", str(cfg), "--out", str(tmp_path / "o"),
+                                                         "--no-progress"])))
+    t.start()
+    t.join()
+    assert got == [0] and signal.getsignal(signal.SIGTERM) is before
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["interrupted"] is None

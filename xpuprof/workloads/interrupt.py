@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 from typing import Iterator
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -50,6 +51,8 @@ class InterruptGuard:
 
     # ------------------------------------------------------------------ installing
     def install(self) -> "InterruptGuard":
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread may set handlers (main() called from a thread): leave them
         for signum in HANDLED_SIGNALS:
             current = signal.getsignal(signum)
             if current is signal.SIG_IGN:
