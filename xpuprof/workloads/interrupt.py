@@ -114,8 +114,9 @@ class InterruptGuard:
                 self._announce(f"xpuprof run: {name} received: stopping; writing what was recorded "
                                f"(send it again to abandon the trace being written)")
                 raise RunInterrupted(signum)
-            self._announce(f"xpuprof run: {name} received while {self.phase}: finishing that, then stopping "
-                           f"(send it again to abandon it)")
+            doing = ("stopping after this iteration and writing what was recorded" if self.phase == "recording"
+                     else "finishing that, then stopping")
+            self._announce(f"xpuprof run: {name} received while {self.phase}: {doing} (send it again to abandon it)")
             return
         if self._protected or self.forced:
             return
