@@ -161,6 +161,24 @@ def _ts_matrix(ts: np.ndarray, sel) -> np.ndarray:
     return micros_matrix(np.maximum(col - np.int64(BASE_TIME_NS), 0))
 
 
+# Per-row pre-encoded args objects are spliced in as space-padded text: rows longer than this go
+# through the generic path (a padded matrix as wide as the longest row would waste memory).
+ROW_ARGS_MAX_BYTES = 256
+
+
+def _row_args_fit(b: SliceBatch) -> bool:
+    """Every row's args are short, and none repeats a key the writer adds (the generic path merges)."""
+    return not b.args and all(a is None or (len(a) <= ROW_ARGS_MAX_BYTES and b'"External id"' not in a)
+                              for a in b.row_args)
+
+
+def _row_args_blob(row_args: list) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The objects' inner text (without braces) in one blob: (blob, starts, lens); lens 0 = none."""
+    inner = [a[1:-1] if a else b"" for a in row_args]
+    lens = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+    return b"".join(inner), np.cumsum(lens) - lens, lens
+
+
 def _key(name: str) -> bytes:
     return orjson.dumps(name) + b":"
 
@@ -183,7 +201,7 @@ class FixedWidthWriter:
     @staticmethod
     def can_write(batch) -> bool:
         if isinstance(batch, SliceBatch):
-            if batch.row_args is not None:
+            if batch.row_args is not None and not _row_args_fit(batch):
                 return False
             return all(_fast_arg(c) for c in batch.args.values())
         if isinstance(batch, CounterBatch):
@@ -275,6 +293,7 @@ class FixedWidthWriter:
         est = 110 + sum(c.width for c in columns) + 24 * len(b.args)
         step = self._chunk_rows(est)
         keys = {k: _key(k) for k in b.args}
+        row_args = _row_args_blob(b.row_args) if b.row_args is not None else None
         for lo in range(0, n, step):
             sel, slow = self._split(lo, min(lo + step, n), columns)
             if sel is None:
@@ -302,6 +321,12 @@ class FixedWidthWriter:
                     if present.all():
                         present = None
                 entries.append((keys[k], self._arg_matrix(col, sel, str_args.get(k)), present))
+            if row_args is not None:  # pre-encoded objects: their members, after "External id"
+                blob, starts, lens = row_args
+                present = lens[sel] > 0
+                if present.any():
+                    entries.append((b"", ragged_matrix(np.frombuffer(blob, np.uint8), starts[sel], lens[sel]),
+                                    None if present.all() else present))
             if entries:
                 self._args_object(rows, entries, m)
             rows.lit(b"},\n")
@@ -534,6 +559,9 @@ def _add_number(segs: _Segments, values: np.ndarray, prefix: bytes, mask=None, f
         raise TypeError(f"not a numeric column: {values.dtype}")
 
 
+_ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.slices
+
+
 class CompactWriter(FixedWidthWriter):
     """Compact rows rendered by ``xpuprof._native.rowfmt``; same eligibility and events.
 
@@ -590,6 +618,11 @@ class CompactWriter(FixedWidthWriter):
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
         step = self._chunk_rows(COMPACT_ROW_BYTES + 16 * len(b.args))
+        row_args = None
+        if b.row_args is not None:  # each row's pre-encoded members as its own token
+            blob, starts, lens = _row_args_blob(b.row_args)
+            offsets = np.append(starts, starts[-1] + lens[-1] if len(lens) else 0)
+            row_args = (blob, offsets, lens)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
             segs = _Segments()
@@ -605,6 +638,10 @@ class CompactWriter(FixedWidthWriter):
                 mask = _mask(None if col.present is None else col.present[sel])
                 if mask is not False:
                     entries.append((k, col, mask))
+            if row_args is not None:
+                mask = _mask(row_args[2][sel] > 0)
+                if mask is not False:
+                    entries.append((_ROW_ARGS, row_args, mask))
             # Optional entries need the C side's object bookkeeping; when every row has every
             # entry the object is plain literal text around the values (fewer, merged segments).
             optional = any(mask is not None for _, _, mask in entries)
@@ -612,11 +649,14 @@ class CompactWriter(FixedWidthWriter):
             if entries:
                 segs.add(_rowfmt.LIT, prefix=b',"args":{', flags=_rowfmt.OPEN) if optional else segs.lit(b',"args":{')
             for j, (k, col, mask) in enumerate(entries):
-                key = b',"External id":' if k is None else keys[k]
+                key = b',"External id":' if k is None else b"," if k is _ROW_ARGS else keys[k]
                 if not optional and j == 0:
                     key = key[1:]
                 if k is None:
                     segs.add(_rowfmt.INT, col, prefix=key, mask=mask, flags=entry)
+                elif k is _ROW_ARGS:
+                    segs.add(_rowfmt.TOKENS, col[0], col[1], np.arange(sel.start, sel.stop, dtype=np.int64),
+                             prefix=b"," if optional or j else b"", mask=mask, flags=entry)
                 else:
                     self._arg(segs, col, sel, key, mask, str_args.get(k), entry)
             if entries:
