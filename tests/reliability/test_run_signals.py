@@ -195,3 +195,23 @@ def test_run_called_from_a_thread_leaves_signal_handlers_alone(tmp_path):
     t.join()
     assert got == [0] and signal.getsignal(signal.SIGTERM) is before
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["interrupted"] is None
+
+
+def test_signal_during_the_last_trace_write_starts_no_further_repeat(tmp_path):
+    (tmp_path / "sigstep.py").write_text(STEP_MODULE)
+    cfg = tmp_path / "rep.yaml"
+    cfg.write_text(f'name: sig\nworkload: {{callable: "sigstep:step", kwargs: {{marker: "{tmp_path / "m"}", after: 0}}}}\n'
+                   "warmup: 0\niterations: 60000\nrepeats: 3\nactivities: [user_annotation]\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "xpuprof", "run", str(cfg), "--out", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    _wait_for(lambda: list(out.glob("*.pt.trace.json.tmp")), proc, "repeat 1's temporary trace file")
+    proc.send_signal(signal.SIGTERM)
+    rc, stdout, stderr = _finish(proc)
+    summary = _check_common(out, rc, stdout, stderr, signal.SIGTERM)
+    (point,) = summary["points"]
+    (trace,) = out.glob("sig.*.pt.trace.json")  # repeat 1 only, whole; repeat 2 never started
+    assert point["traces"] == [str(trace)] and point["iteration_time"]["count"] == 60_000
+    _data, ranges = _ranges(trace)
+    assert len(ranges) == 60_000

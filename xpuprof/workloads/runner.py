@@ -95,6 +95,8 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
         phase("recording")
 
     for repeat in range(point.repeats):
+        if guard is not None:
+            guard.check()  # a signal during the last repeat's trace: no new repeat starts
         sched = schedule(**point.schedule) if point.schedule else None
         interrupted: RunInterrupted | None = None
         phase("recording")
@@ -118,6 +120,7 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                         on_iteration()
                     if guard is not None:
                         guard.check()  # a signal that landed outside the workload (a trace write) stops here
+                phase("building a trace")  # profile's exit builds (and ready() writes) the last cycle's trace
             except RunInterrupted as exc:
                 interrupted = exc
                 prof.add_metadata("interrupted", exc.signal_name)
