@@ -29,6 +29,12 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
+if _c is not None and not hasattr(_c, "Int64Log"):  # built from an older hostrec.c: its records differ
+    import warnings
+
+    warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
+                  "record_function uses the pure-Python path until then", RuntimeWarning, stacklevel=2)
+    _c = None
 
 if _c is not None:
     Int64Log = _c.Int64Log
