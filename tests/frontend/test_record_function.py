@@ -180,3 +180,31 @@ def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range
     want = annotations_of(ref, tmp_path / "want.json")
     assert len(got) == len(calls)
     assert got == want
+
+
+def test_a_stale_c_extension_is_refused_with_the_rebuild_command():
+    """A hostrec built from the older source (Python row lists, no Int64Log) must not be used."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, types, warnings\n"
+        "stale = types.ModuleType('xpuprof._native.hostrec')\n"
+        "sys.modules['xpuprof._native.hostrec'] = stale\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from xpuprof.host import annotations\n"
+        "assert not annotations.FAST_PATH\n"
+        "print([str(x.message) for x in w if 'out of date' in str(x.message)][0])\n"
+        "import xpuprof\n"
+        "with xpuprof.profile(activities=['cpu']) as prof:\n"
+        "    with xpuprof.record_function('still recorded'):\n"
+        "        pass\n"
+        "assert prof.builder.slice_table('user_annotation')['name'].tolist() == ['still recorded']\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "build_ext --inplace" in proc.stdout
