@@ -65,3 +65,33 @@ def test_bad_args_keep_the_whole_trace(label, tmp_path):
     note = by_name["bad"]["args"]["xpuprof_invalid_args"]
     assert "could not be written" in note
     assert trace["invalid_args"] >= 1
+
+
+@pytest.mark.parametrize("value", [2**64, -2**70, "cycle", "bad_str"])
+def test_bad_metadata_value_never_loses_the_trace(tmp_path, value, caplog):
+    """Found by the standing suite: add_metadata (or a backend's metadata) with a value JSON cannot hold
+    made export raise and lose the whole trace; now the key holds a note and the trace is written."""
+    import orjson
+
+    class BadStr:
+        def __str__(self):
+            raise RuntimeError("no str")
+
+    if value == "cycle":
+        value = []
+        value.append(value)
+    elif value == "bad_str":
+        value = BadStr()
+    prof = xpuprof.profile(activities=["cpu"])
+    with prof:
+        with xpuprof.record_function("kept"):
+            pass
+        prof.add_metadata("odd", value)
+        prof.add_metadata("distributedInfo", {"rank": 0, "odd": value})
+    prof.builder.set_metadata("odd2", value)  # as a backend's metadata() would
+    path = prof.export_chrome_trace(tmp_path / "t.json")
+    data = orjson.loads(path.read_bytes())
+    assert "xpuprof_invalid_metadata" in data["odd"] and "xpuprof_invalid_metadata" in data["odd2"]
+    assert "xpuprof_invalid_metadata" in data["distributedInfo"]
+    assert any(e.get("name") == "kept" for e in data["traceEvents"])
+    assert "could not be written as JSON" in caplog.text

@@ -1,7 +1,7 @@
 """Standing suite (issue 14): fuzzed names and args through every public path, written by the C and
 the pure-Python writers (and gzip), each output parsed by json AND orjson, every name round-tripped.
 
-Paths: ``record_function`` (C fast path and the pure-Python class), ``instant``, thread names
+Paths: ``record_function`` (C fast path and the pure-Python class), ``instant``, metadata, thread names
 (``set_thread_name`` and ``threading.Thread(name=...)``) and names a plugin backend registered through
 the Python registry emits. Fixed seed, >= 10,000 names per run. Invalid UTF-8 (lone surrogates) must
 come back as U+FFFD; names longer than the string bound come back cut with a marker.
@@ -28,7 +28,8 @@ from xpuprof.trace.strings import MAX_STRING_CHARS
 
 SEED = 14_2026
 N_RECORD_C, N_RECORD_PY, N_INSTANT, N_THREADS, N_PLUGIN = 4_000, 2_000, 2_000, 40, 2_500
-FUZZ_TOTAL = N_RECORD_C + N_RECORD_PY + N_INSTANT + N_THREADS + N_PLUGIN
+N_METADATA = 40
+FUZZ_TOTAL = N_METADATA + N_RECORD_C + N_RECORD_PY + N_INSTANT + N_THREADS + N_PLUGIN
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 ALPHABETS = [
@@ -123,6 +124,8 @@ def fuzzed_profile(tmp_path_factory):
     try:
         prof = xpuprof.profile(activities=["user_annotation", "cpu_instant_event", "kernel"], backends=["fuzzplug"])
         with prof:
+            for _ in range(N_METADATA):  # top-level metadata keys and values
+                prof.add_metadata("fuzz:" + fuzz_name(rng), fuzz_value(rng))
             for _ in range(N_RECORD_C):
                 name = fuzz_name(rng)
                 with xpuprof.record_function(name, fuzz_args(rng)):
@@ -184,6 +187,7 @@ def test_every_fuzzed_name_round_trips(fuzzed_profile, writer, suffix):
     rows = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     for tname in thread_names:
         assert any(expected(tname)[:200] in row for row in rows), tname[:40]
+    assert sum(k.startswith("fuzz:") for k in data) == N_METADATA
     procs = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     assert expected(PLUGIN_NAMES[0]) in procs
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import math
 import queue
 import threading
@@ -347,6 +348,21 @@ def encode_events(events: list[dict]) -> bytes:
     return b",\n".join(map(orjson.dumps, events)) + b",\n"
 
 
+def _metadata_json(key, value) -> bytes:
+    """One metadata value as JSON; a value JSON cannot hold (an int >= 2**64, a cycle, a failing
+    __str__) becomes a note saying why, so the trace is still written (never lost at export)."""
+    try:
+        return encode_json(value)
+    except Exception as exc:  # noqa: BLE001 - any failure here would lose the whole trace
+        try:
+            why = f"{type(exc).__name__}: {exc}"[:200]
+        except Exception:  # an exception whose message itself fails
+            why = type(exc).__name__
+        logging.getLogger("xpuprof").warning("xpuprof: metadata %r could not be written as JSON (%s); the trace "
+                                             "holds a note instead", str(key)[:80], why)
+        return encode_json({"xpuprof_invalid_metadata": f"a {type(value).__name__} could not be written ({why})"})
+
+
 def _header(builder: TraceBuilder) -> bytes:
     parts = [b'{"schemaVersion": 1, "deviceProperties": ', encode_json(builder.device_properties)]
     meta = dict(builder.metadata)
@@ -357,11 +373,12 @@ def _header(builder: TraceBuilder) -> bytes:
     for k, v in meta.items():
         if k == "distributedInfo":
             continue
-        parts += [b", ", encode_json(k), b": ", encode_json(v)]
+        parts += [b", ", encode_json(k), b": ", _metadata_json(k, v)]
     dist = builder.distributed_info if builder.distributed_info is not None else meta.get("distributedInfo")
     if dist is not None:
+        dist = json.loads(_metadata_json("distributedInfo", dist))
         # json.dumps's default separators give `"rank": 0`: HTA's rank regex needs the space.
-        parts += [b', "distributedInfo": ', json.dumps(json.loads(encode_json(dist)), ensure_ascii=False).encode()]
+        parts += [b', "distributedInfo": ', json.dumps(dist, ensure_ascii=False).encode()]
     parts.append(f', "displayTimeUnit": "ms", "baseTimeNanoseconds": {BASE_TIME_NS}, "traceEvents": [\n'.encode())
     return b"".join(parts)
 
