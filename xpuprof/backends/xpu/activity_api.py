@@ -48,6 +48,13 @@ VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
     ActivityType.COLLECTIVE_COMM: (pti.ViewKind.COMMUNICATION,),
 }
 SUPPORTED_TYPES = frozenset(VIEWS_BY_TYPE) | {ActivityType.XPU_SCOPE_PROFILER}
+_LINKABLE = frozenset(VIEWS_BY_TYPE) - {ActivityType.EXTERNAL_CORRELATION, ActivityType.OVERHEAD}
+
+
+def with_external_correlation(types: frozenset[ActivityType]) -> frozenset[ActivityType]:
+    """Like Kineto's XPU session, the external-correlation view joins whenever device or API calls are
+    recorded: without it runtime calls and kernels cannot be linked to their ranges (External id)."""
+    return types | {ActivityType.EXTERNAL_CORRELATION} if types & _LINKABLE else types
 
 
 def load_ptibuf():
@@ -80,7 +87,7 @@ class XpuptiActivityApi(Session):
     def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *,
                  library: pti.PtiLibrary | None = None, device_uuids: list[bytes] | None = None,
                  device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
-        self.types = frozenset(activity_types)
+        self.types = with_external_correlation(frozenset(activity_types))
         self.config = config
         if library is None:
             early_load.before_session_loads_pti()
