@@ -89,3 +89,10 @@ def pack_pairs(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
                    or int(lw.max()) >= 1 << 32):
         return None
     return ((h + (1 << 31)).astype(np.uint64) << np.uint64(32)) | lw.astype(np.uint64)
+
+
+def factorize_pairs(a: np.ndarray, b: np.ndarray) -> Factorized:
+    """``factorize`` over (a, b) row pairs of any 64-bit integers: ``uniq`` holds pair codes;
+    ``first`` gives each distinct pair's first row (read the pair back as ``a[first], b[first]``)."""
+    fa, fb = factorize(a), factorize(b)
+    return factorize(fa.codes.astype(np.uint64) * np.uint64(max(len(fb.uniq), 1)) + fb.codes.astype(np.uint64))

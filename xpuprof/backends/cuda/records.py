@@ -66,17 +66,28 @@ class RawChunk:
         dt = self.dtypes[kinds[0]]
         if any(self.dtypes[k] != dt for k in kinds[1:]):
             raise ValueError(f"activity kinds {kinds} use different record layouts")
-        offs = self.offsets[np.isin(self.kinds, kinds)]
+        offs = self.offsets[self.kinds == kinds[0]] if len(kinds) == 1 else self.offsets[np.isin(self.kinds, kinds)]
         if not len(offs):
             return None
-        raw = np.frombuffer(self.data, np.uint8)
-        rows = raw[offs[:, None] + np.arange(dt.itemsize)].view(dt).reshape(-1)
+        rows = gather_rows(self.data, offs, dt)
         if self.time_offset_ns:
             for name in TIME_FIELDS:
                 if name in dt.names:
                     col = rows[name].astype(np.int64)
                     rows[name] = np.where(col != 0, col + self.time_offset_ns, 0)
         return rows
+
+
+def gather_rows(data: bytes, offsets: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """The records at ``offsets`` as one structured array (a copy). 8-byte words are gathered when
+    the layout allows (CUPTI's records are 8-aligned): 8x fewer index entries than bytes."""
+    size = dt.itemsize
+    if size % 8 == 0 and not (offsets & 7).any():
+        words = np.frombuffer(data, np.uint64, count=len(data) // 8)
+        idx = (offsets >> 3)[:, None] + np.arange(size // 8)
+        return words[idx].view(np.uint8).view(dt).reshape(-1)
+    raw = np.frombuffer(data, np.uint8)
+    return raw[offsets[:, None] + np.arange(size)].view(dt).reshape(-1)
 
 
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:
