@@ -201,20 +201,32 @@ def _child_xpu(n: int, out: Path, gz: bool) -> dict:
 # ----------------------------------------------------------------------------- CUDA decoder
 def _cuda_chunks(n: int, t0: int, seed: int = 7):
     """CUPTI-like buffers: per launch an external correlation, a runtime call and a kernel; every
-    fourth launch also a memcpy with its runtime call. 4 MiB per buffer, kinds interleaved."""
+    eighth-and-more launch (3 in 8) also a memcpy with its runtime call. Records interleaved by time
+    as CUPTI completes them, 4 MiB per buffer. Built block by block, so building them does not
+    need more memory than the buffers themselves (the recording stage's figure)."""
+    launches = max(1, n * 8 // 30)  # 3 records per launch + 2 per copy (3 copies per 8 launches)
+    rng = np.random.default_rng(seed)
+    chunks, count = [], 0
+    block = 1 << 14
+    for a in range(0, launches, block):
+        got, k = _cuda_block(a, min(launches, a + block), launches, t0, rng)
+        chunks.extend(got)
+        count += k
+    return chunks, count
+
+
+def _cuda_block(a: int, b: int, launches: int, t0: int, rng):
     from cupti import cupti as c
 
     from xpuprof.backends.cuda import records as R
 
-    rng = np.random.default_rng(seed)
-    launches = max(1, n * 4 // 15)  # 3 records per launch + 0.75 per copy-with-call
-    corr = np.arange(1, launches + 1, dtype=np.uint32)
-    start = t0 + np.arange(launches, dtype=np.int64) * 5_000
-    kern = np.zeros(launches, c.activity_kernel13_dtype)
-    names = _kernel_names()
+    corr = np.arange(a + 1, b + 1, dtype=np.uint32)
+    start = t0 + np.arange(a, b, dtype=np.int64) * 5_000
+    n_l = b - a
     name_base = 0x7F00_0000_1000
+    kern = np.zeros(n_l, c.activity_kernel13_dtype)
     kern["kind"] = R.KIND_CONCURRENT_KERNEL
-    kern["name"] = name_base + _skewed_choice(rng, launches) * 128
+    kern["name"] = name_base + _skewed_choice(rng, n_l) * 128
     kern["start"], kern["end"] = start + 2_000, start + 4_000
     kern["correlation_id"] = corr
     kern["device_id"], kern["context_id"] = 0, 1
@@ -222,24 +234,23 @@ def _cuda_chunks(n: int, t0: int, seed: int = 7):
     for f, v in (("grid_x", 256), ("grid_y", 1), ("grid_z", 1), ("block_x", 128), ("block_y", 1), ("block_z", 1),
                  ("registers_per_thread", 32), ("static_shared_memory", 1024)):
         kern[f] = v
-    api = np.zeros(launches, c.activity_api_dtype)
+    api = np.zeros(n_l, c.activity_api_dtype)
     api["kind"], api["cbid"], api["correlation_id"] = R.KIND_RUNTIME, 211, corr
     api["start"], api["end"], api["process_id"], api["thread_id"] = start, start + 1_500, 99, 4242
-    ext = np.zeros(launches, c.activity_external_correlation_dtype)
+    ext = np.zeros(n_l, c.activity_external_correlation_dtype)
     ext["kind"], ext["external_kind"], ext["correlation_id"] = R.KIND_EXTERNAL_CORRELATION, 2, corr
     ext["external_id"] = 1 + corr // 3
-    copies = launches * 3 // 8
-    ccorr = np.arange(launches + 1, launches + copies + 1, dtype=np.uint32)
-    cstart = t0 + np.arange(copies, dtype=np.int64) * 13_000 + 4_500
-    cpy = np.zeros(copies, c.activity_memcpy6_dtype)
+    ca, cb = a * 3 // 8, b * 3 // 8
+    ccorr = np.arange(launches + ca + 1, launches + cb + 1, dtype=np.uint32)
+    cstart = t0 + np.arange(ca, cb, dtype=np.int64) * 13_000 + 4_500
+    cpy = np.zeros(cb - ca, c.activity_memcpy6_dtype)
     cpy["kind"], cpy["copy_kind"], cpy["src_kind"], cpy["dst_kind"] = R.KIND_MEMCPY, 1, 2, 3
     cpy["bytes"], cpy["start"], cpy["end"], cpy["correlation_id"] = 1 << 20, cstart, cstart + 400, ccorr
     cpy["device_id"], cpy["context_id"], cpy["stream_id"] = 0, 1, 7
-    capi = np.zeros(copies, c.activity_api_dtype)
+    capi = np.zeros(cb - ca, c.activity_api_dtype)
     capi["kind"], capi["cbid"], capi["correlation_id"] = R.KIND_RUNTIME, 41, ccorr
     capi["start"], capi["end"], capi["process_id"], capi["thread_id"] = cstart - 300, cstart - 100, 99, 4242
     pieces = [ext, api, kern, capi, cpy]
-    # Interleave by time as CUPTI completes them: per record a sort key, then 4 MiB buffers.
     keys = np.concatenate([p["start"].astype(np.int64) if "start" in p.dtype.names
                            else start.astype(np.int64) - 1 for p in pieces])
     which = np.concatenate([np.full(len(p), i, np.int8) for i, p in enumerate(pieces)])
@@ -248,9 +259,8 @@ def _cuda_chunks(n: int, t0: int, seed: int = 7):
     which, row = which[order], row[order]
     strides = np.array([(p.dtype.itemsize + 7) // 8 * 8 for p in pieces], np.int64)
     sizes = strides[which]
-    ends = np.cumsum(sizes)
-    chunk_of = ends // (4 << 20)
-    name_table = {name_base + i * 128: s for i, s in enumerate(names)}
+    chunk_of = np.cumsum(sizes) // (4 << 20)
+    name_table = {name_base + i * 128: s for i, s in enumerate(_kernel_names())}
     chunks = []
     for ci in np.unique(chunk_of).tolist():
         sel = np.flatnonzero(chunk_of == ci)
@@ -262,12 +272,10 @@ def _cuda_chunks(n: int, t0: int, seed: int = 7):
             if not m.any():
                 continue
             dtypes[int(p["kind"][0])] = p.dtype
-            recs = p[row[sel][m]]
-            size = p.dtype.itemsize
-            idx = offs[m][:, None] + np.arange(size)
-            buf[idx.reshape(-1)] = recs.view(np.uint8).reshape(-1)
-        kinds = np.array([int(pieces[w]["kind"][0]) for w in range(len(pieces))], np.int32)[which[sel]]
-        chunks.append(R.RawChunk(buf.tobytes(), offs, kinds, dtypes, dict(name_table)))
+            idx = offs[m][:, None] + np.arange(p.dtype.itemsize)
+            buf[idx.reshape(-1)] = p[row[sel][m]].view(np.uint8).reshape(-1)
+        kinds = np.array([int(p["kind"][0]) for p in pieces], np.int32)[which[sel]]
+        chunks.append(R.RawChunk(buf.tobytes(), offs, kinds, dtypes, name_table))
     return chunks, sum(len(p) for p in pieces)
 
 

@@ -22,7 +22,7 @@ from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk)
+                      RawChunk, gather_rows)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
@@ -94,10 +94,23 @@ def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    parts = [r for r in (c.rows([kind]) for c in chunks) if r is not None]
-    if not parts:
+    """Every chunk's records of one kind, gathered straight into one array (np.concatenate of
+    structured arrays copies field by field: most of the decode time)."""
+    found = [(c, c.offsets_of([kind])) for c in chunks if kind in c.dtypes]
+    found = [(c, offs) for c, offs in found if len(offs)]
+    if not found:
         return None
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    dt = found[0][0].dtypes[kind]
+    if any(c.dtypes[kind] != dt for c, _ in found):  # layouts differ between buffers: field by field
+        return np.concatenate([c.rows([kind]) for c, _ in found])
+    out = np.empty(sum(len(offs) for _, offs in found), dt)
+    pos = 0
+    for c, offs in found:
+        part = out[pos:pos + len(offs)]
+        gather_rows(c.data, offs, dt, part)
+        c.to_epoch(part)
+        pos += len(offs)
+    return out
 
 
 class CuptiDecoder:
