@@ -188,7 +188,8 @@ class XpuptiActivityApi(Session):
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
-        result = write_records(records, self.context(), builder, window, self.types)
+        # process() is done with the records once written: each kind is freed as soon as it is.
+        result = write_records(records, self.context(), builder, window, self.types, release_records=True)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 

@@ -255,8 +255,9 @@ class RecordWriter:
     """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
-                 types: frozenset[ActivityType]) -> None:
+                 types: frozenset[ActivityType], *, release_records: bool = False) -> None:
         self.ctx, self.b, self.window, self.types = ctx, builder, window, types
+        self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
         self.counts: dict[str, int] = {}
         self.errors: list[str] = []
         self._device_pids: set[int] = set()
@@ -380,33 +381,46 @@ class RecordWriter:
         over = self._in_window(recs[pti.ViewKind.COLLECTION_OVERHEAD], "_overhead_start_timestamp_ns",
                                "_overhead_end_timestamp_ns", "overhead")
         comm = self._in_window(recs[pti.ViewKind.COMMUNICATION], "_start_timestamp", "_end_timestamp", "comms")
+        del recs
+        if self.release_records:
+            # This writer now holds the only references: each kind's records are freed once written,
+            # so the decoded records and the builder's columns are not held whole together.
+            records.by_kind.clear()
 
         device_corr = [kern["_correlation_id"], cpy["_correlation_id"], p2p["_correlation_id"],
                        fill["_correlation_id"], sync["_correlation_id"]]
-        flows = _Flows(rt["_correlation_id"], np.concatenate([*device_corr, drv["_correlation_id"]]))
+        splits = np.cumsum([len(c) for c in device_corr])[:-1]
         # One flow end per id: the first device record carrying it, else the first driver record.
         dev_cat = np.concatenate(device_corr)
+        del device_corr  # views of the records
+        flows = _Flows(rt["_correlation_id"], np.concatenate([dev_cat, drv["_correlation_id"]]))
         owner = np.concatenate([np.zeros(len(dev_cat), np.int8), np.ones(len(drv), np.int8)])
         all_end = np.concatenate([dev_cat, drv["_correlation_id"]])
         end_first = flows.starts(all_end)
-        splits = np.cumsum([len(c) for c in device_corr])[:-1]
         dev_masks = np.split(end_first[owner == 0], splits)
         drv_mask = end_first[owner == 1]
+        del dev_cat, owner, all_end, end_first
 
         kernels = KernelTable.empty()
         if ActivityType.CONCURRENT_KERNEL in want:
             kernels = self.write_kernels(kern, ext, dev_masks[0])
+        kern = None
         if ActivityType.GPU_MEMCPY in want:
             self.write_memcpy(cpy, ext, dev_masks[1])
             self.write_p2p(p2p, ext, dev_masks[2])
+        cpy = p2p = None
         if ActivityType.GPU_MEMSET in want:
             self.write_fill(fill, ext, dev_masks[3])
+        fill = None
         if ActivityType.XPU_SYNC in want or ActivityType.CUDA_SYNC in want:  # generic sync selection
             self.write_sync(sync, ext, dev_masks[4])
+        sync = None
         if ActivityType.RUNTIME in want:
             self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True)
+        rt = None
         if ActivityType.DRIVER in want:
             self.write_api(drv, ext, ActivityType.DRIVER, drv_mask, start=False)
+        drv = None
         if ActivityType.OVERHEAD in want:
             self.write_overhead(over)
         if ActivityType.COLLECTIVE_COMM in want:
@@ -593,6 +607,8 @@ class RecordWriter:
 
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
-                  window: ProcessWindow | None, types: frozenset[ActivityType]) -> EmitResult:
-    """Write decoded PTI records into ``builder`` (see the module docstring for the conventions)."""
-    return RecordWriter(ctx, builder, window, types).write(records)
+                  window: ProcessWindow | None, types: frozenset[ActivityType], *,
+                  release_records: bool = False) -> EmitResult:
+    """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
+    ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it)."""
+    return RecordWriter(ctx, builder, window, types, release_records=release_records).write(records)
