@@ -80,36 +80,3 @@ def test_every_runtime_call_carries_its_ops_external_id_and_its_kernel_follows(t
         assert {(f["ph"], f["ts"]) for f in flows if f["id"] == cid} == {("s", call["ts"]),
                                                                           ("f", kernels[cid]["ts"])}
     assert prof.builder.metadata["torch_ops"]["runtime_calls_linked"] == 6
-
-
-def test_innermost_join_matches_a_brute_force_search():
-    from xpuprof.host.torch_ops import innermost_containing
-
-    rng = np.random.default_rng(12)
-    tid, start, end = [], [], []
-
-    def nest(t, lo, hi, depth):  # random properly nested intervals, as RecordFunction scopes are
-        cur = lo
-        while cur < hi and depth < 6:
-            s = cur + int(rng.integers(0, 50))
-            e = min(hi, s + int(rng.integers(0, 400)))
-            if s >= e:
-                break
-            tid.append(t), start.append(s), end.append(e)
-            if rng.random() < 0.6:
-                nest(t, s, e, depth + 1)
-            cur = e if rng.random() < 0.5 else e + int(rng.integers(0, 30))
-
-    for t in (11, 12, 13):
-        nest(t, 0, 20_000, 0)
-    tid, start, end = np.array(tid), np.array(start), np.array(end)
-    q_tid = rng.choice([11, 12, 13, 14], 3000)
-    q_ts = rng.integers(-10, 20_100, 3000)
-    got = innermost_containing(tid, start, end, q_tid, q_ts)
-    for i in range(len(q_ts)):
-        inside = np.flatnonzero((tid == q_tid[i]) & (start <= q_ts[i]) & (q_ts[i] < end))
-        want = -1 if not len(inside) else inside[np.argmin(end[inside] - start[inside])]
-        if want == -1 or got[i] == -1:
-            assert got[i] == want, i
-        else:  # equal-length nested twins: either is innermost, the join picks the later-starting
-            assert start[got[i]] >= start[want] - 0 and end[got[i]] - start[got[i]] == end[want] - start[want], i
