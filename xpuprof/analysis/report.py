@@ -234,15 +234,25 @@ class EventTable:
         if any(abs(v) >= 2**62 for v in o_ts + o_dur):
             return None  # from_trace decides
         o_ts, o_dur = np.array(o_ts, np.int64), np.array(o_dur, np.int64)
-        event = np.concatenate([simple, np.array([i for i, _ in odd], np.int64)])
-        order = np.argsort(event, kind="stable")
-        names = np.concatenate([np.where(sc.name[simple] >= 0, sc.name[simple], absent_name), o_name])[order]
-        cat_ids = np.concatenate([sc.cat[simple], o_cat])[order]
-        ts_all = np.concatenate([np.where(ts_int, ts_i * 1000, np.rint(ts_f * 1000).astype(np.int64)) + base,
-                                 o_ts])[order]
-        dur_all = np.concatenate([np.rint(dur_f * 1000).astype(np.int64), o_dur])[order]
-        is_odd = np.concatenate([np.zeros(len(simple), bool), np.ones(len(odd), bool)])[order]
-        row_event = event[order]
+        simple_names = np.where(sc.name[simple] >= 0, sc.name[simple], absent_name)
+        simple_ts = np.where(ts_int, ts_i * 1000, np.rint(ts_f * 1000).astype(np.int64)) + base
+        del ts_i, ts_f
+        simple_dur = np.rint(dur_f * 1000).astype(np.int64)
+        del dur_f
+        if odd:  # the odd slices inserted at their places in file order (usually one or two)
+            odd_idx = np.array([i for i, _ in odd], np.int64)
+            at = np.searchsorted(simple, odd_idx)
+            names = np.insert(simple_names, at, o_name)
+            cat_ids = np.insert(sc.cat[simple], at, o_cat)
+            ts_all = np.insert(simple_ts, at, o_ts)
+            dur_all = np.insert(simple_dur, at, o_dur)
+            is_odd = np.insert(np.zeros(len(simple), bool), at, True)
+            row_event = np.insert(simple, at, odd_idx)
+            raw_name_ids = np.insert(sc.name[simple], at, 0)
+        else:
+            names, cat_ids, ts_all, dur_all = simple_names, sc.cat[simple], simple_ts, simple_dur
+            is_odd, row_event, raw_name_ids = np.zeros(len(simple), bool), simple, sc.name[simple]
+        del simple_names, simple_ts, simple_dur
 
         text = np.array(strings, dtype=object)
         is_metric = np.array([t.startswith(METRICS_PREFIX) for t in strings], bool)[names]
@@ -274,8 +284,7 @@ class EventTable:
         metric_rows = np.flatnonzero(is_metric)
         if len(metric_rows) and rows.any():
             raw_names = [odd_at[e].get("name") if o else (sc.strings[n] if n >= 0 else None) for e, o, n in
-                         zip(row_event[rows].tolist(), is_odd[rows].tolist(),
-                             np.concatenate([sc.name[simple], np.zeros(len(odd), np.int32)])[order][rows].tolist())]
+                         zip(row_event[rows].tolist(), is_odd[rows].tolist(), raw_name_ids[rows].tolist())]
             row_keys = [{"pid": p, "tid": t, "name": n} for p, t, n in
                         zip(values(PID, "pid"), values(TID, "tid"), raw_names)]
             metric_events = [odd_at[e] if o else sc.event(e) for e, o in
