@@ -19,7 +19,11 @@ import pytest
 
 import xpuprof
 
-STEPS_RECORDED = 3  # schedule(wait=0, warmup=1, active=3): steps 1..3 are in the trace
+STEPS_RECORDED = 3
+# Host range lengths per step: short ranges make launches outrun the device (queues fill), long ones
+# let it drain. A long range with a short copy (the 9th range: a copy every 4th, a layernorm every 5th)
+# is where the sim once started a kernel before its launch call (Catapult: flow_slice_ordering_error).
+LAYER_NS = (300_000, 2_000, 5_000, 40_000, 2_000, 150_000, 20_000, 80_000)  # schedule(wait=0, warmup=1, active=3): steps 1..3 are in the trace
 
 
 @dataclass
@@ -76,9 +80,9 @@ def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps:
                          schedule=xpuprof.schedule(wait=0, warmup=1, active=STEPS_RECORDED, repeat=1),
                          on_trace_ready=xpuprof.trace_handler(str(out))) as prof:
         for _ in range(steps):
-            for i in range(6):
+            for i in range(len(LAYER_NS)):
                 with xpuprof.record_function(f"layer{i}"):
-                    _spin(20_000 + 10_000 * i)  # 20-70 us host ranges: kernels queue up and the streams fill
+                    _spin(LAYER_NS[i])
             prof.step()
     (path,) = sorted(out.glob("*.pt.trace.json"))
     return read_trace(path)
