@@ -466,11 +466,20 @@ class profile:
         log.info("xpuprof: trace written to %s", out)
         return out
 
-    def key_averages(self):
-        """A summary of the last trace: kernels/ops by name (``.table(sort_by=..., row_limit=...)``)."""
-        from .analysis.summary import Summary
+    def key_averages(self, group_by: str = "name"):
+        """A summary of the last trace (``.table(sort_by=..., row_limit=...)``).
+
+        ``group_by="name"``: every category's slices by name (kernels, runtime calls, ranges, ops).
+        ``group_by="op"``: torch's operator table: self/total host time and the device time of the
+        kernels each op launched (self) and its nested ops launched (total)."""
+        if group_by not in ("name", "op"):
+            raise ValueError(f"key_averages(group_by={group_by!r}): valid values are 'name' and 'op'")
         if self.builder is None:
             raise RuntimeError("no trace yet: key_averages() needs a completed recording cycle")
+        if group_by == "op":
+            from .analysis.ops import OpSummary
+            return OpSummary.from_builder(self.builder)
+        from .analysis.summary import Summary
         return Summary.from_builder(self.builder)
 
     def add_metadata(self, key: str, value: Any) -> None:

@@ -134,3 +134,17 @@ def test_no_cpu_op_no_torch_profiler(tmp_path):
         assert not torch.autograd.profiler._is_profiler_enabled
         train_step(model, opt, x, target)
     assert len(prof.builder.slice_table("cpu_op")["ts"]) == 0
+
+
+def test_key_averages_by_op_counts_what_torchs_key_averages_counts(tmp_path):
+    prof, _ = _xpuprof_trace(tmp_path)
+    ours = {r.name: r for r in prof.key_averages(group_by="op").rows()}
+    model, opt, x, target = make_mlp()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:
+        with torch.profiler.record_function("my_range"):
+            train_step(model, opt, x, target)
+    theirs = {e.key: e.count for e in tp.key_averages()}
+    assert {k: r.calls for k, r in ours.items()} == theirs
+    assert all(0 <= r.self_host_ns <= r.host_total_ns for r in ours.values())
+    assert ours["aten::linear"].self_host_ns < ours["aten::linear"].host_total_ns  # its addmm is a child
+    assert "aten::addmm" in prof.key_averages(group_by="op").table(sort_by="self_cpu_time_total", row_limit=5)

@@ -27,14 +27,13 @@ import orjson
 
 from ..activity import ActivityType
 from ..trace.builder import TraceBuilder
+from ..trace.intervals import innermost_containing
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
 FLOW_CATEGORY = "fwdbwd"
 # Args Kineto writes for its own bookkeeping (the trace's event index), meaningless after merging.
 _DROPPED_ARGS = ("Ev Idx",)
-# Times are rebased per thread for the interval join: 2**44 ns (~4.9 h) of trace, 2**19 nesting levels.
-_TIME_BITS = 44
 
 
 class TorchOpsError(RuntimeError):
@@ -173,43 +172,6 @@ def _us_to_epoch_ns(us: np.ndarray, base_ns: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- linking
-def innermost_containing(tid: np.ndarray, start: np.ndarray, end: np.ndarray, q_tid: np.ndarray,
-                         q_ts: np.ndarray) -> np.ndarray:
-    """Index of the innermost interval on the same thread with start <= t < end, per query; -1 for none.
-
-    Intervals on one thread must nest (RecordFunction scopes do). Vectorized: the depth of each
-    interval and of each query point come from sorted starts/ends, and the answer is the last
-    interval of the query's depth that started at or before it (one searchsorted on (depth, start)).
-    """
-    out = np.full(len(q_ts), -1, np.int64)
-    if not len(start) or not len(q_ts):
-        return out
-    for t in np.intersect1d(np.unique(tid), np.unique(q_tid)).tolist():
-        iv = np.flatnonzero(tid == t)
-        qs = np.flatnonzero(q_tid == t)
-        s, e = start[iv], end[iv]
-        order = np.lexsort((-(e - s), s))  # by start, the longer (enclosing) first on a tie
-        iv, s, e = iv[order], s[order], e[order]
-        ends_sorted = np.sort(e)
-        depth = np.arange(1, len(s) + 1) - np.searchsorted(ends_sorted, s, "right")
-        q = q_ts[qs]
-        q_depth = np.searchsorted(s, q, "right") - np.searchsorted(ends_sorted, q, "right")
-        t0 = int(min(s[0], q.min()))
-        span = int(max(e.max(), q.max())) - t0
-        if span >= 1 << _TIME_BITS or int(depth.max()) >= 1 << (63 - _TIME_BITS):
-            raise ValueError("trace too long or ops nested too deep for the op/runtime-call join")
-        key = (depth.astype(np.int64) << _TIME_BITS) + (s - t0)
-        by_key = np.argsort(key, kind="stable")
-        key_sorted = key[by_key]
-        q_key = (q_depth.astype(np.int64) << _TIME_BITS) + (q - t0)
-        pos = np.searchsorted(key_sorted, q_key, "right") - 1
-        ok = (q_depth > 0) & (pos >= 0)
-        cand = by_key[np.where(ok, pos, 0)]
-        ok &= (depth[cand] == q_depth) & (s[cand] <= q) & (q < e[cand])
-        out[qs[ok]] = iv[cand[ok]]
-    return out
-
-
 def link_runtime_calls(builder: TraceBuilder, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
                        ext: np.ndarray) -> int:
     """Give every runtime/driver call the External id of the innermost interval containing its start on
