@@ -162,8 +162,11 @@ def test_linear_process_writes_exactly_what_the_previous_code_wrote(pti_double, 
     records = api.decode()
     kernel_names = {ctypes.string_at(int(p)) for p in records.get(pti.ViewKind.DEVICE_GPU_KERNEL)["_name"]}
     assert len(kernel_names) > 200  # realistic: many distinct names to resolve
-    # The window cuts the scripted timeline in the middle: part of every kind is dropped.
-    window = ProcessWindow(api.start_ns - (iterations // 2) * 10_000, now_ns())
+    # The window starts at the middle kernel: the records of the first half of the workload, of
+    # every kind, are dropped (taken from the records, so no timing of this machine matters).
+    kernel_starts = np.sort(records.get(pti.ViewKind.DEVICE_GPU_KERNEL)["_start_timestamp"].astype(np.int64))
+    middle = int(kernel_starts[len(kernel_starts) // 2]) + int(api.clock_offset_ns)
+    window = ProcessWindow(middle, now_ns() + 10**12)
     if not dense:  # correlation ids spread over a huge range take the sorting path
         monkeypatch.setattr(emit.CorrelationSpace, "over", classmethod(lambda cls, *cols: None))
     new = _trace(api, records, window, emit.RecordWriter, tmp_path, "new.json")
@@ -229,3 +232,28 @@ def test_factorize_refuses_non_integer_keys():
 def test_pack_pairs_only_when_both_fit():
     assert keyindex.pack_pairs(np.array([0, -1]), np.array([7, 1 << 31])) is not None
     assert keyindex.pack_pairs(np.array([0]), np.array([1 << 40])) is None
+
+
+def test_columns_of_one_value_are_stored_once_and_write_the_same_trace(pti_double, tmp_path, monkeypatch):
+    api = _recorded(pti_double, 300, pti_double.MANY_NAMES | pti_double.P2P | pti_double.COMMS)
+    records = api.decode()
+    ctx = api.context()
+    ctx.device_uuids = []
+    builder = TraceBuilder()
+    emit.RecordWriter(ctx, builder, None, api.types).write(records)
+    stored_once = [k for b in builder.slices for k, c in b.args.items() if c.values.ndim == 1
+                   and c.values.strides[0] == 0 and len(c.values) > 1]
+    assert {"context", "bytes", "Return_code"} <= set(stored_once)  # one value in every row of its kind
+    once = _trace(api, records, None, emit.RecordWriter, tmp_path, "once.json")
+    monkeypatch.setattr(emit, "_stored_once", lambda col: col)
+    every_row = _trace(api, records, None, emit.RecordWriter, tmp_path, "every.json")
+    _same(once, every_row)
+
+
+def test_stored_once_keeps_columns_that_differ():
+    col = np.array([0.0, -0.0, 0.0])  # equal, but written differently
+    assert emit._stored_once(col) is col
+    nan = np.array([np.nan, np.nan])
+    assert emit._stored_once(nan) is nan
+    same = emit._stored_once(np.array([7, 7, 7], np.int64))
+    assert same.strides[0] == 0 and same.tolist() == [7, 7, 7]
