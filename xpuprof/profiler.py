@@ -879,7 +879,13 @@ class profile:
                     _warned_backends.add("torch-late")
                     log.warning("xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
             return set()
-        ops = torch_ops.TorchOps(self._torch_ops.read_trace(), id_base=annotations.reserve_correlation_id())
+        try:
+            ops = torch_ops.TorchOps(self._torch_ops.read_trace(), id_base=annotations.reserve_correlation_id())
+        except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
+            why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
+            builder.set_metadata("torch_ops_not_recorded", why)
+            log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
+            return set()
         tids = ops.add_to(builder, builder.pid)
         o_tid, o_start, o_end, o_ext = ops.linkable()
         rec_arr = annotations.log_array(self._recorder.ranges)

@@ -158,3 +158,31 @@ def test_key_averages_by_op_counts_what_torchs_key_averages_counts(tmp_path):
     assert all(0 <= r.self_host_ns <= r.host_total_ns for r in ours.values())
     assert ours["aten::linear"].self_host_ns < ours["aten::linear"].host_total_ns  # its addmm is a child
     assert "aten::addmm" in prof.key_averages(group_by="op").table(sort_by="self_cpu_time_total", row_limit=5)
+
+
+def test_an_unreadable_torch_result_keeps_the_trace_and_says_why(monkeypatch, caplog):
+    def fail(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch_ops.TorchOpRecorder, "read_trace", fail)
+    with xpuprof.profile() as prof:
+        with xpuprof.record_function("kept"):
+            torch.ones(2) + 1
+    assert "kept" in prof.builder.slice_table("user_annotation")["name"].tolist()
+    note = prof.builder.metadata["torch_ops_not_recorded"]
+    assert "could not be read: OSError" in note and "No space left" in note
+    assert any("PyTorch ops (cpu_op) not recorded" in r.getMessage() for r in caplog.records)
+    assert not torch.autograd.profiler._is_profiler_enabled  # torch's profiler was still stopped
+
+
+def test_torch_imported_after_the_cycle_started_is_said(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import logging, xpuprof\nlogging.basicConfig()\n"
+            "with xpuprof.profile(activities=['cpu']) as prof:\n    import torch\n    torch.ones(2) + 1\n"
+            "print('NOTE', prof.builder.metadata.get('torch_ops_not_recorded'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "NOTE torch was imported after this recording cycle started" in out.stdout
+    assert "PyTorch ops (cpu_op) not recorded" in out.stderr
