@@ -26,12 +26,13 @@ import numpy as np
 import orjson
 
 from ..activity import ActivityType
-from ..trace.builder import TraceBuilder
+from ..trace.builder import ArgColumn, TraceBuilder
 from ..trace.intervals import innermost_containing
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
 FLOW_CATEGORY = "fwdbwd"
+_NO_ARGS: dict = {}
 # Args Kineto writes for its own bookkeeping (the trace's event index), meaningless after merging.
 _DROPPED_ARGS = ("Ev Idx",)
 
@@ -159,13 +160,10 @@ class TorchOps:
         self.dur = np.rint(np.array([e.get("dur", 0) for e in keep], np.float64) * 1000).astype(np.int64)
         self.pid = np.array([e["pid"] for e in keep], np.int64)
         self.tid = np.array([e["tid"] for e in keep], np.int64)
-        args = [e.get("args") or {} for e in keep]
-        ext = np.array([a.pop("External id", 0) for a in args], np.int64)
+        args = [e.get("args") or _NO_ARGS for e in keep]
+        ext = np.array([a.get("External id", 0) for a in args], np.int64)
         self.external_id = np.where(ext > 0, ext + id_base, 0)
-        for a in args:
-            for k in _DROPPED_ARGS:
-                a.pop(k, None)
-        self.row_args = [orjson.dumps(a) if a else None for a in args]
+        self.num_args, self.row_args = _split_args(args)
         self.flow_id = np.array([e["id"] for e in flows], np.int64)
         self.flow_ts = _us_to_epoch_ns(np.array([e["ts"] for e in flows], np.float64), base_ns)
         self.flow_pid = np.array([e["pid"] for e in flows], np.int64)
@@ -182,9 +180,13 @@ class TorchOps:
             sel = np.flatnonzero(self.cats == cat)
             if not len(sel):
                 continue
+            args = {}
+            for key, (values, present) in self.num_args.items():
+                if present[sel].any():
+                    args[key] = ArgColumn("num", values[sel], None if present[sel].all() else present[sel])
             builder.add_slices(names=[self.names[i] for i in sel], ts=self.ts[sel], dur=self.dur[sel], pid=pid,
-                               tid=self.tid[sel], cat=cat, external_id=self.external_id[sel],
-                               row_args=[self.row_args[i] for i in sel])
+                               tid=self.tid[sel], cat=cat, external_id=self.external_id[sel], args=args,
+                               row_args=None if self.row_args is None else [self.row_args[i] for i in sel])
             tids.update(np.unique(self.tid[sel]).tolist())
         if len(self.flow_id):
             builder.add_flows(flow_ids=self.flow_id, ts=self.flow_ts, pid=pid, tid=self.flow_tid,
@@ -195,6 +197,28 @@ class TorchOps:
         """(tid, start, end, External id) of the ops and torch ranges runtime calls can be linked to."""
         sel = np.flatnonzero((self.cats != "python_function") & (self.external_id > 0))
         return self.tid[sel], self.ts[sel], self.ts[sel] + self.dur[sel], self.external_id[sel]
+
+
+def _split_args(args: list) -> tuple[dict, list | None]:
+    """Kineto's args as integer columns (ids, sequence numbers: one list pass per key, no per-event
+    encoding) and, for the rest (shapes, types, concrete inputs), one encoded object per row."""
+    keys = set().union(*args) - {"External id", *_DROPPED_ARGS} if args else set()
+    numeric: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    rest = []
+    for key in sorted(keys):
+        values = [a.get(key) for a in args]
+        if all(type(v) is int for v in values if v is not None):
+            present = np.fromiter((v is not None for v in values), bool, len(values))
+            numeric[key] = (np.array([0 if v is None else v for v in values], np.int64), present)
+        else:
+            rest.append(key)
+    if not rest:
+        return numeric, None
+    row_args = []
+    for a in args:
+        other = {k: a[k] for k in rest if k in a}
+        row_args.append(orjson.dumps(other) if other else None)
+    return numeric, row_args
 
 
 def _us_to_epoch_ns(us: np.ndarray, base_ns: int) -> np.ndarray:
