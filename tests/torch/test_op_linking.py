@@ -80,3 +80,20 @@ def test_every_runtime_call_carries_its_ops_external_id_and_its_kernel_follows(t
         assert {(f["ph"], f["ts"]) for f in flows if f["id"] == cid} == {("s", call["ts"]),
                                                                           ("f", kernels[cid]["ts"])}
     assert prof.builder.metadata["torch_ops"]["runtime_calls_linked"] == 6
+
+
+def test_torch_profiler_asked_for_device_activities_inside_is_refused_naming_both(launcher):
+    # Without the guard torch takes the one Kineto session over and the process dies at stop (SIGSEGV).
+    from xpuprof.host.torch_ops import TorchOpsError
+
+    with xpuprof.profile(backends=["launchtest"], activities=["cpu", "cuda"]) as prof:
+        # (a CPU-only torch drops CUDA from the activities it passes on; a CUDA torch passes both)
+        with pytest.raises(TorchOpsError, match=r"torch.profiler cannot start \(activities .*CPU.*\) while "
+                                                r"xpuprof.profile is recording.*backend\(s\) launchtest own"):
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                               torch.profiler.ProfilerActivity.CUDA]).start()
+        torch.ones(2) + 1
+    assert prof.builder.metadata["torch_ops"]["ops"] >= 1
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:  # free again after
+        torch.ones(2) + 1
+    assert any(e.name == "aten::add" for e in tp.events())

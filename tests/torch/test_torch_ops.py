@@ -100,22 +100,32 @@ def test_with_stack_records_python_stacks(tmp_path):
 
 
 def test_ops_lie_inside_the_profile_window_on_xpuprofs_clock(tmp_path):
+    """torch's epoch ns (its TSC clock converted) and xpuprof.clock (monotonic + offset) agree: torch's
+    range opened right inside ours lies inside it (measured: starts 1.3 us after, ends 0.5 us before;
+    the bound here leaves 20 us for a loaded machine)."""
+    import numpy as np
+
     from xpuprof.clock import now_ns
 
     model, opt, x, target = make_mlp()
     before = now_ns()
     with xpuprof.profile() as prof:
-        with xpuprof.record_function("ours"):
-            with torch.profiler.record_function("theirs"):
-                train_step(model, opt, x, target)
+        train_step(model, opt, x, target)
+        for i in range(100):
+            with xpuprof.record_function(f"ours{i}"):
+                with torch.profiler.record_function(f"theirs{i}"):
+                    pass
     after = now_ns()
-    t = prof.builder.slice_table("user_annotation")
-    ours = t["ts"][list(t["name"]).index("ours")]
-    theirs = t["ts"][list(t["name"]).index("theirs")]
     ops = prof.builder.slice_table("cpu_op")
     assert before <= ops["ts"].min() and (ops["ts"] + ops["dur"]).max() <= after
-    # torch's range opens right after ours: the clocks agree to well under a millisecond
-    assert 0 <= theirs - ours < 1_000_000, theirs - ours
+    t = prof.builder.slice_table("user_annotation")
+    at = {n: i for i, n in enumerate(t["name"].tolist())}
+    ours = np.array([at[f"ours{i}"] for i in range(100)])
+    theirs = np.array([at[f"theirs{i}"] for i in range(100)])
+    start_gap = t["ts"][theirs] - t["ts"][ours]
+    end_gap = (t["ts"][ours] + t["dur"][ours]) - (t["ts"][theirs] + t["dur"][theirs])
+    assert start_gap.min() > -20_000 and end_gap.min() > -20_000, (start_gap.min(), end_gap.min())
+    assert np.median(start_gap) < 1_000_000
 
 
 def test_a_running_torch_profiler_is_refused_before_anything_starts():

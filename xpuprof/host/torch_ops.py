@@ -85,12 +85,43 @@ class TorchOpRecorder:
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)
         self._running = True
+        self._guard_torch_profiler()
 
     def stop(self) -> None:
         if not self._running:
             return
         self._running = False
+        self._unguard_torch_profiler()
         self._result = self.torch._C._autograd._disable_profiler()
+
+    # torch.profiler / torch.autograd.profiler start through these module globals. Started while ours
+    # runs, torch takes the one Kineto session over and the process crashes at stop (measured: SIGSEGV
+    # in torch 2.13), so while we record they refuse with one clear error naming both.
+    _GUARDED = ("_prepare_profiler", "_enable_profiler")
+
+    def _guard_torch_profiler(self) -> None:
+        module = self.torch.autograd.profiler
+        self._saved = {name: getattr(module, name) for name in self._GUARDED if hasattr(module, name)}
+        owner = f"; backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)" \
+            if self.device_owner else ""
+
+        def refuse(*args, **kwargs):
+            asked = next((a for a in args if isinstance(a, (set, frozenset, list))), None)
+            what = f" (activities {sorted(str(a) for a in asked)})" if asked else ""
+            raise TorchOpsError(
+                f"torch.profiler cannot start{what} while xpuprof.profile is recording: xpuprof records PyTorch "
+                f"ops (cpu_op) through torch's profiler{owner}, and only one can record. Use xpuprof's trace "
+                "(it has torch's ops and the device view), or start torch.profiler after xpuprof.profile stops "
+                "(or profile with xpuprof without 'cpu_op')")
+
+        for name in self._saved:
+            setattr(module, name, refuse)
+
+    def _unguard_torch_profiler(self) -> None:
+        module = self.torch.autograd.profiler
+        for name, fn in getattr(self, "_saved", {}).items():
+            setattr(module, name, fn)
+        self._saved = {}
 
     def abort(self) -> None:
         try:
