@@ -9,7 +9,11 @@ written once and read by every tool.
 """
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,7 @@ class TraceFacts:
     path: Path
     events: list
     meta: dict
+    queues_up: bool = False  # the workload launches faster than the device runs: queues reach 2+
 
     def slices(self, *cats):
         return [e for e in self.events if e.get("ph") == "X" and e.get("cat") in cats]
@@ -60,7 +65,8 @@ class TraceFacts:
 
 
 def read_trace(path: Path) -> TraceFacts:
-    data = json.loads(Path(path).read_text())
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
     return TraceFacts(Path(path), data["traceEvents"], {k: v for k, v in data.items() if k != "traceEvents"})
 
 
@@ -85,7 +91,9 @@ def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps:
                     _spin(LAYER_NS[i])
             prof.step()
     (path,) = sorted(out.glob("*.pt.trace.json"))
-    return read_trace(path)
+    facts = read_trace(path)
+    facts.queues_up = True  # the 2 us and 5 us ranges launch faster than the device drains
+    return facts
 
 
 @pytest.fixture(scope="session")
@@ -95,9 +103,33 @@ def sim_cuda(tmp_path_factory) -> TraceFacts:
 
 
 @pytest.fixture(scope="session")
+def sim_hip(tmp_path_factory) -> TraceFacts:
+    """HIP-flavoured sim (hipLaunchKernel, ... under cuda_runtime, as Kineto's ROCm path writes)."""
+    return profile_sim_run(tmp_path_factory.mktemp("sim_hip"), vendor="hip")
+
+
+@pytest.fixture(scope="session")
 def sim_xpu_metrics(tmp_path_factory) -> TraceFacts:
     """The default (XPU-flavoured) sim with per-kernel metrics: counter tracks and metric args."""
     return profile_sim_run(tmp_path_factory.mktemp("sim_xpu_metrics"), vendor="xpu", metrics=["GpuTime", "XVE_ACTIVE"])
+
+
+@pytest.fixture(scope="session")
+def sim_yaml_cuda(tmp_path_factory) -> TraceFacts:
+    """The repo's configs/sim.yaml through ``xpuprof run`` (every iteration a ProfilerStep, per-kernel
+    metrics, gzip output) with ``custom: {sim_vendor: cuda}`` set in the YAML."""
+    import yaml
+
+    out = tmp_path_factory.mktemp("sim_yaml_cuda")
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "configs" / "sim.yaml").read_text())
+    cfg["output"]["dir"] = str(out / "traces")
+    cfg["custom"] = {"sim_vendor": "cuda"}
+    (out / "sim_cuda.yaml").write_text(yaml.safe_dump(cfg))
+    done = subprocess.run([sys.executable, "-m", "xpuprof", "run", str(out / "sim_cuda.yaml")],
+                          capture_output=True, text=True, cwd=out, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = sorted((out / "traces").glob("*.pt.trace.json.gz"))
+    return read_trace(path)
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +147,7 @@ def sim_two_ranks(tmp_path_factory) -> list[TraceFacts]:
             facts.append(profile_sim_run(sub, vendor="cuda", seed=rank))
     for f in facts:  # one logdir holding both ranks, as a job writes them
         (out / f.path.name).write_bytes(f.path.read_bytes())
-    return [read_trace(out / f.path.name) for f in facts]
+    return [dataclasses.replace(read_trace(out / f.path.name), queues_up=True) for f in facts]
 
 
 # --- the CUDA decoder over synthetic CUPTI records --------------------------------------------------
@@ -199,7 +231,9 @@ def cuda_decoder_trace(out: Path) -> TraceFacts:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "worker0.4321.1.pt.trace.json"
     write_chrome_trace(b, path)
-    return read_trace(path)
+    facts = read_trace(path)
+    facts.queues_up = True  # a launch every 15 us, 40 us kernels
+    return facts
 
 
 @pytest.fixture(scope="session")

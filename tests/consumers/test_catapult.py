@@ -118,7 +118,7 @@ def run_importer(traces: dict[str, Path], workdir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def imported(sim_cuda, sim_xpu_metrics, cuda_decoded, sim_two_ranks, tmp_path_factory):
+def imported(sim_cuda, sim_hip, sim_xpu_metrics, sim_yaml_cuda, cuda_decoded, sim_two_ranks, tmp_path_factory):
     """Every trace of the tier, plus the merged view of the two ranks, through one browser run."""
     work = tmp_path_factory.mktemp("catapult")
     merged = work / "job.merged.json"
@@ -127,12 +127,13 @@ def imported(sim_cuda, sim_xpu_metrics, cuda_decoded, sim_two_ranks, tmp_path_fa
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     from consumer_traces import read_trace
-    facts = {"sim_cuda.json": sim_cuda, "sim_xpu_metrics.json": sim_xpu_metrics, "cuda_decoded.json": cuda_decoded,
+    facts = {"sim_cuda.json": sim_cuda, "sim_hip.json": sim_hip, "sim_xpu_metrics.json": sim_xpu_metrics,
+             "sim_yaml_cuda.json.gz": sim_yaml_cuda, "cuda_decoded.json": cuda_decoded,
              "rank0.json": r0, "rank1.json": r1, "job.merged.json": read_trace(merged)}
     return facts, run_importer({name: f.path for name, f in facts.items()}, work)
 
 
-TRACES = ["sim_cuda.json", "sim_xpu_metrics.json", "cuda_decoded.json", "rank0.json", "rank1.json", "job.merged.json"]
+TRACES = ["sim_cuda.json", "sim_hip.json", "sim_xpu_metrics.json", "sim_yaml_cuda.json.gz", "cuda_decoded.json", "rank0.json", "rank1.json", "job.merged.json"]
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -151,7 +152,7 @@ def test_every_slice_and_flow_arrives_bound(imported, name):
     assert r["unbound"] == []
 
 
-@pytest.mark.parametrize("name", ["sim_xpu_metrics.json"])
+@pytest.mark.parametrize("name", ["sim_xpu_metrics.json", "sim_yaml_cuda.json.gz"])
 def test_counter_tracks_arrive(imported, name):
     facts, result = imported
     f, r = facts[name], result[name]
