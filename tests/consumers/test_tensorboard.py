@@ -24,7 +24,11 @@ from torch_tb_profiler.profiler.loader import RunLoader  # noqa: E402
 
 def _load(logdir):
     """The run TensorBoard would show for ``logdir``: {(worker, span): RunProfile}."""
-    run = RunLoader(logdir.name, str(logdir), tb_io.Cache()).load()
+    cache = tb_io.Cache()
+    try:
+        run = RunLoader(logdir.name, str(logdir), cache).load()
+    finally:
+        cache._manager.shutdown()  # its server process would otherwise live until pytest exits
     return {key: p for key, p in run.profiles.items() if p is not None}
 
 
