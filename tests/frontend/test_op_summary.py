@@ -94,3 +94,16 @@ def test_an_only_child_of_the_same_name_merges_into_its_parent_as_in_torch():
     assert rows["aten::div_"].host_total_ns == (50 + 100 + 20) * 1000
     # self host: chain top 50 - mul 10; 100 - (20 + 10); 20
     assert rows["aten::div_"].self_host_ns == (40 + 70 + 20) * 1000
+
+
+def test_a_program_without_torch_is_unchanged_and_never_imports_it():
+    import subprocess
+    import sys
+
+    code = ("import sys, xpuprof\nwith xpuprof.profile(activities=['cpu']) as prof:\n"
+            "    with xpuprof.record_function('r'):\n        pass\n"
+            "print('torch' in sys.modules, 'torch_ops' in prof.builder.metadata,"
+            " 'torch_ops_not_recorded' in prof.builder.metadata)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False", "False"]
