@@ -760,9 +760,11 @@ class profile:
         if self._collectors is not None:
             self._collectors.emit(builder)
         tids = self._add_host_events(builder)
-        tids |= self._add_torch_ops(builder)
         if ActivityType.GPU_USER_ANNOTATION in self.config.activities:
+            # Before the op linking: device work still carries the innermost record_function's id, the
+            # user correlation Kineto keeps apart from the op one.
             add_gpu_user_annotations(builder)
+        tids |= self._add_torch_ops(builder)
         if self._pytracer is not None:
             tids |= self._pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
         self._add_rows(builder, tids)

@@ -97,3 +97,16 @@ def test_torch_profiler_asked_for_device_activities_inside_is_refused_naming_bot
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:  # free again after
         torch.ones(2) + 1
     assert any(e.name == "aten::add" for e in tp.events())
+
+
+def test_gpu_user_annotations_of_our_ranges_survive_the_op_linking():
+    # sim launches inside our innermost range; linking moves the calls to the aten op around them, and
+    # the range must still be drawn on the device rows (Kineto keeps a separate user correlation).
+    a = torch.randn(64, 64)
+    with xpuprof.profile(backends=["sim"], activities=["cpu", "xpu"]) as prof:
+        for i in range(4):
+            with xpuprof.record_function(f"step{i}"):
+                a @ a
+    names = prof.builder.slice_table("gpu_user_annotation")["name"].tolist()
+    assert sorted(names) == ["step0", "step1", "step2", "step3"]
+    assert prof.builder.metadata["torch_ops"]["runtime_calls_linked"] >= 1
