@@ -186,3 +186,18 @@ def test_torch_imported_after_the_cycle_started_is_said(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "NOTE torch was imported after this recording cycle started" in out.stdout
     assert "PyTorch ops (cpu_op) not recorded" in out.stderr
+
+
+def test_every_cycle_of_a_schedule_gets_its_own_ops(tmp_path):
+    traces = []
+    sched = xpuprof.schedule(wait=1, warmup=1, active=2, repeat=2)
+    a = torch.ones(4, 4)
+    with xpuprof.profile(schedule=sched, on_trace_ready=lambda p: traces.append(p.builder)) as prof:
+        for step in range(8):
+            for _ in range(step + 1):  # a different number of mm per step tells the steps apart
+                a @ a
+            prof.step()
+    assert len(traces) == 2
+    counts = [int((b.slice_table("cpu_op")["name"] == "aten::mm").sum()) for b in traces]
+    assert counts == [3 + 4, 7 + 8]  # steps 2-3 and 6-7 (wait 1, warmup 1 each cycle); warmup records nothing
+    assert not torch.autograd.profiler._is_profiler_enabled and not torch._C._autograd._profiler_enabled()
