@@ -22,7 +22,8 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
   after ``stop()`` and after the write (issue 14 item 3; target <= 250 B).
 
 Device rows (XPU over the PTI double, CUDA/ROCm decoders) come from ``bench_device_end_to_end.py``
-when that module exists next to this one; its table is printed after this one.
+and the ``xpuprof report`` row from ``bench_report.py`` when those modules exist next to this one;
+their tables are printed after this one.
 """
 from __future__ import annotations
 
@@ -264,6 +265,7 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases: {', '.join(CASES)}")
     ap.add_argument("--args-n", type=int, default=200_000, help="ranges with args in args-mem (default 200,000)")
     ap.add_argument("--no-device", action="store_true", help="skip bench_device_end_to_end.py")
+    ap.add_argument("--no-report", action="store_true", help="skip bench_report.py")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -325,11 +327,16 @@ def main() -> int:
     print(f"# host ranges per run: {a.n:,} (args-mem: {a.args_n:,})")
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
+    rc = 0
     device = HERE / "bench_device_end_to_end.py"
     if not a.no_device and device.exists():
         print("\n# device rows (bench_device_end_to_end.py)", flush=True)
-        return subprocess.call([sys.executable, str(device)])
-    return 0
+        rc = subprocess.call([sys.executable, str(device)])
+    report = HERE / "bench_report.py"
+    if not a.no_report and report.exists():
+        print("\n# xpuprof report row (bench_report.py)", flush=True)
+        rc = subprocess.call([sys.executable, str(report)]) or rc
+    return rc
 
 
 if __name__ == "__main__":

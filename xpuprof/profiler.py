@@ -379,6 +379,8 @@ class profile:
         self._sessions: list[tuple[str, Session]] = []
         self._recorder: annotations.HostRecorder | None = None
         self._pytracer = None
+        self._torch_ops = None  # torch's CPU-only profiler for this cycle (host.torch_ops), when torch is in use
+        self._torch_ops_note: str | None = None
         self._window_start = 0
         self._cycle = 0
         self._step_rf: annotations.record_function | None = None
@@ -464,11 +466,20 @@ class profile:
         log.info("xpuprof: trace written to %s", out)
         return out
 
-    def key_averages(self):
-        """A summary of the last trace: kernels/ops by name (``.table(sort_by=..., row_limit=...)``)."""
-        from .analysis.summary import Summary
+    def key_averages(self, group_by: str = "name"):
+        """A summary of the last trace (``.table(sort_by=..., row_limit=...)``).
+
+        ``group_by="name"``: every category's slices by name (kernels, runtime calls, ranges, ops).
+        ``group_by="op"``: torch's operator table: self/total host time and the device time of the
+        kernels each op launched (self) and its nested ops launched (total)."""
+        if group_by not in ("name", "op"):
+            raise ValueError(f"key_averages(group_by={group_by!r}): valid values are 'name' and 'op'")
         if self.builder is None:
             raise RuntimeError("no trace yet: key_averages() needs a completed recording cycle")
+        if group_by == "op":
+            from .analysis.ops import OpSummary
+            return OpSummary.from_builder(self.builder)
+        from .analysis.summary import Summary
         return Summary.from_builder(self.builder)
 
     def add_metadata(self, key: str, value: Any) -> None:
@@ -624,11 +635,15 @@ class profile:
     def _start_trace(self) -> None:
         if not self._sessions and self._backends is None:
             self._prepare_trace()
+        torch_ops = self._torch_op_recorder()  # a running torch.profiler refuses here, before anything starts
         corr = [s for _, s in self._sessions if s.wants_correlation]
         self._recorder = annotations.HostRecorder(correlation_sessions=corr)
         self._window_start = now_ns()
         started: list[tuple[str, Session]] = []
         try:
+            if torch_ops is not None:
+                torch_ops.start()
+                self._torch_ops = torch_ops
             for name, session in self._sessions:
                 session.start()
                 started.append((name, session))
@@ -644,6 +659,22 @@ class profile:
             self._abort_cycle()
             raise
         annotations.install(self._recorder)
+
+    def _torch_op_recorder(self):
+        """torch's CPU-only profiler for this cycle when cpu_op is asked for and the program uses torch."""
+        self._torch_ops_note = None
+        if ActivityType.CPU_OP not in self.config.activities:
+            return None
+        from .host import torch_ops
+
+        torch = torch_ops.torch_if_imported()
+        if torch is None:
+            return None
+        owner = ", ".join(name for name, _ in self._sessions if name != "sim")
+        recorder = torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
+                                             with_stack=self.config.with_stack, device_owner=owner)
+        recorder.check_conflicts()
+        return recorder
 
     def _start_collectors(self):
         from .collectors import registry as collector_registry
@@ -662,6 +693,9 @@ class profile:
         if self._pytracer is not None:
             self._pytracer.stop()
             self._pytracer = None
+        if self._torch_ops is not None:
+            self._torch_ops.abort()
+            self._torch_ops = None
         if annotations.active_recorder() is self._recorder:
             annotations.install(None)
         for _, session in self._sessions:
@@ -677,6 +711,8 @@ class profile:
             return
         if self._pytracer is not None:
             self._pytracer.stop()
+        if self._torch_ops is not None:
+            self._torch_ops.stop()
         annotations.install(None)
         if self._collectors is not None:
             self._collectors.stop()  # its last sample lies inside the window
@@ -691,6 +727,7 @@ class profile:
         self._collectors = None
         self._recorder = None
         self._pytracer = None
+        self._torch_ops = None
         self._sessions = []
         self._cycle += 1
 
@@ -724,7 +761,10 @@ class profile:
             self._collectors.emit(builder)
         tids = self._add_host_events(builder)
         if ActivityType.GPU_USER_ANNOTATION in self.config.activities:
+            # Before the op linking: device work still carries the innermost record_function's id, the
+            # user correlation Kineto keeps apart from the op one.
             add_gpu_user_annotations(builder)
+        tids |= self._add_torch_ops(builder)
         if self._pytracer is not None:
             tids |= self._pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
         self._add_rows(builder, tids)
@@ -825,6 +865,42 @@ class profile:
             builder.set_metadata("invalid_args", bad)
             log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
                         "with an xpuprof_invalid_args note saying why (first seen in this trace)", bad)
+        return tids
+
+    def _add_torch_ops(self, builder: TraceBuilder) -> set[int]:
+        """torch's ops and ranges of this cycle, and every runtime call linked to the innermost op or range
+        (ours or torch's) running on its thread when it was made."""
+        from .host import torch_ops
+
+        if self._torch_ops is None:
+            if ActivityType.CPU_OP in self.config.activities and torch_ops.torch_if_imported() is not None:
+                # torch came in after the cycle started: its ops could not be recorded (said, never silent)
+                note = "torch was imported after this recording cycle started; start the profile after importing torch"
+                builder.set_metadata("torch_ops_not_recorded", note)
+                if "torch-late" not in _warned_backends:
+                    _warned_backends.add("torch-late")
+                    log.warning("xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
+            return set()
+        try:
+            ops = torch_ops.TorchOps(self._torch_ops.read_trace(), id_base=annotations.reserve_correlation_id())
+        except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
+            why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
+            builder.set_metadata("torch_ops_not_recorded", why)
+            log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
+            return set()
+        tids = ops.add_to(builder, builder.pid)
+        o_tid, o_start, o_end, o_ext = ops.linkable()
+        rec_arr = annotations.log_array(self._recorder.ranges)
+        if len(rec_arr):  # our record_function ranges compete for innermost with torch's ops
+            o_tid = np.concatenate([o_tid, rec_arr[:, 2]])
+            o_start = np.concatenate([o_start, rec_arr[:, 0] + MONOTONIC_TO_EPOCH_NS])
+            o_end = np.concatenate([o_end, rec_arr[:, 1] + MONOTONIC_TO_EPOCH_NS])
+            o_ext = np.concatenate([o_ext, rec_arr[:, 3]])
+        keep = o_ext > 0
+        linked = torch_ops.link_runtime_calls(builder, o_tid[keep], o_start[keep], o_end[keep], o_ext[keep])
+        builder.set_metadata("torch_ops", {"ops": int((ops.cats == "cpu_op").sum()), "runtime_calls_linked": linked,
+                                           "record_shapes": self.config.record_shapes,
+                                           "with_stack": self.config.with_stack})
         return tids
 
     def _add_rows(self, builder: TraceBuilder, tids: set[int]) -> None:

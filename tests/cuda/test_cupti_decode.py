@@ -344,3 +344,30 @@ def test_kernel_queued_is_cuptis_raw_value_and_occupancy_args():
     # 8 warps/block: warps limit 64/8 = 8 blocks, registers 65536/(32*32) = 64 warps = 8 blocks;
     # min(8, 7.76) * 256 / 2048 = 97 %
     assert a["est. achieved occupancy %"] == 97
+
+
+def test_bulk_rows_gathered_from_many_buffers_equal_the_per_buffer_rows(monkeypatch):
+    """Issue 15: kinds gathered straight into one array (C gather when built, numpy otherwise) equal
+    the per-buffer structured rows concatenated, clock offsets included."""
+    rng = np.random.default_rng(3)
+    chunks = []
+    for i in range(5):
+        n = int(rng.integers(1, 300))
+        start = T0 + np.sort(rng.integers(0, 10**6, n))
+        k = _kernel(n, start=start, end=start + 10, correlation_id=np.arange(n) + 1, stream_id=rng.integers(1, 5, n))
+        a = np.concatenate([_api(100, j, T0 + j, T0 + j + 5) for j in range(1, 20)])
+        chunk = records.pack([a, k, a[:3]], names={0x1000: "_Z4gemmv"})
+        chunk.time_offset_ns = 1000 * i
+        chunks.append(chunk)
+    want = {kind: np.concatenate([c.rows([kind]) for c in chunks]) for kind in (records.KIND_CONCURRENT_KERNEL,
+                                                                                records.KIND_RUNTIME)}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(records, "_rowgather_module", None)
+        for kind, rows in want.items():
+            got = decode.concat_rows(chunks, kind)
+            assert got.dtype == chunks[0].dtypes[kind]  # CUPTI's own layout (np.concatenate rewrote unions)
+            plain = [f for f in rows.dtype.names if rows.dtype[f].fields is None]
+            assert len(plain) >= 8
+            for f in plain:
+                assert got[f].tolist() == rows[f].tolist(), f

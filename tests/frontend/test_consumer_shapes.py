@@ -88,3 +88,21 @@ def test_yaml_custom_reaches_the_backends():
                        "output: {generic_categories: true}\n")
     pc = cfg.points[0].profiler_config()
     assert pc.custom == {"sim_vendor": "cuda"} and pc.generic_categories
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_device_work_waits_only_for_its_own_stream(tmp_path, seed):
+    """An item that starts well after its launch call waited for the item before it on ITS stream
+    (the only dependency a trace without wait events can express; HTA's critical path follows it)."""
+    evs = _sim_trace(tmp_path, seed=seed, custom={"sim_vendor": "cuda"})
+    launch_end = {e["args"]["correlation"]: e["ts"] + e["dur"] for e in evs if e.get("cat") == "cuda_runtime"}
+    work = sorted((e for e in evs if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")),
+                  key=lambda e: e["ts"])
+    prev_end: dict = {}
+    slack_us = 10.0  # launch latency plus queue gap
+    for e in work:
+        row = (e["pid"], e["tid"])
+        waited = e["ts"] - launch_end[e["args"]["correlation"]] > slack_us
+        assert not waited or abs(e["ts"] - prev_end.get(row, -1e18)) < slack_us, \
+            f"{e['name']} (correlation {e['args']['correlation']}) waited for nothing on its stream"
+        prev_end[row] = e["ts"] + e["dur"]

@@ -63,7 +63,7 @@ class Double:
         self.c.xpd_lost_records.restype = ctypes.c_uint64
         self.c.xpd_kernel_count.restype = ctypes.c_size_t
 
-    FUTURE_RECORD, P2P, COMMS = 1, 2, 4
+    FUTURE_RECORD, P2P, COMMS, MANY_NAMES = 1, 2, 4, 8
 
     def workload_holding_gil(self, iterations: int, flags: int = 0, timeout_ms: int = 5000) -> int:
         return self.py.xpd_workload(iterations, flags, timeout_ms)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct {
     unsigned char *buffer;
@@ -39,15 +40,38 @@ typedef struct {
 /* Aligned so every record type can be read in place (PTI records need 8; use a cache line). */
 #define BQ_BUFFER_ALIGN 64
 
+/* Buffers of 1 MiB and more are mapped and unmapped directly, so their memory goes back to the
+ * system when freed: freed into the malloc arena of the thread that allocated them (PTI's, not
+ * ours), it stayed resident while Python decoded the records into new arrays. A header of
+ * BQ_BUFFER_ALIGN bytes before each buffer keeps its size and how it was allocated. */
+#define BQ_MMAP_MIN ((size_t)1 << 20)
+
 static inline unsigned char *bq_alloc_buffer(size_t size) {
-    void *p = NULL;
     if (size == 0) return NULL;
     size_t rounded = (size + BQ_BUFFER_ALIGN - 1) / BQ_BUFFER_ALIGN * BQ_BUFFER_ALIGN;
-    if (posix_memalign(&p, BQ_BUFFER_ALIGN, rounded) != 0) return NULL;
-    return (unsigned char *)p;
+    size_t total = rounded + BQ_BUFFER_ALIGN;
+    size_t *base;
+    if (total >= BQ_MMAP_MIN) {
+        void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        base = (size_t *)m;
+        base[1] = 1;
+    } else {
+        void *p = NULL;
+        if (posix_memalign(&p, BQ_BUFFER_ALIGN, total) != 0) return NULL;
+        base = (size_t *)p;
+        base[1] = 0;
+    }
+    base[0] = total;
+    return (unsigned char *)base + BQ_BUFFER_ALIGN;
 }
 
-static inline void bq_free_buffer(unsigned char *buffer) { free(buffer); }
+static inline void bq_free_buffer(unsigned char *buffer) {
+    if (!buffer) return;
+    size_t *base = (size_t *)(buffer - BQ_BUFFER_ALIGN);
+    if (base[1]) munmap(base, base[0]);
+    else free(base);
+}
 
 /* Caller holds the lock. Doubles the ring, unrolling it so head becomes 0. */
 static inline int bq__grow_locked(bq_queue *q) {

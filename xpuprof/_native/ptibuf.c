@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "bufqueue.h"
-#include "bufqueue_py.h"
 
 #define DEFAULT_BUFFER_SIZE ((size_t)4 << 20) /* Kineto's choice: 4 MiB */
 
@@ -66,9 +65,62 @@ static PyObject *py_buffer_size(PyObject *self, PyObject *noargs) {
     return PyLong_FromSize_t(__atomic_load_n(&buffer_size, __ATOMIC_RELAXED));
 }
 
-/* drain() -> list[bytes]: every completed buffer's used bytes, oldest first; frees them. */
+/* A completed buffer handed to Python without a copy: read-only bytes through the buffer
+ * protocol, freed when the last view of it goes. A copy per buffer doubled the session's memory at
+ * stop(): the collector thread's malloc arena keeps what it frees, so the copies never reused it. */
+typedef struct {
+    PyObject_HEAD
+    unsigned char *buffer;
+    Py_ssize_t used;
+} completed_buffer;
+
+static void completed_buffer_dealloc(PyObject *self) {
+    bq_free_buffer(((completed_buffer *)self)->buffer);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int completed_buffer_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    completed_buffer *b = (completed_buffer *)self;
+    return PyBuffer_FillInfo(view, self, b->buffer, b->used, 1, flags);
+}
+
+static PyBufferProcs completed_buffer_as_buffer = {completed_buffer_getbuffer, NULL};
+
+static PyTypeObject completed_buffer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "xpuprof._native.ptibuf.CompletedBuffer",
+    .tp_basicsize = sizeof(completed_buffer),
+    .tp_dealloc = completed_buffer_dealloc,
+    .tp_as_buffer = &completed_buffer_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One completed PTI buffer's used bytes (read through memoryview / the buffer protocol).",
+};
+
+/* drain() -> list[memoryview]: every completed buffer's used bytes, oldest first, without a copy;
+ * each buffer is freed when its view is. */
 static PyObject *py_drain(PyObject *self, PyObject *noargs) {
-    return bq_drain_to_list(&completed);
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    bq_entry e;
+    while (bq_pop(&completed, &e)) {
+        completed_buffer *owner = PyObject_New(completed_buffer, &completed_buffer_type);
+        if (!owner) {
+            bq_free_buffer(e.buffer);
+            Py_DECREF(out);
+            return NULL;
+        }
+        owner->buffer = e.buffer;
+        owner->used = (Py_ssize_t)e.used;
+        PyObject *view = PyMemoryView_FromObject((PyObject *)owner);
+        Py_DECREF(owner);
+        if (!view || PyList_Append(out, view) < 0) {
+            Py_XDECREF(view);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(view);
+    }
+    return out;
 }
 
 static PyObject *py_stats(PyObject *self, PyObject *noargs) {
@@ -224,7 +276,7 @@ static PyMethodDef methods[] = {
      "(request, complete) C function addresses to pass to ptiViewSetCallbacks."},
     {"set_buffer_size", py_set_buffer_size, METH_O, "Bytes per buffer handed to PTI (default 4 MiB)."},
     {"buffer_size", py_buffer_size, METH_NOARGS, "Bytes per buffer handed to PTI."},
-    {"drain", py_drain, METH_NOARGS, "Completed buffers (bytes, oldest first); frees them."},
+    {"drain", py_drain, METH_NOARGS, "Completed buffers (read-only memoryviews, oldest first, no copy)."},
     {"stats", py_stats, METH_NOARGS, "Buffer counters: requested, request_failures, completed, drained, ..."},
     {"reset", py_reset, METH_NOARGS, "Free queued buffers and zero the counters."},
     {"walk", py_walk, METH_VARARGS, "walk(buffer, next_record_address) -> (uint64 offsets bytes, status)."},
@@ -236,6 +288,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.ptib
                                     "Intel PTI buffer callbacks and record walking in C.", -1, methods};
 
 PyMODINIT_FUNC PyInit_ptibuf(void) {
+    if (PyType_Ready(&completed_buffer_type) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddIntConstant(m, "DEFAULT_BUFFER_SIZE", (long)DEFAULT_BUFFER_SIZE) < 0) {

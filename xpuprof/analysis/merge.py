@@ -11,6 +11,7 @@ Alignment (``align``):
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -37,6 +38,25 @@ class MergeInfo:
     ranks: list[int]
     shifts_ns: dict[int, int]  # rank -> ns added to its events relative to its own clock
     events: int
+    note: str = ""  # said to the user once (CLI: stderr; API: a MergeWarning)
+
+
+class MergeWarning(UserWarning):
+    """A merged view was written where a per-rank tool will misread it."""
+
+
+def placement_note(out: Path) -> str:
+    """Why ``out`` is in the way of HTA, or "" when it is not. HTA's ``TraceAnalysis(trace_dir=...)``
+    reads EVERY *.json / *.gz in the directory as a rank (a file without ``"rank": N`` counts as rank
+    0), whatever its name: a merged view beside rank traces takes rank 0's place or collides with it."""
+    out = Path(out)
+    beside = sorted(p.name for p in out.parent.iterdir() if p != out and RANK_TRACE_NAME.search(p.name))
+    if not beside:
+        return ""
+    return (f"{out} sits beside {len(beside)} rank trace(s) in {out.parent} (e.g. {beside[0]}): HTA's "
+            f"TraceAnalysis(trace_dir=...) reads every .json/.gz there as a rank and would take this merged view "
+            f"for rank 0; give HTA a directory holding only the rank traces, or write the merged view elsewhere "
+            f"(TensorBoard skips it: not *.pt.trace.json)")
 
 
 def _abs_ns(trace: TraceFile, ev: dict) -> int:
@@ -111,7 +131,10 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
                               "sources": [str(t.path) for t in traces]},
               "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
     _write(Path(out), header, events)
-    return MergeInfo(Path(out), sorted(ranks), shifts, len(events))
+    info = MergeInfo(Path(out), sorted(ranks), shifts, len(events), placement_note(Path(out)))
+    if info.note:
+        warnings.warn(info.note, MergeWarning, stacklevel=2)
+    return info
 
 
 def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> list[dict]:

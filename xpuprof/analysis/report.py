@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..trace.load import TraceLoadError, load
+from ..trace.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents, scan
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
@@ -50,6 +51,12 @@ class TraceFile:
         ranks = merged.get("ranks") if isinstance(merged, dict) else None
         return [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else []
 
+    def telemetry_part(self) -> tuple[list, float]:
+        """(events, first timestamp) for ``telemetry.telemetry_series_of``."""
+        events = self.data.get("traceEvents") or []
+        return events, min((float(e["ts"]) for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))),
+                           default=0.0)
+
     def row_ranks(self, pids) -> np.ndarray:
         """Each row's rank: from the pid in a merged view, else the trace's own rank (-1 = none)."""
         n = len(pids)
@@ -57,6 +64,36 @@ class TraceFile:
             p = np.fromiter((pid if isinstance(pid, int) else 0 for pid in pids), np.int64, n)
             return np.where(p >= MERGED_RANK_PID_STRIDE, p // MERGED_RANK_PID_STRIDE - 1, -1)
         return np.full(n, -1 if self.rank is None else self.rank, np.int64)
+
+
+@dataclass
+class ScannedTraceFile(TraceFile):
+    """A trace read as event columns: ``data`` holds the top-level keys but no traceEvents."""
+
+    scanned: ScannedEvents | None = None
+    _telemetry: tuple[list, float] | None = None
+
+    def keep_telemetry_only(self) -> None:
+        self._telemetry = self.telemetry_part()
+        self.scanned = None
+
+    def telemetry_part(self) -> tuple[list, float]:
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        if self._telemetry is not None:
+            return self._telemetry
+        sc = self.scanned
+        numeric = np.isin(sc.kind[:, TS], (INT, DOUBLE)) & ~sc.complex
+        t0 = [float(v) for v in (sc.ints(TS)[numeric & (sc.kind[:, TS] == INT)].min(initial=np.iinfo(np.int64).max),
+                                 sc.floats(TS)[numeric & (sc.kind[:, TS] == DOUBLE)].min(initial=np.inf))]
+        cat_ok = np.array([c in TELEMETRY_CATEGORIES for c in sc.strings] + [False], bool)[sc.cat]
+        wanted = ((sc.ph == ord("C")) & cat_ok) | sc.complex  # complex: read whole, the general rules apply
+        events = [sc.event(i) for i in np.flatnonzero(wanted).tolist()]
+        t0 += [float(e["ts"]) for e in events if isinstance(e.get("ts"), (int, float))]
+        first = min(t0)
+        if not numeric.any() and not any(isinstance(e.get("ts"), (int, float)) for e in events):
+            first = 0.0
+        return events, first
 
 
 def rank_of(data: dict, path: Path | str = "") -> int | None:
@@ -142,6 +179,118 @@ class EventTable:
             rel_ns=ts - start_ns,
         )
         table._join_metrics(rows, metric_rows, base)
+        return table
+
+    @classmethod
+    def from_scan(cls, trace: TraceFile, sc: ScannedEvents, categories: Sequence[str] | None = None
+                  ) -> "EventTable | None":
+        """``from_trace``'s rows from event columns (``trace.scan``), exactly. Events the columns do
+        not hold exactly (a string pid, say) are read whole and go through ``from_trace``'s own
+        expressions. None when ``from_trace`` must decide (it would raise, or ints would outgrow int64)."""
+        base = trace.base_ns
+        ph_x = sc.ph == ord("X")
+        simple = np.flatnonzero(ph_x & ~sc.complex & (sc.kind[:, TS] != ABSENT))
+        # Events read whole: unusual fields on a slice, or a "ph" the columns may not hold.
+        odd = []
+        for i in np.flatnonzero(sc.complex & (ph_x | (sc.ph == 0xFF) | (sc.ph == 0))).tolist():
+            e = sc.event(i)
+            if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)):
+                if not (e.get("cat") is None or isinstance(e.get("cat"), str)):
+                    return None  # from_trace decides (an unhashable category raises there)
+                odd.append((i, e))
+        if not len(simple) and not odd:
+            return cls.empty()
+        strings = list(sc.strings)
+        extra: dict[str, int] = {}
+
+        def string_id(text: str) -> int:
+            got = extra.get(text)
+            if got is None:
+                got = extra[text] = len(strings)
+                strings.append(text)
+            return got
+
+        kinds = sc.kind[simple]
+        ts_int = kinds[:, TS] == INT
+        ts_i, ts_f = sc.ints(TS)[simple], sc.floats(TS)[simple]
+        limit = (2**62 - abs(base)) // 1000  # ts * 1000 + base stays inside int64
+        if (np.abs(ts_i[ts_int]) > limit).any() or not (np.abs(ts_f[~ts_int]) < limit).all():
+            return None
+        dur_kind = kinds[:, DUR]
+        dur_f = np.where(dur_kind == INT, sc.ints(DUR)[simple].astype(np.float64),
+                         np.where(dur_kind == DOUBLE, sc.floats(DUR)[simple], 0.0))
+        if not np.isfinite(dur_f).all():
+            return None
+        # Per slice, in file order: the simple ones first, then the odd ones, then sorted by event.
+        firsts = [int(ts_i[ts_int].min())] if ts_int.any() else []
+        firsts += [float(ts_f[~ts_int].min())] if (~ts_int).any() else []
+        firsts += [e["ts"] for _, e in odd]
+        start_ns = base + int(round(min(firsts) * 1000))
+        absent_name = string_id("")  # str(e.get("name", "")) of an event without a name
+        o_name = np.array([string_id(str(e.get("name", ""))) for _, e in odd], np.int64)
+        o_cat = np.array([-1 if e.get("cat") is None else string_id(e["cat"]) for _, e in odd], np.int64)
+        o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
+        o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
+        if any(abs(v) >= 2**62 for v in o_ts + o_dur):
+            return None  # from_trace decides
+        o_ts, o_dur = np.array(o_ts, np.int64), np.array(o_dur, np.int64)
+        simple_names = np.where(sc.name[simple] >= 0, sc.name[simple], absent_name)
+        simple_ts = np.where(ts_int, ts_i * 1000, np.rint(ts_f * 1000).astype(np.int64)) + base
+        del ts_i, ts_f
+        simple_dur = np.rint(dur_f * 1000).astype(np.int64)
+        del dur_f
+        if odd:  # the odd slices inserted at their places in file order (usually one or two)
+            odd_idx = np.array([i for i, _ in odd], np.int64)
+            at = np.searchsorted(simple, odd_idx)
+            names = np.insert(simple_names, at, o_name)
+            cat_ids = np.insert(sc.cat[simple], at, o_cat)
+            ts_all = np.insert(simple_ts, at, o_ts)
+            dur_all = np.insert(simple_dur, at, o_dur)
+            is_odd = np.insert(np.zeros(len(simple), bool), at, True)
+            row_event = np.insert(simple, at, odd_idx)
+            raw_name_ids = np.insert(sc.name[simple], at, 0)
+        else:
+            names, cat_ids, ts_all, dur_all = simple_names, sc.cat[simple], simple_ts, simple_dur
+            is_odd, row_event, raw_name_ids = np.zeros(len(simple), bool), simple, sc.name[simple]
+        del simple_names, simple_ts, simple_dur
+
+        text = np.array(strings, dtype=object)
+        is_metric = np.array([t.startswith(METRICS_PREFIX) for t in strings], bool)[names]
+        kern = ~is_metric
+        present = {None if c < 0 else strings[c] for c in np.unique(cat_ids[kern]).tolist()}
+        cats = set(categories) if categories else ((present & set(DEVICE_CATEGORIES))
+                                                   or (present & set(HOST_CATEGORIES)))
+        wanted = np.array([c in cats for c in strings] + [None in cats], bool)  # [-1]: no category
+        rows = kern & wanted[cat_ids]
+        ts = ts_all[rows]
+        odd_at = {i: e for i, e in odd}
+
+        def values(field: int, key: str) -> list:
+            """The field's value per row as from_trace's e.get(key) gives it."""
+            ev = row_event[rows]
+            k = sc.kind[ev, field].tolist()
+            iv, fv = sc.ints(field)[ev].tolist(), sc.floats(field)[ev].tolist()
+            return [odd_at[e].get(key) if o else a if kk == INT else b if kk == DOUBLE else None
+                    for e, o, kk, a, b in zip(ev.tolist(), is_odd[rows].tolist(), k, iv, fv)]
+
+        if trace.merged_ranks:
+            rank = trace.row_ranks(values(PID, "pid"))
+        else:
+            rank = np.full(len(ts), -1 if trace.rank is None else trace.rank, np.int64)
+        grouped = np.array([_group_name(t) for t in strings], dtype=object)
+        cat_text = np.array([*strings, ""], dtype=object)  # str(e.get("cat", "")): "" when absent
+        table = cls(name=grouped[names[rows]], cat=cat_text[cat_ids[rows]], ts_ns=ts, dur_ns=dur_all[rows],
+                    rank=rank, rel_ns=ts - start_ns)
+        metric_rows = np.flatnonzero(is_metric)
+        if len(metric_rows) and rows.any():
+            raw_names = [odd_at[e].get("name") if o else (sc.strings[n] if n >= 0 else None) for e, o, n in
+                         zip(row_event[rows].tolist(), is_odd[rows].tolist(), raw_name_ids[rows].tolist())]
+            row_keys = [{"pid": p, "tid": t, "name": n} for p, t, n in
+                        zip(values(PID, "pid"), values(TID, "tid"), raw_names)]
+            metric_events = [odd_at[e] if o else sc.event(e) for e, o in
+                             zip(row_event[metric_rows].tolist(), is_odd[metric_rows].tolist())]
+            table._join_metrics(row_keys, metric_events, base)
+        del text
         return table
 
     @classmethod
@@ -347,12 +496,38 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
                  sort_by: str = "total", top: int | None = None) -> Report:
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
-    traces = load_traces(paths)
-    table = EventTable.concat([EventTable.from_trace(t, categories) for t in traces])
+    traces, tables = [], []
+    for path in expand_paths(paths):
+        trace, table = _read_for_report(path, categories)
+        traces.append(trace)
+        tables.append(table)
+    table = EventTable.concat(tables)
     table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
     stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
     ranks = sorted({r for t in traces for r in (t.merged_ranks or ([t.rank] if t.rank is not None else []))})
-    from .telemetry import telemetry_series
+    from .telemetry import telemetry_series_of
 
     return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,
-                  telemetry_series(t.data for t in traces))
+                  telemetry_series_of(t.telemetry_part() for t in traces))
+
+
+def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:
+    """The trace's slices as an EventTable: from event columns when the scanner can read the file
+    exactly (no dict per event), else from the loaded events."""
+    try:
+        sc = scan(path)
+    except TraceLoadError as exc:
+        raise ReportError(str(exc)) from None
+    if sc is not None:
+        trace = ScannedTraceFile(path, sc.header, rank_of(sc.header, path), sc)
+        table = EventTable.from_scan(trace, sc, categories)
+        if table is not None:
+            trace.keep_telemetry_only()  # the document's bytes and columns are no longer needed
+            return trace, table
+    del sc
+    try:
+        data = load(path)
+    except TraceLoadError as exc:
+        raise ReportError(str(exc)) from None
+    trace = TraceFile(path, data, rank_of(data, path))
+    return trace, EventTable.from_trace(trace, categories)

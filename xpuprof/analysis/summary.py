@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import orjson
 
+from ..trace.keyindex import factorize
+
 METRICS_PREFIX = "metrics: "
 NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
 STEP_PREFIX = "ProfilerStep#"
@@ -70,16 +72,48 @@ class SummaryRow:
                 "metrics": {k: dict(zip(_STATS, v)) for k, v in self.metrics.items()}}
 
 
+def unique_inverse(values) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for an object column of a few distinct hashable
+    values: one dict pass and a sort of the distinct values, not a sort of every row's object."""
+    lst = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    index = dict.fromkeys(lst)  # distinct values in first-seen order, at C speed
+    distinct = list(index)
+    for i, v in enumerate(distinct):
+        index[v] = i
+    codes = np.fromiter(map(index.__getitem__, lst), np.int64, len(lst))
+    order = sorted(range(len(distinct)), key=distinct.__getitem__)
+    rank = np.empty(len(distinct), np.int64)
+    rank[order] = np.arange(len(distinct))
+    uniq = np.empty(len(distinct), dtype=object)
+    uniq[:] = [distinct[i] for i in order]
+    return uniq, rank[codes]
+
+
+def _used(uniq: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values still referenced by ``codes`` (order kept), and the codes renumbered."""
+    used = np.zeros(len(uniq), bool)
+    used[codes] = True
+    return uniq[used], (np.cumsum(used) - 1)[codes]
+
+
 def _group(keys: np.ndarray, values: np.ndarray):
-    """Per distinct key: (keys, count, sum, min, max) of values."""
-    uniq, inv = np.unique(keys, return_inverse=True)
-    inv = inv.reshape(-1)
-    order = np.argsort(inv, kind="stable")
-    vals = values[order]
+    """Per distinct key (sorted): (keys, count, sum, min, max) of values; linear in the rows."""
+    if keys.dtype == object:
+        uniq, inv = unique_inverse(keys)
+    else:
+        f = factorize(keys)
+        order = np.argsort(f.uniq, kind="stable")  # the distinct keys only
+        rank = np.empty(len(order), np.intp)
+        rank[order] = np.arange(len(order))
+        uniq, inv = np.asarray(keys)[f.first[order]], rank[f.codes]
+    values = np.asarray(values, dtype=np.float64)
     counts = np.bincount(inv, minlength=len(uniq))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
     sums = np.bincount(inv, weights=values, minlength=len(uniq))
-    return uniq, counts, sums, np.minimum.reduceat(vals, starts), np.maximum.reduceat(vals, starts)
+    mins = np.full(len(uniq), np.inf)
+    maxs = np.full(len(uniq), -np.inf)
+    np.minimum.at(mins, inv, values)
+    np.maximum.at(maxs, inv, values)
+    return uniq, counts, sums, mins, maxs
 
 
 class Summary:
@@ -92,13 +126,18 @@ class Summary:
         cats = np.asarray(categories, dtype=object)
         nms = np.asarray(names, dtype=object)
         dur = np.asarray(dur_ns, dtype=np.float64)
-        keep = np.array([c not in SKIP_CATEGORIES and not str(n).startswith(METRICS_PREFIX)
-                         for c, n in zip(cats.tolist(), nms.tolist())], dtype=bool) if len(cats) else np.zeros(0, bool)
-        cats, nms, dur = cats[keep], nms[keep], dur[keep]
+        # Rows to skip are decided once per distinct category and name, not once per row.
+        cat_u, cat_i = unique_inverse(cats)
+        name_u, name_i = unique_inverse(nms)
+        keep_cat = np.array([c not in SKIP_CATEGORIES for c in cat_u.tolist()], bool)
+        keep_name = np.array([not str(n).startswith(METRICS_PREFIX) for n in name_u.tolist()], bool)
+        keep = keep_cat[cat_i] & keep_name[name_i] if len(cats) else np.zeros(0, bool)
+        if not keep.all():  # the distinct values of the rows kept, as np.unique over them gives
+            cat_i, name_i, dur = cat_i[keep], name_i[keep], dur[keep]
+            cat_u, cat_i = _used(cat_u, cat_i)
+            name_u, name_i = _used(name_u, name_i)
         if len(dur):
             # Group on (category, name) through one combined integer key.
-            cat_u, cat_i = np.unique(cats, return_inverse=True)
-            name_u, name_i = np.unique(nms, return_inverse=True)
             # One row for all profiler steps (torch's key_averages shows "ProfilerStep*" too).
             merged = np.array([STEP_ROW if str(n).startswith(STEP_PREFIX) else n for n in name_u.tolist()], dtype=object)
             name_u, remap = np.unique(merged, return_inverse=True)

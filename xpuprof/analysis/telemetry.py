@@ -46,11 +46,20 @@ class TelemetrySeries:
 
 def telemetry_series(trace_datas: Iterable[dict]) -> list[TelemetrySeries]:
     """Every telemetry series of the given loaded traces (``{"traceEvents": [...]}``), in first-seen order."""
+    def parts():
+        for data in trace_datas:
+            events = data.get("traceEvents") or []
+            yield events, min((float(e["ts"]) for e in events
+                               if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))), default=0.0)
+
+    return telemetry_series_of(parts())
+
+
+def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[TelemetrySeries]:
+    """``telemetry_series`` from (events, the trace's first timestamp) pairs: a reader that holds
+    the events as columns passes only its counter events and the first timestamp."""
     cols: dict[tuple, tuple[list, list]] = {}
-    for data in trace_datas:
-        events = data.get("traceEvents") or []
-        t0 = min((float(e["ts"]) for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))),
-                 default=0.0)
+    for events, t0 in parts:
         for e in events:
             if not isinstance(e, dict) or e.get("ph") != "C" or e.get("cat") not in TELEMETRY_CATEGORIES:
                 continue

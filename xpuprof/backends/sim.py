@@ -23,7 +23,9 @@ from .base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 
 DEVICE_ID = 0
 COMPUTE_STREAM = 1
-COPY_STREAM = 2
+# Copies run on the kernels' in-order queue (the model below): on a row of their own, a kernel would
+# wait for a copy on another stream with no recorded dependency, which HTA's critical path cannot explain.
+COPY_STREAM = COMPUTE_STREAM
 SYNC_TID_OFFSET = 1_000_000  # Kineto's Stream Sync rows: tid = stream + 1000000
 LAUNCH_LATENCY_NS = 4_000
 QUEUE_GAP_NS = 800
@@ -172,19 +174,24 @@ class SimSession(Session):
         # Correlation ids of the simulated runtime: consecutive per record (copy, launch, sync).
         corr_launch = 1 + 3 * idx
         corr_copy, corr_sync = corr_launch + 1, corr_launch + 2
-        # Device side: copies then kernels run in order on one queue: end_i = max(ready_i, end_{i-1}) + dur_i.
+        # Device side: copies and kernels run in order on one queue, each submitted by its own call:
+        # start_j = max(call_j + latency, end_{j-1}) + gap. Nothing waits for a later call (causality)
+        # and an item only ever waits for the one before it on its stream.
         copy_bytes = (np.array([k[3] for k in KERNELS], np.int64)[kind] // 4) * has_copy
         copy_dur = np.where(has_copy, 2_000 + copy_bytes // 20, 0)  # ~20 GB/s
-        # Causality: nothing on the device starts before the call that submitted it. An item begins at b
-        # (copy at b + gap, kernel at b + gap + copy), so b >= copy call + latency and the kernel's own
-        # launch call + latency <= b + gap + copy.
-        ready = np.minimum(np.where(has_copy, np.maximum(copy_call, launch_call - copy_dur), launch_call)
-                           + LAUNCH_LATENCY_NS, 2**62)
-        work = QUEUE_GAP_NS + copy_dur + k_dur  # a small idle gap before each op, as on real queues
+        k_pos = idx + np.cumsum(has_copy)  # queue position of each kernel; its copy (if any) just before
+        c_pos = (k_pos - 1)[has_copy]
+        ready = np.empty(n + int(has_copy.sum()), np.int64)
+        dur = np.empty_like(ready)
+        ready[k_pos], dur[k_pos] = launch_call + LAUNCH_LATENCY_NS, k_dur
+        ready[c_pos], dur[c_pos] = copy_call[has_copy] + LAUNCH_LATENCY_NS, copy_dur[has_copy]
+        work = QUEUE_GAP_NS + dur  # a small idle gap before each op, as on real queues
         csum = np.cumsum(work)
-        end = csum + np.maximum.accumulate(ready - (csum - work))
-        k_start = end - k_dur
-        c_start = k_start - copy_dur
+        item_end = csum + np.maximum.accumulate(ready - (csum - work))
+        item_start = item_end - dur
+        k_start, end = item_start[k_pos], item_end[k_pos]
+        c_start = np.zeros(n, np.int64)
+        c_start[has_copy] = item_start[c_pos]
         want = self.types
 
         def host_calls(mask, ts, corr, name):
@@ -211,8 +218,9 @@ class SimSession(Session):
                                    "memory bandwidth (GB/s)": np.round(copy_bytes[m] / np.maximum(copy_dur[m], 1), 3)})
             if flows:
                 builder.add_flows(flow_ids=corr_copy[m], ts=c_start[m], pid=DEVICE_ID, tid=COPY_STREAM, start=False)
-            builder.set_thread_name(DEVICE_ID, COPY_STREAM, f"stream {COPY_STREAM} ", sort_index=COPY_STREAM)
 
+        if ActivityType.GPU_MEMCPY in want or ActivityType.CONCURRENT_KERNEL in want:
+            builder.set_thread_name(DEVICE_ID, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", sort_index=COMPUTE_STREAM)
         if ActivityType.CONCURRENT_KERNEL in want:
             grid = np.array([k[2] for k in KERNELS], np.int64)[kind]
             builder.add_slices(
@@ -225,7 +233,6 @@ class SimSession(Session):
                       "block": np.tile(np.array([256, 1, 1], np.int64), (n, 1))})
             if flows:
                 builder.add_flows(flow_ids=corr_launch, ts=k_start, pid=DEVICE_ID, tid=COMPUTE_STREAM, start=False)
-            builder.set_thread_name(DEVICE_ID, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", sort_index=COMPUTE_STREAM)
             if self.metrics:
                 self._add_metrics(builder, names, k_start, k_start + k_dur, k_dur, kind, rng)
 

@@ -3,8 +3,9 @@ own process rows and all clocks are aligned on one reference (``--align epoch|st
 from __future__ import annotations
 
 import sys
+import warnings
 
-from ..analysis.merge import ALIGN_MODES, MergeError, merge_traces
+from ..analysis.merge import ALIGN_MODES, MergeError, MergeWarning, merge_traces
 
 
 def register(subparsers) -> None:
@@ -21,11 +22,15 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     try:
-        info = merge_traces(args.traces, args.output, align=args.align)
+        with warnings.catch_warnings():  # the note is printed once below, as one plain line
+            warnings.simplefilter("ignore", MergeWarning)
+            info = merge_traces(args.traces, args.output, align=args.align)
     except MergeError as exc:
         print(f"xpuprof merge: {exc}", file=sys.stderr)
         return 2
     shifts = ", ".join(f"rank {r}: {s / 1e6:+.3f} ms" for r, s in sorted(info.shifts_ns.items()))
     print(f"merged ranks {', '.join(map(str, info.ranks))} ({info.events} events, clock shifts {shifts}) "
           f"into {info.path}")
+    if info.note:
+        print(f"xpuprof merge: warning: {info.note}", file=sys.stderr)
     return 0

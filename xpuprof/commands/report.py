@@ -30,6 +30,9 @@ def register(subparsers) -> None:
     p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
     p.add_argument("--sort", default="total", metavar="KEY",
                    help="total, calls, avg, max, name, or a metric column: '<metric>[::<unit>][ mean|min|max]'")
+    p.add_argument("--by", default="kernel", choices=("kernel", "op"),
+                   help="kernel: the kernel table (default); op: PyTorch operators by name, as torch's "
+                        "key_averages() table (self/total host time, device time of the kernels each op launched)")
     p.add_argument("--format", default="table", choices=FORMATS)
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=run)
@@ -105,14 +108,62 @@ def render(report: Report, fmt: str) -> str:
     return console.export_text()
 
 
+def op_report(args) -> str:
+    """``--by op``: every trace's operators together (--sort takes torch's names too)."""
+    from ..analysis.ops import OpSummary
+    from ..analysis.report import expand_paths
+    from ..trace.load import TraceLoadError, events
+
+    if args.format == "html":
+        raise ReportError("--by op writes table, csv or json (html is the kernel report)")
+    unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
+                                        ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
+    if unsupported:
+        raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
+                          "--format and -o")
+    evs: list = []
+    try:
+        for path in expand_paths(args.traces):
+            evs.extend(events(path))
+    except TraceLoadError as exc:
+        raise ReportError(str(exc)) from None
+    ops = OpSummary.from_events(evs)
+    sort = "host_total" if args.sort == "total" else args.sort
+    try:
+        rows = ops.rows(sort)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    rows = rows[:args.top] if args.top else rows
+    if args.format == "json":
+        return encode_json([r.to_dict() for r in rows]).decode() + "\n"
+    if args.format == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["op", "calls", "self_host_ns", "host_total_ns", "self_device_ns", "device_total_ns"])
+        for r in rows:
+            w.writerow([r.name, r.calls, r.self_host_ns, r.host_total_ns, r.self_device_ns, r.device_total_ns])
+        return buf.getvalue()
+    return ops.table(sort_by=sort, row_limit=args.top, width=200)
+
+
 def run(args) -> int:
+    if getattr(args, "by", "kernel") == "op":
+        try:
+            text = op_report(args)
+        except ReportError as exc:
+            print(f"xpuprof report: {exc}", file=sys.stderr)
+            return 2
+        return _emit(args, text)
     try:
         report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
                               by_rank=args.by_rank, sort_by=args.sort, top=args.top)
     except ReportError as exc:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2
-    text = render(report, args.format)
+    return _emit(args, render(report, args.format))
+
+
+def _emit(args, text: str) -> int:
     if args.output:
         from ..trace.outputs import write_output_bytes
 

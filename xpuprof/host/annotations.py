@@ -323,3 +323,9 @@ def thread_names_for(tids, recorded: dict[int, str] | None = None) -> dict[int, 
     live = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
     recorded = recorded or {}
     return {tid: _thread_name_overrides.get(tid) or recorded.get(tid) or live.get(tid) or "thread" for tid in tids}
+
+
+def reserve_correlation_id() -> int:
+    """A fresh correlation id: every id handed out before it is smaller (another id space, such as
+    torch's External ids, is moved above it to stay distinct within a trace)."""
+    return int(_next_correlation_id())

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -310,7 +311,7 @@ pti_result ptiFlushAllViews(void) {
 }
 
 /* ------------------------------------------------------------------ the scripted workload */
-enum { XPD_FUTURE_RECORD = 1, XPD_P2P = 2, XPD_COMMS = 4 };
+enum { XPD_FUTURE_RECORD = 1, XPD_P2P = 2, XPD_COMMS = 4, XPD_MANY_NAMES = 8 };
 
 typedef struct {
     uint32_t iterations, flags;
@@ -325,6 +326,25 @@ static const char source_file[] = "gemm.cpp";
 static const char l0_copy[] = "zeCommandListAppendMemoryCopy";
 static const char l0_fill[] = "zeCommandListAppendMemoryFill";
 static const char comm_name[] = "allreduce";
+
+/* XPD_MANY_NAMES: kernels named from a table of distinct, realistically long names (templated
+ * kernels of a real model), each a pointer the backend must resolve: what performance runs use. */
+#define XPD_MANY_NAME_COUNT 3000
+static char many_name_text[XPD_MANY_NAME_COUNT][96];
+
+static const char *many_name(uint32_t i) {
+    static int ready;
+    if (!ready) {
+        for (uint32_t k = 0; k < XPD_MANY_NAME_COUNT; k++)
+            snprintf(many_name_text[k], sizeof many_name_text[k],
+                     "at::native::xpu::kernel_%u<float, %u, at::native::Op%u>", k, k % 7, k % 13);
+        ready = 1;
+    }
+    /* a skewed mix: a few hot kernels, a long tail of rare ones */
+    uint32_t h = i * 2654435761u;
+    return many_name_text[(h >> 8) % ((h & 3) ? 64 : XPD_MANY_NAME_COUNT)];
+}
+size_t xpd_many_name_count(void) { return XPD_MANY_NAME_COUNT; }
 
 static void set_uuid(uint8_t *u, uint32_t dev) {
     for (int i = 0; i < 16; i++) u[i] = (uint8_t)(0xA0 + i);
@@ -368,7 +388,8 @@ static void run_locked(workload *w) {
         if (xpd_view_enabled(1)) {
             rec_kernel k = {0};
             k._view_kind = 1; k._queue_handle = (void *)(uintptr_t)(0x1000 + dev);
-            k._context_handle = (void *)(uintptr_t)0xC0; k._name = kernel_names[i % 2];
+            k._context_handle = (void *)(uintptr_t)0xC0;
+            k._name = (w->flags & XPD_MANY_NAMES) ? many_name(i) : kernel_names[i % 2];
             k._source_file_name = (i % 2) ? NULL : source_file; k._source_line_number = (i % 2) ? 0 : 42;
             k._kernel_id = next_kernel_id++; k._correlation_id = corr; k._thread_id = w->tid;
             memcpy(k._pci_address, "0000:3a:00.0", 13); set_uuid(k._device_uuid, dev);

@@ -16,12 +16,13 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ...activity import ActivityType
+from ...trace.keyindex import factorize
 from ..dependencies import DependencyResolver
 from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk)
+                      RawChunk, gather_rows)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
@@ -87,11 +88,29 @@ class DecodeOptions:
     device_props: dict = field(default_factory=dict)  # device -> Kineto deviceProperties entry (occupancy)
 
 
+def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
+    return rows if mask.all() else rows[mask]
+
+
 def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    parts = [r for r in (c.rows([kind]) for c in chunks) if r is not None]
-    if not parts:
+    """Every chunk's records of one kind, gathered straight into one array (np.concatenate of
+    structured arrays copies field by field: most of the decode time)."""
+    found = [(c, c.offsets_of([kind])) for c in chunks if kind in c.dtypes]
+    found = [(c, offs) for c, offs in found if len(offs)]
+    if not found:
         return None
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    dt = found[0][0].dtypes[kind]
+    if any(c.dtypes[kind] != dt for c, _ in found):  # layouts differ between buffers: field by field
+        return np.concatenate([c.rows([kind]) for c, _ in found])
+    out = np.empty(sum(len(offs) for _, offs in found), dt)
+    pos = 0
+    for c, offs in found:
+        part = out[pos:pos + len(offs)]
+        gather_rows(c.data, offs, dt, part)
+        c.to_epoch(part)
+        pos += len(offs)
+    return out
 
 
 class CuptiDecoder:
@@ -239,13 +258,13 @@ class CuptiDecoder:
     def _kernels(self, builder, window, rows, names, device_parts, busy) -> None:
         if not self._want(ActivityType.CONCURRENT_KERNEL):
             return
-        rows = rows[self._in_window(builder, window, rows["start"], "kernel")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
         if not len(rows):
             return
-        ptr_u, inv = np.unique(rows["name"], return_inverse=True)
+        ptrs = factorize(rows["name"])  # one pass; demangled once per distinct name
         label = ["Kernel" if (n := demangle(names.get(int(p), "") or "unknown")) == "kernel" else n
-                 for p in ptr_u.tolist()]
-        name_ids = np.fromiter((builder.strings.intern(s) for s in label), np.int32, len(label))[inv.reshape(-1)]
+                 for p in ptrs.uniq.tolist()]
+        name_ids = np.fromiter((builder.strings.intern(s) for s in label), np.int32, len(label))[ptrs.codes]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
             rows["correlation_id"].astype(np.int64)
@@ -276,7 +295,7 @@ class CuptiDecoder:
     def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = rows[self._in_window(builder, window, rows["start"], "memcpy")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -295,7 +314,7 @@ class CuptiDecoder:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = rows[self._in_window(builder, window, rows["start"], "memcpy")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -319,7 +338,7 @@ class CuptiDecoder:
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
             return
-        rows = rows[self._in_window(builder, window, rows["start"], "memset")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memset"))
         if not len(rows):
             return
         uniq, inv = np.unique(rows["memory_kind"].astype(np.int64), return_inverse=True)
@@ -357,7 +376,7 @@ class CuptiDecoder:
         device_parts.append((corr, ts, dev, stream))
 
     def _syncs(self, builder, window, rows, busy, device_parts) -> None:
-        rows = rows[self._in_window(builder, window, rows["start"], "sync")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "sync"))
         kind = rows["type"].astype(np.int64)
         ctx = rows["context_id"].astype(np.int64)
         dev = self._devices_of(ctx)
@@ -409,7 +428,7 @@ class CuptiDecoder:
 
     # ------------------------------------------------------------------ host rows
     def _api(self, builder, window, rows, kind, host_parts) -> None:
-        rows = rows[self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
         if not len(rows):
             return
         cbid_u, inv = np.unique(rows["cbid"], return_inverse=True)
@@ -433,7 +452,7 @@ class CuptiDecoder:
         host_parts.append((corr, start, pid, tid))
 
     def _overhead(self, builder, window, rows) -> None:
-        rows = rows[self._in_window(builder, window, rows["start"], "overhead")]
+        rows = _kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
         if not len(rows):
             return
         uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)

@@ -66,17 +66,61 @@ class RawChunk:
         dt = self.dtypes[kinds[0]]
         if any(self.dtypes[k] != dt for k in kinds[1:]):
             raise ValueError(f"activity kinds {kinds} use different record layouts")
-        offs = self.offsets[np.isin(self.kinds, kinds)]
+        offs = self.offsets_of(kinds)
         if not len(offs):
             return None
-        raw = np.frombuffer(self.data, np.uint8)
-        rows = raw[offs[:, None] + np.arange(dt.itemsize)].view(dt).reshape(-1)
+        rows = gather_rows(self.data, offs, dt)
+        self.to_epoch(rows)
+        return rows
+
+    def offsets_of(self, kinds) -> np.ndarray:
+        return self.offsets[self.kinds == kinds[0]] if len(kinds) == 1 else self.offsets[np.isin(self.kinds, kinds)]
+
+    def to_epoch(self, rows: np.ndarray) -> None:
+        """Add the chunk's clock offset to the rows' timestamp fields (in place)."""
         if self.time_offset_ns:
             for name in TIME_FIELDS:
-                if name in dt.names:
+                if name in rows.dtype.names:
                     col = rows[name].astype(np.int64)
                     rows[name] = np.where(col != 0, col + self.time_offset_ns, 0)
-        return rows
+
+
+_UNSET = object()
+_rowgather_module = _UNSET
+
+
+def _rowgather():
+    """The C record gather, or None when it is not built (numpy gathers then)."""
+    global _rowgather_module
+    if _rowgather_module is _UNSET:
+        try:
+            from ..._native import rowgather
+        except ImportError:
+            rowgather = None
+        _rowgather_module = rowgather
+    return _rowgather_module
+
+
+def gather_rows(data: bytes, offsets: np.ndarray, dt: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    """The records at ``offsets`` as one structured array (a copy; into ``out`` when given). 8-byte
+    words are gathered when the layout allows (CUPTI's records are 8-aligned): 8x fewer index
+    entries than bytes."""
+    size = dt.itemsize
+    if out is None:
+        out = np.empty(len(offsets), dt)
+    native = _rowgather()
+    if native is not None and (not len(offsets) or int(offsets.min()) >= 0):
+        native.gather_into(data, np.ascontiguousarray(offsets, np.int64), size, out.view(np.uint8), 0)
+        return out
+    raw_out = out.view(np.uint8).reshape(len(offsets), size)
+    if size % 8 == 0 and not (offsets & 7).any():
+        words = np.frombuffer(data, np.uint64, count=len(data) // 8)
+        idx = (offsets >> 3)[:, None] + np.arange(size // 8)
+        raw_out[:] = words[idx].view(np.uint8).reshape(len(offsets), size)
+    else:
+        raw = np.frombuffer(data, np.uint8)
+        raw_out[:] = raw[offsets[:, None] + np.arange(size)]
+    return out
 
 
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...trace.builder import ArgColumn, hex_column
+from ...trace.keyindex import factorize, factorize_pairs
 from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from . import rocprof
@@ -70,8 +71,8 @@ def _intern(builder, labels) -> np.ndarray:
 
 
 def _map(table: dict[int, int], keys: np.ndarray, default: int) -> np.ndarray:
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return np.array([table.get(int(k), default) for k in uniq.tolist()], np.int64)[inv.reshape(-1)]
+    f = factorize(keys)  # one pass; the dict is read once per distinct key
+    return np.array([table.get(int(k), default) for k in np.asarray(keys)[f.first].tolist()], np.int64)[f.codes]
 
 
 class RocprofDecoder:
@@ -102,14 +103,17 @@ class RocprofDecoder:
         return self.logical_stream(dev, uniq)[inv.reshape(-1)]
     def logical_stream(self, device: np.ndarray, handle: np.ndarray) -> np.ndarray:
         """Dense 1, 2, ... per device, in first-seen order (stable across batches)."""
-        pairs, inv = np.unique(np.stack([device, handle.astype(np.int64)], 1), axis=0, return_inverse=True)
-        out = np.empty(len(pairs), np.int64)
-        for i, (d, h) in enumerate(pairs.tolist()):
+        device, handle = np.asarray(device).astype(np.int64), np.asarray(handle).astype(np.int64)
+        f = factorize_pairs(device, handle)
+        found = list(zip(device[f.first].tolist(), handle[f.first].tolist()))
+        order = sorted(range(len(found)), key=found.__getitem__)  # new streams numbered in (device, handle) order
+        out = np.empty(len(found), np.int64)
+        for i, (d, h) in ((i, found[i]) for i in order):
             key = (d, h)
             if key not in self._streams:
                 self._streams[key] = 1 + sum(1 for k in self._streams if k[0] == d)
             out[i] = self._streams[key]
-        return out[inv.reshape(-1)]
+        return out[f.codes]
 
     def kernel_rows(self, rec: RocmRecords, stream_of: dict, corr, queue, agent) -> tuple[np.ndarray, np.ndarray]:
         """(device, logical stream) of kernels: the HIP stream decides the row; the HSA queue only
@@ -171,17 +175,18 @@ class RocprofDecoder:
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         queue = info["queue_id"]
         dev, tid = self.kernel_rows(rec, stream_of, corr, queue, info["agent_id"])
-        kid, inv = np.unique(info["kernel_id"], return_inverse=True)
-        names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.tolist()]
+        kid = factorize(info["kernel_id"])
+        names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.uniq.tolist()]
         start = rows["start_timestamp"].astype(np.int64) + 1
         end = rows["end_timestamp"].astype(np.int64)
         grid = np.stack([info["grid_size"][a] for a in "xyz"], 1).astype(np.int64)
         block = np.stack([info["workgroup_size"][a] for a in "xyz"], 1).astype(np.int64)
-        builder.add_slices(names=None, name_ids=_intern(builder, names)[inv.reshape(-1)], ts=start, dur=end - start,
+        builder.add_slices(names=None, name_ids=_intern(builder, names)[kid.codes], ts=start, dur=end - start,
                            pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR,
                            external_id=self.external_ids(rows), args={
                                "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
-                               "kind": ["Dispatch Kernel"] * len(rows), "grid": grid, "block": block,
+                               "kind": ArgColumn("str", np.full(len(rows), builder.strings.intern("Dispatch Kernel"),
+                                                                np.int32)), "grid": grid, "block": block,
                                "shared memory": info["group_segment_size"].astype(np.int64)})
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
@@ -244,10 +249,11 @@ class RocprofDecoder:
                             self.hip_stream_ids(rec_ops["stream"]), ts=np.where(hit, start_all[idx], 0),
                             pid=self.pid, tid=np.where(hit, tid_all[idx], 0))
         keep = self._window(builder, window, start_all, "hip api")
-        op_u, inv = np.unique(rows["operation"], return_inverse=True)
-        labels = [rec.api_names.get(int(o), f"hip operation {int(o)}") for o in op_u.tolist()]
-        keep &= ~np.array([lbl in SUPPRESSED for lbl in labels], bool)[inv.reshape(-1)]
-        rows, inv = rows[keep], inv.reshape(-1)[keep]
+        ops_f = factorize(rows["operation"])
+        labels = [rec.api_names.get(int(o), f"hip operation {int(o)}") for o in rows["operation"][ops_f.first].tolist()]
+        keep &= ~np.array([lbl in SUPPRESSED for lbl in labels], bool)[ops_f.codes]
+        inv = ops_f.codes[keep]
+        rows = rows if keep.all() else rows[keep]
         if not len(rows):
             return
         corr, start = corr_all[keep], start_all[keep]

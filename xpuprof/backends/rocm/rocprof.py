@@ -143,7 +143,11 @@ def layout_for(what: str, sizes: np.ndarray) -> type[ctypes.Structure]:
     """The mirror for records whose own ``size`` fields are ``sizes`` (all one known size), else
     a RocprofAbiError naming the sizes found and the ones known."""
     known = KNOWN_LAYOUTS[what]
-    uniq = sorted({int(x) for x in np.unique(np.asarray(sizes))}) if len(sizes) else []
+    sizes = np.asarray(sizes)
+    if len(sizes) and (sizes == sizes[0]).all():  # the usual case, without sorting the column
+        uniq = [int(sizes[0])]
+    else:
+        uniq = sorted({int(x) for x in np.unique(sizes)}) if len(sizes) else []
     if len(uniq) == 1 and uniq[0] in known:
         return known[uniq[0]][0]
     if not uniq:

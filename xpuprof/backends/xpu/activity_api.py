@@ -195,13 +195,23 @@ class XpuptiActivityApi(Session):
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
-        result = write_records(records, self.context(), builder, window, self.types)
+        # process() is done with the records once written: each kind is freed as soon as it is.
+        result = write_records(records, self.context(), builder, window, self.types, release_records=True)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
     def process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
-        records = self.decode()
+        path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
+        if path:
+            records = self.decode()
+        else:  # nothing reads the raw buffers after this: each is freed once decoded
+            buffers, self.buffers = self.buffers, []
+            records = decode_buffers(buffers, PtiWalker(self.lib.next_record_address()), release=True)
+            del buffers
+        self.decode_seconds = time.perf_counter() - t0
+        self.counts_decoded = {int(k): len(v) for k, v in records.by_kind.items()}
+        self.counts_decoded.update({-int(k): n for k, n in records.unknown.items()})
         if self._sycl_first and not len(records.get(pti.ViewKind.RUNTIME_API)):
             # Say it once per process, and in every such trace's metadata: never a trace that looks complete.
             self.runtime_problem = self._sycl_first
@@ -211,7 +221,6 @@ class XpuptiActivityApi(Session):
         self.process_records(records, builder, window)
         for reason, n in self._dropped.items():
             builder.count_dropped(reason, n)
-        path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
         if path:
             from .capture import save
 

@@ -177,14 +177,16 @@ def _split_by_kind(offsets: np.ndarray, kinds: np.ndarray) -> dict[int, np.ndarr
     return {int(k): offsets[kinds == k] for k in np.unique(kinds).tolist()}
 
 
-def decode_buffers(buffers: Iterable[bytes], walker: Walker) -> DecodedRecords:
+def decode_buffers(buffers: Iterable[bytes], walker: Walker, *, release: bool = False) -> DecodedRecords:
     """Decode PTI buffers into structured arrays by kind (in buffer order within each kind).
 
-    Pass 1 locates every record and groups offsets by kind; pass 2 copies each kind's records
-    straight into one preallocated array (no per-buffer pieces to concatenate).
+    Pass 1 locates every record and groups offsets by kind; pass 2 copies each buffer's records
+    straight into one preallocated array per kind (no per-buffer pieces to concatenate).
+    ``release``: drop each buffer as soon as its records are copied out (the caller hands over
+    its only references), so the raw buffers and the decoded arrays are not held whole together.
     """
     result = DecodedRecords()
-    located: list[tuple[bytes, dict[int, np.ndarray]]] = []
+    located: list[tuple[bytes, dict[int, np.ndarray]] | None] = []
     totals: dict[int, int] = {}
     for buf in buffers:
         result.buffers += 1
@@ -196,27 +198,34 @@ def decode_buffers(buffers: Iterable[bytes], walker: Walker) -> DecodedRecords:
             else:
                 totals[kind] = totals.get(kind, 0) + len(groups[kind])
         located.append((buf, groups))
+    if release:
+        buf = None
+        if isinstance(buffers, list):
+            buffers.clear()  # handed over: from here on `located` holds the only references
     native = _native()
-    for kind, total in totals.items():
-        dtype = pti.record_dtype(kind)
-        out = np.empty(total, dtype=dtype)
-        pos = 0
-        for buf, groups in located:
-            sel = groups.get(kind)
-            if sel is None or not len(sel):
+    # np.empty: pages are committed as records are written, so memory grows as buffers are freed.
+    outs = {kind: np.empty(total, dtype=pti.record_dtype(kind)) for kind, total in totals.items()}
+    pos = dict.fromkeys(totals, 0)
+    for i in range(len(located)):
+        buf, groups = located[i]
+        for kind, sel in groups.items():
+            if not len(sel):
                 continue
+            out, size = outs[kind], outs[kind].dtype.itemsize
             if native is not None:
                 try:
-                    native.gather_into(buf, np.ascontiguousarray(sel, dtype=np.uint64), dtype.itemsize,
-                                       out.view(np.uint8), pos * dtype.itemsize)
+                    native.gather_into(buf, np.ascontiguousarray(sel, dtype=np.uint64), size,
+                                       out.view(np.uint8), pos[kind] * size)
                 except ValueError as exc:
                     raise BufferDecodeError(str(exc)) from None
             else:
-                part = np.ascontiguousarray(_gather_numpy(buf, sel, dtype))
-                size = dtype.itemsize  # byte copy: padding too, so both paths give identical bytes
-                out.view(np.uint8)[pos * size:(pos + len(sel)) * size] = part.view(np.uint8).reshape(-1)
-            pos += len(sel)
-        result.by_kind[kind] = out
+                part = np.ascontiguousarray(_gather_numpy(buf, sel, out.dtype))
+                # byte copy: padding too, so both paths give identical bytes
+                out.view(np.uint8)[pos[kind] * size:(pos[kind] + len(sel)) * size] = part.view(np.uint8).reshape(-1)
+            pos[kind] += len(sel)
+        if release:
+            located[i] = buf = None
+    result.by_kind.update(outs)
     return result
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
 from ...trace.builder import ArgColumn, TraceBuilder, hex_column
+from ...trace.keyindex import factorize, pack_pairs
 from ..base import ProcessWindow
 from . import pti
 from .decode import DecodedRecords
@@ -126,16 +127,66 @@ def _us(ns: np.ndarray) -> np.ndarray:
     return np.round(ns.astype(np.float64) / 1000.0, 3)
 
 
+class CorrelationSpace:
+    """Correlation ids as offsets into one dense range (PTI's ids are a per-process counter), so
+    set tests, first occurrences and id lookups are table reads instead of sorts. ``None`` from
+    ``over`` when the ids span too wide a range for a table; callers then take the sorting path."""
+
+    def __init__(self, lo: int, span: int) -> None:
+        self.lo, self.span = lo, span
+
+    @classmethod
+    def over(cls, *columns: np.ndarray) -> "CorrelationSpace | None":
+        lo = hi = None
+        total = 0
+        for c in columns:
+            total += len(c)
+            if len(c):
+                a, b = int(c.min()), int(c.max())
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+        if lo is None:
+            return cls(0, 1)
+        span = hi - lo + 1
+        return cls(lo, span) if span <= max(4 * total, 1 << 20) else None
+
+    def offsets(self, corr: np.ndarray) -> np.ndarray:
+        return corr.astype(np.intp) - self.lo
+
+    def members(self, corr: np.ndarray) -> np.ndarray:
+        """Table: offset -> True for every non-zero id in ``corr``."""
+        table = np.zeros(self.span, bool)
+        table[self.offsets(corr[corr != 0])] = True
+        return table
+
+    def first_rows(self, corr: np.ndarray) -> np.ndarray:
+        """Mask: the rows holding their id's first occurrence in ``corr``."""
+        n = len(corr)
+        off = self.offsets(corr)
+        first_at = np.full(self.span, n, np.intp)
+        rows = np.arange(n, dtype=np.intp)
+        np.minimum.at(first_at, off, rows)  # well defined for repeated ids, unlike a plain assignment
+        return first_at[off] == rows
+
+
 class _Flows:
     """Correlation ids that get an ac2g arrow: started by runtime, ended by device/driver work."""
 
     def __init__(self, runtime_corr: np.ndarray, end_corr: np.ndarray) -> None:
+        self.space = CorrelationSpace.over(runtime_corr, end_corr)
+        if self.space is not None:
+            self.table = self.space.members(runtime_corr) & self.space.members(end_corr)
+            return
         rt = np.unique(runtime_corr[runtime_corr != 0])
         ends = np.unique(end_corr[end_corr != 0])
         self.ids = np.intersect1d(rt, ends, assume_unique=True)
 
     def starts(self, corr: np.ndarray) -> np.ndarray:
         """Mask: the first record of each flow id among ``corr``."""
+        if self.space is not None:
+            if not len(corr):
+                return np.zeros(0, bool)
+            return self.table[self.space.offsets(corr)] & self.space.first_rows(corr)
         return self._first(corr)
 
     def _first(self, corr: np.ndarray) -> np.ndarray:
@@ -152,17 +203,46 @@ class _ExternalIds:
     def __init__(self, ext: np.ndarray) -> None:
         # CUSTOM_0 (profiler ops) first; other kinds only fill in correlations it lacks.
         kinds = ext["_external_kind"]
+        corr_all = ext["_correlation_id"]
+        user = kinds == pti.ExternalKind.CUSTOM_1
+        self.user_corr = corr_all[user].astype(np.int64)
+        self.space = CorrelationSpace.over(corr_all)
+        if self.space is not None:
+            # Two table writes, other kinds first, then CUSTOM_0 over them; within each, only the
+            # first record of an id is written, so no write order is left to numpy.
+            table = np.zeros(self.space.span, np.int64)
+            found = np.zeros(self.space.span, bool)
+            profiler_ops = kinds == pti.ExternalKind.CUSTOM_0
+            for sel in (~profiler_ops, profiler_ops):
+                corr, ids = corr_all[sel], ext["_external_id"][sel]
+                if not len(corr):
+                    continue
+                first = self.space.first_rows(corr)
+                off = self.space.offsets(corr[first])
+                table[off] = ids[first].astype(np.int64)
+                found[off] = True
+            self.table, self.found = table, found
+            return
         order = np.argsort(kinds != pti.ExternalKind.CUSTOM_0, kind="stable")
-        corr = ext["_correlation_id"][order].astype(np.int64)
+        corr = corr_all[order].astype(np.int64)
         ids = ext["_external_id"][order].astype(np.int64)
         uniq, first = np.unique(corr, return_index=True)
         self.corr, self.ids = uniq, ids[first]
-        user = kinds == pti.ExternalKind.CUSTOM_1
-        self.user_corr = ext["_correlation_id"][user].astype(np.int64)
 
     def lookup(self, corr: np.ndarray) -> np.ndarray:
         out = np.zeros(len(corr), np.int64)
-        if not len(self.corr) or not len(corr):
+        if not len(corr):
+            return out
+        if self.space is not None:
+            off = self.space.offsets(corr)
+            inside = (off >= 0) & (off < self.space.span)
+            if inside.all():
+                return np.where(self.found[off], self.table[off], 0)
+            hit = np.zeros(len(corr), bool)
+            hit[inside] = self.found[off[inside]]
+            out[hit] = self.table[off[hit]]
+            return out
+        if not len(self.corr):
             return out
         c = corr.astype(np.int64)
         pos = np.minimum(np.searchsorted(self.corr, c), len(self.corr) - 1)
@@ -171,12 +251,29 @@ class _ExternalIds:
         return out
 
 
+def _stored_once(col):
+    """A column holding one value in every row as a stride-0 view of that value (the writer
+    renders those once): one device, context, queue, thread or copy size is the common case, and
+    device rows carry 10-20 such columns."""
+    values = col.values if isinstance(col, ArgColumn) else col
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or len(values) < 2 or values.dtype.kind not in "biuf" \
+            or values.strides[0] == 0 or not (values == values[0]).all():
+        return col
+    if values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
+        return col  # 0.0 and -0.0 compare equal but are written differently
+    one = np.broadcast_to(values[:1].copy(), values.shape)
+    if not isinstance(col, ArgColumn):
+        return one
+    return ArgColumn(col.kind, one, col.present)
+
+
 class RecordWriter:
     """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
-                 types: frozenset[ActivityType]) -> None:
+                 types: frozenset[ActivityType], *, release_records: bool = False) -> None:
         self.ctx, self.b, self.window, self.types = ctx, builder, window, types
+        self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
         self.counts: dict[str, int] = {}
         self.errors: list[str] = []
         self._device_pids: set[int] = set()
@@ -193,45 +290,47 @@ class RecordWriter:
             self.errors.append(f"{int(bad.sum())} {what} records end before they start")
         if self.window is None:
             return rec
-        ts = self._epoch(start)
-        keep = self.window.contains(ts)
-        lost = int((~keep).sum())
-        if lost:
-            self.b.count_dropped("xpu: out of window", lost)
+        keep = self.window.contains(self._epoch(start))
+        lost = len(keep) - int(np.count_nonzero(keep))
+        if not lost:
+            return rec  # the usual case: no copy of the whole record array
+        self.b.count_dropped("xpu: out of window", lost)
         return rec[keep]
 
     def _device_index(self, uuids: np.ndarray) -> np.ndarray:
         """(n, 16) uint8 UUIDs -> device index; unseen UUIDs get the next free index."""
         if not len(uuids):
             return np.zeros(0, np.int64)
-        keys = np.ascontiguousarray(uuids).view("V16").reshape(-1)
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        words = np.ascontiguousarray(uuids).view(np.uint64).reshape(-1, 2)
+        high, low = factorize(words[:, 0]), factorize(words[:, 1])
+        pairs = factorize(high.codes.astype(np.uint64) * np.uint64(len(low.uniq)) + low.codes.astype(np.uint64))
         known = self.ctx.device_uuids
-        table = np.empty(len(uniq), np.int64)
-        for i, u in enumerate(uniq.tolist()):
-            raw = bytes(u)
+        raws = [np.ascontiguousarray(uuids[row]).tobytes() for row in pairs.first.tolist()]
+        for raw in sorted(raws):  # unseen UUIDs take the next indices in byte order
             if raw not in known:
                 known.append(raw)
-            table[i] = known.index(raw)
-        return table[inverse.reshape(-1)]
+        return np.array([known.index(raw) for raw in raws], np.int64)[pairs.codes]
+
+    def _interned(self, keys: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
+        """String id per row: ``text_of`` once per distinct key, interned once."""
+        f = factorize(keys)
+        ids = np.fromiter((self.b.strings.intern(text_of(k)) for k in f.uniq.tolist()), np.int32, len(f.uniq))
+        return ids[f.codes]
 
     def _intern_ptrs(self, ptrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pointers -> (string ids, present mask)."""
-        uniq, inverse = np.unique(ptrs, return_inverse=True)
-        ids = np.fromiter((self.b.strings.intern(self.ctx.strings(p)) for p in uniq.tolist()), np.int32, len(uniq))
-        return ids[inverse.reshape(-1)], ptrs != 0
+        return self._interned(ptrs, self.ctx.strings), ptrs != 0
 
     def _api_name_ids(self, group: np.ndarray, api_id: np.ndarray) -> np.ndarray:
         key = (group.astype(np.uint64) << np.uint64(32)) | api_id.astype(np.uint64)
-        uniq, inverse = np.unique(key, return_inverse=True)
-        ids = np.fromiter((self.b.strings.intern(self.ctx.api_names(int(k) >> 32, int(k) & 0xFFFFFFFF))
-                           for k in uniq.tolist()), np.int32, len(uniq))
-        return ids[inverse.reshape(-1)]
+        return self._interned(key, lambda k: self.ctx.api_names(k >> 32, k & 0xFFFFFFFF))
 
     def _table_names(self, codes: np.ndarray, fmt: Callable[[int], str]) -> np.ndarray:
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        ids = np.fromiter((self.b.strings.intern(fmt(int(c))) for c in uniq.tolist()), np.int32, len(uniq))
-        return ids[inverse.reshape(-1)]
+        if codes.dtype.kind == "i" and len(codes) and int(codes.min()) < 0:
+            uniq, inverse = np.unique(codes, return_inverse=True)  # negative codes: keep their sign
+            ids = np.fromiter((self.b.strings.intern(fmt(int(c))) for c in uniq.tolist()), np.int32, len(uniq))
+            return ids[inverse.reshape(-1)]
+        return self._interned(codes, fmt)
 
     def _str_column(self, texts: list[str], codes: np.ndarray) -> ArgColumn:
         """Arg column of strings chosen by small integer codes (enum values)."""
@@ -248,16 +347,22 @@ class RecordWriter:
         return ArgColumn("str", self._table_names(codes, self.ctx.memory_type_name))
 
     def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
-        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid, cat=cat, args=args,
-                          external_id=external_id, vendor=VENDOR)
+        args = {k: _stored_once(v) for k, v in args.items()}
+        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=_stored_once(pid), tid=_stored_once(tid),
+                          cat=cat, args=args, external_id=_stored_once(external_id), vendor=VENDOR)
         key = cat.value
         self.counts[key] = self.counts.get(key, 0) + len(ts)
 
     def _device_rows(self, pid: np.ndarray, queue: np.ndarray) -> None:
         if not len(pid):
             return
-        pairs = np.unique(np.stack([pid, queue], axis=1), axis=0)
-        for d, q in pairs.tolist():
+        packed = pack_pairs(pid, queue)
+        if packed is None:
+            pairs = np.unique(np.stack([pid, queue], axis=1), axis=0).tolist()
+        else:
+            first = factorize(packed).first
+            pairs = sorted(zip(pid[first].tolist(), queue[first].tolist()))
+        for d, q in pairs:
             if (d, q) not in self._streams:
                 self._streams.add((d, q))
                 self.b.set_thread_name(d, q, f"Stream {q}", sort_index=q)
@@ -293,33 +398,46 @@ class RecordWriter:
         over = self._in_window(recs[pti.ViewKind.COLLECTION_OVERHEAD], "_overhead_start_timestamp_ns",
                                "_overhead_end_timestamp_ns", "overhead")
         comm = self._in_window(recs[pti.ViewKind.COMMUNICATION], "_start_timestamp", "_end_timestamp", "comms")
+        del recs
+        if self.release_records:
+            # This writer now holds the only references: each kind's records are freed once written,
+            # so the decoded records and the builder's columns are not held whole together.
+            records.by_kind.clear()
 
         device_corr = [kern["_correlation_id"], cpy["_correlation_id"], p2p["_correlation_id"],
                        fill["_correlation_id"], sync["_correlation_id"]]
-        flows = _Flows(rt["_correlation_id"], np.concatenate([*device_corr, drv["_correlation_id"]]))
+        splits = np.cumsum([len(c) for c in device_corr])[:-1]
         # One flow end per id: the first device record carrying it, else the first driver record.
         dev_cat = np.concatenate(device_corr)
+        del device_corr  # views of the records
+        flows = _Flows(rt["_correlation_id"], np.concatenate([dev_cat, drv["_correlation_id"]]))
         owner = np.concatenate([np.zeros(len(dev_cat), np.int8), np.ones(len(drv), np.int8)])
         all_end = np.concatenate([dev_cat, drv["_correlation_id"]])
         end_first = flows.starts(all_end)
-        splits = np.cumsum([len(c) for c in device_corr])[:-1]
         dev_masks = np.split(end_first[owner == 0], splits)
         drv_mask = end_first[owner == 1]
+        del dev_cat, owner, all_end, end_first
 
         kernels = KernelTable.empty()
         if ActivityType.CONCURRENT_KERNEL in want:
             kernels = self.write_kernels(kern, ext, dev_masks[0])
+        kern = None
         if ActivityType.GPU_MEMCPY in want:
             self.write_memcpy(cpy, ext, dev_masks[1])
             self.write_p2p(p2p, ext, dev_masks[2])
+        cpy = p2p = None
         if ActivityType.GPU_MEMSET in want:
             self.write_fill(fill, ext, dev_masks[3])
+        fill = None
         if ActivityType.XPU_SYNC in want or ActivityType.CUDA_SYNC in want:  # generic sync selection
             self.write_sync(sync, ext, dev_masks[4])
+        sync = None
         if ActivityType.RUNTIME in want:
             self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True)
+        rt = None
         if ActivityType.DRIVER in want:
             self.write_api(drv, ext, ActivityType.DRIVER, drv_mask, start=False)
+        drv = None
         if ActivityType.OVERHEAD in want:
             self.write_overhead(over)
         if ActivityType.COLLECTIVE_COMM in want:
@@ -490,11 +608,10 @@ class RecordWriter:
         if not len(c):
             return
         ts, end = self._epoch(c["_start_timestamp"]), self._epoch(c["_end_timestamp"])
-        uniq, inverse = np.unique(c["_name"], return_inverse=True)
-        ids = np.array([self.b.strings.intern(f"xccl::{self.ctx.strings(p)}") for p in uniq.tolist()], np.int32)
+        name_ids = self._interned(c["_name"], lambda p: f"xccl::{self.ctx.strings(p)}")
         args = {"Communicator_id": c["_communicator_id"].astype(np.int64), "send bytes": c["_send_size"].astype(np.int64),
                 "recv bytes": c["_recv_size"].astype(np.int64)}
-        self._add(ActivityType.COLLECTIVE_COMM, ids[inverse.reshape(-1)], ts, end - ts,
+        self._add(ActivityType.COLLECTIVE_COMM, name_ids, ts, end - ts,
                   c["_process_id"].astype(np.int64), c["_thread_id"].astype(np.int64), args)
 
     def _process_rows(self) -> None:
@@ -507,6 +624,8 @@ class RecordWriter:
 
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
-                  window: ProcessWindow | None, types: frozenset[ActivityType]) -> EmitResult:
-    """Write decoded PTI records into ``builder`` (see the module docstring for the conventions)."""
-    return RecordWriter(ctx, builder, window, types).write(records)
+                  window: ProcessWindow | None, types: frozenset[ActivityType], *,
+                  release_records: bool = False) -> EmitResult:
+    """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
+    ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it)."""
+    return RecordWriter(ctx, builder, window, types, release_records=release_records).write(records)

@@ -1,0 +1,508 @@
+/* xpuprof._native.tracescan: one validating pass over a Chrome-trace JSON document that keeps
+ * only what reports read, as columns, without a Python object per event.
+ *
+ * `xpuprof report` used to build a dict per event (orjson.loads of the whole file) and then walk
+ * them in Python: slower than json.load and ~1.4 KB per event. This scanner walks the document
+ * with a strict JSON grammar (strings with their escapes and UTF-8, numbers, literals, nesting) and
+ * records per event of the traceEvents array: ph, name, cat (as ids of distinct raw strings), ts,
+ * dur, pid, tid (int64 or double, by kind) and the event's byte range. Anything it does not model
+ * exactly (a non-string name, a string pid, an escaped key, an integer beyond int64, ...) marks the
+ * event "complex": Python re-reads that one event with orjson. Anything it cannot accept (invalid
+ * JSON, a \u escape of a surrogate, no traceEvents array, an event that is not an object) makes it
+ * return None, and the caller takes the general path (orjson on the whole file), which gives the
+ * exact error. So results never depend on which path ran.
+ *
+ * scan(buf) -> None | (members, n, ph, name_id, cat_id, num_kind, num, span, complex, strings)
+ *   members: list of (key_start, key_end, value_start, value_end) of the other top-level keys
+ *            (key ranges include the quotes)
+ *   ph: uint8 per event: the single ASCII character of "ph", 0 when absent
+ *   name_id, cat_id: int32 per event: index into strings, -1 when absent
+ *   num_kind: uint8 [n, 4] for ts, dur, pid, tid: 0 absent, 1 int64, 2 double
+ *   num: 8 bytes [n, 4]: int64 or double by kind
+ *   span: int64 [n, 2]: the event's [start, end) byte range
+ *   complex: uint8 per event: 1 when Python must read the event itself
+ *   strings: int64 [k, 2]: (start, end) of each distinct raw string body (between the quotes)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 256
+enum { F_TS, F_DUR, F_PID, F_TID, NF };
+enum { K_ABSENT = 0, K_INT = 1, K_DOUBLE = 2 };
+
+typedef struct {
+    const unsigned char *p, *end, *base;
+    int fail;
+} parser;
+
+/* ------------------------------------------------------------------ growable column */
+typedef struct {
+    char *data;
+    size_t used, cap;
+} column;
+
+static int col_reserve(column *c, size_t more) {
+    if (c->used + more <= c->cap) return 0;
+    size_t cap = c->cap ? c->cap : 1 << 16;
+    while (cap < c->used + more) cap *= 2;
+    char *d = realloc(c->data, cap);
+    if (!d) return -1;
+    c->data = d;
+    c->cap = cap;
+    return 0;
+}
+
+static int col_push(column *c, const void *v, size_t size) {
+    if (col_reserve(c, size) < 0) return -1;
+    memcpy(c->data + c->used, v, size);
+    c->used += size;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ distinct raw strings */
+typedef struct {
+    int64_t *start, *len;
+    size_t count, cap;
+    int32_t *slots;
+    size_t mask;
+    const unsigned char *base;
+} strtab;
+
+static uint64_t hash_bytes(const unsigned char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
+    return h ^ (h >> 29);
+}
+
+static int strtab_init(strtab *t, const unsigned char *base) {
+    memset(t, 0, sizeof *t);
+    t->base = base;
+    t->mask = 1023;
+    t->slots = malloc((t->mask + 1) * sizeof *t->slots);
+    if (!t->slots) return -1;
+    memset(t->slots, 0xff, (t->mask + 1) * sizeof *t->slots);
+    return 0;
+}
+
+static void strtab_free(strtab *t) { free(t->start); free(t->len); free(t->slots); }
+
+static int strtab_grow(strtab *t) {
+    size_t mask = t->mask * 2 + 1;
+    int32_t *slots = malloc((mask + 1) * sizeof *slots);
+    if (!slots) return -1;
+    memset(slots, 0xff, (mask + 1) * sizeof *slots);
+    for (size_t i = 0; i < t->count; i++) {
+        size_t h = hash_bytes(t->base + t->start[i], (size_t)t->len[i]) & mask;
+        while (slots[h] >= 0) h = (h + 1) & mask;
+        slots[h] = (int32_t)i;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    return 0;
+}
+
+/* id of the raw string body [s, s + n), added when new; -1 on no memory */
+static int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
+    size_t h = hash_bytes(s, n) & t->mask;
+    for (;;) {
+        int32_t id = t->slots[h];
+        if (id < 0) break;
+        if ((size_t)t->len[id] == n && memcmp(t->base + t->start[id], s, n) == 0) return id;
+        h = (h + 1) & t->mask;
+    }
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        int64_t *a = realloc(t->start, cap * sizeof *a);
+        if (!a) return -1;
+        t->start = a;
+        int64_t *b = realloc(t->len, cap * sizeof *b);
+        if (!b) return -1;
+        t->len = b;
+        t->cap = cap;
+    }
+    if (t->count >= (size_t)INT32_MAX) return -1;
+    int32_t id = (int32_t)t->count++;
+    t->start[id] = s - t->base;
+    t->len[id] = (int64_t)n;
+    t->slots[h] = id;
+    if (t->count * 2 > t->mask + 1 && strtab_grow(t) < 0) return -1;
+    return id;
+}
+
+/* ------------------------------------------------------------------ JSON grammar */
+static inline void ws(parser *P) {
+    while (P->p < P->end && (*P->p == ' ' || *P->p == '\n' || *P->p == '\r' || *P->p == '\t')) P->p++;
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* The 4 hex digits of a \uXXXX escape at p (p[0] is the backslash), or -1. */
+static int hex4(const unsigned char *p, const unsigned char *end) {
+    if (p + 6 > end) return -1;
+    int v = 0;
+    for (int i = 2; i < 6; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* At '"': validates the string, leaves p after the closing quote. body/len: between the quotes. */
+static int scan_string(parser *P, const unsigned char **body, size_t *len, int *escaped) {
+    const unsigned char *p = P->p + 1, *end = P->end;
+    *escaped = 0;
+    *body = p;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c == '"') { *len = (size_t)(p - *body); P->p = p + 1; return 0; }
+        if (c == '\\') {
+            *escaped = 1;
+            if (p + 1 >= end) return -1;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                int v = hex4(p, end);
+                if (v < 0) return -1;
+                p += 6;
+                if (v >= 0xDC00 && v <= 0xDFFF) return -1; /* a lone low surrogate: the general path decides */
+                if (v >= 0xD800 && v <= 0xDBFF) { /* a pair, or the general path decides */
+                    if (p + 1 >= end || p[0] != '\\' || p[1] != 'u') return -1;
+                    int lo = hex4(p, end);
+                    if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+                    p += 6;
+                }
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == 0) return -1;
+            p += 2;
+            continue;
+        }
+        if (c < 0x20) return -1;
+        if (c < 0x80) { p++; continue; }
+        /* UTF-8: the shortest form only, no surrogates, at most U+10FFFF */
+        int n;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
+        else return -1;
+        if (p + n >= end) return -1;
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return -1;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return -1;
+        p += n + 1;
+    }
+    return -1;
+}
+
+/* A JSON number; kind K_INT (fits int64, no fraction/exponent) or K_DOUBLE, or 3 when it is an
+ * integer beyond int64 (Python then reads the event). */
+static int scan_number(parser *P, int *kind, int64_t *iv, double *dv) {
+    const unsigned char *s = P->p, *p = P->p, *end = P->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    else return -1;
+    int is_int = 1;
+    if (p < end && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_int = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    P->p = p;
+    size_t n = (size_t)(p - s);
+    if (is_int) {
+        const unsigned char *q = s;
+        int neg = *q == '-';
+        if (neg) q++;
+        uint64_t v = 0;
+        for (; q < p; q++) {
+            uint64_t d = (uint64_t)(*q - '0');
+            if (v > (UINT64_MAX - d) / 10) { *kind = 3; return 0; }
+            v = v * 10 + d;
+        }
+        if ((!neg && v > (uint64_t)INT64_MAX) || (neg && v > (uint64_t)INT64_MAX + 1)) { *kind = 3; return 0; }
+        *iv = neg ? (int64_t)(0 - v) : (int64_t)v;
+        *kind = K_INT;
+        return 0;
+    }
+    char tmp[64];
+    if (n >= sizeof tmp) { *kind = 3; return 0; } /* very long literal: Python reads it */
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    *dv = strtod(tmp, NULL);
+    *kind = K_DOUBLE;
+    return 0;
+}
+
+static int skip_value(parser *P, int depth);
+
+static int skip_container(parser *P, int depth, unsigned char close) {
+    if (depth > MAX_DEPTH) return -1;
+    P->p++;
+    ws(P);
+    if (P->p < P->end && *P->p == close) { P->p++; return 0; }
+    for (;;) {
+        if (close == '}') {
+            const unsigned char *b; size_t l; int esc;
+            if (P->p >= P->end || *P->p != '"' || scan_string(P, &b, &l, &esc) < 0) return -1;
+            ws(P);
+            if (P->p >= P->end || *P->p != ':') return -1;
+            P->p++;
+            ws(P);
+        }
+        if (skip_value(P, depth + 1) < 0) return -1;
+        ws(P);
+        if (P->p >= P->end) return -1;
+        if (*P->p == ',') { P->p++; ws(P); continue; }
+        if (*P->p == close) { P->p++; return 0; }
+        return -1;
+    }
+}
+
+static int literal(parser *P, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(P->end - P->p) < n || memcmp(P->p, word, n) != 0) return -1;
+    P->p += n;
+    return 0;
+}
+
+static int skip_value(parser *P, int depth) {
+    if (P->p >= P->end) return -1;
+    unsigned char c = *P->p;
+    if (c == '{') return skip_container(P, depth, '}');
+    if (c == '[') return skip_container(P, depth, ']');
+    if (c == '"') { const unsigned char *b; size_t l; int e; return scan_string(P, &b, &l, &e); }
+    if (c == 't') return literal(P, "true");
+    if (c == 'f') return literal(P, "false");
+    if (c == 'n') return literal(P, "null");
+    int kind; int64_t iv; double dv;
+    return scan_number(P, &kind, &iv, &dv);
+}
+
+/* ------------------------------------------------------------------ events */
+typedef struct {
+    column ph, name, cat, kind, num, span, complex;
+    strtab strings;
+    size_t n;
+} events;
+
+static int key_is(const unsigned char *b, size_t l, const char *word) {
+    return strlen(word) == l && memcmp(b, word, l) == 0;
+}
+
+static int scan_event(parser *P, events *E) {
+    if (P->p >= P->end || *P->p != '{') return -1; /* not an object: the general path names it */
+    const unsigned char *start = P->p;
+    unsigned char ph = 0, cx = 0;
+    int32_t name = -1, cat = -1;
+    uint8_t kind[NF] = {0};
+    int64_t num[NF] = {0};
+    P->p++;
+    ws(P);
+    if (P->p < P->end && *P->p == '}') {
+        P->p++;
+    } else {
+        for (;;) {
+            const unsigned char *kb; size_t kl; int kesc;
+            if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+            ws(P);
+            if (P->p >= P->end || *P->p != ':') return -1;
+            P->p++;
+            ws(P);
+            if (P->p >= P->end) return -1;
+            int field = -1, strfield = 0;
+            if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
+            else if (key_is(kb, kl, "ph")) strfield = 1;
+            else if (key_is(kb, kl, "name")) strfield = 2;
+            else if (key_is(kb, kl, "cat")) strfield = 3;
+            else if (key_is(kb, kl, "ts")) field = F_TS;
+            else if (key_is(kb, kl, "dur")) field = F_DUR;
+            else if (key_is(kb, kl, "pid")) field = F_PID;
+            else if (key_is(kb, kl, "tid")) field = F_TID;
+            unsigned char c = *P->p;
+            if (strfield && c == '"') {
+                const unsigned char *b; size_t l; int esc;
+                if (scan_string(P, &b, &l, &esc) < 0) return -1;
+                if (strfield == 1) {
+                    if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
+                    else { ph = 0xff; cx = 1; }
+                } else {
+                    int32_t id = strtab_id(&E->strings, b, l);
+                    if (id < 0) return -2;
+                    if (strfield == 2) name = id; else cat = id;
+                }
+            } else if (field >= 0 && (c == '-' || (c >= '0' && c <= '9'))) {
+                int k; int64_t iv = 0; double dv = 0;
+                if (scan_number(P, &k, &iv, &dv) < 0) return -1;
+                if (k == K_INT) { kind[field] = K_INT; num[field] = iv; }
+                else if (k == K_DOUBLE) { kind[field] = K_DOUBLE; memcpy(&num[field], &dv, 8); }
+                else cx = 1;
+            } else {
+                if (strfield || field >= 0) cx = 1; /* a field of another type: Python reads the event */
+                if (skip_value(P, 1) < 0) return -1;
+            }
+            ws(P);
+            if (P->p >= P->end) return -1;
+            if (*P->p == ',') { P->p++; ws(P); continue; }
+            if (*P->p == '}') { P->p++; break; }
+            return -1;
+        }
+    }
+    int64_t span[2] = {start - P->base, P->p - P->base};
+    if (col_push(&E->ph, &ph, 1) || col_push(&E->name, &name, 4) || col_push(&E->cat, &cat, 4)
+        || col_push(&E->kind, kind, NF) || col_push(&E->num, num, 8 * NF) || col_push(&E->span, span, 16)
+        || col_push(&E->complex, &cx, 1))
+        return -2;
+    E->n++;
+    return 0;
+}
+
+static int scan_events(parser *P, events *E) {
+    P->p++; /* '[' */
+    ws(P);
+    if (P->p < P->end && *P->p == ']') { P->p++; return 0; }
+    for (;;) {
+        int r = scan_event(P, E);
+        if (r < 0) return r;
+        ws(P);
+        if (P->p >= P->end) return -1;
+        if (*P->p == ',') { P->p++; ws(P); continue; }
+        if (*P->p == ']') { P->p++; return 0; }
+        return -1;
+    }
+}
+
+static void events_free(events *E) {
+    column *cols[] = {&E->ph, &E->name, &E->cat, &E->kind, &E->num, &E->span, &E->complex};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) free(cols[i]->data);
+    strtab_free(&E->strings);
+}
+
+/* The whole document. members: (key_start, key_end, value_start, value_end) per other key. */
+static int scan_document(parser *P, events *E, column *members) {
+    ws(P);
+    if (P->p >= P->end) return -1;
+    int found = 0;
+    if (*P->p == '[') { /* the bare-array form */
+        int r = scan_events(P, E);
+        if (r < 0) return r;
+        found = 1;
+    } else if (*P->p == '{') {
+        P->p++;
+        ws(P);
+        if (P->p < P->end && *P->p == '}') P->p++;
+        else for (;;) {
+            const unsigned char *kstart = P->p, *kb; size_t kl; int kesc;
+            if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+            const unsigned char *kend = P->p;
+            ws(P);
+            if (P->p >= P->end || *P->p != ':') return -1;
+            P->p++;
+            ws(P);
+            if (P->p >= P->end) return -1;
+            if (kesc) return -1; /* an escaped top-level key: the general path */
+            if (key_is(kb, kl, "traceEvents")) {
+                if (found || *P->p != '[') return -1; /* twice, or not an array: the general path */
+                int r = scan_events(P, E);
+                if (r < 0) return r;
+                found = 1;
+            } else {
+                const unsigned char *vstart = P->p;
+                if (skip_value(P, 1) < 0) return -1;
+                int64_t m[4] = {kstart - P->base, kend - P->base, vstart - P->base, P->p - P->base};
+                if (col_push(members, m, sizeof m)) return -2;
+            }
+            ws(P);
+            if (P->p >= P->end) return -1;
+            if (*P->p == ',') { P->p++; ws(P); continue; }
+            if (*P->p == '}') { P->p++; break; }
+            return -1;
+        }
+    } else {
+        return -1;
+    }
+    ws(P);
+    if (P->p != P->end || !found) return -1;
+    return 0;
+}
+
+/* The column as bytes; its C buffer is freed at once, so only one column is ever held twice. */
+static PyObject *column_bytes(column *c) {
+    PyObject *b = PyBytes_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)c->used);
+    free(c->data);
+    c->data = NULL;
+    c->used = c->cap = 0;
+    return b;
+}
+
+static PyObject *py_scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    parser P = {view.buf, (const unsigned char *)view.buf + view.len, view.buf, 0};
+    events E;
+    memset(&E, 0, sizeof E);
+    column members = {0};
+    PyObject *result = NULL;
+    if (strtab_init(&E.strings, P.base) < 0) { PyErr_NoMemory(); goto done; }
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = scan_document(&P, &E, &members);
+    Py_END_ALLOW_THREADS
+    if (r == -2) { PyErr_NoMemory(); goto done; }
+    if (r < 0) { result = Py_None; Py_INCREF(result); goto done; }
+    column strings = {0};
+    for (size_t i = 0; i < E.strings.count; i++) {
+        int64_t se[2] = {E.strings.start[i], E.strings.start[i] + E.strings.len[i]};
+        if (col_push(&strings, se, 16)) { free(strings.data); PyErr_NoMemory(); goto done; }
+    }
+    PyObject *parts[9];
+    column *cols[9] = {&members, &E.ph, &E.name, &E.cat, &E.kind, &E.num, &E.span, &E.complex, &strings};
+    int ok = 1;
+    for (int i = 0; i < 9; i++) {
+        parts[i] = ok ? column_bytes(cols[i]) : NULL;
+        if (!parts[i]) ok = 0;
+    }
+    free(strings.data);
+    if (ok)
+        result = Py_BuildValue("(NnNNNNNNNN)", parts[0], (Py_ssize_t)E.n, parts[1], parts[2], parts[3], parts[4],
+                               parts[5], parts[6], parts[7], parts[8]);
+    else
+        for (int i = 0; i < 9; i++) Py_XDECREF(parts[i]);
+done:
+    events_free(&E);
+    free(members.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", py_scan, METH_O, "scan(buffer) -> None | columns of the trace's events (see the module source)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracescan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_tracescan(void) { return PyModule_Create(&module); }

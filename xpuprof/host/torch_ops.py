@@ -1,0 +1,288 @@
+"""PyTorch operators in the trace: torch's own CPU-only profiler runs beside our backends.
+
+Why this mechanism (measured by benchmarks/bench_torch_ops.py, README "PyTorch ops"): torch's
+profiler records each op in C++ (RecordFunction callbacks, one fixed-size record per op); anything
+we could hook from Python (dispatch modes, Python observers) costs a Python call per op. So a
+recording cycle enables torch's profiler with ``ProfilerActivity.CPU`` only (the device stays ours:
+PTI/CUPTI/roctracer belong to our backends), and at stop its Kineto trace is read back, its events
+turned into columns on our clock, its External ids moved above ours, and every runtime call our
+backends recorded is linked to the innermost op (or range) running on its thread when it was made.
+
+Clock: torch stamps ops with epoch ns (its TSC clock converted to the Unix epoch); its trace writes
+microseconds since ``baseTimeNanoseconds``. We convert back to epoch ns: the same domain as
+``xpuprof.clock.now_ns`` (monotonic + offset measured once). tests/torch/test_torch_ops.py checks
+the two agree within the bound the README states.
+
+torch is imported here only, and only when it is already imported by the program (a program that
+does not use torch never pays for importing it).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import orjson
+
+from ..activity import ActivityType
+from ..trace.builder import ArgColumn, TraceBuilder
+from ..trace.intervals import innermost_containing
+
+# Kineto categories this source writes, and the events of torch's trace it keeps.
+OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
+FLOW_CATEGORY = "fwdbwd"
+_NO_ARGS: dict = {}
+# Args Kineto writes for its own bookkeeping (the trace's event index), meaningless after merging.
+_DROPPED_ARGS = ("Ev Idx",)
+
+
+class TorchOpsError(RuntimeError):
+    """torch ops cannot be recorded as asked (a conflicting profiler, an unusable torch)."""
+
+
+def torch_if_imported():
+    """The torch module when the program has imported it, else None (never imports torch itself)."""
+    mod = sys.modules.get("torch")
+    return mod if mod is not None and hasattr(mod, "_C") else None
+
+
+def torch_profiler_running(torch) -> bool:
+    return bool(torch.autograd.profiler._is_profiler_enabled) or bool(torch._C._autograd._profiler_enabled())
+
+
+class TorchOpRecorder:
+    """One recording cycle of torch's CPU-only profiler."""
+
+    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, device_owner: str = "") -> None:
+        self.torch = torch
+        self.record_shapes = record_shapes
+        self.with_stack = with_stack
+        self.device_owner = device_owner  # our backends owning the device tracing API, named in conflicts
+        self._result = None
+        self._running = False
+
+    def check_conflicts(self) -> None:
+        """torch.profiler already recording: one clear error naming both, before anything starts."""
+        if torch_profiler_running(self.torch):
+            owner = f" and backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)" \
+                if self.device_owner else ""
+            raise TorchOpsError(
+                "torch.profiler is already running in this process, and xpuprof.profile records PyTorch ops "
+                f"(cpu_op) through torch's profiler{owner}: only one can record. Stop torch.profiler first "
+                "(xpuprof's trace has torch's ops and the device view), or leave 'cpu_op' out of xpuprof's "
+                "activities")
+
+    def start(self) -> None:
+        from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
+        from torch.autograd.profiler import ProfilerConfig, ProfilerState
+        import torch._C._autograd as autograd
+
+        self.check_conflicts()
+        # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental)
+        cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, False, False,
+                             _ExperimentalConfig())
+        activities = {ProfilerActivity.CPU}
+        autograd._prepare_profiler(cfg, activities)
+        autograd._enable_profiler(cfg, activities)
+        self._running = True
+        self._guard_torch_profiler()
+
+    def stop(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self._unguard_torch_profiler()
+        self._result = self.torch._C._autograd._disable_profiler()
+
+    # torch.profiler / torch.autograd.profiler start through these module globals. Started while ours
+    # runs, torch takes the one Kineto session over and the process crashes at stop (measured: SIGSEGV
+    # in torch 2.13), so while we record they refuse with one clear error naming both.
+    _GUARDED = ("_prepare_profiler", "_enable_profiler")
+
+    def _guard_torch_profiler(self) -> None:
+        module = self.torch.autograd.profiler
+        self._saved = {name: getattr(module, name) for name in self._GUARDED if hasattr(module, name)}
+        owner = f"; backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)" \
+            if self.device_owner else ""
+
+        def refuse(*args, **kwargs):
+            asked = next((a for a in args if isinstance(a, (set, frozenset, list))), None)
+            what = f" (activities {sorted(str(a) for a in asked)})" if asked else ""
+            raise TorchOpsError(
+                f"torch.profiler cannot start{what} while xpuprof.profile is recording: xpuprof records PyTorch "
+                f"ops (cpu_op) through torch's profiler{owner}, and only one can record. Use xpuprof's trace "
+                "(it has torch's ops and the device view), or start torch.profiler after xpuprof.profile stops "
+                "(or profile with xpuprof without 'cpu_op')")
+
+        for name in self._saved:
+            setattr(module, name, refuse)
+
+    def _unguard_torch_profiler(self) -> None:
+        module = self.torch.autograd.profiler
+        for name, fn in getattr(self, "_saved", {}).items():
+            setattr(module, name, fn)
+        self._saved = {}
+
+    def abort(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self._result = None
+
+    def read_trace(self) -> dict:
+        """torch's Kineto trace of the cycle (written by torch's C++ exporter, read back once)."""
+        if self._result is None:
+            return {"traceEvents": []}
+        fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")
+        os.close(fd)
+        try:
+            self._result.save(path)
+            with open(path, "rb") as f:
+                return orjson.loads(f.read())
+        finally:
+            self._result = None
+            os.unlink(path)
+
+
+class TorchOps:
+    """torch's events of one cycle as columns (epoch ns), External ids moved above ``id_base``."""
+
+    def __init__(self, trace: dict, id_base: int) -> None:
+        base_ns = int(trace.get("baseTimeNanoseconds", 0))
+        events = trace.get("traceEvents") or []
+        keep = [e for e in events if e.get("ph") == "X" and e.get("cat") in OP_CATEGORIES]
+        flows = [e for e in events if e.get("cat") == FLOW_CATEGORY and e.get("ph") in ("s", "f")]
+        self.id_base = id_base
+        self.names = [e["name"] for e in keep]
+        self.cats = np.array([e["cat"] for e in keep], dtype=object)
+        self.ts = _us_to_epoch_ns(np.array([e["ts"] for e in keep], np.float64), base_ns)
+        self.dur = np.rint(np.array([e.get("dur", 0) for e in keep], np.float64) * 1000).astype(np.int64)
+        self.pid = np.array([e["pid"] for e in keep], np.int64)
+        self.tid = np.array([e["tid"] for e in keep], np.int64)
+        args = [e.get("args") or _NO_ARGS for e in keep]
+        ext = np.array([a.get("External id", 0) for a in args], np.int64)
+        self.external_id = np.where(ext > 0, ext + id_base, 0)
+        self.num_args, self.row_args = _split_args(args)
+        self.flow_id = np.array([e["id"] for e in flows], np.int64)
+        self.flow_ts = _us_to_epoch_ns(np.array([e["ts"] for e in flows], np.float64), base_ns)
+        self.flow_pid = np.array([e["pid"] for e in flows], np.int64)
+        self.flow_tid = np.array([e["tid"] for e in flows], np.int64)
+        self.flow_start = np.array([e["ph"] == "s" for e in flows], bool)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add_to(self, builder: TraceBuilder, pid: int) -> set[int]:
+        """Slices on the calling threads' rows (torch's pid is this process: ours), fwdbwd flows."""
+        tids: set[int] = set()
+        for cat in OP_CATEGORIES:
+            sel = np.flatnonzero(self.cats == cat)
+            if not len(sel):
+                continue
+            args = {}
+            for key, (values, present) in self.num_args.items():
+                if present[sel].any():
+                    args[key] = ArgColumn("num", values[sel], None if present[sel].all() else present[sel])
+            builder.add_slices(names=[self.names[i] for i in sel], ts=self.ts[sel], dur=self.dur[sel], pid=pid,
+                               tid=self.tid[sel], cat=cat, external_id=self.external_id[sel], args=args,
+                               row_args=None if self.row_args is None else [self.row_args[i] for i in sel])
+            tids.update(np.unique(self.tid[sel]).tolist())
+        if len(self.flow_id):
+            builder.add_flows(flow_ids=self.flow_id, ts=self.flow_ts, pid=pid, tid=self.flow_tid,
+                              start=self.flow_start, cat=FLOW_CATEGORY)
+        return tids
+
+    def linkable(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(tid, start, end, External id) of the ops and torch ranges runtime calls can be linked to."""
+        sel = np.flatnonzero((self.cats != "python_function") & (self.external_id > 0))
+        return self.tid[sel], self.ts[sel], self.ts[sel] + self.dur[sel], self.external_id[sel]
+
+
+def _split_args(args: list) -> tuple[dict, list | None]:
+    """Kineto's args as integer columns (ids, sequence numbers: one list pass per key, no per-event
+    encoding) and, for the rest (shapes, types, concrete inputs), one encoded object per row."""
+    keys = set().union(*args) - {"External id", *_DROPPED_ARGS} if args else set()
+    numeric: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    rest = []
+    for key in sorted(keys):
+        values = [a.get(key) for a in args]
+        if all(type(v) is int for v in values if v is not None):
+            present = np.fromiter((v is not None for v in values), bool, len(values))
+            numeric[key] = (np.array([0 if v is None else v for v in values], np.int64), present)
+        else:
+            rest.append(key)
+    if not rest:
+        return numeric, None
+    row_args = []
+    for a in args:
+        other = {k: a[k] for k in rest if k in a}
+        row_args.append(orjson.dumps(other) if other else None)
+    return numeric, row_args
+
+
+def _us_to_epoch_ns(us: np.ndarray, base_ns: int) -> np.ndarray:
+    # Kineto writes ns precision as microseconds with 3 decimals; float64 holds that exactly below 2**53 ns.
+    return np.rint(us * 1000).astype(np.int64) + np.int64(base_ns)
+
+
+# ----------------------------------------------------------------------------- linking
+def link_runtime_calls(builder: TraceBuilder, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
+                       ext: np.ndarray) -> int:
+    """Give every runtime/driver call the External id of the innermost interval containing its start on
+    its thread, and the device work it launched (same correlation and old External id) the same id.
+    Returns how many calls were linked."""
+    builder.flush()
+    strings = builder.strings
+    call_cats = {strings.intern(ActivityType.RUNTIME.value), strings.intern(ActivityType.DRIVER.value)}
+    moved_old, moved_corr, moved_new = [], [], []
+    linked = 0
+    for b in builder.slices:
+        is_call = np.isin(b.cat, list(call_cats))
+        if not is_call.any():
+            continue
+        rows = np.flatnonzero(is_call)
+        try:
+            q_tid = b.tid[rows].astype(np.int64)
+        except (TypeError, ValueError):  # string row names: not a host thread
+            continue
+        hit = innermost_containing(tid, start, end, q_tid, b.ts[rows])
+        found = hit >= 0
+        if not found.any():
+            continue
+        rows, new = rows[found], ext[hit[found]]
+        corr = b.args.get("correlation")
+        if corr is not None and corr.kind == "num":
+            moved_old.append(b.external_id[rows].copy())
+            moved_corr.append(np.asarray(corr.values)[rows].astype(np.int64))
+            moved_new.append(new)
+        b.external_id = b.external_id.copy()
+        b.external_id[rows] = new
+        linked += len(rows)
+    if moved_new:
+        _relink_device_work(builder, call_cats, np.concatenate(moved_old), np.concatenate(moved_corr),
+                            np.concatenate(moved_new))
+    return linked
+
+
+def _relink_device_work(builder: TraceBuilder, call_cats: set[int], old: np.ndarray, corr: np.ndarray,
+                        new: np.ndarray) -> None:
+    """Kernels, copies and syncs carry their call's External id: (correlation, old id) -> new id."""
+    key = np.stack([corr, old], axis=1)
+    key_view = np.ascontiguousarray(key).view([("c", np.int64), ("o", np.int64)]).ravel()
+    order = np.argsort(key_view, kind="stable")
+    sorted_keys = key_view[order]
+    for b in builder.slices:
+        if np.isin(b.cat, list(call_cats)).any():
+            continue
+        c = b.args.get("correlation")
+        if c is None or c.kind != "num":
+            continue
+        probe = np.ascontiguousarray(np.stack([np.asarray(c.values).astype(np.int64), b.external_id], axis=1)
+                                     ).view([("c", np.int64), ("o", np.int64)]).ravel()
+        pos = np.searchsorted(sorted_keys, probe)
+        pos_c = np.minimum(pos, len(sorted_keys) - 1)
+        match = (pos < len(sorted_keys)) & (sorted_keys[pos_c] == probe)
+        if match.any():
+            b.external_id = b.external_id.copy()
+            b.external_id[match] = new[order[pos_c[match]]]
