@@ -87,7 +87,7 @@ class XpuptiActivityApi(Session):
     def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *,
                  library: pti.PtiLibrary | None = None, device_uuids: list[bytes] | None = None,
                  device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
-        self.types = with_external_correlation(frozenset(activity_types))
+        self.types = frozenset(activity_types)
         self.config = config
         if library is None:
             early_load.before_session_loads_pti()
@@ -106,7 +106,7 @@ class XpuptiActivityApi(Session):
         self.enabled_views: list[pti.ViewKind] = []
         self._errors: list[str] = []
         self._dropped: dict[str, int] = {}
-        self._external_corr = ActivityType.EXTERNAL_CORRELATION in self.types
+        self._external_corr = ActivityType.EXTERNAL_CORRELATION in with_external_correlation(self.types)
         self.strings = StringCache.live()
         self.api_names = ApiNameCache(lookup=self.lib.api_name)
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
@@ -129,7 +129,7 @@ class XpuptiActivityApi(Session):
             self.lib.call("ptiViewSetCallbacks", request, complete)
         except pti.PtiError as exc:
             raise BackendError(f"PTI refused the buffer callbacks: {exc}. {self._hint(exc)}") from exc
-        for view in self.views_for(self.types):
+        for view in self.views_for(with_external_correlation(self.types)):
             code = self.lib.ptiViewEnable(int(view))
             if code == pti.Result.SUCCESS:
                 self.enabled_views.append(view)
