@@ -1,0 +1,88 @@
+"""The XPU probe's states, each for real (issue 11): the real intel-pti 1.2.0 wheel, the real Level Zero
+loader + null driver in ../shared/level-zero (or $XPUPROF_LEVEL_ZERO_DIR). Every state runs in a fresh
+process because the loader search path (LD_LIBRARY_PATH) is read once, at process start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LEVEL_ZERO = Path(os.environ.get("XPUPROF_LEVEL_ZERO_DIR") or REPO.parent / "shared" / "level-zero") / "lib"
+PREFIX_LIB = Path(sys.prefix) / "lib"
+
+if not (LEVEL_ZERO / "libze_loader.so.1").is_file():
+    pytest.skip(f"the Level Zero loader + null driver are not at {LEVEL_ZERO} (a checkout without ../shared; "
+                "set XPUPROF_LEVEL_ZERO_DIR to the folder holding lib/)", allow_module_level=True)
+if not (PREFIX_LIB / "libpti_view.so").exists():
+    pytest.skip(f"intel-pti is not installed in this environment ({PREFIX_LIB}/libpti_view.so)",
+                allow_module_level=True)
+
+PROBE = """
+import json
+from xpuprof.backends.xpu import availability
+r = availability.probe()
+print(json.dumps({"available": r.available, "reason": r.reason, "stage": r.details.get("stage"),
+                  "null_device": r.details.get("null_device")}))
+"""
+
+CORE = """
+import json, sys
+from xpuprof.backends.probe import run_probe
+from xpuprof.backends.xpu import availability, pti
+wheel = pti.find_pti_library()
+r = run_probe("xpuprof.backends.xpu.availability", "check_pti_core", [str(wheel)],
+              env=pti.environment_with_library_path(wheel), on_crash=availability._explain_crash)
+print(json.dumps({"available": r.available, "reason": r.reason}))
+"""
+
+
+def _python(code: str, library_path: list[Path], **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XPUPROF_PTI_LIBRARY", "ZE_ENABLE_NULL_DRIVER", "XPUPROF_DISABLE_BACKENDS")}
+    env.update(extra, PYTHONPATH=str(REPO), LD_LIBRARY_PATH=os.pathsep.join(map(str, library_path)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, f"the parent process died (status {proc.returncode}): {proc.stderr[-2000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_no_loader(tmp_path):
+    r = _python(PROBE, [PREFIX_LIB])
+    assert (r["available"], r["stage"]) == (False, "no_loader") and "no Level Zero loader" in r["reason"]
+
+
+def test_loader_without_zesinit(tmp_path):
+    """We have no real loader that lacks zesInit (Debian bookworm's libze1 1.8.12 is one, not installed
+    here): the smallest honest stand-in, a libze_loader.so.1 exporting zeInit only, built in tmp_path."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in loader without zesInit")
+    (tmp_path / "old.c").write_text("int zeInit(int flags) { (void)flags; return 0; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libze_loader.so.1"), str(tmp_path / "old.c")],
+                   check=True)
+    r = _python(PROBE, [tmp_path, PREFIX_LIB])
+    assert (r["available"], r["stage"]) == (False, "old_loader") and "does not export zesInit" in r["reason"]
+
+
+def test_loader_without_driver_is_said_before_pti_runs():
+    r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB])
+    assert (r["available"], r["stage"]) == (False, "no_driver")
+    assert "no driver initialized" in r["reason"] and "PTI would abort" in r["reason"]
+
+
+def test_loader_without_driver_pti_core_aborts_inside_the_probe_child_only():
+    """PTI's real abort (SIGABRT on its first core call without a driver), contained by the probe."""
+    r = _python(CORE, [LEVEL_ZERO, PREFIX_LIB])
+    assert r["available"] is False and "PTI aborted the probe process (SIGABRT)" in r["reason"], r
+
+
+def test_loader_with_the_null_driver_is_usable_and_said_to_be_a_test_device():
+    r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB], ZE_ENABLE_NULL_DRIVER="1")
+    assert (r["available"], r["stage"], r["null_device"]) == (True, "ok", True)
+    assert "Null Device" in r["reason"] and "a test device, not a GPU" in r["reason"]
