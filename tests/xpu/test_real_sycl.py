@@ -173,3 +173,65 @@ def test_runtime_calls_sit_on_the_calling_thread(tmp_path):
     evs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     (rng,) = [e for e in evs if e["name"] == "copy0"]
     assert {e["tid"] for e in evs if e["name"].startswith("ur")} == {rng["tid"]}
+
+
+CAPTURE_SCRIPT = textwrap.dedent("""
+    import sys
+    import xpuprof
+    import dpctl, dpctl.memory
+    import numpy as np
+    out, raw = sys.argv[1:3]
+    from xpuprof.config.options import ProfilerConfig
+    with xpuprof.profile(activities=["cpu", "xpu"], config=ProfilerConfig(raw_capture_path=raw)) as prof:
+        with xpuprof.record_function("copy"):
+            q = dpctl.SyclQueue("opencl:cpu")
+            m = dpctl.memory.MemoryUSMDevice(1 << 16, queue=q)
+            m.copy_from_host(np.ones(1 << 16, dtype=np.uint8))
+            q.wait()
+    prof.export_chrome_trace(out)
+""")
+
+
+def _api_slices(trace):
+    return sorted((e["name"], e["ts"], e["dur"], e["pid"], e["tid"], e["args"].get("External id"))
+                  for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith(("ur", "ze")))
+
+
+def test_raw_capture_replays_to_the_same_runtime_and_driver_slices(tmp_path):
+    live, raw, replayed = tmp_path / "live.json", tmp_path / "run.ptiraw", tmp_path / "replayed.json"
+    proc = subprocess.run([sys.executable, "-c", CAPTURE_SCRIPT, str(live), str(raw)], capture_output=True,
+                          text=True, env=_stack_env(), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # replay needs neither PTI nor Level Zero: a plain environment
+    proc = subprocess.run([sys.executable, "-m", "xpuprof", "replay", str(raw), "-o", str(replayed)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _api_slices(_events(live))
+    assert [s for s in want if s[0].startswith("ur")] and [s for s in want if s[0].startswith("ze")]
+    assert _api_slices(_events(replayed)) == want
+
+
+METRICS_SCRIPT = textwrap.dedent("""
+    import dpctl, xpuprof
+    try:
+        with xpuprof.profile(activities=["cpu", "xpu"],
+                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"])):
+            dpctl.SyclQueue("opencl:cpu").wait()
+    except Exception as exc:
+        print(type(exc).__name__, repr(str(exc)))
+    else:
+        print("no error")
+""")
+
+
+@pytest.mark.parametrize("metrics_env", ["1", None])
+def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env):
+    env = _stack_env()
+    env.pop("ZET_ENABLE_METRICS", None)
+    if metrics_env:
+        env["ZET_ENABLE_METRICS"] = metrics_env
+    proc = subprocess.run([sys.executable, "-c", METRICS_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=240)
+    assert proc.returncode == 0, f"PTI took the process down (status {proc.returncode}): {proc.stderr[-2000:]}"
+    said = proc.stdout.strip().splitlines()[-1]
+    assert said.startswith("MetricSelectionError") and "on Null Device" in said and "'GpuTime'" in said, said
