@@ -102,6 +102,12 @@ def short_deadline(monkeypatch, tmp_path):
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", str(DEADLINE_S))
     reset_plugins()
     yield
+    # The test released its plugin; the abandoned call now runs to its end (a late registration, a
+    # late write: refused while the plugin is marked abandoned). Forgetting the mark before that end
+    # let a late registration of "hangc" through into the next test (seen on a loaded machine).
+    for thread in threading.enumerate():
+        if thread.name.startswith("xpuprof-deadline:"):
+            thread.join(FAILSAFE_S)
     reset_plugins()
 
 
@@ -178,7 +184,7 @@ def test_a_hanging_c_plugin_is_abandoned_reported_and_the_trace_is_written(phase
             errors = trace["backend_errors"]["hangc"]
             assert any(_says_deadline(e, stage) for e in errors), errors
         again = _profile(tmp_path, d)
-        assert "hangc" not in again["backends"]
+        assert "hangc" not in again["backends"], (again.get("backend_errors"), again.get("plugin_load_errors"), trace.get("backends"), trace.get("plugin_load_errors"), trace.get("backend_errors"))
         assert lib.cfault_hanging() == 1, "a disabled plugin was called again"
     finally:
         lib.cfault_release()
