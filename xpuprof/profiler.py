@@ -22,7 +22,7 @@ import numpy as np
 
 from .activity import ActivityType, default_activity_types, parse_activity_types
 from .backends import registry
-from .backends.base import Backend, BackendError, ProcessWindow, Session
+from .backends.base import Backend, BackendError, ProcessWindow, RangeThreads, Session
 from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
 from .config.options import ExperimentalConfig, ProfilerConfig
 from .host import annotations
@@ -30,6 +30,8 @@ from .trace.builder import TraceBuilder, encode_json
 from .trace.gpu_annotations import add_gpu_user_annotations
 from .trace.chrome import write_chrome_trace
 
+_RANGE_TID = annotations.RANGE_FIELDS.index("tid")
+_RANGE_CORRELATION = annotations.RANGE_FIELDS.index("correlation_id")
 log = logging.getLogger("xpuprof")
 
 SPAN_NAME = "xpuprof"
@@ -723,7 +725,14 @@ class profile:
                 session.stop()
             except Exception as exc:
                 errors.setdefault(name, []).append(f"stop failed: {type(exc).__name__}: {exc}")
-        self.builder = self._build(ProcessWindow(self._window_start, end), errors)
+        rec = self._recorder
+
+        def range_threads():  # read only if a backend's records lack their thread (RangeThreads)
+            rows = annotations.log_array(rec.ranges)
+            return rows[:, _RANGE_CORRELATION], rows[:, _RANGE_TID]
+
+        window = ProcessWindow(self._window_start, end, RangeThreads(range_threads) if rec is not None else None)
+        self.builder = self._build(window, errors)
         self._collectors = None
         self._recorder = None
         self._pytracer = None

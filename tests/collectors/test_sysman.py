@@ -22,7 +22,7 @@ from xpuprof.collectors.sysman import SysmanCollector
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
-LEVEL_ZERO = REPO.parent / "shared" / "level-zero"
+LEVEL_ZERO = Path(os.environ.get("XPUPROF_LEVEL_ZERO_DIR") or REPO.parent / "shared" / "level-zero")
 
 
 @pytest.fixture(scope="module")

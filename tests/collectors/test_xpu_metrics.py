@@ -23,7 +23,7 @@ from xpuprof.collectors.xpu_metrics import TimeBasedSession
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
-LEVEL_ZERO = REPO.parent / "shared" / "level-zero"
+LEVEL_ZERO = Path(os.environ.get("XPUPROF_LEVEL_ZERO_DIR") or REPO.parent / "shared" / "level-zero")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from ..activity import ActivityType
 
@@ -38,12 +38,60 @@ class ProbeResult:
         return self.available
 
 
+class RangeThreads:
+    """The native thread each host range ran on, by the range's correlation id (the ``External id``
+    device-side records carry). For sources whose records lack the calling thread: intel-pti 1.2.0
+    writes thread id 0 in its SYCL runtime records, and the thread that pushed a record's External id
+    is the thread that made the call (PTI's external-correlation stacks are per thread).
+
+    Built lazily from ``source`` (returning correlation ids and thread ids as arrays), so a cycle
+    whose records all carry their thread pays nothing."""
+
+    __slots__ = ("_source", "_ids", "_tids")
+
+    def __init__(self, source: Callable[[], tuple[Any, Any]]) -> None:
+        self._source = source
+        self._ids = self._tids = None
+
+    @classmethod
+    def from_pairs(cls, ids, tids) -> "RangeThreads":
+        return cls(lambda: (ids, tids))
+
+    def _table(self):
+        if self._ids is None:
+            import numpy as np
+
+            ids, tids = self._source()
+            ids, tids = np.asarray(ids, np.int64).ravel(), np.asarray(tids, np.int64).ravel()
+            if len(ids) != len(tids):
+                raise ValueError(f"RangeThreads: {len(ids)} correlation ids but {len(tids)} thread ids")
+            order = np.argsort(ids, kind="stable")
+            self._ids, self._tids = ids[order], tids[order]
+        return self._ids, self._tids
+
+    def lookup(self, correlation_ids):
+        """The thread of each id's range; 0 where no recorded range has that id."""
+        import numpy as np
+
+        want = np.asarray(correlation_ids, np.int64)
+        out = np.zeros(len(want), np.int64)
+        ids, tids = self._table()
+        if not len(ids) or not len(want):
+            return out
+        pos = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+        hit = (ids[pos] == want) & (want != 0)
+        out[hit] = tids[pos[hit]]
+        return out
+
+
 @dataclass(frozen=True)
 class ProcessWindow:
-    """The capture window handed to ``Session.process``: records outside it are dropped (and counted)."""
+    """The capture window handed to ``Session.process``: records outside it are dropped (and counted).
+    ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``)."""
 
     start_ns: int
     end_ns: int
+    range_threads: RangeThreads | None = field(default=None, compare=False, repr=False)
 
     def contains(self, ts_ns, end_ns=None):
         """Scalar or numpy mask: the record starts inside the window."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
+
+import numpy as np
 from typing import Any
 
 from ...activity import ActivityType
@@ -218,13 +220,19 @@ class XpuptiActivityApi(Session):
             if not _warned_runtime:
                 _warned_runtime.append(True)
                 log.warning("xpuprof: %s", self.runtime_problem)
+        range_threads = None
+        if path and window is not None and window.range_threads is not None:
+            # The capture keeps the threads of the ranges its records name, so a replay places
+            # thread-less runtime records exactly as this trace does.
+            ext_ids = np.unique(records.get(pti.ViewKind.EXTERNAL_CORRELATION)["_external_id"].astype(np.int64))
+            range_threads = (ext_ids, window.range_threads.lookup(ext_ids))
         self.process_records(records, builder, window)
         for reason, n in self._dropped.items():
             builder.count_dropped(reason, n)
         if path:
             from .capture import save
 
-            save(path, self.buffers, self.context(), self.types, window)
+            save(path, self.buffers, self.context(), self.types, window, range_threads=range_threads)
         self.process_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ Session extras

@@ -3,7 +3,8 @@
 File layout: the magic line ``XPUPROF-PTI-RAW 1\\n``, one JSON header line, then the buffers
 back to back. The header holds the PTI version, the record-size table (layout facts), the
 strings behind record pointers and the API names seen, the clock offset, device UUIDs, the
-selected activity types, the capture window and each buffer's length. ``replay`` walks the
+selected activity types, the capture window, the threads of the ranges the records name (for
+runtime records PTI wrote without one) and each buffer's length. ``replay`` walks the
 buffers with the saved size table, so it needs neither PTI nor the original process.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 
 from ...activity import ActivityType, parse_activity_types
 from ...trace.outputs import output_file
-from ..base import ProcessWindow
+from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers
 from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
@@ -35,9 +36,12 @@ class Capture:
     record_sizes: dict[int, int]
     types: frozenset[ActivityType]
     window: ProcessWindow | None
+    range_threads: RangeThreads | None = None
 
 
-def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessWindow | None) -> Path:
+def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessWindow | None, *,
+         range_threads=None) -> Path:
+    """``range_threads``: (External ids, their ranges' threads) for the ids the records name."""
     header = {
         "pti_version": ctx.pti_version,
         "record_sizes": {str(k): v for k, v in pti.record_sizes().items()},
@@ -52,6 +56,9 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
         "activities": sorted(t.value for t in types),
         "window": None if window is None else [int(window.start_ns), int(window.end_ns)],
         "buffer_lengths": [len(b) for b in buffers],
+        # For runtime records PTI wrote without a thread id (emit.RecordWriter.runtime_threads).
+        "range_threads": None if range_threads is None else [[int(i) for i in range_threads[0]],
+                                                             [int(t) for t in range_threads[1]]],
     }
     out = Path(path)
     with output_file(out) as dest, open(dest, "wb") as f:  # atomic; never over a directory or device
@@ -87,7 +94,14 @@ def load(path) -> Capture:
             memory_type_name=partial(pti.table_name, tuple(h.get("memory_types") or pti.MEMORY_TYPES)),
             memcpy_type_name=partial(pti.table_name, tuple(h.get("memcpy_types") or pti.MEMCPY_TYPES)))
         types = parse_activity_types(h["activities"])
-        window = None if h.get("window") is None else ProcessWindow(int(h["window"][0]), int(h["window"][1]))
+        threads = h.get("range_threads")
+        if threads is not None:
+            ids, tids = ([int(x) for x in col] for col in threads)
+            if len(ids) != len(tids):
+                raise ValueError(f"range_threads holds {len(ids)} ids but {len(tids)} threads")
+            threads = RangeThreads.from_pairs(ids, tids)
+        window = None if h.get("window") is None else ProcessWindow(int(h["window"][0]), int(h["window"][1]),
+                                                                    threads)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise CaptureError(f"{p}: malformed capture header ({type(exc).__name__}: {exc})") from exc
     body = memoryview(data)[nl + 1:]
@@ -98,7 +112,7 @@ def load(path) -> Capture:
     for n in lengths:
         buffers.append(bytes(body[off:off + n]))
         off += n
-    return Capture(buffers, ctx, sizes, types, window)
+    return Capture(buffers, ctx, sizes, types, window, threads)
 
 
 def decode(capture: Capture) -> DecodedRecords:
@@ -110,4 +124,4 @@ def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
     cap = load(path)
     records = decode(cap)
     return write_records(records, cap.context, builder, cap.window if use_window else None,
-                         cap.types if types is None else frozenset(types))
+                         cap.types if types is None else frozenset(types), range_threads=cap.range_threads)

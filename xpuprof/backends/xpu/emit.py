@@ -2,8 +2,9 @@
 
 Everything is columnar: one ``add_slices`` call per record kind, names interned once per distinct
 pointer or API id. Rows: device work on pid = device index (position of the device UUID among
-the Level Zero GPUs), tid = SYCL queue id; runtime/driver calls on PTI's process/thread ids;
-syncs and overhead on pid -1. ``ac2g`` flows start only on runtime records and end once per
+the Level Zero GPUs), tid = SYCL queue id; runtime/driver calls on PTI's process/thread ids
+(a runtime record without one takes its thread from the driver calls it made, else from the range
+that pushed its External id: see ``RecordWriter.runtime_threads``); syncs and overhead on pid -1. ``ac2g`` flows start only on runtime records and end once per
 correlation, on the first device record (else the first driver record) that shares it.
 
 ``RecordContext`` carries what resolving needs (API names, C strings behind pointers, the clock
@@ -12,6 +13,7 @@ offset, device UUIDs), so live sessions and replayed captures share this code.
 from __future__ import annotations
 
 import ctypes
+import logging
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
@@ -22,12 +24,16 @@ from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
 from ...trace.builder import ArgColumn, TraceBuilder, hex_column
 from ...trace.keyindex import factorize, pack_pairs
-from ..base import ProcessWindow
+from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords
 from .sync_deps import sync_dependency_args
 
+log = logging.getLogger("xpuprof")
+_told_unknown_threads: list[bool] = []  # said once per process; every trace's metadata counts them
+
 VENDOR = "xpu"
+UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
 OVERHEAD_PID = -1
 DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
 OVERHEAD_SORT_INDEX = 1_048_576
@@ -120,6 +126,7 @@ class EmitResult:
     kernels: KernelTable
     counts: dict[str, int]  # slices written by category
     errors: list[str]
+    thread_sources: dict[str, int] = field(default_factory=dict)  # RecordWriter.runtime_threads
 
 
 def _us(ns: np.ndarray) -> np.ndarray:
@@ -251,6 +258,24 @@ class _ExternalIds:
         return out
 
 
+def _threads_by_correlation(corr: np.ndarray, tids: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """The thread of a record carrying each id in ``want`` (0 where none does)."""
+    out = np.zeros(len(want), np.int64)
+    space = CorrelationSpace.over(corr, want)
+    if space is not None:
+        table = np.zeros(space.span, np.int64)
+        table[space.offsets(corr)] = tids  # every record of one id ran on one thread
+        out[:] = table[space.offsets(want)]
+    else:
+        order = np.argsort(corr, kind="stable")
+        corr, tids = corr[order], tids[order]
+        pos = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
+        hit = corr[pos] == want
+        out[hit] = tids[pos[hit]]
+    out[want == 0] = 0
+    return out
+
+
 def _stored_once(col):
     """A column holding one value in every row as a stride-0 view of that value (the writer
     renders those once): one device, context, queue, thread or copy size is the common case, and
@@ -271,8 +296,11 @@ class RecordWriter:
     """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
-                 types: frozenset[ActivityType], *, release_records: bool = False) -> None:
+                 types: frozenset[ActivityType], *, release_records: bool = False,
+                 range_threads: RangeThreads | None = None) -> None:
         self.ctx, self.b, self.window, self.types = ctx, builder, window, types
+        self.range_threads = range_threads if range_threads is not None else getattr(window, "range_threads", None)
+        self.thread_sources: dict[str, int] = {}  # how runtime records without a thread got one
         self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
         self.counts: dict[str, int] = {}
         self.errors: list[str] = []
@@ -433,7 +461,8 @@ class RecordWriter:
             self.write_sync(sync, ext, dev_masks[4])
         sync = None
         if ActivityType.RUNTIME in want:
-            self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True)
+            self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True,
+                           tid=self.runtime_threads(rt, drv, ext))
         rt = None
         if ActivityType.DRIVER in want:
             self.write_api(drv, ext, ActivityType.DRIVER, drv_mask, start=False)
@@ -444,7 +473,7 @@ class RecordWriter:
             self.write_comms(comm)
         self._process_rows()
         self.b.set_metadata("xpupti_version", self.ctx.pti_version)
-        return EmitResult(kernels, self.counts, self.errors)
+        return EmitResult(kernels, self.counts, self.errors, self.thread_sources)
 
     def _flow(self, mask, ts, pid, tid, corr, start: bool) -> None:
         if mask.any():
@@ -579,12 +608,51 @@ class RecordWriter:
         self._flow(flow_end, start, OVERHEAD_PID, tid, corr, start=False)
         self._device_pids.add(OVERHEAD_PID)
 
+    def runtime_threads(self, rt: np.ndarray, drv: np.ndarray, ext: _ExternalIds) -> np.ndarray:
+        """The calling thread of each runtime record. intel-pti 1.2.0 writes ``_thread_id`` 0 in its
+        SYCL runtime records (its Level Zero driver records carry the real one), which would draw every
+        ``ur*`` call on one made-up row. Such a record takes the thread of (1) a driver call sharing its
+        correlation id (the calls the runtime call made), else (2) the range that pushed its External
+        id; what neither tells stays on tid 0, a row named as unknown, and the trace's metadata counts
+        each source (``xpu_runtime_threads``)."""
+        tid = rt["_thread_id"].astype(np.int64)
+        missing = np.flatnonzero(tid == 0)
+        if not len(missing):
+            return tid
+        corr = rt["_correlation_id"][missing].astype(np.int64)
+        fill = np.zeros(len(corr), np.int64)
+        drv_known = drv["_thread_id"] != 0
+        if drv_known.any():
+            fill = _threads_by_correlation(drv["_correlation_id"][drv_known].astype(np.int64),
+                                           drv["_thread_id"][drv_known].astype(np.int64), corr)
+        from_driver = int(np.count_nonzero(fill))
+        left = np.flatnonzero(fill == 0)
+        if len(left) and self.range_threads is not None:
+            fill[left] = self.range_threads.lookup(ext.lookup(corr[left]))
+        unknown = int(np.count_nonzero(fill == 0))
+        tid[missing] = fill
+        self.thread_sources = {"records_without_thread": len(missing), "from_driver_calls": from_driver,
+                               "from_external_id": len(missing) - from_driver - unknown, "unknown": unknown}
+        self.b.set_metadata("xpu_runtime_threads", dict(self.thread_sources))
+        if unknown:
+            if not _told_unknown_threads:
+                _told_unknown_threads.append(True)
+                log.info("xpuprof: %d of %d SYCL runtime records carry no thread id (intel-pti %s writes 0) and "
+                         "made no driver call and ran outside any record_function range: they are drawn on a "
+                         "row named %r (counted in the trace metadata, xpu_runtime_threads)",
+                         unknown, len(tid), self.ctx.pti_version, UNKNOWN_THREAD_ROW)
+            pids = rt["_process_id"][missing][fill == 0]
+            for pid in np.unique(pids).tolist():
+                self.b.set_thread_name(int(pid), 0, UNKNOWN_THREAD_ROW)
+        return tid
+
     def write_api(self, a: np.ndarray, ext: _ExternalIds, cat: ActivityType, flow_mask: np.ndarray,
-                  start: bool) -> None:
+                  start: bool, tid: np.ndarray | None = None) -> None:
         if not len(a):
             return
         ts, end = self._epoch(a["_start_timestamp"]), self._epoch(a["_end_timestamp"])
-        pid, tid = a["_process_id"].astype(np.int64), a["_thread_id"].astype(np.int64)
+        pid = a["_process_id"].astype(np.int64)
+        tid = a["_thread_id"].astype(np.int64) if tid is None else tid
         names = self._api_name_ids(a["_api_group"], a["_api_id"])
         corr = a["_correlation_id"]
         self._add(cat, names, ts, end - ts, pid, tid, {"correlation": corr.astype(np.int64)}, ext.lookup(corr))
@@ -625,7 +693,9 @@ class RecordWriter:
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
                   window: ProcessWindow | None, types: frozenset[ActivityType], *,
-                  release_records: bool = False) -> EmitResult:
+                  release_records: bool = False, range_threads: RangeThreads | None = None) -> EmitResult:
     """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
-    ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it)."""
-    return RecordWriter(ctx, builder, window, types, release_records=release_records).write(records)
+    ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it).
+    ``range_threads``: the ranges' threads by correlation id (else the window's)."""
+    return RecordWriter(ctx, builder, window, types, release_records=release_records,
+                        range_threads=range_threads).write(records)
