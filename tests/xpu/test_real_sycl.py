@@ -240,3 +240,41 @@ def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env):
     assert proc.returncode == 0, f"PTI took the process down (status {proc.returncode}): {proc.stderr[-2000:]}"
     said = proc.stdout.strip().splitlines()[-1]
     assert said.startswith("MetricSelectionError") and "on Null Device" in said and "'GpuTime'" in said, said
+
+
+PYTEST_USER_SUITE = textwrap.dedent("""
+    import json, os
+    import dpctl, dpctl.memory          # the suite's own imports, at collection
+    import numpy as np
+    import pytest
+
+    QUEUE = dpctl.SyclQueue("opencl:cpu")   # SYCL initializes at collection, after the plugin loaded
+
+    @pytest.mark.xpuprof(activities=["cpu", "xpu"])
+    def test_copy(xpuprof_trace):
+        import xpuprof
+        with xpuprof.record_function("copy"):
+            m = dpctl.memory.MemoryUSMDevice(1 << 16, queue=QUEUE)
+            m.copy_from_host(np.ones(1 << 16, dtype=np.uint8))
+            QUEUE.wait()
+        xpuprof_trace.stop()
+        with open(os.environ["TRACE_OUT"], "w") as f:
+            f.write(str(xpuprof_trace.path))
+""")
+
+
+def test_the_pytest_plugin_loads_pti_before_a_suite_starts_sycl(tmp_path):
+    """Issue 11: the pytest plugin loads early, so a suite that imports dpctl and makes a queue at
+    collection still gets its runtime calls (pytest autoloads the plugin through its entry point)."""
+    (tmp_path / "test_suite.py").write_text(PYTEST_USER_SUITE)
+    env = dict(_stack_env(), TRACE_OUT=str(tmp_path / "trace_path.txt"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
+                          capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trace = _events((tmp_path / "trace_path.txt").read_text().strip())
+    assert trace["backends"] == ["xpu"] and "xpu_runtime_calls_missing" not in trace
+    evs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    (rng,) = [e for e in evs if e["name"] == "copy"]
+    runtime = [e for e in evs if e["name"].startswith("ur")]
+    assert {e["name"] for e in runtime} >= {"urEnqueueUSMMemcpy"}
+    assert all(e["args"].get("External id") == rng["args"]["External id"] for e in runtime)
