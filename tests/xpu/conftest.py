@@ -63,7 +63,7 @@ class Double:
         self.c.xpd_lost_records.restype = ctypes.c_uint64
         self.c.xpd_kernel_count.restype = ctypes.c_size_t
 
-    FUTURE_RECORD, P2P, COMMS, MANY_NAMES = 1, 2, 4, 8
+    FUTURE_RECORD, P2P, COMMS, MANY_NAMES, RUNTIME_TID0 = 1, 2, 4, 8, 16
 
     def workload_holding_gil(self, iterations: int, flags: int = 0, timeout_ms: int = 5000) -> int:
         return self.py.xpd_workload(iterations, flags, timeout_ms)
@@ -92,7 +92,7 @@ ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, Activi
 UUID0 = bytes(range(0xA0, 0xB0))[:15] + b"\x00"
 
 
-def _run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242):
+def _run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242, range_threads=None):
     cfg = ProfilerConfig(raw_capture_path=str(capture) if capture else None)
     api = XpuptiActivityApi(types, cfg, library=double.lib, device_uuids=[UUID0])
     api.start()
@@ -104,13 +104,14 @@ def _run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=Non
     api.stop()
     builder = TraceBuilder()
     # the double scripts its records up to (iterations + 1) * 10 us into the past
-    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns()))
+    api.process(builder, ProcessWindow(api.start_ns - 1_000_000, now_ns(), range_threads))
     path = write_chrome_trace(builder, tmp_path / "trace.json")
     return rc, api, builder, load(path), (t0, t1)
 
 
 @pytest.fixture
 def run_session():
-    """``run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242)``
+    """``run_session(double, tmp_path, iterations=6, flags=0, types=ALL, capture=None, ext_id=4242,
+    range_threads=None)``
     -> (workload rc, session, builder, loaded trace, (t0, t1))."""
     return _run_session

@@ -62,3 +62,26 @@ def test_replay_command(pti_double, tmp_path, run_session, capsys):
     bad.write_bytes(b"nope")
     assert main(["replay", str(bad)]) == 1
     assert "is not an xpuprof PTI capture" in capsys.readouterr().err
+
+
+def test_runtime_records_without_a_thread_are_placed_alike_live_and_replayed(pti_double, tmp_path, run_session):
+    """The double writes runtime records as intel-pti 1.2.0 does (_thread_id 0): the kernel launches
+    take the thread of the driver call sharing their correlation id, the copies and fills (no driver
+    call) the thread of the range that pushed their External id; a replay places them identically."""
+    import threading
+
+    from xpuprof.backends.base import RangeThreads
+
+    me = threading.get_native_id()  # the double's calls run on this thread
+    raw = tmp_path / "run.ptiraw"
+    rc, api, builder, live, _ = run_session(pti_double, tmp_path, flags=pti_double.RUNTIME_TID0, capture=raw,
+                                            range_threads=RangeThreads.from_pairs([4242], [me]))
+    assert rc == 0
+    runtime = [e for e in live["traceEvents"] if e.get("cat") == "xpu_runtime"]
+    assert len(runtime) == 18 and {e["tid"] for e in runtime} == {me}
+    assert [f["tid"] for f in live["traceEvents"] if f.get("ph") == "s"] == [me] * 18  # arrows leave the row
+    assert live["xpu_runtime_threads"] == {"records_without_thread": 18, "from_driver_calls": 6,
+                                           "from_external_id": 12, "unknown": 0}
+    b = TraceBuilder()
+    capture.replay(raw, b, use_window=False)
+    assert _x_events(load(write_chrome_trace(b, tmp_path / "replayed.json"))) == _x_events(live)

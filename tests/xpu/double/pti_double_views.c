@@ -311,7 +311,9 @@ pti_result ptiFlushAllViews(void) {
 }
 
 /* ------------------------------------------------------------------ the scripted workload */
-enum { XPD_FUTURE_RECORD = 1, XPD_P2P = 2, XPD_COMMS = 4, XPD_MANY_NAMES = 8 };
+/* XPD_RUNTIME_TID0: runtime (ur*) records carry _thread_id 0, as intel-pti 1.2.0 writes them (its
+ * Level Zero driver records carry the real thread). */
+enum { XPD_FUTURE_RECORD = 1, XPD_P2P = 2, XPD_COMMS = 4, XPD_MANY_NAMES = 8, XPD_RUNTIME_TID0 = 16 };
 
 typedef struct {
     uint32_t iterations, flags;
@@ -356,7 +358,8 @@ static void emit_api(uint32_t view, uint32_t group, uint32_t id, uint64_t s, uin
     if (!xpd_view_enabled(view)) return;
     rec_api r = {0};
     r._view_kind = view; r._start_timestamp = s; r._end_timestamp = e; r._api_group = group; r._api_id = id;
-    r._process_id = w->pid; r._thread_id = w->tid; r._correlation_id = corr;
+    r._process_id = w->pid; r._correlation_id = corr;
+    r._thread_id = (view == 6 && (w->flags & XPD_RUNTIME_TID0)) ? 0 : w->tid;
     xpd_emit_locked(&r, sizeof r);
 }
 
