@@ -7,8 +7,9 @@
  * keyed by the name object (its hash is cached) and gets an index the first time it is seen;
  * args objects (only when given) go to a list. stop() reads the log as one numpy array.
  * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
- * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, other
- * sessions get their push/pop_correlation_id methods called.
+ * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, sessions
+ * that hand over correlation_hooks (their vendor library's C push/pop entry points) get those
+ * called from C, other sessions get their push/pop_correlation_id methods called.
  * All state is touched with the GIL held.
  */
 #define _GNU_SOURCE /* syscall(SYS_gettid) */
@@ -196,6 +197,17 @@ static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges t
 static Int64LogObject *mark_logs[MAX_SESSIONS];
 static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
 static int n_mark_logs = 0, n_push_fns = 0;
+/* Sessions whose vendor library takes the ids through C entry points of one shape, called here
+ * with no Python call per range: PTI's ptiViewPush/PopExternalCorrelationId(kind, id) and CUPTI's
+ * cuptiActivityPush/PopExternalCorrelationId(kind, id) both return 0 on success. A failing call
+ * is counted into the session's own buffer (int64 failures, int64 last result): never silent. */
+typedef int (*push_hook_fn)(uint32_t kind, uint64_t id);
+typedef int (*pop_hook_fn)(uint32_t kind, uint64_t *id);
+static push_hook_fn push_hooks[MAX_SESSIONS];
+static pop_hook_fn pop_hooks[MAX_SESSIONS];
+static uint32_t hook_kinds[MAX_SESSIONS];
+static Py_buffer hook_failures[MAX_SESSIONS];
+static int n_hooks = 0;
 
 static __thread int64_t cid_stack[STACK_DEPTH];
 static __thread int cid_depth = 0;
@@ -314,6 +326,15 @@ static int correlate(int64_t cid, int64_t t) {
         row[0] = cid;
         row[1] = tid;
         row[2] = t;
+    }
+    for (int i = 0; i < n_hooks; i++) {
+        uint64_t popped = 0;
+        int rc = cid > 0 ? push_hooks[i](hook_kinds[i], (uint64_t)cid) : pop_hooks[i](hook_kinds[i], &popped);
+        if (rc != 0) {
+            int64_t *failed = (int64_t *)hook_failures[i].buf;
+            failed[0]++;
+            failed[1] = rc;
+        }
     }
     for (int i = 0; i < n_push_fns; i++) {
         PyObject *r;
@@ -487,7 +508,8 @@ static void forget_recorder(void) {
     Py_CLEAR(args_list);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
     for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
-    n_mark_logs = n_push_fns = 0;
+    for (int i = 0; i < n_hooks; i++) PyBuffer_Release(&hook_failures[i]);
+    n_mark_logs = n_push_fns = n_hooks = 0;
     track_correlation = 0;
     generation++;
 }
@@ -499,6 +521,45 @@ static PyObject *attr_of_type(PyObject *obj, const char *name, PyTypeObject *typ
         Py_CLEAR(v);
     }
     return v;
+}
+
+/* A session's correlation_hooks: None, or (push address, pop address, kind, failures buffer of
+ * >= 16 writable bytes). 1 when taken, 0 when the session has none, -1 with an exception set. */
+static int take_hooks(PyObject *s) {
+    PyObject *h = PyObject_GetAttrString(s, "correlation_hooks");
+    if (!h) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (h == Py_None) { Py_DECREF(h); return 0; }
+    unsigned long long push, pop;
+    unsigned int kind;
+    PyObject *failures;
+    if (!PyTuple_Check(h) || !PyArg_ParseTuple(h, "KKIO", &push, &pop, &kind, &failures)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "correlation_hooks must be (push address, pop address, kind, buffer)");
+        Py_DECREF(h);
+        return -1;
+    }
+    if (!push || !pop) {
+        PyErr_SetString(PyExc_ValueError, "correlation_hooks: a NULL push or pop address");
+        Py_DECREF(h);
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(failures, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) { Py_DECREF(h); return -1; }
+    Py_DECREF(h);
+    if (view.len < 16 || ((uintptr_t)view.buf % sizeof(int64_t)) != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "correlation_hooks: the failures buffer must hold two aligned int64");
+        return -1;
+    }
+    push_hooks[n_hooks] = (push_hook_fn)(uintptr_t)push;
+    pop_hooks[n_hooks] = (pop_hook_fn)(uintptr_t)pop;
+    hook_kinds[n_hooks] = kind;
+    hook_failures[n_hooks++] = view; /* held until the recorder is forgotten: the session keeps it alive */
+    return 1;
 }
 
 /* set_recorder(recorder): take recorder.ranges/name_index/names/args and, per session in
@@ -539,6 +600,9 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
             continue;
         }
         Py_XDECREF(lg);
+        int hooked = take_hooks(s);
+        if (hooked < 0) { Py_DECREF(seq); goto fail; }
+        if (hooked) continue;
         PyObject *push = PyObject_GetAttrString(s, "push_correlation_id");
         PyObject *pop = push ? PyObject_GetAttrString(s, "pop_correlation_id") : NULL;
         if (!pop) { Py_XDECREF(push); Py_DECREF(seq); goto fail; }
@@ -548,7 +612,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     Py_DECREF(seq);
     Py_INCREF(rec);
     recorder = rec;
-    track_correlation = (n_mark_logs + n_push_fns) > 0;
+    track_correlation = (n_mark_logs + n_push_fns + n_hooks) > 0;
     Py_RETURN_NONE;
 fail:
     forget_recorder();

@@ -20,6 +20,8 @@ base first, then joins its metric records to ``self.kernels``.
 """
 from __future__ import annotations
 
+import array
+import ctypes
 import logging
 import time
 
@@ -109,6 +111,8 @@ class XpuptiActivityApi(Session):
         self._errors: list[str] = []
         self._dropped: dict[str, int] = {}
         self._external_corr = ActivityType.EXTERNAL_CORRELATION in with_external_correlation(self.types)
+        # (failed push/pop calls, last PTI result): written by the C record_function, read at process()
+        self.correlation_failures = array.array("q", [0, 0])
         self.strings = StringCache.live()
         self.api_names = ApiNameCache(lookup=self.lib.api_name)
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
@@ -227,6 +231,9 @@ class XpuptiActivityApi(Session):
             ext_ids = np.unique(records.get(pti.ViewKind.EXTERNAL_CORRELATION)["_external_id"].astype(np.int64))
             range_threads = (ext_ids, window.range_threads.lookup(ext_ids))
         self.process_records(records, builder, window)
+        failed = self._correlation_failure_report()
+        if failed:
+            self._errors.append(failed)
         for reason, n in self._dropped.items():
             builder.count_dropped(reason, n)
         if path:
@@ -236,14 +243,43 @@ class XpuptiActivityApi(Session):
         self.process_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ Session extras
+    @property
+    def correlation_hooks(self):
+        """PTI's own C push/pop entry points, which the C ``record_function`` calls directly (a
+        Python call per range through ctypes cost ~1.7 us of the range's enter+exit); failures are
+        counted into ``correlation_failures``. None: the Python methods below are used."""
+        push = getattr(self.lib, "ptiViewPushExternalCorrelationId", None)
+        pop = getattr(self.lib, "ptiViewPopExternalCorrelationId", None)
+        if not self._external_corr or push is None or pop is None:
+            return None
+        return (ctypes.cast(push, ctypes.c_void_p).value, ctypes.cast(pop, ctypes.c_void_p).value,
+                int(pti.ExternalKind.CUSTOM_0), self.correlation_failures)
+
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
         if self._external_corr:
             kind = pti.ExternalKind.CUSTOM_1 if user else pti.ExternalKind.CUSTOM_0
-            self.lib.push_external_correlation(kind, correlation_id)
+            try:
+                self.lib.push_external_correlation(kind, correlation_id)
+            except pti.PtiError as exc:  # counted and reported at process(), never raised into the range
+                self._count_correlation_failure(exc.code)
 
     def pop_correlation_id(self, user: bool = False) -> None:
         if self._external_corr:
-            self.lib.pop_external_correlation(pti.ExternalKind.CUSTOM_1 if user else pti.ExternalKind.CUSTOM_0)
+            try:
+                self.lib.pop_external_correlation(pti.ExternalKind.CUSTOM_1 if user else pti.ExternalKind.CUSTOM_0)
+            except pti.PtiError as exc:
+                self._count_correlation_failure(exc.code)
+
+    def _count_correlation_failure(self, code: int) -> None:
+        self.correlation_failures[0] += 1
+        self.correlation_failures[1] = int(code)
+
+    def _correlation_failure_report(self) -> str | None:
+        failed, last = self.correlation_failures
+        if not failed:
+            return None
+        return (f"{failed} external-correlation push/pop call(s) failed (last: {self.lib.result_name(int(last))}): "
+                f"device work inside those record_function ranges is not linked to them (no External id)")
 
     def device_properties(self) -> list[dict[str, Any]]:
         return list(self._device_properties)
