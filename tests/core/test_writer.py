@@ -2,6 +2,8 @@
 import gzip
 import json
 import re
+import threading
+import zlib
 
 import numpy as np
 import orjson
@@ -187,7 +189,7 @@ def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed, layout):
     monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (sizes.append(len(d)), real(self, d)))
     monkeypatch.setattr("xpuprof.trace.columnar.MAX_CHUNK_ROWS", 1000)
     monkeypatch.setattr("xpuprof.trace.columnar.MIN_CHUNK_ROWS", 1000)
-    path = write_chrome_trace(b, tmp_path / "t.json")
+    path = write_chrome_trace(b, tmp_path / "t.json", threads=1)  # chunks as rendered bytes, not futures
     assert len(sizes) > 20 and max(sizes) < path.stat().st_size / 4
 
 
@@ -259,7 +261,11 @@ def test_rowfmt_rejects_bad_segments():
         rowfmt.render(1, [(99, 0, b"", None, None, None, None, 0)])
     assert rowfmt.render(2, [(rowfmt.INT, 0, b"v", np.array([-2**63, 7]), None, None, None, 0)]) == \
         b"v-9223372036854775808v7"
-    assert rowfmt.render(1, [(rowfmt.LIT, 0, b"x", None, None, None, None, 0)], bytearray(0)) == -1
+    lit = [(rowfmt.LIT, 0, b"x", None, None, None, None, 0)]
+    need = -rowfmt.render(1, lit, bytearray(0))  # too small: the size it needs (with the copy slack)
+    assert need > 1
+    buf = bytearray(need)
+    assert rowfmt.render(1, lit, buf) == 1 and buf[:1] == b"x"
 
 
 def test_float_columns_may_be_strided_views():
@@ -270,3 +276,58 @@ def test_float_columns_may_be_strided_views():
     wide = np.arange(10, dtype=np.float64) / 4
     assert not wide[::2].flags.c_contiguous
     assert len(float_matrix(wide[::2])) == 5
+
+
+def _many_chunks(monkeypatch, rows=700):
+    monkeypatch.setattr(columnar_mod, "MAX_CHUNK_ROWS", rows)
+    monkeypatch.setattr(columnar_mod, "MIN_CHUNK_ROWS", rows)
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_threaded_rendering_writes_the_same_bytes(tmp_path, make_mixed, monkeypatch, layout, name):
+    """Chunks render on several threads (and a .gz compresses on several): the file holds the same
+    bytes as one thread writes, in the same order, over many chunk boundaries."""
+    b = make_mixed(n=20_000, seed=11)
+    b.add_slices(names=["é\"\\\x07" * (i % 5) for i in range(3000)], ts=BASE_TIME_NS + np.arange(3000) * 7,
+                 dur=3, pid=2, tid=np.arange(3000) % 3, cat="cpu_op", args={"s": ["\u2028x", "y"] * 1500})
+    _many_chunks(monkeypatch)
+    one = write_chrome_trace(b, tmp_path / "one" / name, threads=1).read_bytes()
+    seen = []
+    real = chrome_mod._BackgroundWriter.write
+    monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (seen.append(type(d)), real(self, d)))
+    many = write_chrome_trace(b, tmp_path / "many" / name, threads=4).read_bytes()
+    if layout == "compact":  # chunks really were handed over as futures of other threads' renders
+        assert sum(t.__name__ == "Future" for t in seen) > 30
+    if name.endswith(".gz"):
+        # one gzip member (zlib reads only the first), its CRC and size right, the same text inside
+        one, many = gzip.decompress(one), zlib.decompress(many, 31)
+    assert one.replace(b"/one/", b"/many/") == many
+    assert orjson.loads(many)["traceEvents"]
+
+
+def test_a_chunk_failing_on_a_render_thread_fails_the_write_and_leaves_no_file(tmp_path, make_mixed, monkeypatch):
+    if columnar_mod._rowfmt is None:
+        pytest.skip("xpuprof._native.rowfmt is not built")
+    b = make_mixed(n=20_000, seed=12)
+    _many_chunks(monkeypatch)
+    real = columnar_mod._Segments.render
+    calls = []
+
+    def render(self, n, pool=None):
+        calls.append(n)
+        if len(calls) == 5:
+            raise MemoryError("render thread out of memory")
+        return real(self, n, pool)
+
+    monkeypatch.setattr(columnar_mod._Segments, "render", render)
+    with pytest.raises(MemoryError, match="render thread out of memory"):
+        write_chrome_trace(b, tmp_path / "t.json", threads=3)
+    assert list(tmp_path.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("xpuprof-render")]
+
+
+def test_writer_threads_follow_the_cpus_this_process_may_use(monkeypatch):
+    monkeypatch.setattr(chrome_mod.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert chrome_mod.writer_threads() == 1
+    monkeypatch.setattr(chrome_mod.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert chrome_mod.writer_threads() == chrome_mod.MAX_WRITER_THREADS

@@ -42,7 +42,22 @@ typedef struct {
     Py_ssize_t na, nb, nc, nmask; /* element counts */
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
     Py_ssize_t max_token;         /* TOKENS: longest token */
+    char *pre;                    /* the prefix, padded to whole 16-byte blocks (see copy_short) */
 } Seg;
+
+/* Copies of a few dozen bytes dominate a row: a libc memcpy call per literal or name costs more
+ * than the copy. Whole 16-byte blocks instead, reading within `src_end` and writing up to 15
+ * bytes past the copy (the output keeps COPY_SLACK spare bytes; the next value overwrites them). */
+#define COPY_BLOCK 16
+#define COPY_SLACK 64
+static inline char *copy_short(char *p, const char *src, Py_ssize_t len, const char *src_end) {
+    if (len <= 4 * COPY_BLOCK && src + ((len + COPY_BLOCK - 1) & ~(Py_ssize_t)(COPY_BLOCK - 1)) <= src_end) {
+        for (Py_ssize_t k = 0; k < len; k += COPY_BLOCK) memcpy(p + k, src + k, COPY_BLOCK);
+    } else {
+        memcpy(p, src, (size_t)len);
+    }
+    return p + len;
+}
 
 static const char DIGITS2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -51,8 +66,8 @@ static const char DIGITS2[201] =
 static const char HEXDIG[17] = "0123456789abcdef";
 
 static inline char *put_u64(char *p, uint64_t v) {
-    char buf[24];
-    char *end = buf + sizeof buf, *q = end;
+    char buf[40]; /* digits end at buf + 24; one fixed 32-byte copy (within buf: q >= buf + 4) */
+    char *end = buf + 24, *q = end;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
@@ -65,7 +80,7 @@ static inline char *put_u64(char *p, uint64_t v) {
     } else {
         *--q = (char)('0' + v);
     }
-    memcpy(p, q, (size_t)(end - q));
+    memcpy(p, q, 32); /* the output keeps COPY_SLACK spare bytes */
     return p + (end - q);
 }
 
@@ -78,6 +93,7 @@ static inline char *put_i64(char *p, int64_t v) {
 }
 
 static void release(Seg *s) {
+    PyMem_Free(s->pre);
     if (s->prefix.obj) PyBuffer_Release(&s->prefix);
     if (s->has_a) PyBuffer_Release(&s->a);
     if (s->has_b) PyBuffer_Release(&s->b);
@@ -115,6 +131,12 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
         return -1;
     }
     if (PyObject_GetBuffer(prefix, &s->prefix, PyBUF_SIMPLE) < 0) return -1;
+    s->pre = PyMem_Calloc((size_t)s->prefix.len + COPY_BLOCK, 1);
+    if (!s->pre) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(s->pre, s->prefix.buf, (size_t)s->prefix.len);
     if (mask != Py_None) {
         if (get_buf(mask, &s->mask, &s->has_mask, 1, &s->nmask, "mask") < 0) return -1;
         if (!column_ok(s->nmask, n, "mask")) return -1;
@@ -221,7 +243,7 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                 if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
                 continue;
             }
-            const char *pre = (const char *)s->prefix.buf;
+            const char *pre = s->pre, *pre_end = s->pre + s->prefix.len + COPY_BLOCK;
             Py_ssize_t plen = s->prefix.len;
             if (s->flags & F_OPEN) {
                 obj_start = p;
@@ -237,8 +259,7 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                 if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
                 obj_entries++;
             }
-            memcpy(p, pre, (size_t)plen);
-            p += plen;
+            p = copy_short(p, pre, plen, pre_end);
             switch (s->kind) {
             case K_INT:
                 p = put_i64(p, ((const int64_t *)s->a.buf)[AT(s->na, i)]);
@@ -273,9 +294,8 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
             case K_TOKENS: {
                 int64_t id = ((const int64_t *)s->c.buf)[AT(s->nc, i)];
                 const int64_t *off = (const int64_t *)s->b.buf;
-                Py_ssize_t w = (Py_ssize_t)(off[id + 1] - off[id]);
-                memcpy(p, (const char *)s->a.buf + off[id], (size_t)w);
-                p += w;
+                p = copy_short(p, (const char *)s->a.buf + off[id], (Py_ssize_t)(off[id + 1] - off[id]),
+                               (const char *)s->a.buf + s->na);
                 break;
             }
             case K_FLOAT:
@@ -309,7 +329,7 @@ static PyObject *render(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t cap = 0;
+    Py_ssize_t cap = COPY_SLACK;
     for (; parsed < nseg; parsed++) {
         if (parse_seg(PySequence_Fast_GET_ITEM(fast, parsed), &segs[parsed], n) < 0) {
             parsed++; /* release what this one acquired */

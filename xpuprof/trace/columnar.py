@@ -16,6 +16,7 @@ handed to the generic path (``fallback``) instead of widening every row of the c
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Executor
 from typing import Callable, Iterator
 
 import numpy as np
@@ -28,7 +29,7 @@ from .vecfmt import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, m
 
 MAX_CHUNK_ROWS = 65536
 MIN_CHUNK_ROWS = 2048
-TARGET_CHUNK_BYTES = 12 << 20
+TARGET_CHUNK_BYTES = 4 << 20  # several chunks in flight render at once; 12 MiB write()s stalled here
 LONG_STRING_BYTES = 2048  # encoded strings longer than this go through the generic path
 TABLE_BYTES_LIMIT = 64 << 20
 INT64_MIN = np.iinfo(np.int64).min
@@ -565,12 +566,21 @@ _ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.s
 class CompactWriter(FixedWidthWriter):
     """Compact rows rendered by ``xpuprof._native.rowfmt``; same eligibility and events.
 
-    Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written.
+    Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written. With a
+    ``renderer`` (an executor), each chunk comes as a future of its ``PooledChunk`` instead: the
+    Python side only describes the chunk, the C loop formats it on the executor's threads (it
+    holds no GIL), so several chunks render at once; the consumer resolves them in order.
     """
 
-    def __init__(self, strings: list[str], legacy: bool) -> None:
+    def __init__(self, strings: list[str], legacy: bool, renderer: Executor | None = None) -> None:
         super().__init__(strings, legacy)
         self.pool = BufferPool()
+        self.renderer = renderer
+
+    def _render(self, segs: _Segments, sel: slice):
+        if self.renderer is None:
+            return segs.render(sel.stop - sel.start, self.pool)
+        return self.renderer.submit(segs.render, sel.stop - sel.start, self.pool)
 
     def _id_seg(self, segs: _Segments, col: np.ndarray, sel: slice, prefix: bytes, tid: bool) -> None:
         v = _chunk(col, sel)
@@ -662,7 +672,7 @@ class CompactWriter(FixedWidthWriter):
             if entries:
                 segs.add(_rowfmt.LIT, prefix=b"}", flags=_rowfmt.CLOSE) if optional else segs.lit(b"}")
             segs.lit(b"},\n")
-            yield segs.render(sel.stop - sel.start, self.pool)
+            yield self._render(segs, sel)
 
     @staticmethod
     def _arg(segs: _Segments, col, sel: slice, key: bytes, mask, table: _TokenTable | None, entry: int) -> None:
@@ -697,7 +707,7 @@ class CompactWriter(FixedWidthWriter):
             for j, (key, values) in enumerate(keys):
                 _add_number(segs, _chunk(values, sel, np.float64), b"," + key if j else key)
             segs.lit(b"}},\n")
-            yield segs.render(sel.stop - sel.start, self.pool)
+            yield self._render(segs, sel)
 
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
@@ -725,20 +735,24 @@ class CompactWriter(FixedWidthWriter):
             elif bp is not False:
                 segs.add(_rowfmt.LIT, prefix=b',"bp":"e"', mask=bp)
             segs.lit(b"},\n")
-            yield segs.render(sel.stop - sel.start, self.pool)
+            yield self._render(segs, sel)
 
 
 LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or "fixed"
 
 
-def make_writer(strings: list[str], legacy: bool, layout: str | None = None) -> FixedWidthWriter:
-    """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy)."""
+def make_writer(strings: list[str], legacy: bool, layout: str | None = None,
+                renderer: Executor | None = None) -> FixedWidthWriter:
+    """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
+
+    ``renderer``: an executor the compact layout renders its chunks on (see ``CompactWriter``).
+    """
     layout = layout or LAYOUT or ("compact" if _rowfmt is not None else "fixed")
     if layout == "compact":
         if _rowfmt is None:
             raise RuntimeError("compact trace layout needs the C part xpuprof._native.rowfmt, which is not built "
                                "(rebuild with `python setup.py build_ext --inplace`); valid layouts: fixed")
-        return CompactWriter(strings, legacy)
+        return CompactWriter(strings, legacy, renderer)
     if layout == "fixed":
         return FixedWidthWriter(strings, legacy)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")
