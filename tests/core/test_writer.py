@@ -331,3 +331,33 @@ def test_writer_threads_follow_the_cpus_this_process_may_use(monkeypatch):
     assert chrome_mod.writer_threads() == 1
     monkeypatch.setattr(chrome_mod.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     assert chrome_mod.writer_threads() == chrome_mod.MAX_WRITER_THREADS
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_trace_written_from_an_atexit_handler_uses_the_render_threads(tmp_path, name):
+    """Scripts export at exit; a ThreadPoolExecutor refuses work once the interpreter shuts down
+    ("cannot schedule new futures after interpreter shutdown"), which lost the whole trace."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / name
+    script = f"""
+import atexit
+import numpy as np
+import xpuprof.trace.chrome as chrome
+import xpuprof.trace.columnar as columnar
+from xpuprof.clock import BASE_TIME_NS
+from xpuprof.trace import TraceBuilder
+chrome.writer_threads = lambda: 3
+columnar.MAX_CHUNK_ROWS = columnar.MIN_CHUNK_ROWS = 500
+b = TraceBuilder(pid=1)
+b.add_slices(names=["a", "b"] * 5000, ts=BASE_TIME_NS + np.arange(10000), dur=1, pid=1, tid=1, cat="cpu_op")
+atexit.register(lambda: print(chrome.write_chrome_trace(b, {str(out)!r})))
+"""
+    root = Path(chrome_mod.__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    raw = out.read_bytes()
+    events = orjson.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)["traceEvents"]
+    assert sum(e["ph"] == "X" for e in events) == 10000

@@ -28,7 +28,7 @@ import os
 import queue
 import struct
 import threading
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -146,6 +146,47 @@ class _DeflatingRenderer(Executor):
                 chunk.release()
 
         return self._executor.submit(render_and_deflate)
+
+
+class _RenderThreads(Executor):
+    """A few daemon threads running submitted calls, for chunk rendering and deflating (the C
+    formatter and isal hold no GIL while they work).
+
+    Not a ``ThreadPoolExecutor``: that one refuses new work once the interpreter starts shutting
+    down, and traces are often written from ``atexit`` handlers.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"xpuprof-render-{i}", daemon=True)
+                         for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args, kwargs = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args, kwargs))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 def _open_sink(tmp: Path, gz: bool, level: int, threads: int = 1):
@@ -530,7 +571,7 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     end_ns = builder.window_end_ns or builder.window_start_ns
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
     with output_file(path) as dest:
-        executor = ThreadPoolExecutor(threads, thread_name_prefix="xpuprof-render") if threads > 1 else None
+        executor = _RenderThreads(threads) if threads > 1 else None
         renderer = executor
         with _gc_paused(), _open_sink(dest, gz, gzip_level, threads) as sink:
             if isinstance(sink, _ParallelGzipSink):
