@@ -64,7 +64,7 @@ def test_directory_target_is_one_clear_error(tmp_path):
 
 
 def test_regular_file_stays_atomic_on_failure(tmp_path, monkeypatch):
-    target = tmp_path / "summary.json"
+    target = tmp_path / "summary.jsonl"
     target.write_text('{"valid": true}')
 
     class Boom(RuntimeError):

@@ -1,6 +1,6 @@
 """Issue 14 item 6: `xpuprof run` checks that its outputs can be written BEFORE the workload runs
-(read-only directory, a file where the directory should be, summary.json a directory), says so in
-one line (no traceback), and on a full disk leaves the earlier summary.json intact and no temp file."""
+(read-only directory, a file where the directory should be, summary.jsonl a directory), says so in
+one line (no traceback), and on a full disk leaves the earlier summary.jsonl intact and no temp file."""
 from __future__ import annotations
 
 import contextlib
@@ -92,9 +92,9 @@ def test_a_file_where_the_output_directory_should_be_is_refused_before_the_workl
 def test_summary_json_that_is_a_directory_is_refused_before_the_workload(tmp_path, capsys):
     cfg, marker = _config(tmp_path)
     out = tmp_path / "out"
-    (out / "summary.json").mkdir(parents=True)
+    (out / "summary.jsonl").mkdir(parents=True)
     rc = main(["run", str(cfg), "--out", str(out), "--no-progress"])
-    _assert_refused_before_workload(capsys, rc, marker, "summary.json", "a directory")
+    _assert_refused_before_workload(capsys, rc, marker, "summary.jsonl", "a directory")
 
 
 def test_full_disk_keeps_the_earlier_summary_and_leaves_no_temp_file(tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_full_disk_keeps_the_earlier_summary_and_leaves_no_temp_file(tmp_path, c
         out = small / "out"
         out.mkdir()
         earlier = b'{"kind": "xpuprof-run-summary", "points": []}'
-        (out / "summary.json").write_bytes(earlier)
+        (out / "summary.jsonl").write_bytes(earlier)
         rc = main(["run", str(cfg), "--out", str(out), "--no-progress"])
         captured = capsys.readouterr()
         assert rc == 1
@@ -112,6 +112,6 @@ def test_full_disk_keeps_the_earlier_summary_and_leaves_no_temp_file(tmp_path, c
         assert "No space left on device" in captured.out + captured.err
         left = sorted(p.name for p in out.iterdir())
         assert not [n for n in left if n.endswith(".tmp")], left
-        summary = (out / "summary.json").read_bytes()
+        summary = (out / "summary.jsonl").read_bytes()
         # Either the earlier summary is intact or a complete new one was written: never a broken file.
         assert summary == earlier or json.loads(summary)["kind"] == "xpuprof-run-summary"

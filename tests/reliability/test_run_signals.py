@@ -2,7 +2,7 @@
 
 Each case waits for something observable (a marker file the workload writes after N iterations, or the
 trace's ``.tmp`` file appearing while it is written), polled with a bounded deadline, then signals.
-Expected every time: no traceback, a valid trace of what was recorded, ``summary.json`` written and
+Expected every time: no traceback, a valid trace of what was recorded, ``summary.jsonl`` written and
 saying it was interrupted, the files named on stdout, exit status 128 + signum, no ``*.tmp`` left.
 """
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _check_common(out_dir: Path, rc: int, stdout: str, stderr: str, signum: int)
     assert rc == 128 + signum, (rc, stdout, stderr)
     assert "Traceback" not in stderr and "Traceback" not in stdout, stderr
     assert not list(out_dir.rglob("*.tmp")), list(out_dir.rglob("*"))
-    summary_path = out_dir / "summary.json"
+    summary_path = out_dir / "summary.jsonl"
     summary = json.loads(summary_path.read_text())
     assert summary["interrupted"]["signal"] == name
     assert f"summary: {summary_path}" in stdout
@@ -194,7 +194,7 @@ def test_run_called_from_a_thread_leaves_signal_handlers_alone(tmp_path):
     t.start()
     t.join()
     assert got == [0] and signal.getsignal(signal.SIGTERM) is before
-    assert json.loads((tmp_path / "o" / "summary.json").read_text())["interrupted"] is None
+    assert json.loads((tmp_path / "o" / "summary.jsonl").read_text())["interrupted"] is None
 
 
 def test_signal_during_the_last_trace_write_starts_no_further_repeat(tmp_path):

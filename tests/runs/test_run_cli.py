@@ -28,7 +28,7 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     named = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert {(e["pid"], e["tid"]) for e in ann} <= named
     assert data["benchmark"]["name"] == "quickstart"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.jsonl").read_text())
     (point,) = summary["points"]
     assert point["iteration_time"]["count"] == 8 and point["error"] is None
     assert point["traces"] == [str(trace)]
@@ -56,7 +56,7 @@ output: {compression: gzip}
 """)
     out = tmp_path / "o"
     assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.jsonl").read_text())
     assert [p["label"] for p in summary["points"]] == ["dtype=float32", "dtype=float64"]
     for p in summary["points"]:
         assert len(p["traces"]) == 2 and all(t.endswith(".pt.trace.json.gz") for t in p["traces"])
@@ -64,8 +64,11 @@ output: {compression: gzip}
         kernels = [k for k in p["kernels"] if k["name"].startswith("sim_")]
         assert kernels and all("XVE_STALL" in k["metrics"] for k in kernels)
     capsys.readouterr()
-    # Two identical sim runs diff clean; summary.json is a diff input.
-    assert main(["diff", str(out / "summary.json"), str(out / "summary.json")]) == 0
+    # Two identical sim runs diff clean; summary.jsonl is a diff input.
+    assert main(["diff", str(out / "summary.jsonl"), str(out / "summary.jsonl")]) == 0
+    older = tmp_path / "summary.json"  # what runs before 2026-11-24 wrote
+    older.write_bytes((out / "summary.jsonl").read_bytes())
+    assert main(["diff", str(older), str(out / "summary.jsonl")]) == 0
 
 
 def test_rank_from_launcher_env_names_traces_and_sets_distributed_info(tmp_path, monkeypatch, capsys):
@@ -82,7 +85,7 @@ def test_rank_from_launcher_env_names_traces_and_sets_distributed_info(tmp_path,
 def test_failing_point_is_reported_and_exit_code_is_1(tmp_path, capsys):
     cfg = _write(tmp_path, "workload: {builtin: gemm, library: numpy}\ndevice: xpu\niterations: 1\n")
     assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "o" / "summary.jsonl").read_text())
     assert "host CPU only" in summary["points"][0]["error"]
 
 

@@ -1,7 +1,7 @@
 """Per-kernel time and metric deltas between two runs.
 
-Either side may be a trace file, a directory of traces, a ``summary.json`` written by
-``xpuprof run`` (compared point by point, matched on the point label) or the JSON of
+Either side may be a trace file, a directory of traces, a ``summary.jsonl`` (or an older
+``summary.json``) written by ``xpuprof run`` (compared point by point, matched on the point label) or the JSON of
 ``xpuprof report --format json``. A kernel whose time grew by more than the threshold is a
 regression; ``xpuprof diff`` exits non-zero when there is one (for CI).
 """
@@ -27,7 +27,7 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
     p = Path(path)
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
-    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".pt.trace.json"):
+    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
         try:
             data = orjson.loads(p.read_bytes())
         except orjson.JSONDecodeError as exc:
@@ -37,7 +37,7 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
         if isinstance(data, dict) and isinstance(data.get("kernels"), list):
             return {"": _rows(p, data["kernels"])}
         if not (isinstance(data, dict) and "traceEvents" in data):
-            raise DiffError(f"{p}: neither a trace, an xpuprof run summary.json (\"points\") nor a report "
+            raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
                             "JSON (\"kernels\")")
     try:
         return {"": build_report([p]).stats}
@@ -56,10 +56,10 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
     """series key ("track [row] metric") -> (mean, peak) of the telemetry counter tracks on one side.
 
     Traces and trace directories are read back; a report JSON carries them as "telemetry"; a run
-    summary.json has none ({}).
+    summary.jsonl has none ({}).
     """
     p = Path(path)
-    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".pt.trace.json"):
+    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
         try:
             data = orjson.loads(p.read_bytes())
         except orjson.JSONDecodeError as exc:

@@ -1,5 +1,5 @@
 """``xpuprof diff A B``: per-kernel time and metric deltas between two runs (traces, trace
-directories, ``summary.json`` files or report JSON). Exits 1 when a kernel got slower by more
+directories, ``summary.jsonl`` files or report JSON). Exits 1 when a kernel got slower by more
 than ``--threshold`` percent, 2 on unusable input, 0 otherwise."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..analysis.summary import format_ns
 def register(subparsers) -> None:
     p = subparsers.add_parser("diff", help="compare kernel times and metrics of two runs (non-zero exit on regression)",
                               description=__doc__)
-    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.json or report JSON")
+    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON")
     p.add_argument("b", metavar="B", help="candidate, same kinds as A")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="a kernel slower by more than PCT percent is a regression (default 5)")

@@ -1,6 +1,6 @@
 """``xpuprof run CONFIG.yaml [--set key=value …] [--out DIR]``: run the workload a benchmark
 config names under the profiler, once per matrix point and repeat, with a progress bar; print a
-summary table and write ``summary.json`` (machine-readable, ``xpuprof diff`` compares two)."""
+summary table and write ``summary.jsonl`` (machine-readable, ``xpuprof diff`` compares two)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,10 @@ from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
 from ._options import top_count
 from ..trace.outputs import OutputError, output_target, write_output_bytes
+
+# One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
+# in a directory as a rank's trace, and the summary sits beside a single point's traces.
+SUMMARY_NAME = "summary.jsonl"
 
 
 def register(subparsers) -> None:
@@ -58,7 +62,7 @@ def _kernels(result):
 
 
 def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
-    """Every output directory creatable and writable, summary.json not a directory or the like: checked
+    """Every output directory creatable and writable, summary.jsonl not a directory or the like: checked
     before any workload runs (a read-only directory must not be found after the whole run). Returns the
     one-line problem, or None."""
     import tempfile
@@ -75,7 +79,7 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
         except OSError as exc:
             return f"cannot write outputs to {d}: {exc.strerror or exc}"
     try:
-        output_target(cfg.points[0].output.dir / "summary.json")
+        output_target(cfg.points[0].output.dir / SUMMARY_NAME)
     except OutputError as exc:
         return str(exc)
     return None
@@ -199,12 +203,12 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                "interrupted": None if interrupted is None else {"signal": interrupted.signal_name,
                                                                  "during": guard.during},
                "points": records}
-    path = out_dir / "summary.json"
-    guard.phase = "writing summary.json"
+    path = out_dir / SUMMARY_NAME
+    guard.phase = f"writing {SUMMARY_NAME}"
     try:
         with guard.protected():
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_output_bytes(path, encode_json(summary))  # atomic: a full disk never leaves a broken summary
+            write_output_bytes(path, encode_json(summary) + b"\n")  # atomic: a full disk never leaves a broken summary
     except OSError as exc:
         print(f"xpuprof run: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Writing an output file without harming what stands at its path.
 
 Atomic replace (write ``<name>.tmp`` beside it, then rename) is for regular files only. Every
-output (traces, merged views, ``summary.json``) goes through ``output_file``:
+output (traces, merged views, ``summary.jsonl``) goes through ``output_file``:
 - a regular file, or nothing: written atomically; a failure leaves the old file untouched;
 - a symlink: followed to its target, which is then written atomically (the link stays a link);
 - a character device or a FIFO (``/dev/stdout``, ``/dev/null``, a pipe): written directly, never

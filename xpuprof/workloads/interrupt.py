@@ -2,7 +2,7 @@
 
 The first signal cuts the workload where it stands (the current iteration's range ends there), the
 recording cycle is stopped and its trace written, marked ``"interrupted": "<SIGNAME>"``; no further
-point or repeat starts. A signal that lands while a trace or ``summary.json`` is being written does
+point or repeat starts. A signal that lands while a trace or ``summary.jsonl`` is being written does
 not cut the write: it finishes (outputs stay atomic) and the run stops right after. A second signal
 abandons the recording or trace write in progress (its temporary file is removed); the summary is
 still written. The run then exits with 128 + the signal number (130 for SIGINT, 143 for SIGTERM).
@@ -99,7 +99,7 @@ class InterruptGuard:
 
     @contextlib.contextmanager
     def protected(self) -> Iterator[None]:
-        """Code that must finish even on a second signal (the small summary.json write)."""
+        """Code that must finish even on a second signal (the small summary.jsonl write)."""
         self._protected += 1
         try:
             yield
