@@ -6,7 +6,9 @@ Prints ns per iteration (best of --repeat) for: an empty loop, ``with nullcontex
 ``with record_function(...)`` with no profiler, while profiling host ranges only, and while
 profiling with the sim backend (correlation ids pushed to a device session), and while profiling
 with the xpu backend over the PTI test double (ids pushed through PTI's C entry points, as with the
-real library; skipped without a C compiler); the pure-Python fallback (used when the C extension
+real library; skipped without a C compiler), and with the rocm backend over the rocprofiler-sdk
+test double (ids pushed through the SDK's C entry points; and through the Python methods, the path
+before, for comparison); the pure-Python fallback (used when the C extension
 is not built) is measured too. The overhead is the difference to the empty loop; the target is
 <= 500 ns while profiling.
 """
@@ -72,6 +74,34 @@ def _pti_double() -> str | None:
     return str(build_double(cache))
 
 
+def _rocprofiler_double() -> str | None:
+    """The tests' rocprofiler-sdk double (tests/rocm/fake_rocprofiler.c), compiled into the temp dir."""
+    import subprocess
+
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return None
+    out = Path(tempfile.gettempdir()) / "xpuprof-bench-rocprofiler" / "librocprofiler-sdk.so"
+    out.parent.mkdir(exist_ok=True)
+    src = Path(__file__).resolve().parent.parent / "tests" / "rocm" / "fake_rocprofiler.c"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(src), "-lpthread"], check=True)
+    return str(out)
+
+
+class _PythonPushes:
+    """The rocm session without its C hooks: the Python push/pop per range (the path before)."""
+
+    def __enter__(self):
+        from xpuprof.backends.rocm.activity_api import RocprofActivityApi
+
+        self._cls, self._saved = RocprofActivityApi, RocprofActivityApi.correlation_hooks
+        RocprofActivityApi.correlation_hooks = None
+        return self
+
+    def __exit__(self, *exc):
+        self._cls.correlation_hooks = self._saved
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=200_000)
@@ -94,10 +124,20 @@ def main() -> int:
                       dict(backends=["xpu"], activities=["cpu", "xpu"])))
     else:
         print("no C compiler: the xpu case (PTI double) is skipped")
+    rocm = _rocprofiler_double()
+    if rocm is not None:
+        os.environ["ROCPROFILER_SDK_LIBRARY"] = rocm
+        rocm_kwargs = dict(backends=["rocm"], activities=["cpu", "kernel", "runtime", "external_correlation"])
+        cases.append(("record_function, profiling (rocm, SDK double)", ranges, rocm_kwargs))
+        cases.append(("  same, Python push/pop per range (before)", ranges, dict(rocm_kwargs, python_pushes=True)))
+    else:
+        print("no C compiler: the rocm cases (rocprofiler-sdk double) are skipped")
     for label, body, kwargs in cases:
         best = float("inf")
+        kwargs = dict(kwargs)
+        pushes = _PythonPushes() if kwargs.pop("python_pushes", False) else contextlib.nullcontext()
         for _ in range(r):  # a fresh profile per repeat: the buffer starts empty each time
-            with xpuprof.profile(**kwargs):
+            with pushes, xpuprof.profile(**kwargs):
                 t0 = time.perf_counter_ns()
                 body(n)
                 best = min(best, (time.perf_counter_ns() - t0) / n)

@@ -221,11 +221,19 @@ int rocprofiler_start_context(uint64_t ctx) { if (!init_ok || ctx != 0xC7) retur
 int rocprofiler_stop_context(uint64_t ctx) { active = 0; return OK; }
 int rocprofiler_get_timestamp(uint64_t *ts) { *ts = now(); return OK; }
 int rocprofiler_get_thread_id(uint64_t *tid) { *tid = 4242; return OK; }
+/* As the SDK: the context must be one it created and the thread one it named; a test can make
+ * the next pushes/pops fail (fake_fail_external) to see the failures counted. */
+static int ext_fail = 0;
+void fake_fail_external(int n) { ext_fail = n; }
 int rocprofiler_push_external_correlation_id(uint64_t ctx, uint64_t tid, uint64_t v) {
+    if (ctx != 0xC7 || tid != 4242) return NOT_FOUND;
+    if (ext_fail > 0) { ext_fail--; return ERR; }
     if (ext_top < 16) ext_stack[ext_top++] = v;
     return OK;
 }
 int rocprofiler_pop_external_correlation_id(uint64_t ctx, uint64_t tid, uint64_t *v) {
+    if (ctx != 0xC7 || tid != 4242) return NOT_FOUND;
+    if (ext_fail > 0) { ext_fail--; return ERR; }
     if (ext_top) { ext_top--; if (v) *v = ext_stack[ext_top]; }
     return OK;
 }

@@ -82,8 +82,17 @@ def test_malformed_hooks_are_refused_when_the_recorder_is_set():
     class Short:
         correlation_hooks = (1, 1, 2, bytearray(8))
 
-    for session, message in ((Bad(), "NULL push or pop"), (Short(), "two aligned int64")):
-        with pytest.raises(ValueError, match=message):
+    class NoThreadId:  # the context shape (rocprofiler-sdk) needs its thread-id entry point
+        correlation_hooks = (1, 1, 0xC7, array.array("q", [0, 0]), 0)
+
+    class Wrong:
+        correlation_hooks = ("push", 1, 2, array.array("q", [0, 0]))
+
+    for session, error, message in ((Bad(), ValueError, "NULL push, pop or thread-id"),
+                                    (NoThreadId(), ValueError, "NULL push, pop or thread-id"),
+                                    (Short(), ValueError, "two aligned int64"),
+                                    (Wrong(), TypeError, r"must be \(push address, pop address, kind, buffer\)")):
+        with pytest.raises(error, match=message):
             hostrec.set_recorder(annotations.HostRecorder(correlation_sessions=[session]))
     hostrec.set_recorder(None)
 

@@ -197,15 +197,23 @@ static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges t
 static Int64LogObject *mark_logs[MAX_SESSIONS];
 static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
 static int n_mark_logs = 0, n_push_fns = 0;
-/* Sessions whose vendor library takes the ids through C entry points of one shape, called here
- * with no Python call per range: PTI's ptiViewPush/PopExternalCorrelationId(kind, id) and CUPTI's
- * cuptiActivityPush/PopExternalCorrelationId(kind, id) both return 0 on success. A failing call
- * is counted into the session's own buffer (int64 failures, int64 last result): never silent. */
+/* Sessions whose vendor library takes the ids through C entry points, called here with no Python
+ * call per range. Two shapes, both returning 0 on success:
+ * - by kind: PTI's ptiViewPush/PopExternalCorrelationId(kind, id) and CUPTI's
+ *   cuptiActivityPush/PopExternalCorrelationId(kind, id);
+ * - by context and thread: rocprofiler-sdk's rocprofiler_push/pop_external_correlation_id(context,
+ *   thread, id) with the thread from rocprofiler_get_thread_id(&thread) (the context and the
+ *   user-data union are 8-byte values, passed as uint64 by the platform ABI).
+ * A failing call is counted into the session's own buffer (int64 failures, int64 last result):
+ * never silent. */
 typedef int (*push_hook_fn)(uint32_t kind, uint64_t id);
 typedef int (*pop_hook_fn)(uint32_t kind, uint64_t *id);
-static push_hook_fn push_hooks[MAX_SESSIONS];
-static pop_hook_fn pop_hooks[MAX_SESSIONS];
-static uint32_t hook_kinds[MAX_SESSIONS];
+typedef int (*ctx_push_hook_fn)(uint64_t context, uint64_t thread, uint64_t id);
+typedef int (*ctx_pop_hook_fn)(uint64_t context, uint64_t thread, uint64_t *id);
+typedef int (*thread_id_fn)(uint64_t *thread);
+static void *push_hooks[MAX_SESSIONS], *pop_hooks[MAX_SESSIONS];
+static uint64_t hook_kinds[MAX_SESSIONS]; /* the kind, or the context for the second shape */
+static thread_id_fn hook_thread_ids[MAX_SESSIONS]; /* NULL for the first shape */
 static Py_buffer hook_failures[MAX_SESSIONS];
 static int n_hooks = 0;
 
@@ -328,8 +336,17 @@ static int correlate(int64_t cid, int64_t t) {
         row[2] = t;
     }
     for (int i = 0; i < n_hooks; i++) {
-        uint64_t popped = 0;
-        int rc = cid > 0 ? push_hooks[i](hook_kinds[i], (uint64_t)cid) : pop_hooks[i](hook_kinds[i], &popped);
+        uint64_t popped = 0, thread = 0;
+        int rc;
+        if (hook_thread_ids[i]) {
+            rc = hook_thread_ids[i](&thread);
+            if (rc == 0)
+                rc = cid > 0 ? ((ctx_push_hook_fn)push_hooks[i])(hook_kinds[i], thread, (uint64_t)cid)
+                             : ((ctx_pop_hook_fn)pop_hooks[i])(hook_kinds[i], thread, &popped);
+        } else {
+            rc = cid > 0 ? ((push_hook_fn)push_hooks[i])((uint32_t)hook_kinds[i], (uint64_t)cid)
+                         : ((pop_hook_fn)pop_hooks[i])((uint32_t)hook_kinds[i], &popped);
+        }
         if (rc != 0) {
             int64_t *failed = (int64_t *)hook_failures[i].buf;
             failed[0]++;
@@ -524,7 +541,8 @@ static PyObject *attr_of_type(PyObject *obj, const char *name, PyTypeObject *typ
 }
 
 /* A session's correlation_hooks: None, or (push address, pop address, kind, failures buffer of
- * >= 16 writable bytes). 1 when taken, 0 when the session has none, -1 with an exception set. */
+ * >= 16 writable bytes), or for the context shape (push, pop, context, failures, thread-id
+ * address). 1 when taken, 0 when the session has none, -1 with an exception set. */
 static int take_hooks(PyObject *s) {
     PyObject *h = PyObject_GetAttrString(s, "correlation_hooks");
     if (!h) {
@@ -533,17 +551,19 @@ static int take_hooks(PyObject *s) {
         return 0;
     }
     if (h == Py_None) { Py_DECREF(h); return 0; }
-    unsigned long long push, pop;
-    unsigned int kind;
+    unsigned long long push, pop, kind, thread_id = 0;
     PyObject *failures;
-    if (!PyTuple_Check(h) || !PyArg_ParseTuple(h, "KKIO", &push, &pop, &kind, &failures)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "correlation_hooks must be (push address, pop address, kind, buffer)");
+    if (!PyTuple_Check(h) || !PyArg_ParseTuple(h, "KKKO|K", &push, &pop, &kind, &failures, &thread_id)) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "correlation_hooks must be (push address, pop address, kind, buffer) "
+                                             "or (push address, pop address, context, buffer, thread-id address)");
+        }
         Py_DECREF(h);
         return -1;
     }
-    if (!push || !pop) {
-        PyErr_SetString(PyExc_ValueError, "correlation_hooks: a NULL push or pop address");
+    if (!push || !pop || (PyTuple_GET_SIZE(h) == 5 && !thread_id)) {
+        PyErr_SetString(PyExc_ValueError, "correlation_hooks: a NULL push, pop or thread-id address");
         Py_DECREF(h);
         return -1;
     }
@@ -555,9 +575,10 @@ static int take_hooks(PyObject *s) {
         PyErr_SetString(PyExc_ValueError, "correlation_hooks: the failures buffer must hold two aligned int64");
         return -1;
     }
-    push_hooks[n_hooks] = (push_hook_fn)(uintptr_t)push;
-    pop_hooks[n_hooks] = (pop_hook_fn)(uintptr_t)pop;
+    push_hooks[n_hooks] = (void *)(uintptr_t)push;
+    pop_hooks[n_hooks] = (void *)(uintptr_t)pop;
     hook_kinds[n_hooks] = kind;
+    hook_thread_ids[n_hooks] = (thread_id_fn)(uintptr_t)thread_id;
     hook_failures[n_hooks++] = view; /* held until the recorder is forgotten: the session keeps it alive */
     return 1;
 }

@@ -22,6 +22,7 @@ checked against the mirrors. The registration is process-wide, so later sessions
 """
 from __future__ import annotations
 
+import array
 import atexit
 import ctypes
 import threading
@@ -412,6 +413,7 @@ class RocprofActivityApi(Session):
         self.dependencies = DependencyResolver("hip")
         self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
+        self.correlation_failures = array.array("q", [0, 0])  # failed push/pop calls, last status
         self._dropped: dict[str, int] = {}
         self._stats_base: dict[str, int] = {}
         self._errors: list[str] = []
@@ -460,17 +462,42 @@ class RocprofActivityApi(Session):
             if stats[key]:
                 self._dropped[reason] = int(stats[key])
 
+    @property
+    def correlation_hooks(self):
+        """rocprofiler-sdk's own C entry points (push/pop by context and thread, and the thread id),
+        which the C ``record_function`` calls directly: two ctypes calls per push or pop cost more
+        than the whole range. Failures are counted into ``correlation_failures``. None: the Python
+        methods below are used."""
+        if not self._external:
+            return None
+        lib = self.lib
+        addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in (
+            "rocprofiler_push_external_correlation_id", "rocprofiler_pop_external_correlation_id",
+            "rocprofiler_get_thread_id")]
+        return (addr[0], addr[1], int(self.reg.context), self.correlation_failures, addr[2])
+
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
         if self._external and not user:
             tid = ctypes.c_uint64()
-            self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
-            self.lib.rocprofiler_push_external_correlation_id(self.reg.context, tid.value, int(correlation_id))
+            status = self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
+            if status == 0:
+                status = self.lib.rocprofiler_push_external_correlation_id(self.reg.context, tid.value,
+                                                                           int(correlation_id))
+            self._count_correlation_failure(status)
 
     def pop_correlation_id(self, user: bool = False) -> None:
         if self._external and not user:
             tid, out = ctypes.c_uint64(), ctypes.c_uint64()
-            self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
-            self.lib.rocprofiler_pop_external_correlation_id(self.reg.context, tid.value, ctypes.byref(out))
+            status = self.lib.rocprofiler_get_thread_id(ctypes.byref(tid))
+            if status == 0:
+                status = self.lib.rocprofiler_pop_external_correlation_id(self.reg.context, tid.value,
+                                                                          ctypes.byref(out))
+            self._count_correlation_failure(status)
+
+    def _count_correlation_failure(self, status: int) -> None:
+        if status:  # counted and reported at process(), never raised into the range
+            self.correlation_failures[0] += 1
+            self.correlation_failures[1] = int(status)
 
     # ------------------------------------------------------------------ decoding
     def records(self) -> tuple[RocmRecords, dict]:
@@ -495,6 +522,12 @@ class RocprofActivityApi(Session):
         return rec, groups
 
     def process(self, builder, window: ProcessWindow) -> None:
+        failed, last = self.correlation_failures
+        if failed:
+            self._errors.append(f"{failed} external-correlation push/pop call(s) failed (last: "
+                                f"{status_text(self.lib, int(last))}): device work inside those record_function "
+                                "ranges is not linked to them (no External id)")
+            self.correlation_failures[0] = 0
         rec, groups = self.records()
         self.decoder.process(builder, window, rec)
         self.process_counters(builder, window, rec, groups)
