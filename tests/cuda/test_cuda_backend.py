@@ -340,3 +340,39 @@ def test_p2p_refused_by_cupti_is_reported_not_fatal():
     with pytest.raises(cupti_mod.cuptiError):
         api2.start()
     assert fake2.enabled == [] and fake2.released == ["subscriber"]
+
+
+class _PushRefusingCupti(_StartableCupti):
+    """cupti-python raises cuptiError when CUPTI refuses a push or pop (here: every one)."""
+
+    ExternalCorrelationKind = cupti_mod.ExternalCorrelationKind
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def activity_push_external_correlation_id(self, kind, cid):
+        self.calls.append(("push", int(kind), cid))
+        raise cupti_mod.cuptiError(int(cupti_mod.Result.ERROR_INVALID_PARAMETER))
+
+    def activity_pop_external_correlation_id(self, kind):
+        self.calls.append(("pop", int(kind)))
+        raise cupti_mod.cuptiError(int(cupti_mod.Result.ERROR_INVALID_PARAMETER))
+
+
+def test_a_refused_correlation_push_is_reported_never_raised_into_the_range():
+    from xpuprof.backends.base import ProcessWindow
+    from xpuprof.trace.builder import TraceBuilder
+
+    fake = _PushRefusingCupti()
+    api = CuptiActivityApi({ActivityType.CONCURRENT_KERNEL, ActivityType.EXTERNAL_CORRELATION}, ProfilerConfig(),
+                           cupti_module=fake)
+    api.start()
+    api.push_correlation_id(7)  # what record_function calls on enter and exit
+    api.pop_correlation_id()
+    api.stop()
+    custom0 = int(cupti_mod.ExternalCorrelationKind.CUSTOM0)
+    assert fake.calls == [("push", custom0, 7), ("pop", custom0)]
+    api.process(TraceBuilder(), ProcessWindow(0, 1 << 62))
+    (err,) = [e for e in api.errors() if "external-correlation" in e]
+    assert err.startswith("2 external-correlation push/pop call(s) failed") and "not linked" in err

@@ -70,6 +70,7 @@ class CuptiActivityApi(Session):
         self._lock = threading.Lock()
         self._chunks: list[records.RawChunk] = []
         self._errors: list[str] = []
+        self._correlation_failures: tuple[int, Any] = (0, None)  # (count, last error)
         self._dropped: dict[str, int] = {}
         self._subscriber = None
         self._enabled: list[int] = []
@@ -210,15 +211,27 @@ class CuptiActivityApi(Session):
                 self._chunks.append(chunk)
 
     # ------------------------------------------------------------------ correlation
+    # A failing push/pop is counted and reported at process(), never raised into the user's range.
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
         c = self._c
         kind = c.ExternalCorrelationKind.CUSTOM1 if user else c.ExternalCorrelationKind.CUSTOM0
-        c.activity_push_external_correlation_id(kind, int(correlation_id))
+        try:
+            c.activity_push_external_correlation_id(kind, int(correlation_id))
+        except c.cuptiError as exc:
+            self._count_correlation_failure(exc)
 
     def pop_correlation_id(self, user: bool = False) -> None:
         c = self._c
         kind = c.ExternalCorrelationKind.CUSTOM1 if user else c.ExternalCorrelationKind.CUSTOM0
-        c.activity_pop_external_correlation_id(kind)
+        try:
+            c.activity_pop_external_correlation_id(kind)
+        except c.cuptiError as exc:
+            self._count_correlation_failure(exc)
+
+    def _count_correlation_failure(self, exc) -> None:
+        with self._lock:
+            failed, _ = self._correlation_failures
+            self._correlation_failures = (failed + 1, exc)
 
     # ------------------------------------------------------------------ output
     def callback_name(self, kind: int, cbid: int) -> str:
@@ -240,6 +253,11 @@ class CuptiActivityApi(Session):
             return list(self._chunks)
 
     def process(self, builder, window: ProcessWindow) -> None:
+        with self._lock:
+            (failed, last), self._correlation_failures = self._correlation_failures, (0, None)
+            if failed:
+                self._errors.append(f"{failed} external-correlation push/pop call(s) failed (last: {last}): device "
+                                    "work inside those record_function ranges is not linked to them (no External id)")
         chunks = self.chunks()
         if self._offset_ns:
             for chunk in chunks:
