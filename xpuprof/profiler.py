@@ -891,7 +891,8 @@ class profile:
                     log.warning("xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
             return set()
         try:
-            ops = torch_ops.TorchOps(self._torch_ops.read_trace(), id_base=annotations.reserve_correlation_id())
+            ops = torch_ops.TorchOps.from_trace_bytes(self._torch_ops.read_trace(),
+                                                  id_base=annotations.reserve_correlation_id())
         except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
             why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
             builder.set_metadata("torch_ops_not_recorded", why)

@@ -5,23 +5,33 @@
  * them in Python: slower than json.load and ~1.4 KB per event. This scanner walks the document
  * with a strict JSON grammar (strings with their escapes and UTF-8, numbers, literals, nesting) and
  * records per event of the traceEvents array: ph, name, cat (as ids of distinct raw strings), ts,
- * dur, pid, tid (int64 or double, by kind) and the event's byte range. Anything it does not model
+ * dur, pid, tid, id (int64 or double, by kind), the event's byte range and its "args" object's. Anything it does not model
  * exactly (a non-string name, a string pid, an escaped key, an integer beyond int64, ...) marks the
  * event "complex": Python re-reads that one event with orjson. Anything it cannot accept (invalid
  * JSON, a \u escape of a surrogate, no traceEvents array, an event that is not an object) makes it
  * return None, and the caller takes the general path (orjson on the whole file), which gives the
  * exact error. So results never depend on which path ran.
  *
- * scan(buf) -> None | (members, n, ph, name_id, cat_id, num_kind, num, span, complex, strings)
+ * scan(buf) -> None | (members, n, ph, name_id, cat_id, num_kind, num, span, complex, strings, args_span)
  *   members: list of (key_start, key_end, value_start, value_end) of the other top-level keys
  *            (key ranges include the quotes)
  *   ph: uint8 per event: the single ASCII character of "ph", 0 when absent
  *   name_id, cat_id: int32 per event: index into strings, -1 when absent
- *   num_kind: uint8 [n, 4] for ts, dur, pid, tid: 0 absent, 1 int64, 2 double
- *   num: 8 bytes [n, 4]: int64 or double by kind
+ *   num_kind: uint8 [n, 5] for ts, dur, pid, tid, id: 0 absent, 1 int64, 2 double
+ *   num: 8 bytes [n, 5]: int64 or double by kind
  *   span: int64 [n, 2]: the event's [start, end) byte range
  *   complex: uint8 per event: 1 when Python must read the event itself
  *   strings: int64 [k, 2]: (start, end) of each distinct raw string body (between the quotes)
+ *   args_span: int64 [n, 2]: the byte range of the event's "args" value when it is an object,
+ *              else (-1, -1)
+ *
+ * members(buf, spans, int_keys, drop_keys) -> (ints, present, others, complex): the members of
+ * the objects at the given byte ranges (an int64 [n, 2] buffer; (-1, -1) for none), already
+ * validated by scan(). For each key of int_keys (a tuple of bytes), an int64 [n, k] column and a
+ * uint8 [n, k] present mask (null counts as absent); keys of drop_keys are skipped; the other members' text, exactly as
+ * in the document, as one JSON object per row in a list (None when a row has none). A row whose
+ * object has an escaped key, or a key of int_keys with a value that is not an int64, is marked
+ * complex (uint8 [n]): the caller reads those rows itself.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,7 +41,7 @@
 #include <string.h>
 
 #define MAX_DEPTH 256
-enum { F_TS, F_DUR, F_PID, F_TID, NF };
+enum { F_TS, F_DUR, F_PID, F_TID, F_ID, NF };
 enum { K_ABSENT = 0, K_INT = 1, K_DOUBLE = 2 };
 
 typedef struct {
@@ -304,7 +314,7 @@ static int skip_value(parser *P, int depth) {
 
 /* ------------------------------------------------------------------ events */
 typedef struct {
-    column ph, name, cat, kind, num, span, complex;
+    column ph, name, cat, kind, num, span, complex, args;
     strtab strings;
     size_t n;
 } events;
@@ -320,6 +330,7 @@ static int scan_event(parser *P, events *E) {
     int32_t name = -1, cat = -1;
     uint8_t kind[NF] = {0};
     int64_t num[NF] = {0};
+    int64_t args[2] = {-1, -1};
     P->p++;
     ws(P);
     if (P->p < P->end && *P->p == '}') {
@@ -342,6 +353,7 @@ static int scan_event(parser *P, events *E) {
             else if (key_is(kb, kl, "dur")) field = F_DUR;
             else if (key_is(kb, kl, "pid")) field = F_PID;
             else if (key_is(kb, kl, "tid")) field = F_TID;
+            else if (key_is(kb, kl, "id")) field = F_ID;
             unsigned char c = *P->p;
             if (strfield && c == '"') {
                 const unsigned char *b; size_t l; int esc;
@@ -362,7 +374,10 @@ static int scan_event(parser *P, events *E) {
                 else cx = 1;
             } else {
                 if (strfield || field >= 0) cx = 1; /* a field of another type: Python reads the event */
+                int is_args = !kesc && c == '{' && key_is(kb, kl, "args");
+                const unsigned char *vstart = P->p;
                 if (skip_value(P, 1) < 0) return -1;
+                if (is_args) { args[0] = vstart - P->base; args[1] = P->p - P->base; }
             }
             ws(P);
             if (P->p >= P->end) return -1;
@@ -374,7 +389,7 @@ static int scan_event(parser *P, events *E) {
     int64_t span[2] = {start - P->base, P->p - P->base};
     if (col_push(&E->ph, &ph, 1) || col_push(&E->name, &name, 4) || col_push(&E->cat, &cat, 4)
         || col_push(&E->kind, kind, NF) || col_push(&E->num, num, 8 * NF) || col_push(&E->span, span, 16)
-        || col_push(&E->complex, &cx, 1))
+        || col_push(&E->complex, &cx, 1) || col_push(&E->args, args, 16))
         return -2;
     E->n++;
     return 0;
@@ -396,7 +411,7 @@ static int scan_events(parser *P, events *E) {
 }
 
 static void events_free(events *E) {
-    column *cols[] = {&E->ph, &E->name, &E->cat, &E->kind, &E->num, &E->span, &E->complex};
+    column *cols[] = {&E->ph, &E->name, &E->cat, &E->kind, &E->num, &E->span, &E->complex, &E->args};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) free(cols[i]->data);
     strtab_free(&E->strings);
 }
@@ -478,19 +493,19 @@ static PyObject *py_scan(PyObject *self, PyObject *arg) {
         int64_t se[2] = {E.strings.start[i], E.strings.start[i] + E.strings.len[i]};
         if (col_push(&strings, se, 16)) { free(strings.data); PyErr_NoMemory(); goto done; }
     }
-    PyObject *parts[9];
-    column *cols[9] = {&members, &E.ph, &E.name, &E.cat, &E.kind, &E.num, &E.span, &E.complex, &strings};
+    PyObject *parts[10];
+    column *cols[10] = {&members, &E.ph, &E.name, &E.cat, &E.kind, &E.num, &E.span, &E.complex, &strings, &E.args};
     int ok = 1;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         parts[i] = ok ? column_bytes(cols[i]) : NULL;
         if (!parts[i]) ok = 0;
     }
     free(strings.data);
     if (ok)
-        result = Py_BuildValue("(NnNNNNNNNN)", parts[0], (Py_ssize_t)E.n, parts[1], parts[2], parts[3], parts[4],
-                               parts[5], parts[6], parts[7], parts[8]);
+        result = Py_BuildValue("(NnNNNNNNNNN)", parts[0], (Py_ssize_t)E.n, parts[1], parts[2], parts[3], parts[4],
+                               parts[5], parts[6], parts[7], parts[8], parts[9]);
     else
-        for (int i = 0; i < 9; i++) Py_XDECREF(parts[i]);
+        for (int i = 0; i < 10; i++) Py_XDECREF(parts[i]);
 done:
     events_free(&E);
     free(members.data);
@@ -498,8 +513,167 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ members of objects */
+typedef struct {
+    const unsigned char *b;
+    size_t l;
+} keyref;
+
+static int key_index(const keyref *keys, Py_ssize_t n, const unsigned char *b, size_t l) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (keys[i].l == l && memcmp(keys[i].b, b, l) == 0) return (int)i;
+    return -1;
+}
+
+/* One object at [s, e): ints/present rows filled, the other members' text appended to `text`
+ * (comma separated). 1 when the row is complex, 0 when done, -1 on malformed input, -2 no memory. */
+static int object_members(const unsigned char *base, int64_t s, int64_t e, const keyref *ints, Py_ssize_t ni,
+                          const keyref *drops, Py_ssize_t nd, int64_t *vals, uint8_t *present, column *text) {
+    parser P = {base + s, base + e, base, 0};
+    if (P.p >= P.end || *P.p != '{') return -1;
+    P.p++;
+    ws(&P);
+    if (P.p < P.end && *P.p == '}') return 0;
+    int complex_row = 0;
+    for (;;) {
+        const unsigned char *kstart = P.p, *kb; size_t kl; int kesc;
+        if (P.p >= P.end || *P.p != '"' || scan_string(&P, &kb, &kl, &kesc) < 0) return -1;
+        ws(&P);
+        if (P.p >= P.end || *P.p != ':') return -1;
+        P.p++;
+        ws(&P);
+        if (kesc) complex_row = 1;
+        int ki = kesc ? -1 : key_index(ints, ni, kb, kl);
+        int drop = !kesc && ki < 0 && key_index(drops, nd, kb, kl) >= 0;
+        const unsigned char *vstart = P.p;
+        if (ki >= 0) {
+            int kind; int64_t iv = 0; double dv;
+            unsigned char c = P.p < P.end ? *P.p : 0;
+            if (c == 'n') { /* null: absent, as the general path reads it */
+                if (literal(&P, "null") < 0) return -1;
+            } else if ((c == '-' || (c >= '0' && c <= '9')) && scan_number(&P, &kind, &iv, &dv) == 0
+                       && kind == K_INT) {
+                vals[ki] = iv;
+                present[ki] = 1;
+            } else {
+                complex_row = 1;
+                P.p = vstart;
+                if (skip_value(&P, 1) < 0) return -1;
+            }
+        } else {
+            if (skip_value(&P, 1) < 0) return -1;
+            if (!drop) {
+                if (text->used && col_push(text, ",", 1)) return -2;
+                if (col_push(text, kstart, (size_t)(P.p - kstart))) return -2;
+            }
+            (void)vstart;
+        }
+        ws(&P);
+        if (P.p >= P.end) return -1;
+        if (*P.p == ',') { P.p++; ws(&P); continue; }
+        if (*P.p == '}') break;
+        return -1;
+    }
+    return complex_row;
+}
+
+static int keyrefs(PyObject *tuple, keyref **out, Py_ssize_t *n, const char *what) {
+    if (!PyTuple_Check(tuple)) {
+        PyErr_Format(PyExc_TypeError, "members: %s must be a tuple of bytes", what);
+        return -1;
+    }
+    *n = PyTuple_GET_SIZE(tuple);
+    *out = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof(keyref));
+    if (!*out) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *k = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(k)) {
+            PyErr_Format(PyExc_TypeError, "members: %s must be a tuple of bytes", what);
+            return -1;
+        }
+        (*out)[i].b = (const unsigned char *)PyBytes_AS_STRING(k);
+        (*out)[i].l = (size_t)PyBytes_GET_SIZE(k);
+    }
+    return 0;
+}
+
+static PyObject *py_members(PyObject *self, PyObject *args) {
+    PyObject *buf, *spans_obj, *int_keys, *drop_keys;
+    if (!PyArg_ParseTuple(args, "OOO!O!", &buf, &spans_obj, &PyTuple_Type, &int_keys, &PyTuple_Type, &drop_keys))
+        return NULL;
+    Py_buffer view = {0}, spans = {0};
+    keyref *ints = NULL, *drops = NULL;
+    Py_ssize_t ni = 0, nd = 0;
+    PyObject *vals_b = NULL, *present_b = NULL, *others = NULL, *cx_b = NULL, *result = NULL;
+    column text = {0};
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0) goto done;
+    if (PyObject_GetBuffer(spans_obj, &spans, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    if (spans.len % 16) {
+        PyErr_SetString(PyExc_ValueError, "members: spans must be int64 (start, end) pairs");
+        goto done;
+    }
+    if (keyrefs(int_keys, &ints, &ni, "int_keys") < 0 || keyrefs(drop_keys, &drops, &nd, "drop_keys") < 0) goto done;
+    Py_ssize_t n = spans.len / 16;
+    const int64_t *sp = (const int64_t *)spans.buf;
+    vals_b = PyBytes_FromStringAndSize(NULL, n * ni * 8);
+    present_b = PyBytes_FromStringAndSize(NULL, n * ni);
+    cx_b = PyBytes_FromStringAndSize(NULL, n);
+    others = PyList_New(n);
+    if (!vals_b || !present_b || !cx_b || !others) goto done;
+    int64_t *vals = (int64_t *)PyBytes_AS_STRING(vals_b);
+    uint8_t *present = (uint8_t *)PyBytes_AS_STRING(present_b), *cx = (uint8_t *)PyBytes_AS_STRING(cx_b);
+    memset(vals, 0, (size_t)(n * ni * 8));
+    memset(present, 0, (size_t)(n * ni));
+    const unsigned char *base = view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = sp[2 * i], e = sp[2 * i + 1];
+        cx[i] = 0;
+        text.used = 0;
+        if (s >= 0) {
+            if (e > view.len || s > e) {
+                PyErr_SetString(PyExc_ValueError, "members: a span lies outside the buffer");
+                goto done;
+            }
+            int r = object_members(base, s, e, ints, ni, drops, nd, vals + i * ni, present + i * ni, &text);
+            if (r == -2) { PyErr_NoMemory(); goto done; }
+            if (r < 0) {
+                PyErr_Format(PyExc_ValueError, "members: the span of row %zd is not a JSON object", i);
+                goto done;
+            }
+            cx[i] = (uint8_t)r;
+        }
+        PyObject *row;
+        if (text.used) {
+            row = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)text.used + 2);
+            if (!row) goto done;
+            char *d = PyBytes_AS_STRING(row);
+            d[0] = '{';
+            memcpy(d + 1, text.data, text.used);
+            d[text.used + 1] = '}';
+        } else {
+            row = Py_None;
+            Py_INCREF(row);
+        }
+        PyList_SET_ITEM(others, i, row);
+    }
+    result = Py_BuildValue("(OOOO)", vals_b, present_b, others, cx_b);
+done:
+    Py_XDECREF(vals_b);
+    Py_XDECREF(present_b);
+    Py_XDECREF(others);
+    Py_XDECREF(cx_b);
+    free(text.data);
+    PyMem_Free(ints);
+    PyMem_Free(drops);
+    if (spans.obj) PyBuffer_Release(&spans);
+    if (view.obj) PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_O, "scan(buffer) -> None | columns of the trace's events (see the module source)"},
+    {"members", py_members, METH_VARARGS,
+     "members(buffer, spans, int_keys, drop_keys) -> (ints, present, others, complex) (see the module source)"},
     {NULL, NULL, 0, NULL},
 };
 

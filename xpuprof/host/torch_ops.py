@@ -130,23 +130,90 @@ class TorchOpRecorder:
         finally:
             self._result = None
 
-    def read_trace(self) -> dict:
-        """torch's Kineto trace of the cycle (written by torch's C++ exporter, read back once)."""
+    def read_trace(self) -> bytes:
+        """torch's Kineto trace of the cycle as JSON bytes (written by torch's C++ exporter, read back once);
+        empty when there is none."""
         if self._result is None:
-            return {"traceEvents": []}
+            return b""
         fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")
         os.close(fd)
         try:
             self._result.save(path)
             with open(path, "rb") as f:
-                return orjson.loads(f.read())
+                return f.read()
         finally:
             self._result = None
             os.unlink(path)
 
 
+# Kineto's integer args of ops, ranges and Python frames, kept as numeric columns; the rest of an
+# event's args (shapes, types, strides, concrete inputs, anything new) stay as their JSON text.
+INT_ARGS = ("External id", "Sequence number", "Fwd thread id", "Record function id", "Python id",
+            "Python parent id", "Python thread")
+
+
 class TorchOps:
-    """torch's events of one cycle as columns (epoch ns), External ids moved above ``id_base``."""
+    """torch's events of one cycle as columns (epoch ns), External ids moved above ``id_base``.
+
+    ``from_trace_bytes`` reads torch's file with the C scanner (``xpuprof._native.tracescan``): its
+    columns, and each op's args split in C into integer columns and the other members' text, with
+    no Python object per event but that text. A document the scanner does not model exactly (or no
+    C part) takes the general path: ``orjson`` and one dict per event (``TorchOps(trace_dict)``).
+    """
+
+    @classmethod
+    def from_trace_bytes(cls, raw: bytes, id_base: int) -> "TorchOps":
+        if not raw:
+            return cls({"traceEvents": []}, id_base)
+        from ..trace import scan
+
+        scanned = scan.scan_bytes(raw)
+        ops = cls._from_scan(raw, scanned, id_base) if scanned is not None else None
+        return ops if ops is not None else cls(orjson.loads(raw), id_base)
+
+    @classmethod
+    def _from_scan(cls, raw: bytes, sc, id_base: int) -> "TorchOps | None":
+        from .._native import tracescan
+        from ..trace.scan import DUR, ID, INT, PID, TID, TS
+
+        table = {text: i for i, text in enumerate(sc.strings)}
+        op_cats = [table[c] for c in OP_CATEGORIES if c in table]
+        rows = np.flatnonzero((sc.ph == ord("X")) & np.isin(sc.cat, op_cats))
+        flow_ph = (sc.ph == ord("s")) | (sc.ph == ord("f"))
+        frows = np.flatnonzero(flow_ph & (sc.cat == table.get(FLOW_CATEGORY, -2)))
+        both = np.concatenate([rows, frows])
+        kind = sc.kind[both]
+        if (sc.complex[both].any() or (sc.name[rows] < 0).any() or (kind[:, TS] == 0).any()
+                or (kind[:, PID] != INT).any() or (kind[:, TID] != INT).any()
+                or (sc.kind[frows, ID] != INT).any()):
+            return None  # shaped in a way the columns do not hold exactly: the general path decides
+        ints, present, others, complex_rows = tracescan.members(raw, np.ascontiguousarray(sc.args_span[rows]),
+                                                                tuple(k.encode() for k in INT_ARGS),
+                                                                tuple(k.encode() for k in _DROPPED_ARGS))
+        if any(complex_rows):
+            return None
+        base_ns = int(sc.header.get("baseTimeNanoseconds", 0))
+        ints = np.frombuffer(ints, np.int64).reshape(len(rows), len(INT_ARGS))
+        present = np.frombuffer(present, np.uint8).reshape(len(rows), len(INT_ARGS)).astype(bool)
+        ops = cls.__new__(cls)
+        ops.id_base = id_base
+        ops.name_table = sc.strings
+        ops.name_codes = sc.name[rows].astype(np.int64)
+        ops.cats = np.array(sc.strings, dtype=object)[sc.cat[rows]]
+        ops.ts = _us_to_epoch_ns(sc.numbers(TS)[rows], base_ns)
+        ops.dur = np.rint(sc.numbers(DUR)[rows] * 1000).astype(np.int64)
+        ops.pid, ops.tid = sc.ints(PID)[rows], sc.ints(TID)[rows]
+        ext_col = INT_ARGS.index("External id")
+        ext = np.where(present[:, ext_col], ints[:, ext_col], 0)
+        ops.external_id = np.where(ext > 0, ext + id_base, 0)
+        ops.num_args = {key: (ints[:, j].copy(), present[:, j].copy()) for j, key in enumerate(INT_ARGS)
+                        if j != ext_col and present[:, j].any()}
+        ops.row_args = others if any(o is not None for o in others) else None
+        ops.flow_id = sc.ints(ID)[frows]
+        ops.flow_ts = _us_to_epoch_ns(sc.numbers(TS)[frows], base_ns)
+        ops.flow_pid, ops.flow_tid = sc.ints(PID)[frows], sc.ints(TID)[frows]
+        ops.flow_start = sc.ph[frows] == ord("s")
+        return ops
 
     def __init__(self, trace: dict, id_base: int) -> None:
         base_ns = int(trace.get("baseTimeNanoseconds", 0))
@@ -154,7 +221,9 @@ class TorchOps:
         keep = [e for e in events if e.get("ph") == "X" and e.get("cat") in OP_CATEGORIES]
         flows = [e for e in events if e.get("cat") == FLOW_CATEGORY and e.get("ph") in ("s", "f")]
         self.id_base = id_base
-        self.names = [e["name"] for e in keep]
+        codes: dict[str, int] = {}
+        self.name_codes = np.fromiter((codes.setdefault(e["name"], len(codes)) for e in keep), np.int64, len(keep))
+        self.name_table = list(codes)
         self.cats = np.array([e["cat"] for e in keep], dtype=object)
         self.ts = _us_to_epoch_ns(np.array([e["ts"] for e in keep], np.float64), base_ns)
         self.dur = np.rint(np.array([e.get("dur", 0) for e in keep], np.float64) * 1000).astype(np.int64)
@@ -171,11 +240,12 @@ class TorchOps:
         self.flow_start = np.array([e["ph"] == "s" for e in flows], bool)
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.name_codes)
 
     def add_to(self, builder: TraceBuilder, pid: int) -> set[int]:
         """Slices on the calling threads' rows (torch's pid is this process: ours), fwdbwd flows."""
         tids: set[int] = set()
+        table_ids = builder.strings.intern_many(self.name_table) if self.name_table else np.zeros(0, np.int32)
         for cat in OP_CATEGORIES:
             sel = np.flatnonzero(self.cats == cat)
             if not len(sel):
@@ -184,7 +254,8 @@ class TorchOps:
             for key, (values, present) in self.num_args.items():
                 if present[sel].any():
                     args[key] = ArgColumn("num", values[sel], None if present[sel].all() else present[sel])
-            builder.add_slices(names=[self.names[i] for i in sel], ts=self.ts[sel], dur=self.dur[sel], pid=pid,
+            builder.add_slices(names=None, name_ids=table_ids[self.name_codes[sel]], ts=self.ts[sel], dur=self.dur[sel],
+                               pid=pid,
                                tid=self.tid[sel], cat=cat, external_id=self.external_id[sel], args=args,
                                row_args=None if self.row_args is None else [self.row_args[i] for i in sel])
             tids.update(np.unique(self.tid[sel]).tolist())

@@ -18,7 +18,8 @@ import orjson
 
 from .load import TraceLoadError
 
-TS, DUR, PID, TID = range(4)
+TS, DUR, PID, TID, ID = range(5)
+FIELDS = 5  # numeric fields the scanner keeps per event
 ABSENT, INT, DOUBLE = 0, 1, 2
 
 _UNSET = object()
@@ -43,11 +44,12 @@ class ScannedEvents:
     ph: np.ndarray  # uint8: the one-character "ph", 0 when absent
     name: np.ndarray  # int32 index into strings, -1 when absent
     cat: np.ndarray  # int32 index into strings, -1 when absent
-    kind: np.ndarray  # uint8 (n, 4): ts, dur, pid, tid: ABSENT, INT or DOUBLE
-    num: np.ndarray  # 8 bytes (n, 4): view as int64 or float64 by kind
+    kind: np.ndarray  # uint8 (n, 5): ts, dur, pid, tid, id: ABSENT, INT or DOUBLE
+    num: np.ndarray  # 8 bytes (n, 5): view as int64 or float64 by kind
     span: np.ndarray  # int64 (n, 2): the event's bytes
     complex: np.ndarray  # bool: a field the columns do not hold exactly; read the event itself
     strings: list[str]  # distinct decoded strings (names and categories)
+    args_span: np.ndarray  # int64 (n, 2): the "args" object's bytes, (-1, -1) when absent
 
     def __len__(self) -> int:
         return len(self.ph)
@@ -61,6 +63,12 @@ class ScannedEvents:
 
     def floats(self, field: int) -> np.ndarray:
         return self.num[:, field].view(np.float64)
+
+    def numbers(self, field: int) -> np.ndarray:
+        """The field as float64 whichever way each event spelled it (absent: 0)."""
+        kind = self.kind[:, field]
+        return np.where(kind == INT, self.ints(field).astype(np.float64),
+                        np.where(kind == DOUBLE, self.floats(field), 0.0))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -103,7 +111,7 @@ def scan_bytes(raw: bytes) -> ScannedEvents | None:
     got = native.scan(raw)
     if got is None:
         return None
-    members, n, ph, name, cat, kind, num, span, cx, strings = got
+    members, n, ph, name, cat, kind, num, span, cx, strings, args_span = got
     header = {}
     for ks, ke, vs, ve in np.frombuffer(members, np.int64).reshape(-1, 4).tolist():
         header[orjson.loads(raw[ks:ke])] = orjson.loads(raw[vs:ve])
@@ -114,9 +122,10 @@ def scan_bytes(raw: bytes) -> ScannedEvents | None:
         return np.where(a >= 0, remap[np.maximum(a, 0)] if len(remap) else a, -1).astype(np.int32)
 
     return ScannedEvents(raw, header, np.frombuffer(ph, np.uint8), ids(name), ids(cat),
-                         np.frombuffer(kind, np.uint8).reshape(n, 4), np.frombuffer(num, np.uint8).reshape(n, 32)
-                         .view(np.uint64), np.frombuffer(span, np.int64).reshape(n, 2),
-                         np.frombuffer(cx, np.uint8).astype(bool), texts)
+                         np.frombuffer(kind, np.uint8).reshape(n, FIELDS),
+                         np.frombuffer(num, np.uint8).reshape(n, 8 * FIELDS).view(np.uint64),
+                         np.frombuffer(span, np.int64).reshape(n, 2), np.frombuffer(cx, np.uint8).astype(bool), texts,
+                         np.frombuffer(args_span, np.int64).reshape(n, 2))
 
 
 def scan(path) -> ScannedEvents | None:
