@@ -13,6 +13,7 @@ from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
 from xpuprof.trace import chrome as chrome_mod
 from xpuprof.trace import columnar as columnar_mod
+from xpuprof.trace.builder import hex_column
 
 
 def write(b, tmp_path, name="t.json", **kw):
@@ -361,3 +362,24 @@ atexit.register(lambda: print(chrome.write_chrome_trace(b, {str(out)!r})))
     raw = out.read_bytes()
     events = orjson.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)["traceEvents"]
     assert sum(e["ph"] == "X" for e in events) == 10000
+
+
+def test_columns_never_pin_the_records_they_came_from():
+    """A field of a structured record array is a strided view: stored as is, it would keep every
+    record (all 184 bytes of a kernel dispatch) alive as long as the trace. Columns that hold one
+    value are stored once."""
+    rows = np.zeros(1000, [("start", "<u8"), ("queue", "<u8"), ("device", "<u8"), ("pad", "u1", (40,))])
+    rows["start"] = np.arange(1000) * 10
+    rows["queue"] = 0xBEEF + np.arange(1000) % 3
+    rows["device"] = 2
+    b = TraceBuilder()
+    b.add_slices(names=["k"] * 1000, ts=rows["start"], dur=np.ones(1000, np.int64), pid=rows["device"],
+                 tid=rows["queue"], cat="kernel", args={"queue": hex_column(rows["queue"]), "device": rows["device"],
+                                                        "grid": np.tile([256, 1, 1], (1000, 1))},
+                 external_id=rows["queue"])
+    s = b.slices[0]
+    for col in (s.ts, s.tid, s.external_id, s.args["queue"].values):
+        assert col.flags.c_contiguous and not np.shares_memory(col, rows)
+    for col in (s.pid, s.args["device"].values, s.args["grid"].values):
+        assert col.strides[0] == 0  # one value for every row, stored once
+    assert s.args["grid"].values.tolist() == [[256, 1, 1]] * 1000 and s.pid.tolist() == [2] * 1000

@@ -19,7 +19,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import emit, pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
-from xpuprof.trace import keyindex
+from xpuprof.trace import builder as builder_mod, keyindex
 from xpuprof.trace.builder import TraceBuilder
 from xpuprof.trace.chrome import write_chrome_trace
 
@@ -245,15 +245,19 @@ def test_columns_of_one_value_are_stored_once_and_write_the_same_trace(pti_doubl
                    and c.values.strides[0] == 0 and len(c.values) > 1]
     assert {"context", "bytes", "Return_code"} <= set(stored_once)  # one value in every row of its kind
     once = _trace(api, records, None, emit.RecordWriter, tmp_path, "once.json")
-    monkeypatch.setattr(emit, "_stored_once", lambda col: col)
+    monkeypatch.setattr(builder_mod, "stored_once", lambda values: values)
     every_row = _trace(api, records, None, emit.RecordWriter, tmp_path, "every.json")
     _same(once, every_row)
 
 
 def test_stored_once_keeps_columns_that_differ():
     col = np.array([0.0, -0.0, 0.0])  # equal, but written differently
-    assert emit._stored_once(col) is col
+    assert builder_mod.stored_once(col) is col
     nan = np.array([np.nan, np.nan])
-    assert emit._stored_once(nan) is nan
-    same = emit._stored_once(np.array([7, 7, 7], np.int64))
+    assert builder_mod.stored_once(nan) is nan
+    same = builder_mod.stored_once(np.array([7, 7, 7], np.int64))
     assert same.strides[0] == 0 and same.tolist() == [7, 7, 7]
+    rows = builder_mod.stored_once(np.array([[256, 1, 1]] * 4, np.int64))  # a grid: one list for every row
+    assert rows.strides[0] == 0 and rows.tolist() == [[256, 1, 1]] * 4
+    differ = np.array([[256, 1, 1], [256, 2, 1]], np.int64)
+    assert builder_mod.stored_once(differ) is differ

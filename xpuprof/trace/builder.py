@@ -80,7 +80,44 @@ def _to_arg_column(values, n: int, strings: StringTable) -> ArgColumn:
         raise ValueError(f"arg column has {len(col)} rows, expected {n}")
     if col.present is not None and len(col.present) != n:
         raise ValueError("arg column mask length differs from the batch length")
-    return col
+    return _stored_once_arg(col)
+
+
+def _own(values):
+    """A column that does not pin another array: a strided view of one field of a structured
+    record array would keep every record (all their fields) alive as long as the trace."""
+    if isinstance(values, np.ndarray) and values.ndim in (1, 2) and len(values) and values.strides[0] != 0 \
+            and values.base is not None and not values.flags.c_contiguous:
+        return np.ascontiguousarray(values)
+    return values
+
+
+def stored_once(values):
+    """A numeric column whose rows all hold one value, as a read-only stride-0 view of that value
+    (the writer renders it once); anything else unchanged. Device rows carry many such columns
+    (one device, context, grid, copy size ...): each would cost 8 B per row otherwise."""
+    if not isinstance(values, np.ndarray) or values.ndim not in (1, 2) or len(values) < 2 \
+            or values.dtype.kind not in "biuf" or values.strides[0] == 0:
+        return values
+    first = values[:1]
+    if not (values == first).all():
+        return values
+    if values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
+        return values  # 0.0 and -0.0 compare equal but are written differently
+    return np.broadcast_to(first.copy(), values.shape)
+
+
+def _stored_once_arg(col: ArgColumn) -> ArgColumn:
+    if col.kind == "obj":
+        return col
+    present = col.present
+    if isinstance(present, np.ndarray) and present.dtype == bool and len(present) and present.all():
+        present = None  # every row carries it: no mask to store or test
+    values = _own(stored_once(col.values))
+    present = _own(present)
+    if values is col.values and present is col.present:
+        return col
+    return ArgColumn(col.kind, values, present)
 
 
 def _constant(value, n: int, dtype) -> np.ndarray:
@@ -105,7 +142,7 @@ def _row_column(values, n: int) -> np.ndarray:
         out = arr.astype(np.int64)
     if len(out) != n:
         raise ValueError(f"pid/tid column has {len(out)} rows, expected {n}")
-    return out
+    return _own(stored_once(out))
 
 
 def _i64(values, n: int, what: str) -> np.ndarray:
@@ -117,11 +154,11 @@ def _i64(values, n: int, what: str) -> np.ndarray:
     out = arr.astype(np.int64, copy=False)
     if len(out) != n:
         raise ValueError(f"{what} has {len(out)} rows, expected {n}")
-    return out
+    return _own(out)
 
 
 def _held(arr: np.ndarray) -> int:
-    return arr.itemsize if arr.ndim == 1 and len(arr) and arr.strides[0] == 0 else arr.nbytes
+    return arr[0].nbytes if arr.ndim in (1, 2) and len(arr) and arr.strides[0] == 0 else arr.nbytes
 
 
 # ----------------------------------------------------------------------------- batches
@@ -339,7 +376,8 @@ class TraceBuilder:
             name=np.asarray(name_ids, dtype=np.int32),
             cat=_constant(cat_id, n, np.int32),
             legacy_cat=_constant(legacy_id, n, np.int32),
-            external_id=_constant(0, n, np.int64) if external_id is None else _i64(external_id, n, "external_id"),
+            external_id=_constant(0, n, np.int64) if external_id is None else
+            stored_once(_i64(external_id, n, "external_id")),
             args={json_safe(k): _to_arg_column(v, n, self.strings) for k, v in (args or {}).items()},
             row_args=row_args,
         )

@@ -50,15 +50,17 @@ def _as_u64(keys) -> np.ndarray:
 
 def _dense(keys: np.ndarray, lo: int, span: int) -> Factorized:
     """Keys in [lo, lo + span): a lookup table instead of a hash (sorted uniq)."""
-    off = (keys - np.uint64(lo)).astype(np.intp)
-    n = len(off)
-    first_at = np.full(span, n, np.intp)
+    n = len(keys)
+    # int32 rows and offsets where they fit (the usual case): half the temporaries of intp.
+    small = np.int32 if max(n, span) < 1 << 31 else np.intp
+    off = (keys - np.uint64(lo)).astype(small)
+    first_at = np.full(span, n, small)
     # minimum.at: the earliest row per key, well defined however numpy orders repeated writes.
-    np.minimum.at(first_at, off, np.arange(n, dtype=np.intp))
+    np.minimum.at(first_at, off, np.arange(n, dtype=small))
     present = first_at < n
-    lut = np.cumsum(present, dtype=np.intp) - 1
+    lut = np.cumsum(present, dtype=small) - 1
     uniq = (np.flatnonzero(present).astype(np.uint64) + np.uint64(lo))
-    return Factorized(uniq, lut[off], first_at[present])
+    return Factorized(uniq, lut[off], first_at[present].astype(np.intp))
 
 
 def factorize(keys) -> Factorized:

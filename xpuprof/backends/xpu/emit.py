@@ -276,22 +276,6 @@ def _threads_by_correlation(corr: np.ndarray, tids: np.ndarray, want: np.ndarray
     return out
 
 
-def _stored_once(col):
-    """A column holding one value in every row as a stride-0 view of that value (the writer
-    renders those once): one device, context, queue, thread or copy size is the common case, and
-    device rows carry 10-20 such columns."""
-    values = col.values if isinstance(col, ArgColumn) else col
-    if not isinstance(values, np.ndarray) or values.ndim != 1 or len(values) < 2 or values.dtype.kind not in "biuf" \
-            or values.strides[0] == 0 or not (values == values[0]).all():
-        return col
-    if values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
-        return col  # 0.0 and -0.0 compare equal but are written differently
-    one = np.broadcast_to(values[:1].copy(), values.shape)
-    if not isinstance(col, ArgColumn):
-        return one
-    return ArgColumn(col.kind, one, col.present)
-
-
 class RecordWriter:
     """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
 
@@ -375,9 +359,9 @@ class RecordWriter:
         return ArgColumn("str", self._table_names(codes, self.ctx.memory_type_name))
 
     def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
-        args = {k: _stored_once(v) for k, v in args.items()}
-        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=_stored_once(pid), tid=_stored_once(tid),
-                          cat=cat, args=args, external_id=_stored_once(external_id), vendor=VENDOR)
+        # add_slices stores columns that hold one value in every row once (stride-0 views).
+        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid,
+                          cat=cat, args=args, external_id=external_id, vendor=VENDOR)
         key = cat.value
         self.counts[key] = self.counts.get(key, 0) + len(ts)
 
