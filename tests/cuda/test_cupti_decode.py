@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+import orjson
 import pytest
 
 cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
@@ -371,3 +372,99 @@ def test_bulk_rows_gathered_from_many_buffers_equal_the_per_buffer_rows(monkeypa
             assert len(plain) >= 8
             for f in plain:
                 assert got[f].tolist() == rows[f].tolist(), f
+
+
+def _filled(dtype, n, kind, rng):
+    """Records of one kind with every plain field set from the seeded generator (small values, so
+    device ids stay indexable), times inside the window: a field the lean decode failed to keep
+    would change the trace."""
+    arr = np.zeros(n, dtype)
+
+    def fill(view, dt):
+        for name in dt.names:
+            sub = dt.fields[name][0]
+            if sub.names:
+                fill(view[name], sub)
+            elif sub.subdtype is None and sub.kind in "iu":
+                view[name] = rng.integers(1, 4 if name.endswith("device_id") else 40, len(view))
+    fill(arr, dtype)
+    arr["kind"] = kind
+    start = T0 + np.sort(rng.integers(0, 10**6, n))
+    for f, v in (("start", start), ("end", start + rng.integers(1, 500, n)), ("completed", 0), ("queued", start - 5),
+                 ("device_timestamp", start + 1), ("name", 0x1000 + 64 * rng.integers(0, 3, n)),
+                 ("correlation_id", rng.integers(1, 200, n)), ("overhead_kind", 65536), ("object_kind", 2)):
+        if f in dtype.names:
+            arr[f] = v
+    return arr
+
+
+def _every_kind_chunks(seed):
+    rng = np.random.default_rng(seed)
+    kinds = [(c.activity_kernel13_dtype, records.KIND_CONCURRENT_KERNEL), (c.activity_memcpy6_dtype, records.KIND_MEMCPY),
+             (c.activity_memcpy_pto_p4_dtype, records.KIND_MEMCPY2), (c.activity_memset4_dtype, records.KIND_MEMSET),
+             (c.activity_api_dtype, records.KIND_RUNTIME), (c.activity_api_dtype, records.KIND_DRIVER),
+             (c.activity_synchronization2_dtype, records.KIND_SYNCHRONIZATION),
+             (c.activity_cuda_event2_dtype, records.KIND_CUDA_EVENT),
+             (c.activity_external_correlation_dtype, records.KIND_EXTERNAL_CORRELATION),
+             (c.activity_overhead3_dtype, records.KIND_OVERHEAD)]
+    names = {0x1000: "_Z4gemmv", 0x1040: "_Z4axpyv", 0x1080: "kernel"}
+    chunks = []
+    for i in range(4):
+        parts = [_filled(dt, int(rng.integers(1, 60)), kind, rng) for dt, kind in kinds]
+        for p in parts:
+            if p.dtype == c.activity_api_dtype:
+                p["cbid"] = rng.choice([100, 101, 102, 103, 105, 106] if p["kind"][0] == records.KIND_RUNTIME else [7],
+                                       len(p))
+            if "type" in p.dtype.names:
+                p["type"] = rng.integers(0, 6, len(p))
+        chunk = records.pack(parts, names=names)
+        chunk.time_offset_ns = 100 * i
+        chunks.append(chunk)
+    return chunks
+
+
+def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_path):
+    """Issue 15 (memory): the decode keeps only the fields it reads (READ_FIELDS), frees each buffer
+    once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
+    buffers kept and every column full, the same events come out, in the same order."""
+    from xpuprof.backends import flows
+    from xpuprof.trace import builder as builder_mod
+    from xpuprof.trace.chrome import write_chrome_trace
+
+    def trace(name, release):
+        b = TraceBuilder(pid=99)
+        chunks = _every_kind_chunks(5)
+        CuptiDecoder(_names, options=DecodeOptions(sm_count={1: 108, 2: 108, 3: 108})).process(
+            b, ProcessWindow(T0, T0 + 10**9), chunks, release=release)
+        assert all(ch is None for ch in chunks) == release
+        (tmp_path / name).mkdir()
+        write_chrome_trace(b, tmp_path / name / "trace.json")  # the file's name is in the trace
+        return (tmp_path / name / "trace.json").read_bytes()
+
+    lean = trace("lean", release=True)  # directory names of one length: the path is in the trace
+    monkeypatch.setattr(decode, "READ_FIELDS", None)
+    for module in (builder_mod, decode, flows):
+        monkeypatch.setattr(module, "stored_once", lambda values: values)
+    whole = trace("full", release=False)
+    evs = orjson.loads(lean)["traceEvents"]
+    assert len(lean) == len(whole) and evs == orjson.loads(whole)["traceEvents"]  # the same events, in order
+    cats = {e.get("cat") for e in evs}
+    assert {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cuda_sync", "cuda_event",
+            "overhead"} <= cats, cats
+    assert any(e["ph"] == "s" for e in evs) and any(e.get("args", {}).get("priority") for e in evs)
+
+
+def test_large_buffers_live_in_their_own_pages_and_decode_the_same():
+    """Chunks from 1 MiB up are copied into an anonymous mapping (freed straight back to the system,
+    where glibc's heap would keep them); what decodes from it is what decodes from the bytes."""
+    import mmap
+
+    rows = _kernel(5000, start=T0 + np.arange(5000) * 10, end=T0 + np.arange(5000) * 10 + 5,
+                   correlation_id=np.arange(5000) + 1)
+    chunk = records.pack([rows], names={0x1000: "_Z4gemmv"})
+    assert len(chunk.data) >= records.OWN_PAGES_FROM
+    paged = records.own_pages(chunk.data)
+    assert isinstance(paged, mmap.mmap) and paged[:] == chunk.data
+    assert isinstance(records.own_pages(b"small"), bytes)
+    on_pages = records.RawChunk(paged, chunk.offsets, chunk.kinds, chunk.dtypes, chunk.names)
+    assert _decode([on_pages])[1] == _decode([chunk])[1]

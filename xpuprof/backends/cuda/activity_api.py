@@ -258,7 +258,8 @@ class CuptiActivityApi(Session):
             if failed:
                 self._errors.append(f"{failed} external-correlation push/pop call(s) failed (last: {last}): device "
                                     "work inside those record_function ranges is not linked to them (no External id)")
-        chunks = self.chunks()
+        with self._lock:  # the decoder frees each buffer once it is gathered (held once at the peak)
+            chunks, self._chunks = self._chunks, []
         if self._offset_ns:
             for chunk in chunks:
                 chunk.time_offset_ns = self._offset_ns
@@ -266,7 +267,7 @@ class CuptiActivityApi(Session):
         options = DecodeOptions(activities=self.activity_types,
                                 display_sync_wait_events=getattr(self.config, "display_cuda_sync_wait_events", True),
                                 sm_count={d: p.get("numSms", 0) for d, p in props.items()}, device_props=props)
-        CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks)
+        CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks, release=True)
         for reason, n in self.dropped_records().items():
             builder.count_dropped(reason, n)
 

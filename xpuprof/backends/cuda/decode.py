@@ -16,8 +16,10 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ...activity import ActivityType
+from ...trace.builder import stored_once
 from ...trace.keyindex import factorize
 from ..dependencies import DependencyResolver
+from ..flows import add_flow_ends
 from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
@@ -88,29 +90,104 @@ class DecodeOptions:
     device_props: dict = field(default_factory=dict)  # device -> Kineto deviceProperties entry (occupancy)
 
 
+def _packed(rows: np.ndarray, narrow: np.dtype) -> np.ndarray:
+    out = np.empty(len(rows), narrow)
+    out[...] = rows[list(narrow.names)]
+    return out
+
+
+def _ints(rows: np.ndarray, name: str) -> np.ndarray:
+    """One record field as an int64 column, stored once when every row holds one value."""
+    return stored_once(rows[name].astype(np.int64))
+
+
+def _triple(rows: np.ndarray, prefix: str) -> np.ndarray:
+    """``grid``/``block``: (n, 3) int64, stored once when every row holds one (x, y, z)."""
+    xyz = [_ints(rows, f"{prefix}_{a}") for a in "xyz"]
+    if len(rows) and all(c.strides[0] == 0 for c in xyz):
+        return np.broadcast_to(np.array([c[:1] for c in xyz], np.int64).reshape(1, 3), (len(rows), 3))
+    return np.stack(xyz, 1)
+
+
 def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
     return rows if mask.all() else rows[mask]
 
 
 def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    """Every chunk's records of one kind, gathered straight into one array (np.concatenate of
-    structured arrays copies field by field: most of the decode time)."""
-    found = [(c, c.offsets_of([kind])) for c in chunks if kind in c.dtypes]
-    found = [(c, offs) for c, offs in found if len(offs)]
-    if not found:
-        return None
-    dt = found[0][0].dtypes[kind]
-    if any(c.dtypes[kind] != dt for c, _ in found):  # layouts differ between buffers: field by field
-        return np.concatenate([c.rows([kind]) for c, _ in found])
-    out = np.empty(sum(len(offs) for _, offs in found), dt)
-    pos = 0
-    for c, offs in found:
-        part = out[pos:pos + len(offs)]
-        gather_rows(c.data, offs, dt, part)
-        c.to_epoch(part)
-        pos += len(offs)
-    return out
+    """Every chunk's records of one kind, gathered straight into one array."""
+    return gather_kinds(list(chunks), (kind,))[kind]
+
+
+# Every record field the decoder reads (a kernel record is 248 bytes; the fields read, ~110).
+READ_FIELDS = frozenset({
+    "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
+    "stream_id", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+    "static_shared_memory", "dynamic_shared_memory", "graph_id", "graph_node_id", "channel_id", "channel_type",
+    "priority", "copy_kind", "src_kind", "dst_kind", "bytes", "src_device_id", "dst_device_id", "src_context_id",
+    "dst_context_id", "memory_kind", "cbid", "process_id", "thread_id", "type", "cuda_event_id", "event_id",
+    "external_kind", "external_id", "overhead_kind", "object_kind", "object_id"})
+
+
+def _narrow(dt: np.dtype, fields: frozenset | None) -> np.dtype:
+    """The record layout with only ``fields`` (packed), or the layout itself when it has no others."""
+    if fields is None or all(n in fields for n in dt.names):
+        return dt
+    return np.dtype([(n, dt.fields[n][0]) for n in dt.names if n in fields])
+
+
+def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | None = None,
+                 release: bool = False) -> dict[int, np.ndarray | None]:
+    """Each kind's records from every chunk, gathered straight into one array per kind
+    (np.concatenate of structured arrays copies field by field: most of the decode time).
+
+    Chunk by chunk, every kind at once: with ``release`` each list entry is set to None once its
+    records are gathered, so its bytes are freed there and then and the records are held once,
+    not twice, at the peak. ``fields``: keep only these fields of each record (the decoder's
+    READ_FIELDS); None keeps CUPTI's whole layout."""
+    kinds = tuple(kinds)
+    layout: dict[int, np.dtype | None] = {}  # kind -> its one record layout, None where buffers differ
+    count = dict.fromkeys(kinds, 0)
+    for c in chunks:
+        if c is None:
+            continue
+        for k in kinds:
+            if k in c.dtypes:
+                n = int(np.count_nonzero(c.kinds == k))
+                if n:
+                    count[k] += n
+                    layout[k] = c.dtypes[k] if layout.get(k, c.dtypes[k]) == c.dtypes[k] else None
+    out = {k: np.empty(count[k], _narrow(layout[k], fields)) if layout.get(k) is not None else None for k in kinds}
+    pos = dict.fromkeys(kinds, 0)
+    mixed: dict[int, list[np.ndarray]] = {k: [] for k in kinds if count[k] and layout.get(k) is None}
+    for i, c in enumerate(chunks):
+        if c is None:
+            continue
+        for k in kinds:
+            if not count[k] or k not in c.dtypes:
+                continue
+            if k in mixed:  # layouts differ between buffers: field by field
+                rows = c.rows([k])
+                if rows is not None:
+                    narrow = _narrow(rows.dtype, fields)
+                    mixed[k].append(rows if narrow is rows.dtype else _packed(rows, narrow))
+                continue
+            offs = c.offsets_of([k])
+            if len(offs):
+                part = out[k][pos[k]:pos[k] + len(offs)]
+                if part.dtype == layout[k]:
+                    gather_rows(c.data, offs, layout[k], part)
+                    c.to_epoch(part)
+                else:  # this buffer's records whole (a few MiB at most), then the fields read
+                    whole = gather_rows(c.data, offs, layout[k])
+                    c.to_epoch(whole)
+                    part[...] = whole[list(part.dtype.names)]
+                pos[k] += len(offs)
+        if release:
+            chunks[i] = None
+    for k, parts in mixed.items():
+        out[k] = np.concatenate(parts)
+    return {k: v if v is not None and len(v) else None for k, v in out.items()}
 
 
 class CuptiDecoder:
@@ -128,16 +205,19 @@ class CuptiDecoder:
         return t in self.options.activities
 
     # ------------------------------------------------------------------ entry point
-    def process(self, builder, window, chunks: list[RawChunk]) -> None:
-        chunks = [c for c in chunks if c is not None and len(c)]
-        get = {k: concat_rows(chunks, k) for k in (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2,
-                                                    KIND_MEMSET,
-                                                    KIND_RUNTIME, KIND_DRIVER, KIND_SYNCHRONIZATION, KIND_CUDA_EVENT,
-                                                    KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD)}
+    def process(self, builder, window, chunks: list[RawChunk | None], *, release: bool = False) -> None:
+        """Decode every chunk into ``builder``. ``release``: the list is the caller's to give up;
+        each entry is set to None once gathered, and each kind's records are dropped once written,
+        so memory holds the records about once at any time."""
         names = {}
         for c in chunks:
-            names.update(c.names)
-        kernels = [r for r in (get[KIND_KERNEL], get[KIND_CONCURRENT_KERNEL]) if r is not None]
+            if c is not None:
+                names.update(c.names)
+        get = gather_kinds(chunks, (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET,
+                                    KIND_RUNTIME, KIND_DRIVER, KIND_SYNCHRONIZATION, KIND_CUDA_EVENT,
+                                    KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD), fields=READ_FIELDS, release=release)
+        # Each kind's records are popped from `get` when they are written, so they are freed then.
+        kernels = [r for r in (get.pop(KIND_KERNEL), get.pop(KIND_CONCURRENT_KERNEL)) if r is not None]
 
         # Pass 1 (independent of record order): external ids, context -> device, event records.
         self._ext = self._external_map(get[KIND_EXTERNAL_CORRELATION])
@@ -150,26 +230,31 @@ class CuptiDecoder:
         # Pass 2: device rows (collect which correlation ids and streams exist), then host rows.
         device_parts: list[tuple] = []  # (corr, ts, pid, tid) of rows that end an ac2g flow
         busy_streams: list[np.ndarray] = []  # (device << 32 | stream) that ran work in the window
-        for rows in kernels:
-            self._kernels(builder, window, rows, names, device_parts, busy_streams)
-        if get[KIND_MEMCPY] is not None:
-            self._memcpy(builder, window, get[KIND_MEMCPY], device_parts, busy_streams)
-        if get[KIND_MEMCPY2] is not None:
-            self._memcpy_p2p(builder, window, get[KIND_MEMCPY2], device_parts, busy_streams)
-        if get[KIND_MEMSET] is not None:
-            self._memset(builder, window, get[KIND_MEMSET], device_parts, busy_streams)
+        while kernels:
+            self._kernels(builder, window, kernels.pop(0), names, device_parts, busy_streams)
+        if (rows := get.pop(KIND_MEMCPY)) is not None:
+            self._memcpy(builder, window, rows, device_parts, busy_streams)
+        if (rows := get.pop(KIND_MEMCPY2)) is not None:
+            self._memcpy_p2p(builder, window, rows, device_parts, busy_streams)
+        if (rows := get.pop(KIND_MEMSET)) is not None:
+            self._memset(builder, window, rows, device_parts, busy_streams)
+        rows = None
         if events is not None and self._want(ActivityType.CUDA_EVENT):
             self._events(builder, window, events, api_start, device_parts)
         if get[KIND_SYNCHRONIZATION] is not None and self._want(ActivityType.CUDA_SYNC):
             busy = np.unique(np.concatenate(busy_streams)) if busy_streams else np.empty(0, np.int64)
-            self._syncs(builder, window, get[KIND_SYNCHRONIZATION], busy, device_parts)
+            busy_streams.clear()
+            self._syncs(builder, window, get.pop(KIND_SYNCHRONIZATION), busy, device_parts)
+        get.pop(KIND_EXTERNAL_CORRELATION)  # its map is built
+        events = get[KIND_CUDA_EVENT] = None
         host_parts: list[tuple] = []
         for kind, t in ((KIND_RUNTIME, ActivityType.RUNTIME), (KIND_DRIVER, ActivityType.DRIVER)):
-            if get[kind] is not None and self._want(t):
-                self._api(builder, window, get[kind], kind, host_parts)
+            if (rows := get.pop(kind)) is not None and self._want(t):
+                self._api(builder, window, rows, kind, host_parts)
+            rows = None
         if get[KIND_OVERHEAD] is not None and self._want(ActivityType.OVERHEAD):
             self._overhead(builder, window, get[KIND_OVERHEAD])
-        self._flows(builder, device_parts, host_parts)
+        add_flow_ends(builder, device_parts, host_parts)
 
     # ------------------------------------------------------------------ pass 1
     def _external_map(self, rows):
@@ -251,7 +336,7 @@ class CuptiDecoder:
         for arg, fld in (("graph id", "graph_id"), ("graph node id", "graph_node_id"), ("channel", "channel_id"),
                          ("channel_type", "channel_type")):
             if fld in rows.dtype.names:
-                out[arg] = rows[fld].astype(np.int64)
+                out[arg] = _ints(rows, fld)
         return out
 
     # ------------------------------------------------------------------ device rows
@@ -265,32 +350,31 @@ class CuptiDecoder:
         label = ["Kernel" if (n := demangle(names.get(int(p), "") or "unknown")) == "kernel" else n
                  for p in ptrs.uniq.tolist()]
         name_ids = np.fromiter((builder.strings.intern(s) for s in label), np.int32, len(label))[ptrs.codes]
+        # Each column is stored once where all rows agree, as soon as it is made: kernels carry
+        # ~20 args, and full temporaries of all of them would double the decode's peak memory.
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
-        dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
-            rows["correlation_id"].astype(np.int64)
-        grid = np.stack([rows["grid_x"], rows["grid_y"], rows["grid_z"]], 1).astype(np.int64)
-        block = np.stack([rows["block_x"], rows["block_y"], rows["block_z"]], 1).astype(np.int64)
+        dev, stream, corr = _ints(rows, "device_id"), _ints(rows, "stream_id"), rows["correlation_id"].astype(np.int64)
+        grid, block = _triple(rows, "grid"), _triple(rows, "block")
+        regs, static_smem, dynamic_smem = (_ints(rows, f) for f in ("registers_per_thread", "static_shared_memory",
+                                                                    "dynamic_shared_memory"))
         args = {
-            "queued": self._field(rows, "queued"),
-            "device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-            "registers per thread": rows["registers_per_thread"].astype(np.int64),
-            "shared memory": rows["static_shared_memory"].astype(np.int64) + rows["dynamic_shared_memory"],
+            "queued": stored_once(self._field(rows, "queued")),
+            "device": dev, "context": _ints(rows, "context_id"), "stream": stream, "correlation": corr,
+            "registers per thread": regs, "shared memory": stored_once(static_smem + dynamic_smem),
         }
         props = self.options.device_props or {d: {"numSms": n} for d, n in self.options.sm_count.items()}
-        args.update(occupancy_args(dev, grid, block, rows["registers_per_thread"].astype(np.int64),
-                                   rows["static_shared_memory"].astype(np.int64),
-                                   rows["dynamic_shared_memory"].astype(np.int64), props))
+        args.update(occupancy_args(dev, grid, block, regs, static_smem, dynamic_smem, props))
         args["grid"] = grid
         args["block"] = block
         args.update(self._graph_channel_args(rows))
         if "priority" in rows.dtype.names:
-            args["priority"] = rows["priority"].astype(np.int64)
+            args["priority"] = _ints(rows, "priority")
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
                            cat=ActivityType.CONCURRENT_KERNEL, args=args, external_id=self._external_ids(corr),
                            vendor=VENDOR)
         self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, dev, stream))
-        busy.append((dev << 32) | stream)
+        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
+        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
 
     def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMCPY):
@@ -332,8 +416,8 @@ class CuptiDecoder:
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
                            cat=ActivityType.GPU_MEMCPY, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
         self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, dev, stream))
-        busy.append((dev << 32) | stream)
+        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
+        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
 
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
@@ -357,8 +441,8 @@ class CuptiDecoder:
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
                            args=args, external_id=self._external_ids(corr), vendor=VENDOR)
         self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, dev, stream))
-        busy.append((dev << 32) | stream)
+        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
+        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
 
     def _events(self, builder, window, rows, api_start, device_parts) -> None:
         ts = self._event_ts(rows, api_start)
@@ -373,7 +457,7 @@ class CuptiDecoder:
                            external_id=self._external_ids(corr),
                            args={"event_id": rows["event_id"].astype(np.int64), "stream": stream, "correlation": corr,
                                  "device": dev, "context": rows["context_id"].astype(np.int64)})
-        device_parts.append((corr, ts, dev, stream))
+        device_parts.append((corr, ts, stored_once(dev), stored_once(stream)))
 
     def _syncs(self, builder, window, rows, busy, device_parts) -> None:
         rows = _kept(rows, self._in_window(builder, window, rows["start"], "sync"))
@@ -416,7 +500,7 @@ class CuptiDecoder:
         for d in set(dev[stream < 0].tolist()):
             builder.set_thread_name(d, 1, f"Device {d}", sort_index=-1)
         self._stream_rows(builder, dev[(stream >= 0) & ~ss], stream[(stream >= 0) & ~ss])
-        device_parts.append((corr, start, dev, tid))
+        device_parts.append((corr, start, stored_once(dev), stored_once(tid)))
 
     @staticmethod
     def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
@@ -449,7 +533,7 @@ class CuptiDecoder:
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=pid, tid=tid, cat=cat,
                            args={"cbid": rows["cbid"].astype(np.int64), "correlation": corr},
                            external_id=self._external_ids(corr), vendor=VENDOR)
-        host_parts.append((corr, start, pid, tid))
+        host_parts.append((corr, start, stored_once(pid), stored_once(tid)))
 
     def _overhead(self, builder, window, rows) -> None:
         rows = _kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
@@ -468,14 +552,3 @@ class CuptiDecoder:
                            cat=ActivityType.OVERHEAD, vendor=VENDOR)
         builder.set_process_name(-1, "CUPTI Overhead", sort_index=1048576)
 
-    # ------------------------------------------------------------------ flows
-    @staticmethod
-    def _flows(builder, device_parts, host_parts) -> None:
-        if not device_parts or not host_parts:
-            return
-        d_corr, d_ts, d_pid, d_tid = (np.concatenate(x) for x in zip(*device_parts))
-        h_corr, h_ts, h_pid, h_tid = (np.concatenate(x) for x in zip(*host_parts))
-        d = np.isin(d_corr, h_corr)
-        h = np.isin(h_corr, d_corr)
-        builder.add_flows(flow_ids=h_corr[h], ts=h_ts[h], pid=h_pid[h], tid=h_tid[h], start=True)
-        builder.add_flows(flow_ids=d_corr[d], ts=d_ts[d], pid=d_pid[d], tid=d_tid[d], start=False)

@@ -9,6 +9,7 @@ later, vectorized, in ``decode``.
 from __future__ import annotations
 
 import ctypes
+import mmap
 from functools import lru_cache
 from dataclasses import dataclass, field
 
@@ -48,7 +49,7 @@ def dtype_for_class(cls) -> np.dtype:
 class RawChunk:
     """One completed CUPTI buffer: its bytes and where each record starts."""
 
-    data: bytes
+    data: bytes | mmap.mmap  # the records back to back (``own_pages``)
     offsets: np.ndarray  # int64 byte offsets into data
     kinds: np.ndarray  # int32 CUpti_ActivityKind per record
     dtypes: dict[int, np.dtype]  # kind -> record dtype
@@ -83,6 +84,22 @@ class RawChunk:
                 if name in rows.dtype.names:
                     col = rows[name].astype(np.int64)
                     rows[name] = np.where(col != 0, col + self.time_offset_ns, 0)
+
+
+OWN_PAGES_FROM = 1 << 20
+
+
+def own_pages(data) -> bytes | mmap.mmap:
+    """A chunk's bytes in memory of their own: from 1 MiB up, an anonymous mapping, which goes
+    back to the system the moment the chunk is freed. Heap memory would not: glibc's malloc keeps
+    freed blocks of this size in the heap (its mmap threshold rises as blocks are freed), so the
+    resident size kept every buffer until the end of the decode."""
+    view = memoryview(data).cast("B")
+    if view.nbytes < OWN_PAGES_FROM:
+        return bytes(view)
+    pages = mmap.mmap(-1, view.nbytes)
+    pages.write(view)
+    return pages
 
 
 _UNSET = object()
@@ -146,7 +163,7 @@ def capture(records) -> RawChunk | None:
         if size is None:
             size = size_of[cls] = dtype_for_class(cls).itemsize
         sizes[i] = size
-    data = b"".join(map(ctypes.string_at, [r.ptr for r in records], sizes.tolist()))
+    data = own_pages(b"".join(map(ctypes.string_at, [r.ptr for r in records], sizes.tolist())))
     offsets = np.zeros(n, np.int64)
     np.cumsum(sizes[:-1], out=offsets[1:])
     kinds = _kinds_at(data, offsets)
