@@ -211,7 +211,7 @@ def _cuda_chunks(n: int, t0: int, seed: int = 7):
     launches = max(1, n * 8 // 30)  # 3 records per launch + 2 per copy (3 copies per 8 launches)
     rng = np.random.default_rng(seed)
     chunks, count = [], 0
-    block = 1 << 14
+    block = 1 << 13
     for a in range(0, launches, block):
         got, k = _cuda_block(a, min(launches, a + block), launches, t0, rng)
         chunks.extend(got)
@@ -269,17 +269,18 @@ def _cuda_block(a: int, b: int, launches: int, t0: int, rng):
     for ci in np.unique(chunk_of).tolist():
         sel = np.flatnonzero(chunk_of == ci)
         offs = np.concatenate([[0], np.cumsum(sizes[sel])[:-1]]).astype(np.int64)
-        buf = np.zeros(int(sizes[sel].sum()), np.uint8)
+        words = np.zeros(int(sizes[sel].sum()) // 8, np.uint64)  # every record size is a multiple of 8
         dtypes = {}
         for i, p in enumerate(pieces):
             m = which[sel] == i
             if not m.any():
                 continue
             dtypes[int(p["kind"][0])] = p.dtype
-            idx = offs[m][:, None] + np.arange(p.dtype.itemsize)
-            buf[idx.reshape(-1)] = p[row[sel][m]].view(np.uint8).reshape(-1)
+            idx = (offs[m] // 8)[:, None] + np.arange(p.dtype.itemsize // 8)
+            words[idx.reshape(-1)] = np.ascontiguousarray(p[row[sel][m]]).view(np.uint64).reshape(-1)
+        buf = words.view(np.uint8)
         kinds = np.array([int(p["kind"][0]) for p in pieces], np.int32)[which[sel]]
-        chunks.append(R.RawChunk(buf.tobytes(), offs, kinds, dtypes, name_table))
+        chunks.append(R.RawChunk(R.own_pages(buf), offs, kinds, dtypes, name_table))  # as capture() keeps them
     return chunks, sum(len(p) for p in pieces)
 
 
@@ -306,7 +307,7 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     res["rss_stop"] = res["rss_record"]
     builder = TraceBuilder()
     t = time.perf_counter()
-    CuptiDecoder(_cuda_names).process(builder, ProcessWindow(t0, t0 + 10**12), chunks)
+    CuptiDecoder(_cuda_names).process(builder, ProcessWindow(t0, t0 + 10**12), chunks, release=True)  # as the session
     res["process_s"] = time.perf_counter() - t
     res["rss_process"] = _rss()
     _write_and_floor(builder, out, gz, res)
@@ -374,7 +375,7 @@ def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     res["rss_stop"] = res["rss_record"]
     builder = TraceBuilder(pid=4321)
     t = time.perf_counter()
-    RocprofDecoder(pid=4321).process(builder, ProcessWindow(t0, t0 + 10**12), rec)
+    RocprofDecoder(pid=4321).process(builder, ProcessWindow(t0, t0 + 10**12), rec, release=True)  # as the session
     res["process_s"] = time.perf_counter() - t
     res["rss_process"] = _rss()
     _write_and_floor(builder, out, gz, res)

@@ -257,3 +257,61 @@ def test_hardware_probe():
     if not res:
         pytest.skip(res.reason)
     assert "rocprofiler-sdk" in res.reason
+
+
+def _seeded_records(seed):
+    """Launches on four streams and raw queues, copies, event records, waits and stream/device
+    syncs, from a seeded generator."""
+    rng = np.random.default_rng(seed)
+    api, disp, copies, ops = [], [], [], []
+    corr, t = 0, T0
+    for _ in range(300):
+        corr, t = corr + 1, t + int(rng.integers(10, 100))
+        what = int(rng.integers(0, 10))
+        stream = 0x5000 + int(rng.integers(0, 4))
+        if what < 6:
+            api.append(_api(10, corr, t, t + 5, tid=88))
+            grid = (256, 1, 1) if rng.random() < 0.8 else (int(rng.integers(1, 999)), 2, 1)
+            disp.append(_dispatch(corr, t + 8, t + 40, 0xBEEF + int(rng.integers(0, 3)), int(rng.integers(0, 9)),
+                                  grid=grid))
+            if rng.random() < 0.7:
+                ops.append((corr, OP_LAUNCH, 0, stream))
+        elif what < 8:
+            api.append(_api(40, corr, t, t + 5, tid=88))
+            copies.append(_copy(corr, t + 6, t + 30, int(rng.integers(1, 5)), int(rng.integers(1, 1 << 20))))
+            ops.append((corr, OP_LAUNCH, 0, stream))
+        else:
+            op = [OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC, OP_STREAM_SYNC, OP_DEVICE_SYNC][int(rng.integers(0, 5))]
+            api.append(_api(20 + op, corr, t, t + 20, tid=88))
+            ops.append((corr, op, 0xE0 + int(rng.integers(0, 3)), stream))
+    return RocmRecords(
+        hip_api=_arr(api, rocprof.HIP_API_DTYPE), dispatch=_arr(disp, rocprof.DISPATCH_DTYPE),
+        copies=_arr(copies, rocprof.COPY_DTYPE), event_ops=np.array(ops, EVENT_OP_DTYPE),
+        api_names={10: "hipLaunchKernel", 40: "hipMemcpyAsync", 20 + OP_RECORD: "hipEventRecord",
+                   20 + OP_STREAM_WAIT: "hipStreamWaitEvent", 20 + OP_EVENT_SYNC: "hipEventSynchronize",
+                   20 + OP_STREAM_SYNC: "hipStreamSynchronize", 20 + OP_DEVICE_SYNC: "hipDeviceSynchronize"},
+        kernel_names={k: f"_Z7kernel{k}v" for k in range(9)}, agent_device={AGENT: 1, 0x1: 0})
+
+
+def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch):
+    """Issue 15 (memory): the session hands its records over (release: each array dropped once
+    written, dispatches cut to the three fields device syncs read) and one-value columns are
+    stored once. Keeping every array whole gives the same events, in the same order."""
+    from xpuprof.backends import flows
+    from xpuprof.backends.rocm import decode
+    from xpuprof.trace import builder as builder_mod
+
+    def events(release):
+        rec = _seeded_records(9)
+        b = TraceBuilder(pid=4321)
+        RocprofDecoder(pid=4321).process(b, ProcessWindow(T0, T0 + 10**9), rec, release=release)
+        assert (rec.hip_api is None and rec.dispatch is None and rec.copies is None) == release
+        return [e for chunk in iter_event_chunks(b) for e in chunk]
+
+    lean = events(True)
+    for module in (builder_mod, decode, flows):
+        monkeypatch.setattr(module, "stored_once", lambda values: values)
+    assert lean == events(False)
+    cats = {e.get("cat") for e in lean}
+    assert {"kernel", "gpu_memcpy", "cuda_runtime", "cuda_sync"} <= cats, cats
+    assert any(e.get("name") == "Device Sync" for e in lean) and any(e["ph"] == "s" for e in lean)

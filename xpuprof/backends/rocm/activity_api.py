@@ -501,7 +501,10 @@ class RocprofActivityApi(Session):
 
     # ------------------------------------------------------------------ decoding
     def records(self) -> tuple[RocmRecords, dict]:
-        groups = self.rocbuf.split(b"".join(self.packed)) if self.packed else {}
+        # The drained buffers are handed over and freed once split: held once, not three times.
+        packed, self.packed = self.packed, []
+        groups = self.rocbuf.split(b"".join(packed)) if packed else {}
+        del packed
         k = self.reg.buffer_kinds
         trace = rocprof.CATEGORY_TRACING
 
@@ -529,7 +532,8 @@ class RocprofActivityApi(Session):
                                 "ranges is not linked to them (no External id)")
             self.correlation_failures[0] = 0
         rec, groups = self.records()
-        self.decoder.process(builder, window, rec)
+        groups = {key: blob for key, blob in groups.items() if key[0] != rocprof.CATEGORY_TRACING}  # decoded in rec
+        self.decoder.process(builder, window, rec, release=True)
         self.process_counters(builder, window, rec, groups)
         for reason, n in self._dropped.items():
             builder.count_dropped(reason, n)

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.builder import ArgColumn, hex_column
+from ...trace.builder import ArgColumn, hex_column, stored_once
 from ...trace.keyindex import factorize, factorize_pairs
 from ..demangle import demangle
 from ..dependencies import DependencyResolver
+from ..flows import add_flow_ends
 from . import rocprof
 
 VENDOR = "rocm"
@@ -64,6 +65,30 @@ class RocmRecords:
     kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
     agent_device: dict[int, int] = field(default_factory=dict)  # agent handle -> device index
     dropped: int = 0
+
+
+def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
+    return rows if mask.all() else rows[mask]
+
+
+def _triple(xyz: np.ndarray) -> np.ndarray:
+    """A dim3 field (grid, workgroup) as (n, 3) int64, stored once when every row holds one."""
+    cols = [stored_once(xyz[a].astype(np.int64)) for a in "xyz"]
+    if len(xyz) and all(c.strides[0] == 0 for c in cols):
+        return np.broadcast_to(np.array([c[0] for c in cols], np.int64).reshape(1, 3), (len(xyz), 3))
+    return np.stack(cols, 1)
+
+
+def _launch_fields(dispatch: np.ndarray) -> np.ndarray:
+    """The dispatch fields device-sync rows still read, under the same names (24 of 184 bytes)."""
+    dt = np.dtype([("thread_id", "<u8"), ("correlation_id", [("internal", "<u8")]),
+                   ("dispatch_info", [("agent_id", "<u8")])])
+    out = np.empty(len(dispatch), dt)
+    out["thread_id"] = dispatch["thread_id"]
+    out["correlation_id"]["internal"] = dispatch["correlation_id"]["internal"]
+    out["dispatch_info"]["agent_id"] = dispatch["dispatch_info"]["agent_id"]
+    return out
 
 
 def _intern(builder, labels) -> np.ndarray:
@@ -119,11 +144,12 @@ class RocprofDecoder:
         """(device, logical stream) of kernels: the HIP stream decides the row; the HSA queue only
         when the stream is unknown (#1398)."""
         dev = _map(rec.agent_device, agent, 0)
-        hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64) if stream_of else \
-            np.full(len(corr), -1, np.int64)
-        handle = np.where(hip_stream >= 0, hip_stream, queue.astype(np.int64) | np.int64(1 << 62))
-        known = hip_stream >= 0
-        self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
+        handle = queue.astype(np.int64) | np.int64(1 << 62)
+        if stream_of:  # else no launch's stream is known: every row is its queue's
+            hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64)
+            known = hip_stream >= 0
+            handle = np.where(known, hip_stream, handle)
+            self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
         return dev, self.logical_stream(dev, handle)
 
     @staticmethod
@@ -140,7 +166,10 @@ class RocprofDecoder:
             return None
         return rows["correlation_id"]["external"].astype(np.int64)
 
-    def process(self, builder, window, rec: RocmRecords) -> None:
+    def process(self, builder, window, rec: RocmRecords, *, release: bool = False) -> None:
+        """Decode ``rec`` into ``builder``. ``release``: ``rec`` is the caller's to give up; each
+        record array is dropped from it once written (kernel dispatches keep only the three fields
+        device-sync rows read), so memory holds the records about once at any time."""
         if rec.dropped:
             builder.count_dropped("rocm records dropped by rocprofiler", rec.dropped)
         ops = rec.event_ops if rec.event_ops is not None else np.zeros(0, EVENT_OP_DTYPE)
@@ -148,16 +177,17 @@ class RocprofDecoder:
         device_parts, host_parts = [], []
         if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
             self._dispatches(builder, window, rec, stream_of, device_parts)
+        if release and rec.dispatch is not None:  # device-sync rows need three fields of it, if any
+            rec.dispatch = _launch_fields(rec.dispatch) if (ops["op"] == OP_DEVICE_SYNC).any() else None
         if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
             self._copies(builder, window, rec, stream_of, device_parts)
+        if release:
+            rec.copies = None
         if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
             self._api(builder, window, rec, ops, host_parts, device_parts)
-        if device_parts and host_parts:
-            d = [np.concatenate(x) for x in zip(*device_parts)]
-            h = [np.concatenate(x) for x in zip(*host_parts)]
-            dm, hm = np.isin(d[0], h[0]), np.isin(h[0], d[0])
-            builder.add_flows(flow_ids=h[0][hm], ts=h[1][hm], pid=h[2][hm], tid=h[3][hm], start=True)
-            builder.add_flows(flow_ids=d[0][dm], ts=d[1][dm], pid=d[2][dm], tid=d[3][dm], start=False)
+        if release:
+            rec.hip_api = rec.dispatch = rec.event_ops = ops = None
+        add_flow_ends(builder, device_parts, host_parts)
 
     @staticmethod
     def _window(builder, window, start, what) -> np.ndarray:
@@ -168,39 +198,42 @@ class RocprofDecoder:
     def _dispatches(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.dispatch
         rocprof.check_sizes(rows["size"], "kernel dispatch")
-        rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "kernel")]
+        start = rows["start_timestamp"].astype(np.int64)
+        keep = self._window(builder, window, start, "kernel")
+        rows, start = _kept(rows, keep), _kept(start, keep)
+        del keep
         if not len(rows):
             return
+        start += 1  # Kineto's begin + 1 (in place: kernels are the bulk of the records)
+        dur = rows["end_timestamp"].astype(np.int64)
+        dur -= start
         info = rows["dispatch_info"]
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         queue = info["queue_id"]
-        dev, tid = self.kernel_rows(rec, stream_of, corr, queue, info["agent_id"])
+        dev, tid = (stored_once(c) for c in self.kernel_rows(rec, stream_of, corr, queue, info["agent_id"]))
         kid = factorize(info["kernel_id"])
         names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.uniq.tolist()]
-        start = rows["start_timestamp"].astype(np.int64) + 1
-        end = rows["end_timestamp"].astype(np.int64)
-        grid = np.stack([info["grid_size"][a] for a in "xyz"], 1).astype(np.int64)
-        block = np.stack([info["workgroup_size"][a] for a in "xyz"], 1).astype(np.int64)
-        builder.add_slices(names=None, name_ids=_intern(builder, names)[kid.codes], ts=start, dur=end - start,
+        grid, block = _triple(info["grid_size"]), _triple(info["workgroup_size"])
+        builder.add_slices(names=None, name_ids=_intern(builder, names)[kid.codes], ts=start, dur=dur,
                            pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR,
                            external_id=self.external_ids(rows), args={
                                "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
-                               "kind": ArgColumn("str", np.full(len(rows), builder.strings.intern("Dispatch Kernel"),
-                                                                np.int32)), "grid": grid, "block": block,
-                               "shared memory": info["group_segment_size"].astype(np.int64)})
+                               "kind": ArgColumn("str", np.broadcast_to(np.int32(builder.strings.intern(
+                                   "Dispatch Kernel")), (len(rows),))), "grid": grid, "block": block,
+                               "shared memory": stored_once(info["group_segment_size"].astype(np.int64))})
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 
     def _copies(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.copies
         rocprof.check_sizes(rows["size"], "memory copy")
-        rows = rows[self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy")]
+        rows = _kept(rows, self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy"))
         if not len(rows):
             return
         op = rows["operation"].astype(np.int64)
         # The device side of the copy owns the row (D2H: source; H2D/D2D: destination).
         agent = np.where(op == 3, rows["src_agent_id"], rows["dst_agent_id"])
-        dev = _map(rec.agent_device, agent, 0)
+        dev = stored_once(_map(rec.agent_device, agent, 0))
         # The HIP stream the async copy was issued on (as Kineto: stream, else the queue); copies
         # whose call was not captured (synchronous hipMemcpy, ...) share one copy row per device.
         corr_all = rows["correlation_id"]["internal"].astype(np.int64)
@@ -208,7 +241,7 @@ class RocprofDecoder:
             np.full(len(rows), -1, np.int64)
         known = hip_stream >= 0
         self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
-        tid = self.logical_stream(dev, np.where(known, hip_stream, -2))
+        tid = stored_once(self.logical_stream(dev, np.where(known, hip_stream, -2)))
         uo, inv = np.unique(op, return_inverse=True)
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
                   f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
@@ -285,7 +318,7 @@ class RocprofDecoder:
         builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv], ts=start, dur=end - start,
                            pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args,
                            external_id=self.external_ids(rows))
-        host_parts.append((corr, start, np.full(len(corr), self.pid, np.int64), tid))
+        host_parts.append((corr, start, np.broadcast_to(np.int64(self.pid), corr.shape), stored_once(tid)))
         if syncs is not None and ActivityType.CUDA_SYNC in self.activities:
             self._sync_rows(builder, rec, rows, corr, start, end, tid, *syncs, device_parts)
 
