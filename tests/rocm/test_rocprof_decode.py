@@ -315,3 +315,19 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     cats = {e.get("cat") for e in lean}
     assert {"kernel", "gpu_memcpy", "cuda_runtime", "cuda_sync"} <= cats, cats
     assert any(e.get("name") == "Device Sync" for e in lean) and any(e["ph"] == "s" for e in lean)
+
+
+def test_stream_table_looks_up_like_the_dict_it_replaced():
+    """correlation id -> HIP stream for whole columns, with a dict's last-wins semantics (the dict
+    built one Python object per launch)."""
+    from xpuprof.backends.rocm.decode import StreamTable
+
+    rng = np.random.default_rng(4)
+    corr = rng.integers(1, 400, 1000).astype(np.uint64)
+    stream = rng.integers(0x5000, 0x5008, 1000).astype(np.uint64)
+    want = dict(zip(corr.tolist(), stream.tolist()))
+    query = rng.integers(0, 500, 3000)
+    got = StreamTable(corr, stream).lookup(query)
+    assert got.tolist() == [want.get(c, -1) for c in query.tolist()]
+    assert not StreamTable(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+    assert StreamTable(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).lookup(query[:3]).tolist() == [-1] * 3

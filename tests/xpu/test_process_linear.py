@@ -261,3 +261,14 @@ def test_stored_once_keeps_columns_that_differ():
     assert rows.strides[0] == 0 and rows.tolist() == [[256, 1, 1]] * 4
     differ = np.array([[256, 1, 1], [256, 2, 1]], np.int64)
     assert builder_mod.stored_once(differ) is differ
+
+
+def test_distinct_rows_equal_the_set_of_row_tuples():
+    rng = np.random.default_rng(12)
+    a = rng.integers(-3, 3, 5000)
+    b = rng.integers(0, 1 << 40, 5000) % 7 + (1 << 40)
+    c = rng.integers(0, 4, 5000).astype(np.uint8)
+    assert keyindex.distinct_rows(a, b, c) == sorted(set(zip(a.tolist(), b.tolist(), c.tolist())))
+    one = np.broadcast_to(np.int64(5), (5000,))  # a column stored once
+    assert keyindex.distinct_rows(one, c) == sorted(set(zip([5] * 5000, c.tolist())))
+    assert keyindex.distinct_rows(np.zeros(0, np.int64), np.zeros(0, np.int64)) == []

@@ -98,3 +98,20 @@ def factorize_pairs(a: np.ndarray, b: np.ndarray) -> Factorized:
     ``first`` gives each distinct pair's first row (read the pair back as ``a[first], b[first]``)."""
     fa, fb = factorize(a), factorize(b)
     return factorize(fa.codes.astype(np.uint64) * np.uint64(max(len(fb.uniq), 1)) + fb.codes.astype(np.uint64))
+
+
+def distinct_rows(*columns) -> list[tuple]:
+    """The distinct rows of equal-length integer columns as sorted tuples of Python ints, made once
+    per distinct row (a set of per-row tuples builds one Python object per event)."""
+    cols = [np.asarray(c) for c in columns]
+    if not cols or not len(cols[0]):
+        return []
+    packed = pack_pairs(cols[0], cols[1]) if len(cols) == 2 else None
+    if packed is not None:  # the usual (device, stream) pair: one key per row
+        first = factorize(packed).first
+    else:
+        codes = cols[0]
+        for col in cols[1:]:
+            codes = factorize_pairs(codes, col).codes
+        first = factorize(codes).first
+    return sorted(zip(*(c[first].tolist() for c in cols)))

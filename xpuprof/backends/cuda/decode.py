@@ -17,14 +17,14 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...trace.builder import stored_once
-from ...trace.keyindex import factorize
+from ...trace.keyindex import distinct_rows, factorize
 from ..dependencies import DependencyResolver
 from ..flows import add_flow_ends
 from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk, gather_rows)
+                      RawChunk, gather_fields, gather_rows)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
@@ -92,7 +92,8 @@ class DecodeOptions:
 
 def _packed(rows: np.ndarray, narrow: np.dtype) -> np.ndarray:
     out = np.empty(len(rows), narrow)
-    out[...] = rows[list(narrow.names)]
+    for name in narrow.names:
+        out[name] = rows[name]
     return out
 
 
@@ -178,10 +179,9 @@ def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | No
                 if part.dtype == layout[k]:
                     gather_rows(c.data, offs, layout[k], part)
                     c.to_epoch(part)
-                else:  # this buffer's records whole (a few MiB at most), then the fields read
-                    whole = gather_rows(c.data, offs, layout[k])
-                    c.to_epoch(whole)
-                    part[...] = whole[list(part.dtype.names)]
+                else:  # only the fields read
+                    gather_fields(c.data, offs, layout[k], part)
+                    c.to_epoch(part)
                 pos[k] += len(offs)
         if release:
             chunks[i] = None
@@ -495,16 +495,16 @@ class CuptiDecoder:
         res.found &= event_based
         dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=dev, wait_tid=tid)
         ss = kind == SYNC_STREAM
-        for d, s in set(zip(dev[ss].tolist(), stream[ss].tolist())):
+        for d, s in distinct_rows(dev[ss], stream[ss]):
             builder.set_thread_name(d, s + STREAM_SYNC_TID_OFFSET, f"stream {s} (sync)", sort_index=s)
-        for d in set(dev[stream < 0].tolist()):
+        for d in np.unique(dev[stream < 0]).tolist():
             builder.set_thread_name(d, 1, f"Device {d}", sort_index=-1)
         self._stream_rows(builder, dev[(stream >= 0) & ~ss], stream[(stream >= 0) & ~ss])
         device_parts.append((corr, start, stored_once(dev), stored_once(tid)))
 
     @staticmethod
     def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
-        for d, s in set(zip(dev.tolist(), stream.tolist())):
+        for d, s in distinct_rows(dev, stream):
             if (d, s) not in builder.thread_names:
                 builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
             if d not in builder.process_names:

@@ -140,6 +140,34 @@ def gather_rows(data: bytes, offsets: np.ndarray, dt: np.dtype, out: np.ndarray 
     return out
 
 
+def field_spans(dt: np.dtype, narrow: np.dtype) -> np.ndarray:
+    """(source offset, length, destination offset) per run of ``narrow``'s fields, as int64 triples:
+    fields next to each other in both layouts are one span."""
+    spans: list[list[int]] = []
+    for name in narrow.names:
+        sub, src = dt.fields[name][:2]
+        dst = narrow.fields[name][1]
+        if spans and spans[-1][0] + spans[-1][1] == src and spans[-1][2] + spans[-1][1] == dst:
+            spans[-1][1] += sub.itemsize
+        else:
+            spans.append([src, sub.itemsize, dst])
+    return np.array(spans, np.int64).reshape(-1, 3)
+
+
+def gather_fields(data, offsets: np.ndarray, dt: np.dtype, out: np.ndarray) -> np.ndarray:
+    """Only ``out``'s fields of the ``dt`` records at ``offsets``, into ``out`` (whose dtype holds a
+    subset of ``dt``'s fields, packed)."""
+    native = _rowgather()
+    if native is not None and (not len(offsets) or int(offsets.min()) >= 0):
+        native.gather_fields(data, np.ascontiguousarray(offsets, np.int64), field_spans(dt, out.dtype),
+                             out.view(np.uint8), 0, out.dtype.itemsize)
+        return out
+    whole = gather_rows(data, offsets, dt)
+    for name in out.dtype.names:  # one plain copy per field (a multi-field assignment is ~10x slower)
+        out[name] = whole[name]
+    return out
+
+
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:
     raw = np.frombuffer(data, np.uint8)
     return raw[offsets[:, None] + np.arange(4)].copy().view("<i4").reshape(-1)

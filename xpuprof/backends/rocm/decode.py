@@ -31,7 +31,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...trace.builder import ArgColumn, hex_column, stored_once
-from ...trace.keyindex import factorize, factorize_pairs
+from ...trace.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from ..flows import add_flow_ends
@@ -65,6 +65,28 @@ class RocmRecords:
     kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
     agent_device: dict[int, int] = field(default_factory=dict)  # agent handle -> device index
     dropped: int = 0
+
+
+class StreamTable:
+    """correlation id -> the HIP stream its call named (launches and event records whose arguments
+    were captured), looked up for whole columns; an id captured twice keeps its last stream."""
+
+    def __init__(self, corr: np.ndarray, stream: np.ndarray) -> None:
+        order = np.argsort(np.asarray(corr).astype(np.int64), kind="stable")
+        self.corr = np.asarray(corr).astype(np.int64)[order]
+        self.stream = np.asarray(stream).astype(np.int64)[order]
+
+    def __bool__(self) -> bool:
+        return len(self.corr) > 0
+
+    def lookup(self, corr: np.ndarray) -> np.ndarray:
+        """Each id's stream handle, -1 where none was captured."""
+        corr = np.asarray(corr).astype(np.int64)
+        if not len(self.corr):
+            return np.full(len(corr), -1, np.int64)
+        pos = np.searchsorted(self.corr, corr, side="right") - 1  # the last of equal ids
+        pos_c = np.maximum(pos, 0)
+        return np.where((pos >= 0) & (self.corr[pos_c] == corr), self.stream[pos_c], -1)
 
 
 def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -140,26 +162,26 @@ class RocprofDecoder:
             out[i] = self._streams[key]
         return out[f.codes]
 
-    def kernel_rows(self, rec: RocmRecords, stream_of: dict, corr, queue, agent) -> tuple[np.ndarray, np.ndarray]:
+    def kernel_rows(self, rec: RocmRecords, stream_of: "StreamTable", corr, queue, agent) -> tuple[np.ndarray, np.ndarray]:
         """(device, logical stream) of kernels: the HIP stream decides the row; the HSA queue only
         when the stream is unknown (#1398)."""
         dev = _map(rec.agent_device, agent, 0)
         handle = queue.astype(np.int64) | np.int64(1 << 62)
         if stream_of:  # else no launch's stream is known: every row is its queue's
-            hip_stream = np.array([stream_of.get(c, -1) for c in corr.tolist()], np.int64)
+            hip_stream = stream_of.lookup(corr)
             known = hip_stream >= 0
             handle = np.where(known, hip_stream, handle)
-            self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
+            self._stream_device.update(distinct_rows(hip_stream[known], dev[known]))
         return dev, self.logical_stream(dev, handle)
 
     @staticmethod
-    def stream_of(rec: RocmRecords) -> dict:
+    def stream_of(rec: RocmRecords) -> "StreamTable":
         """correlation id -> HIP stream handle, from the captured launch / event-record arguments."""
         ops = rec.event_ops
         if ops is None or not len(ops):
-            return {}
+            return StreamTable(np.zeros(0, np.int64), np.zeros(0, np.int64))
         keep = ~np.isin(ops["op"], _NO_STREAM_OPS)
-        return dict(zip(ops["correlation_id"][keep].tolist(), ops["stream"][keep].tolist()))
+        return StreamTable(ops["correlation_id"][keep], ops["stream"][keep])
 
     def external_ids(self, rows) -> np.ndarray | None:
         if ActivityType.EXTERNAL_CORRELATION not in self.activities:
@@ -237,10 +259,9 @@ class RocprofDecoder:
         # The HIP stream the async copy was issued on (as Kineto: stream, else the queue); copies
         # whose call was not captured (synchronous hipMemcpy, ...) share one copy row per device.
         corr_all = rows["correlation_id"]["internal"].astype(np.int64)
-        hip_stream = np.array([stream_of.get(c, -1) for c in corr_all.tolist()], np.int64) if stream_of else \
-            np.full(len(rows), -1, np.int64)
+        hip_stream = stream_of.lookup(corr_all)
         known = hip_stream >= 0
-        self._stream_device.update(zip(hip_stream[known].tolist(), dev[known].tolist()))
+        self._stream_device.update(distinct_rows(hip_stream[known], np.broadcast_to(dev, known.shape)[known]))
         tid = stored_once(self.logical_stream(dev, np.where(known, hip_stream, -2)))
         uo, inv = np.unique(op, return_inverse=True)
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
@@ -349,7 +370,7 @@ class RocprofDecoder:
                            cat=ActivityType.CUDA_SYNC, vendor=VENDOR, external_id=self.external_ids(rows[m]),
                            args={"sync_type": ArgColumn("str", sync_ids[op]), "hip_stream": stream,
                                  "correlation": corr, "device": dev})
-        for d, s_, o in set(zip(dev.tolist(), stream.tolist(), op.tolist())):
+        for d, s_, o in distinct_rows(dev, stream, op):
             t = s_ + STREAM_SYNC_TID_OFFSET if o == OP_STREAM_SYNC else STREAM_SYNC_TID_OFFSET
             if (d, t) not in builder.thread_names:
                 builder.set_thread_name(d, t, f"stream {s_} (sync)" if o == OP_STREAM_SYNC else f"Device {d} (sync)",
@@ -358,6 +379,6 @@ class RocprofDecoder:
 
     @staticmethod
     def _rows(builder, dev, tid) -> None:
-        for d, s in set(zip(dev.tolist(), tid.tolist())):
+        for d, s in distinct_rows(dev, tid):
             if (d, s) not in builder.thread_names:
                 builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
