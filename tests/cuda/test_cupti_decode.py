@@ -423,7 +423,8 @@ def _every_kind_chunks(seed):
     return chunks
 
 
-def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_path):
+@pytest.mark.parametrize("native", [True, False], ids=["C gather", "numpy gather"])
+def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_path, native):
     """Issue 15 (memory): the decode keeps only the fields it reads (READ_FIELDS), frees each buffer
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
@@ -441,6 +442,8 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
         write_chrome_trace(b, tmp_path / name / "trace.json")  # the file's name is in the trace
         return (tmp_path / name / "trace.json").read_bytes()
 
+    if not native:
+        monkeypatch.setattr(records, "_rowgather_module", None)
     lean = trace("lean", release=True)  # directory names of one length: the path is in the trace
     monkeypatch.setattr(decode, "READ_FIELDS", None)
     for module in (builder_mod, decode, flows):

@@ -120,7 +120,7 @@ def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
     return gather_kinds(list(chunks), (kind,))[kind]
 
 
-# Every record field the decoder reads (a kernel record is 248 bytes; the fields read, ~110).
+# Every record field the decoder reads (a kernel record is 248 bytes; the fields read, 118).
 READ_FIELDS = frozenset({
     "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
     "stream_id", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
