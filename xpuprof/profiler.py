@@ -382,6 +382,7 @@ class profile:
         self._recorder: annotations.HostRecorder | None = None
         self._pytracer = None
         self._torch_ops = None  # torch's CPU-only profiler for this cycle (host.torch_ops), when torch is in use
+        self._torch_guard = None  # keeps a conflicting torch.profiler from starting during this cycle
         self._torch_ops_note: str | None = None
         self._window_start = 0
         self._cycle = 0
@@ -637,7 +638,7 @@ class profile:
     def _start_trace(self) -> None:
         if not self._sessions and self._backends is None:
             self._prepare_trace()
-        torch_ops = self._torch_op_recorder()  # a running torch.profiler refuses here, before anything starts
+        guard, torch_ops = self._torch_op_recorder()  # a running torch.profiler refuses here, before anything starts
         corr = [s for _, s in self._sessions if s.wants_correlation]
         self._recorder = annotations.HostRecorder(correlation_sessions=corr)
         self._window_start = now_ns()
@@ -646,6 +647,9 @@ class profile:
             if torch_ops is not None:
                 torch_ops.start()
                 self._torch_ops = torch_ops
+            if guard is not None:
+                guard.install()
+                self._torch_guard = guard
             for name, session in self._sessions:
                 session.start()
                 started.append((name, session))
@@ -663,20 +667,27 @@ class profile:
         annotations.install(self._recorder)
 
     def _torch_op_recorder(self):
-        """torch's CPU-only profiler for this cycle when cpu_op is asked for and the program uses torch."""
+        """(guard, recorder) for this cycle when the program uses torch: the guard whenever torch.profiler
+        could conflict (we record ops through it, or a backend of ours owns the vendor tracing API), the
+        recorder of torch's CPU-only profiler when cpu_op is asked for. A torch.profiler already running
+        is refused here, before anything starts. (None, None) without torch: torch is never imported."""
         self._torch_ops_note = None
-        if ActivityType.CPU_OP not in self.config.activities:
-            return None
         from .host import torch_ops
 
         torch = torch_ops.torch_if_imported()
         if torch is None:
-            return None
+            return None, None
+        records_ops = ActivityType.CPU_OP in self.config.activities
+        # every backend but the simulator traces through a vendor API (CUPTI, PTI, roctracer, a plugin's)
         owner = ", ".join(name for name, _ in self._sessions if name != "sim")
-        recorder = torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
-                                             with_stack=self.config.with_stack, device_owner=owner)
-        recorder.check_conflicts()
-        return recorder
+        if not records_ops and not owner:
+            return None, None
+        guard = torch_ops.TorchProfilerGuard(torch, records_ops=records_ops, device_owner=owner)
+        guard.check_not_running()
+        if not records_ops:
+            return guard, None
+        return guard, torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
+                                                with_stack=self.config.with_stack, guard=guard)
 
     def _start_collectors(self):
         from .collectors import registry as collector_registry
@@ -695,6 +706,9 @@ class profile:
         if self._pytracer is not None:
             self._pytracer.stop()
             self._pytracer = None
+        if self._torch_guard is not None:
+            self._torch_guard.remove()
+            self._torch_guard = None
         if self._torch_ops is not None:
             self._torch_ops.abort()
             self._torch_ops = None
@@ -713,6 +727,9 @@ class profile:
             return
         if self._pytracer is not None:
             self._pytracer.stop()
+        if self._torch_guard is not None:
+            self._torch_guard.remove()
+            self._torch_guard = None
         if self._torch_ops is not None:
             self._torch_ops.stop()
         annotations.install(None)

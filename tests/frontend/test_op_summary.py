@@ -100,10 +100,27 @@ def test_a_program_without_torch_is_unchanged_and_never_imports_it():
     import subprocess
     import sys
 
-    code = ("import sys, xpuprof\nwith xpuprof.profile(activities=['cpu']) as prof:\n"
+    # a device backend too: the torch.profiler conflict guard is not set up (nor torch imported) without torch
+    code = ("import sys, xpuprof\n"
+            "from xpuprof.activity import ActivityType\n"
+            "from xpuprof.backends import registry\n"
+            "from xpuprof.backends.base import Backend, ProbeResult, Session\n"
+            "class S(Session):\n"
+            "    def start(self): pass\n"
+            "    def stop(self): pass\n"
+            "    def process(self, builder, window): pass\n"
+            "class B(Backend):\n"
+            "    name, vendor = 'fakecuda', 'cuda'\n"
+            "    @classmethod\n"
+            "    def probe(cls): return ProbeResult.ok('test')\n"
+            "    @classmethod\n"
+            "    def supported_activities(cls): return frozenset({ActivityType.RUNTIME})\n"
+            "    def configure(self, types, config): return S()\n"
+            "registry.register(B)\n"
+            "with xpuprof.profile(activities=['cpu', 'cuda'], backends=['fakecuda']) as prof:\n"
             "    with xpuprof.record_function('r'):\n        pass\n"
             "print('torch' in sys.modules, 'torch_ops' in prof.builder.metadata,"
-            " 'torch_ops_not_recorded' in prof.builder.metadata)\n")
+            " 'torch_ops_not_recorded' in prof.builder.metadata, prof.builder.metadata['backends'])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["False", "False", "False"]
+    assert out.stdout.split() == ["False", "False", "False", "['fakecuda']"]

@@ -99,6 +99,42 @@ def test_torch_profiler_asked_for_device_activities_inside_is_refused_naming_bot
     assert any(e.name == "aten::add" for e in tp.events())
 
 
+def test_a_device_backend_without_cpu_op_refuses_torch_profilers_device_activities_not_its_cpu_ones(launcher):
+    # Our backend owns CUPTI/PTI whether or not xpuprof records torch's ops; torch's CPU-only profiler
+    # touches no device tracing API, so it may run inside when xpuprof does not record ops through it.
+    from xpuprof.host.torch_ops import TorchOpsError
+
+    cpu, cuda = torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA
+    with xpuprof.profile(backends=["launchtest"], activities=["cuda"]) as prof:
+        with pytest.raises(TorchOpsError, match=r"torch.profiler cannot start \(activities .*CUDA.*\) while "
+                                                r"xpuprof.profile is recording.*backend\(s\) launchtest own"):
+            torch.profiler.profile(activities=[cpu, cuda]).start()
+        # torch.autograd.profiler.profile(use_device="cuda") on a CUDA torch reaches torch's entry point
+        # with CUDA in its activities (a CPU-only torch drops it before, as it has no CUPTI to touch)
+        with pytest.raises(TorchOpsError, match=r"activities .*CUDA"):
+            torch.autograd.profiler._prepare_profiler(None, {cpu, cuda})
+        with torch.profiler.profile(activities=[cpu]) as tp:
+            torch.ones(2) + 1
+    assert any(e.name == "aten::add" for e in tp.events())
+    assert "torch_ops" not in prof.builder.metadata
+    with torch.profiler.profile(activities=[cpu, cuda]):  # free again after
+        pass
+
+
+def test_a_running_torch_profiler_is_refused_by_a_device_backend_without_cpu_op(launcher):
+    from xpuprof.host import annotations
+    from xpuprof.host.torch_ops import TorchOpsError
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        prof = xpuprof.profile(backends=["launchtest"], activities=["cuda"])
+        with pytest.raises(TorchOpsError, match=r"torch.profiler is already running.*xpuprof.profile.*backend\(s\) "
+                                                r"launchtest own the device tracing API"):
+            prof.start()
+        assert annotations.active_recorder() is None
+    with xpuprof.profile(backends=["launchtest"], activities=["cuda"]):  # nothing stayed half-started
+        pass
+
+
 def test_gpu_user_annotations_of_our_ranges_survive_the_op_linking():
     # sim launches inside our innermost range; linking moves the calls to the aten op around them, and
     # the range must still be drawn on the device rows (Kineto keeps a separate user correlation).

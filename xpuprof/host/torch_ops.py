@@ -51,34 +51,147 @@ def torch_profiler_running(torch) -> bool:
     return bool(torch.autograd.profiler._is_profiler_enabled) or bool(torch._C._autograd._profiler_enabled())
 
 
+def _activity_names(activities) -> list[str]:
+    return sorted(str(getattr(a, "name", a)) for a in activities)
+
+
+def _device_activities(activities) -> list[str]:
+    """torch ProfilerActivity names other than CPU (CUDA, XPU, MTIA, HPU, PrivateUse1): device tracing."""
+    return [n for n in _activity_names(activities) if n != "CPU"]
+
+
+class TorchProfilerGuard:
+    """What torch.profiler may do while one xpuprof cycle records, and the refusals when it may not.
+
+    ``records_ops``: xpuprof records torch's ops through torch's one Kineto session, so no
+    torch.profiler may start (started inside, torch takes that session over and the process crashes
+    at stop: SIGSEGV measured in torch 2.13). ``device_owner``: our backends (named) own the vendor
+    tracing API (CUPTI/PTI/roctracer), so torch.profiler may not trace the device; its CPU-only
+    profiler touches no vendor API and may run inside a cycle that does not record ops.
+    A torch.profiler already running when the cycle starts is refused in both cases (which
+    activities it holds cannot be read back from torch).
+    """
+
+    def __init__(self, torch, *, records_ops: bool, device_owner: str) -> None:
+        self.torch = torch
+        self.records_ops = records_ops
+        self.device_owner = device_owner
+
+    def _ours(self) -> str:
+        owns = f"backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)"
+        if not self.records_ops:
+            return f"xpuprof.profile's {owns}"
+        ops = "xpuprof.profile records PyTorch ops (cpu_op) through torch's profiler"
+        return f"{ops} and its {owns}" if self.device_owner else ops
+
+    def check_not_running(self) -> None:
+        """torch.profiler already recording: one clear error naming both, before anything starts."""
+        if torch_profiler_running(self.torch):
+            way_out = ("or leave 'cpu_op' out of xpuprof's activities" if self.records_ops and not self.device_owner
+                       else "or profile with torch.profiler alone")
+            raise TorchOpsError(
+                f"torch.profiler is already running in this process, and {self._ours()}: only one "
+                "can record. Stop torch.profiler first (xpuprof's trace has torch's ops and the device view), "
+                f"{way_out}")
+
+    def refusal(self, activities) -> str | None:
+        """Why torch.profiler may not start with ``activities`` (None: it may)."""
+        device = _device_activities(activities or ())
+        if not self.records_ops and not (self.device_owner and device):
+            return None
+        what = f" (activities {_activity_names(activities)})" if activities else ""
+        if self.records_ops:
+            way_out = ("Use xpuprof's trace (it has torch's ops and the device view), or start torch.profiler after "
+                       "xpuprof.profile stops (or profile with xpuprof without 'cpu_op')")
+        else:
+            way_out = (f"Ask torch.profiler for CPU only (xpuprof's trace has the device view), or start it with "
+                       f"{', '.join(device)} after xpuprof.profile stops")
+        return (f"torch.profiler cannot start{what} while xpuprof.profile is recording: {self._ours()}, "
+                f"and only one can record. {way_out}")
+
+    def install(self) -> None:
+        _install_guard(self.torch, self)
+
+    def remove(self) -> None:
+        _remove_guard(self)
+
+
+# torch.profiler / torch.autograd.profiler start through these module globals (activities as given to
+# torch's C++ side), and torch.profiler.profile prepares through _KinetoProfile.prepare_trace (the
+# activities the user asked for: a CPU-only torch drops CUDA before its C++ side sees it, and the
+# CUPTI-monitor backend starts CUPTI there). While guards are active they refuse as the guards say.
+_GUARDED_FUNCTIONS = ("_prepare_profiler", "_enable_profiler")
+_active_guards: list[TorchProfilerGuard] = []
+_saved: dict = {}
+
+
+def _refuse_if_guarded(activities) -> None:
+    for guard in list(_active_guards):
+        why = guard.refusal(activities)
+        if why is not None:
+            raise TorchOpsError(why)
+
+
+def _install_guard(torch, guard: TorchProfilerGuard) -> None:
+    _active_guards.append(guard)
+    if len(_active_guards) > 1:
+        return  # the functions are already wrapped; they consult every active guard
+    module = torch.autograd.profiler
+    for name in _GUARDED_FUNCTIONS:
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+
+        def guarded(*args, _original=original, **kwargs):
+            asked = kwargs.get("activities")
+            if asked is None:
+                asked = next((a for a in args if isinstance(a, (set, frozenset, list, tuple))), None)
+            _refuse_if_guarded(asked or ())
+            return _original(*args, **kwargs)
+
+        _saved[(module, name)] = original
+        setattr(module, name, guarded)
+    kineto_profile = getattr(getattr(torch.profiler, "profiler", None), "_KinetoProfile", None)
+    original = getattr(kineto_profile, "prepare_trace", None) if kineto_profile is not None else None
+    if original is not None:
+        def prepare_trace(self, *args, _original=original, **kwargs):
+            _refuse_if_guarded(getattr(self, "activities", None) or ())
+            return _original(self, *args, **kwargs)
+
+        _saved[(kineto_profile, "prepare_trace")] = kineto_profile.__dict__.get("prepare_trace")  # None: inherited
+        kineto_profile.prepare_trace = prepare_trace
+
+
+def _remove_guard(guard: TorchProfilerGuard) -> None:
+    if guard not in _active_guards:
+        return
+    _active_guards.remove(guard)
+    if _active_guards:
+        return
+    for (owner, name), original in _saved.items():
+        if original is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _saved.clear()
+
+
 class TorchOpRecorder:
     """One recording cycle of torch's CPU-only profiler."""
 
-    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, device_owner: str = "") -> None:
+    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, guard: TorchProfilerGuard) -> None:
         self.torch = torch
         self.record_shapes = record_shapes
         self.with_stack = with_stack
-        self.device_owner = device_owner  # our backends owning the device tracing API, named in conflicts
+        self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
         self._result = None
         self._running = False
-
-    def check_conflicts(self) -> None:
-        """torch.profiler already recording: one clear error naming both, before anything starts."""
-        if torch_profiler_running(self.torch):
-            owner = f" and backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)" \
-                if self.device_owner else ""
-            raise TorchOpsError(
-                "torch.profiler is already running in this process, and xpuprof.profile records PyTorch ops "
-                f"(cpu_op) through torch's profiler{owner}: only one can record. Stop torch.profiler first "
-                "(xpuprof's trace has torch's ops and the device view), or leave 'cpu_op' out of xpuprof's "
-                "activities")
 
     def start(self) -> None:
         from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
         import torch._C._autograd as autograd
 
-        self.check_conflicts()
         # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental)
         cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, False, False,
                              _ExperimentalConfig())
@@ -86,43 +199,12 @@ class TorchOpRecorder:
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)
         self._running = True
-        self._guard_torch_profiler()
 
     def stop(self) -> None:
         if not self._running:
             return
         self._running = False
-        self._unguard_torch_profiler()
         self._result = self.torch._C._autograd._disable_profiler()
-
-    # torch.profiler / torch.autograd.profiler start through these module globals. Started while ours
-    # runs, torch takes the one Kineto session over and the process crashes at stop (measured: SIGSEGV
-    # in torch 2.13), so while we record they refuse with one clear error naming both.
-    _GUARDED = ("_prepare_profiler", "_enable_profiler")
-
-    def _guard_torch_profiler(self) -> None:
-        module = self.torch.autograd.profiler
-        self._saved = {name: getattr(module, name) for name in self._GUARDED if hasattr(module, name)}
-        owner = f"; backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)" \
-            if self.device_owner else ""
-
-        def refuse(*args, **kwargs):
-            asked = next((a for a in args if isinstance(a, (set, frozenset, list))), None)
-            what = f" (activities {sorted(str(a) for a in asked)})" if asked else ""
-            raise TorchOpsError(
-                f"torch.profiler cannot start{what} while xpuprof.profile is recording: xpuprof records PyTorch "
-                f"ops (cpu_op) through torch's profiler{owner}, and only one can record. Use xpuprof's trace "
-                "(it has torch's ops and the device view), or start torch.profiler after xpuprof.profile stops "
-                "(or profile with xpuprof without 'cpu_op')")
-
-        for name in self._saved:
-            setattr(module, name, refuse)
-
-    def _unguard_torch_profiler(self) -> None:
-        module = self.torch.autograd.profiler
-        for name, fn in getattr(self, "_saved", {}).items():
-            setattr(module, name, fn)
-        self._saved = {}
 
     def abort(self) -> None:
         try:
