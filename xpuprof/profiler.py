@@ -894,8 +894,8 @@ class profile:
         return tids
 
     def _add_torch_ops(self, builder: TraceBuilder) -> set[int]:
-        """torch's ops and ranges of this cycle, and every runtime call linked to the innermost op or range
-        (ours or torch's) running on its thread when it was made."""
+        """torch's ops and ranges of this cycle, and every runtime call linked to the innermost torch op
+        running on its thread when it was made (none when it was made in no op)."""
         from .host import torch_ops
 
         if self._torch_ops is None:
@@ -916,16 +916,12 @@ class profile:
             log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
             return set()
         tids = ops.add_to(builder, builder.pid)
-        o_tid, o_start, o_end, o_ext = ops.linkable()
-        rec_arr = annotations.log_array(self._recorder.ranges)
-        if len(rec_arr):  # our record_function ranges compete for innermost with torch's ops
-            o_tid = np.concatenate([o_tid, rec_arr[:, 2]])
-            o_start = np.concatenate([o_start, rec_arr[:, 0] + MONOTONIC_TO_EPOCH_NS])
-            o_end = np.concatenate([o_end, rec_arr[:, 1] + MONOTONIC_TO_EPOCH_NS])
-            o_ext = np.concatenate([o_ext, rec_arr[:, 3]])
-        keep = o_ext > 0
-        linked = torch_ops.link_runtime_calls(builder, o_tid[keep], o_start[keep], o_end[keep], o_ext[keep])
+        # As Kineto: a call's External id is the innermost torch op's on its thread, none outside ops (our
+        # ranges, like torch's, are user ranges; their gpu_user_annotation was drawn before this).
+        linked, outside = torch_ops.link_runtime_calls(builder, *ops.linkable(),
+                                                       explicit_zero=self.config.generic_categories)
         builder.set_metadata("torch_ops", {"ops": int((ops.cats == "cpu_op").sum()), "runtime_calls_linked": linked,
+                                           "runtime_calls_outside_ops": outside,
                                            "record_shapes": self.config.record_shapes,
                                            "with_stack": self.config.with_stack})
         return tids

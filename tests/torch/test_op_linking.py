@@ -2,8 +2,10 @@
 
 The sim backend launches only inside our own record_function ranges, so the ``launcher`` test
 backend (conftest) is used: a custom torch op calls ``launch()`` while it runs, as a CUDA/XPU op
-calls the runtime. Every runtime call must carry the External id of the innermost
-op (or range) around it, and its kernel the same id through the ac2g flow and correlation.
+calls the runtime. As in Kineto, every runtime call carries the External id of the innermost torch
+op (cpu_op) around it, and its kernel the same id through the ac2g flow and correlation; user ranges
+(torch's record_function, ours, Optimizer.step#...) are not operators: a call inside one but in no op
+carries no op's id (Kineto pushes its op correlation for non-user-scope RecordFunctions only).
 """
 from __future__ import annotations
 
@@ -57,29 +59,102 @@ def test_every_runtime_call_carries_its_ops_external_id_and_its_kernel_follows(t
     kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
     assert len(calls) == 7 and len(kernels) == 7
 
-    def innermost(call):
-        inside = [e for e in host if e["tid"] == call["tid"] and e["ts"] <= call["ts"] < e["ts"] + e["dur"]]
+    def innermost_op(call):
+        inside = [e for e in host if e["tid"] == call["tid"] and e["ts"] <= call["ts"] < e["ts"] + e["dur"]
+                  and e["cat"] == "cpu_op"]
         return min(inside, key=lambda e: e["dur"], default=None)
 
     by_kernel = {}
     for call in calls:
-        op = innermost(call)
+        op = innermost_op(call)
         ext = call["args"].get("External id")
-        if op is None:
-            assert ext is None, call  # outside every op and range: no link
+        kernel = kernels[call["args"]["correlation"]]
+        if op is None:  # in no op (in torch's range or outside everything): no op's id, as Kineto writes it
+            assert ext is None and "External id" not in kernel["args"], (call, kernel)
             continue
         assert ext == op["args"]["External id"], (call, op)
-        kernel = kernels[call["args"]["correlation"]]
         assert kernel["args"]["External id"] == ext  # the kernel reaches the op through its call
         by_kernel[kernel["name"]] = op["name"]
+    # our range inside an op is no operator either: its launch belongs to the op around the range
     assert by_kernel == {"gemm_kernel": "xpuproftest::launching_mm", "first_kernel": "xpuproftest::two_launches",
-                         "range_kernel": "inner_range", "annotation_kernel": "annotated"}
+                         "range_kernel": "xpuproftest::two_launches"}
     flows = [e for e in ev if e.get("cat") == "ac2g"]
     for call in calls:  # the ac2g flow starts at the call and ends at its kernel
         cid = call["args"]["correlation"]
         assert {(f["ph"], f["ts"]) for f in flows if f["id"] == cid} == {("s", call["ts"]),
                                                                           ("f", kernels[cid]["ts"])}
-    assert prof.builder.metadata["torch_ops"]["runtime_calls_linked"] == 6
+    assert prof.builder.metadata["torch_ops"]["runtime_calls_linked"] == 5
+    assert prof.builder.metadata["torch_ops"]["runtime_calls_outside_ops"] == 2
+
+
+def _launches_in_user_ranges_outside_ops(launch, **profile_kw):
+    """A launch inside each kind of user range but in no op, as a torch.cuda.synchronize() or a
+    hand-written launch makes; and one inside an op for contrast."""
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    hook = opt.register_step_post_hook(lambda *_: launch("in_optimizer_step"))  # inside Optimizer.step#SGD.step
+    try:
+        with xpuprof.profile(backends=["launchtest"], activities=["cpu", "cuda"], **profile_kw) as prof:
+            with torch.profiler.record_function("torch_range"):
+                launch("in_torch_range")
+            with xpuprof.record_function("our_range"):
+                launch("in_our_range")
+            opt.step()
+            with torch.profiler.record_function("with_op"):
+                torch.ops.xpuproftest.launching_mm(torch.ones(2, 2), torch.ones(2, 2))
+    finally:
+        hook.remove()
+    return prof
+
+
+def test_launches_in_user_ranges_outside_ops_carry_no_ops_id(tmp_path, launching_ops):
+    _, launch = launching_ops
+    prof = _launches_in_user_ranges_outside_ops(launch)
+    ev = json.loads(open(prof.export_chrome_trace(tmp_path / "t.json"), "rb").read())["traceEvents"]
+    ranges = {e["name"]: e for e in ev if e.get("cat") == "user_annotation"}
+    assert {"torch_range", "our_range", "Optimizer.step#SGD.step", "with_op"} <= set(ranges)
+    kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
+    by_name = {kernels[c["args"]["correlation"]]["name"]: (c, kernels[c["args"]["correlation"]])
+               for c in ev if c.get("cat") == "cuda_runtime"}
+    assert set(by_name) == {"in_torch_range", "in_our_range", "in_optimizer_step", "gemm_kernel"}
+    for name in ("in_torch_range", "in_our_range", "in_optimizer_step"):
+        call, kernel = by_name[name]
+        assert "External id" not in call["args"] and "External id" not in kernel["args"], (call, kernel)
+    call, kernel = by_name["gemm_kernel"]
+    op = next(e for e in ev if e.get("name") == "xpuproftest::launching_mm")
+    assert call["args"]["External id"] == kernel["args"]["External id"] == op["args"]["External id"]
+
+
+def test_with_generic_categories_calls_outside_ops_say_external_id_0_as_tensorboards_kineto_did(
+        tmp_path, launching_ops):
+    # torch-tb-profiler 0.4 attaches a runtime call with External id 0 to the root; one without the
+    # arg is "Runtime with external id None don't correlate to any operator!".
+    from xpuprof.config.options import ProfilerConfig
+
+    _, launch = launching_ops
+    prof = _launches_in_user_ranges_outside_ops(launch, config=ProfilerConfig(generic_categories=True))
+    ev = json.loads(open(prof.export_chrome_trace(tmp_path / "t.json"), "rb").read())["traceEvents"]
+    kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
+    calls = [e for e in ev if e.get("cat") == "runtime"]
+    assert len(calls) == 4
+    for call in calls:
+        kernel = kernels[call["args"]["correlation"]]
+        assert list(call["args"])[0] == "External id" and list(kernel["args"])[0] == "External id"
+        assert call["args"]["External id"] == kernel["args"]["External id"]
+        assert (call["args"]["External id"] == 0) == (kernel["name"] != "gemm_kernel"), (call, kernel)
+
+
+def test_without_torch_ops_our_ranges_keep_giving_their_id_to_the_calls_inside(tmp_path, launcher):
+    with xpuprof.profile(backends=["launchtest"], activities=["user_annotation", "cuda"]) as prof:
+        with xpuprof.record_function("ours"):
+            launcher("in_our_range")
+    ev = json.loads(open(prof.export_chrome_trace(tmp_path / "t.json"), "rb").read())["traceEvents"]
+    ours = next(e for e in ev if e.get("name") == "ours" and e.get("cat") == "user_annotation")
+    call = next(e for e in ev if e.get("cat") == "cuda_runtime")
+    kernel = next(e for e in ev if e.get("cat") == "kernel")
+    assert call["args"]["External id"] == kernel["args"]["External id"] == ours["args"]["External id"] > 0
+    assert "torch_ops" not in prof.builder.metadata
 
 
 def test_torch_profiler_asked_for_device_activities_inside_is_refused_naming_both(launcher):

@@ -347,8 +347,11 @@ class TorchOps:
         return tids
 
     def linkable(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(tid, start, end, External id) of the ops and torch ranges runtime calls can be linked to."""
-        sel = np.flatnonzero((self.cats != "python_function") & (self.external_id > 0))
+        """(tid, start, end, External id) of the ops runtime calls are linked to: cpu_op only. Kineto links a
+        call to the innermost op around it through the correlation torch pushes for non-user-scope
+        RecordFunctions; user ranges (user_annotation: torch's record_function, Optimizer.step#...,
+        ours) push a separate user correlation and are no operators to TensorBoard either."""
+        sel = np.flatnonzero((self.cats == "cpu_op") & (self.external_id > 0))
         return self.tid[sel], self.ts[sel], self.ts[sel] + self.dur[sel], self.external_id[sel]
 
 
@@ -380,16 +383,24 @@ def _us_to_epoch_ns(us: np.ndarray, base_ns: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- linking
+# An explicit "External id": 0 (the writer omits id 0): see link_runtime_calls' ``explicit_zero``.
+EXPLICIT_NO_OP = "External id"
+
+
 def link_runtime_calls(builder: TraceBuilder, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
-                       ext: np.ndarray) -> int:
-    """Give every runtime/driver call the External id of the innermost interval containing its start on
-    its thread, and the device work it launched (same correlation and old External id) the same id.
-    Returns how many calls were linked."""
+                       ext: np.ndarray, *, explicit_zero: bool = False) -> tuple[int, int]:
+    """Give every runtime/driver call the External id of the innermost op containing its start on its
+    thread, and the device work it launched (same correlation and old External id) the same id. A call
+    in no op gets none (it may carry our record_function's id until now), and so does its device work,
+    as Kineto writes them (no "External id"). ``explicit_zero``: those rows say "External id": 0
+    instead, as the Kineto of torch-tb-profiler 0.4's time did (its null op); TensorBoard attaches such
+    a call to the root and warns "Runtime with external id None don't correlate" for one without the
+    arg. Returns (calls linked to an op, calls in no op)."""
     builder.flush()
     strings = builder.strings
     call_cats = {strings.intern(ActivityType.RUNTIME.value), strings.intern(ActivityType.DRIVER.value)}
     moved_old, moved_corr, moved_new = [], [], []
-    linked = 0
+    linked = unlinked = 0
     for b in builder.slices:
         is_call = np.isin(b.cat, list(call_cats))
         if not is_call.any():
@@ -397,13 +408,11 @@ def link_runtime_calls(builder: TraceBuilder, tid: np.ndarray, start: np.ndarray
         rows = np.flatnonzero(is_call)
         try:
             q_tid = b.tid[rows].astype(np.int64)
-        except (TypeError, ValueError):  # string row names: not a host thread
-            continue
+        except (TypeError, ValueError):  # string row names: not a host thread, so in no op
+            q_tid = np.full(len(rows), -1, np.int64)
         hit = innermost_containing(tid, start, end, q_tid, b.ts[rows])
         found = hit >= 0
-        if not found.any():
-            continue
-        rows, new = rows[found], ext[hit[found]]
+        new = np.where(found, ext[np.maximum(hit, 0)], 0) if len(ext) else np.zeros(len(rows), np.int64)
         corr = b.args.get("correlation")
         if corr is not None and corr.kind == "num":
             moved_old.append(b.external_id[rows].copy())
@@ -411,15 +420,30 @@ def link_runtime_calls(builder: TraceBuilder, tid: np.ndarray, start: np.ndarray
             moved_new.append(new)
         b.external_id = b.external_id.copy()
         b.external_id[rows] = new
-        linked += len(rows)
+        if explicit_zero and not found.all():
+            _say_no_op(b, rows[~found])
+        linked += int(found.sum())
+        unlinked += int((~found).sum())
     if moved_new:
         _relink_device_work(builder, call_cats, np.concatenate(moved_old), np.concatenate(moved_corr),
-                            np.concatenate(moved_new))
-    return linked
+                            np.concatenate(moved_new), explicit_zero)
+    return linked, unlinked
+
+
+def _say_no_op(b, rows: np.ndarray) -> None:
+    """Rows ``rows`` of batch ``b`` (External id 0) write "External id": 0, first in their args."""
+    present = np.zeros(len(b), bool)
+    col = b.args.get(EXPLICIT_NO_OP)
+    if col is not None:
+        present |= np.asarray(col.present if col.present is not None else np.ones(len(b), bool))
+    present[rows] = True
+    present &= b.external_id == 0  # never beside a real id (the writer puts that one first)
+    rest = {k: v for k, v in b.args.items() if k != EXPLICIT_NO_OP}
+    b.args = {EXPLICIT_NO_OP: ArgColumn("num", np.zeros(len(b), np.int64), present), **rest}
 
 
 def _relink_device_work(builder: TraceBuilder, call_cats: set[int], old: np.ndarray, corr: np.ndarray,
-                        new: np.ndarray) -> None:
+                        new: np.ndarray, explicit_zero: bool) -> None:
     """Kernels, copies and syncs carry their call's External id: (correlation, old id) -> new id."""
     key = np.stack([corr, old], axis=1)
     key_view = np.ascontiguousarray(key).view([("c", np.int64), ("o", np.int64)]).ravel()
@@ -439,3 +463,7 @@ def _relink_device_work(builder: TraceBuilder, call_cats: set[int], old: np.ndar
         if match.any():
             b.external_id = b.external_id.copy()
             b.external_id[match] = new[order[pos_c[match]]]
+            if explicit_zero:
+                no_op = np.flatnonzero(match & (b.external_id == 0))
+                if len(no_op):
+                    _say_no_op(b, no_op)
