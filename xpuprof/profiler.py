@@ -916,14 +916,16 @@ class profile:
             log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
             return set()
         tids = ops.add_to(builder, builder.pid)
-        # As Kineto: a call's External id is the innermost torch op's on its thread, none outside ops (our
-        # ranges, like torch's, are user ranges; their gpu_user_annotation was drawn before this).
-        linked, outside = torch_ops.link_runtime_calls(builder, *ops.linkable(),
-                                                       explicit_zero=self.config.generic_categories)
-        builder.set_metadata("torch_ops", {"ops": int((ops.cats == "cpu_op").sum()), "runtime_calls_linked": linked,
-                                           "runtime_calls_outside_ops": outside,
-                                           "record_shapes": self.config.record_shapes,
-                                           "with_stack": self.config.with_stack})
+        n_ops = int((ops.cats == "cpu_op").sum())
+        summary = {"ops": n_ops, "record_shapes": self.config.record_shapes, "with_stack": self.config.with_stack}
+        if n_ops:
+            # As Kineto: a call's External id is the innermost torch op's on its thread, none outside ops (our
+            # ranges, like torch's, are user ranges; their gpu_user_annotation was drawn before this). A
+            # cycle that ran no torch op (torch merely imported) keeps our ranges' ids, as without torch.
+            linked, outside = torch_ops.link_runtime_calls(builder, *ops.linkable(),
+                                                           explicit_zero=self.config.generic_categories)
+            summary.update(runtime_calls_linked=linked, runtime_calls_outside_ops=outside)
+        builder.set_metadata("torch_ops", summary)
         return tids
 
     def _add_rows(self, builder: TraceBuilder, tids: set[int]) -> None:
