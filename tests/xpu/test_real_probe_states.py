@@ -78,7 +78,8 @@ def _skip_unless_the_machine_lookup_is_hidden(library_path: list[Path], *, loade
     where = f"with LD_LIBRARY_PATH={os.pathsep.join(map(str, library_path))} and {', '.join(HIDDEN_ENV)} unset"
     if loader and found["loader"]:
         pytest.skip(f"this machine's own loader lookup (levelzero.find_loader) still finds a Level Zero loader "
-                    f"({found['loader']}) {where}: a system-wide install (ldconfig) or LD_PRELOAD this test cannot hide")
+                    f"({found['loader']}) {where}: a system-wide install (ldconfig) or LD_PRELOAD this test "
+                    "cannot hide")
     if drivers and found["drivers"]:
         pytest.skip(f"a Level Zero driver is installed on this machine ({', '.join(found['drivers'])}, found {where}): "
                     "the loader would initialize it, so there is no loader-without-driver state to test here")
