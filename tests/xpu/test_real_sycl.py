@@ -310,6 +310,40 @@ def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env):
     assert said.startswith("MetricSelectionError") and "on Null Device" in said and "'GpuTime'" in said, said
 
 
+METRICS_AFTER_LEVEL_ZERO_SCRIPT = textwrap.dedent("""
+    import sys, xpuprof
+    if sys.argv[1] == "own_session":
+        with xpuprof.profile(activities=["cpu", "xpu"]):    # xpuprof's own session initializes Level Zero
+            pass
+    else:
+        import dpctl
+        dpctl.get_devices()                                # SYCL initializes Level Zero (its adapter)
+    try:
+        with xpuprof.profile(activities=["cpu", "xpu"],
+                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"])):
+            pass
+    except Exception as exc:
+        print(type(exc).__name__, str(exc))
+    else:
+        print("no error")
+""")
+
+
+@pytest.mark.parametrize("first", ["own_session", "sycl"])
+def test_metrics_after_level_zero_initialized_name_who_initialized_it(first):
+    env = _stack_env()
+    env.pop("ZET_ENABLE_METRICS", None)
+    proc = subprocess.run([sys.executable, "-c", METRICS_AFTER_LEVEL_ZERO_SCRIPT, first], capture_output=True,
+                          text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout.strip().splitlines()[-1]
+    assert said.startswith("MetricsScopeError") and "ZET_ENABLE_METRICS=1 python train.py" in said, said
+    if first == "own_session":
+        assert "xpuprof's own earlier XPU session in this process initialized it" in said, said
+    else:
+        assert "the SYCL runtime initialized it (libur_adapter_level_zero" in said, said
+
+
 PYTEST_USER_SUITE = textwrap.dedent("""
     import json, os
     import dpctl, dpctl.memory          # the suite's own imports, at collection

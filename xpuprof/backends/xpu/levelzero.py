@@ -92,15 +92,40 @@ def find_loader() -> str | None:
     return ctypes.util.find_library("ze_loader")
 
 
+# Set when this module put the Level Zero loader into the process (it was not mapped before): then
+# Level Zero was initialized by xpuprof itself, which messages about ZET_ENABLE_METRICS can say.
+_loaded_first_by_xpuprof: list[bool] = []
+
+
+def loader_mapped(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Paths of the Level Zero loader mapped into this process (empty when none is)."""
+    try:
+        with open(maps_path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.rsplit(" ", 1)[-1] for line in text.splitlines()
+                              if line.rsplit("/", 1)[-1].startswith("libze_loader.so")))
+
+
+def loaded_first_by_xpuprof() -> bool:
+    """True when xpuprof's own XPU backend (this module) brought Level Zero into this process."""
+    return bool(_loaded_first_by_xpuprof and _loaded_first_by_xpuprof[0])
+
+
 def load_loader(path: str | None = None) -> ctypes.CDLL:
+    already = None if _loaded_first_by_xpuprof else bool(loader_mapped())
     path = path or find_loader()
     if not path:
         raise LevelZeroError("no Level Zero loader (libze_loader.so.1) found; install the Intel GPU driver "
                              "packages (level-zero / intel-level-zero-gpu) or set " + LOADER_ENV)
     try:
-        return ctypes.CDLL(path)
+        lib = ctypes.CDLL(path)
     except OSError as exc:
         raise LevelZeroError(f"cannot load the Level Zero loader {path}: {exc}") from exc
+    if already is not None:
+        _loaded_first_by_xpuprof.append(not already)
+    return lib
 
 
 def _check(fn: str, code: int) -> None:

@@ -136,20 +136,34 @@ def ensure_metrics_env(environ=None, *, level_zero_loaded: bool | None = None) -
     if level_zero_loaded is None:
         level_zero_loaded = _level_zero_mapped()
     if level_zero_loaded:
-        raise MetricsScopeError(
-            "per-kernel metrics need ZET_ENABLE_METRICS=1 before Level Zero initializes, but the Level Zero "
-            "loader (libze_loader) is already loaded in this process (something - torch.xpu, dpctl or a SYCL "
-            "queue - initialized it first). Start the process with ZET_ENABLE_METRICS=1, e.g. "
-            "`ZET_ENABLE_METRICS=1 python train.py`, or `xpuprof run`, which sets it before the workload starts.")
+        raise MetricsScopeError(level_zero_too_early_message())
     env[ZET_ENABLE_METRICS] = "1"
 
 
+def level_zero_too_early_message() -> str:
+    """Why ZET_ENABLE_METRICS=1 comes too late here, naming who initialized Level Zero when xpuprof knows."""
+    from . import early_load, levelzero
+
+    head = ("per-kernel metrics need ZET_ENABLE_METRICS=1 before Level Zero initializes, and Level Zero reads it "
+            "only then; but the Level Zero loader (libze_loader) is already loaded in this process: ")
+    if levelzero.loaded_first_by_xpuprof():
+        return (head + "xpuprof's own earlier XPU session in this process initialized it (listing the devices "
+                "for PTI) without ZET_ENABLE_METRICS=1, so no later session of this process can collect per-kernel "
+                "metrics. Start the process with ZET_ENABLE_METRICS=1 (e.g. `ZET_ENABLE_METRICS=1 python train.py`; "
+                "`xpuprof run` does it when its config asks for metrics), or make the metrics session the first "
+                "XPU session of the process (it sets the variable itself).")
+    adapters = sorted(early_load.sycl_initialized(), key=lambda p: "level_zero" not in p)
+    who = (f"the SYCL runtime initialized it ({adapters[0].rsplit('/', 1)[-1]} is loaded: torch.xpu, dpctl/dpnp "
+           "or a SYCL queue started SYCL)" if adapters else
+           "something outside xpuprof initialized it first (e.g. torch.xpu, dpctl or a SYCL queue)")
+    return (head + who + ". Start the process with ZET_ENABLE_METRICS=1, e.g. `ZET_ENABLE_METRICS=1 python "
+            "train.py`, or `xpuprof run`, which sets it before the workload starts when its config asks for metrics.")
+
+
 def _level_zero_mapped() -> bool:
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libze_loader" in line for line in f)
-    except OSError:
-        return False
+    from .levelzero import loader_mapped
+
+    return bool(loader_mapped())
 
 
 @dataclass
