@@ -1,6 +1,7 @@
 """XpuBackend.configure: which session it builds, and the clear errors when it cannot."""
 from __future__ import annotations
 
+import logging
 import sys
 import types
 
@@ -97,3 +98,27 @@ def test_explicit_library_that_does_not_exist(monkeypatch):
     monkeypatch.setenv(pti.PTI_LIBRARY_ENV, "/nonexistent/libpti_view.so")
     with pytest.raises(pti.PtiNotFound, match="does not name an existing file"):
         pti.find_pti_library()
+
+
+def test_out_of_window_records_are_counted_in_the_trace_and_logged_below_warning(pti_double, monkeypatch, caplog,
+                                                                                 tmp_path):
+    """Issue 11 item 5: a schedule's warmup step records what the active step then drops as out of window;
+    that is expected, so it is in the trace's dropped_records but never a WARNING (it was, every cycle)."""
+    import json
+
+    import xpuprof
+
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(pti_double.path))
+    traces = []
+    with caplog.at_level("DEBUG", logger="xpuprof"):
+        with xpuprof.profile(activities=["cpu", "xpu"], backends=["xpu"],
+                             schedule=xpuprof.schedule(wait=0, warmup=1, active=1),
+                             on_trace_ready=lambda p: traces.append(p.export_chrome_trace(tmp_path / "t.json"))) as prof:
+            for _ in range(2):
+                assert pti_double.workload_holding_gil(4) == 0  # the warmup step's work is out of the window
+                prof.step()
+    (path,) = traces
+    dropped = json.loads(open(path).read())["dropped_records"]
+    assert dropped.get("xpu: out of window", 0) > 0, dropped
+    said = [r for r in caplog.records if "dropped records" in r.getMessage()]
+    assert said and all(r.levelno < logging.WARNING for r in said), [(r.levelname, r.getMessage()) for r in said]
