@@ -285,10 +285,10 @@ def test_raw_capture_replays_to_the_same_runtime_and_driver_slices(tmp_path):
 
 
 METRICS_SCRIPT = textwrap.dedent("""
-    import dpctl, xpuprof
+    import sys, dpctl, xpuprof
     try:
         with xpuprof.profile(activities=["cpu", "xpu"],
-                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"])):
+                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=[sys.argv[1]])):
             dpctl.SyclQueue("opencl:cpu").wait()
     except Exception as exc:
         print(type(exc).__name__, repr(str(exc)))
@@ -297,17 +297,34 @@ METRICS_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("metrics_env", ["1", None])
-def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env):
+@pytest.mark.parametrize("metrics_env,metric", [("1", "GpuTime"), (None, "GpuTime"), ("1", "Null Metric")])
+def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env, metric):
+    """It said "unknown metric name(s) on Null Device" for GpuTime and PTI's METRIC_NOT_FOUND for the
+    null driver's own 'Null Metric': now that the null device cannot collect metrics at all."""
     env = _stack_env()
     env.pop("ZET_ENABLE_METRICS", None)
     if metrics_env:
         env["ZET_ENABLE_METRICS"] = metrics_env
-    proc = subprocess.run([sys.executable, "-c", METRICS_SCRIPT], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", METRICS_SCRIPT, metric], capture_output=True, text=True, env=env,
                           timeout=240)
     assert proc.returncode == 0, f"PTI took the process down (status {proc.returncode}): {proc.stderr[-2000:]}"
     said = proc.stdout.strip().splitlines()[-1]
-    assert said.startswith("MetricSelectionError") and "on Null Device" in said and "'GpuTime'" in said, said
+    assert said.startswith("MetricsScopeError") and f"per-kernel metrics {metric!r} cannot be collected" in said, said
+    assert "the Level Zero null driver's test device" in said and "cannot collect metrics" in said, said
+
+
+def test_the_trace_and_the_metrics_collector_say_the_null_device_is_a_test_device(tmp_path):
+    out = _run("xpuprof_first", tmp_path)
+    trace = _events(out["cycles"][0]["path"])
+    (props,) = trace["deviceProperties"]
+    assert props["name"] == "Null Device" and "null driver's test device" in props["note"]
+    assert trace["xpu_test_device"].startswith("device 0: the Level Zero null driver's test device")
+    probe = subprocess.run([sys.executable, "-m", "xpuprof", "devices", "--json"], capture_output=True, text=True,
+                           env=_stack_env(), timeout=240)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    (row,) = [r for r in json.loads(probe.stdout) if r["backend"] == "collector xpu_metrics"]
+    assert row["available"] is False, row  # it said "yes - 2 metrics-capable device(s)"
+    assert "null driver's test device" in row["reason"] and "cannot collect metrics" in row["reason"], row
 
 
 METRICS_AFTER_LEVEL_ZERO_SCRIPT = textwrap.dedent("""

@@ -282,6 +282,9 @@ class XpuptiActivityApi(Session):
 
     def metadata(self) -> dict[str, Any]:
         meta = {"xpupti_version": self.lib.version()}
+        notes = {p["id"]: p["note"] for p in self._device_properties if "note" in p}
+        if notes:  # the trace says what its "Null Device" is, as `xpuprof devices` does
+            meta["xpu_test_device"] = f"device {', '.join(map(str, notes))}: {next(iter(notes.values()))}"
         if self.runtime_problem:
             meta["xpu_runtime_calls_missing"] = self.runtime_problem
         return meta
