@@ -32,7 +32,10 @@ def pti_double(tmp_path_factory) -> Path:
     if not cc:
         pytest.skip("no C compiler (cc/gcc) on PATH: the PTI metrics double is built with the system compiler")
     out = tmp_path_factory.mktemp("pti") / "libpti_metrics_double.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(HERE / "pti_metrics_double.c")], check=True)
+    # -Bsymbolic: the double's own calls to ptiViewGetTimestamp stay its own even when an XPU test loaded the
+    # PTI view double RTLD_GLOBAL earlier in the process (its shifted clock put these samples 1e17 ns away).
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", str(out),
+                    str(HERE / "pti_metrics_double.c")], check=True)
     return out
 
 
