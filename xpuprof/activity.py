@@ -162,9 +162,9 @@ def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool =
 
 def _unknown_message(name: str) -> str:
     names = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
-    close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.0)
+    close = difflib.get_close_matches(str(name).lower(), names + tuple(ACTIVITY_GROUPS), n=1, cutoff=0.0)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown activity type {name!r}{hint} Valid names: {', '.join(names)}"
+    return f"unknown activity type {name!r}{hint} Valid names: {', '.join(names)}. {_GROUPS_TEXT}"
 
 
 _DEFAULT_TYPES = (
@@ -195,18 +195,45 @@ def default_activity_types() -> frozenset[ActivityType]:
     return frozenset(_DEFAULT_TYPES)
 
 
+# torch.profiler's device groups (ProfilerActivity.CUDA / .XPU in torch's kineto_shim): kernels, copies,
+# fills, runtime, driver, syncs, events, overhead and the external correlation that links them to host
+# ranges. No metric collection: that needs metric names (ExperimentalConfig.profiler_metrics).
+DEVICE_GROUP = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
+                          ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC,
+                          ActivityType.CUDA_EVENT, ActivityType.OVERHEAD, ActivityType.EXTERNAL_CORRELATION,
+                          ActivityType.GPU_USER_ANNOTATION})
+
+# torch.profiler.ProfilerActivity-style group names, accepted next to activity type names wherever an
+# activity list is parsed (profile(), ProfilerConfig, YAML configs of `xpuprof run`, Kineto config files).
+ACTIVITY_GROUPS: dict[str, frozenset[ActivityType]] = {
+    "cpu": frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
+                      ActivityType.PYTHON_FUNCTION}),
+    "gpu": DEVICE_GROUP,
+    "xpu": DEVICE_GROUP,
+    "cuda": DEVICE_GROUP,
+    "rocm": DEVICE_GROUP,
+}
+_GROUPS_TEXT = f"Group names: {', '.join(ACTIVITY_GROUPS)} (torch.profiler.ProfilerActivity members too)"
+
+
 def parse_activity_types(items) -> frozenset[ActivityType]:
-    """Parse an iterable of names/members (or a comma string); one error names every bad word."""
+    """Parse an iterable of names, group names ("cpu", "xpu", ...), members or torch ProfilerActivity
+    members (or a comma string); one error names every bad word."""
     if isinstance(items, (str, ActivityType)):
         items = [items]
     words: list = []
     for item in items:
+        if not isinstance(item, (str, ActivityType)) and hasattr(item, "name"):
+            item = str(item.name)  # torch.profiler.ProfilerActivity.CPU and friends
         if isinstance(item, str):
             words.extend(w for w in (p.strip() for p in item.split(",")) if w)
         else:
             words.append(item)
     result, bad = set(), []
     for word in words:
+        if isinstance(word, str) and word.lower() in ACTIVITY_GROUPS:
+            result |= ACTIVITY_GROUPS[word.lower()]
+            continue
         try:
             result.add(ActivityType.parse(word))
         except (ValueError, TypeError):
@@ -215,5 +242,5 @@ def parse_activity_types(items) -> frozenset[ActivityType]:
         if len(bad) == 1:
             raise ValueError(_unknown_message(bad[0]))
         valid = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
-        raise ValueError(f"unknown activity types {bad!r}. Valid names: {', '.join(valid)}")
+        raise ValueError(f"unknown activity types {bad!r}. Valid names: {', '.join(valid)}. {_GROUPS_TEXT}")
     return frozenset(result)

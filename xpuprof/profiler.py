@@ -20,7 +20,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .activity import ActivityType, default_activity_types, parse_activity_types
+# DEVICE_GROUP and ACTIVITY_GROUPS (torch's groups) live in activity.py, with the one parser of activity lists.
+from .activity import ACTIVITY_GROUPS, DEVICE_GROUP, ActivityType, default_activity_types  # noqa: F401
+from .activity import parse_activity_types
 from .backends import registry
 from .backends.base import Backend, BackendError, ProcessWindow, RangeThreads, Session
 from .clock import MONOTONIC_TO_EPOCH_NS, now_ns
@@ -43,23 +45,6 @@ _DEVICE_ACTIVITIES = frozenset(ActivityType) - HOST_ACTIVITIES
 # Activities that collect hardware metrics: they join a run only when metrics are requested.
 METRIC_ACTIVITIES = frozenset({ActivityType.XPU_SCOPE_PROFILER, ActivityType.GPU_PM_COUNTER,
                                ActivityType.HARDWARE_COUNTERS})
-# torch.profiler's device groups (ProfilerActivity.CUDA / .XPU in torch's kineto_shim): kernels, copies,
-# fills, runtime, driver, syncs, events, overhead and the external correlation that links them to host
-# ranges. No metric collection: that needs metric names (ExperimentalConfig.profiler_metrics).
-DEVICE_GROUP = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET,
-                          ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC,
-                          ActivityType.CUDA_EVENT, ActivityType.OVERHEAD, ActivityType.EXTERNAL_CORRELATION,
-                          ActivityType.GPU_USER_ANNOTATION})
-
-# torch.profiler.ProfilerActivity-style group names, accepted next to activity type names.
-ACTIVITY_GROUPS: dict[str, frozenset[ActivityType]] = {
-    "cpu": frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT,
-                      ActivityType.PYTHON_FUNCTION}),
-    "gpu": DEVICE_GROUP,
-    "xpu": DEVICE_GROUP,
-    "cuda": DEVICE_GROUP,
-    "rocm": DEVICE_GROUP,
-}
 
 
 def with_metric_activities(config: ProfilerConfig) -> ProfilerConfig:
@@ -79,28 +64,13 @@ def with_metric_activities(config: ProfilerConfig) -> ProfilerConfig:
 
 
 def parse_activities(activities) -> frozenset[ActivityType]:
-    """ActivityType members, names, aliases, group names ("cpu", "xpu", ...) or torch ProfilerActivity."""
+    """``parse_activity_types`` (names, aliases, group names, torch ProfilerActivity), None = the defaults."""
     if activities is None:
         return ProfilerConfig().activities
-    if isinstance(activities, (str, ActivityType)):
-        activities = [activities]
-    out: set[ActivityType] = set()
-    rest: list = []
-    for item in activities:
-        if not isinstance(item, (str, ActivityType)) and hasattr(item, "name"):
-            item = str(item.name)  # torch.profiler.ProfilerActivity.CPU and friends
-        if isinstance(item, str) and item.strip().lower() in ACTIVITY_GROUPS:
-            out |= ACTIVITY_GROUPS[item.strip().lower()]
-        else:
-            rest.append(item)
-    if rest:
-        try:
-            out |= parse_activity_types(rest)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{exc}. Group names are also accepted: {', '.join(ACTIVITY_GROUPS)}") from None
+    out = parse_activity_types(activities)
     if not out:
         raise ValueError("activities is empty: name at least one activity type (or leave it None for the defaults)")
-    return frozenset(out)
+    return out
 
 
 # ----------------------------------------------------------------------------- schedule

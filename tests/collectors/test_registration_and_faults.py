@@ -143,6 +143,24 @@ def test_unknown_name_in_host_only_run_lists_close_matches_and_offers():
     assert "host: cpu_utilization" in msg and "xpuprof metrics" in msg
 
 
+@pytest.mark.parametrize("selector", ["GpuTime", "GpuTime::ns"])
+def test_a_per_kernel_metric_in_a_host_only_run_says_it_needs_device_activities(selector):
+    """It used to say "unknown metric 'GpuTime' ... did you mean 'GpuTime'?"."""
+    with pytest.raises(CollectorError) as info:
+        xpuprof.profile(activities=["cpu"], experimental_config=ExperimentalConfig(profiler_metrics=[selector]))
+    msg = str(info.value)
+    assert "unknown" not in msg and "did you mean" not in msg, msg
+    assert "'GpuTime' is a per-kernel device metric (xpu/" in msg
+    assert "needs device activities selected, e.g. activities=['cpu', 'xpu']" in msg
+    assert "'xpu_metrics:GpuTime'" in msg  # the time-based collector samples it without kernels
+
+
+def test_a_close_misspelling_is_not_suggested_as_itself():
+    with pytest.raises(CollectorError) as info:
+        xpuprof.profile(activities=["cpu"], experimental_config=ExperimentalConfig(profiler_metrics=["GpuTim"]))
+    assert "unknown metric 'GpuTim'" in str(info.value) and "did you mean 'GpuTime'" in str(info.value)
+
+
 def test_ambiguous_name_and_qualified_choice():
     offered = _offer(a=["power", "x"], b=["power"])
     with pytest.raises(CollectorError, match=r"'power' is ambiguous: collectors a, b can all .* a:power, b:power"):

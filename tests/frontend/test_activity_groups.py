@@ -92,3 +92,35 @@ def test_device_work_asked_for_but_no_backend_is_said_once_and_recorded(monkeypa
     said = [r for r in caplog.records if "no device backend can run here" in r.getMessage()]
     assert len(said) == 1 and "xpu:" in said[0].getMessage()
     assert all(m and "xpu" in m for m in metas)
+
+
+def _as_profile_expands(words):
+    return xpuprof.profile(activities=words).config.activities
+
+
+@pytest.mark.parametrize("words", [["cpu", "xpu"], ["cpu", "gpu"], ["CPU", "cuda", "rocm"], ["cpu", "xpu", "runtime"]])
+def test_group_names_are_accepted_wherever_activity_lists_are_parsed(words):
+    """ProfilerConfig, YAML configs of `xpuprof run` and Kineto config files rejected the group names
+    profile() accepted ("unknown activity types ['cpu', 'xpu']"); all expand them the same way now."""
+    from xpuprof.activity import parse_activity_types
+    from xpuprof.config.kineto import KinetoConfig
+    from xpuprof.config.yamlconfig import parse_config
+    from xpuprof.workloads import run_names
+
+    expected = _as_profile_expands(words)
+    assert parse_activity_types(words) == expected
+    assert xpuprof.ProfilerConfig(activities=words).activities == expected
+    assert xpuprof.ProfilerConfig(activities=",".join(words)).activities == expected
+    yaml = f"workload: {{builtin: gemm}}\nactivities: [{', '.join(words)}]\n"
+    (point,) = parse_config(yaml, "bench.yaml", names=run_names()).points
+    assert point.profiler_config().activities == expected
+    kineto = KinetoConfig()
+    assert kineto.parse(f"ACTIVITY_TYPES={','.join(words)}") is not False
+    assert kineto.selected_activity_types == set(expected)
+
+
+def test_a_bad_word_next_to_group_names_names_the_groups_too():
+    with pytest.raises(ValueError) as info:
+        xpuprof.ProfilerConfig(activities=["cpu", "xpuu"])
+    msg = str(info.value)
+    assert "unknown activity type 'xpuu'; did you mean 'xpu'?" in msg and "Group names: cpu, gpu, xpu" in msg

@@ -1,4 +1,7 @@
 import ctypes
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -106,6 +109,45 @@ def test_zet_enable_metrics_set_or_precise_error():
     with pytest.raises(ms.MetricsScopeError, match="already loaded in this process"):
         ms.ensure_metrics_env({}, level_zero_loaded=True)
     ms.ensure_metrics_env({"ZET_ENABLE_METRICS": "1"}, level_zero_loaded=True)  # already set: fine
+
+
+@pytest.mark.parametrize("who", ["xpuprof", "sycl", "unknown"])
+def test_too_late_for_zet_enable_metrics_names_who_initialized_level_zero(monkeypatch, who):
+    """It always blamed "torch.xpu, dpctl or a SYCL queue", also when xpuprof's own earlier session had
+    loaded Level Zero (the real-stack check: tests/xpu/test_real_sycl.py)."""
+    from xpuprof.backends.xpu import early_load, levelzero
+
+    monkeypatch.setattr(levelzero, "_loaded_first_by_xpuprof", [who == "xpuprof"])
+    adapters = ["/opt/l/libur_adapter_opencl.so.0", "/opt/l/libur_adapter_level_zero.so.0"] if who == "sycl" else []
+    monkeypatch.setattr(early_load, "sycl_initialized", lambda: adapters)
+    with pytest.raises(ms.MetricsScopeError) as info:
+        ms.ensure_metrics_env({}, level_zero_loaded=True)
+    msg = str(info.value)
+    assert "ZET_ENABLE_METRICS=1 python train.py" in msg
+    if who == "xpuprof":
+        assert "xpuprof's own earlier XPU session in this process initialized it" in msg
+        assert "make the metrics session the first XPU session" in msg and "torch.xpu" not in msg
+    elif who == "sycl":
+        assert "the SYCL runtime initialized it (libur_adapter_level_zero.so.0 is loaded" in msg
+    else:
+        assert "something outside xpuprof initialized it first" in msg
+
+
+def test_the_level_zero_loader_remembers_whether_xpuprof_loaded_it_first(monkeypatch, tmp_path):
+    from xpuprof.backends.xpu import levelzero
+
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build a stand-in Level Zero loader")
+    lib = tmp_path / "libze_loader.so.1"
+    (tmp_path / "l.c").write_text("int zeInit(int f) { (void)f; return 0; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "l.c")], check=True)
+    for mapped_before, expected in (([], True), (["/usr/lib/libze_loader.so.1"], False)):
+        monkeypatch.setattr(levelzero, "_loaded_first_by_xpuprof", [])
+        monkeypatch.setattr(levelzero, "loader_mapped", lambda: list(mapped_before))
+        levelzero.load_loader(str(lib))
+        levelzero.load_loader(str(lib))  # the first load decides
+        assert levelzero.loaded_first_by_xpuprof() is expected
 
 
 def test_unmatched_records_chain_after_the_previous_one(scope_double):

@@ -190,6 +190,20 @@ def test_profile_front_end_with_the_xpu_backend(full_double, tmp_path, monkeypat
     assert os.environ["ZET_ENABLE_METRICS"] == "1"
 
 
+def test_scope_profiler_without_metric_names_says_so_even_when_level_zero_is_loaded(full_double, monkeypatch):
+    """The missing names are the user's first problem: said before the ZET_ENABLE_METRICS check (which
+    used to answer first when Level Zero was already loaded)."""
+    from xpuprof.backends.xpu.backend import XpuBackend
+
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(full_double.path))
+    monkeypatch.delenv("ZET_ENABLE_METRICS")
+    monkeypatch.setattr(ms, "_level_zero_mapped", lambda: True)
+    with pytest.raises(ms.MetricsScopeError, match="xpu_scope_profiler was selected but no metrics were requested"):
+        XpuBackend().configure(TYPES, _config(metrics=()))
+    with pytest.raises(ms.MetricsScopeError, match="no metrics were requested"):
+        XpuBackend().configure(TYPES, None)
+
+
 @pytest.mark.parametrize("level_zero_loaded", [False, True])
 def test_backend_sets_zet_enable_metrics_before_level_zero(full_double, monkeypatch, level_zero_loaded):
     from xpuprof.backends.xpu.backend import XpuBackend

@@ -1,6 +1,7 @@
 """XpuBackend.configure: which session it builds, and the clear errors when it cannot."""
 from __future__ import annotations
 
+import logging
 import sys
 import types
 
@@ -9,9 +10,10 @@ import pytest
 from xpuprof.activity import ActivityType
 from xpuprof.backends import registry
 from xpuprof.backends.base import BackendError, ProbeResult
-from xpuprof.backends.xpu import activity_api, pti
+from xpuprof.backends.xpu import activity_api, metrics_scope, pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.backends.xpu.backend import XpuBackend
+from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
 
 
 def test_registry_finds_the_backend():
@@ -47,9 +49,12 @@ def test_scope_profiler_selects_the_scope_session_lazily(pti_double, monkeypatch
     fake.XpuptiActivityScopeApi = FakeScope
     monkeypatch.setitem(sys.modules, "xpuprof.backends.xpu.scope_api", fake)
     monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(pti_double.path))
+    monkeypatch.delenv("ZET_ENABLE_METRICS", raising=False)  # the scope request sets it: restored after
+    monkeypatch.setattr(metrics_scope, "_level_zero_mapped", lambda: False)
     plain = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL}), None)
     assert type(plain) is XpuptiActivityApi and not made
-    s = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.XPU_SCOPE_PROFILER}), None)
+    s = XpuBackend().configure(frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.XPU_SCOPE_PROFILER}),
+                               ProfilerConfig(experimental=ExperimentalConfig(profiler_metrics=["GpuTime"])))
     assert type(s) is FakeScope and ActivityType.XPU_SCOPE_PROFILER in made["types"]
 
 
@@ -97,3 +102,51 @@ def test_explicit_library_that_does_not_exist(monkeypatch):
     monkeypatch.setenv(pti.PTI_LIBRARY_ENV, "/nonexistent/libpti_view.so")
     with pytest.raises(pti.PtiNotFound, match="does not name an existing file"):
         pti.find_pti_library()
+
+
+def test_out_of_window_records_are_counted_in_the_trace_and_logged_below_warning(pti_double, monkeypatch, caplog,
+                                                                                 tmp_path):
+    """Issue 11 item 5: a schedule's warmup step records what the active step then drops as out of window;
+    that is expected, so it is in the trace's dropped_records but never a WARNING (it was, every cycle)."""
+    import json
+
+    import xpuprof
+
+    monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(pti_double.path))
+    monkeypatch.setattr(XpuBackend, "_probe_cache", None)  # an earlier test may have probed with no library
+    traces = []
+    with caplog.at_level("DEBUG", logger="xpuprof"):
+        with xpuprof.profile(activities=["cpu", "xpu"], backends=["xpu"],
+                             schedule=xpuprof.schedule(wait=0, warmup=1, active=1),
+                             on_trace_ready=lambda p: traces.append(p.export_chrome_trace(tmp_path / "t.json"))) as prof:
+            for _ in range(2):
+                assert pti_double.workload_holding_gil(4) == 0  # the warmup step's work is out of the window
+                prof.step()
+    (path,) = traces
+    dropped = json.loads(open(path).read())["dropped_records"]
+    assert dropped.get("xpu: out of window", 0) > 0, dropped
+    said = [r for r in caplog.records if "dropped records" in r.getMessage()]
+    assert said and all(r.levelno < logging.WARNING for r in said), [(r.levelname, r.getMessage()) for r in said]
+
+
+def test_a_null_driver_device_is_said_in_its_device_properties_and_the_trace_metadata(pti_double):
+    """Issue 11 item 5: the trace only said deviceProperties name 'Null Device' (the real-stack check:
+    tests/xpu/test_real_sycl.py::test_the_trace_and_the_metrics_collector_say_the_null_device_is_a_test_device)."""
+    from dataclasses import replace
+
+    from xpuprof.backends.xpu import levelzero
+
+    null = levelzero.Device(index=0, name="Null Device", uuid=bytes(16), vendor_id=0, device_id=0, type=1,
+                            core_clock_mhz=0, max_mem_alloc=0, compute_units=0, max_work_group_size=0,
+                            local_mem_size=0, total_memory=0, driver_version=0)
+    gpu = replace(null, index=1, name="Intel(R) Arc(TM) B580 Graphics", vendor_id=0x8086, uuid=bytes(range(16)))
+    props = [null.kineto_properties(), gpu.kineto_properties()]
+    assert "null driver's test device" in props[0]["note"] and "note" not in props[1]
+    api = XpuptiActivityApi(frozenset({ActivityType.RUNTIME}), library=pti_double.lib, device_properties=props)
+    try:
+        assert api.metadata()["xpu_test_device"] == f"device 0: {levelzero.NULL_DEVICE_NOTE}"
+        plain = XpuptiActivityApi(frozenset({ActivityType.RUNTIME}), library=pti_double.lib, device_properties=props[1:])
+        assert "xpu_test_device" not in plain.metadata()
+        plain.disable()
+    finally:
+        api.disable()

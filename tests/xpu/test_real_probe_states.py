@@ -43,16 +43,50 @@ print(json.dumps({"available": r.available, "reason": r.reason}))
 """
 
 
+# What each state sets for itself: an explicit PTI / loader path, the null or an alternate driver.
+HIDDEN_ENV = ("XPUPROF_PTI_LIBRARY", "XPUPROF_ZE_LOADER", "ZE_ENABLE_NULL_DRIVER", "ZE_ENABLE_ALT_DRIVERS",
+              "XPUPROF_DISABLE_BACKENDS")
+# The driver libraries the Level Zero loader (v1.32) looks up by name, besides the null driver.
+GPU_DRIVERS = ("libze_intel_gpu.so.1", "libze_intel_gpu_legacy1.so.1", "libze_intel_npu.so.1", "libze_intel_vpu.so.1")
+
+LOOKUP = f"""
+import ctypes, json
+from xpuprof.backends.xpu import levelzero
+drivers = []
+for name in {GPU_DRIVERS!r}:
+    try:
+        ctypes.CDLL(name)
+        drivers.append(name)
+    except OSError:
+        pass
+print(json.dumps({{"loader": levelzero.find_loader(), "drivers": drivers}}))
+"""
+
+
 def _python(code: str, library_path: list[Path], **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XPUPROF_PTI_LIBRARY", "ZE_ENABLE_NULL_DRIVER", "XPUPROF_DISABLE_BACKENDS")}
+    env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
     env.update(extra, PYTHONPATH=str(REPO), LD_LIBRARY_PATH=os.pathsep.join(map(str, library_path)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, f"the parent process died (status {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _skip_unless_the_machine_lookup_is_hidden(library_path: list[Path], *, loader: bool = False,
+                                              drivers: bool = False) -> None:
+    """The test controls LD_LIBRARY_PATH and the environment, not the system library path (ldconfig)."""
+    found = _python(LOOKUP, library_path)
+    where = f"with LD_LIBRARY_PATH={os.pathsep.join(map(str, library_path))} and {', '.join(HIDDEN_ENV)} unset"
+    if loader and found["loader"]:
+        pytest.skip(f"this machine's own loader lookup (levelzero.find_loader) still finds a Level Zero loader "
+                    f"({found['loader']}) {where}: a system-wide install (ldconfig) or LD_PRELOAD this test "
+                    "cannot hide")
+    if drivers and found["drivers"]:
+        pytest.skip(f"a Level Zero driver is installed on this machine ({', '.join(found['drivers'])}, found {where}): "
+                    "the loader would initialize it, so there is no loader-without-driver state to test here")
+
+
 def test_no_loader(tmp_path):
+    _skip_unless_the_machine_lookup_is_hidden([PREFIX_LIB], loader=True)
     r = _python(PROBE, [PREFIX_LIB])
     assert (r["available"], r["stage"]) == (False, "no_loader") and "no Level Zero loader" in r["reason"]
 
@@ -71,6 +105,7 @@ def test_loader_without_zesinit(tmp_path):
 
 
 def test_loader_without_driver_is_said_before_pti_runs():
+    _skip_unless_the_machine_lookup_is_hidden([LEVEL_ZERO, PREFIX_LIB], drivers=True)
     r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB])
     assert (r["available"], r["stage"]) == (False, "no_driver")
     assert "no driver initialized" in r["reason"] and "PTI would abort" in r["reason"]
@@ -78,6 +113,7 @@ def test_loader_without_driver_is_said_before_pti_runs():
 
 def test_loader_without_driver_pti_core_aborts_inside_the_probe_child_only():
     """PTI's real abort (SIGABRT on its first core call without a driver), contained by the probe."""
+    _skip_unless_the_machine_lookup_is_hidden([LEVEL_ZERO, PREFIX_LIB], drivers=True)
     r = _python(CORE, [LEVEL_ZERO, PREFIX_LIB])
     assert r["available"] is False and "PTI aborted the probe process (SIGABRT)" in r["reason"], r
 

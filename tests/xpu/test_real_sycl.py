@@ -40,16 +40,24 @@ pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"real SYCL tier: {M
 
 SCRIPT = textwrap.dedent("""
     import json, logging, sys, time
-    order, out = sys.argv[1:3]
-    if order == "dpnp_imported_first":
+    order, out, idle_first = sys.argv[1], sys.argv[2], sys.argv[3] == "idle_first"
+    if order in ("dpnp_imported_first", "dpnp_work_between"):
         import dpnp                  # the issue's usual user script: the array library imported first
-    if order in ("sycl_imported_first", "sycl_initialized_first"):
+    if order in ("sycl_imported_first", "sycl_initialized_first", "sycl_work_between"):
         import dpctl
         if order == "sycl_initialized_first":
             dpctl.get_devices()      # the SYCL runtime initializes here, before PTI
     import xpuprof
+    from xpuprof.backends.xpu import early_load
     import dpctl, dpctl.memory
     import numpy as np
+    if order == "sycl_work_between":  # SYCL initializes between `import xpuprof` and the first cycle
+        q = dpctl.SyclQueue("opencl:cpu")
+        dpctl.memory.MemoryUSMDevice(1 << 10, queue=q).copy_from_host(np.ones(1 << 10, dtype=np.uint8))
+        q.wait()
+    if order == "dpnp_work_between":  # a warm-up op before profiling
+        a = dpnp.ones((64, 64), device="opencl:cpu")
+        float((a @ a).sum())
     warnings = []
     class Collect(logging.Handler):
         def emit(self, record):
@@ -60,36 +68,48 @@ SCRIPT = textwrap.dedent("""
         t0 = time.time_ns()
         with xpuprof.profile(activities=["cpu", "xpu"]) as prof:   # no backend named: the real probe picks xpu
             with xpuprof.record_function(f"copy{cycle}"):
-                q = dpctl.SyclQueue("opencl:cpu")
-                m = dpctl.memory.MemoryUSMDevice(1 << 20, queue=q)
-                m.copy_from_host(np.ones(1 << 18, dtype=np.float32).view(np.uint8))
-                q.wait()
+                if not (idle_first and cycle == 0):
+                    q = dpctl.SyclQueue("opencl:cpu")
+                    m = dpctl.memory.MemoryUSMDevice(1 << 20, queue=q)
+                    m.copy_from_host(np.ones(1 << 18, dtype=np.float32).view(np.uint8))
+                    q.wait()
         t1 = time.time_ns()
         path = prof.export_chrome_trace(f"{out}.{cycle}.json")
         cycles.append({"path": str(path), "t0": t0, "t1": t1})
-    print(json.dumps({"warnings": warnings, "cycles": cycles}))
+    print(json.dumps({"warnings": warnings, "cycles": cycles, "early_load": early_load.status()}))
 """)
 
 
-def _run(order, tmp_path):
-    env = dict(os.environ, ZE_ENABLE_NULL_DRIVER="1", OCL_ICD_FILENAMES=str(PREFIX_LIB / "libintelocl.so"),
-               LD_LIBRARY_PATH=f"{LEVEL_ZERO}{os.pathsep}{PREFIX_LIB}")
-    for k in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_DISABLE_BACKENDS"):
-        env.pop(k, None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, order, str(tmp_path / order)], capture_output=True,
-                          text=True, env=env, timeout=240)
+def _run(order, tmp_path, idle_first=False):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, order, str(tmp_path / order),
+                           "idle_first" if idle_first else "busy"], capture_output=True, text=True,
+                          env=_stack_env(), timeout=240)
     assert proc.returncode == 0, f"status {proc.returncode}\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _stack_env():
+    env = dict(os.environ, ZE_ENABLE_NULL_DRIVER="1", OCL_ICD_FILENAMES=str(PREFIX_LIB / "libintelocl.so"),
+               LD_LIBRARY_PATH=f"{LEVEL_ZERO}{os.pathsep}{PREFIX_LIB}", PYTHONPATH=str(REPO))
+    for k in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_DISABLE_BACKENDS"):
+        env.pop(k, None)
+    return env
 
 
 def _events(path):
     return json.loads(Path(path).read_text())
 
 
-@pytest.mark.parametrize("order", ["xpuprof_first", "sycl_imported_first", pytest.param(
-    "dpnp_imported_first", marks=pytest.mark.skipif(importlib.util.find_spec("dpnp") is None,
-                                                    reason="dpnp is not installed (pip install 'xpuprof[dpnp-cpu]')"))])
+NEEDS_DPNP = pytest.mark.skipif(importlib.util.find_spec("dpnp") is None,
+                                reason="dpnp is not installed (pip install 'xpuprof[dpnp-cpu]')")
+
+
+@pytest.mark.parametrize("order", ["xpuprof_first", "sycl_imported_first", "sycl_work_between",
+                                   pytest.param("dpnp_imported_first", marks=NEEDS_DPNP),
+                                   pytest.param("dpnp_work_between", marks=NEEDS_DPNP)])
 def test_runtime_calls_recorded_and_linked_to_their_range(order, tmp_path):
+    """*_work_between: the SYCL package imported first, then `import xpuprof`, then the first SYCL work
+    before the first cycle: PTI's view library was loaded at import although SYCL was already mapped."""
     out = _run(order, tmp_path)
     assert not [w for w in out["warnings"] if "cannot be captured" in w]
     ids = []
@@ -112,24 +132,72 @@ def test_runtime_calls_recorded_and_linked_to_their_range(order, tmp_path):
         assert {e["name"] for e in runtime} >= {"urEnqueueUSMMemcpy"}
         ids.append(rng["args"]["External id"])
     assert ids[0] != ids[1]  # the two recording cycles stay separate
+    assert out["early_load"].startswith("loaded at import: "), out["early_load"]
 
 
 def test_sycl_initialized_before_pti_is_said_loudly(tmp_path):
+    """Loading the view library after SYCL initialized is harmless (no crash; driver calls still come)
+    but too late for runtime calls: one warning, and the metadata key in every trace."""
     out = _run("sycl_initialized_first", tmp_path)
+    assert out["early_load"].startswith("loaded at import, after the SYCL runtime had initialized (")
+    assert "libur_adapter_" in out["early_load"]
     said = [w for w in out["warnings"] if "cannot be captured" in w]
-    assert len(said) == 1 and "import xpuprof` before importing dpnp" in said[0]
+    assert len(said) == 1 and "`import xpuprof` before the first SYCL work" in said[0], said
     for info in out["cycles"]:
         trace = _events(info["path"])
         assert "cannot be captured" in trace["xpu_runtime_calls_missing"]
-        assert not [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("ur")]
+        slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        assert not [e for e in slices if e["name"].startswith("ur")]
+        assert [e for e in slices if e["name"].startswith("ze")], "no ze* driver calls either"
 
 
-def _stack_env():
-    env = dict(os.environ, ZE_ENABLE_NULL_DRIVER="1", OCL_ICD_FILENAMES=str(PREFIX_LIB / "libintelocl.so"),
-               LD_LIBRARY_PATH=f"{LEVEL_ZERO}{os.pathsep}{PREFIX_LIB}", PYTHONPATH=str(REPO))
-    for k in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_DISABLE_BACKENDS"):
-        env.pop(k, None)
-    return env
+@pytest.mark.parametrize("order", ["sycl_imported_first", pytest.param("dpnp_imported_first", marks=NEEDS_DPNP)])
+def test_a_first_cycle_without_sycl_work_is_no_false_alarm(order, tmp_path):
+    """SYCL mapped (package imported first), not initialized: a cycle that records no runtime call is
+    not a lost one; the next cycle's SYCL work is recorded."""
+    out = _run(order, tmp_path, idle_first=True)
+    assert not [w for w in out["warnings"] if "cannot be captured" in w], out["warnings"]
+    idle, busy = (_events(info["path"]) for info in out["cycles"])
+    assert "xpu_runtime_calls_missing" not in idle and "xpu_runtime_calls_missing" not in busy
+    assert not [e for e in idle["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("ur")]
+    assert [e for e in busy["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("ur")]
+
+
+SCHEDULE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import dpctl, dpctl.memory       # SYCL mapped before xpuprof, initialized by the first step's work
+    import numpy as np
+    import xpuprof
+    out = sys.argv[1]
+    paths = []
+    def handler(prof):
+        paths.append(str(prof.export_chrome_trace(f"{out}.{len(paths)}.json")))
+    with xpuprof.profile(activities=["cpu", "xpu"], schedule=xpuprof.schedule(wait=1, warmup=1, active=1),
+                         on_trace_ready=handler) as prof:
+        for step in range(3):        # step 0 is the wait step: the first SYCL work of the process
+            with xpuprof.record_function(f"step{step}"):
+                q = dpctl.SyclQueue("opencl:cpu")
+                m = dpctl.memory.MemoryUSMDevice(1 << 16, queue=q)
+                m.copy_from_host(np.ones(1 << 16, dtype=np.uint8))
+                q.wait()
+            prof.step()
+    print(json.dumps(paths))
+""")
+
+
+def test_a_schedule_whose_wait_step_starts_sycl_records_the_active_steps_runtime_calls(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SCHEDULE_SCRIPT, str(tmp_path / "sched")], capture_output=True,
+                          text=True, env=_stack_env(), timeout=240)
+    assert proc.returncode == 0, f"status {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "cannot be captured" not in proc.stderr
+    (path,) = json.loads(proc.stdout.strip().splitlines()[-1])
+    trace = _events(path)
+    assert "xpu_runtime_calls_missing" not in trace
+    evs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    (rng,) = [e for e in evs if e["name"] == "step2"]
+    runtime = [e for e in evs if e["name"].startswith("ur")]
+    assert {e["name"] for e in runtime} >= {"urEnqueueUSMMemcpy"}, "the active step recorded no runtime call"
+    assert all(e["args"].get("External id") == rng["args"]["External id"] for e in runtime)
 
 
 def _xpuprof_run(config: Path, out: Path):
@@ -217,10 +285,10 @@ def test_raw_capture_replays_to_the_same_runtime_and_driver_slices(tmp_path):
 
 
 METRICS_SCRIPT = textwrap.dedent("""
-    import dpctl, xpuprof
+    import sys, dpctl, xpuprof
     try:
         with xpuprof.profile(activities=["cpu", "xpu"],
-                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"])):
+                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=[sys.argv[1]])):
             dpctl.SyclQueue("opencl:cpu").wait()
     except Exception as exc:
         print(type(exc).__name__, repr(str(exc)))
@@ -229,17 +297,68 @@ METRICS_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("metrics_env", ["1", None])
-def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env):
+@pytest.mark.parametrize("metrics_env,metric", [("1", "GpuTime"), (None, "GpuTime"), ("1", "Null Metric")])
+def test_a_metrics_request_on_the_null_device_fails_clearly(metrics_env, metric):
+    """It said "unknown metric name(s) on Null Device" for GpuTime and PTI's METRIC_NOT_FOUND for the
+    null driver's own 'Null Metric': now that the null device cannot collect metrics at all."""
     env = _stack_env()
     env.pop("ZET_ENABLE_METRICS", None)
     if metrics_env:
         env["ZET_ENABLE_METRICS"] = metrics_env
-    proc = subprocess.run([sys.executable, "-c", METRICS_SCRIPT], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", METRICS_SCRIPT, metric], capture_output=True, text=True, env=env,
                           timeout=240)
     assert proc.returncode == 0, f"PTI took the process down (status {proc.returncode}): {proc.stderr[-2000:]}"
     said = proc.stdout.strip().splitlines()[-1]
-    assert said.startswith("MetricSelectionError") and "on Null Device" in said and "'GpuTime'" in said, said
+    assert said.startswith("MetricsScopeError") and f"per-kernel metrics {metric!r} cannot be collected" in said, said
+    assert "the Level Zero null driver's test device" in said and "cannot collect metrics" in said, said
+
+
+def test_the_trace_and_the_metrics_collector_say_the_null_device_is_a_test_device(tmp_path):
+    out = _run("xpuprof_first", tmp_path)
+    trace = _events(out["cycles"][0]["path"])
+    (props,) = trace["deviceProperties"]
+    assert props["name"] == "Null Device" and "null driver's test device" in props["note"]
+    assert trace["xpu_test_device"].startswith("device 0: the Level Zero null driver's test device")
+    probe = subprocess.run([sys.executable, "-m", "xpuprof", "devices", "--json"], capture_output=True, text=True,
+                           env=_stack_env(), timeout=240)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    (row,) = [r for r in json.loads(probe.stdout) if r["backend"] == "collector xpu_metrics"]
+    assert row["available"] is False, row  # it said "yes - 2 metrics-capable device(s)"
+    assert "null driver's test device" in row["reason"] and "cannot collect metrics" in row["reason"], row
+
+
+METRICS_AFTER_LEVEL_ZERO_SCRIPT = textwrap.dedent("""
+    import sys, xpuprof
+    if sys.argv[1] == "own_session":
+        with xpuprof.profile(activities=["cpu", "xpu"]):    # xpuprof's own session initializes Level Zero
+            pass
+    else:
+        import dpctl
+        dpctl.get_devices()                                # SYCL initializes Level Zero (its adapter)
+    try:
+        with xpuprof.profile(activities=["cpu", "xpu"],
+                             experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"])):
+            pass
+    except Exception as exc:
+        print(type(exc).__name__, str(exc))
+    else:
+        print("no error")
+""")
+
+
+@pytest.mark.parametrize("first", ["own_session", "sycl"])
+def test_metrics_after_level_zero_initialized_name_who_initialized_it(first):
+    env = _stack_env()
+    env.pop("ZET_ENABLE_METRICS", None)
+    proc = subprocess.run([sys.executable, "-c", METRICS_AFTER_LEVEL_ZERO_SCRIPT, first], capture_output=True,
+                          text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout.strip().splitlines()[-1]
+    assert said.startswith("MetricsScopeError") and "ZET_ENABLE_METRICS=1 python train.py" in said, said
+    if first == "own_session":
+        assert "xpuprof's own earlier XPU session in this process initialized it" in said, said
+    else:
+        assert "the SYCL runtime initialized it (libur_adapter_level_zero" in said, said
 
 
 PYTEST_USER_SUITE = textwrap.dedent("""

@@ -32,15 +32,38 @@ def _offers_text(offered: Mapping[str, list[MetricInfo]]) -> str:
     return "; ".join(parts) if parts else "no collector offers any metric"
 
 
-def _catalog_names() -> list[str]:
+def _catalog_index() -> dict[str, list[tuple[str, str]]]:
+    """Per-kernel metric name -> the (vendor, family) catalogs that list it."""
     try:
         from .. import catalogs
-        names: set[str] = set()
+        index: dict[str, list[tuple[str, str]]] = {}
         for cat in catalogs.load_catalogs():
-            names.update(cat.all_metric_names())
-        return sorted(names)
-    except Exception:  # catalogs only improve the hints
-        return []
+            for name in cat.all_metric_names():
+                index.setdefault(name, []).append((cat.vendor, cat.family))
+        return index
+    except Exception:  # catalogs only improve the messages
+        return {}
+
+
+def _base_name(selector: str) -> str:
+    """``GpuTime::ns`` / ``GpuTime[ns]`` -> ``GpuTime`` (a malformed selector stays as written)."""
+    from ..catalogs import MetricSelectionError, parse_selector
+
+    try:
+        return parse_selector(selector)[0]
+    except MetricSelectionError:
+        return selector
+
+
+def _needs_device_activities(name: str, where: list[tuple[str, str]], sampled_by: list[str]) -> str:
+    """A per-kernel metric asked for in a run that selects no device activity: what it needs."""
+    vendors = list(dict.fromkeys(v for v, _ in where))
+    groups = " or ".join(f"activities=['cpu', {v!r}]" for v in vendors)
+    sample = (f"; or, sampled device-wide over time instead of per kernel, ask for "
+              f"{' or '.join(repr(f'{c}:{name}') for c in sampled_by)}" if sampled_by else "")
+    return (f"metric {name!r} is a per-kernel device metric ({', '.join(f'{v}/{f}' for v, f in where)} "
+            f"catalog{'s' if len(where) > 1 else ''}): it needs device activities selected, e.g. {groups} (or 'kernel'), and this run "
+            f"records no device activity{sample}")
 
 
 def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=None,
@@ -65,6 +88,7 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
             by_metric.setdefault(info.name, []).append(collector)
     errors: list[str] = []
     probed: dict[str, bool] = {}
+    device_catalogs: dict[str, list[tuple[str, str]]] | None = None  # loaded only for an unresolved name
 
     def can_run(collector: str) -> bool:
         if collector not in probed:
@@ -103,8 +127,15 @@ def resolve_metrics(names: Iterable[str], *, device_activities: bool, config=Non
         elif device_activities:
             plan.device.append(name)
         else:
-            pool = list(by_metric) + _catalog_names()
-            close = difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
+            device_catalogs = _catalog_index() if device_catalogs is None else device_catalogs
+            base = _base_name(name)
+            if base in device_catalogs:
+                sampled_by = [c for c, accepts in qualified_only.items()
+                              if base in {m.name for m in offered.get(c, [])} or (accepts and accepts(base))]
+                errors.append(_needs_device_activities(base, device_catalogs[base], sampled_by))
+                continue
+            pool = [n for n in list(by_metric) + list(device_catalogs) if n != base]
+            close = difflib.get_close_matches(base, pool, n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             errors.append(f"unknown metric {name!r}: no collector offers it and this run records no device "
                           f"activity that could{hint}")

@@ -16,7 +16,7 @@ import os
 import re
 import time
 
-from ..activity import ActivityType, default_activity_types
+from ..activity import ActivityType, default_activity_types, parse_activity_types
 
 log = logging.getLogger("xpuprof.config.kineto")
 
@@ -203,12 +203,10 @@ class KinetoConfig:
         if key == "ACTIVITIES_ENABLED":
             self.activities_enabled = to_bool(value)
         elif key == "ACTIVITY_TYPES":
-            selected = set()
-            for word in split_and_trim(value.lower()):
-                try:
-                    selected.add(ActivityType.parse(word))
-                except ValueError as exc:
-                    raise KinetoConfigError(str(exc)) from None
+            try:  # type names, and the group names every activity list accepts (activity.ACTIVITY_GROUPS)
+                selected = set(parse_activity_types(split_and_trim(value.lower())))
+            except ValueError as exc:
+                raise KinetoConfigError(str(exc)) from None
             self.selected_activity_types = selected  # replaces; empty -> defaults at validate
             self.activity_types_explicit = True
         elif key == "ACTIVITIES_DURATION_SECS":

@@ -96,10 +96,12 @@ class XpuptiActivityApi(Session):
         if library is None:
             early_load.before_session_loads_pti()
         self.lib = library if library is not None else pti.PtiLibrary.load()
-        # SYCL was in the process before PTI: if it had initialized, runtime calls are lost for the whole
-        # process. Judged per cycle in process() (a mapped but not yet initialized SYCL still reports).
-        self._sycl_first = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
-        self.runtime_problem: str | None = None
+        # SYCL initialized before PTI's view library was loaded: runtime calls are lost for the whole process.
+        # Said once per process, and in every trace's metadata: never a trace that looks complete.
+        self.runtime_problem = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
+        if self.runtime_problem and not _warned_runtime:
+            _warned_runtime.append(True)
+            log.warning("xpuprof: %s", self.runtime_problem)
         self._ptibuf = load_ptibuf()
         self.device_uuids = list(device_uuids or [])
         self.device_names = dict(device_names or {})
@@ -218,12 +220,6 @@ class XpuptiActivityApi(Session):
         self.decode_seconds = time.perf_counter() - t0
         self.counts_decoded = {int(k): len(v) for k, v in records.by_kind.items()}
         self.counts_decoded.update({-int(k): n for k, n in records.unknown.items()})
-        if self._sycl_first and not len(records.get(pti.ViewKind.RUNTIME_API)):
-            # Say it once per process, and in every such trace's metadata: never a trace that looks complete.
-            self.runtime_problem = self._sycl_first
-            if not _warned_runtime:
-                _warned_runtime.append(True)
-                log.warning("xpuprof: %s", self.runtime_problem)
         range_threads = None
         if path and window is not None and window.range_threads is not None:
             # The capture keeps the threads of the ranges its records name, so a replay places
@@ -286,6 +282,9 @@ class XpuptiActivityApi(Session):
 
     def metadata(self) -> dict[str, Any]:
         meta = {"xpupti_version": self.lib.version()}
+        notes = {p["id"]: p["note"] for p in self._device_properties if "note" in p}
+        if notes:  # the trace says what its "Null Device" is, as `xpuprof devices` does
+            meta["xpu_test_device"] = f"device {', '.join(map(str, notes))}: {next(iter(notes.values()))}"
         if self.runtime_problem:
             meta["xpu_runtime_calls_missing"] = self.runtime_problem
         return meta

@@ -15,7 +15,7 @@ from ..probe import run_probe
 from . import levelzero, pti
 
 STAGE_OK = "ok"
-NULL_DEVICE_NAME = "Null Device"  # what Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports
+NULL_DEVICE_NAME = levelzero.NULL_DEVICE_NAME  # what Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports
 
 
 def _result(available: bool, stage: str, reason: str, **details) -> dict:

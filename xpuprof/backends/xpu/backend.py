@@ -35,8 +35,11 @@ class XpuBackend(Backend):
         if not selected:
             return None
         if ActivityType.XPU_SCOPE_PROFILER in selected:
-            from .metrics_scope import ensure_metrics_env
+            from ...config.options import ExperimentalConfig
+            from .metrics_scope import check_scope_request, ensure_metrics_env
 
+            # A request without metric names is said as such, before anything about the environment.
+            check_scope_request(getattr(config, "experimental", None) or ExperimentalConfig())
             ensure_metrics_env()  # ZET_ENABLE_METRICS=1 before levelzero.gpu_devices() initializes Level Zero
         explicit = bool(os.environ.get(pti.PTI_LIBRARY_ENV))
         devices = []

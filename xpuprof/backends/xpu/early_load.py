@@ -1,15 +1,23 @@
-"""Load PTI's view library before the SYCL runtime starts, and know when that was too late.
+"""Load PTI's view library before the SYCL runtime initializes, and know when that was too late.
 
 ``libpti_view.so`` hooks SYCL/Unified Runtime calls through XPTI only when it is loaded before the
 SYCL runtime initializes: its static initializer sets ``XPTI_SUBSCRIBERS``, ``XPTI_TRACE_ENABLE``,
-``XPTI_FRAMEWORK_DISPATCHER`` and ``UR_ENABLE_LAYERS`` in the C environment, which libsycl reads
-once. A program that imports dpnp/dpctl/torch (or opens a first SYCL queue) before PTI is loaded
-records no runtime calls at all. So ``import xpuprof`` loads the view library at once (about 2 ms,
-the view library only: PTI's core, which can abort the process, loads at the first session), and the
-XPU session says so loudly when SYCL had started first.
+``XPTI_FRAMEWORK_DISPATCHER`` and ``UR_ENABLE_LAYERS`` in the C environment, which SYCL reads once,
+when it initializes. ``import xpuprof`` loads the view library at once (about 2 ms; the view library
+only: PTI's core, which can abort the process, loads at the first session).
 
-Switches: ``XPUPROF_DISABLE_BACKENDS`` containing ``xpu``, or ``XPUPROF_EARLY_PTI=0``.
-This module imports no vendor package; it loads one shared library with ctypes.
+*Mapped* is not *initialized*: ``import dpnp`` / ``import dpctl`` map ``libsycl.so`` and
+``libur_loader.so`` but initialize nothing, and loading the view library then is still in time. SYCL
+initializes at its first device query, queue or array; that is when the Unified Runtime loader
+dlopens its adapters (``libur_adapter_*.so``; older DPC++: the ``libpi_*.so`` plugins). So the view
+library is loaded whenever it is installed and the backend is not disabled, and whether it came too
+late is read from ``/proc/self/maps`` at the moment it is loaded: adapters mapped = SYCL initialized
+first = no runtime call can be captured in this process (checked on intel-pti 1.2.0 + dpctl/dpnp:
+loading it then is harmless, no crash, and the ``ze*`` driver calls are still recorded).
+
+Switches: ``XPUPROF_DISABLE_BACKENDS`` containing ``xpu``, or ``XPUPROF_EARLY_PTI=0`` (the first
+session then loads it, judged the same way). This module imports no vendor package; it loads one
+shared library with ctypes.
 """
 from __future__ import annotations
 
@@ -18,20 +26,21 @@ import os
 from pathlib import Path
 
 EARLY_ENV = "XPUPROF_EARLY_PTI"
-# The libraries whose presence in the process means the SYCL runtime has (or may have) initialized.
-SYCL_RUNTIME_LIBRARIES = ("libsycl.so", "libur_loader.so")
+# Mapped once the SYCL runtime has initialized: the Unified Runtime adapters (the PI plugins before UR).
+SYCL_INITIALIZED_LIBRARIES = ("libur_adapter_", "libpi_")
+# Mapped by SYCL at initialization when XPTI tracing was switched on (by PTI's view library, in time).
+XPTI_FRAMEWORK = "libxptifw.so"
 VIEW_LIBRARY = "libpti_view.so"
 
-# The verdict, decided once per process: "loaded_early" (at import, before SYCL), "sycl_first"
-# (SYCL was mapped before PTI), "loaded_in_time" (first loaded by a session, SYCL not yet started),
-# or None (not decided yet).
+# The verdict, decided once per process when the view library is first in the process:
+# "in_time" (SYCL had not initialized), "sycl_initialized_first", or None (not decided yet).
 _verdict: str | None = None
-_sycl_seen: list[str] = []
+_initialized_seen: list[str] = []
 _status = "not attempted"
 
 
 def mapped_libraries(names, maps_path: str = "/proc/self/maps") -> list[str]:
-    """Which of ``names`` (file-name prefixes) are mapped into this process."""
+    """Which libraries whose file names start with one of ``names`` are mapped into this process."""
     try:
         with open(maps_path, "rb") as f:
             text = f.read().decode("utf-8", "replace")
@@ -45,6 +54,11 @@ def mapped_libraries(names, maps_path: str = "/proc/self/maps") -> list[str]:
             if base.startswith(name) and path not in found:
                 found.append(path)
     return found
+
+
+def sycl_initialized(maps_path: str = "/proc/self/maps") -> list[str]:
+    """The SYCL runtime's adapter libraries mapped now: non-empty once SYCL has initialized."""
+    return mapped_libraries(SYCL_INITIALIZED_LIBRARIES, maps_path)
 
 
 def _view_library_path() -> Path | None:
@@ -69,10 +83,29 @@ def _disabled() -> str | None:
     return None
 
 
+def _view_already_mapped(path: Path | None) -> bool:
+    names = [VIEW_LIBRARY] + ([path.name] if path is not None else [])
+    return bool(mapped_libraries(tuple(names)))
+
+
+def _decide(view_path: Path | None) -> None:
+    """Judge, right before the view library is first loaded by xpuprof, whether it is in time."""
+    global _verdict
+    if _verdict is not None:
+        return
+    initialized = sycl_initialized()
+    if initialized and _view_already_mapped(view_path) and mapped_libraries((XPTI_FRAMEWORK,)):
+        # Someone loaded it before us (LD_PRELOAD, the user) and SYCL initialized with XPTI on: in time.
+        initialized = []
+    _verdict = "sycl_initialized_first" if initialized else "in_time"
+    _initialized_seen[:] = initialized
+
+
 def preload_view_library() -> str:
-    """Called at ``import xpuprof``: load ``libpti_view.so`` if it is installed and SYCL has not
-    started. Never raises; returns (and remembers) what happened, for ``status()``."""
-    global _verdict, _status
+    """Called at ``import xpuprof``: load ``libpti_view.so`` if it is installed and the XPU backend is
+    not disabled, whether or not SYCL is already there. Never raises; returns (and remembers) what
+    happened, for ``status()``."""
+    global _status
     if _verdict is not None:
         return _status
     why_not = _disabled()
@@ -87,51 +120,35 @@ def preload_view_library() -> str:
     if path is None:
         _status = "not loaded early: intel-pti is not installed"
         return _status
-    sycl = mapped_libraries(SYCL_RUNTIME_LIBRARIES)
-    if sycl:
-        _decide(sycl)
-        _status = f"not loaded early: the SYCL runtime was already loaded ({sycl[0]})"
-        return _status
+    _decide(path)
     try:
         ctypes.CDLL(str(path))  # RTLD_LOCAL: XPTI dlopens it by path; no symbol interposition
     except OSError as exc:
         _status = f"not loaded early: {exc}"
         return _status
-    _verdict = "loaded_early"
-    _status = f"loaded at import: {path}"
+    if _verdict == "sycl_initialized_first":
+        _status = f"loaded at import, after the SYCL runtime had initialized ({_initialized_seen[0]}): {path}"
+    else:
+        _status = f"loaded at import: {path}"
     return _status
 
 
-def _decide(sycl: list[str]) -> None:
-    global _verdict
-    if _verdict is None:
-        _verdict = "sycl_first" if sycl else "loaded_in_time"
-        _sycl_seen[:] = sycl
-
-
 def before_session_loads_pti() -> None:
-    """Called by the XPU session right before it loads PTI: the first load decides the verdict."""
-    if _verdict is None:
-        if mapped_libraries((VIEW_LIBRARY,)):
-            # Loaded by someone else (LD_PRELOAD, the user, an earlier tool) before us: in time only if
-            # SYCL was not there first, which the maps cannot order; LD_PRELOAD is the documented fix.
-            _decide([] if VIEW_LIBRARY in os.environ.get("LD_PRELOAD", "") else
-                    mapped_libraries(SYCL_RUNTIME_LIBRARIES))
-        else:
-            _decide(mapped_libraries(SYCL_RUNTIME_LIBRARIES))
+    """Called by the XPU session right before it loads PTI: decides the verdict if import did not."""
+    _decide(None)
 
 
 def runtime_capture_problem() -> str | None:
     """Why SYCL/UR runtime calls cannot be captured in this process, or None when they can."""
-    if _verdict != "sycl_first":
+    if _verdict != "sycl_initialized_first":
         return None
-    lib = _sycl_seen[0] if _sycl_seen else "the SYCL runtime"
-    return ("SYCL runtime calls cannot be captured in this process: the SYCL runtime "
-            f"({lib}) was loaded before Intel PTI and no runtime call was recorded; SYCL reads PTI's hooks "
-            "only when it initializes. "
-            "Fix: `import xpuprof` before importing dpnp/dpctl/torch (or before the first SYCL queue), "
-            "run through `xpuprof run`, or start the process with "
-            "LD_PRELOAD=<venv>/lib/libpti_view.so")
+    lib = _initialized_seen[0] if _initialized_seen else "its adapters"
+    return ("SYCL runtime calls cannot be captured in this process: the SYCL runtime had already initialized "
+            f"(Unified Runtime adapter {lib} loaded) when Intel PTI's view library was loaded, and SYCL reads "
+            "PTI's hooks only when it initializes (Level Zero driver calls are still recorded). "
+            "Fix: `import xpuprof` before the first SYCL work (the first dpnp/dpctl/torch.xpu array, queue or "
+            "device query; importing those packages first is fine), run through `xpuprof run`, or start the "
+            "process with LD_PRELOAD=<venv>/lib/libpti_view.so")
 
 
 def status() -> str:
@@ -141,4 +158,4 @@ def status() -> str:
 def _reset_for_tests() -> None:
     global _verdict, _status
     _verdict, _status = None, "not attempted"
-    _sycl_seen.clear()
+    _initialized_seen.clear()

@@ -48,6 +48,16 @@ class ze_driver_properties_t(ctypes.Structure):
     _fields_ = [("stype", u32), ("pNext", ctypes.c_void_p), ("uuid", ctypes.c_uint8 * 16), ("driverVersion", u32)]
 
 
+# Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports devices by this name, vendor 0, zero UUID.
+NULL_DEVICE_NAME = "Null Device"
+NULL_DEVICE_NOTE = ("the Level Zero null driver's test device (ZE_ENABLE_NULL_DRIVER=1), not a GPU: runtime and "
+                    "driver calls only; kernels or copies on it abort PTI, and it cannot collect metrics")
+
+
+def is_null_device(name: str, vendor_id: int = 0) -> bool:
+    return name == NULL_DEVICE_NAME and vendor_id == 0
+
+
 class LevelZeroError(RuntimeError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
@@ -70,13 +80,20 @@ class Device:
     total_memory: int
     driver_version: int
 
+    @property
+    def is_null_device(self) -> bool:
+        return is_null_device(self.name, self.vendor_id)
+
     def kineto_properties(self) -> dict:
-        """The ``deviceProperties`` object Kineto writes for an XPU device."""
-        return {"id": self.index, "name": self.name, "totalGlobalMem": self.total_memory,
-                "maxComputeUnits": self.compute_units, "maxWorkGroupSize": self.max_work_group_size,
-                "maxClockFrequency": self.core_clock_mhz, "maxMemAllocSize": self.max_mem_alloc,
-                "localMemSize": self.local_mem_size, "vendor": f"0x{self.vendor_id:04x}",
-                "driverVersion": str(self.driver_version)}
+        """The ``deviceProperties`` object Kineto writes for an XPU device (plus a note on a test device)."""
+        props = {"id": self.index, "name": self.name, "totalGlobalMem": self.total_memory,
+                 "maxComputeUnits": self.compute_units, "maxWorkGroupSize": self.max_work_group_size,
+                 "maxClockFrequency": self.core_clock_mhz, "maxMemAllocSize": self.max_mem_alloc,
+                 "localMemSize": self.local_mem_size, "vendor": f"0x{self.vendor_id:04x}",
+                 "driverVersion": str(self.driver_version)}
+        if self.is_null_device:
+            props["note"] = NULL_DEVICE_NOTE
+        return props
 
 
 def find_loader() -> str | None:
@@ -92,15 +109,40 @@ def find_loader() -> str | None:
     return ctypes.util.find_library("ze_loader")
 
 
+# Set when this module put the Level Zero loader into the process (it was not mapped before): then
+# Level Zero was initialized by xpuprof itself, which messages about ZET_ENABLE_METRICS can say.
+_loaded_first_by_xpuprof: list[bool] = []
+
+
+def loader_mapped(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Paths of the Level Zero loader mapped into this process (empty when none is)."""
+    try:
+        with open(maps_path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.rsplit(" ", 1)[-1] for line in text.splitlines()
+                              if line.rsplit("/", 1)[-1].startswith("libze_loader.so")))
+
+
+def loaded_first_by_xpuprof() -> bool:
+    """True when xpuprof's own XPU backend (this module) brought Level Zero into this process."""
+    return bool(_loaded_first_by_xpuprof and _loaded_first_by_xpuprof[0])
+
+
 def load_loader(path: str | None = None) -> ctypes.CDLL:
+    already = None if _loaded_first_by_xpuprof else bool(loader_mapped())
     path = path or find_loader()
     if not path:
         raise LevelZeroError("no Level Zero loader (libze_loader.so.1) found; install the Intel GPU driver "
                              "packages (level-zero / intel-level-zero-gpu) or set " + LOADER_ENV)
     try:
-        return ctypes.CDLL(path)
+        lib = ctypes.CDLL(path)
     except OSError as exc:
         raise LevelZeroError(f"cannot load the Level Zero loader {path}: {exc}") from exc
+    if already is not None:
+        _loaded_first_by_xpuprof.append(not already)
+    return lib
 
 
 def _check(fn: str, code: int) -> None:

@@ -9,6 +9,7 @@ float64 array per metric); ``emit_scope_metrics`` writes them through the TraceB
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -18,6 +19,7 @@ import numpy as np
 from ... import catalogs
 from ...trace.builder import ArgColumn
 from ..base import BackendError
+from .levelzero import NULL_DEVICE_NAME
 
 u8, u32, u64, vp, sz = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t
 
@@ -136,20 +138,34 @@ def ensure_metrics_env(environ=None, *, level_zero_loaded: bool | None = None) -
     if level_zero_loaded is None:
         level_zero_loaded = _level_zero_mapped()
     if level_zero_loaded:
-        raise MetricsScopeError(
-            "per-kernel metrics need ZET_ENABLE_METRICS=1 before Level Zero initializes, but the Level Zero "
-            "loader (libze_loader) is already loaded in this process (something - torch.xpu, dpctl or a SYCL "
-            "queue - initialized it first). Start the process with ZET_ENABLE_METRICS=1, e.g. "
-            "`ZET_ENABLE_METRICS=1 python train.py`, or `xpuprof run`, which sets it before the workload starts.")
+        raise MetricsScopeError(level_zero_too_early_message())
     env[ZET_ENABLE_METRICS] = "1"
 
 
+def level_zero_too_early_message() -> str:
+    """Why ZET_ENABLE_METRICS=1 comes too late here, naming who initialized Level Zero when xpuprof knows."""
+    from . import early_load, levelzero
+
+    head = ("per-kernel metrics need ZET_ENABLE_METRICS=1 before Level Zero initializes, and Level Zero reads it "
+            "only then; but the Level Zero loader (libze_loader) is already loaded in this process: ")
+    if levelzero.loaded_first_by_xpuprof():
+        return (head + "xpuprof's own earlier XPU session in this process initialized it (listing the devices "
+                "for PTI) without ZET_ENABLE_METRICS=1, so no later session of this process can collect per-kernel "
+                "metrics. Start the process with ZET_ENABLE_METRICS=1 (e.g. `ZET_ENABLE_METRICS=1 python train.py`; "
+                "`xpuprof run` does it when its config asks for metrics), or make the metrics session the first "
+                "XPU session of the process (it sets the variable itself).")
+    adapters = sorted(early_load.sycl_initialized(), key=lambda p: "level_zero" not in p)
+    who = (f"the SYCL runtime initialized it ({adapters[0].rsplit('/', 1)[-1]} is loaded: torch.xpu, dpctl/dpnp "
+           "or a SYCL queue started SYCL)" if adapters else
+           "something outside xpuprof initialized it first (e.g. torch.xpu, dpctl or a SYCL queue)")
+    return (head + who + ". Start the process with ZET_ENABLE_METRICS=1, e.g. `ZET_ENABLE_METRICS=1 python "
+            "train.py`, or `xpuprof run`, which sets it before the workload starts when its config asks for metrics.")
+
+
 def _level_zero_mapped() -> bool:
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libze_loader" in line for line in f)
-    except OSError:
-        return False
+    from .levelzero import loader_mapped
+
+    return bool(loader_mapped())
 
 
 @dataclass
@@ -484,12 +500,22 @@ def _rows(col: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- probe
 _PROBE = r"""
-import ctypes, sys
+import ctypes, json, sys
+class Props(ctypes.Structure):  # pti_device_properties_t (PtiDeviceProperties)
+    _fields_ = [("handle", ctypes.c_void_p), ("domain", ctypes.c_uint8), ("bus", ctypes.c_uint8),
+                ("device", ctypes.c_uint8), ("function", ctypes.c_uint8), ("model_name", ctypes.c_char_p),
+                ("uuid", ctypes.c_uint8 * 16)]
 lib = ctypes.CDLL(sys.argv[1])
 n = ctypes.c_uint32(0)
 lib.ptiMetricsGetDevices.restype = ctypes.c_uint32
 code = lib.ptiMetricsGetDevices(None, ctypes.byref(n))
+names = []
+if code == 0 and n.value:
+    devices = (Props * n.value)()
+    if lib.ptiMetricsGetDevices(devices, ctypes.byref(n)) == 0:
+        names = [(d.model_name or b"").decode("utf-8", "replace") for d in devices[:n.value]]
 print(code, n.value)
+print(json.dumps(names))
 """
 
 
@@ -508,7 +534,9 @@ def probe_metrics(pti_path, timeout: float = 30.0) -> tuple[bool, str]:
         return False, (f"PTI aborted while enumerating metric devices (exit {proc.returncode}): a Level Zero loader "
                        "is present but no Level Zero GPU driver is; per-kernel metrics need an Intel GPU with its "
                        "Level Zero driver")
-    code, count = (int(x) for x in proc.stdout.split()[:2])
+    lines = proc.stdout.splitlines()
+    code, count = (int(x) for x in lines[0].split()[:2])
+    names = json.loads(lines[1]) if len(lines) > 1 else []
     if code == 2:
         return False, ("PTI's core could not start (ptiMetricsGetDevices -> PTI_ERROR_NOT_IMPLEMENTED): per-kernel "
                        "metrics need a Level Zero GPU driver and a loader exporting zesInit (run with "
@@ -517,4 +545,13 @@ def probe_metrics(pti_path, timeout: float = 30.0) -> tuple[bool, str]:
         return False, f"ptiMetricsGetDevices returned {code}: " + METRICS_SCOPE_HINTS.get(code, "metrics unavailable")
     if count == 0:
         return False, "no metrics-capable Level Zero GPU device found (per-kernel metrics need an Intel GPU driver)"
+    if names and all(name == NULL_DEVICE_NAME for name in names):
+        return False, null_device_metrics_message(f"each of the {count} metrics device(s) PTI lists here is")
     return True, f"{count} metrics-capable device(s)"
+
+
+def null_device_metrics_message(subject: str) -> str:
+    """``subject`` ("metrics_device 0 is") + why the null driver's devices give no metrics."""
+    return (f"{subject} the Level Zero null driver's test device ({NULL_DEVICE_NAME!r}, ZE_ENABLE_NULL_DRIVER=1), "
+            "not a GPU: it has no hardware counters and cannot collect metrics. Metrics need an Intel GPU with its "
+            "Level Zero driver; without metric names the null device still records runtime and driver calls")

@@ -21,7 +21,8 @@ from . import emit
 from .activity_api import XpuptiActivityApi
 from .metrics_scope import (KernelTable, MetricsScope, MetricsScopeError, ScopeResults, bind_scope_functions,
                             check_scope_request, emit_scope_metrics, ensure_metrics_env, kernel_metric_args,
-                            validate_offline)
+                            null_device_metrics_message, validate_offline)
+from .levelzero import NULL_DEVICE_NAME
 from ... import catalogs
 
 # PTI's sample enables these views for the scope callbacks to fire; kernels are also what records join on.
@@ -94,6 +95,10 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
                 f"metrics_device {self.metrics_device} does not exist: PTI lists {len(devices)} metrics device(s): "
                 + ", ".join(f"{i}: {name}" for i, (_h, name) in enumerate(devices)))
         handle, self.device_name = devices[self.metrics_device]
+        if self.device_name == NULL_DEVICE_NAME:  # it lists a metric group, but has no counters behind it
+            raise MetricsScopeError(null_device_metrics_message(
+                f"per-kernel metrics {', '.join(map(repr, self.metric_names))} cannot be collected: "
+                f"metrics_device {self.metrics_device} is"))
         return handle
 
     def _validate(self, handle: int) -> str:
