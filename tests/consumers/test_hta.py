@@ -165,6 +165,26 @@ def test_critical_path_on_a_profiler_step(traced, caplog):
     assert len(on_gpu) > 0, "the critical path holds no device work"
 
 
+def test_critical_path_graph_holds_every_device_item_of_each_step(traced):
+    """HTA rounds each call's start up and its end down to whole us and leaves out of a step's graph
+    every device item whose call then lasts 0 us: the sim's sub-us calls once lost 4 of 10 items of
+    ProfilerStep#1. The sim's calls last at least 2 us wherever the range allows (these traces' ranges
+    all do), so every copy and kernel launched inside a step must be a node of that step's graph."""
+    facts, ta = traced
+    steps = sorted((e for e in facts.events if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    calls = {e["args"]["correlation"]: e for e in facts.events
+             if e.get("ph") == "X" and str(e.get("cat", "")).endswith("_runtime")}
+    for instance, step in enumerate(steps):
+        launched = {e["args"]["correlation"] for e in _device_work(facts)
+                    if step["ts"] <= calls[e["args"]["correlation"]]["ts"] <= step["ts"] + step["dur"]}
+        graph, ok = ta.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=instance)
+        assert ok and launched, step["name"]
+        rows = graph.trace_df.set_index("index")
+        on_graph = {int(rows.at[i, "correlation"]) for i in graph.event_to_start_node_map if rows.at[i, "stream"] != -1}
+        assert launched <= on_graph, f"{step['name']}: {sorted(launched - on_graph)} missing from HTA's graph"
+
+
 def test_two_ranks_are_two_ranks(sim_two_ranks):
     (r0, r1) = sim_two_ranks
     assert (r0.meta["distributedInfo"]["rank"], r1.meta["distributedInfo"]["rank"]) == (0, 1)
