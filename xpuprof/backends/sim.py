@@ -19,21 +19,25 @@ The timeline is physically plausible, whatever the threads and range lengths:
   queue could not drain before the sync's range ends, the device work since the previous sync is
   compressed (durations, gaps and launch latency scaled down together) until it does.
 
-``sim_vendor`` picks which vendor's call names and categories the trace has (``SIM_FLAVOURS``).
+``sim_vendor`` picks which vendor's trace this is (``SIM_FLAVOURS``): call names, categories,
+rows and args as our real backend for that vendor writes them.
 """
 from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..activity import ActivityType
-from ..clock import MONOTONIC_TO_EPOCH_NS
+from ..clock import BASE_TIME_NS, MONOTONIC_TO_EPOCH_NS
 from ..host.annotations import Int64Log, log_array
+from ..trace.builder import ArgColumn, hex_column
 from .base import Backend, BackendError, ProbeResult, ProcessWindow, Session
+from .cuda.occupancy import occupancy_args
 
 DEVICE_ID = 0
 COPY_EVERY = 4
@@ -84,6 +88,12 @@ DEVICE_PROPERTIES = {
     "totalGlobalMem": 16 << 30, "numSms": 64, "maxThreadsPerBlock": 1024, "warpSize": 16,
     "sharedMemPerBlock": 64 << 10, "maxComputeUnits": 512, "clockRateMHz": 1600,
 }
+# What the CUDA flavour's occupancy args are computed from (Kineto's DeviceProperties keys).
+CUDA_DEVICE_PROPERTIES = {
+    **DEVICE_PROPERTIES, "warpSize": 32, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536,
+    "sharedMemPerMultiprocessor": 228 << 10, "maxBlocksPerMultiProcessor": 32, "computeMajor": 9, "computeMinor": 0,
+    "regsPerBlock": 65536,
+}
 
 _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SCOPE_PROFILER,
                                 ActivityType.HARDWARE_COUNTERS})
@@ -105,10 +115,12 @@ class SimFlavour:
 SIM_FLAVOURS = {
     "xpu": SimFlavour("xpu", "xpu", {"copy": "urEnqueueUSMMemcpy", "launch": "urEnqueueKernelLaunch",
                                      "sync": "urQueueFinish"}, {}, 1),
+    # cbids of cudaMemcpyAsync_v3020, cudaLaunchKernel_v7000, cudaStreamSynchronize_v3020
     "cuda": SimFlavour("cuda", "cuda", {"copy": "cudaMemcpyAsync", "launch": "cudaLaunchKernel",
-                                        "sync": "cudaStreamSynchronize"}, {}, 1),
+                                        "sync": "cudaStreamSynchronize"}, {"copy": 41, "launch": 211, "sync": 131}, 7),
+    # rocprofiler-sdk's ROCPROFILER_HIP_RUNTIME_API_ID_* of these calls (hip/runtime_api_id.h)
     "hip": SimFlavour("hip", "rocm", {"copy": "hipMemcpyAsync", "launch": "hipLaunchKernel",
-                                      "sync": "hipStreamSynchronize"}, {}, 1),
+                                      "sync": "hipStreamSynchronize"}, {"copy": 268, "launch": 214, "sync": 346}, 1),
 }
 
 
@@ -311,10 +323,8 @@ class SimSession(Session):
                             copy_ts=host.copy_ts, copy_dur=host.copy_dur, launch_ts=host.launch_ts,
                             launch_dur=host.launch_dur, sync_ts=host.sync_ts, sync_end=sync_end,
                             copy_start=c_start, copy_end=c_end, copy_bytes=copy_bytes, k_start=k_start, k_end=k_end)
-        writer = _WRITERS[self.flavour.name](self, builder, timeline)
-        writer.write()
-        if self.metrics and ActivityType.CONCURRENT_KERNEL in self.types:
-            writer.write_metrics(self._metric_values(kind, k_end - k_start, rng))
+        metrics = self._metric_values(kind, k_end - k_start, rng) if self.metrics else {}
+        _WRITERS[self.flavour.name](self, builder, timeline, metrics).write()
 
     def _metric_values(self, kind, dur, rng) -> dict[str, np.ndarray]:
         n = len(kind)
@@ -333,7 +343,7 @@ class SimSession(Session):
         return {m: values[m] for m in self.metrics}
 
     def device_properties(self) -> list[dict[str, Any]]:
-        return [dict(DEVICE_PROPERTIES)]
+        return [dict(CUDA_DEVICE_PROPERTIES if self.flavour.name == "cuda" else DEVICE_PROPERTIES)]
 
     def metadata(self) -> dict[str, Any]:
         return {"backend": "sim", "sim_seed": self.seed, "sim_vendor": self.flavour.name}
@@ -378,84 +388,278 @@ class Timeline:
         return [KERNELS[k][0] for k in self.kind.tolist()]
 
 
-# ---------------------------------------------------------------------------------- rows
-class _Writer:
-    """Writes a timeline: runtime calls on the host threads, copies and kernels on the device's
-    stream row, Stream Sync rows at tid stream + 1000000."""
+# ---------------------------------------------------------------------------------- vendors' rows
+class _Writer(ABC):
+    """Writes a timeline as one vendor's backend does; subclasses give the rows and args."""
 
-    SYNC_TID_OFFSET = 1_000_000
-
-    def __init__(self, session: SimSession, builder, t: Timeline) -> None:
-        self.s, self.b, self.t = session, builder, t
+    def __init__(self, session: SimSession, builder, t: Timeline, metrics: dict[str, np.ndarray]) -> None:
+        self.s, self.b, self.t, self.metrics = session, builder, t, metrics
         self.f = session.flavour
         self.want = session.types
         self.vendor = session.flavour.vendor
         self.flows = ActivityType.RUNTIME in self.want
 
+    # the parts every vendor shares -------------------------------------------------------
     def write(self) -> None:
-        t, b, want, vendor, stream = self.t, self.b, self.want, self.vendor, self.f.stream
-        n = len(t)
+        t = self.t
         corr = t.corr_launch
         self.calls("copy", t.has_copy, t.copy_ts, t.copy_dur, corr + 1)
-        self.calls("launch", np.ones(n, bool), t.launch_ts, t.launch_dur, corr)
+        self.calls("launch", np.ones(len(t), bool), t.launch_ts, t.launch_dur, corr)
         self.calls("sync", t.has_sync, t.sync_ts, t.sync_end - t.sync_ts, corr + 2)
-        if ActivityType.GPU_MEMCPY in want and t.has_copy.any():
+        if ActivityType.GPU_MEMCPY in self.want and t.has_copy.any():
             m = t.has_copy
-            k = int(m.sum())
-            start, dur, nbytes = t.copy_start[m], t.copy_end[m] - t.copy_start[m], t.copy_bytes[m]
-            b.add_slices(names=["Memcpy HtoD (Host -> Device)"] * k, ts=start, dur=dur, pid=DEVICE_ID, tid=stream,
-                         cat=ActivityType.GPU_MEMCPY, external_id=t.ext[m], vendor=vendor,
-                         args={"device": np.full(k, DEVICE_ID), "stream": np.full(k, stream), "correlation": corr[m] + 1,
-                               "bytes": nbytes, "memory bandwidth (GB/s)": np.round(nbytes / np.maximum(dur, 1), 3)})
-            self.flow_ends(corr[m] + 1, start, DEVICE_ID, stream)
-        if ActivityType.GPU_MEMCPY in want or ActivityType.CONCURRENT_KERNEL in want:
-            b.set_thread_name(DEVICE_ID, stream, f"stream {stream} ", sort_index=stream)
-        if ActivityType.CONCURRENT_KERNEL in want:
-            grid = np.array([k[2] for k in KERNELS], np.int64)[t.kind]
-            b.add_slices(names=t.kernel_names, ts=t.k_start, dur=t.k_end - t.k_start, pid=DEVICE_ID, tid=stream,
-                         cat=ActivityType.CONCURRENT_KERNEL, external_id=t.ext, vendor=vendor,
-                         args={"queued": np.zeros(n, np.int64), "device": np.full(n, DEVICE_ID),
-                               "context": np.ones(n, np.int64), "stream": np.full(n, stream), "correlation": corr,
-                               "registers per thread": np.full(n, REGISTERS_PER_THREAD), "shared memory": np.full(n, 0),
-                               "grid": np.stack([grid, np.ones(n, np.int64), np.ones(n, np.int64)], axis=1),
-                               "block": np.tile(np.array(BLOCK, np.int64), (n, 1))})
-            self.flow_ends(corr, t.k_start, DEVICE_ID, stream)
-        sync_type = next((s for s in (ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC) if s in want), None)
-        if sync_type is not None and t.has_sync.any():
-            m = t.has_sync
-            k = int(m.sum())
-            row = stream + self.SYNC_TID_OFFSET
-            ts = t.sync_ts[m] + SYNC_ROW_INSET_NS
-            b.add_slices(names=["Stream Sync"] * k, ts=ts, dur=t.sync_end[m] - SYNC_ROW_INSET_NS - ts, pid=DEVICE_ID,
-                         tid=row, cat=sync_type, external_id=t.ext[m], vendor=vendor,
-                         args={"sync_kind": ["Stream Sync"] * k, "stream": np.full(k, stream),
-                               "correlation": corr[m] + 2, "device": np.full(k, DEVICE_ID)})
-            self.flow_ends(corr[m] + 2, ts, DEVICE_ID, row)
-            b.set_thread_name(DEVICE_ID, row, f"stream {stream} (sync)", sort_index=stream)
-        b.set_process_name(DEVICE_ID, f"GPU {DEVICE_ID}", label="sim", sort_index=0x1000000 + DEVICE_ID)
+            self.copies(m, corr[m] + 1)
+            self.flow_ends(corr[m] + 1, t.copy_start[m], DEVICE_ID, self.f.stream)
+        if ActivityType.CONCURRENT_KERNEL in self.want:
+            self.kernels(corr)
+            self.flow_ends(corr, t.k_start, DEVICE_ID, self.f.stream)
+            if self.metrics:
+                self.write_metrics()
+        if (ActivityType.GPU_MEMCPY in self.want and t.has_copy.any()) or ActivityType.CONCURRENT_KERNEL in self.want:
+            self.device_rows()
+        # Sync rows whenever syncs are asked for, under either name (as the XPU backend reads them).
+        if (ActivityType.CUDA_SYNC in self.want or ActivityType.XPU_SYNC in self.want) and t.has_sync.any():
+            self.syncs(t.has_sync, corr[t.has_sync] + 2)
 
     def calls(self, role, mask, ts, dur, corr) -> None:
         if not mask.any() or ActivityType.RUNTIME not in self.want:
             return
-        self.b.add_slices(names=[self.f.calls[role]] * int(mask.sum()), ts=ts[mask], dur=dur[mask], pid=self.b.pid,
+        k = int(mask.sum())
+        self.b.add_slices(names=[self.f.calls[role]] * k, ts=ts[mask], dur=dur[mask], pid=self.b.pid,
                           tid=self.t.tid[mask], cat=ActivityType.RUNTIME, external_id=self.t.ext[mask],
-                          vendor=self.vendor, args={"correlation": corr[mask]})
+                          vendor=self.vendor, args=self.call_args(role, corr[mask]))
         self.b.add_flows(flow_ids=corr[mask], ts=ts[mask], pid=self.b.pid, tid=self.t.tid[mask], start=True)
 
     def flow_ends(self, corr, ts, pid, tid) -> None:
         if self.flows and len(corr):
             self.b.add_flows(flow_ids=corr, ts=ts, pid=pid, tid=tid, start=False)
 
-    def write_metrics(self, values: dict[str, np.ndarray]) -> None:
+    def slices(self, names, ts, end, pid, tid, cat, args, mask=None) -> None:
+        m = np.ones(len(self.t), bool) if mask is None else mask
+        self.b.add_slices(names=names, ts=ts, dur=end - ts, pid=pid, tid=tid, cat=cat, external_id=self.t.ext[m],
+                          vendor=self.vendor, args=args)
+
+    def launch_geometry(self) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.t)
+        grid = np.stack([np.array([k[2] for k in KERNELS], np.int64)[self.t.kind], np.ones(n, np.int64),
+                         np.ones(n, np.int64)], axis=1)
+        return grid, np.tile(np.array(BLOCK, np.int64), (n, 1))
+
+    @staticmethod
+    def bandwidth(nbytes, dur) -> np.ndarray:
+        return nbytes / np.maximum(dur, 1)  # bytes/ns == GB/s
+
+    # per vendor ----------------------------------------------------------------------------
+    @abstractmethod
+    def call_args(self, role: str, corr: np.ndarray) -> dict:
+        """The args of the runtime calls of one role (copy, launch, sync)."""
+
+    @abstractmethod
+    def copies(self, m: np.ndarray, corr: np.ndarray) -> None:
+        """The copy slices of the ranges in mask ``m``."""
+
+    @abstractmethod
+    def kernels(self, corr: np.ndarray) -> None:
+        """The kernel slices, one per range (with the metric values in their args where the vendor does)."""
+
+    @abstractmethod
+    def syncs(self, m: np.ndarray, corr: np.ndarray) -> None:
+        """The sync rows of the ranges in mask ``m`` and their flow ends."""
+
+    @abstractmethod
+    def device_rows(self) -> None:
+        """Names and order of the device's process and stream rows."""
+
+    @abstractmethod
+    def write_metrics(self) -> None:
+        """The per-kernel metrics (``self.metrics``) as the vendor's metric collection writes them."""
+
+
+class _XpuWriter(_Writer):
+    """As backends/xpu/emit.py writes PTI's records: rows by SYCL queue, appended/submitted times,
+    handles in hex, syncs as Level Zero host synchronizations on pid -1 at the calling thread."""
+
+    CONTEXT, L0_QUEUE = 0x5100000, 0x5200000
+    SYNC_CALL = "zeCommandListHostSynchronize"  # urQueueFinish on an immediate command list
+    SYNC_PID = -1
+    HOST_MEMORY, DEVICE_MEMORY = "Host (Driver Allocated)", "Device"  # intel-pti 1.2.0's wording
+
+    def call_args(self, role, corr) -> dict:
+        return {"correlation": corr}
+
+    def _queue_args(self, call_ts, call_dur, start) -> dict:
+        # appended to the command list inside the call, submitted right after; never after the item starts
+        appended = np.minimum(call_ts + call_dur // 2, start)
+        submitted = np.minimum(appended + call_dur // 4, start)
+        us = lambda ns: np.round(ns.astype(np.float64) / 1000.0, 3)  # noqa: E731
+        return {"appended": us(appended - BASE_TIME_NS), "appended_rel_to_start": us(appended - start),
+                "submitted": us(submitted - BASE_TIME_NS), "submitted_rel_to_start": us(submitted - start)}
+
+    def _handles(self, k) -> dict:
+        return {"device": np.full(k, DEVICE_ID), "context": hex_column(np.full(k, self.CONTEXT)),
+                "sycl queue": np.full(k, self.f.stream), "l0 queue": hex_column(np.full(k, self.L0_QUEUE))}
+
+    def copies(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        start, end, nbytes = t.copy_start[m], t.copy_end[m], t.copy_bytes[m]
+        args = {"correlation": corr, **self._queue_args(t.copy_ts[m], t.copy_dur[m], start), **self._handles(k),
+                "l0 call": ["zeCommandListAppendMemoryCopy"] * k, "memory opration id": np.flatnonzero(m) + 1,
+                "src memory": [self.HOST_MEMORY] * k, "dst memory": [self.DEVICE_MEMORY] * k, "bytes": nbytes,
+                "memory bandwidth (GB/s)": self.bandwidth(nbytes, end - start)}
+        self.slices([f"Memcpy H2D ({self.HOST_MEMORY} -> {self.DEVICE_MEMORY})"] * k, start, end, DEVICE_ID,
+                    self.f.stream, ActivityType.GPU_MEMCPY, args, m)
+
+    def kernels(self, corr) -> None:
+        t, n = self.t, len(self.t)
+        ids = np.arange(1, n + 1)  # PTI's kernel ids, which the scope profiler's records join on
+        args = {"correlation": corr, **self._queue_args(t.launch_ts, t.launch_dur, t.k_start), **self._handles(n),
+                "kernel_id": ids, "sycl_node_id": ids, "sycl_invocation_id": ids}
+        args.update({f"{m}::{METRICS[m]}": v for m, v in self.metrics.items()})  # as the scope profiler's writer
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.f.stream, ActivityType.CONCURRENT_KERNEL, args)
+
+    def syncs(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        ts, end = t.sync_ts[m] + SYNC_ROW_INSET_NS, t.sync_end[m] - SYNC_ROW_INSET_NS
+        args = {"correlation": corr, "Type": ["HOST_COMMAND_LIST"] * k,
+                "Context_handle": hex_column(np.full(k, self.CONTEXT)),
+                "Queue_handle": hex_column(np.full(k, self.L0_QUEUE)),
+                "Event_handle": hex_column(np.zeros(k)), "Number_wait_events": np.zeros(k, np.int64),
+                "Return_code": np.zeros(k, np.int64)}
+        self.slices([self.SYNC_CALL] * k, ts, end, self.SYNC_PID, t.tid[m], ActivityType.XPU_SYNC, args, m)
+        self.flow_ends(corr, ts, self.SYNC_PID, t.tid[m])
+        self.b.set_process_name(self.SYNC_PID, "XPU Sync and Overhead", sort_index=1_048_576)
+
+    def device_rows(self) -> None:
+        q = self.f.stream
+        self.b.set_thread_name(DEVICE_ID, q, f"Stream {q}", sort_index=q)
+        self.b.set_process_name(DEVICE_ID, f"XPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
+
+    def write_metrics(self) -> None:
         t = self.t
-        cat = next((a for a in (ActivityType.XPU_SCOPE_PROFILER, ActivityType.GPU_PM_COUNTER,
-                                ActivityType.HARDWARE_COUNTERS) if a in self.want), ActivityType.GPU_PM_COUNTER)
         self.b.add_per_kernel_metrics(kernel_names=t.kernel_names, start_ns=t.k_start, end_ns=t.k_end, pid=DEVICE_ID,
-                                      tid=self.f.stream, metrics=values, units={m: METRICS[m] for m in values},
-                                      counter_name="sim", cat=cat, vendor=self.vendor)
+                                      tid=self.f.stream, metrics=self.metrics,
+                                      units={m: METRICS[m] for m in self.metrics}, counter_name="xpu",
+                                      vendor=self.vendor,
+                                      extra_args={"kernel_id": np.arange(1, len(t) + 1),
+                                                  "queue": hex_column(np.full(len(t), self.L0_QUEUE))})
 
 
-_WRITERS = {"xpu": _Writer, "cuda": _Writer, "hip": _Writer}
+class _CudaWriter(_Writer):
+    """As backends/cuda/decode.py writes CUPTI's records: cbid on calls, Kineto's kernel args with
+    occupancy, Stream Sync rows at tid stream + 1000000, metrics as PM-sampling counter tracks."""
+
+    CONTEXT = 1
+    SYNC_TID_OFFSET = 1_000_000
+
+    def call_args(self, role, corr) -> dict:
+        return {"cbid": np.full(len(corr), self.f.call_ids[role]), "correlation": corr}
+
+    def _graph_args(self, k) -> dict:
+        z = np.zeros(k, np.int64)
+        return {"graph id": z, "graph node id": z, "channel": z, "channel_type": z}
+
+    def copies(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        start, end, nbytes = t.copy_start[m], t.copy_end[m], t.copy_bytes[m]
+        args = {"device": np.full(k, DEVICE_ID), "context": np.full(k, self.CONTEXT),
+                "stream": np.full(k, self.f.stream), "correlation": corr, "bytes": nbytes,
+                "memory bandwidth (GB/s)": self.bandwidth(nbytes, end - start), **self._graph_args(k)}
+        self.slices(["Memcpy HtoD (Pinned -> Device)"] * k, start, end, DEVICE_ID, self.f.stream,
+                    ActivityType.GPU_MEMCPY, args, m)
+
+    def kernels(self, corr) -> None:
+        t, n = self.t, len(self.t)
+        grid, block = self.launch_geometry()
+        dev, regs, smem = np.full(n, DEVICE_ID), np.full(n, REGISTERS_PER_THREAD), np.zeros(n, np.int64)
+        args = {"queued": np.zeros(n, np.int64), "device": dev, "context": np.full(n, self.CONTEXT),
+                "stream": np.full(n, self.f.stream), "correlation": corr, "registers per thread": regs,
+                "shared memory": smem,
+                **occupancy_args(dev, grid, block, regs, smem, smem, {DEVICE_ID: CUDA_DEVICE_PROPERTIES}),
+                "grid": grid, "block": block, **self._graph_args(n), "priority": np.zeros(n, np.int64)}
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.f.stream, ActivityType.CONCURRENT_KERNEL, args)
+
+    def syncs(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        ts, end = t.sync_ts[m] + SYNC_ROW_INSET_NS, t.sync_end[m] - SYNC_ROW_INSET_NS
+        row = self.f.stream + self.SYNC_TID_OFFSET
+        args = {"cuda_sync_kind": ["Stream Sync"] * k, "stream": np.full(k, self.f.stream), "correlation": corr,
+                "device": np.full(k, DEVICE_ID), "context": np.full(k, self.CONTEXT)}
+        self.slices(["Stream Sync"] * k, ts, end, DEVICE_ID, row, ActivityType.CUDA_SYNC, args, m)
+        self.flow_ends(corr, ts, DEVICE_ID, row)
+        self.b.set_thread_name(DEVICE_ID, row, f"stream {self.f.stream} (sync)", sort_index=self.f.stream)
+
+    def device_rows(self) -> None:
+        s = self.f.stream
+        self.b.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
+        self.b.set_process_name(DEVICE_ID, f"GPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
+
+    def write_metrics(self) -> None:
+        """PM sampling's shape: one counter track per metric on pid "GPU <d> Counters", args {"": v};
+        a sample when each kernel starts (its values) and one when it ends (0)."""
+        t = self.t
+        ts = np.concatenate([t.k_start, t.k_end])
+        order = np.argsort(ts, kind="stable")
+        pid = f"GPU {DEVICE_ID} Counters"
+        for metric, v in self.metrics.items():
+            self.b.add_counters(name=metric, ts=ts[order], pid=pid, tid=0, cat=ActivityType.GPU_PM_COUNTER,
+                                values={"": np.concatenate([v, np.zeros(len(v))])[order]}, vendor=self.vendor)
+        self.b.set_process_name(pid, pid, label=pid, sort_index=5_000_000 + 1000 + DEVICE_ID)
+
+
+class _HipWriter(_Writer):
+    """As backends/rocm/decode.py writes rocprofiler-sdk's records: cid and hip_stream on calls,
+    dispatch args (hsa_queue, kind) on kernels, Stream Sync rows spanning the call, counters as
+    RocprofCounterApi writes them."""
+
+    HSA_QUEUE = 0x7F0000
+    SYNC_TID_OFFSET = 1_000_000
+
+    def call_args(self, role, corr) -> dict:
+        args = {"cid": np.full(len(corr), self.f.call_ids[role]), "correlation": corr,
+                "hip_stream": np.full(len(corr), self.f.stream)}
+        if role == "sync":
+            args["sync_type"] = ["Stream Sync"] * len(corr)
+        return args
+
+    def copies(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        start, end, nbytes = t.copy_start[m], t.copy_end[m], t.copy_bytes[m]
+        args = {"device": np.full(k, DEVICE_ID), "stream": np.full(k, self.f.stream), "correlation": corr,
+                "kind": ["HtoD"] * k, "bytes": nbytes, "memory bandwidth (GB/s)": self.bandwidth(nbytes, end - start)}
+        self.slices(["Memcpy HtoD (Host -> Device)"] * k, start, end, DEVICE_ID, self.f.stream,
+                    ActivityType.GPU_MEMCPY, args, m)
+
+    def kernels(self, corr) -> None:
+        t, n = self.t, len(self.t)
+        grid, block = self.launch_geometry()
+        args = {"device": np.full(n, DEVICE_ID), "stream": np.full(n, self.f.stream),
+                "hsa_queue": hex_column(np.full(n, self.HSA_QUEUE)), "correlation": corr,
+                "kind": ["Dispatch Kernel"] * n, "grid": grid, "block": block, "shared memory": np.zeros(n, np.int64)}
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.f.stream, ActivityType.CONCURRENT_KERNEL, args)
+
+    def syncs(self, m, corr) -> None:
+        t, k = self.t, int(m.sum())
+        row = self.f.stream + self.SYNC_TID_OFFSET
+        args = {"sync_type": ["Stream Sync"] * k, "hip_stream": np.full(k, self.f.stream), "correlation": corr,
+                "device": np.full(k, DEVICE_ID)}
+        self.slices(["Stream Sync"] * k, t.sync_ts[m], t.sync_end[m], DEVICE_ID, row, ActivityType.CUDA_SYNC, args, m)
+        self.flow_ends(corr, t.sync_ts[m], DEVICE_ID, row)
+        self.b.set_thread_name(DEVICE_ID, row, f"stream {self.f.stream} (sync)", sort_index=row)
+
+    def device_rows(self) -> None:
+        s = self.f.stream
+        self.b.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
+        self.b.set_process_name(DEVICE_ID, f"GPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
+
+    def write_metrics(self) -> None:
+        t = self.t
+        self.b.add_per_kernel_metrics(kernel_names=t.kernel_names, start_ns=t.k_start, end_ns=t.k_end, pid=DEVICE_ID,
+                                      tid=self.f.stream, metrics=self.metrics, counter_name="rocm", vendor=self.vendor,
+                                      extra_args={"correlation": t.corr_launch,
+                                                  "dispatch_id": np.arange(1, len(t) + 1)})
+
+
+_WRITERS = {"xpu": _XpuWriter, "cuda": _CudaWriter, "hip": _HipWriter}
 
 
 class SimBackend(Backend):
