@@ -194,8 +194,8 @@ def test_critical_path_graph_holds_every_device_item_of_each_step(traced):
     ProfilerStep#1. The sim's calls last at least 2 us wherever the range allows (these traces' ranges
     all do), so every copy and kernel launched inside a step must be a node of that step's graph."""
     facts, ta = traced
-    steps = sorted((e for e in facts.events if str(e.get("name", "")).startswith("ProfilerStep#")),
-                   key=lambda e: e["ts"])
+    steps = sorted((e for e in facts.events if str(e.get("name", "")).startswith("ProfilerStep#")
+                    and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
     calls = {e["args"]["correlation"]: e for e in facts.events
              if e.get("ph") == "X" and str(e.get("cat", "")).endswith("_runtime")}
     for instance, step in enumerate(steps):
