@@ -160,6 +160,42 @@ def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool =
     return activity.value
 
 
+def category_spellings(name: str) -> frozenset[str]:
+    """Every ``cat`` string that names the same activity as ``name``, for filters over written traces:
+    the generic name, its deprecated aliases and the vendor names Kineto writes (``runtime``,
+    ``cuda_runtime``, ``xpu_runtime``, ...), case-insensitively. Names that share a spelling are one
+    filter (``hardware_counters`` is CUDA's name for ``gpu_pm_counter`` and a type of its own). A name
+    outside the activity model stands for itself."""
+    try:
+        member = ActivityType.parse(name)
+    except (ValueError, TypeError):
+        return frozenset({name})
+    if isinstance(member, PluginActivityType):
+        return frozenset({member.value})
+    return _SPELLING_CLASSES[member]
+
+
+def _spelling_classes() -> dict[ActivityType, frozenset[str]]:
+    own = {m: {m.value} for m in ActivityType}
+    for alias, target in _ALIASES.items():
+        own[ActivityType[target]].add(alias.lower())
+    for (member, _vendor), cat in _LEGACY_CATEGORY.items():
+        own[member].add(cat)
+    classes = {m: frozenset(names) for m, names in own.items()}
+    merged = True
+    while merged:  # join the classes that share a spelling
+        merged = False
+        for a in ActivityType:
+            for b in ActivityType:
+                if a is not b and classes[a] & classes[b] and classes[a] != classes[b]:
+                    classes[a] = classes[b] = classes[a] | classes[b]
+                    merged = True
+    return classes
+
+
+_SPELLING_CLASSES = _spelling_classes()
+
+
 def _unknown_message(name: str) -> str:
     names = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
     close = difflib.get_close_matches(str(name).lower(), names + tuple(ACTIVITY_GROUPS), n=1, cutoff=0.0)

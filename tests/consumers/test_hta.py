@@ -2,7 +2,10 @@
 for succeeds and returns non-empty results that agree with what the trace holds.
 
 HTA's launch analyses (queue length, launch stats, critical path) only know CUDA's names, so they run
-on the CUDA-flavoured sim written with DEFAULT options and on the CUDA decoder's output.
+on the CUDA-flavoured sim written with DEFAULT options and on the CUDA decoder's output. Its device
+analyses read a device row's stream from the "stream" arg only, which XPU rows do not carry (the XPU
+sim writes what our XPU backend and Kineto's XPU plugin write: "sycl queue"): HTA 0.5 sees no device
+work in an XPU trace, and a test below pins exactly that.
 """
 from __future__ import annotations
 
@@ -40,16 +43,24 @@ def _analysis_of(facts) -> TraceAnalysis:
 _analysed: dict = {}
 
 
-def _traced(request):
-    if request.param not in _analysed:  # one parse per trace for the whole module
-        facts = request.getfixturevalue(request.param)
-        _analysed[request.param] = (facts, _analysis_of(facts))
-    return _analysed[request.param]
+def _traced(request, name=None):
+    """(facts, TraceAnalysis) of the trace fixture ``name`` (default: the parameter), parsed once per module."""
+    name = name or request.param
+    if name not in _analysed:
+        facts = request.getfixturevalue(name)
+        _analysed[name] = (facts, _analysis_of(facts))
+    return _analysed[name]
 
 
 @pytest.fixture(scope="module", params=["sim_cuda", "sim_hip", "sim_xpu_metrics", "sim_yaml_cuda", "cuda_decoded"])
 def any_traced(request):
-    """Breakdowns read device work by its stream: every vendor's trace."""
+    """Every vendor's trace."""
+    return _traced(request)
+
+
+@pytest.fixture(scope="module", params=["sim_cuda", "sim_hip", "sim_yaml_cuda", "cuda_decoded"])
+def device_traced(request):
+    """Breakdowns read device work by its "stream" arg: CUDA's and HIP's rows carry one, XPU's do not."""
     return _traced(request)
 
 
@@ -78,8 +89,8 @@ def test_runtime_calls_use_the_category_hta_reads(any_traced):
     assert facts.meta.get("legacy_categories") is None  # written with default options
 
 
-def test_temporal_breakdown_agrees_with_the_kernels(any_traced):
-    facts, ta = any_traced
+def test_temporal_breakdown_agrees_with_the_kernels(device_traced):
+    facts, ta = device_traced
     df = ta.get_temporal_breakdown(visualize=False)
     assert list(df["rank"]) == [0]
     row = df.iloc[0]
@@ -89,8 +100,8 @@ def test_temporal_breakdown_agrees_with_the_kernels(any_traced):
     assert row["idle_time(us)"] >= 0 and row["compute_time(us)"] > 0
 
 
-def test_kernel_breakdown_counts_every_kernel_once(any_traced):
-    facts, ta = any_traced
+def test_kernel_breakdown_counts_every_kernel_once(device_traced):
+    facts, ta = device_traced
     per_type, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False)
     assert not per_type.empty
     work = _device_work(facts)
@@ -105,12 +116,24 @@ def test_kernel_breakdown_counts_every_kernel_once(any_traced):
         assert total - 2 * in_trace[r["name"]] <= r["sum (us)"] <= total, r
 
 
-def test_idle_time_breakdown_covers_every_stream(any_traced):
-    facts, ta = any_traced
+def test_idle_time_breakdown_covers_every_stream(device_traced):
+    facts, ta = device_traced
     idle, _ = ta.get_idle_time_breakdown(visualize=False)
     streams = {e["args"]["stream"] for e in _device_work(facts)}
     assert set(idle["stream"]) == streams
     assert (idle["idle_time"] >= 0).all()
+
+
+def test_hta_reads_no_device_rows_of_an_xpu_trace(request):
+    """HTA 0.5 takes a device row's stream from its "stream" arg alone. XPU kernels and copies carry
+    "sycl queue" (our XPU backend and Kineto's XPU plugin; the XPU sim writes the same rows), so HTA
+    parses the trace but finds no device work in it: its breakdowns come back empty or raise. The
+    sim once wrote CUDA's "stream" on XPU rows and hid this."""
+    facts, ta = _traced(request, "sim_xpu_metrics")
+    work = _device_work(facts)
+    assert work and all("sycl queue" in e["args"] and "stream" not in e["args"] for e in work)
+    df = ta.t.get_trace(0)
+    assert len(df) and not (df["stream"] >= 0).any()
 
 
 def test_queue_length_summary_and_series_agree_with_the_launches(traced):
@@ -163,6 +186,26 @@ def test_critical_path_on_a_profiler_step(traced, caplog):
     assert "gpu_compute_bound" in bound or "gpu_kernel_kernel_overhead" in bound
     on_gpu = path[path["stream"] != -1]
     assert len(on_gpu) > 0, "the critical path holds no device work"
+
+
+def test_critical_path_graph_holds_every_device_item_of_each_step(traced):
+    """HTA rounds each call's start up and its end down to whole us and leaves out of a step's graph
+    every device item whose call then lasts 0 us: the sim's sub-us calls once lost 4 of 10 items of
+    ProfilerStep#1. The sim's calls last at least 2 us wherever the range allows (these traces' ranges
+    all do), so every copy and kernel launched inside a step must be a node of that step's graph."""
+    facts, ta = traced
+    steps = sorted((e for e in facts.events if str(e.get("name", "")).startswith("ProfilerStep#")
+                    and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    calls = {e["args"]["correlation"]: e for e in facts.events
+             if e.get("ph") == "X" and str(e.get("cat", "")).endswith("_runtime")}
+    for instance, step in enumerate(steps):
+        launched = {e["args"]["correlation"] for e in _device_work(facts)
+                    if step["ts"] <= calls[e["args"]["correlation"]]["ts"] <= step["ts"] + step["dur"]}
+        graph, ok = ta.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=instance)
+        assert ok and launched, step["name"]
+        rows = graph.trace_df.set_index("index")
+        on_graph = {int(rows.at[i, "correlation"]) for i in graph.event_to_start_node_map if rows.at[i, "stream"] != -1}
+        assert launched <= on_graph, f"{step['name']}: {sorted(launched - on_graph)} missing from HTA's graph"
 
 
 def test_two_ranks_are_two_ranks(sim_two_ranks):

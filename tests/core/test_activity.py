@@ -65,3 +65,18 @@ def test_category_names_generic_and_legacy():
     assert category_name(ActivityType.RUNTIME, "cuda", legacy=True) == "cuda_runtime"
     assert category_name(ActivityType.DRIVER, "xpu", legacy=True) == "xpu_driver"
     assert category_name("ac2g", legacy=True) == "ac2g"
+
+
+def test_category_spellings_are_one_filter():
+    from xpuprof.activity import category_spellings
+
+    runtime = {"runtime", "cuda_runtime", "xpu_runtime", "mtia_runtime", "glow_runtime", "hpu_op",
+               "privateuse1_runtime"}
+    assert category_spellings("runtime") == category_spellings("CUDA_Runtime") == category_spellings("xpu_runtime") \
+        == frozenset(runtime)
+    assert category_spellings("driver") >= {"driver", "cuda_driver", "xpu_driver"}
+    # hardware_counters is CUDA's vendor name for gpu_pm_counter and a type of its own: one filter
+    assert category_spellings("hardware_counters") == category_spellings("gpu_pm_counter") >= \
+        {"gpu_pm_counter", "hardware_counters", "mtia_counters"}
+    assert category_spellings("kernel") == {"kernel", "mtia_ccp_events"}
+    assert category_spellings("ac2g") == {"ac2g"}  # outside the activity model: itself only

@@ -77,3 +77,16 @@ def test_profiler_steps_share_one_row():
                  cat="user_annotation")
     rows = {r.name: r for r in Summary.from_builder(b).rows()}
     assert set(rows) == {"ProfilerStep#*", "work"} and rows["ProfilerStep#*"].calls == 2
+
+
+def test_table_takes_either_spelling_of_a_category():
+    """key_averages().table(categories=[...]) printed nothing for "runtime" on a trace whose calls
+    are cuda_runtime (the default names), or the reverse: one filter for every spelling."""
+    evs = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0.0, "dur": 4.0},
+           {"ph": "X", "cat": "kernel", "name": "k", "ts": 5.0, "dur": 9.0}]
+    s = Summary.from_events(evs)
+    for asked in (["runtime"], ["cuda_runtime"], ["XPU_RUNTIME"]):
+        text = s.table(categories=asked)
+        assert "cuda_runtime: 1 names" in text and "cudaLaunchKernel" in text and "kernel: " not in text, asked
+    both = s.table(categories=["kernel", "runtime"])
+    assert "kernel: 1 names" in both and "cuda_runtime: 1 names" in both

@@ -101,3 +101,34 @@ def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     assert int(w) > 0 and int(h) > 0 and len(widths) == 3
     assert widths[0] == max(widths) and widths[0] > 5 * widths[2]  # gemm's bar dwarfs reduce's
     assert "gemm_kernel" in dom and "Distribution of XVE_STALL" in dom
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["vendor-names", "generic-names"])
+@pytest.mark.parametrize("asked", ["runtime", "cuda_runtime", "CUDA_RUNTIME"])
+@pytest.mark.parametrize("scanner", [True, False], ids=["scanned", "loaded"])
+def test_cat_takes_either_spelling_of_a_category(tmp_path, monkeypatch, capsys, generic, asked, scanner):
+    """`--cat runtime` on a trace written with the vendor's names (cuda_runtime), or `--cat
+    cuda_runtime` on one written with the generic names, printed an empty table with rc 0: a category
+    and its other spellings in the activity model (generic name, deprecated aliases, Kineto's vendor
+    names) are one filter."""
+    import time
+
+    import xpuprof
+    from xpuprof.trace import scan as scan_mod
+
+    if not scanner:
+        monkeypatch.setattr(scan_mod, "_native_module", None)  # the loaded-events path
+    cfg = xpuprof.ProfilerConfig(custom={"sim_vendor": "cuda"}, generic_categories=generic)
+    with xpuprof.profile(backends=["sim"], config=cfg) as prof:
+        for i in range(6):
+            with xpuprof.record_function(f"r{i}"):
+                end = time.perf_counter_ns() + 20_000
+                while time.perf_counter_ns() < end:
+                    pass
+    path = prof.export_chrome_trace(tmp_path / "t.json")
+    written = "runtime" if generic else "cuda_runtime"
+    rep = build_report([path], categories=[asked])
+    assert {s.name: s.calls for s in rep.stats} == {"cudaLaunchKernel": 6, "cudaMemcpyAsync": 2}
+    assert set(rep.table.cat.tolist()) == {written}
+    assert main(["report", str(path), "--cat", asked, "--format", "csv"]) == 0
+    assert "cudaLaunchKernel,6," in capsys.readouterr().out

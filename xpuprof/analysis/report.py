@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..activity import category_spellings
 from ..trace.load import TraceLoadError, load
 from ..trace.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents, scan
 
@@ -258,7 +259,7 @@ class EventTable:
         is_metric = np.array([t.startswith(METRICS_PREFIX) for t in strings], bool)[names]
         kern = ~is_metric
         present = {None if c < 0 else strings[c] for c in np.unique(cat_ids[kern]).tolist()}
-        cats = set(categories) if categories else ((present & set(DEVICE_CATEGORIES))
+        cats = _wanted_categories(categories) if categories else ((present & set(DEVICE_CATEGORIES))
                                                    or (present & set(HOST_CATEGORIES)))
         wanted = np.array([c in cats for c in strings] + [None in cats], bool)  # [-1]: no category
         rows = kern & wanted[cat_ids]
@@ -385,9 +386,15 @@ def _group_name(name: str) -> str:
     return STEP_GROUP if _STEP_NAME.match(name) else name
 
 
+def _wanted_categories(categories: Sequence[str]) -> set[str]:
+    """The categories asked for, each with its other spellings (``runtime`` is also ``cuda_runtime``,
+    ``xpu_runtime``, ...: traces carry the vendor's names by default, the generic ones on request)."""
+    return {c for name in categories for c in category_spellings(name)}
+
+
 def _choose_categories(slices: list[dict], categories: Sequence[str] | None) -> set[str]:
     if categories:
-        return set(categories)
+        return _wanted_categories(categories)
     present = {e.get("cat") for e in slices}
     device = present & set(DEVICE_CATEGORIES)
     return device or (present & set(HOST_CATEGORIES))

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import orjson
 
+from ..activity import category_spellings
 from ..trace.keyindex import factorize
 
 METRICS_PREFIX = "metrics: "
@@ -295,7 +296,10 @@ class Summary:
         from rich.table import Table
 
         self._sort_key(sort_by)  # validate before rendering anything
-        wanted = self.categories() if categories is None else [c for c in categories]
+        present = self.categories()
+        # a category asked for by any of its spellings (runtime, cuda_runtime, xpu_runtime, ...)
+        wanted = present if categories is None else list(dict.fromkeys(
+            p for c in categories for p in present if p in category_spellings(c)))
         out = io.StringIO()
         console = Console(file=out, width=width or 1000, force_terminal=False, color_system=None, highlight=False)
         if not self._rows:
