@@ -3,9 +3,8 @@ for succeeds and returns non-empty results that agree with what the trace holds.
 
 HTA's launch analyses (queue length, launch stats, critical path) only know CUDA's names, so they run
 on the CUDA-flavoured sim written with DEFAULT options and on the CUDA decoder's output. Its device
-analyses read a device row's stream from the "stream" arg only, which XPU rows do not carry (the XPU
-sim writes what our XPU backend and Kineto's XPU plugin write: "sycl queue"): HTA 0.5 sees no device
-work in an XPU trace, and a test below pins exactly that.
+analyses read a device row's stream from the "stream" arg only: XPU rows carry it beside Kineto's
+"sycl queue" (our XPU backend and the XPU sim alike), so the breakdowns run on XPU traces too.
 """
 from __future__ import annotations
 
@@ -58,9 +57,9 @@ def any_traced(request):
     return _traced(request)
 
 
-@pytest.fixture(scope="module", params=["sim_cuda", "sim_hip", "sim_yaml_cuda", "cuda_decoded"])
+@pytest.fixture(scope="module", params=["sim_cuda", "sim_hip", "sim_xpu_metrics", "sim_yaml_cuda", "cuda_decoded"])
 def device_traced(request):
-    """Breakdowns read device work by its "stream" arg: CUDA's and HIP's rows carry one, XPU's do not."""
+    """Breakdowns read device work by its "stream" arg, which every vendor's device rows carry."""
     return _traced(request)
 
 
@@ -124,16 +123,15 @@ def test_idle_time_breakdown_covers_every_stream(device_traced):
     assert (idle["idle_time"] >= 0).all()
 
 
-def test_hta_reads_no_device_rows_of_an_xpu_trace(request):
-    """HTA 0.5 takes a device row's stream from its "stream" arg alone. XPU kernels and copies carry
-    "sycl queue" (our XPU backend and Kineto's XPU plugin; the XPU sim writes the same rows), so HTA
-    parses the trace but finds no device work in it: its breakdowns come back empty or raise. The
-    sim once wrote CUDA's "stream" on XPU rows and hid this."""
+def test_hta_reads_the_device_rows_of_an_xpu_trace(request):
+    """HTA 0.5 takes a device row's stream from its "stream" arg alone. Kineto's XPU plugin writes only
+    "sycl queue", which left HTA with no device work in an XPU trace; our XPU rows carry both (the same
+    queue id), so every kernel, copy and fill is a device event to HTA on its queue's stream."""
     facts, ta = _traced(request, "sim_xpu_metrics")
     work = _device_work(facts)
-    assert work and all("sycl queue" in e["args"] and "stream" not in e["args"] for e in work)
+    assert work and all(e["args"]["stream"] == e["args"]["sycl queue"] == e["tid"] for e in work)
     df = ta.t.get_trace(0)
-    assert len(df) and not (df["stream"] >= 0).any()
+    assert (df["stream"] >= 0).sum() == len(work)
 
 
 def test_queue_length_summary_and_series_agree_with_the_launches(traced):

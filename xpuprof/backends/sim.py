@@ -497,7 +497,8 @@ class _XpuWriter(_Writer):
 
     def _handles(self, k) -> dict:
         return {"device": np.full(k, DEVICE_ID), "context": hex_column(np.full(k, self.CONTEXT)),
-                "sycl queue": np.full(k, self.f.stream), "l0 queue": hex_column(np.full(k, self.L0_QUEUE))}
+                "sycl queue": np.full(k, self.f.stream), "l0 queue": hex_column(np.full(k, self.L0_QUEUE)),
+                "stream": np.full(k, self.f.stream)}
 
     def copies(self, m, corr) -> None:
         t, k = self.t, int(m.sum())

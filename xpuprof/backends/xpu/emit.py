@@ -482,7 +482,7 @@ class RecordWriter:
                                                ("sycl_enqk_begin", "_sycl_enqk_begin_timestamp")]))
         args.update({
             "device": pid, "context": hex_column(k["_context_handle"]), "sycl queue": tid,
-            "l0 queue": hex_column(k["_queue_handle"]),
+            "l0 queue": hex_column(k["_queue_handle"]), "stream": tid,
         })
         if has_src.any():
             args["source_file_name"] = ArgColumn("str", src_ids, has_src)
@@ -522,7 +522,7 @@ class RecordWriter:
         args = self._copy_common(m, start, corr)
         args.update({
             "device": pid, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
-            "l0 queue": hex_column(m["_queue_handle"]), "l0 call": ArgColumn("str", call_ids, has_call),
+            "l0 queue": hex_column(m["_queue_handle"]), "stream": tid, "l0 call": ArgColumn("str", call_ids, has_call),
             "memory opration id": m["_mem_op_id"].astype(np.int64),  # sic: Kineto's key
             "src memory": self._memory_column(m["_mem_src"]),
             "dst memory": self._memory_column(m["_mem_dst"]),
@@ -543,7 +543,7 @@ class RecordWriter:
         corr = m["_correlation_id"]
         nbytes = m["_bytes"].astype(np.int64)
         args = {"fromDevice": src, "toDevice": dst, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
-                "l0 queue": hex_column(m["_queue_handle"]), "correlation": corr.astype(np.int64),
+                "l0 queue": hex_column(m["_queue_handle"]), "stream": tid, "correlation": corr.astype(np.int64),
                 "memory opration id": m["_mem_op_id"].astype(np.int64), "bytes": nbytes,
                 "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
         self._add(ActivityType.GPU_MEMCPY, names, start, end - start, src, tid, args, ext.lookup(corr))
@@ -565,7 +565,7 @@ class RecordWriter:
         args = self._copy_common(f, start, corr)
         args.update({
             "device": pid, "context": hex_column(f["_context_handle"]), "sycl queue": tid,
-            "l0 queue": hex_column(f["_queue_handle"]), "l0 call": ArgColumn("str", call_ids, has_call),
+            "l0 queue": hex_column(f["_queue_handle"]), "stream": tid, "l0 call": ArgColumn("str", call_ids, has_call),
             "memory opration id": f["_mem_op_id"].astype(np.int64), "bytes": nbytes,
             "value": f["_value_for_set"].astype(np.int64),
             "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
