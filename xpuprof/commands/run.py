@@ -13,7 +13,7 @@ from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
 from ._options import top_count
-from ..trace.outputs import OutputError, output_target, write_output_bytes
+from ..trace.outputs import OutputError, output_target, write_error_line, write_output_bytes
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
 # in a directory as a rank's trace, and the summary sits beside a single point's traces.
@@ -210,7 +210,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             write_output_bytes(path, encode_json(summary) + b"\n")  # atomic: a full disk never leaves a broken summary
     except OSError as exc:
-        print(f"xpuprof run: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"xpuprof run: {write_error_line(path, exc)}", file=sys.stderr)
         return 1
     if interrupted is not None:
         for r in records:

@@ -39,7 +39,7 @@ import orjson
 from ..clock import BASE_TIME_NS
 from .builder import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
 from .columnar import PooledChunk, make_writer, sanitize_tids
-from .outputs import output_file
+from .outputs import Destination, open_output, output_file
 
 SPANS_PID = "Spans"
 SPANS_SORT_INDEX = 0x20000000
@@ -56,8 +56,8 @@ class _GzipSink:
     compressing, so the writer thread compresses while the next chunk renders.
     """
 
-    def __init__(self, tmp: Path, compressobj) -> None:
-        self._file = open(tmp, "wb", buffering=0)
+    def __init__(self, tmp: Destination, compressobj) -> None:
+        self._file = open_output(tmp, buffering=0)
         self._comp = compressobj
 
     def write(self, data) -> None:
@@ -90,9 +90,9 @@ class _ParallelGzipSink:
 
     HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
 
-    def __init__(self, tmp: Path, zlib_module, level: int) -> None:
+    def __init__(self, tmp: Destination, zlib_module, level: int) -> None:
         self._zlib, self._level = zlib_module, level
-        self._file = open(tmp, "wb", buffering=0)
+        self._file = open_output(tmp, buffering=0)
         self._file.write(self.HEADER)
         self._crc = 0
         self._size = 0
@@ -189,9 +189,9 @@ class _RenderThreads(Executor):
                 t.join()
 
 
-def _open_sink(tmp: Path, gz: bool, level: int, threads: int = 1):
+def _open_sink(tmp: Destination, gz: bool, level: int, threads: int = 1):
     if not gz:
-        return open(tmp, "wb", buffering=0)
+        return open_output(tmp, buffering=0)
     try:
         from isal import isal_zlib  # python-isal: several times faster than zlib at the same ratio
         level = max(0, min(int(level), 3))
