@@ -150,12 +150,7 @@ class HostRecorder:
 
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
-        try:
-            idx = self.name_index.get(name)
-        except TypeError:  # unhashable name: its own entry
-            idx = None
-            self.names.append(name)
-            idx = len(self.names) - 1
+        idx = self.name_index.get(name)  # a str: checked when the range was made
         if idx is None:
             idx = self.name_index[name] = len(self.names)
             self.names.append(name)
@@ -216,15 +211,32 @@ class _Decorator:
         return _decorate(self, fn)
 
 
+def checked_name(name, what: str) -> str:
+    """A range, instant or thread name as a plain str, or one TypeError at the call naming the bad type.
+
+    Checked where the name is passed: a name that is not a str (a list, an object whose ``__str__``
+    raises) used to reach only ``stop()`` and lose the whole trace. A str subclass becomes its plain
+    str value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    raise TypeError(f"{what} name must be a str, not {type(name).__name__} (convert it with str() first)")
+
+
 class PyRange:
     """The pure-Python enter/exit (used when the C extension is not built)."""
 
-    __slots__ = ("name", "args", "_rec", "_t0", "_cid")
+    __slots__ = ("_name", "args", "_rec", "_t0", "_cid")
 
     def __init__(self, name: str, args: Mapping[str, Any] | None = None) -> None:
-        self.name = name
+        self._name = checked_name(name, "record_function")
         self.args = args
         self._cid = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     def __enter__(self):
         rec = _recorder
@@ -248,7 +260,7 @@ class PyRange:
             tid = _native_tid()
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
-            rec.add_range(self.name, self._t0, t1, tid, self._cid, self.args)
+            rec.add_range(self._name, self._t0, t1, tid, self._cid, self.args)
         return False
 
     @property
@@ -294,6 +306,8 @@ FAST_PATH = _c is not None and record_function is _c.Range
 
 def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t") -> None:
     """A CPU instant event (``cpu_instant_event``) on the calling thread; scope "t", "p" or "g"."""
+    if type(name) is not str:
+        name = checked_name(name, "instant")
     if scope not in ("t", "p", "g"):
         raise ValueError(f"instant scope must be 't' (thread), 'p' (process) or 'g' (global), not {scope!r}")
     rec = _recorder
@@ -306,7 +320,7 @@ def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t
 
 def set_thread_name(name: str) -> None:
     """Name the calling thread's row ("thread <tid> (<name>)") in traces recorded from now on."""
-    _thread_name_overrides[_native_tid()] = str(name)
+    _thread_name_overrides[_native_tid()] = checked_name(name, "thread")
 
 
 def current_correlation_id() -> int:
