@@ -235,18 +235,20 @@ static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapp
  * dict); anything else, or a dict it cannot encode, is stored as the object and handled at stop. */
 static PyObject *args_encoder = NULL;
 
-/* A range's name as a new reference to a plain str; NULL with a TypeError for anything else. Checked
- * at the call, so a bad name fails on the line that passed it (a list reached only stop(), as an
- * unhashable name, and lost the whole trace); a str subclass is stored as its plain str value (its
- * own __hash__, __eq__ or __str__ never run later). The exact-str case is one pointer compare. */
+/* A range's name as a new reference to a plain str or bytes (written as UTF-8, bad bytes replaced);
+ * NULL with a TypeError for anything else. Checked at the call, so a bad name fails on the line that
+ * passed it (a list reached only stop(), as an unhashable name, and lost the whole trace); a subclass
+ * is stored as its plain value (its own __hash__, __eq__ or __str__ never run later). The exact-str
+ * case is one pointer compare. */
 static PyObject *checked_name(PyObject *name) {
-    if (PyUnicode_CheckExact(name)) {
+    if (PyUnicode_CheckExact(name) || PyBytes_CheckExact(name)) {
         Py_INCREF(name);
         return name;
     }
     if (PyUnicode_Check(name)) return PyUnicode_FromObject(name);
-    PyErr_Format(PyExc_TypeError, "record_function name must be a str, not %.200s (convert it with str() first)",
-                 Py_TYPE(name)->tp_name);
+    if (PyBytes_Check(name)) return PyBytes_FromStringAndSize(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name));
+    PyErr_Format(PyExc_TypeError, "record_function name must be a str (or UTF-8 bytes), not %.200s (convert it "
+                 "with str() first)", Py_TYPE(name)->tp_name);
     return NULL;
 }
 
@@ -415,7 +417,7 @@ static PyObject *range_enter(RangeObject *self, PyObject *unused) {
 
 /* The name's index in the recorder's name table, adding it the first time. */
 static int64_t name_slot(PyObject *name) {
-    PyObject *idx = PyDict_GetItemWithError(name_index, name); /* a str: checked when the range was made */
+    PyObject *idx = PyDict_GetItemWithError(name_index, name); /* str or bytes: checked when the range was made */
     if (idx) return PyLong_AsLongLong(idx);
     if (PyErr_Occurred()) return -1;
     Py_ssize_t n = PyList_GET_SIZE(name_list);
@@ -502,7 +504,7 @@ static PyMethodDef range_methods[] = {
 };
 
 static PyMemberDef range_members[] = {
-    {"name", T_OBJECT, offsetof(RangeObject, name), READONLY, "range name (a str, checked when the range is made)"},
+    {"name", T_OBJECT, offsetof(RangeObject, name), READONLY, "range name (a str or bytes, checked when the range is made)"},
     {"args", T_OBJECT, offsetof(RangeObject, args), 0, "args written to the slice (or None)"},
     {NULL},
 };

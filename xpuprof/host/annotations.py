@@ -150,7 +150,7 @@ class HostRecorder:
 
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
-        idx = self.name_index.get(name)  # a str: checked when the range was made
+        idx = self.name_index.get(name)  # a str or bytes: checked when the range was made
         if idx is None:
             idx = self.name_index[name] = len(self.names)
             self.names.append(name)
@@ -211,17 +211,22 @@ class _Decorator:
         return _decorate(self, fn)
 
 
-def checked_name(name, what: str) -> str:
-    """A range, instant or thread name as a plain str, or one TypeError at the call naming the bad type.
+def checked_name(name, what: str, *, allow_bytes: bool = True):
+    """A range or instant name as a plain str or bytes (bytes are written as UTF-8, bad bytes replaced
+    and counted), a thread name as a plain str; anything else is one TypeError at the call naming the
+    bad type.
 
-    Checked where the name is passed: a name that is not a str (a list, an object whose ``__str__``
-    raises) used to reach only ``stop()`` and lose the whole trace. A str subclass becomes its plain
-    str value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
-    if type(name) is str:
+    Checked where the name is passed: a name of another type (a list, an object whose ``__str__``
+    raises) used to reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
+    value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
+    if type(name) is str or (allow_bytes and type(name) is bytes):
         return name
     if isinstance(name, str):
         return str.__str__(name)
-    raise TypeError(f"{what} name must be a str, not {type(name).__name__} (convert it with str() first)")
+    if allow_bytes and isinstance(name, bytes):
+        return bytes(name)
+    valid = "a str (or UTF-8 bytes)" if allow_bytes else "a str"
+    raise TypeError(f"{what} name must be {valid}, not {type(name).__name__} (convert it with str() first)")
 
 
 class PyRange:
@@ -320,7 +325,7 @@ def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t
 
 def set_thread_name(name: str) -> None:
     """Name the calling thread's row ("thread <tid> (<name>)") in traces recorded from now on."""
-    _thread_name_overrides[_native_tid()] = checked_name(name, "thread")
+    _thread_name_overrides[_native_tid()] = checked_name(name, "thread", allow_bytes=False)
 
 
 def current_correlation_id() -> int:
