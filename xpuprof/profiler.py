@@ -234,16 +234,6 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
-def _invalid_args_note(args, exc: BaseException) -> dict[str, str]:
-    """What a range carries instead of args JSON cannot hold (a huge int, a cycle, a failing __str__,
-    a list or string instead of a mapping)."""
-    try:
-        why = f"{type(exc).__name__}: {exc}"
-    except Exception:  # an exception whose message itself fails
-        why = type(exc).__name__
-    return {"xpuprof_invalid_args": f"args of type {type(args).__name__} could not be written ({why[:200]})"}
-
-
 def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) -> None:
     """Metric names left for the device, and no chosen backend that collects metrics: one clear error
     before anything starts (never a trace that silently lacks what was asked for)."""
@@ -828,11 +818,12 @@ class profile:
         tids: set[int] = set()
         n = rec.range_count()
         bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
+        intern = builder.strings.intern
+        # Each distinct name (ranges and instants share the table) interned once.
+        name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
         if n and ActivityType.USER_ANNOTATION in self.config.activities:
-            # Columns straight from the C records; each distinct name interned once.
+            # Columns straight from the C records.
             rec_arr = annotations.log_array(rec.ranges)
-            intern = builder.strings.intern
-            name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
             args_idx = rec_arr[:, 5]
             plain = args_idx == annotations.NO_ARGS
             idx = slice(None) if plain.all() else np.flatnonzero(plain)
@@ -853,7 +844,7 @@ class profile:
                         as_dict = dict(value)
                         encoded.append(encode_json(as_dict) if as_dict else None)
                     except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                        encoded.append(encode_json(_invalid_args_note(value, exc)))
+                        encoded.append(encode_json(annotations.invalid_args_note(value, exc)))
                         bad += 1
                 t0_args = rec_arr[sel, 0]
                 builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
@@ -861,15 +852,21 @@ class profile:
                                    cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
             tid_arr = rec_arr[:, 2]
             tids.update(np.unique(tid_arr).tolist())
-        if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
-            for name, t, tid, args, scope in rec.instants:
-                row = (name, t + MONOTONIC_TO_EPOCH_NS, pid, tid, ActivityType.CPU_INSTANT_EVENT)
-                try:
-                    builder.add_instant(*row, args=None if args is None else dict(args), scope=scope)
-                except Exception as exc:
-                    builder.add_instant(*row, args=_invalid_args_note(args, exc), scope=scope)
-                    bad += 1
-                tids.add(tid)
+        if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
+            inst = annotations.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
+            row_args = None
+            if (inst[:, 3] != annotations.NO_ARGS).any():  # args were snapshotted as JSON bytes at the call
+                stored, row_args = rec.args, []
+                for arg_i in inst[:, 3].tolist():
+                    value = None if arg_i == annotations.NO_ARGS else stored[arg_i]
+                    if isinstance(value, annotations.InvalidArgs):
+                        bad += 1
+                        value = bytes(value)
+                    row_args.append(None if value == b"{}" else value)
+            builder.add_instants(name_ids=name_table[inst[:, 2]], ts=inst[:, 0] + MONOTONIC_TO_EPOCH_NS, pid=pid,
+                                 tid=inst[:, 1].copy(), cat=ActivityType.CPU_INSTANT_EVENT, scope=inst[:, 4],
+                                 row_args=row_args)
+            tids.update(np.unique(inst[:, 1]).tolist())
         if bad:
             builder.set_metadata("invalid_args", bad)
             log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "

@@ -95,6 +95,9 @@ class HostRecorder:
     __slots__ = ("ranges", "name_index", "names", "args", "instants", "thread_names", "sessions",
                  "track_correlation", "next_id", "_stacks", "record_annotations")
 
+    # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
+    INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
+
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
         # distinct name object once, found through `name_index`); args by index into `args`
@@ -103,8 +106,8 @@ class HostRecorder:
         self.name_index: dict = {}
         self.names: list = []
         self.args: list = []
-        # instants: (name, mono_ns, native_tid, args or None, scope)
-        self.instants: list[tuple] = []
+        # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
+        self.instants = Int64Log(len(self.INSTANT_FIELDS))
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
         self.sessions = tuple(correlation_sessions)
         self.track_correlation = bool(self.sessions)
@@ -163,6 +166,19 @@ class HostRecorder:
             self.args.append(args)
         self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
 
+    def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
+        """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
+        a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
+        idx = self.name_index.get(name)
+        if idx is None:
+            idx = self.name_index[name] = len(self.names)
+            self.names.append(name)
+        if args is None:
+            self.instants.append(t, tid, idx, NO_ARGS, scope_code)
+            return
+        self.args.append(snapshot_args(args))
+        self.instants.append(t, tid, idx, len(self.args) - 1, scope_code)
+
     def current(self) -> int:
         if _c is not None:
             return _c.current_correlation_id()
@@ -179,6 +195,38 @@ def _encode_dict_args(args: dict) -> bytes:
 
     # bytes(memoryview(...)): an exact-size copy; orjson's result keeps a 4 KiB buffer.
     return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)))
+
+
+class InvalidArgs(bytes):
+    """The JSON note stored for args that cannot be written (stop counts them in ``invalid_args``)."""
+
+    __slots__ = ()
+
+
+def invalid_args_note(args, exc: BaseException) -> dict[str, str]:
+    """What an event carries instead of args JSON cannot hold (a huge int, a cycle, a failing __str__,
+    a list or string instead of a mapping)."""
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose message itself fails
+        why = type(exc).__name__
+    return {"xpuprof_invalid_args": f"args of type {type(args).__name__} could not be written ({why[:200]})"}
+
+
+def snapshot_args(args) -> bytes:
+    """Args as they are now, as exact-size JSON bytes: a dict through the fast encoder; another mapping,
+    or values it refuses, through the forgiving one; what no encoder can write as an ``InvalidArgs`` note."""
+    if type(args) is dict and _args_encoder is not None:
+        try:
+            return _args_encoder(args)
+        except Exception:  # e.g. an int >= 2**64: the forgiving encoder below writes it
+            pass
+    from ..trace.builder import encode_json
+
+    try:
+        return encode_json(dict(args))
+    except Exception as exc:  # never a lost trace: the event keeps a note saying why
+        return InvalidArgs(encode_json(invalid_args_note(args, exc)))
 
 
 def install(recorder: HostRecorder | None) -> HostRecorder | None:
@@ -320,7 +368,7 @@ def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t
         tid = _native_tid()
         if tid not in rec.thread_names:
             rec.name_thread(tid)
-        rec.instants.append((name, _mono(), tid, args, scope))
+        rec.add_instant(name, _mono(), tid, args, ord(scope))
 
 
 def set_thread_name(name: str) -> None:
