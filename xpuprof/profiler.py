@@ -234,6 +234,18 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
+def _plugin_failed(name: str) -> bool:
+    """Whether backend ``name`` is a plugin with a recorded fault outside a session (probe,
+    supported_activities, configure, a missed deadline): logged when it happened, in backend_errors."""
+    origin = registry.plugin_origins().get(name)
+    if origin is None:
+        return False
+    from .plugins import faults as plugin_faults
+
+    return plugin_faults.abandoned(origin) is not None or any(
+        f.stage not in _SESSION_STAGES for f in plugin_faults.faults(origin))
+
+
 def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) -> None:
     """Metric names left for the device, and no chosen backend that collects metrics: one clear error
     before anything starts (never a trace that silently lacks what was asked for)."""
@@ -546,16 +558,18 @@ class profile:
             supported = backend.supported_activities()
             types = frozenset(device_types & supported)
             if not types:
-                if backend.name in named:  # asked for by name and silently absent would be a lie
+                # Asked for by name and silently absent would be a lie; a plugin whose call failed has that
+                # fault in backend_errors already (said once), so no second line for the same failure.
+                if backend.name in named and not _plugin_failed(backend.name):
                     self._setup_errors.setdefault(backend.name, []).append(
                         "took no part: it records none of the requested activities (it supports: "
-                        f"{', '.join(sorted(t.value for t in supported)) or 'nothing it could report'})")
+                        f"{', '.join(sorted(t.value for t in supported)) or 'nothing'})")
                 continue
             session = backend.configure(types, self.config)
             if session is not None:
                 self._sessions.append((backend.name, session))
                 served |= types
-            elif backend.name in named:
+            elif backend.name in named and not _plugin_failed(backend.name):
                 self._setup_errors.setdefault(backend.name, []).append("took no part: configure() declined")
         self._not_collected = self._activities_not_collected(served)
 
@@ -567,7 +581,10 @@ class profile:
             return {}
         asked = self.config.activities - HOST_ACTIVITIES
         in_use = ", ".join(b.name for b in self._backends)
+        failed = [b.name for b in self._backends if _plugin_failed(b.name)]
         why = f"no backend in use records it (in use: {in_use})"
+        if failed:
+            why += f"; failed: {', '.join(failed)} (see backend_errors)"
         out: dict[str, str] = {}
         work = asked & (DEVICE_GROUP - {ActivityType.GPU_USER_ANNOTATION, ActivityType.EXTERNAL_CORRELATION})
         if work and not work & served:
@@ -578,7 +595,9 @@ class profile:
         for t in sorted(asked - DEVICE_GROUP - METRIC_ACTIVITIES - served, key=lambda t: t.value):
             out[t.value] = why
         key = "not-collected:" + ",".join(sorted(out))
-        if out and key not in _warned_backends:
+        # When every backend in use failed, the failure (logged once where it happened) is the reason:
+        # the trace lists what was not collected, the log does not say the same failure twice.
+        if out and key not in _warned_backends and len(failed) < len(self._backends):
             _warned_backends.add(key)
             log.warning("xpuprof: requested activities that nothing in this run records: %s",
                         "; ".join(f"{k}: {v}" for k, v in out.items()))
@@ -620,8 +639,10 @@ class profile:
         explicit = self.config.activities != default_activity_types()  # the defaults alone do not warn
         if explicit and key not in _warned_backends:
             _warned_backends.add(key)
+            # A plugin's fault was logged when it happened: named here, not said again (the trace has both).
+            said = {n: "plugin failed (see backend_errors)" if _plugin_failed(n) else r for n, r in reasons.items()}
             log.warning("xpuprof: device activities were requested but no device backend can run here, so the "
-                        "trace holds host activity only: %s", "; ".join(f"{n}: {r}" for n, r in reasons.items()))
+                        "trace holds host activity only: %s", "; ".join(f"{n}: {r}" for n, r in said.items()))
         return reasons
 
     def _start_trace(self) -> None:
@@ -784,10 +805,14 @@ class profile:
             builder.set_metadata("group_trace_id", self.config.group_trace_id)
         errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
         if errors:
+            from .plugins import faults as plugin_faults
+
             builder.set_metadata("backend_errors", errors)
             for name, msgs in errors.items():
                 for msg in msgs:
-                    if (name, msg) not in _logged_errors:  # said once per process, in every trace it touches
+                    # Said once per process, in every trace it touches; a plugin fault was logged when it
+                    # happened (plugins.faults), so it is not logged a second time here.
+                    if (name, msg) not in _logged_errors and not plugin_faults.logged(msg):
                         _logged_errors.add((name, msg))
                         log.warning("xpuprof: backend %s: %s", name, msg)
         if builder.dropped:

@@ -160,6 +160,8 @@ def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, mo
     ranges only, with no word. It must stop with the reason, as the README says; without the metrics
     it records host ranges, warns once and says why in the trace."""
     monkeypatch.chdir(tmp_path)
+    # "warns once" is per process: an earlier test in the same run may already have said it
+    monkeypatch.setattr("xpuprof.profiler._warned_backends", set())
     code = _readme_example()
     assert 'profiler_metrics=["GpuTime"]' in code
     with pytest.raises(BackendError, match="metrics 'GpuTime' were requested but nothing can collect them"):
