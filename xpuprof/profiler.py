@@ -349,6 +349,9 @@ class profile:
                  experimental_config: ExperimentalConfig | None = None, record_shapes: bool = False,
                  with_stack: bool = False, backends: Iterable[str] | None = None,
                  config: ProfilerConfig | None = None, worker_name: str | None = None) -> None:
+        from .deadline import default_deadline_s
+
+        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S: one DeadlineConfigError before anything starts
         base = config if config is not None else ProfilerConfig()
         changes: dict[str, Any] = {}
         if activities is not None or config is None:
