@@ -428,6 +428,7 @@ class profile:
         self.step_num = 0
         self.current_action = self.schedule(self.step_num)
         try:
+            self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
         except BaseException:
             # Nothing may stay half-started: no recorder, no tracer, no running session.
@@ -546,12 +547,23 @@ class profile:
                 self._start_trace()
 
     # ------------------------------------------------------------------ one cycle
-    def _prepare_trace(self) -> None:
+    def _select(self) -> None:
+        """Choose the backends once and check that the requested metrics can be collected: at start(),
+        so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            self._backends = select_backends(self.config)
-            log.debug("xpuprof: backends %s", [b.name for b in self._backends])
-            _check_metrics_collectable(self.config, self._backends)
+            backends = select_backends(self.config)
+            log.debug("xpuprof: backends %s", [b.name for b in backends])
+            _check_metrics_collectable(self.config, backends)
+            self._backends = backends
             self._no_device_reasons = self._explain_host_only()
+
+    def check(self) -> None:
+        """What start() checks before anything runs, without starting: the backends can be chosen and the
+        requested metric names are known and collectable (``xpuprof run --dry-run`` calls it)."""
+        self._select()
+
+    def _prepare_trace(self) -> None:
+        self._select()
         self._sessions = []
         self._setup_errors = {}
         device_types = self.config.activities

@@ -85,6 +85,26 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
     return None
 
 
+def check_profiler_setup(cfg: BenchmarkConfig) -> str | None:
+    """What each point's profile() checks at start, without running anything: metric names known to a
+    collector or a catalog and collectable by a backend here, named backends available. Returns the
+    problem (naming the point), or None."""
+    from ..backends.base import BackendError
+    from ..profiler import profile
+
+    seen: set[str] = set()
+    for pt in cfg.points:
+        config = pt.profiler_config()
+        if repr(config) in seen:  # points differing only in workload parameters check alike
+            continue
+        seen.add(repr(config))
+        try:
+            profile(config=config).check()
+        except (ValueError, BackendError) as exc:  # unknown names (CollectorError, ValueError), nothing to collect
+            return f"point {pt.label!r}: {exc}"
+    return None
+
+
 def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int | None) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -140,6 +160,10 @@ def run(args) -> int:
         # a first queue): set it now, before any workload is built, so metric collection can start later.
         os.environ.setdefault("ZET_ENABLE_METRICS", "1")
     if args.dry_run:
+        problem = check_profiler_setup(cfg)
+        if problem is not None:
+            print(f"xpuprof run: {problem}", file=sys.stderr)
+            return 2
         for pt in cfg.points:
             print(f"{pt.slug}: {pt.workload.kind} {pt.workload.target} library={pt.workload.library} "
                   f"kwargs={pt.workload.kwargs} device={pt.device} iterations={pt.iterations} repeats={pt.repeats} "
