@@ -20,6 +20,16 @@ from ..trace.outputs import OutputError, output_target, write_error_line, write_
 SUMMARY_NAME = "summary.jsonl"
 
 
+def summary_name() -> str:
+    """``summary.jsonl``, or ``summary.rank<r>.jsonl`` when this run has a rank (a launcher's, or a bare
+    ``RANK``): ranks sharing one --out directory each keep their own summary instead of replacing each
+    other's."""
+    from ..rank import process_rank
+
+    rank = process_rank()
+    return SUMMARY_NAME if rank is None else f"summary.rank{rank}.jsonl"
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run a YAML benchmark config under the profiler", description=__doc__)
     p.add_argument("config", metavar="CONFIG.yaml")
@@ -79,7 +89,7 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
         except OSError as exc:
             return f"cannot write outputs to {d}: {exc.strerror or exc}"
     try:
-        output_target(cfg.points[0].output.dir / SUMMARY_NAME)
+        output_target(cfg.points[0].output.dir / summary_name())
     except OutputError as exc:
         return str(exc)
     return None
@@ -185,7 +195,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..workloads.runner import run_point
+    from ..workloads.runner import PointResult, TraceWriteError, run_point
 
     records: list[dict] = []
     interrupted = None
@@ -202,16 +212,15 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                     progress.update(task, description=f"[{pt.index + 1}/{len(cfg.points)}] {pt.label} "
                                                       f"repeat {done + 2}/{pt.repeats}")
 
+            result = PointResult(pt)  # kept when the point fails: what was measured before stays in the summary
             try:
-                result = run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
-                                   on_repeat=on_repeat, guard=guard)
+                run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
+                          on_repeat=on_repeat, guard=guard, result=result)
             except Exception as exc:  # one failing point is reported; the sweep goes on unless --fail-fast
-                from ..workloads.runner import PointResult
-
-                result = PointResult(pt, error=f"{type(exc).__name__}: {exc}")
+                result.error = str(exc) if isinstance(exc, TraceWriteError) else f"{type(exc).__name__}: {exc}"
                 # the message may hold [brackets] (install hints such as xpuprof[dpnp-cpu]): escaped, not markup
-                progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] "
-                                       f"{escape(f'{type(exc).__name__}: {exc}')}", markup=True, highlight=False)
+                progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] {escape(result.error)}",
+                                       markup=True, highlight=False)
             guard.phase = "summarizing the traces"
             records.append(_point_record(result, _kernels(result)))
             if result.interrupted is not None or guard.signum is not None:
@@ -230,8 +239,8 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                "interrupted": None if interrupted is None else {"signal": interrupted.signal_name,
                                                                  "during": guard.during},
                "points": records}
-    path = out_dir / SUMMARY_NAME
-    guard.phase = f"writing {SUMMARY_NAME}"
+    path = out_dir / summary_name()
+    guard.phase = f"writing {path.name}"
     try:
         with guard.protected():
             out_dir.mkdir(parents=True, exist_ok=True)

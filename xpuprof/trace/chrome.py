@@ -581,6 +581,17 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     gz = path.name.endswith(".gz")
     trace_name = str(path).replace("\\", "/").replace("\n", "")
     end_ns = builder.window_end_ns or builder.window_start_ns
+    try:
+        _write(builder, path, gz, gzip_level, threads, legacy_categories, columnar, trace_name, end_ns)
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:  # a write() error (a full disk) names no file
+            exc.filename = str(path)
+        raise
+    return path
+
+
+def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, legacy_categories: bool,
+           columnar: bool, trace_name: str, end_ns: int) -> None:
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
     with output_file(path) as dest:
         executor = _RenderThreads(threads) if threads > 1 else None
@@ -606,7 +617,6 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
                 finally:
                     if executor is not None:
                         executor.shutdown(wait=True)
-    return path
 
 
 __all__ = ["iter_event_chunks", "micros_bytes", "rel_ns", "sanitize_tids", "write_chrome_trace"]

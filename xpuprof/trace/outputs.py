@@ -172,7 +172,9 @@ def write_error_line(path, exc: OSError) -> str:
     """One line for a failed output write: the refusal as said, or the file and the system's reason."""
     if isinstance(exc, OutputError):
         return str(exc)
-    where = exc.filename if isinstance(exc.filename, str) and not exc.filename.endswith(".tmp") else path
+    where = exc.filename if isinstance(exc.filename, str) else path
+    if isinstance(where, str) and where.endswith(".tmp"):  # the atomic write's temporary file: name the output
+        where = where[:-len(".tmp")]
     return f"cannot write {where}: {exc.strerror or exc}"
 
 
