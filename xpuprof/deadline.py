@@ -12,24 +12,44 @@ from typing import Any, Callable
 
 ENV_DEADLINE = "XPUPROF_PLUGIN_DEADLINE_S"
 DEFAULT_DEADLINE_S = 10.0
+# The longest wait Python's locks and events accept (~292 years on Linux): ``inf`` and larger values are
+# capped here (they raised OverflowError in every wait, failing every healthy plugin).
+MAX_DEADLINE_S = threading.TIMEOUT_MAX
 
 
 class DeadlineExceeded(TimeoutError):
     """A call that did not return within its deadline."""
 
 
+class DeadlineConfigError(ValueError):
+    """``XPUPROF_PLUGIN_DEADLINE_S`` is not a usable number of seconds (one configuration error, raised
+    before anything starts: profile(), ``xpuprof run``, plugin loading)."""
+
+
 def default_deadline_s() -> float:
-    """``XPUPROF_PLUGIN_DEADLINE_S`` or 10 s."""
+    """``XPUPROF_PLUGIN_DEADLINE_S`` or 10 s; ``inf`` (or anything above ``MAX_DEADLINE_S``) means no
+    practical limit and is capped at ``MAX_DEADLINE_S``. Not a number, NaN, zero or negative:
+    ``DeadlineConfigError``."""
     raw = os.environ.get(ENV_DEADLINE, "").strip()
     if not raw:
         return DEFAULT_DEADLINE_S
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{ENV_DEADLINE} must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ValueError(f"{ENV_DEADLINE} must be > 0, got {raw!r}")
-    return value
+        value = float("nan")
+    if not value > 0:  # NaN fails this too
+        raise DeadlineConfigError(f"{ENV_DEADLINE}={raw!r} is not a deadline: set a number of seconds > 0 "
+                                  f"(default {DEFAULT_DEADLINE_S:g}), or inf for no practical limit")
+    return min(value, MAX_DEADLINE_S)
+
+
+def deadline_or_default_s() -> float:
+    """``default_deadline_s()``, or the default when the setting is bad: for the garbage collector and
+    exit paths, which must neither raise nor hang (the bad setting is reported where a run starts)."""
+    try:
+        return default_deadline_s()
+    except DeadlineConfigError:
+        return DEFAULT_DEADLINE_S
 
 
 def call_with_deadline(fn: Callable[..., Any], *args, timeout_s: float | None = None, what: str = "") -> Any:

@@ -204,14 +204,16 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
     return chosen
 
 
-def _invalid_args_note(args, exc: BaseException) -> dict[str, str]:
-    """What a range carries instead of args JSON cannot hold (a huge int, a cycle, a failing __str__,
-    a list or string instead of a mapping)."""
-    try:
-        why = f"{type(exc).__name__}: {exc}"
-    except Exception:  # an exception whose message itself fails
-        why = type(exc).__name__
-    return {"xpuprof_invalid_args": f"args of type {type(args).__name__} could not be written ({why[:200]})"}
+def _plugin_failed(name: str) -> bool:
+    """Whether backend ``name`` is a plugin with a recorded fault outside a session (probe,
+    supported_activities, configure, a missed deadline): logged when it happened, in backend_errors."""
+    origin = registry.plugin_origins().get(name)
+    if origin is None:
+        return False
+    from .plugins import faults as plugin_faults
+
+    return plugin_faults.abandoned(origin) is not None or any(
+        f.stage not in _SESSION_STAGES for f in plugin_faults.faults(origin))
 
 
 def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) -> None:
@@ -317,6 +319,9 @@ class profile:
                  experimental_config: ExperimentalConfig | None = None, record_shapes: bool = False,
                  with_stack: bool = False, backends: Iterable[str] | None = None,
                  config: ProfilerConfig | None = None, worker_name: str | None = None) -> None:
+        from .deadline import default_deadline_s
+
+        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S: one DeadlineConfigError before anything starts
         base = config if config is not None else ProfilerConfig()
         changes: dict[str, Any] = {}
         if activities is not None or config is None:
@@ -394,6 +399,7 @@ class profile:
         self.step_num = 0
         self.current_action = self.schedule(self.step_num)
         try:
+            self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
         except BaseException:
             # Nothing may stay half-started: no recorder, no tracer, no running session.
@@ -512,12 +518,23 @@ class profile:
                 self._start_trace()
 
     # ------------------------------------------------------------------ one cycle
-    def _prepare_trace(self) -> None:
+    def _select(self) -> None:
+        """Choose the backends once and check that the requested metrics can be collected: at start(),
+        so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            self._backends = select_backends(self.config)
-            log.debug("xpuprof: backends %s", [b.name for b in self._backends])
-            _check_metrics_collectable(self.config, self._backends)
+            backends = select_backends(self.config)
+            log.debug("xpuprof: backends %s", [b.name for b in backends])
+            _check_metrics_collectable(self.config, backends)
+            self._backends = backends
             self._no_device_reasons = self._explain_host_only()
+
+    def check(self) -> None:
+        """What start() checks before anything runs, without starting: the backends can be chosen and the
+        requested metric names are known and collectable (``xpuprof run --dry-run`` calls it)."""
+        self._select()
+
+    def _prepare_trace(self) -> None:
+        self._select()
         self._sessions = []
         self._setup_errors = {}
         device_types = self.config.activities
@@ -527,16 +544,18 @@ class profile:
             supported = backend.supported_activities()
             types = frozenset(device_types & supported)
             if not types:
-                if backend.name in named:  # asked for by name and silently absent would be a lie
+                # Asked for by name and silently absent would be a lie; a plugin whose call failed has that
+                # fault in backend_errors already (said once), so no second line for the same failure.
+                if backend.name in named and not _plugin_failed(backend.name):
                     self._setup_errors.setdefault(backend.name, []).append(
                         "took no part: it records none of the requested activities (it supports: "
-                        f"{', '.join(sorted(t.value for t in supported)) or 'nothing it could report'})")
+                        f"{', '.join(sorted(t.value for t in supported)) or 'nothing'})")
                 continue
             session = backend.configure(types, self.config)
             if session is not None:
                 self._sessions.append((backend.name, session))
                 served |= types
-            elif backend.name in named:
+            elif backend.name in named and not _plugin_failed(backend.name):
                 self._setup_errors.setdefault(backend.name, []).append("took no part: configure() declined")
         self._not_collected = self._activities_not_collected(served)
 
@@ -548,7 +567,10 @@ class profile:
             return {}
         asked = self.config.activities - HOST_ACTIVITIES
         in_use = ", ".join(b.name for b in self._backends)
+        failed = [b.name for b in self._backends if _plugin_failed(b.name)]
         why = f"no backend in use records it (in use: {in_use})"
+        if failed:
+            why += f"; failed: {', '.join(failed)} (see backend_errors)"
         out: dict[str, str] = {}
         work = asked & (DEVICE_GROUP - {ActivityType.GPU_USER_ANNOTATION, ActivityType.EXTERNAL_CORRELATION})
         if work and not work & served:
@@ -559,7 +581,9 @@ class profile:
         for t in sorted(asked - DEVICE_GROUP - METRIC_ACTIVITIES - served, key=lambda t: t.value):
             out[t.value] = why
         key = "not-collected:" + ",".join(sorted(out))
-        if out and key not in _warned_backends:
+        # When every backend in use failed, the failure (logged once where it happened) is the reason:
+        # the trace lists what was not collected, the log does not say the same failure twice.
+        if out and key not in _warned_backends and len(failed) < len(self._backends):
             _warned_backends.add(key)
             log.warning("xpuprof: requested activities that nothing in this run records: %s",
                         "; ".join(f"{k}: {v}" for k, v in out.items()))
@@ -601,8 +625,10 @@ class profile:
         explicit = self.config.activities != default_activity_types()  # the defaults alone do not warn
         if explicit and key not in _warned_backends:
             _warned_backends.add(key)
+            # A plugin's fault was logged when it happened: named here, not said again (the trace has both).
+            said = {n: "plugin failed (see backend_errors)" if _plugin_failed(n) else r for n, r in reasons.items()}
             log.warning("xpuprof: device activities were requested but no device backend can run here, so the "
-                        "trace holds host activity only: %s", "; ".join(f"{n}: {r}" for n, r in reasons.items()))
+                        "trace holds host activity only: %s", "; ".join(f"{n}: {r}" for n, r in said.items()))
         return reasons
 
     def _start_trace(self) -> None:
@@ -781,10 +807,14 @@ class profile:
             builder.set_metadata("group_trace_id", self.config.group_trace_id)
         errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
         if errors:
+            from .plugins import faults as plugin_faults
+
             builder.set_metadata("backend_errors", errors)
             for name, msgs in errors.items():
                 for msg in msgs:
-                    if (name, msg) not in _logged_errors:  # said once per process, in every trace it touches
+                    # Said once per process, in every trace it touches; a plugin fault was logged when it
+                    # happened (plugins.faults), so it is not logged a second time here.
+                    if (name, msg) not in _logged_errors and not plugin_faults.logged(msg):
                         _logged_errors.add((name, msg))
                         log.warning("xpuprof: backend %s: %s", name, msg)
         if builder.dropped:
@@ -815,11 +845,12 @@ class profile:
         tids: set[int] = set()
         n = rec.range_count()
         bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
+        intern = builder.strings.intern
+        # Each distinct name (ranges and instants share the table) interned once.
+        name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
         if n and ActivityType.USER_ANNOTATION in self.config.activities:
-            # Columns straight from the C records; each distinct name interned once.
+            # Columns straight from the C records.
             rec_arr = annotations.log_array(rec.ranges)
-            intern = builder.strings.intern
-            name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
             args_idx = rec_arr[:, 5]
             plain = args_idx == annotations.NO_ARGS
             idx = slice(None) if plain.all() else np.flatnonzero(plain)
@@ -840,7 +871,7 @@ class profile:
                         as_dict = dict(value)
                         encoded.append(encode_json(as_dict) if as_dict else None)
                     except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                        encoded.append(encode_json(_invalid_args_note(value, exc)))
+                        encoded.append(encode_json(annotations.invalid_args_note(value, exc)))
                         bad += 1
                 t0_args = rec_arr[sel, 0]
                 builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
@@ -848,15 +879,21 @@ class profile:
                                    cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
             tid_arr = rec_arr[:, 2]
             tids.update(np.unique(tid_arr).tolist())
-        if rec.instants and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
-            for name, t, tid, args, scope in rec.instants:
-                row = (name, t + MONOTONIC_TO_EPOCH_NS, pid, tid, ActivityType.CPU_INSTANT_EVENT)
-                try:
-                    builder.add_instant(*row, args=None if args is None else dict(args), scope=scope)
-                except Exception as exc:
-                    builder.add_instant(*row, args=_invalid_args_note(args, exc), scope=scope)
-                    bad += 1
-                tids.add(tid)
+        if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in self.config.activities:
+            inst = annotations.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
+            row_args = None
+            if (inst[:, 3] != annotations.NO_ARGS).any():  # args were snapshotted as JSON bytes at the call
+                stored, row_args = rec.args, []
+                for arg_i in inst[:, 3].tolist():
+                    value = None if arg_i == annotations.NO_ARGS else stored[arg_i]
+                    if isinstance(value, annotations.InvalidArgs):
+                        bad += 1
+                        value = bytes(value)
+                    row_args.append(None if value == b"{}" else value)
+            builder.add_instants(name_ids=name_table[inst[:, 2]], ts=inst[:, 0] + MONOTONIC_TO_EPOCH_NS, pid=pid,
+                                 tid=inst[:, 1].copy(), cat=ActivityType.CPU_INSTANT_EVENT, scope=inst[:, 4],
+                                 row_args=row_args)
+            tids.update(np.unique(inst[:, 1]).tolist())
         if bad:
             builder.set_metadata("invalid_args", bad)
             log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "

@@ -88,3 +88,17 @@ def trace_suffix(env: Mapping[str, str] | None = None) -> str:
     """``.rank<r>`` under a launcher, ``""`` otherwise."""
     info = detect(env)
     return "" if info is None else info.trace_suffix
+
+
+def process_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank: the launcher's, else a bare integer ``RANK``; None for a single process (or
+    launcher variables that are not usable: the profiler warns about those where it reads them)."""
+    env = os.environ if env is None else env
+    try:
+        info = detect(env)
+    except RankEnvError:
+        info = None
+    if info is not None:
+        return info.rank
+    bare = env.get("RANK", "").strip()
+    return int(bare) if bare.isdigit() else None

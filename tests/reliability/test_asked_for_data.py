@@ -160,10 +160,14 @@ def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, mo
     ranges only, with no word. It must stop with the reason, as the README says; without the metrics
     it records host ranges, warns once and says why in the trace."""
     monkeypatch.chdir(tmp_path)
+    # "warns once" is per process: an earlier test in the same run may already have said it
+    monkeypatch.setattr("xpuprof.profiler._warned_backends", set())
     code = _readme_example()
     assert 'profiler_metrics=["GpuTime"]' in code
+    namespace: dict = {}
     with pytest.raises(BackendError, match="metrics 'GpuTime' were requested but nothing can collect them"):
-        exec(compile(code, "README example", "exec"), {})
+        exec(compile(code, "README example", "exec"), namespace)
+    assert "step" not in namespace, "the example's loop ran before the error (it must fail at start)"
     assert not list(tmp_path.rglob("*.json"))
     host_only = code.replace('    experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"]),\n', "")
     assert host_only != code
@@ -174,3 +178,38 @@ def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, mo
     assert set(trace["device_backends_unavailable"]) >= {"xpu", "cuda", "rocm"}
     assert any(e.get("name") == "matmul" for e in trace["traceEvents"])
     assert any("no device backend can run here" in r.getMessage() for r in caplog.records)
+
+
+def test_metric_names_are_checked_at_start_not_after_the_wait_steps():
+    """With schedule(wait=3) the check ran only when the first cycle was prepared: steps 0-2 of the
+    user's loop ran first and the error came from prof.step()."""
+    ran = []
+    prof = xpuprof.profile(activities=["cpu", "xpu"], schedule=xpuprof.schedule(wait=3, warmup=1, active=1),
+                           experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["NotAMetric"]))
+    with pytest.raises(BackendError, match="'NotAMetric': no similar metric in any catalog"):
+        with prof:
+            for step in range(6):
+                ran.append(step)
+                prof.step()
+    assert ran == []
+    # refused cleanly: nothing half-started, and a second start checks again
+    assert xpuprof.host.annotations.active_recorder() is None
+    with pytest.raises(BackendError, match="NotAMetric"):
+        prof.start()
+
+
+def test_run_dry_run_checks_metric_names(tmp_path, capsys):
+    from xpuprof.cli import main
+
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("name: m\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"
+                   f"iterations: 3\nactivities: [user_annotation, kernel]\nmetrics: {{names: [GpuTme]}}\n"
+                   f"output: {{dir: {tmp_path / 'out'}}}\n")
+    assert main(["run", str(cfg), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xpuprof run: point 'm': unknown metric name(s)") and "'GpuTme': did you mean GpuTime" in err
+    assert not (tmp_path / "out").exists()
+    good = tmp_path / "ok.yaml"  # what the sim backend collects passes the same check
+    good.write_text("name: ok\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"
+                    "iterations: 1\nbackends: [sim]\nmetrics: {names: [GpuTime]}\n")
+    assert main(["run", str(good), "--dry-run"]) == 0, capsys.readouterr().err

@@ -95,3 +95,25 @@ def test_bad_metadata_value_never_loses_the_trace(tmp_path, value, caplog):
     assert "xpuprof_invalid_metadata" in data["distributedInfo"]
     assert any(e.get("name") == "kept" for e in data["traceEvents"])
     assert "could not be written as JSON" in caplog.text
+
+
+def test_instant_args_are_recorded_as_they_were_at_the_call(tmp_path):
+    """instant() kept the caller's dict by reference: a change after the call changed the trace. The
+    args are snapshotted at the call, as record_function's are (exact-size JSON bytes)."""
+    from collections import OrderedDict
+
+    d = {"v": 3}
+    od = OrderedDict(w=1)
+    nested = {"inner": [1]}
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        xpuprof.instant("plain", d)
+        d["v"] = 4
+        xpuprof.instant("mapping", od)
+        od["w"] = 2
+        xpuprof.instant("nested", nested)
+        nested["inner"].append(2)
+        xpuprof.instant("huge", {"n": 2**64})  # JSON cannot hold it: a note, counted
+    trace = json.loads(prof.export_chrome_trace(tmp_path / "t.json").read_text())
+    args = {e["name"]: e.get("args") for e in trace["traceEvents"] if e.get("cat") == "cpu_instant_event"}
+    assert args["plain"] == {"v": 3} and args["mapping"] == {"w": 1} and args["nested"] == {"inner": [1]}
+    assert "could not be written" in args["huge"]["xpuprof_invalid_args"] and trace["invalid_args"] == 1

@@ -4,7 +4,10 @@ the pure-Python writers (and gzip), each output parsed by json AND orjson, every
 Paths: ``record_function`` (C fast path and the pure-Python class), ``instant``, metadata, thread names
 (``set_thread_name`` and ``threading.Thread(name=...)``) and names a plugin backend registered through
 the Python registry emits. Fixed seed, >= 10,000 names per run. Invalid UTF-8 (lone surrogates) must
-come back as U+FFFD; names longer than the string bound come back cut with a marker.
+come back as U+FFFD; names longer than the string bound come back cut with a marker. Names that are
+str or bytes (numbers, bytearrays, None, lists, dicts, objects whose ``__str__``/``__hash__`` raise) are
+refused at the call with a TypeError, interleaved with the good ones, and lose nothing; str
+subclasses whose own methods raise are written as their plain str value.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from xpuprof.trace.strings import MAX_STRING_CHARS
 SEED = 14_2026
 N_RECORD_C, N_RECORD_PY, N_INSTANT, N_THREADS, N_PLUGIN = 4_000, 2_000, 2_000, 40, 2_500
 N_METADATA = 40
-FUZZ_TOTAL = N_METADATA + N_RECORD_C + N_RECORD_PY + N_INSTANT + N_THREADS + N_PLUGIN
+N_NOT_STR = 600  # names neither str nor bytes tried (each refused at the call), spread over the paths above
+FUZZ_TOTAL = N_METADATA + N_RECORD_C + N_RECORD_PY + N_INSTANT + N_THREADS + N_PLUGIN + N_NOT_STR
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 ALPHABETS = [
@@ -62,6 +66,59 @@ def fuzz_value(rng: random.Random, depth: int = 0):
             lambda: [fuzz_value(rng, depth + 1) for _ in range(rng.randrange(4))],
             lambda: {fuzz_name(rng): fuzz_value(rng, depth + 1) for _ in range(rng.randrange(3))},
             lambda: (fuzz_value(rng, depth + 1),)][kind]()
+
+
+class _Raises:
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __str__(self):
+        raise RuntimeError(f"{self.what}: __str__")
+
+    __repr__ = __str__
+
+    def __hash__(self):
+        raise RuntimeError(f"{self.what}: __hash__")
+
+
+class _HostileStr(str):
+    """A str whose own methods raise: only its plain str value may ever be used."""
+
+    def __str__(self):
+        raise RuntimeError("str subclass __str__ ran")
+
+    def __hash__(self):
+        raise RuntimeError("str subclass __hash__ ran")
+
+    def __eq__(self, other):
+        raise RuntimeError("str subclass __eq__ ran")
+
+
+def fuzz_not_str(rng: random.Random):
+    """A name value that is not a str (each must be refused at the call)."""
+    return [lambda: rng.randrange(-2**70, 2**70), lambda: rng.random(), lambda: None, lambda: True,
+            lambda: bytearray(fuzz_name(rng).encode("utf-8", "surrogatepass")), lambda: [fuzz_name(rng)],
+            lambda: {fuzz_name(rng): 1}, lambda: (fuzz_name(rng),), lambda: _Raises(fuzz_name(rng)),
+            lambda: np.int64(rng.randrange(100)),
+            lambda: bytearray(b"x")][rng.randrange(11)]()
+
+
+def maybe_hostile(rng: random.Random, name: str):
+    """``name``, sometimes as a str subclass whose own methods raise."""
+    return _HostileStr(name) if rng.random() < 0.05 else name
+
+
+def try_not_str(rng: random.Random, refused: collections.Counter) -> None:
+    """One name neither str nor bytes through one public path: a TypeError at the call, nothing recorded."""
+    bad = fuzz_not_str(rng)
+    path = rng.choice(["record_function", "pure-python", "instant", "thread"])
+    call = {"record_function": lambda: xpuprof.record_function(bad, fuzz_args(rng)),
+            "pure-python": lambda: PurePythonRecordFunction(bad, fuzz_args(rng)),
+            "instant": lambda: xpuprof.instant(bad, fuzz_args(rng)),
+            "thread": lambda: xpuprof.set_thread_name(bad)}[path]
+    with pytest.raises(TypeError, match=r"name must be a str( \(or UTF-8 bytes\))?, not "):
+        call()
+    refused[path] += 1
 
 
 def fuzz_args(rng: random.Random):
@@ -121,25 +178,27 @@ def fuzzed_profile(tmp_path_factory):
     registry.register(_FuzzBackend, replace=True)
     want: dict[str, list[str]] = collections.defaultdict(list)
     thread_names: list[str] = []
+    refused: collections.Counter = collections.Counter()
+    n_good = N_RECORD_C + N_RECORD_PY + N_INSTANT
+    not_str_at = set(random.Random(SEED + 1).sample(range(n_good), N_NOT_STR))  # interleaved with the good ones
     try:
         prof = xpuprof.profile(activities=["user_annotation", "cpu_instant_event", "kernel"], backends=["fuzzplug"])
         with prof:
             for _ in range(N_METADATA):  # top-level metadata keys and values
                 prof.add_metadata("fuzz:" + fuzz_name(rng), fuzz_value(rng))
-            for _ in range(N_RECORD_C):
+            for i in range(n_good):
+                if i in not_str_at:
+                    try_not_str(rng, refused)
                 name = fuzz_name(rng)
-                with xpuprof.record_function(name, fuzz_args(rng)):
-                    pass
-                want["user_annotation"].append(name)
-            for _ in range(N_RECORD_PY):
-                name = fuzz_name(rng)
-                with PurePythonRecordFunction(name, fuzz_args(rng)):
-                    pass
-                want["user_annotation"].append(name)
-            for _ in range(N_INSTANT):
-                name = fuzz_name(rng)
-                xpuprof.instant(name, fuzz_args(rng))
-                want["cpu_instant_event"].append(name)
+                if i < N_RECORD_C:
+                    with xpuprof.record_function(maybe_hostile(rng, name), fuzz_args(rng)):
+                        pass
+                elif i < N_RECORD_C + N_RECORD_PY:
+                    with PurePythonRecordFunction(maybe_hostile(rng, name), fuzz_args(rng)):
+                        pass
+                else:
+                    xpuprof.instant(maybe_hostile(rng, name), fuzz_args(rng))
+                want["user_annotation" if i < N_RECORD_C + N_RECORD_PY else "cpu_instant_event"].append(name)
             for i in range(N_THREADS):
                 tname = fuzz_name(rng)
                 thread_names.append(tname)
@@ -158,6 +217,7 @@ def fuzzed_profile(tmp_path_factory):
     finally:
         registry.unregister("fuzzplug")
     assert prof.builder is not None
+    assert sum(refused.values()) == N_NOT_STR and len(refused) == 4, refused
     return prof, want, thread_names, tmp_path_factory.mktemp("fuzz")
 
 

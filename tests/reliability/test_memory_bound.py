@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 _CHILD = r"""
 import json, resource, sys
 import xpuprof
-n, path, with_args = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+n, path, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with xpuprof.profile(activities=["cpu"]) as warm:  # every module the real run touches is loaded
@@ -33,10 +33,14 @@ rf = xpuprof.record_function
 base = rss()
 prof = xpuprof.profile(activities=["cpu"])
 prof.start()
-if with_args:
+if mode == "args":
     for i in range(n):
         with rf("step", {"i": i, "phase": "fwd"}):
             pass
+elif mode == "instants":
+    instant = xpuprof.instant
+    for i in range(n):
+        instant("step", {"i": i, "phase": "fwd"})
 else:
     for i in range(n):
         with rf(names[i & 63]):
@@ -50,15 +54,16 @@ with open(path, "rb") as f:
     data = f.read()
 print(json.dumps({"record": (recorded - base) / n, "stop": (stopped - base) / n, "write": (written - base) / n,
                   "ranges_in_file": data.count(b'"cat":"user_annotation"'),
+                  "instants_in_file": data.count(b'"cat":"cpu_instant_event"'),
                   "args_in_file": data.count(b'"phase":"fwd"')}))
 """
 
 
-def _measure(n: int, tmp_path: Path, with_args: bool) -> dict:
+def _measure(n: int, tmp_path: Path, mode: str) -> dict:
     if sys.platform != "linux":
         pytest.skip("ru_maxrss is in KiB on Linux only; the bound is calibrated there")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(tmp_path / "t.json"), "1" if with_args else "0"],
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(tmp_path / "t.json"), mode],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -66,7 +71,7 @@ def _measure(n: int, tmp_path: Path, with_args: bool) -> dict:
 
 def test_two_million_ranges_stay_under_a_memory_bound(tmp_path):
     n = 2_000_000
-    got = _measure(n, tmp_path, with_args=False)
+    got = _measure(n, tmp_path, "names")
     assert got["ranges_in_file"] == n  # nothing lost on the way
     # Measured ~48 B/range recording, ~93 B after stop and write (C records + columns); the goal is
     # 150 B. 200 B leaves room for allocator noise; the per-range Python rows it replaced cost ~290.
@@ -76,7 +81,7 @@ def test_two_million_ranges_stay_under_a_memory_bound(tmp_path):
 
 def test_ranges_with_small_args_cost_little_memory(tmp_path):
     n = 200_000
-    got = _measure(n, tmp_path, with_args=True)
+    got = _measure(n, tmp_path, "args")
     assert got["ranges_in_file"] == n and got["args_in_file"] == n
     # Args are stored as exact-size JSON bytes at the range's exit (~120 B/range with the record);
     # each orjson result used to keep a 4 KiB buffer (~4.7 KB/range after stop). Goal: <= 250 B.
@@ -84,4 +89,16 @@ def test_ranges_with_small_args_cost_little_memory(tmp_path):
     assert got["stop"] <= 400, got
     # The writer splices the stored JSON into the rows (C path) instead of a dict per range (~1 KB
     # per range before); measured ~300-360 B/range at peak.
+    assert got["write"] <= 600, got
+
+
+def test_instants_with_small_args_cost_what_ranges_with_args_cost(tmp_path):
+    """instant() kept a tuple and the caller's dict per event (~376 B recording) and the writer built
+    every batch's dicts and orjson results at once (~1.8 KB per event at export). Now a 40-byte record
+    and the args as exact-size JSON bytes, written in chunks: measured ~112 B recording, ~270 at peak."""
+    n = 200_000
+    got = _measure(n, tmp_path, "instants")
+    assert got["instants_in_file"] == n and got["args_in_file"] == n
+    assert got["record"] <= 250, got
+    assert got["stop"] <= 400, got
     assert got["write"] <= 600, got

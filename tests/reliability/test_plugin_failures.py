@@ -96,7 +96,46 @@ def test_a_named_backend_whose_supported_activities_raises_is_in_backend_errors(
     errors = trace["backend_errors"]["crashpy"]
     assert any("supported_activities failed: RuntimeError: injected failure in supported_activities" in e
                for e in errors), errors
-    assert any("took no part" in e for e in errors)
+    # the fault says why it took no part: one entry, not a second "took no part" line for the same failure
+    assert len(errors) == 1, errors
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("xpuprof")]
+
+
+# A named backend whose probe fails is refused at start (one error, no trace): probe is tried unnamed only.
+@pytest.mark.parametrize("phase,named", [(phase, named) for phase in ("probe", "supported_activities", "configure",
+                                                                     "start", "stop", "process")
+                                         for named in (False, True) if not (named and phase == "probe")],
+                         ids=lambda v: ("named" if v else "auto") if isinstance(v, bool) else v)
+def test_a_plugin_failure_is_logged_exactly_once(phase, named, tmp_path, caplog):
+    """Each failure was logged twice (plugins.faults, then the profiler's "xpuprof: backend crashpy: ..."),
+    and a named plugin whose supported_activities raised printed 3-4 lines. One line per failure per
+    process, however many traces it touches (each trace still lists it in backend_errors)."""
+    d = _plugin_dir(tmp_path)
+    python_plugin(d, "crashpy.py", RAISING_PY.format(phase=phase))
+    with caplog.at_level(logging.WARNING):
+        traces = [_profile(tmp_path, d, backends=["crashpy"] if named else None) for _ in range(2)]
+    for trace in traces:
+        assert any(f"injected failure in {phase}" in e for e in trace["backend_errors"]["crashpy"]), trace
+    lines = [ln for ln in _warnings(caplog) if f"injected failure in {phase}" in ln]
+    assert len(lines) == 1 and f"{phase} failed: RuntimeError: injected failure in {phase}" in lines[0], \
+        _warnings(caplog)
+    # and nothing else about this plugin but its one line (no "took no part", no "backend crashpy:")
+    assert not [ln for ln in _warnings(caplog) if "crashpy" in ln and ln not in lines and "see backend_errors" not in ln]
+
+
+@pytest.mark.parametrize("stage,where", [("probe", "probe"), ("create", "configure"), ("process", "process")])
+def test_a_c_plugin_failure_is_logged_exactly_once(stage, where, tmp_path, caplog):
+    d = _plugin_dir(tmp_path)
+    build_plugin(PLUGIN_TESTS / "fault_plugin.c", d / f"libcf_{stage}.so", 'PLUGIN_NAME="cfail"',
+                 f'FAULT_STAGE="{stage}"')
+    with caplog.at_level(logging.WARNING):
+        _profile(tmp_path, d)
+        _profile(tmp_path, d)
+    lines = [ln for ln in _warnings(caplog) if f"injected failure in {stage}" in ln]
+    assert len(lines) == 1 and f"{where} failed" in lines[0], _warnings(caplog)
 
 
 @pytest.mark.parametrize("phase", ["probe", "supported_activities", "configure", "start", "stop", "process"])

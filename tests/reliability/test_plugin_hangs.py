@@ -200,7 +200,7 @@ def test_the_deadline_is_configurable_and_checked(monkeypatch):
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "2.5")
     assert default_deadline_s() == 2.5
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "soon")
-    with pytest.raises(ValueError, match="XPUPROF_PLUGIN_DEADLINE_S must be a number of seconds"):
+    with pytest.raises(ValueError, match="XPUPROF_PLUGIN_DEADLINE_S='soon' is not a deadline: set a number of seconds"):
         default_deadline_s()
 
 

@@ -115,3 +115,40 @@ def test_full_disk_keeps_the_earlier_summary_and_leaves_no_temp_file(tmp_path, c
         summary = (out / "summary.jsonl").read_bytes()
         # Either the earlier summary is intact or a complete new one was written: never a broken file.
         assert summary == earlier or json.loads(summary)["kind"] == "xpuprof-run-summary"
+
+
+def test_full_disk_at_the_trace_keeps_the_measured_iterations_and_names_the_file(tmp_path, capsys):
+    """The trace write hitting ENOSPC replaced the point's result: the summary showed Iters 0 (the
+    measured iteration times dropped) and an error that named no file."""
+    cfg, _marker = _config(tmp_path, iterations=20_000)  # a trace far larger than the filesystem
+    with _tmpfs(tmp_path / "small", "size=48k") as small:
+        out = small / "out"
+        rc = main(["run", str(cfg), "--out", str(out), "--no-progress"])
+        captured = capsys.readouterr()
+        assert rc == 1 and "Traceback" not in captured.err + captured.out
+        (point,) = json.loads((out / "summary.jsonl").read_text())["points"]  # written once the .tmp was removed
+    assert point["iteration_time"]["count"] == 20_000, point["iteration_time"]
+    assert point["traces"] == []
+    assert point["error"].startswith(f"trace not written: cannot write {out}/w.") and \
+        point["error"].endswith(".pt.trace.json: No space left on device"), point["error"]
+
+
+def test_ranks_sharing_an_output_directory_keep_their_own_summaries(tmp_path, capsys, monkeypatch):
+    """RANK=0 and RANK=1 writing to one --out replaced each other's summary.jsonl."""
+    cfg, _marker = _config(tmp_path, iterations=2)
+    out = tmp_path / "out"
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
+        assert f"summary: {out / f'summary.rank{rank}.jsonl'}" in capsys.readouterr().out
+    summaries = {p.name: json.loads(p.read_text()) for p in out.glob("summary*.jsonl")}
+    assert set(summaries) == {"summary.rank0.jsonl", "summary.rank1.jsonl"}
+    for rank in (0, 1):
+        (point,) = summaries[f"summary.rank{rank}.jsonl"]["points"]
+        (trace,) = point["traces"]
+        assert f".rank{rank}." in Path(trace).name
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0  # no rank: the plain name
+    assert (out / "summary.jsonl").exists()

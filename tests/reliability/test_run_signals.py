@@ -215,3 +215,60 @@ def test_signal_during_the_last_trace_write_starts_no_further_repeat(tmp_path):
     assert point["traces"] == [str(trace)] and point["iteration_time"]["count"] == 60_000
     _data, ranges = _ranges(trace)
     assert len(ranges) == 60_000
+
+
+def test_signal_while_building_the_trace_marks_the_trace_and_the_point(tmp_path, capsys):
+    """A signal that lands after the last iteration, while the trace is built (nothing to cut there),
+    was only in the run summary: the trace and the point said "interrupted": None. Delivered for real
+    (os.kill of this process) from a backend's process(), which runs while the trace is built."""
+    from xpuprof.activity import ActivityType
+    from xpuprof.backends import registry
+    from xpuprof.backends.base import Backend, ProbeResult, Session
+    from xpuprof.cli import main
+
+    class _SignalsWhileProcessing(Session):
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+        def process(self, builder, window):
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by xpuprof run's guard in this (main) thread
+
+    class _Backend(Backend):
+        name = "sigbuild"
+
+        @classmethod
+        def probe(cls):
+            return ProbeResult.ok()
+
+        @classmethod
+        def supported_activities(cls):
+            return frozenset({ActivityType.CONCURRENT_KERNEL})
+
+        def configure(self, types, config):
+            return _SignalsWhileProcessing()
+
+    (tmp_path / "sigstep.py").write_text(STEP_MODULE)
+    cfg = tmp_path / "b.yaml"
+    cfg.write_text(f'name: sig\nworkload: {{callable: "sigstep:step", kwargs: {{marker: "{tmp_path / "m"}", '
+                   'after: 0}}\nwarmup: 0\niterations: 5\nrepeats: 2\nactivities: [user_annotation, kernel]\n'
+                   "backends: [sigbuild]\n")
+    out = tmp_path / "out"
+    registry.register(_Backend, replace=True)
+    try:
+        sys.path.insert(0, str(tmp_path))
+        rc = main(["run", str(cfg), "--out", str(out), "--no-progress"])
+    finally:
+        sys.path.remove(str(tmp_path))
+        registry.unregister("sigbuild")
+    captured = capsys.readouterr()
+    assert rc == 128 + signal.SIGTERM, captured.err
+    summary = json.loads((out / "summary.jsonl").read_text())
+    assert summary["interrupted"] == {"signal": "SIGTERM", "during": "building a trace"}
+    (point,) = summary["points"]
+    assert point["interrupted"] == "SIGTERM"
+    (trace,) = point["traces"]  # repeat 1 only: no further repeat starts
+    data, ranges = _ranges(Path(trace))
+    assert data["interrupted"] == "SIGTERM" and len(ranges) == 5

@@ -85,3 +85,16 @@ def test_runtime_records_without_a_thread_are_placed_alike_live_and_replayed(pti
     b = TraceBuilder()
     capture.replay(raw, b, use_window=False)
     assert _x_events(load(write_chrome_trace(b, tmp_path / "replayed.json"))) == _x_events(live)
+
+
+def test_replay_to_an_unwritable_output_is_one_line(pti_double, tmp_path, run_session, capsys):
+    """-o naming a directory (or a full device): one line and status 1, never a traceback."""
+    from xpuprof.cli import main
+
+    raw = tmp_path / "run.ptiraw"
+    run_session(pti_double, tmp_path, capture=raw)
+    capsys.readouterr()
+    assert main(["replay", str(raw), "-o", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"xpuprof replay: cannot write output to {tmp_path}: it is a directory; name a file "
+                                "(or a character device, a FIFO or /dev/stdout)"], err

@@ -235,11 +235,29 @@ static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapp
  * dict); anything else, or a dict it cannot encode, is stored as the object and handled at stop. */
 static PyObject *args_encoder = NULL;
 
+/* A range's name as a new reference to a plain str or bytes (written as UTF-8, bad bytes replaced);
+ * NULL with a TypeError for anything else. Checked at the call, so a bad name fails on the line that
+ * passed it (a list reached only stop(), as an unhashable name, and lost the whole trace); a subclass
+ * is stored as its plain value (its own __hash__, __eq__ or __str__ never run later). The exact-str
+ * case is one pointer compare. */
+static PyObject *checked_name(PyObject *name) {
+    if (PyUnicode_CheckExact(name) || PyBytes_CheckExact(name)) {
+        Py_INCREF(name);
+        return name;
+    }
+    if (PyUnicode_Check(name)) return PyUnicode_FromObject(name);
+    if (PyBytes_Check(name)) return PyBytes_FromStringAndSize(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name));
+    PyErr_Format(PyExc_TypeError, "record_function name must be a str (or UTF-8 bytes), not %.200s (convert it "
+                 "with str() first)", Py_TYPE(name)->tp_name);
+    return NULL;
+}
+
 static int range_init(RangeObject *self, PyObject *a, PyObject *kw) {
     static char *kwlist[] = {"name", "args", NULL};
     PyObject *name, *args = Py_None;
     if (!PyArg_ParseTupleAndKeywords(a, kw, "O|O:record_function", kwlist, &name, &args)) return -1;
-    Py_INCREF(name);
+    name = checked_name(name);
+    if (!name) return -1;
     Py_XSETREF(self->name, name);
     Py_INCREF(args);
     Py_XSETREF(self->args, args);
@@ -277,9 +295,13 @@ static PyObject *range_vectorcall(PyObject *type, PyObject *const *a, size_t nar
         Py_XDECREF(kw);
         return obj;
     }
+    if (PyUnicode_CheckExact(name)) {
+        Py_INCREF(name);
+    } else if (!(name = checked_name(name))) {
+        return NULL;
+    }
     RangeObject *self = (RangeObject *)((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
-    if (!self) return NULL;
-    Py_INCREF(name);
+    if (!self) { Py_DECREF(name); return NULL; }
     self->name = name;
     Py_INCREF(args);
     self->args = args;
@@ -395,14 +417,9 @@ static PyObject *range_enter(RangeObject *self, PyObject *unused) {
 
 /* The name's index in the recorder's name table, adding it the first time. */
 static int64_t name_slot(PyObject *name) {
-    PyObject *idx = PyDict_GetItemWithError(name_index, name);
+    PyObject *idx = PyDict_GetItemWithError(name_index, name); /* str or bytes: checked when the range was made */
     if (idx) return PyLong_AsLongLong(idx);
-    if (PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-        PyErr_Clear(); /* unhashable name: stored as its own entry, written as str(name) later */
-        Py_ssize_t n = PyList_GET_SIZE(name_list);
-        return PyList_Append(name_list, name) < 0 ? -1 : n;
-    }
+    if (PyErr_Occurred()) return -1;
     Py_ssize_t n = PyList_GET_SIZE(name_list);
     idx = PyLong_FromSsize_t(n);
     if (!idx) return -1;
@@ -487,7 +504,7 @@ static PyMethodDef range_methods[] = {
 };
 
 static PyMemberDef range_members[] = {
-    {"name", T_OBJECT, offsetof(RangeObject, name), 0, "range name"},
+    {"name", T_OBJECT, offsetof(RangeObject, name), READONLY, "range name (a str or bytes, checked when the range is made)"},
     {"args", T_OBJECT, offsetof(RangeObject, args), 0, "args written to the slice (or None)"},
     {NULL},
 };

@@ -6,6 +6,7 @@ import sys
 import warnings
 
 from ..analysis.merge import ALIGN_MODES, MergeError, MergeWarning, merge_traces
+from ..trace.outputs import names_stdout, write_error_line
 
 
 def register(subparsers) -> None:
@@ -28,9 +29,12 @@ def run(args) -> int:
     except MergeError as exc:
         print(f"xpuprof merge: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a directory or a read-only place at -o: one line, no traceback
+        print(f"xpuprof merge: {write_error_line(args.output, exc)}", file=sys.stderr)
+        return 1
     shifts = ", ".join(f"rank {r}: {s / 1e6:+.3f} ms" for r, s in sorted(info.shifts_ns.items()))
     print(f"merged ranks {', '.join(map(str, info.ranks))} ({info.events} events, clock shifts {shifts}) "
-          f"into {info.path}")
+          f"into {info.path}", file=sys.stderr if names_stdout(args.output) else sys.stdout)
     if info.note:
         print(f"xpuprof merge: warning: {info.note}", file=sys.stderr)
     return 0

@@ -25,6 +25,7 @@ def run(args) -> int:
     from ..backends.xpu.decode import BufferDecodeError
     from ..trace.builder import TraceBuilder
     from ..trace.chrome import write_chrome_trace
+    from ..trace.outputs import names_stdout, write_error_line
 
     out = Path(args.output) if args.output else Path(args.capture).with_suffix(".json")
     builder = TraceBuilder()
@@ -36,8 +37,13 @@ def run(args) -> int:
         return 1
     if cap.window is not None:
         builder.set_window(cap.window.start_ns, cap.window.end_ns)
-    path = write_chrome_trace(builder, out, legacy_categories=not args.generic_categories)
+    try:
+        path = write_chrome_trace(builder, out, legacy_categories=not args.generic_categories)
+    except OSError as exc:  # a full disk, a directory or a read-only place at -o: one line, no traceback
+        print(f"xpuprof replay: {write_error_line(out, exc)}", file=sys.stderr)
+        return 1
     counts = ", ".join(f"{n} {cat}" for cat, n in sorted(result.counts.items())) or "no events"
     dropped = f"; dropped: {builder.dropped}" if builder.dropped else ""
-    print(f"wrote {path} (PTI {cap.context.pti_version}: {counts}{dropped})")
+    print(f"wrote {path} (PTI {cap.context.pti_version}: {counts}{dropped})",
+          file=sys.stderr if names_stdout(out) else sys.stdout)  # -o /dev/stdout: stdout holds only the trace
     return 0

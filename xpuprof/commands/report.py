@@ -165,12 +165,12 @@ def run(args) -> int:
 
 def _emit(args, text: str) -> int:
     if args.output:
-        from ..trace.outputs import write_output_bytes
+        from ..trace.outputs import write_error_line, write_output_bytes
 
         try:  # atomic, and never over a directory or a device (trace.outputs)
             write_output_bytes(args.output, text.encode("utf-8"))
         except OSError as exc:
-            print(f"xpuprof report: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"xpuprof report: {write_error_line(args.output, exc)}", file=sys.stderr)
             return 1
         print(f"xpuprof report: wrote {args.output}", file=sys.stderr)
     else:

@@ -13,11 +13,21 @@ from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..trace.builder import encode_json
 from ._options import top_count
-from ..trace.outputs import OutputError, output_target, write_output_bytes
+from ..trace.outputs import OutputError, output_target, write_error_line, write_output_bytes
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
 # in a directory as a rank's trace, and the summary sits beside a single point's traces.
 SUMMARY_NAME = "summary.jsonl"
+
+
+def summary_name() -> str:
+    """``summary.jsonl``, or ``summary.rank<r>.jsonl`` when this run has a rank (a launcher's, or a bare
+    ``RANK``): ranks sharing one --out directory each keep their own summary instead of replacing each
+    other's."""
+    from ..rank import process_rank
+
+    rank = process_rank()
+    return SUMMARY_NAME if rank is None else f"summary.rank{rank}.jsonl"
 
 
 def register(subparsers) -> None:
@@ -79,9 +89,29 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
         except OSError as exc:
             return f"cannot write outputs to {d}: {exc.strerror or exc}"
     try:
-        output_target(cfg.points[0].output.dir / SUMMARY_NAME)
+        output_target(cfg.points[0].output.dir / summary_name())
     except OutputError as exc:
         return str(exc)
+    return None
+
+
+def check_profiler_setup(cfg: BenchmarkConfig) -> str | None:
+    """What each point's profile() checks at start, without running anything: metric names known to a
+    collector or a catalog and collectable by a backend here, named backends available. Returns the
+    problem (naming the point), or None."""
+    from ..backends.base import BackendError
+    from ..profiler import profile
+
+    seen: set[str] = set()
+    for pt in cfg.points:
+        config = pt.profiler_config()
+        if repr(config) in seen:  # points differing only in workload parameters check alike
+            continue
+        seen.add(repr(config))
+        try:
+            profile(config=config).check()
+        except (ValueError, BackendError) as exc:  # unknown names (CollectorError, ValueError), nothing to collect
+            return f"point {pt.label!r}: {exc}"
     return None
 
 
@@ -125,11 +155,14 @@ def run(args) -> int:
     from rich.console import Console
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    from ..deadline import DeadlineConfigError, default_deadline_s
+
     try:
         from ..workloads import run_names
 
+        default_deadline_s()  # checked once, before any point (each point's profile() would fail alike)
         cfg = load_config(args.config, overrides=args.overrides, out_dir=args.out, names=run_names())
-    except ConfigError as exc:
+    except (ConfigError, DeadlineConfigError) as exc:
         print(f"xpuprof run: {exc}", file=sys.stderr)
         return 2
     if any(pt.experimental.profiler_metrics for pt in cfg.points):
@@ -137,6 +170,10 @@ def run(args) -> int:
         # a first queue): set it now, before any workload is built, so metric collection can start later.
         os.environ.setdefault("ZET_ENABLE_METRICS", "1")
     if args.dry_run:
+        problem = check_profiler_setup(cfg)
+        if problem is not None:
+            print(f"xpuprof run: {problem}", file=sys.stderr)
+            return 2
         for pt in cfg.points:
             print(f"{pt.slug}: {pt.workload.kind} {pt.workload.target} library={pt.workload.library} "
                   f"kwargs={pt.workload.kwargs} device={pt.device} iterations={pt.iterations} repeats={pt.repeats} "
@@ -158,7 +195,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..workloads.runner import run_point
+    from ..workloads.runner import PointResult, TraceWriteError, run_point
 
     records: list[dict] = []
     interrupted = None
@@ -175,16 +212,15 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                     progress.update(task, description=f"[{pt.index + 1}/{len(cfg.points)}] {pt.label} "
                                                       f"repeat {done + 2}/{pt.repeats}")
 
+            result = PointResult(pt)  # kept when the point fails: what was measured before stays in the summary
             try:
-                result = run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
-                                   on_repeat=on_repeat, guard=guard)
+                run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
+                          on_repeat=on_repeat, guard=guard, result=result)
             except Exception as exc:  # one failing point is reported; the sweep goes on unless --fail-fast
-                from ..workloads.runner import PointResult
-
-                result = PointResult(pt, error=f"{type(exc).__name__}: {exc}")
+                result.error = str(exc) if isinstance(exc, TraceWriteError) else f"{type(exc).__name__}: {exc}"
                 # the message may hold [brackets] (install hints such as xpuprof[dpnp-cpu]): escaped, not markup
-                progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] "
-                                       f"{escape(f'{type(exc).__name__}: {exc}')}", markup=True, highlight=False)
+                progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] {escape(result.error)}",
+                                       markup=True, highlight=False)
             guard.phase = "summarizing the traces"
             records.append(_point_record(result, _kernels(result)))
             if result.interrupted is not None or guard.signum is not None:
@@ -203,14 +239,14 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                "interrupted": None if interrupted is None else {"signal": interrupted.signal_name,
                                                                  "during": guard.during},
                "points": records}
-    path = out_dir / SUMMARY_NAME
-    guard.phase = f"writing {SUMMARY_NAME}"
+    path = out_dir / summary_name()
+    guard.phase = f"writing {path.name}"
     try:
         with guard.protected():
             out_dir.mkdir(parents=True, exist_ok=True)
             write_output_bytes(path, encode_json(summary) + b"\n")  # atomic: a full disk never leaves a broken summary
     except OSError as exc:
-        print(f"xpuprof run: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"xpuprof run: {write_error_line(path, exc)}", file=sys.stderr)
         return 1
     if interrupted is not None:
         for r in records:

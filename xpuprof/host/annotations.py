@@ -95,6 +95,9 @@ class HostRecorder:
     __slots__ = ("ranges", "name_index", "names", "args", "instants", "thread_names", "sessions",
                  "track_correlation", "next_id", "_stacks", "record_annotations")
 
+    # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
+    INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
+
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
         # distinct name object once, found through `name_index`); args by index into `args`
@@ -103,8 +106,8 @@ class HostRecorder:
         self.name_index: dict = {}
         self.names: list = []
         self.args: list = []
-        # instants: (name, mono_ns, native_tid, args or None, scope)
-        self.instants: list[tuple] = []
+        # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
+        self.instants = Int64Log(len(self.INSTANT_FIELDS))
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
         self.sessions = tuple(correlation_sessions)
         self.track_correlation = bool(self.sessions)
@@ -150,12 +153,7 @@ class HostRecorder:
 
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
-        try:
-            idx = self.name_index.get(name)
-        except TypeError:  # unhashable name: its own entry
-            idx = None
-            self.names.append(name)
-            idx = len(self.names) - 1
+        idx = self.name_index.get(name)  # a str or bytes: checked when the range was made
         if idx is None:
             idx = self.name_index[name] = len(self.names)
             self.names.append(name)
@@ -167,6 +165,19 @@ class HostRecorder:
                     pass
             self.args.append(args)
         self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
+
+    def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
+        """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
+        a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
+        idx = self.name_index.get(name)
+        if idx is None:
+            idx = self.name_index[name] = len(self.names)
+            self.names.append(name)
+        if args is None:
+            self.instants.append(t, tid, idx, NO_ARGS, scope_code)
+            return
+        self.args.append(snapshot_args(args))
+        self.instants.append(t, tid, idx, len(self.args) - 1, scope_code)
 
     def current(self) -> int:
         if _c is not None:
@@ -184,6 +195,38 @@ def _encode_dict_args(args: dict) -> bytes:
 
     # bytes(memoryview(...)): an exact-size copy; orjson's result keeps a 4 KiB buffer.
     return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)))
+
+
+class InvalidArgs(bytes):
+    """The JSON note stored for args that cannot be written (stop counts them in ``invalid_args``)."""
+
+    __slots__ = ()
+
+
+def invalid_args_note(args, exc: BaseException) -> dict[str, str]:
+    """What an event carries instead of args JSON cannot hold (a huge int, a cycle, a failing __str__,
+    a list or string instead of a mapping)."""
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose message itself fails
+        why = type(exc).__name__
+    return {"xpuprof_invalid_args": f"args of type {type(args).__name__} could not be written ({why[:200]})"}
+
+
+def snapshot_args(args) -> bytes:
+    """Args as they are now, as exact-size JSON bytes: a dict through the fast encoder; another mapping,
+    or values it refuses, through the forgiving one; what no encoder can write as an ``InvalidArgs`` note."""
+    if type(args) is dict and _args_encoder is not None:
+        try:
+            return _args_encoder(args)
+        except Exception:  # e.g. an int >= 2**64: the forgiving encoder below writes it
+            pass
+    from ..trace.builder import encode_json
+
+    try:
+        return encode_json(dict(args))
+    except Exception as exc:  # never a lost trace: the event keeps a note saying why
+        return InvalidArgs(encode_json(invalid_args_note(args, exc)))
 
 
 def install(recorder: HostRecorder | None) -> HostRecorder | None:
@@ -216,15 +259,37 @@ class _Decorator:
         return _decorate(self, fn)
 
 
+def checked_name(name, what: str, *, allow_bytes: bool = True):
+    """A range or instant name as a plain str or bytes (bytes are written as UTF-8, bad bytes replaced
+    and counted), a thread name as a plain str; anything else is one TypeError at the call naming the
+    bad type.
+
+    Checked where the name is passed: a name of another type (a list, an object whose ``__str__``
+    raises) used to reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
+    value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
+    if type(name) is str or (allow_bytes and type(name) is bytes):
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    if allow_bytes and isinstance(name, bytes):
+        return bytes(name)
+    valid = "a str (or UTF-8 bytes)" if allow_bytes else "a str"
+    raise TypeError(f"{what} name must be {valid}, not {type(name).__name__} (convert it with str() first)")
+
+
 class PyRange:
     """The pure-Python enter/exit (used when the C extension is not built)."""
 
-    __slots__ = ("name", "args", "_rec", "_t0", "_cid")
+    __slots__ = ("_name", "args", "_rec", "_t0", "_cid")
 
     def __init__(self, name: str, args: Mapping[str, Any] | None = None) -> None:
-        self.name = name
+        self._name = checked_name(name, "record_function")
         self.args = args
         self._cid = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     def __enter__(self):
         rec = _recorder
@@ -248,7 +313,7 @@ class PyRange:
             tid = _native_tid()
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
-            rec.add_range(self.name, self._t0, t1, tid, self._cid, self.args)
+            rec.add_range(self._name, self._t0, t1, tid, self._cid, self.args)
         return False
 
     @property
@@ -294,6 +359,8 @@ FAST_PATH = _c is not None and record_function is _c.Range
 
 def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t") -> None:
     """A CPU instant event (``cpu_instant_event``) on the calling thread; scope "t", "p" or "g"."""
+    if type(name) is not str:
+        name = checked_name(name, "instant")
     if scope not in ("t", "p", "g"):
         raise ValueError(f"instant scope must be 't' (thread), 'p' (process) or 'g' (global), not {scope!r}")
     rec = _recorder
@@ -301,12 +368,12 @@ def instant(name: str, args: Mapping[str, Any] | None = None, *, scope: str = "t
         tid = _native_tid()
         if tid not in rec.thread_names:
             rec.name_thread(tid)
-        rec.instants.append((name, _mono(), tid, args, scope))
+        rec.add_instant(name, _mono(), tid, args, ord(scope))
 
 
 def set_thread_name(name: str) -> None:
     """Name the calling thread's row ("thread <tid> (<name>)") in traces recorded from now on."""
-    _thread_name_overrides[_native_tid()] = str(name)
+    _thread_name_overrides[_native_tid()] = checked_name(name, "thread", allow_bytes=False)
 
 
 def current_correlation_id() -> int:

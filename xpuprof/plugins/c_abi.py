@@ -591,10 +591,11 @@ def _destroy(plugin: CPlugin, handle: int, state: dict) -> None:
     state["destroyed"] = True
     if faults.abandoned(plugin.origin):
         return  # a call of this plugin hung: it may still run on its handle, so the handle is leaked
-    from ..deadline import default_deadline_s
+    from ..deadline import deadline_or_default_s
 
-    # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin.
-    if not plugin.lock.acquire(timeout=default_deadline_s()):
+    # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin
+    # (nor raise: a bad XPUPROF_PLUGIN_DEADLINE_S set meanwhile is reported where a run starts).
+    if not plugin.lock.acquire(timeout=deadline_or_default_s()):
         faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
         return
     try:

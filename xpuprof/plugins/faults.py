@@ -27,6 +27,7 @@ _lock = threading.Lock()
 _faults: list[PluginFault] = []
 _seen: set[tuple[str, str]] = set()
 _abandoned: dict[str, str] = {}  # origin -> the fault that disabled it (a call that missed its deadline)
+_logged: set[str] = set()  # the text of every fault logged (the profiler does not log them again)
 
 
 def report(origin: str, stage: str, reason: str) -> PluginFault:
@@ -38,8 +39,16 @@ def report(origin: str, stage: str, reason: str) -> PluginFault:
             _seen.add((origin, stage))
             _faults.append(fault)
     if first:
+        with _lock:
+            _logged.add(str(fault))
         log.warning("%s", fault)
     return fault
+
+
+def logged(message: str) -> bool:
+    """Whether ``message`` is a fault already logged here (traces still list it; the log says it once)."""
+    with _lock:
+        return message in _logged
 
 
 def faults(origin: str | None = None) -> list[PluginFault]:
@@ -53,6 +62,7 @@ def clear() -> None:
         _faults.clear()
         _seen.clear()
         _abandoned.clear()
+        _logged.clear()
 
 
 def abandon(origin: str, stage: str, timeout_s: float) -> PluginFault:

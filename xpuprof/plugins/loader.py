@@ -220,6 +220,10 @@ def load_file(path: Path, kind: str) -> LoadedPlugin:
 
 def load_plugins(config=None, environ=None) -> list[LoadedPlugin]:
     """Load every plugin of every named directory (idempotent: each file loads once)."""
+    from ..deadline import default_deadline_s
+
+    # A bad XPUPROF_PLUGIN_DEADLINE_S is one configuration error here, not a "load failure" of every plugin.
+    default_deadline_s()
     results = []
     for directory in plugin_dirs(config, environ):
         with _lock:

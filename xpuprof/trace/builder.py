@@ -411,6 +411,30 @@ class TraceBuilder:
             if len(self._pending_instants) >= FLUSH_EVERY:
                 self._flush_instants()
 
+    def add_instants(self, *, name_ids: np.ndarray, ts, pid, tid, cat="cpu_instant_event", scope,
+                     row_args: list | None = None, vendor: str = "") -> None:
+        """Bulk instant events: ``name_ids`` interned through ``builder.strings``, ``scope`` one uint8
+        code per row (ord of 't', 'p' or 'g'), ``row_args`` per row one JSON object already encoded or
+        None. Columns as ``add_slices`` takes them (no Python object per event)."""
+        ts = np.asarray(ts)
+        n = len(ts)
+        if n == 0:
+            return
+        if len(name_ids) != n or (row_args is not None and len(row_args) != n):
+            raise ValueError(f"add_instants: every column needs {n} rows")
+        scope = np.array(scope, dtype=np.uint8)  # a copy: never a view on a caller's buffer
+        if not np.isin(scope, list(_SCOPES.values())).all():
+            raise ValueError("instant scope codes must be ord('t'), ord('g') or ord('p')")
+        cat_id, legacy_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
+        batch = InstantBatch(ts=_i64(ts, n, "ts"), pid=_row_column(pid, n), tid=_row_column(tid, n),
+                             name=np.asarray(name_ids, dtype=np.int32), cat=_constant(cat_id, n, np.int32),
+                             legacy_cat=_constant(legacy_id, n, np.int32), scope=scope,
+                             row_args=row_args if row_args is not None and any(a is not None for a in row_args)
+                             else None)
+        with self._lock:
+            self._flush_instants()  # file order stays call order
+            self.instants.append(batch)
+
     def _flush_instants(self) -> None:
         rows = self._pending_instants
         if not rows:

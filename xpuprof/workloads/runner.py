@@ -36,24 +36,34 @@ class PointResult:
                 "min_ms": float(a.min()), "max_ms": float(a.max()), "std_ms": float(a.std())}
 
 
+class TraceWriteError(OSError):
+    """A point's trace could not be written (a full disk, ...): the message names the file."""
+
+
 def trace_dir(point: RunPoint, multi_point: bool) -> Path:
     return point.output.dir / point.slug if multi_point else point.output.dir
 
 
 def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Callable[[], None] | None = None,
-              on_repeat: Callable[[int], None] | None = None, guard: InterruptGuard | None = None) -> PointResult:
-    """Raises on workload/profiler errors; the caller records them per point.
+              on_repeat: Callable[[int], None] | None = None, guard: InterruptGuard | None = None,
+              result: PointResult | None = None) -> PointResult:
+    """Raises on workload/profiler errors; the caller records them per point. ``result``: filled as the
+    point runs, so a caller that passes one keeps what was measured before an error (iteration times,
+    traces written).
 
     With a ``guard``, SIGINT/SIGTERM cut the workload (build, warmup or an iteration), the cycle's trace
-    is written marked ``"interrupted"``, and the result comes back with ``interrupted`` set.
+    is written marked ``"interrupted"``, and the result comes back with ``interrupted`` set; a signal that
+    landed where nothing could be cut (building or writing a trace) marks the result all the same.
     """
-    result = PointResult(point)
+    result = PointResult(point) if result is None else result
     try:
         _run_point(point, result, multi_point, on_iteration, on_repeat, guard)
     except RunInterrupted as exc:
         result.interrupted = exc
         if exc.forced:
             result.error = f"abandoned on a second {exc.signal_name} while {guard.phase if guard else 'running'}"
+    if result.interrupted is None and guard is not None and guard.signum is not None:
+        result.interrupted = guard.interrupted
     return result
 
 
@@ -85,8 +95,16 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                             use_gzip=point.output.use_gzip)
 
     def ready(prof) -> None:
+        if guard is not None and guard.signum is not None:  # landed while the trace was built: it says so too
+            prof.builder.set_metadata("interrupted", guard.signal_name)
         phase("writing a trace")
-        path = handler(prof)
+        try:
+            path = handler(prof)
+        except OSError as exc:  # a full disk: name the file (the write error alone does not)
+            from ..trace.outputs import write_error_line
+
+            raise TraceWriteError(f"trace not written: {write_error_line(trace_dir(point, multi_point), exc)}") \
+                from exc
         if path is not None:
             from ..analysis.report import EventTable
 

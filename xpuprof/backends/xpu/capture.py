@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
-from ...trace.outputs import output_file
+from ...trace.outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers
@@ -61,7 +61,7 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
                                                              [int(t) for t in range_threads[1]]],
     }
     out = Path(path)
-    with output_file(out) as dest, open(dest, "wb") as f:  # atomic; never over a directory or device
+    with output_file(out) as dest, open_output(dest) as f:  # atomic; never over a directory or device
         f.write(MAGIC)
         f.write(orjson.dumps(header))
         f.write(b"\n")
