@@ -211,3 +211,57 @@ def test_faults_of_an_abandoned_plugin_name_the_phase_once(gate, tmp_path):
     _profile(tmp_path, d)
     hung = [f for f in faults.faults() if "deadline" in f.reason]
     assert [(Path(f.origin.split(" ", 2)[-1]).name, f.stage) for f in hung] == [("hangpy.py", "start")]
+
+
+HANGING_COLLECTOR_MODULE = '''
+import sys
+import xpuprof
+
+gate = sys.modules["{gate}"]
+gate.hanging.set()
+gate.release.wait()
+
+
+class HangingCollector(xpuprof.Collector):
+    name = "hangcoll"
+    scope = "host"
+
+    @classmethod
+    def metrics(cls):
+        return [xpuprof.MetricInfo("hang_depth", "items", "never sampled")]
+
+    def read(self):
+        return [1.0]
+'''
+
+
+def test_a_collector_entry_point_that_hangs_at_import_costs_the_deadline_once(gate, tmp_path, monkeypatch):
+    """Collector entry points are imported by the same code as backend ones, under the plugin
+    deadline: one that hangs at import is abandoned, named in the trace, and the run goes on with the
+    built-in collectors (before, the profiled program waited on the import forever)."""
+    from xpuprof.collectors import registry as collectors
+
+    site = tmp_path / "site"
+    (site / "hangcoll_pkg").mkdir(parents=True)
+    (site / "hangcoll_pkg" / "__init__.py").write_text(HANGING_COLLECTOR_MODULE.format(gate=GATE))
+    info = site / "hangcoll_pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hangcoll-pkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[xpuprof.collectors]\nhangcoll = hangcoll_pkg:HangingCollector\n")
+    monkeypatch.syspath_prepend(str(site))
+    collectors.reset()
+    try:
+        with xpuprof.profile(activities=["cpu"], experimental_config=xpuprof.ExperimentalConfig(
+                profiler_metrics=["process_rss"])) as prof:
+            with xpuprof.record_function("user work"):
+                sum(range(100))
+        assert gate.hanging.is_set()
+        trace = json.loads(prof.export_chrome_trace(tmp_path / "t.json").read_text())
+        assert any(e.get("name") == "user work" for e in trace["traceEvents"])
+        failures = json.dumps(trace.get("plugin_load_errors", []))
+        assert "entry point hangcoll = hangcoll_pkg:HangingCollector" in failures
+        assert f"did not return within the {DEADLINE_S:g} s deadline" in failures
+        assert any(e.get("ph") == "C" and "process_rss" in e.get("args", {}) for e in trace["traceEvents"])
+    finally:
+        gate.release.set()
+        collectors.reset()

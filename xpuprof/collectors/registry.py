@@ -45,15 +45,18 @@ log = logging.getLogger("xpuprof")
 _discover_providers: list = []  # fn(config) -> None: load plugin directories (which may register collectors)
 _loading_origin_provider = lambda: None  # noqa: E731  fn() -> the plugin file being loaded, or None
 _fault_reporter = None  # fn(origin, stage, reason): the plugin fault log
+_entry_point_loader = None  # fn(group, register) -> names: entry points imported under the plugin deadline
 _describe_exception = lambda exc: f"{type(exc).__name__}: {exc}"  # noqa: E731
 
 
-def install_discovery(discover, loading_origin, report_fault, describe_exception) -> None:
-    """Called by the plugin layer: how to load plugins, who is loading now, where faults go."""
-    global _loading_origin_provider, _fault_reporter, _describe_exception
+def install_discovery(discover, loading_origin, report_fault, describe_exception, entry_point_loader) -> None:
+    """Called by the plugin layer: how to load plugins and entry points, who is loading now, where
+    faults go."""
+    global _loading_origin_provider, _fault_reporter, _describe_exception, _entry_point_loader
     if discover not in _discover_providers:
         _discover_providers.append(discover)
     _loading_origin_provider, _fault_reporter, _describe_exception = loading_origin, report_fault, describe_exception
+    _entry_point_loader = entry_point_loader
 
 
 def report_fault(origin: str, stage: str, reason: str) -> None:
@@ -137,25 +140,9 @@ def discover_entry_points() -> list[str]:
         if _entry_points_done:
             return []
         _entry_points_done = True
-    from importlib.metadata import entry_points
-
-    names = []
-    try:
-        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
-    except Exception as exc:
-        report_fault(f"entry points ({ENTRY_POINT_GROUP})", "load", _describe_exception(exc))
-        return names
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        origin = f"entry point {ep.name} = {ep.value}" + (f" from {dist.name} {dist.version}" if dist else "")
-        try:
-            cls = ep.load()
-            register_collector(cls, origin=origin)
-        except Exception as exc:
-            report_fault(origin, "load", _describe_exception(exc))
-            continue
-        names.append(cls.name)
-    return names
+    if _entry_point_loader is None:  # the plugin layer (``import xpuprof`` brings it) discovers them
+        return []
+    return _entry_point_loader(ENTRY_POINT_GROUP, register_collector)
 
 
 def ensure_loaded(config=None) -> None:

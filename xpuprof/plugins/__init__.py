@@ -3,7 +3,7 @@
 isolation."""
 from ..backends import registry as _core
 from ..collectors import registry as _collectors
-from . import activity_types, faults
+from . import activity_types, entry_points, faults
 from . import registry as _plugin_registry
 from .faults import PluginFault
 from .registry import BackendRegistrationError, register_backend, unregister_backend, validate_backend_class
@@ -33,7 +33,7 @@ def _load_plugin_dirs(config=None) -> None:
 
 # ... and into the collector registry (collectors, too, import no plugin code).
 _collectors.install_discovery(_load_plugin_dirs, _plugin_registry.loading_origin, faults.report,
-                              faults.describe_exception)
+                              faults.describe_exception, entry_points.load_group)
 
 __all__ = ["BackendRegistrationError", "PluginFault", "faults", "register_backend", "unregister_backend",
            "validate_backend_class"]

@@ -21,8 +21,8 @@ from typing import Iterator
 
 from ..backends import registry as core
 from ..backends.base import Backend
-from . import faults
-from .isolation import PluginHung, call_plugin, isolate
+from . import entry_points, faults
+from .isolation import isolate
 
 ENTRY_POINT_GROUP = "xpuprof.backends"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
@@ -225,28 +225,7 @@ def discover_entry_points() -> list[str]:
         if _entry_points_done:
             return []
         _entry_points_done = True
-    from importlib.metadata import entry_points
-
-    names = []
-    try:
-        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
-    except Exception as exc:  # a corrupt installed distribution must not break profiling
-        faults.report(f"entry points ({ENTRY_POINT_GROUP})", "load", faults.describe_exception(exc))
-        return names
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        where = f" from {dist.name} {dist.version}" if dist is not None else ""
-        origin = f"entry point {ep.name} = {ep.value}{where}"
-        try:
-            cls = call_plugin(origin, "load", ep.load)  # an import that hangs costs the deadline, once
-            register_backend(cls, origin=origin)
-        except PluginHung:  # reported (stage "load") and disabled by call_plugin
-            continue
-        except Exception as exc:
-            faults.report(origin, "load", faults.describe_exception(exc))
-            continue
-        names.append(cls.name)
-    return names
+    return entry_points.load_group(ENTRY_POINT_GROUP, register_backend)
 
 
 def initialize() -> None:
