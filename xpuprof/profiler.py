@@ -465,6 +465,21 @@ class profile:
         """A top-level key for every trace this profile writes."""
         self.metadata[str(key)] = value
 
+    def record_torch_ops_from_now(self) -> bool:
+        """torch was imported while this cycle records (``xpuprof exec`` starts recording before the program
+        imports anything): record its ops from now on, on the calling thread (torch's recorder is per
+        thread). False when nothing records, torch is absent, or its ops are already recorded."""
+        if self._recorder is None or self._torch_ops is not None or self._torch_guard is not None:
+            return False
+        guard, torch_ops = self._torch_op_recorder()
+        if torch_ops is not None:
+            torch_ops.start()
+            self._torch_ops = torch_ops
+        if guard is not None:
+            guard.install()
+            self._torch_guard = guard
+        return torch_ops is not None
+
     # ------------------------------------------------------------------ steps
     def _enter_step(self) -> None:
         if self.record_steps:

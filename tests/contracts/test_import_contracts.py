@@ -57,6 +57,10 @@ BREAKS = [
     ("config/yamlconfig.py", "from ..workloads import runner as _up", "xpuprof.workloads.runner", "config/"),
     ("collectors/nvml.py", "from . import amdsmi as _sibling", "xpuprof.collectors.amdsmi",
      "vendor collectors never import each other"),
+    # on-demand tracing is a front end: it drives the profiler, never the reverse
+    ("profiler.py", "from .ondemand import steps as _up", "xpuprof.ondemand.steps", "layers run one way"),
+    ("backends/xpu/pti.py", "from ...ondemand import fabric as _up", "xpuprof.ondemand.fabric",
+     "backends and collectors import no front end"),
 ]
 
 

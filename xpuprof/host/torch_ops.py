@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 
 import numpy as np
 import orjson
@@ -176,6 +177,19 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
     _saved.clear()
 
 
+# torch's profiler keeps its callbacks per thread: the thread that enables it is the one whose ops it
+# records, and only that thread may disable it (another thread crashes the process: SIGSEGV, torch
+# 2.13). A thread that drives a recording cycle for another thread (an on-demand capture running
+# beside the training loop) sets an op-thread runner for itself: an object whose ``start(fn)`` and
+# ``stop(fn)`` run ``fn`` on the thread to record. Unset: the calling thread, as before.
+_op_thread = threading.local()
+
+
+def set_op_thread_runner(runner) -> None:
+    """For the calling thread: run torch's profiler start/stop through ``runner`` (None: here)."""
+    _op_thread.runner = runner
+
+
 class TorchOpRecorder:
     """One recording cycle of torch's CPU-only profiler."""
 
@@ -186,8 +200,17 @@ class TorchOpRecorder:
         self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
         self._result = None
         self._running = False
+        self._runner = getattr(_op_thread, "runner", None)
+        self._stop_error: str | None = None
 
     def start(self) -> None:
+        if self._runner is not None:
+            self._runner.start(self._enable)
+        else:
+            self._enable()
+        self._running = True
+
+    def _enable(self) -> None:
         from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
         import torch._C._autograd as autograd
@@ -198,13 +221,21 @@ class TorchOpRecorder:
         activities = {ProfilerActivity.CPU}
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)
-        self._running = True
+
+    def _disable(self):
+        return self.torch._C._autograd._disable_profiler()
 
     def stop(self) -> None:
         if not self._running:
             return
         self._running = False
-        self._result = self.torch._C._autograd._disable_profiler()
+        if self._runner is None:
+            self._result = self._disable()
+            return
+        try:
+            self._result = self._runner.stop(self._disable)
+        except Exception as exc:  # the trace says why its ops are missing (read_trace raises it)
+            self._stop_error = f"{type(exc).__name__}: {exc}"
 
     def abort(self) -> None:
         try:
@@ -215,6 +246,8 @@ class TorchOpRecorder:
     def read_trace(self) -> bytes:
         """torch's Kineto trace of the cycle as JSON bytes (written by torch's C++ exporter, read back once);
         empty when there is none."""
+        if self._stop_error is not None:
+            raise TorchOpsError(f"torch's profiler could not be stopped on the recorded thread: {self._stop_error}")
         if self._result is None:
             return b""
         fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")

@@ -524,7 +524,9 @@ def probe_metrics(pti_path, timeout: float = 30.0) -> tuple[bool, str]:
     import subprocess
     import sys
 
-    env = dict(os.environ, ZET_ENABLE_METRICS="1")
+    from ..probe import HELPER_ENV
+
+    env = dict(os.environ, ZET_ENABLE_METRICS="1", **{HELPER_ENV: "1"})
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE, str(pti_path)], capture_output=True, text=True,
                               timeout=timeout, env=env)

@@ -1,0 +1,145 @@
+"""``xpuprof exec [options] -- COMMAND [ARGS...]``: run an unmodified command with xpuprof in every Python
+process it starts (a script, ``python -m``, torchrun, mpirun/srun launching Python; their children too),
+and Intel PTI's view library preloaded so SYCL programs are captured from their first call.
+
+What is recorded (one trace per process, in --out, named host/pid with the rank inside):
+  (default)                 the whole run of each process
+  --delay S --duration S    a window of the run
+  --iterations N            N iterations (torch optimizer steps or xpuprof.step()), from --start-iteration
+  --on-demand               nothing until a request arrives: dynolog (``dyno gputrace``) or ``xpuprof trigger``
+What each trace holds: a Kineto config (--config FILE, --set KEY=VALUE: ACTIVITY_TYPES,
+XPUPTI_PROFILER_METRICS, PROFILE_WITH_STACK, ...).
+
+The command replaces this process (same pid): its exit status, output and signals are its own.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("exec", help="run a command with xpuprof in every Python process it starts",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="a Kineto config file (KEY=VALUE lines)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="one more Kineto config line (repeatable; after --config, so it wins)")
+    p.add_argument("--out", default="xpuprof-traces", metavar="DIR", help="trace directory (default ./xpuprof-traces)")
+    when = p.add_argument_group("when (default: the whole run)")
+    when.add_argument("--delay", type=_seconds, default=None, metavar="S", help="start S seconds after each process starts")
+    when.add_argument("--duration", type=_seconds, default=None, metavar="S", help="record S seconds")
+    when.add_argument("--iterations", type=_count, default=None, metavar="N", help="record N iterations")
+    when.add_argument("--start-iteration", type=_count0, default=0, metavar="K",
+                      help="with --iterations: the first one to record (default 0)")
+    when.add_argument("--on-demand", action="store_true",
+                      help="record nothing until dynolog or `xpuprof trigger` asks (each process polls)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _count0(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _fail(msg: str) -> int:
+    print(f"xpuprof exec: {msg}", file=sys.stderr)
+    return 2
+
+
+def policy_from_args(args):
+    """The ExecPolicy the options mean; ValueError with one line naming the problem."""
+    from ..config.kineto import KinetoConfig
+    from ..config.options import ProfilerConfig
+    from ..ondemand.launcher import ExecPolicy
+
+    text = ""
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ValueError(f"--config {args.config}: {exc.strerror or exc}") from None
+    for line in args.sets:
+        if "=" not in line:
+            raise ValueError(f"--set {line!r}: expected KEY=VALUE")
+        text += ("\n" if text and not text.endswith("\n") else "") + line + "\n"
+    kc = KinetoConfig()
+    if not kc.parse(text):
+        raise ValueError(f"the config does not parse: {'; '.join(kc.errors)}")
+    try:
+        ProfilerConfig.from_kineto(kc)
+    except ValueError as exc:
+        raise ValueError(f"the config cannot be recorded: {exc}") from None
+    timed = args.delay is not None or args.duration is not None
+    if sum([timed, args.iterations is not None, args.on_demand]) > 1:
+        raise ValueError("--delay/--duration, --iterations and --on-demand choose different captures: give one")
+    if args.start_iteration and args.iterations is None:
+        raise ValueError("--start-iteration needs --iterations")
+    if timed:
+        if not args.duration:
+            raise ValueError("--delay needs --duration S (a positive number of seconds)")
+        return ExecPolicy(mode="window", out_dir=args.out, config_text=text, delay_s=args.delay or 0.0,
+                          duration_s=args.duration)
+    if args.iterations is not None:
+        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=args.iterations,
+                          start_iteration=args.start_iteration)
+    if args.on_demand:
+        return ExecPolicy(mode="on-demand", out_dir=args.out, config_text=text)
+    if kc.iteration_mode:  # the config itself asks for iterations (Kineto's keys)
+        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=kc.activities_iterations,
+                          start_iteration=max(0, kc.profile_start_iteration))
+    return ExecPolicy(mode="run", out_dir=args.out, config_text=text)
+
+
+def run(args) -> int:
+    from ..ondemand.launcher import child_environment
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        return _fail("no command: xpuprof exec [options] -- COMMAND [ARGS...]")
+    try:
+        policy = policy_from_args(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    env = child_environment(policy)
+    program = shutil.which(command[0], path=env.get("PATH")) if os.sep not in command[0] else command[0]
+    if program is None or not os.access(program, os.X_OK):
+        print(f"xpuprof exec: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(program, command, env)
+    except OSError as exc:
+        print(f"xpuprof exec: {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 126

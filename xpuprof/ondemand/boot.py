@@ -1,0 +1,103 @@
+"""Runs at interpreter start in every Python process under ``xpuprof exec`` (from ``bootstrap/``).
+
+Applies the capture policy ``xpuprof exec`` was given (``launcher.ExecPolicy``):
+  run         the whole process: recording starts here, before the program, and the trace is written
+              at exit (at SIGTERM too, when the program left SIGTERM's default action in place);
+  window      ``--delay``/``--duration``: one capture on its own thread;
+  iterations  ``--iterations N`` from ``--start-iteration``: steps counted as Kineto counts them;
+  on-demand   nothing until a request arrives (dynolog, or ``xpuprof trigger`` on this machine).
+With ``KINETO_USE_DAEMON`` set the process also polls the daemon whatever the mode (a request while
+a capture runs is noted in that trace). Launchers and xpuprof's own helper processes record nothing.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+
+from . import HELPER_ENV, USE_DAEMON_ENV, activate, agent, launcher, torchlink
+
+log = logging.getLogger("xpuprof.ondemand")
+
+
+def main() -> None:
+    raw = os.environ.get(launcher.EXEC_ENV)
+    if not raw or os.environ.get(HELPER_ENV) == "1":
+        return
+    try:
+        policy = launcher.ExecPolicy.from_env(raw)
+    except (ValueError, TypeError) as exc:
+        sys.stderr.write(f"xpuprof exec: {launcher.EXEC_ENV} is not a policy this xpuprof understands ({exc}); "
+                         "this process runs without it\n")
+        return
+    if launcher.is_launcher():
+        if USE_DAEMON_ENV in os.environ:
+            torchlink.install()  # the launcher imports torch too: its Kineto must not answer for the job
+        return
+    torchlink.install()
+    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir))
+    if policy.mode == "run":
+        ag.adopt(WholeRun(policy))
+    elif policy.mode in ("window", "iterations"):
+        ag.submit(policy.request())
+    if policy.mode == "on-demand" or USE_DAEMON_ENV in os.environ:
+        activate(force=True)
+
+
+class WholeRun:
+    """``xpuprof exec``'s default capture: this whole process, on its main thread."""
+
+    def __init__(self, policy: launcher.ExecPolicy) -> None:
+        from ..profiler import profile
+
+        self.request = policy.request()
+        self.out_dir = os.path.abspath(policy.out_dir)
+        self.done = threading.Event()
+        self.path = None
+        self._reason = ""
+        self._ignored: list[dict] = []
+        self._lock = threading.Lock()
+        self.prof = profile(config=self.request.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
+        self.prof.start()
+        torchlink.on_torch_imported(self._torch_imported)
+
+    def _torch_imported(self, torch) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.prof.record_torch_ops_from_now()
+        else:  # torch's op recorder is per thread: recorded on the thread that imported torch
+            self.prof.record_torch_ops_from_now()
+            self.prof.add_metadata("torch_ops_thread", f"torch was imported on thread {threading.current_thread().name}"
+                                   ": its ops are recorded on that thread only")
+
+    def note_ignored(self, request, why: str) -> None:
+        with self._lock:
+            self._ignored.append({"trace_id": request.trace_id or None, "received_ms": request.received_ms,
+                                  "why": why, "asked": request.describe()})
+
+    def stop(self, reason: str) -> None:
+        self._reason = reason
+
+    def finish_inline(self) -> None:
+        from .capture import exec_trace_name
+        from .tracefile import write_in_dir
+
+        if self.done.is_set():
+            return
+        try:
+            info = {"source": "exec", "mode": "run", "pid": os.getpid()}
+            if self._reason and self._reason != "the process exited":
+                info["stopped_early"] = f"{self._reason}: recorded until then"
+            with self._lock:
+                if self._ignored:
+                    info["requests_ignored"] = list(self._ignored)
+            self.prof.add_metadata("ondemand", info)
+            self.prof.stop()
+            self.path = write_in_dir(self.prof, self.out_dir, exec_trace_name())
+            log.info("xpuprof: trace written to %s", self.path)
+        except Exception as exc:
+            log.warning("xpuprof exec: the trace of process %d could not be written: %s: %s", os.getpid(),
+                        type(exc).__name__, exc)
+        finally:
+            self.done.set()

@@ -1,0 +1,227 @@
+"""One capture: a request run through the public ``xpuprof.profile`` object, off the training thread.
+
+The capture thread prepares the profile (backends selected and probed: the warm-up), waits for the
+start (a time, or a step boundary), starts it, waits for the end, stops it, builds the trace and
+writes it. The training thread pays only for what must run on it: torch's op recorder is per thread,
+so its enable and disable are handed to the main thread (``mainthread``); step boundaries are counted
+by ``steps`` listeners.
+
+Iteration-based requests start at the iteration Kineto would start at (``start_iteration_for``). The
+profile is started one boundary early, so iteration S is recorded whole; each requested iteration k is
+a ``ProfilerStep#k`` range on the stepping thread (torch.profiler's step ranges, which HTA and
+TensorBoard split iterations by), and the capture stops right after boundary S+N.
+
+Everything the trace does not hold that was asked for is said in its ``ondemand`` metadata (``notes``:
+keys not honoured, a late start, a capture cut short at exit; ``requests_ignored``: requests that arrived
+while it ran).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from .. import rank as rank_env
+from ..host import annotations, torch_ops
+from ..profiler import profile, trace_file_name
+from . import mainthread, steps, tracefile
+from .request import CaptureRequest
+
+log = logging.getLogger("xpuprof.ondemand")
+
+TORCH_START_TIMEOUT_S = 10.0  # the main thread must reach a bytecode boundary by then
+TORCH_STOP_TIMEOUT_S = 60.0
+STEP_IDLE_TIMEOUT_S = 600.0  # waiting for a start iteration: give up when the program stopped stepping
+
+
+def start_iteration_for(request: CaptureRequest, current: int) -> int:
+    """The iteration an iteration-based request starts at, as Kineto's ``shouldActivateIterationConfig``
+    decides it at the first boundary after the request arrives (``current`` + 1)."""
+    nxt = current + 1
+    if nxt <= request.start_iteration - request.warmup_iterations:
+        return request.start_iteration
+    start = nxt + request.warmup_iterations
+    if request.roundup > 0:
+        rem = start % request.roundup
+        start += 0 if rem == 0 else request.roundup - rem
+    return start
+
+
+class _MainThreadOps:
+    """torch's op recorder, started and stopped on the main thread (``torch_ops.set_op_thread_runner``)."""
+
+    def start(self, fn):
+        return mainthread.run(fn, TORCH_START_TIMEOUT_S)
+
+    def stop(self, fn):
+        return mainthread.run(fn, TORCH_STOP_TIMEOUT_S)
+
+
+class Capture:
+    def __init__(self, request: CaptureRequest, *, out_dir: str | None = None, allowed_dir: str | None = None) -> None:
+        self.request = request
+        self.out_dir = out_dir  # exec traces: the user's output directory
+        self.allowed_dir = allowed_dir  # daemon traces: the confinement directory
+        self.cancel = threading.Event()  # stop now: process exit
+        self.cancel_reason = ""
+        self.done = threading.Event()
+        self.path = None  # the trace written
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._ignored: list[dict] = []
+        self._notes = dict(request.notes)
+        self._open_notes = True  # notes still reach the trace (until the profile stops)
+        self._recording = False
+        self._first = self._end = -1
+        self._range = None  # the ProfilerStep# range open on the stepping thread
+        self._prof = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ control
+    def start_thread(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="xpuprof-ondemand-capture", daemon=True)
+        self._thread.start()
+
+    def stop(self, reason: str) -> None:
+        """End the capture now (``reason`` goes into the trace)."""
+        self.cancel_reason = self.cancel_reason or reason
+        self.cancel.set()
+        steps.notify_cancel()
+
+    def note_ignored(self, request: CaptureRequest, why: str) -> None:
+        entry = {"trace_id": request.trace_id or None, "received_ms": request.received_ms, "why": why,
+                 "asked": request.describe()}
+        with self._lock:
+            if self._open_notes:
+                self._ignored.append(entry)
+
+    def note(self, key: str, text: str) -> None:
+        with self._lock:
+            if self._open_notes:
+                self._notes[key] = text
+
+    # ------------------------------------------------------------------ the capture thread
+    def run(self) -> None:
+        torch_ops.set_op_thread_runner(_MainThreadOps())
+        try:
+            self._run()
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.warning("xpuprof: on-demand capture %s failed: %s", self.request.describe(), self.error)
+        finally:
+            steps.remove_listener(self._on_step)
+            torch_ops.set_op_thread_runner(None)
+            self.done.set()
+
+    def _run(self) -> None:
+        req = self.request
+        prof = profile(config=req.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
+        prof.check()  # the warm-up: backends chosen and probed, metric names checked, before the start
+        self._prof = prof
+        if req.by_iterations and steps.current() < 0 and req.source != "exec":
+            # Kineto's rule: an iteration request to a program that does not step runs by duration
+            self.note("iterations", f"{req.iterations} iterations were asked for, but this process has counted no "
+                      "step (no torch optimizer step, no xpuprof.step()): recorded "
+                      f"{req.duration_ms} ms instead, as Kineto does")
+            req.by_iterations = False
+        if req.by_iterations:
+            if not self._start_at_iteration(prof):
+                return
+        else:
+            if not self._start_at_time(prof):
+                return
+            self.cancel.wait(max(0.0, req.duration_ms / 1e3 - (time.monotonic() - self._t0)))
+        self._finish(prof)
+
+    def _start_at_time(self, prof) -> bool:
+        req = self.request
+        if req.start_time_ms is not None:
+            wait_s = (req.start_time_ms - time.time_ns() / 1e6) / 1e3
+            if wait_s > 0 and self.cancel.wait(wait_s):
+                log.warning("xpuprof: on-demand capture %s cancelled before it started: %s", req.describe(),
+                            self.cancel_reason)
+                return False
+        prof.start()
+        self._t0 = time.monotonic()
+        self._started_ms = time.time_ns() // 1_000_000
+        self._recording = True
+        if req.start_time_ms is not None and self._started_ms - req.start_time_ms > 10:
+            late = self._started_ms - req.start_time_ms
+            self.note("start", f"started {late} ms after the requested PROFILE_START_TIME (the request was picked up "
+                      "late: a poll interval or the warm-up took longer than the lead time)")
+        return True
+
+    def _start_at_iteration(self, prof) -> bool:
+        req = self.request
+        current = steps.current()
+        target = start_iteration_for(req, current)
+        if target <= current + 1:  # no whole iteration left to start in: the next start Kineto's rule allows
+            target = start_iteration_for(req, current + 1)
+        # Started one boundary early, so iteration `target` is recorded from its first instant.
+        armed = steps.wait_until(lambda n: n >= target - 1, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S)
+        if armed is None:
+            why = self.cancel_reason or f"no step for {STEP_IDLE_TIMEOUT_S:g} s (the program stopped stepping)"
+            log.warning("xpuprof: on-demand capture %s cancelled while waiting for iteration %d: %s",
+                        req.describe(), target, why)
+            return False
+        prof.start()
+        self._t0 = time.monotonic()
+        self._started_ms = time.time_ns() // 1_000_000
+        now = steps.current()
+        if now >= target:  # the start took longer than the rest of the iteration before `target`
+            self.note("start", f"iteration {target} had begun when recording started; recorded iterations "
+                      f"{now + 1}..{now + req.iterations} instead")
+            target = now + 1
+        self._first, self._end = target, target + req.iterations
+        self._recording = True
+        steps.add_listener(self._on_step)
+        steps.wait_until(lambda n: n >= self._end, cancel=self.cancel, idle_timeout_s=float("inf"))
+        return True
+
+    def _on_step(self, n: int) -> None:
+        """At each boundary, on the stepping thread: the ProfilerStep# ranges of the requested iterations."""
+        if not self._recording:
+            return
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+            self._range = None
+        if self._first <= n < self._end:
+            self._range = annotations.record_function(f"ProfilerStep#{n}")
+            self._range.__enter__()
+
+    def _finish(self, prof) -> None:
+        req = self.request
+        if self.cancel.is_set():
+            got = (f"{max(0, steps.current() - self._first)} of {req.iterations} iterations" if req.by_iterations
+                   else f"{int((time.monotonic() - self._t0) * 1e3)} of {req.duration_ms} ms")
+            self.note("stopped_early", f"{self.cancel_reason}: recorded {got}")
+            log.warning("xpuprof: on-demand capture %s stopped early (%s): recorded %s", req.describe(),
+                        self.cancel_reason, got)
+        with self._lock:
+            self._open_notes = False
+            info = req.summary()
+            info.update(started_ms=self._started_ms, stopped_ms=time.time_ns() // 1_000_000, pid=os.getpid())
+            if req.by_iterations:
+                info.update(first_iteration=self._first, last_iteration=self._end - 1)
+            if self._notes:
+                info["notes"] = dict(self._notes)
+            if self._ignored:
+                info["requests_ignored"] = list(self._ignored)
+        prof.add_metadata("ondemand", info)
+        self._recording = False
+        prof.stop()
+        self.path = self._write(prof)
+        log.info("xpuprof: on-demand trace written to %s (%s)", self.path, req.describe())
+
+    def _write(self, prof):
+        req = self.request
+        if req.log_file is not None:
+            return tracefile.write_confined(prof, req.log_file, self.allowed_dir or "/tmp/")
+        return tracefile.write_in_dir(prof, self.out_dir or ".", exec_trace_name())
+
+
+def exec_trace_name() -> str:
+    """The file name of an ``xpuprof exec`` trace: the project's one naming rule (``trace_file_name``)."""
+    return trace_file_name(socket.gethostname(), rank=rank_env.process_rank())
