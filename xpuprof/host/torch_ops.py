@@ -43,9 +43,12 @@ class TorchOpsError(RuntimeError):
 
 
 def torch_if_imported():
-    """The torch module when the program has imported it, else None (never imports torch itself)."""
+    """The torch module when the program has imported it, else None (never imports torch itself). A torch
+    still being imported (by another thread) counts as not imported yet: half of it is missing."""
     mod = sys.modules.get("torch")
-    return mod if mod is not None and hasattr(mod, "_C") else None
+    if mod is None or not hasattr(mod, "_C") or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return None
+    return mod
 
 
 def torch_profiler_running(torch) -> bool:

@@ -14,7 +14,8 @@ Layout (one job each):
   launcher   what ``xpuprof exec`` puts in its command's environment; boot runs in each child
   trigger    the dyno CLI's request to dynolog, and an embedded daemon for local processes
 
-``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` is set (Kineto's opt-in).
+``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` (or ``XPUPROF_KINETO_USE_DAEMON``,
+where xpuprof moves it) is set: Kineto's opt-in.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import sys
 log = logging.getLogger("xpuprof.ondemand")
 
 USE_DAEMON_ENV = "KINETO_USE_DAEMON"
+STASHED_ENV = "XPUPROF_KINETO_USE_DAEMON"  # torchlink.hide_daemon_variable: the opt-in, out of torch's sight
 HELPER_ENV = "XPUPROF_HELPER"  # xpuprof's own probe subprocesses (backends.probe.HELPER_ENV): never registered
 
 _activated = False
@@ -47,17 +49,25 @@ def activate(*, force: bool = False) -> bool:
         from . import client
 
         return client.current() is not None
-    if not force and USE_DAEMON_ENV not in os.environ:
+    if not force and not requested():
         return False
     if _is_xpuprof_cli() or os.environ.get(HELPER_ENV) == "1":
         return False
     _activated = True
-    from . import agent, client, torchlink
+    from . import agent, client, launcher, torchlink
 
     if torchlink.torch_client_running():
         log.warning("xpuprof: torch was imported before xpuprof with KINETO_USE_DAEMON set, so torch's own Kineto "
                     "polls the on-demand daemon in this process; xpuprof does not register beside it (one process, "
                     "one trace). For xpuprof's trace, import xpuprof before torch or run under `xpuprof exec`")
         return False
+    torchlink.hide_daemon_variable()
+    if launcher.is_launcher():  # torchrun starts the ranks; they register, it does not
+        return False
     torchlink.install()
     return client.start(agent.get_agent()) is not None
+
+
+def requested() -> bool:
+    """Kineto's opt-in for this process: ``KINETO_USE_DAEMON`` (or the name xpuprof moved it to)."""
+    return USE_DAEMON_ENV in os.environ or STASHED_ENV in os.environ

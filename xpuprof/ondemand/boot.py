@@ -6,7 +6,7 @@ Applies the capture policy ``xpuprof exec`` was given (``launcher.ExecPolicy``):
   window      ``--delay``/``--duration``: one capture on its own thread;
   iterations  ``--iterations N`` from ``--start-iteration``: steps counted as Kineto counts them;
   on-demand   nothing until a request arrives (dynolog, or ``xpuprof trigger`` on this machine).
-With ``KINETO_USE_DAEMON`` set the process also polls the daemon whatever the mode (a request while
+With Kineto's opt-in (``KINETO_USE_DAEMON``) the process also polls the daemon whatever the mode (a request while
 a capture runs is noted in that trace). Launchers and xpuprof's own helper processes record nothing.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 
-from . import HELPER_ENV, USE_DAEMON_ENV, activate, agent, launcher, torchlink
+from . import HELPER_ENV, activate, agent, launcher, requested, torchlink
 
 log = logging.getLogger("xpuprof.ondemand")
 
@@ -32,9 +32,7 @@ def main() -> None:
         sys.stderr.write(f"xpuprof exec: {launcher.EXEC_ENV} is not a policy this xpuprof understands ({exc}); "
                          "this process runs without it\n")
         return
-    if launcher.is_launcher():
-        if USE_DAEMON_ENV in os.environ:
-            torchlink.install()  # the launcher imports torch too: its Kineto must not answer for the job
+    if launcher.is_launcher():  # records nothing; `import xpuprof` already kept torch's client out of it
         return
     torchlink.install()
     ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir))
@@ -42,7 +40,7 @@ def main() -> None:
         ag.adopt(WholeRun(policy))
     elif policy.mode in ("window", "iterations"):
         ag.submit(policy.request())
-    if policy.mode == "on-demand" or USE_DAEMON_ENV in os.environ:
+    if policy.mode == "on-demand" or requested():
         activate(force=True)
 
 
@@ -64,10 +62,10 @@ class WholeRun:
         torchlink.on_torch_imported(self._torch_imported)
 
     def _torch_imported(self, torch) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.prof.record_torch_ops_from_now()
-        else:  # torch's op recorder is per thread: recorded on the thread that imported torch
-            self.prof.record_torch_ops_from_now()
+        from .capture import quiet_kineto
+
+        quiet_kineto(self.prof.record_torch_ops_from_now)()
+        if threading.current_thread() is not threading.main_thread():  # torch's op recorder is per thread
             self.prof.add_metadata("torch_ops_thread", f"torch was imported on thread {threading.current_thread().name}"
                                    ": its ops are recorded on that thread only")
 

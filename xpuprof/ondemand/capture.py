@@ -34,6 +34,8 @@ log = logging.getLogger("xpuprof.ondemand")
 TORCH_START_TIMEOUT_S = 10.0  # the main thread must reach a bytecode boundary by then
 TORCH_STOP_TIMEOUT_S = 60.0
 STEP_IDLE_TIMEOUT_S = 600.0  # waiting for a start iteration: give up when the program stopped stepping
+KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"
+LATE_START_MS = 100  # a start this much after the requested time is noted in the trace
 
 
 def start_iteration_for(request: CaptureRequest, current: int) -> int:
@@ -49,11 +51,26 @@ def start_iteration_for(request: CaptureRequest, current: int) -> int:
     return start
 
 
+def quiet_kineto(fn):
+    """``fn`` with Kineto's log level at its top while torch's profiler initializes (once per process):
+    torch 2.13's Kineto prints two ``USDT: profiler_start/stop`` lines to stderr at each start and stop of
+    its profiler, which would land in the program's own output. A level the user set is left alone."""
+    def run():
+        if KINETO_LOG_LEVEL_ENV in os.environ:
+            return fn()
+        os.environ[KINETO_LOG_LEVEL_ENV] = "6"  # above USDT (5): Kineto reads it when it first initializes
+        try:
+            return fn()
+        finally:
+            os.environ.pop(KINETO_LOG_LEVEL_ENV, None)
+    return run
+
+
 class _MainThreadOps:
     """torch's op recorder, started and stopped on the main thread (``torch_ops.set_op_thread_runner``)."""
 
     def start(self, fn):
-        return mainthread.run(fn, TORCH_START_TIMEOUT_S)
+        return mainthread.run(quiet_kineto(fn), TORCH_START_TIMEOUT_S)
 
     def stop(self, fn):
         return mainthread.run(fn, TORCH_STOP_TIMEOUT_S)
@@ -117,6 +134,7 @@ class Capture:
 
     def _run(self) -> None:
         req = self.request
+        _wait_for_torch_import()
         prof = profile(config=req.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
         prof.check()  # the warm-up: backends chosen and probed, metric names checked, before the start
         self._prof = prof
@@ -143,14 +161,15 @@ class Capture:
                 log.warning("xpuprof: on-demand capture %s cancelled before it started: %s", req.describe(),
                             self.cancel_reason)
                 return False
+        _wait_for_torch_import()
         prof.start()
         self._t0 = time.monotonic()
         self._started_ms = time.time_ns() // 1_000_000
         self._recording = True
-        if req.start_time_ms is not None and self._started_ms - req.start_time_ms > 10:
+        if req.start_time_ms is not None and self._started_ms - req.start_time_ms > LATE_START_MS:
             late = self._started_ms - req.start_time_ms
-            self.note("start", f"started {late} ms after the requested PROFILE_START_TIME (the request was picked up "
-                      "late: a poll interval or the warm-up took longer than the lead time)")
+            self.note("start", f"started {late} ms after the requested start time (the request was picked up late, "
+                      "or preparing the capture took longer than the lead time)")
         return True
 
     def _start_at_iteration(self, prof) -> bool:
@@ -166,6 +185,7 @@ class Capture:
             log.warning("xpuprof: on-demand capture %s cancelled while waiting for iteration %d: %s",
                         req.describe(), target, why)
             return False
+        _wait_for_torch_import()
         prof.start()
         self._t0 = time.monotonic()
         self._started_ms = time.time_ns() // 1_000_000
@@ -220,6 +240,19 @@ class Capture:
         if req.log_file is not None:
             return tracefile.write_confined(prof, req.log_file, self.allowed_dir or "/tmp/")
         return tracefile.write_in_dir(prof, self.out_dir or ".", exec_trace_name())
+
+
+def _wait_for_torch_import() -> None:
+    """A program importing torch right now (the capture may start while ``import torch`` runs on the main
+    thread): wait for it to finish. Python's per-module import lock does the waiting; torch is never
+    imported here when the program has not begun importing it."""
+    import sys
+
+    module = sys.modules.get("torch")
+    if module is not None and getattr(getattr(module, "__spec__", None), "_initializing", False):
+        import importlib
+
+        importlib.import_module("torch")
 
 
 def exec_trace_name() -> str:

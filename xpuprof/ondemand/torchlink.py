@@ -1,19 +1,20 @@
 """torch's own Kineto and xpuprof in one process: one daemon client, one step count.
 
-With ``KINETO_USE_DAEMON`` set, ``import torch`` starts Kineto's daemon client (``libkineto_init``
-reads the variable once) and ``torch.profiler`` registers an optimizer step hook that feeds
+With ``KINETO_USE_DAEMON`` set, torch's Kineto starts its daemon client when it initializes (at
+``import torch``, or at the first profiler start when that comes first; ``libkineto_init`` reads the
+variable then, once) and ``torch.profiler`` registers an optimizer step hook that feeds
 ``KinetoStepTracker``. Two clients polling one daemon would answer one request with two traces, both
 driving the same vendor tracing API. So:
 
-* xpuprof first (``import xpuprof`` before torch, or ``xpuprof exec``): the variable is hidden from the
-  environment while torch imports (its client never starts), restored right after (child processes
-  still see it), and the optimizer hook torch skipped is registered here. The process gives one
-  trace: xpuprof's.
+* xpuprof first (``import xpuprof`` before torch, or ``xpuprof exec``): the variable moves to
+  ``XPUPROF_KINETO_USE_DAEMON`` (``hide_daemon_variable``): torch's Kineto never sees it, whenever it
+  initializes; child processes inherit the opt-in under that name and xpuprof reads both. The optimizer
+  hook torch then skips is registered here. The process gives one trace: xpuprof's.
 * torch first: its client already owns the link; xpuprof says so once and does not compete.
 
 Either way, once torch is in, ``KinetoStepTracker``'s ``_kineto_step`` is hooked so iterations count
 as Kineto counts them (``steps``). torch is never imported here: only observed when the program
-imports it.
+imports it (a post-import hook on the top-level ``torch`` import).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from . import steps
 log = logging.getLogger("xpuprof.ondemand")
 
 USE_DAEMON_ENV = "KINETO_USE_DAEMON"
+STASHED_ENV = "XPUPROF_KINETO_USE_DAEMON"  # the opt-in, kept where torch's Kineto does not look
 
 _lock = threading.Lock()
 _after_import: list[Callable[[object], None]] = []
@@ -40,6 +42,13 @@ def torch_client_running() -> bool:
     """torch was imported with ``KINETO_USE_DAEMON`` set, before xpuprof could hide it: its Kineto polls."""
     torch = sys.modules.get("torch")
     return torch is not None and hasattr(torch, "_C") and USE_DAEMON_ENV in os.environ and not _hooked
+
+
+def hide_daemon_variable() -> None:
+    """Move ``KINETO_USE_DAEMON`` out of torch's sight, for this process and its children."""
+    value = os.environ.pop(USE_DAEMON_ENV, None)
+    if value is not None:
+        os.environ[STASHED_ENV] = value
 
 
 def on_torch_imported(callback: Callable[[object], None]) -> None:
@@ -66,7 +75,7 @@ def install() -> None:
 
 
 class _TorchImportFinder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of the top-level ``torch`` import: the daemon variable is absent while it runs."""
+    """Wraps the loader of the top-level ``torch`` import: ``_torch_ready`` runs once it is complete."""
 
     def __init__(self) -> None:
         self._searching = False
@@ -91,12 +100,7 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
         original = loader.exec_module
 
         def exec_module(module, _original=original):
-            hidden = os.environ.pop(USE_DAEMON_ENV, None)
-            try:
-                _original(module)
-            finally:
-                if hidden is not None:
-                    os.environ[USE_DAEMON_ENV] = hidden
+            _original(module)
             _torch_ready(module)
 
         loader.exec_module = exec_module

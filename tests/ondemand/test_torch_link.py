@@ -1,0 +1,74 @@
+"""torch 2.13 with KINETO_USE_DAEMON=1 beside xpuprof, against the real daemon: xpuprof imported first gives
+exactly one trace (xpuprof's; torch's Kineto never registers, even after xpuprof starts torch's profiler for
+its ops); torch imported first keeps torch's client, and xpuprof says so once and stays out of its way."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from odhelpers import PYTHON, Program, client_env, events, load_trace, needs_daemon, wait_for_file, write_program
+
+pytestmark = [needs_daemon, pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")]
+
+PROGRAM = """
+import logging, os, sys, time
+logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+order, stop = sys.argv[1], sys.argv[2]
+if order == "xpuprof_first":
+    import xpuprof, torch
+else:
+    import torch, xpuprof
+model = torch.nn.Linear(32, 32)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(4, 32)
+print("ready", os.environ.get("KINETO_USE_DAEMON"), os.environ.get("XPUPROF_KINETO_USE_DAEMON"), flush=True)
+while not os.path.exists(stop):
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    time.sleep(0.005)
+"""
+
+
+def client_sockets(sockdir):
+    return sorted(p.name for p in sockdir.iterdir() if p.name.startswith("dynoconfigclient"))
+
+
+def run_order(order, daemon, sockdir):
+    prog = write_program(sockdir, PROGRAM)
+    p = Program([PYTHON, str(prog), order, str(sockdir / "stop")], client_env(sockdir, KINETO_LOG_LEVEL="0"),
+                sockdir, sockdir / "stop")
+    # the opt-in stays visible to child processes: under its own name where torch's Kineto must not see it
+    expected = ("None", "1") if order == "xpuprof_first" else ("1", "None")
+    assert p.out.wait(r"ready (\S+) (\S+)").groups() == expected
+    daemon.wait_registered(p.pid)
+    config = (f"ACTIVITIES_LOG_FILE={sockdir}/t.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=300\n"
+              "ACTIVITIES_WARMUP_PERIOD_SECS=0")
+    answer = daemon.request(config, pids=[p.pid])
+    assert answer["activityProfilersTriggered"] == [p.pid]
+    trace = load_trace(wait_for_file(sockdir / f"t_{p.pid}.json"))
+    sockets = client_sockets(sockdir)
+    assert p.finish() == 0
+    return p, trace, sockets
+
+
+def test_xpuprof_first_gives_one_trace_and_torch_never_registers(daemon, sockdir):
+    p, trace, sockets = run_order("xpuprof_first", daemon, sockdir)
+    assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
+    assert len(sockets) == 1  # one client endpoint in the process: ours
+    assert trace["ondemand"]["source"] == "daemon"
+    assert trace["torch_ops"]["ops"] > 0  # torch's ops, recorded by xpuprof
+    assert "torch was imported before xpuprof" not in p.err.text()
+    assert list(sockdir.glob(f"t_{p.pid}*")) == [sockdir / f"t_{p.pid}.json"]
+
+
+def test_torch_first_keeps_torchs_client_and_says_so_once(daemon, sockdir):
+    p, trace, sockets = run_order("torch_first", daemon, sockdir)
+    assert p.err.count(r"torch was imported before xpuprof with KINETO_USE_DAEMON set") == 1
+    assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
+    assert len(sockets) == 1  # torch's; xpuprof opened none
+    assert "ondemand" not in trace  # Kineto's own trace
+    assert any(e.get("cat") == "cpu_op" for e in events(trace))
+    assert "on-demand config received" not in p.err.text()
