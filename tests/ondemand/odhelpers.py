@@ -71,6 +71,21 @@ class LineWatch:
                                          f"last lines:\n" + "\n".join(self.lines[-30:]))
                 self._cond.wait(left)
 
+    def wait_all(self, pattern: str, n: int, *, timeout: float = DEADLINE_S) -> list[re.Match]:
+        """The first ``n`` lines matching ``pattern``, waiting for them."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [m for m in map(rx.search, self.lines) if m]
+                if len(found) >= n:
+                    return found[:n]
+                left = deadline - time.monotonic()
+                if self._closed or left <= 0:
+                    raise AssertionError(f"{self.label}: {len(found)} of {n} lines matching {pattern!r} within "
+                                         f"{timeout:g} s; last lines:\n" + "\n".join(self.lines[-30:]))
+                self._cond.wait(left)
+
     def count(self, pattern: str) -> int:
         rx = re.compile(pattern)
         with self._cond:

@@ -150,3 +150,25 @@ def test_a_command_that_does_not_exist_and_bad_options(tmp_path):
         proc = subprocess.run([*XPUPROF, "exec", *args, "--", *(["true"] if args else [])], capture_output=True,
                               text=True, env=base_env(), timeout=60)
         assert proc.returncode == 2 and fact in proc.stderr.strip().splitlines()[-1], (args, proc.stderr)
+
+
+@pytest.mark.parametrize("policy", [[], ["--duration", "0.2"]])
+def test_recording_torch_ops_adds_nothing_to_the_programs_output(policy, tmp_path):
+    """torch 2.13's Kineto prints `USDT: profiler_start/stop` at each start and stop of torch's profiler;
+    xpuprof records torch's ops through that profiler and keeps those lines out of the program's stderr."""
+    script = tmp_path / "torchy.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time, torch
+        x = torch.ones(4)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.6:
+            x = x * 1.0001
+        print("result", float(x.sum()) > 0)
+        print("to stderr", file=sys.stderr)
+    """))
+    direct = subprocess.run([PYTHON, str(script)], capture_output=True, env=base_env(), timeout=120)
+    under = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), *policy, "--", PYTHON, str(script)],
+                           capture_output=True, env=base_env(), timeout=120)
+    assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+    (trace,) = traces(tmp_path / "t")
+    assert trace["torch_ops"]["ops"] > 0

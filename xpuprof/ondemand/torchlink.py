@@ -101,6 +101,11 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
 
         def exec_module(module, _original=original):
             _original(module)
+            # torch/__init__ has run to its end; the import system clears this flag right after we return,
+            # and code that treats an initializing torch as absent (torch_ops) must see it complete now.
+            module_spec = getattr(module, "__spec__", None)
+            if module_spec is not None:
+                module_spec._initializing = False
             _torch_ready(module)
 
         loader.exec_module = exec_module
