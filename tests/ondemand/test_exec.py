@@ -16,6 +16,7 @@ import pytest
 from odhelpers import PYTHON, REPO, LineWatch, events, load_trace
 
 XPUPROF = [PYTHON, "-m", "xpuprof"]
+pytestmark = pytest.mark.slow  # each case starts Python processes that import xpuprof (and torch)
 
 
 def base_env(**extra) -> dict:

@@ -40,7 +40,9 @@ def write_confined(prof, final: str, allowed_dir: str, *, mode: int = 0o600) -> 
     dfd = os.open(allowed, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in [p for p in rel_dir.split("/") if p]:
-            dfd = _enter(dfd, part, final)
+            child = _enter(dfd, part, final)
+            os.close(dfd)
+            dfd = child
         return _stage_and_rename(prof, dfd, name, final, mode)
     finally:
         os.close(dfd)
@@ -58,7 +60,7 @@ def write_in_dir(prof, directory, name: str) -> Path:
 
 
 def _enter(parent_fd: int, part: str, final: str) -> int:
-    """Open directory ``part`` under ``parent_fd`` (closing the parent), creating it when missing."""
+    """Open directory ``part`` under ``parent_fd``, creating it when missing."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         try:
@@ -74,8 +76,6 @@ def _enter(parent_fd: int, part: str, final: str) -> int:
             raise TraceFileError(exc.errno, f"{final}: {part!r} on its path is a symbolic link or not a directory; "
                                  "on-demand traces are never written through links") from None
         raise TraceFileError(exc.errno, f"{final}: cannot open directory {part!r}: {exc.strerror}") from None
-    finally:
-        os.close(parent_fd)
     owner = os.fstat(fd).st_uid
     if owner not in (0, os.geteuid()):
         os.close(fd)
