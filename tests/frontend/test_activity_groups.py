@@ -81,7 +81,7 @@ def test_device_work_asked_for_but_no_backend_is_said_once_and_recorded(monkeypa
 
     if profiler.select_backends(xpuprof.ProfilerConfig(activities=["cpu_op", "kernel"])):
         pytest.skip("a device backend runs on this machine")
-    monkeypatch.setattr(profiler, "_warned_backends", set())
+    monkeypatch.setattr(profiler.selection, "_warned_backends", set())
     metas = []
     with caplog.at_level("WARNING", logger="xpuprof"):
         for _ in range(2):

@@ -161,7 +161,7 @@ def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, mo
     it records host ranges, warns once and says why in the trace."""
     monkeypatch.chdir(tmp_path)
     # "warns once" is per process: an earlier test in the same run may already have said it
-    monkeypatch.setattr("xpuprof.profiler._warned_backends", set())
+    monkeypatch.setattr("xpuprof.profiler.selection._warned_backends", set())
     code = _readme_example()
     assert 'profiler_metrics=["GpuTime"]' in code
     namespace: dict = {}
