@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import diagnostics
 from ..activity import ActivityType
 from ..backends import registry
 from ..backends.base import ProcessWindow
@@ -27,7 +28,6 @@ from .cycle import RecordingCycle
 log = logging.getLogger("xpuprof")
 
 SPAN_NAME = "xpuprof"
-_logged_errors: set[tuple[str, str]] = set()  # (backend, message) already logged
 
 
 def launcher_distributed_info() -> dict | None:
@@ -94,15 +94,12 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
         builder.set_metadata("group_trace_id", config.group_trace_id)
     errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
     if errors:
-        from ..plugins import faults as plugin_faults
-
         builder.set_metadata("backend_errors", errors)
         for name, msgs in errors.items():
             for msg in msgs:
                 # Said once per process, in every trace it touches; a plugin fault was logged when it
                 # happened (plugins.faults), so it is not logged a second time here.
-                if (name, msg) not in _logged_errors and not plugin_faults.logged(msg):
-                    _logged_errors.add((name, msg))
+                if not diagnostics.said(diagnostics.FAULT_SAID, msg) and diagnostics.first("backend-error", name, msg):
                     log.warning("xpuprof: backend %s: %s", name, msg)
     if builder.dropped:
         # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
@@ -199,9 +196,7 @@ def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
             # torch came in after the cycle started: its ops could not be recorded (said, never silent)
             note = "torch was imported after this recording cycle started; start the profile after importing torch"
             builder.set_metadata("torch_ops_not_recorded", note)
-            if "torch-late" not in selection._warned_backends:
-                selection._warned_backends.add("torch-late")
-                log.warning("xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
+            diagnostics.warn_once(log, ("torch-late",), "xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
         return set()
     try:
         ops = torch_ops.TorchOps.from_trace_bytes(cycle.torch_ops.read_trace(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import diagnostics
 from ..activity import DEVICE_GROUP, ActivityType, default_activity_types, parse_activity_types
 from ..backends import registry
 from ..backends.base import Backend, BackendError
@@ -23,7 +24,6 @@ _DEVICE_ACTIVITIES = frozenset(ActivityType) - HOST_ACTIVITIES
 METRIC_ACTIVITIES = frozenset({ActivityType.XPU_SCOPE_PROFILER, ActivityType.GPU_PM_COUNTER,
                                ActivityType.HARDWARE_COUNTERS})
 
-_warned_backends: set[str] = set()  # broken backends are reported once per process, not per run
 # Plugin fault stages a session reports itself (its errors() reach backend_errors).
 _SESSION_STAGES = frozenset({"start", "stop", "process", "events", "close", "device_properties", "metadata", "errors",
                              "dropped_records", "push_correlation_id", "pop_correlation_id"})
@@ -82,9 +82,9 @@ def select_backends(config: ProfilerConfig) -> list[Backend]:
                 continue
             probe = cls.probe()
         except Exception as exc:  # a broken backend must not stop the others
-            if name not in _warned_backends:
-                _warned_backends.add(name)
-                log.warning("xpuprof: backend %s could not be probed: %s: %s", name, type(exc).__name__, exc)
+            # a broken backend is reported once per process, not per run
+            diagnostics.warn_once(log, ("backend-probe-failed", name),
+                                  "xpuprof: backend %s could not be probed: %s: %s", name, type(exc).__name__, exc)
             continue
         if probe.available:
             chosen.append(cls())
@@ -220,11 +220,9 @@ def activities_not_collected(config: ProfilerConfig, backends: list[Backend],
         out["metric activities (" + ", ".join(sorted(t.value for t in metric)) + ")"] = why
     for t in sorted(asked - DEVICE_GROUP - METRIC_ACTIVITIES - served, key=lambda t: t.value):
         out[t.value] = why
-    key = "not-collected:" + ",".join(sorted(out))
     # When every backend in use failed, the failure (logged once where it happened) is the reason:
     # the trace lists what was not collected, the log does not say the same failure twice.
-    if out and key not in _warned_backends and len(failed) < len(backends):
-        _warned_backends.add(key)
+    if out and len(failed) < len(backends) and diagnostics.first("activities-not-collected", *sorted(out)):
         log.warning("xpuprof: requested activities that nothing in this run records: %s",
                     "; ".join(f"{k}: {v}" for k, v in out.items()))
     return out
@@ -262,10 +260,8 @@ def explain_host_only(config: ProfilerConfig, backends: list[Backend]) -> dict[s
     reasons = dict(_unavailable_reasons(config))
     if not reasons:
         return {}
-    key = "host-only:" + ",".join(sorted(reasons))
     explicit = config.activities != default_activity_types()  # the defaults alone do not warn
-    if explicit and key not in _warned_backends:
-        _warned_backends.add(key)
+    if explicit and diagnostics.first("host-only", *sorted(reasons)):
         # A plugin's fault was logged when it happened: named here, not said again (the trace has both).
         said = {n: "plugin failed (see backend_errors)" if _plugin_failed(n) else r for n, r in reasons.items()}
         log.warning("xpuprof: device activities were requested but no device backend can run here, so the "
