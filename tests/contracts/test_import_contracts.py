@@ -41,7 +41,7 @@ def test_the_import_contracts_hold():
 BREAKS = [
     ("backends/rocm/decode.py", "from ..cuda import decode as _sibling", "xpuprof.backends.cuda.decode",
      "vendor backends never import each other"),
-    ("trace/builder.py", "from ..backends import registry as _up", "xpuprof.backends.registry", "trace/"),
+    ("trace/build/builder.py", "from ...backends import registry as _up", "xpuprof.backends.registry", "trace/"),
     ("analysis/summary.py", "from ..backends import sim as _up", "xpuprof.backends.sim", "analysis/"),
     ("backends/cuda/decode.py", "from ... import profiler as _up", "xpuprof.profiler",
      "backends and collectors import no front end"),

@@ -148,8 +148,8 @@ def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range
 
     from xpuprof.activity import ActivityType
     from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     calls = []  # (name, args) in exit order: the ranges below do not nest
     for i in range(300):

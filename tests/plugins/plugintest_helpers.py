@@ -13,15 +13,15 @@ import pytest
 
 import xpuprof
 from xpuprof import diagnostics
+from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.backends import registry as core
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.plugins import loader
 from xpuprof.plugins import registry as plugin_registry
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent

@@ -20,8 +20,8 @@ from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import annotations
-from ..trace.builder import TraceBuilder
-from ..trace.chrome import write_chrome_trace
+from ..trace.build.builder import TraceBuilder
+from ..trace.write.chrome import write_chrome_trace
 from .assemble import build_trace, launcher_distributed_info
 from .cycle import RecordingCycle
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,

@@ -20,8 +20,9 @@ from ..backends import registry
 from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import annotations
-from ..trace.builder import TraceBuilder, encode_json
-from ..trace.gpu_annotations import add_gpu_user_annotations
+from ..trace.build.builder import TraceBuilder
+from ..trace.build.columns import encode_json
+from ..trace.build.gpu_annotations import add_gpu_user_annotations
 from . import selection
 from .cycle import RecordingCycle
 

@@ -23,8 +23,9 @@ import numpy as np
 from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
-from ...trace.builder import ArgColumn, TraceBuilder, hex_column
-from ...trace.keyindex import factorize, pack_pairs
+from ...trace.build.builder import TraceBuilder
+from ...trace.build.columns import ArgColumn, hex_column
+from ...trace.build.keyindex import factorize, pack_pairs
 from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords
