@@ -194,7 +194,7 @@ def test_metric_names_are_checked_at_start_not_after_the_wait_steps():
                 prof.step()
     assert ran == []
     # refused cleanly: nothing half-started, and a second start checks again
-    assert xpuprof.host.annotations.active_recorder() is None
+    assert xpuprof.host.recorder.active_recorder() is None
     with pytest.raises(BackendError, match="NotAMetric"):
         prof.start()
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
-from ..host import annotations
+from ..host import recorder
 from ..trace.build.builder import TraceBuilder
 from ..trace.write.chrome import write_chrome_trace
 from .assemble import build_trace, launcher_distributed_info
@@ -155,7 +155,7 @@ class profile:
         self._backends: list[Backend] | None = None
         self._recording = RecordingCycle(self.config, self._collector_plan)  # the sources of the current cycle
         self._cycle = 0
-        self._step_rf: annotations.record_function | None = None
+        self._step_rf: recorder.record_function | None = None
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
@@ -260,7 +260,7 @@ class profile:
     # ------------------------------------------------------------------ steps
     def _enter_step(self) -> None:
         if self.record_steps:
-            self._step_rf = annotations.record_function(f"ProfilerStep#{self.step_num}")
+            self._step_rf = recorder.record_function(f"ProfilerStep#{self.step_num}")
             self._step_rf.__enter__()
 
     def _exit_step(self) -> None:

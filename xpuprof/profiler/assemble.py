@@ -19,7 +19,7 @@ from ..activity import ActivityType
 from ..backends import registry
 from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
-from ..host import annotations
+from ..host import recorder
 from ..trace.build.builder import TraceBuilder
 from ..trace.build.columns import encode_json
 from ..trace.build.gpu_annotations import add_gpu_user_annotations
@@ -136,9 +136,9 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
     name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
     if n and ActivityType.USER_ANNOTATION in cycle.config.activities:
         # Columns straight from the C records.
-        rec_arr = annotations.log_array(rec.ranges)
+        rec_arr = recorder.log_array(rec.ranges)
         args_idx = rec_arr[:, 5]
-        plain = args_idx == annotations.NO_ARGS
+        plain = args_idx == recorder.NO_ARGS
         idx = slice(None) if plain.all() else np.flatnonzero(plain)
         t0_plain = rec_arr[idx, 0]
         # Copies (fancy indexing, arithmetic): nothing keeps a view on the recorder's log.
@@ -157,7 +157,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
                     as_dict = dict(value)
                     encoded.append(encode_json(as_dict) if as_dict else None)
                 except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                    encoded.append(encode_json(annotations.invalid_args_note(value, exc)))
+                    encoded.append(encode_json(recorder.invalid_args_note(value, exc)))
                     bad += 1
             t0_args = rec_arr[sel, 0]
             builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
@@ -166,13 +166,13 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         tid_arr = rec_arr[:, 2]
         tids.update(np.unique(tid_arr).tolist())
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
-        inst = annotations.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
+        inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
         row_args = None
-        if (inst[:, 3] != annotations.NO_ARGS).any():  # args were snapshotted as JSON bytes at the call
+        if (inst[:, 3] != recorder.NO_ARGS).any():  # args were snapshotted as JSON bytes at the call
             stored, row_args = rec.args, []
             for arg_i in inst[:, 3].tolist():
-                value = None if arg_i == annotations.NO_ARGS else stored[arg_i]
-                if isinstance(value, annotations.InvalidArgs):
+                value = None if arg_i == recorder.NO_ARGS else stored[arg_i]
+                if isinstance(value, recorder.InvalidArgs):
                     bad += 1
                     value = bytes(value)
                 row_args.append(None if value == b"{}" else value)
@@ -201,7 +201,7 @@ def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         return set()
     try:
         ops = torch_ops.TorchOps.from_trace_bytes(cycle.torch_ops.read_trace(),
-                                                  id_base=annotations.reserve_correlation_id())
+                                                  id_base=recorder.reserve_correlation_id())
     except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
         why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
         builder.set_metadata("torch_ops_not_recorded", why)
@@ -228,5 +228,5 @@ def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int]) -> N
     builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", label="CPU",
                              sort_index=pid)
     recorded = cycle.recorder.thread_names if cycle.recorder is not None else {}
-    for tid, name in annotations.thread_names_for(sorted(tids), recorded).items():
+    for tid, name in recorder.thread_names_for(sorted(tids), recorded).items():
         builder.set_thread_name(pid, tid, f"thread {tid} ({name})", sort_index=tid)

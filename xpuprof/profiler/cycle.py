@@ -11,11 +11,11 @@ from ..activity import ActivityType
 from ..backends.base import Backend, ProcessWindow, RangeThreads, Session
 from ..clock import now_ns
 from ..config.options import ProfilerConfig
-from ..host import annotations
+from ..host import recorder
 from .selection import _plugin_failed, activities_not_collected
 
-_RANGE_TID = annotations.RANGE_FIELDS.index("tid")
-_RANGE_CORRELATION = annotations.RANGE_FIELDS.index("correlation_id")
+_RANGE_TID = recorder.RANGE_FIELDS.index("tid")
+_RANGE_CORRELATION = recorder.RANGE_FIELDS.index("correlation_id")
 
 
 class RecordingCycle:
@@ -25,7 +25,7 @@ class RecordingCycle:
         self.config = config
         self.collector_plan = collector_plan  # collector -> metric names (profiler.selection.plan_collectors)
         self.sessions: list[tuple[str, Session]] = []
-        self.recorder: annotations.HostRecorder | None = None
+        self.recorder: recorder.HostRecorder | None = None
         self.pytracer = None
         self.torch_ops = None  # torch's CPU-only profiler for this cycle (host.torch_ops), when torch is in use
         self.torch_guard = None  # keeps a conflicting torch.profiler from starting during this cycle
@@ -69,7 +69,7 @@ class RecordingCycle:
         """Start every source; on any failure stop what started and re-raise."""
         guard, torch_ops = self._torch_op_recorder()  # a running torch.profiler refuses here, before anything starts
         corr = [s for _, s in self.sessions if s.wants_correlation]
-        self.recorder = annotations.HostRecorder(correlation_sessions=corr)
+        self.recorder = recorder.HostRecorder(correlation_sessions=corr)
         self.window_start = now_ns()
         started: list[tuple[str, Session]] = []
         try:
@@ -93,7 +93,7 @@ class RecordingCycle:
             self.sessions = started  # stop only what started
             self.abort()
             raise
-        annotations.install(self.recorder)
+        recorder.install(self.recorder)
 
     def _torch_op_recorder(self):
         """(guard, recorder) for this cycle when the program uses torch: the guard whenever torch.profiler
@@ -142,8 +142,8 @@ class RecordingCycle:
         if self.torch_ops is not None:
             self.torch_ops.abort()
             self.torch_ops = None
-        if annotations.active_recorder() is self.recorder:
-            annotations.install(None)
+        if recorder.active_recorder() is self.recorder:
+            recorder.install(None)
         for _, session in self.sessions:
             try:
                 session.stop()
@@ -162,7 +162,7 @@ class RecordingCycle:
             self.torch_guard = None
         if self.torch_ops is not None:
             self.torch_ops.stop()
-        annotations.install(None)
+        recorder.install(None)
         if self.collectors is not None:
             self.collectors.stop()  # its last sample lies inside the window
         end = now_ns()
@@ -175,7 +175,7 @@ class RecordingCycle:
         rec = self.recorder
 
         def range_threads():  # read only if a backend's records lack their thread (RangeThreads)
-            rows = annotations.log_array(rec.ranges)
+            rows = recorder.log_array(rec.ranges)
             return rows[:, _RANGE_CORRELATION], rows[:, _RANGE_TID]
 
         window = ProcessWindow(self.window_start, end, RangeThreads(range_threads) if rec is not None else None)

@@ -69,7 +69,7 @@ def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Calla
 
 def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_iteration, on_repeat,
                guard: InterruptGuard | None) -> None:
-    from ..host.annotations import record_function
+    from ..host.recorder import record_function
     from ..profiler import profile, schedule, trace_handler
 
     from . import build_workload

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...clock import MONOTONIC_TO_EPOCH_NS
-from ...host.annotations import Int64Log, log_array
+from ...host.recorder import Int64Log, log_array
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
 from .timeline import METRICS, metric_values, simulate
