@@ -24,7 +24,7 @@ import threading
 import time
 
 from .. import rank as rank_env
-from ..host import annotations, torch_ops
+from ..host import recorder, torch_ops
 from ..profiler import profile, trace_file_name
 from . import mainthread, steps, tracefile
 from .request import CaptureRequest
@@ -208,7 +208,7 @@ class Capture:
             self._range.__exit__(None, None, None)
             self._range = None
         if self._first <= n < self._end:
-            self._range = annotations.record_function(f"ProfilerStep#{n}")
+            self._range = recorder.record_function(f"ProfilerStep#{n}")
             self._range.__enter__()
 
     def _finish(self, prof) -> None:

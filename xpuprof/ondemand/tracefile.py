@@ -21,7 +21,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from ..trace.chrome import write_chrome_trace
+from ..trace.write.chrome import write_chrome_trace
 
 
 class TraceFileError(OSError):
