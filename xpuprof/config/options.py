@@ -53,6 +53,8 @@ class ProfilerConfig:
     experimental: ExperimentalConfig = field(default_factory=ExperimentalConfig)
     record_shapes: bool = False
     with_stack: bool = False
+    with_flops: bool = False  # torch's flop estimates on its ops (PROFILE_WITH_FLOPS)
+    with_modules: bool = False  # torch's module hierarchy on its ops (PROFILE_WITH_MODULES)
     python_functions: bool = False  # python_function tracing is off unless asked for
     backends: list[str] | None = None  # explicit allow-list (e.g. ["sim"]); None = every available one
     disabled_backends: list[str] = field(default_factory=list)
@@ -105,6 +107,8 @@ class ProfilerConfig:
             ),
             record_shapes=kc.report_input_shapes,
             with_stack=kc.with_stack,
+            with_flops=kc.with_flops,
+            with_modules=kc.with_modules,
             # python_function is in Kineto's default set; tracing Python calls stays opt-in here
             python_functions=kc.activity_types_explicit and ActivityType.PYTHON_FUNCTION in activities,
             max_gpu_buffer_bytes=kc.activities_max_gpu_buffer_size,

@@ -197,10 +197,13 @@ def set_op_thread_runner(runner) -> None:
 class TorchOpRecorder:
     """One recording cycle of torch's CPU-only profiler."""
 
-    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, guard: TorchProfilerGuard) -> None:
+    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, guard: TorchProfilerGuard,
+                 with_flops: bool = False, with_modules: bool = False) -> None:
         self.torch = torch
         self.record_shapes = record_shapes
         self.with_stack = with_stack
+        self.with_flops = with_flops
+        self.with_modules = with_modules
         self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
         self._result = None
         self._running = False
@@ -220,8 +223,8 @@ class TorchOpRecorder:
         import torch._C._autograd as autograd
 
         # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental)
-        cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, False, False,
-                             _ExperimentalConfig())
+        cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, self.with_flops,
+                             self.with_modules, _ExperimentalConfig())
         activities = {ProfilerActivity.CPU}
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)

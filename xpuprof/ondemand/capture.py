@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -123,7 +124,8 @@ class Capture:
     def run(self) -> None:
         torch_ops.set_op_thread_runner(_MainThreadOps())
         try:
-            self._run()
+            with yielding_gil():
+                self._run()
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("xpuprof: on-demand capture %s failed: %s", self.request.describe(), self.error)
@@ -197,7 +199,9 @@ class Capture:
         self._first, self._end = target, target + req.iterations
         self._recording = True
         steps.add_listener(self._on_step)
-        steps.wait_until(lambda n: n >= self._end, cancel=self.cancel, idle_timeout_s=float("inf"))
+        done = steps.wait_until(lambda n: n >= self._end, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S)
+        if done is None and not self.cancel.is_set():  # the program stopped stepping: do not record forever
+            self.stop(f"no step for {STEP_IDLE_TIMEOUT_S:g} s")
         return True
 
     def _on_step(self, n: int) -> None:
@@ -242,12 +246,29 @@ class Capture:
         return tracefile.write_in_dir(prof, self.out_dir or ".", exec_trace_name())
 
 
+class yielding_gil:
+    """While the capture thread works (backend selection, building and writing the trace: Python-heavy), the
+    training thread still gets the GIL back quickly after each of its operators (torch releases the GIL
+    inside an op and must take it back after): Python's switch interval is lowered from its 5 ms default,
+    and restored after (the program's own value, whatever it was)."""
+
+    INTERVAL_S = 0.0005
+
+    def __enter__(self):
+        self._saved = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._saved, self.INTERVAL_S))
+        return self
+
+    def __exit__(self, *exc):
+        if sys.getswitchinterval() == min(self._saved, self.INTERVAL_S):  # nobody changed it meanwhile
+            sys.setswitchinterval(self._saved)
+        return False
+
+
 def _wait_for_torch_import() -> None:
     """A program importing torch right now (the capture may start while ``import torch`` runs on the main
     thread): wait for it to finish. Python's per-module import lock does the waiting; torch is never
     imported here when the program has not begun importing it."""
-    import sys
-
     module = sys.modules.get("torch")
     if module is not None and getattr(getattr(module, "__spec__", None), "_initializing", False):
         import importlib

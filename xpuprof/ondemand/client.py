@@ -88,6 +88,7 @@ class DaemonClient:
             self.endpoint = None
 
     def _loop(self) -> None:
+        warmed = False
         while True:
             self._refresh_base_config()
             if self.enabled:
@@ -95,6 +96,9 @@ class DaemonClient:
                     self.poll_once()
                 except Exception:  # never let the poll thread die: the next interval tries again
                     log.exception("xpuprof: on-demand poll failed")
+                if not warmed:
+                    warmed = True
+                    prewarm()
             if self._stop.wait(self.interval_s):
                 return
 
@@ -190,6 +194,17 @@ class DaemonClient:
         else:
             log.info("xpuprof: no on-demand daemon answers at %s (%s); polling every %g s", where,
                      exc.strerror if exc else "", self.interval_s)
+
+
+def prewarm() -> None:
+    """Probe the backends once, right after registering: a capture then starts without probing (seconds
+    with CUDA's probe), which would otherwise delay it and compete with the training thread meanwhile."""
+    from ..profiler import profile
+
+    try:
+        profile().check()
+    except Exception as exc:  # the capture that needs it says the same, in its trace
+        log.debug("xpuprof: backend probe at registration failed: %s: %s", type(exc).__name__, exc)
 
 
 def start(agent) -> DaemonClient | None:

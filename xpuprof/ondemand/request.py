@@ -10,7 +10,7 @@ under ``/tmp/`` or ``KINETO_ONDEMAND_TRACE_DIR``). Differences, each said in the
   warm-up period (Kineto warms CUPTI up; our backends are ready once selected). An explicit start
   time is honoured: the capture is prepared before it and starts at it; one that has passed when the
   request is picked up starts at once, and the trace says how late (Kineto drops such a request).
-* What xpuprof cannot record (``PROFILE_PROFILE_MEMORY``, ``PROFILE_WITH_MODULES``) is listed in the
+* What xpuprof cannot record (``PROFILE_PROFILE_MEMORY``: torch's memory events) is listed in the
   trace's ``ondemand.notes``; a memory-snapshot request (``PROFILE_MEMORY``) or a config that fails to parse is
   refused with one line naming the problem.
 """
@@ -137,10 +137,6 @@ def _not_honoured(kc: KinetoConfig) -> dict[str, str]:
     if kc.profile_memory:
         notes["PROFILE_PROFILE_MEMORY"] = ("torch's memory events ([memory] instants) are not recorded by xpuprof's "
                                            "torch op source")
-    if kc.with_modules:
-        notes["PROFILE_WITH_MODULES"] = "torch's module hierarchy is not recorded by xpuprof's torch op source"
-    if kc.with_flops:
-        notes["PROFILE_WITH_FLOPS"] = "torch's flop estimates are not recorded by xpuprof's torch op source"
     if kc.unknown_keys:
         notes["unknown keys"] = f"ignored, as Kineto ignores them: {', '.join(dict.fromkeys(kc.unknown_keys))}"
     return notes

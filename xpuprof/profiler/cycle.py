@@ -129,7 +129,9 @@ class RecordingCycle:
         if not records_ops:
             return guard, None
         return guard, torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
-                                                with_stack=self.config.with_stack, guard=guard)
+                                                with_stack=self.config.with_stack, guard=guard,
+                                                with_flops=self.config.with_flops,
+                                                with_modules=self.config.with_modules)
 
     def _start_collectors(self):
         from ..collectors import registry as collector_registry
