@@ -11,7 +11,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make odhelpers importable
 
-from odhelpers import Daemon, daemon_missing  # noqa: E402
+from odhelpers import LIVE, Daemon, daemon_missing  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_program_outlives_its_test():
+    yield
+    while LIVE:
+        LIVE.pop().kill()
 
 
 @pytest.fixture

@@ -153,12 +153,17 @@ def client_env(sockdir: Path, *, fast: bool = True, trace_dir: Path | None = Non
     return env
 
 
+LIVE: list["Program"] = []  # killed by the autouse fixture after each test, whatever the test did
+
+
 class Program:
     """A process under test: stderr watched, stopped by creating its stop file (it checks each iteration)."""
 
     def __init__(self, args, env, cwd: Path, stop_file: Path) -> None:
         self.stop_file = stop_file
-        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        LIVE.append(self)
         self.err = LineWatch(self.proc.stderr, "program stderr")
         self.out = LineWatch(self.proc.stdout, "program stdout")
 
@@ -177,6 +182,15 @@ class Program:
         self.err.join()
         self.out.join()
         return rc
+
+    def kill(self) -> None:
+        """End the process and its children (a launcher's ranks) if still running."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
 
 
 # A training-like loop: steps (xpuprof.step(), or torch's optimizer), ranges, until the stop file exists.

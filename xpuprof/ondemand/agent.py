@@ -3,8 +3,9 @@ clean end at exit and after fork.
 
 The protocol has no reply path to the requester, so a request that arrives while a capture runs
 is logged and listed in that capture's trace (``ondemand.requests_ignored``). At exit a running
-capture is stopped and written (the trace says it was cut short); SIGTERM is handled the same way
-when the program left its default action in place, then the process still dies by SIGTERM.
+capture is stopped and written (the trace says it was cut short); under ``xpuprof exec`` SIGTERM is
+handled the same way when the program left its default action in place, then the process still dies
+by SIGTERM (``install_sigterm``).
 
 Seam for control commands (pause/resume of a process under ``xpuprof exec``, a later issue): they
 would arrive through ``submit``'s caller like requests and act on ``active()``.
@@ -100,7 +101,6 @@ def get_agent(*, out_dir: str | None = None) -> Agent:
             if not _hooks_installed:
                 _hooks_installed = True
                 atexit.register(_at_exit)
-                _install_sigterm()
                 os.register_at_fork(after_in_child=_after_fork_in_child)
         elif out_dir is not None:
             _agent.out_dir = out_dir
@@ -113,9 +113,13 @@ def _at_exit() -> None:
         agent.shutdown()
 
 
-def _install_sigterm() -> None:
-    """A running capture is written at SIGTERM too, then the process ends by SIGTERM as it would have.
-    Only where the program left SIGTERM's default action (its own handler always wins)."""
+def install_sigterm() -> None:
+    """For ``xpuprof exec``'s planned captures (the whole run, a window, iterations): a running capture is
+    written at SIGTERM too, then the process ends by SIGTERM as it would have. Only where the program left
+    SIGTERM's default action (its own handler always wins). Python runs the handler when the main thread
+    next runs bytecode: a process blocked in C at that moment ends when it returns (or at SIGKILL). Not
+    installed for on-demand requests alone: a short capture is not worth changing how SIGTERM ends the
+    process."""
     if threading.current_thread() is not threading.main_thread():
         return
     try:

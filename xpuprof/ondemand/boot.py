@@ -36,6 +36,8 @@ def main() -> None:
         return
     torchlink.install()
     ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir))
+    if policy.mode != "on-demand":
+        agent.install_sigterm()
     if policy.mode == "run":
         ag.adopt(WholeRun(policy))
     elif policy.mode in ("window", "iterations"):
