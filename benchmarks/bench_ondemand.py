@@ -3,11 +3,11 @@
     python benchmarks/bench_ondemand.py [idle|latency|spike|all] [--runs 3] [--idle-seconds 30]
 
 idle     CPU of a process that only polls (Kineto's default 5 s interval, a real daemon answering), over
-         ``--idle-seconds`` once it settled (10 s after registering: start-up and the one backend probe done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) and torch's Kineto client
+         ``--idle-seconds`` once it settled (40 s after registering: start-up and the one backend probe done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) and torch's Kineto client
          (``import torch``), each minus the same process without the variable. Goal: < 0.1 % of a core.
 latency  trigger (the RPC ``dyno gputrace`` sends, default config: start time 0, 500 ms, Kineto's default
-         5 s warm-up) to the first event in the trace, at the default 5 s poll, the trigger at a seeded
-         random phase of the poll; split into the poll wait (trigger -> the daemon hands the config over, from
+         5 s warm-up) to the first event in the trace, at the default 5 s poll, to a process running for
+         30 s (a job: xpuprof has probed its backends), the trigger at a seeded random phase of the poll; split into the poll wait (trigger -> the daemon hands the config over, from
          its log) and the rest.
 spike    a 10 ms-step torch loop; a 500 ms capture is requested mid-run; the slowest step that overlaps the
          capture's start, and the slowest around its stop and write, against the median step outside it.
@@ -37,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DYNOLOG = Path(os.environ.get("XPUPROF_DYNOLOG_DIR") or REPO.parent / "shared" / "dynolog")
-SETTLE_S = 10.0
+SETTLE_S = 40.0  # past start-up and xpuprof's one backend probe (30 s after registering)
 
 IDLE = r"""
 import os, sys, time
@@ -246,7 +246,8 @@ def latency(runs: int, seed: int = 0) -> dict:
             try:
                 proc, _ = start(LATENCY_LOOP, [who], worker_env(daemon, opt_in=True, fast_poll=False))
                 daemon.wait(rf"Registered process \({proc.pid}[,)]")
-                time.sleep(rng.uniform(0, 5))  # a random phase of the 5 s poll (the measured quantity)
+                # a running job (past xpuprof's one backend probe, 30 s in), at a random phase of the 5 s poll
+                time.sleep(31.0 + rng.uniform(0, 5))
                 log_file = daemon.dir / "lat.json"
                 config = (f"ACTIVITIES_LOG_FILE={log_file}\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=500\n"
                           "PROFILE_REPORT_INPUT_SHAPES=false\nPROFILE_WITH_STACK=false\nPROFILE_WITH_FLOPS=false\n"
@@ -287,7 +288,7 @@ def spike(runs: int) -> dict:
                 proc, ready = start(LOOP, [who, str(stop), str(steps_file)],
                                     worker_env(daemon, opt_in=True, fast_poll=True))
                 daemon.wait(rf"Registered process \({proc.pid}[,)]")
-                time.sleep(4.0)  # steady steps first: the process registered and probed its backends (measured)
+                time.sleep(SETTLE_S)  # a running job: past xpuprof's one backend probe (measured, not synchronizing)
                 sent = time.time_ns()
                 if extra is None:  # the same loop and windows, nothing requested: what the machine's noise gives
                     time.sleep(2.0)

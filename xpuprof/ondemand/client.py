@@ -30,6 +30,7 @@ BASE_CONFIG_ENV = "KINETO_CONFIG"
 DEFAULT_BASE_CONFIG = "/etc/libkineto.conf"
 BASE_CONFIG_REFRESH_S = 300.0
 REPLY_WAIT_S = 0.09
+PREWARM_AFTER_S = 30.0  # a process alive this long is a job, not a short helper: probe its backends then
 
 _client: "DaemonClient | None" = None
 _client_lock = threading.Lock()
@@ -82,13 +83,14 @@ class DaemonClient:
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=0.2)  # a poll in flight ends within its 90 ms wait; never hold up exit
         if self.endpoint is not None:
             self.endpoint.close()
             self.endpoint = None
 
     def _loop(self) -> None:
         warmed = False
+        started = time.monotonic()
         while True:
             self._refresh_base_config()
             if self.enabled:
@@ -96,7 +98,7 @@ class DaemonClient:
                     self.poll_once()
                 except Exception:  # never let the poll thread die: the next interval tries again
                     log.exception("xpuprof: on-demand poll failed")
-                if not warmed:
+                if not warmed and time.monotonic() - started >= PREWARM_AFTER_S and self.agent.active() is None:
                     warmed = True
                     prewarm()
             if self._stop.wait(self.interval_s):
@@ -197,8 +199,9 @@ class DaemonClient:
 
 
 def prewarm() -> None:
-    """Probe the backends once, right after registering: a capture then starts without probing (seconds
-    with CUDA's probe), which would otherwise delay it and compete with the training thread meanwhile."""
+    """Probe the backends once, when the process has run for ``PREWARM_AFTER_S`` (short-lived helpers, such
+    as spawned workers, never pay for it): a capture then starts without probing (seconds with CUDA's
+    probe), which would otherwise delay it and compete with the training thread meanwhile."""
     from ..profiler import profile
 
     try:
