@@ -158,3 +158,31 @@ def test_log_file_outside_the_trace_dir_goes_to_kinetos_default(daemon, sockdir,
     note = trace["ondemand"]["notes"]["ACTIVITIES_LOG_FILE"]
     assert str(outside) in note and str(sockdir) in note
     assert "ACTIVITIES_LOG_FILE" in p.err.text()
+
+
+NO_STEPS = """
+import logging, os, sys, time
+logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+import xpuprof
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    with xpuprof.record_function("work"):
+        sum(range(20000))
+    time.sleep(0.005)
+"""
+
+
+def test_an_iteration_request_to_a_program_that_never_steps_is_recorded_by_duration(daemon, sockdir):
+    """Kineto's rule (an iteration config with a duration runs by time when the application updates no
+    iteration count), said in the trace."""
+    prog = write_program(sockdir, NO_STEPS)
+    p = Program([PYTHON, str(prog), str(sockdir / "stop")], client_env(sockdir), sockdir, sockdir / "stop")
+    p.out.wait("ready")
+    daemon.wait_registered(p.pid)
+    daemon.request(iteration_config(sockdir / "ns.json", iterations=5) + "\nACTIVITIES_DURATION_MSECS=250",
+                   pids=[p.pid])
+    trace = load_trace(wait_for_file(sockdir / f"ns_{p.pid}.json"))
+    assert p.finish() == 0
+    od = trace["ondemand"]
+    assert "no step" in od["notes"]["iterations"] and "250 ms" in od["notes"]["iterations"]
+    assert 240 <= od["stopped_ms"] - od["started_ms"] < 5000
