@@ -72,3 +72,45 @@ def test_torch_first_keeps_torchs_client_and_says_so_once(daemon, sockdir):
     assert "ondemand" not in trace  # Kineto's own trace
     assert any(e.get("cat") == "cpu_op" for e in events(trace))
     assert "on-demand config received" not in p.err.text()
+
+
+OWN_PROFILER = """
+import logging, os, sys, time
+logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+import xpuprof, torch
+stop, go, own = sys.argv[1], sys.argv[2], sys.argv[3]
+x = torch.ones(16)
+print("ready", flush=True)
+while not os.path.exists(stop):
+    x = torch.tanh(x) * 1.0001
+    if os.path.exists(go) and not os.path.exists(own):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(20):
+                x = torch.sigmoid(x)
+        prof.export_chrome_trace(own)
+        print("own profile written", flush=True)
+    time.sleep(0.002)
+"""
+
+
+def test_the_programs_own_torch_profiler_takes_over_from_an_on_demand_capture(daemon, sockdir):
+    """A request must never break the job: when the program starts torch.profiler during an on-demand
+    capture, the capture stops first (its trace says so) and the program's profiler runs as if alone."""
+    prog = write_program(sockdir, OWN_PROFILER)
+    own, go = sockdir / "own.json", sockdir / "go"
+    p = Program([PYTHON, str(prog), str(sockdir / "stop"), str(go), str(own)], client_env(sockdir, KINETO_LOG_LEVEL="6"),
+                sockdir, sockdir / "stop")
+    p.out.wait("ready")
+    daemon.wait_registered(p.pid)
+    daemon.request(f"ACTIVITIES_LOG_FILE={sockdir}/od.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=30000\n"
+                   "ACTIVITIES_WARMUP_PERIOD_SECS=0", pids=[p.pid])
+    p.err.wait(r"on-demand capture recording")
+    go.touch()
+    p.out.wait("own profile written")
+    trace = load_trace(wait_for_file(sockdir / f"od_{p.pid}.json"))
+    assert p.finish() == 0
+    od = trace["ondemand"]
+    assert "torch.profiler" in od["notes"]["preempted"] and od["stopped_ms"] - od["started_ms"] < 30000
+    theirs = load_trace(own)
+    assert any(e.get("name") == "aten::sigmoid" for e in events(theirs))
+    assert "Traceback" not in p.err.text()

@@ -81,6 +81,9 @@ class TorchProfilerGuard:
         self.torch = torch
         self.records_ops = records_ops
         self.device_owner = device_owner
+        # A cycle nobody in the program asked for (an on-demand capture) gives way instead of refusing:
+        # ``yield_to(why)`` stops it, then the program's torch.profiler starts (see record_other_threads).
+        self.yield_to = getattr(_op_thread, "yield_to", None)
 
     def _ours(self) -> str:
         owns = f"backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)"
@@ -133,8 +136,12 @@ _saved: dict = {}
 def _refuse_if_guarded(activities) -> None:
     for guard in list(_active_guards):
         why = guard.refusal(activities)
-        if why is not None:
-            raise TorchOpsError(why)
+        if why is None:
+            continue
+        if guard.yield_to is not None:
+            guard.yield_to(why)  # the on-demand cycle stops (its guard goes with it); the program's profiler starts
+            continue
+        raise TorchOpsError(why)
 
 
 def _install_guard(torch, guard: TorchProfilerGuard) -> None:
@@ -181,17 +188,40 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
     _saved.clear()
 
 
-# torch's profiler keeps its callbacks per thread: the thread that enables it is the one whose ops it
-# records, and only that thread may disable it (another thread crashes the process: SIGSEGV, torch
-# 2.13). A thread that drives a recording cycle for another thread (an on-demand capture running
-# beside the training loop) sets an op-thread runner for itself: an object whose ``start(fn)`` and
-# ``stop(fn)`` run ``fn`` on the thread to record. Unset: the calling thread, as before.
+# torch's profiler keeps its callbacks per thread by default: the thread that enables it is the one
+# whose ops it records, and only that thread may disable it (another thread crashes the process: SIGSEGV,
+# torch 2.13). A thread that drives a recording cycle for other threads (an on-demand capture running
+# beside the training loop) says so for itself with ``record_other_threads``: torch's profiler then runs
+# in its all-threads mode (``_ExperimentalConfig(profile_all_threads=True)``, torch >= 2.8: global
+# callbacks, started and stopped on the calling thread, every thread's ops recorded, as Kineto's own
+# on-demand mode records them); a torch without that mode runs start and stop through ``runner`` (an
+# object whose ``start(fn)``/``stop(fn)`` run ``fn`` on the thread to record). Unset: the calling thread.
 _op_thread = threading.local()
 
 
-def set_op_thread_runner(runner) -> None:
-    """For the calling thread: run torch's profiler start/stop through ``runner`` (None: here)."""
+def record_other_threads(runner, yield_to=None) -> None:
+    """For the calling thread: the profiles it drives record torch's ops of every thread (``runner``: how
+    to reach the thread to record when this torch has no all-threads mode; None: as before). ``yield_to``:
+    when the program starts torch.profiler meanwhile, ``yield_to(why)`` is called to stop that profile
+    first, and the program's profiler then starts (it has priority, as Kineto's synchronous requests have
+    over its on-demand ones); without it the program's start is refused."""
     _op_thread.runner = runner
+    _op_thread.yield_to = yield_to
+
+
+def _experimental_config(all_threads: bool):
+    """torch's _ExperimentalConfig: ``trace_only`` (we only ever ``save()`` the result: torch then skips
+    building Python event objects at stop) and, when asked, ``profile_all_threads``; a torch without these
+    options gets the plain config (all_threads is then reported back as unavailable by ``None``)."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    wanted = {"trace_only": True, **({"profile_all_threads": True} if all_threads else {})}
+    try:
+        return _ExperimentalConfig(**wanted)
+    except TypeError:
+        if all_threads:
+            return None
+        return _ExperimentalConfig()
 
 
 class TorchOpRecorder:
@@ -208,6 +238,12 @@ class TorchOpRecorder:
         self._result = None
         self._running = False
         self._runner = getattr(_op_thread, "runner", None)
+        self._experimental = None
+        if self._runner is not None:
+            self._experimental = _experimental_config(all_threads=True)
+            if self._experimental is not None:
+                self._runner = None  # all-threads mode: started and stopped right here
+        self.all_threads = self._runner is None and self._experimental is not None
         self._stop_error: str | None = None
 
     def start(self) -> None:
@@ -218,13 +254,14 @@ class TorchOpRecorder:
         self._running = True
 
     def _enable(self) -> None:
-        from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
+        from torch._C._profiler import ProfilerActivity
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
         import torch._C._autograd as autograd
 
+        experimental = self._experimental if self._experimental is not None else _experimental_config(False)
         # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental)
         cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, self.with_flops,
-                             self.with_modules, _ExperimentalConfig())
+                             self.with_modules, experimental)
         activities = {ProfilerActivity.CPU}
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)

@@ -68,7 +68,8 @@ def quiet_kineto(fn):
 
 
 class _MainThreadOps:
-    """torch's op recorder, started and stopped on the main thread (``torch_ops.set_op_thread_runner``)."""
+    """For a torch without its all-threads profiler mode: torch's op recorder started and stopped on the
+    main thread (``torch_ops.record_other_threads``)."""
 
     def start(self, fn):
         return mainthread.run(quiet_kineto(fn), TORCH_START_TIMEOUT_S)
@@ -96,6 +97,8 @@ class Capture:
         self._range = None  # the ProfilerStep# range open on the stepping thread
         self._prof = None
         self._thread: threading.Thread | None = None
+        self._stop_lock = threading.Lock()
+        self._stopped = False
 
     # ------------------------------------------------------------------ control
     def start_thread(self) -> None:
@@ -122,7 +125,7 @@ class Capture:
 
     # ------------------------------------------------------------------ the capture thread
     def run(self) -> None:
-        torch_ops.set_op_thread_runner(_MainThreadOps())
+        torch_ops.record_other_threads(_MainThreadOps(), yield_to=self._yield_to_program)
         try:
             with yielding_gil():
                 self._run()
@@ -131,7 +134,7 @@ class Capture:
             log.warning("xpuprof: on-demand capture %s failed: %s", self.request.describe(), self.error)
         finally:
             steps.remove_listener(self._on_step)
-            torch_ops.set_op_thread_runner(None)
+            torch_ops.record_other_threads(None)
             self.done.set()
 
     def _run(self) -> None:
@@ -163,11 +166,7 @@ class Capture:
                 log.warning("xpuprof: on-demand capture %s cancelled before it started: %s", req.describe(),
                             self.cancel_reason)
                 return False
-        _wait_for_torch_import()
-        prof.start()
-        self._t0 = time.monotonic()
-        self._started_ms = time.time_ns() // 1_000_000
-        self._recording = True
+        self._begin(prof)
         if req.start_time_ms is not None and self._started_ms - req.start_time_ms > LATE_START_MS:
             late = self._started_ms - req.start_time_ms
             self.note("start", f"started {late} ms after the requested start time (the request was picked up late, "
@@ -187,22 +186,28 @@ class Capture:
             log.warning("xpuprof: on-demand capture %s cancelled while waiting for iteration %d: %s",
                         req.describe(), target, why)
             return False
-        _wait_for_torch_import()
-        prof.start()
-        self._t0 = time.monotonic()
-        self._started_ms = time.time_ns() // 1_000_000
+        self._first, self._end = target, target + req.iterations
+        self._begin(prof)
         now = steps.current()
         if now >= target:  # the start took longer than the rest of the iteration before `target`
             self.note("start", f"iteration {target} had begun when recording started; recorded iterations "
                       f"{now + 1}..{now + req.iterations} instead")
-            target = now + 1
-        self._first, self._end = target, target + req.iterations
-        self._recording = True
+            self._first, self._end = now + 1, now + 1 + req.iterations
         steps.add_listener(self._on_step)
         done = steps.wait_until(lambda n: n >= self._end, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S)
         if done is None and not self.cancel.is_set():  # the program stopped stepping: do not record forever
             self.stop(f"no step for {STEP_IDLE_TIMEOUT_S:g} s")
         return True
+
+    def _begin(self, prof) -> None:
+        """Start recording (the program's torch.profiler may pre-empt a started capture, never a starting one)."""
+        _wait_for_torch_import()
+        with self._stop_lock:
+            quiet_kineto(prof.start)()
+            self._t0 = time.monotonic()
+            self._started_ms = time.time_ns() // 1_000_000
+            self._recording = True
+        log.info("xpuprof: on-demand capture recording (%s)", self.request.describe())
 
     def _on_step(self, n: int) -> None:
         """At each boundary, on the stepping thread: the ProfilerStep# ranges of the requested iterations."""
@@ -215,29 +220,49 @@ class Capture:
             self._range = recorder.record_function(f"ProfilerStep#{n}")
             self._range.__enter__()
 
+    def _yield_to_program(self, why: str) -> None:
+        """The program starts torch.profiler while this capture records (on the program's thread): stop here,
+        so the two never record at once; the program's profiler has priority."""
+        stamp = time.strftime("%H:%M:%S")
+        self.note("preempted", f"the program started torch.profiler at {stamp}; this capture stopped there so "
+                  f"that only one records ({why.split(':', 1)[0]})")
+        log.warning("xpuprof: on-demand capture %s stopped: the program started torch.profiler, which has priority",
+                    self.request.describe())
+        self.stop("the program started torch.profiler")
+        if self._prof is not None:
+            self._stop_profile(self._prof)
+
+    def _stop_profile(self, prof) -> None:
+        """Metadata in, profile stopped: once, from the capture thread or the program's (see _yield_to_program)."""
+        with self._stop_lock:
+            if self._stopped or not self._recording:
+                return
+            self._stopped = True
+            req = self.request
+            if self.cancel.is_set():
+                got = (f"{max(0, steps.current() - self._first)} of {req.iterations} iterations" if req.by_iterations
+                       else f"{int((time.monotonic() - self._t0) * 1e3)} of {req.duration_ms} ms")
+                self.note("stopped_early", f"{self.cancel_reason}: recorded {got}")
+                log.warning("xpuprof: on-demand capture %s stopped early (%s): recorded %s", req.describe(),
+                            self.cancel_reason, got)
+            with self._lock:
+                self._open_notes = False
+                info = req.summary()
+                info.update(started_ms=self._started_ms, stopped_ms=time.time_ns() // 1_000_000, pid=os.getpid())
+                if req.by_iterations:
+                    info.update(first_iteration=self._first, last_iteration=self._end - 1)
+                if self._notes:
+                    info["notes"] = dict(self._notes)
+                if self._ignored:
+                    info["requests_ignored"] = list(self._ignored)
+            prof.add_metadata("ondemand", info)
+            self._recording = False
+            prof.stop()
+
     def _finish(self, prof) -> None:
-        req = self.request
-        if self.cancel.is_set():
-            got = (f"{max(0, steps.current() - self._first)} of {req.iterations} iterations" if req.by_iterations
-                   else f"{int((time.monotonic() - self._t0) * 1e3)} of {req.duration_ms} ms")
-            self.note("stopped_early", f"{self.cancel_reason}: recorded {got}")
-            log.warning("xpuprof: on-demand capture %s stopped early (%s): recorded %s", req.describe(),
-                        self.cancel_reason, got)
-        with self._lock:
-            self._open_notes = False
-            info = req.summary()
-            info.update(started_ms=self._started_ms, stopped_ms=time.time_ns() // 1_000_000, pid=os.getpid())
-            if req.by_iterations:
-                info.update(first_iteration=self._first, last_iteration=self._end - 1)
-            if self._notes:
-                info["notes"] = dict(self._notes)
-            if self._ignored:
-                info["requests_ignored"] = list(self._ignored)
-        prof.add_metadata("ondemand", info)
-        self._recording = False
-        prof.stop()
+        self._stop_profile(prof)
         self.path = self._write(prof)
-        log.info("xpuprof: on-demand trace written to %s (%s)", self.path, req.describe())
+        log.info("xpuprof: on-demand trace written to %s (%s)", self.path, self.request.describe())
 
     def _write(self, prof):
         req = self.request
