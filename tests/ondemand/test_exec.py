@@ -173,3 +173,28 @@ def test_recording_torch_ops_adds_nothing_to_the_programs_output(policy, tmp_pat
     assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout, direct.stderr)
     (trace,) = traces(tmp_path / "t")
     assert trace["torch_ops"]["ops"] > 0
+
+
+def test_a_program_that_runs_torch_profiler_itself_is_not_broken(tmp_path):
+    """Under exec the whole run records torch's ops through torch's profiler; the program's own
+    torch.profiler takes over (the exec trace ends there and says so), instead of being refused."""
+    script = tmp_path / "own.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        x = torch.ones(8)
+        for _ in range(50):
+            x = torch.tanh(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(20):
+                x = torch.sigmoid(x)
+        prof.export_chrome_trace(sys.argv[1])
+        print("done")
+    """))
+    proc = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), "--", PYTHON, str(script),
+                           str(tmp_path / "theirs.json")], capture_output=True, text=True, env=base_env(), timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
+    theirs = load_trace(tmp_path / "theirs.json")
+    assert any(e.get("name") == "aten::sigmoid" for e in events(theirs))
+    (ours,) = traces(tmp_path / "t")
+    assert "torch.profiler" in ours["ondemand"]["notes"]["preempted"]
+    assert any(e.get("name") == "aten::tanh" for e in events(ours))

@@ -199,14 +199,15 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
 _op_thread = threading.local()
 
 
-def record_other_threads(runner, yield_to=None) -> None:
-    """For the calling thread: the profiles it drives record torch's ops of every thread (``runner``: how
-    to reach the thread to record when this torch has no all-threads mode; None: as before). ``yield_to``:
-    when the program starts torch.profiler meanwhile, ``yield_to(why)`` is called to stop that profile
-    first, and the program's profiler then starts (it has priority, as Kineto's synchronous requests have
-    over its on-demand ones); without it the program's start is refused."""
-    _op_thread.runner = runner
-    _op_thread.yield_to = yield_to
+def record_other_threads(enabled: bool, *, runner=None, yield_to=None) -> None:
+    """For the calling thread, the profiles it starts from now on: ``enabled``: record torch's ops of every
+    thread (``runner``: how to reach the main thread when this torch has no all-threads mode; without one,
+    the calling thread's ops). ``yield_to(why)``: when the program starts torch.profiler meanwhile, called to
+    stop that profile first, and the program's profiler then starts (it has priority, as Kineto's synchronous
+    requests have over its on-demand ones); without it the program's start is refused."""
+    _op_thread.all_threads = bool(enabled)
+    _op_thread.runner = runner if enabled else None
+    _op_thread.yield_to = yield_to if enabled else None
 
 
 def _experimental_config(all_threads: bool):
@@ -237,18 +238,23 @@ class TorchOpRecorder:
         self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
         self._result = None
         self._running = False
-        self._runner = getattr(_op_thread, "runner", None)
-        self._experimental = None
-        if self._runner is not None:
-            self._experimental = _experimental_config(all_threads=True)
-            if self._experimental is not None:
-                self._runner = None  # all-threads mode: started and stopped right here
-        self.all_threads = self._runner is None and self._experimental is not None
+        requested = getattr(_op_thread, "all_threads", False)
+        self._runner = getattr(_op_thread, "runner", None) if requested else None
+        self._experimental = _experimental_config(all_threads=True) if requested else None
+        self.all_threads = self._experimental is not None
         self._stop_error: str | None = None
 
     def start(self) -> None:
+        # Through the runner (the main thread) even in all-threads mode: Kineto initializes at its first start
+        # and runs torch's client init only on the thread that registered it (torch's import thread); from
+        # another thread it skips it and prints an error on stderr. Stopping may happen on any thread then.
         if self._runner is not None:
-            self._runner.start(self._enable)
+            try:
+                self._runner.start(self._enable)
+            except TimeoutError:
+                if not self.all_threads:
+                    raise
+                self._enable()  # the main thread is busy outside Python: start from here
         else:
             self._enable()
         self._running = True
@@ -273,7 +279,7 @@ class TorchOpRecorder:
         if not self._running:
             return
         self._running = False
-        if self._runner is None:
+        if self._runner is None or self.all_threads:
             self._result = self._disable()
             return
         try:

@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 from . import HELPER_ENV, activate, agent, launcher, requested, torchlink
 
@@ -57,6 +58,7 @@ class WholeRun:
         self.done = threading.Event()
         self.path = None
         self._reason = ""
+        self._preempted = ""
         self._ignored: list[dict] = []
         self._lock = threading.Lock()
         self.prof = profile(config=self.request.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
@@ -64,12 +66,23 @@ class WholeRun:
         torchlink.on_torch_imported(self._torch_imported)
 
     def _torch_imported(self, torch) -> None:
+        from ..host import torch_ops
         from .capture import quiet_kineto
 
-        quiet_kineto(self.prof.record_torch_ops_from_now)()
-        if threading.current_thread() is not threading.main_thread():  # torch's op recorder is per thread
-            self.prof.add_metadata("torch_ops_thread", f"torch was imported on thread {threading.current_thread().name}"
-                                   ": its ops are recorded on that thread only")
+        torch_ops.record_other_threads(True, yield_to=self._yield_to_program)  # every thread's ops
+        try:
+            quiet_kineto(self.prof.record_torch_ops_from_now)()
+        finally:
+            torch_ops.record_other_threads(False)
+
+    def _yield_to_program(self, why: str) -> None:
+        """The program starts torch.profiler itself: this capture ends here (written now), never in its way."""
+        with self._lock:
+            self._preempted = f"the program started torch.profiler at {time.strftime('%H:%M:%S')}; the capture " \
+                              f"stopped there so that only one records ({why.split(':', 1)[0]})"
+        log.warning("xpuprof exec: the program started torch.profiler, which has priority: this process's trace "
+                    "ends here")
+        self.finish_inline()
 
     def note_ignored(self, request, why: str) -> None:
         with self._lock:
@@ -92,6 +105,8 @@ class WholeRun:
             with self._lock:
                 if self._ignored:
                     info["requests_ignored"] = list(self._ignored)
+                if self._preempted:
+                    info["notes"] = {"preempted": self._preempted}
             self.prof.add_metadata("ondemand", info)
             self.prof.stop()
             self.path = write_in_dir(self.prof, self.out_dir, exec_trace_name())

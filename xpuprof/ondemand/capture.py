@@ -32,7 +32,7 @@ from .request import CaptureRequest
 
 log = logging.getLogger("xpuprof.ondemand")
 
-TORCH_START_TIMEOUT_S = 10.0  # the main thread must reach a bytecode boundary by then
+TORCH_START_TIMEOUT_S = 3.0  # the main thread must reach a bytecode boundary by then
 TORCH_STOP_TIMEOUT_S = 60.0
 STEP_IDLE_TIMEOUT_S = 600.0  # waiting for a start iteration: give up when the program stopped stepping
 KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"
@@ -125,7 +125,7 @@ class Capture:
 
     # ------------------------------------------------------------------ the capture thread
     def run(self) -> None:
-        torch_ops.record_other_threads(_MainThreadOps(), yield_to=self._yield_to_program)
+        torch_ops.record_other_threads(True, runner=_MainThreadOps(), yield_to=self._yield_to_program)
         try:
             with yielding_gil():
                 self._run()
@@ -134,7 +134,7 @@ class Capture:
             log.warning("xpuprof: on-demand capture %s failed: %s", self.request.describe(), self.error)
         finally:
             steps.remove_listener(self._on_step)
-            torch_ops.record_other_threads(None)
+            torch_ops.record_other_threads(False)
             self.done.set()
 
     def _run(self) -> None:
