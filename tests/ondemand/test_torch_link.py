@@ -20,9 +20,15 @@ if order == "xpuprof_first":
     import xpuprof, torch
 else:
     import torch, xpuprof
+import threading
 model = torch.nn.Linear(32, 32)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(4, 32)
+def side():  # a second thread with torch work of its own (a data loader thread, say)
+    while not os.path.exists(stop):
+        torch.zeros(8).add_(1)
+        time.sleep(0.005)
+threading.Thread(target=side, daemon=True).start()
 print("ready", os.environ.get("KINETO_USE_DAEMON"), os.environ.get("XPUPROF_KINETO_USE_DAEMON"), flush=True)
 while not os.path.exists(stop):
     model(x).sum().backward()
@@ -59,7 +65,10 @@ def test_xpuprof_first_gives_one_trace_and_torch_never_registers(daemon, sockdir
     assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
     assert len(sockets) == 1  # one client endpoint in the process: ours
     assert trace["ondemand"]["source"] == "daemon"
-    assert trace["torch_ops"]["ops"] > 0  # torch's ops, recorded by xpuprof
+    assert trace["torch_ops"]["ops"] > 0  # torch's ops, recorded by xpuprof: every thread's, as Kineto's
+    ops = [e for e in events(trace) if e.get("cat") == "cpu_op"]
+    assert {e["name"] for e in ops} >= {"aten::linear", "aten::add_"}
+    assert len({e["tid"] for e in ops}) >= 2
     assert "torch was imported before xpuprof" not in p.err.text()
     assert list(sockdir.glob(f"t_{p.pid}*")) == [sockdir / f"t_{p.pid}.json"]
 

@@ -192,7 +192,7 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
 # whose ops it records, and only that thread may disable it (another thread crashes the process: SIGSEGV,
 # torch 2.13). A thread that drives a recording cycle for other threads (an on-demand capture running
 # beside the training loop) says so for itself with ``record_other_threads``: torch's profiler then runs
-# in its all-threads mode (``_ExperimentalConfig(profile_all_threads=True)``, torch >= 2.8: global
+# in its all-threads mode (``_ExperimentalConfig(profile_all_threads=True)``, in torch 2.13: global
 # callbacks, started and stopped on the calling thread, every thread's ops recorded, as Kineto's own
 # on-demand mode records them); a torch without that mode runs start and stop through ``runner`` (an
 # object whose ``start(fn)``/``stop(fn)`` run ``fn`` on the thread to record). Unset: the calling thread.
