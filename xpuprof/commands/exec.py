@@ -119,6 +119,20 @@ def policy_from_args(args):
     return ExecPolicy(mode="run", out_dir=args.out, config_text=text)
 
 
+def _isolating_flags(command: list[str]) -> str:
+    """The flags of a Python command that keep xpuprof's bootstrap out (-I, -E, -S), '' when none."""
+    if not os.path.basename(command[0]).startswith("python"):
+        return ""
+    found = []
+    for arg in command[1:]:
+        if not arg.startswith("-") or arg in ("-c", "-m") or arg.startswith("--"):
+            break
+        found += [f"-{c}" for c in arg[1:] if c in "IES"]
+        if any(c in arg for c in "cmWXQ"):  # an option taking a value (or ending the flags)
+            break
+    return " ".join(dict.fromkeys(found))
+
+
 def run(args) -> int:
     from ..ondemand.launcher import child_environment
 
@@ -132,6 +146,11 @@ def run(args) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     env = child_environment(policy)
+    isolating = _isolating_flags(command)
+    if isolating:
+        print(f"xpuprof exec: note: {command[0]} {isolating} ignores PYTHONPATH or site: xpuprof cannot start in that "
+              "process (its children without the flag still get it; SYCL calls are still hooked by the preloaded "
+              "view library)", file=sys.stderr)
     program = shutil.which(command[0], path=env.get("PATH")) if os.sep not in command[0] else command[0]
     if program is None or not os.access(program, os.X_OK):
         print(f"xpuprof exec: {command[0]}: command not found", file=sys.stderr)

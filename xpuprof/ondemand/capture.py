@@ -132,6 +132,11 @@ class Capture:
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("xpuprof: on-demand capture %s failed: %s", self.request.describe(), self.error)
+            if self._prof is not None and self._recording:  # never leave a recorder running behind
+                try:
+                    self._stop_profile(self._prof)
+                except Exception:
+                    pass
         finally:
             steps.remove_listener(self._on_step)
             torch_ops.record_other_threads(False)
