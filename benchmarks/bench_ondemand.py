@@ -1,14 +1,15 @@
 """On-demand tracing, what the job pays, beside torch 2.13's own Kineto client on the same real dynolog.
 
-    python benchmarks/bench_ondemand.py [idle|latency|spike|all] [--runs 3] [--idle-seconds 30]
+    python benchmarks/bench_ondemand.py [idle|latency|spike|all] [--runs 3] [--idle-seconds 30] [--nice N]
 
 idle     CPU of a process that only polls (Kineto's default 5 s interval, a real daemon answering), over
-         ``--idle-seconds`` once it settled (40 s after registering: start-up and the one backend probe done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) and torch's Kineto client
-         (``import torch``), each minus the same process without the variable. Goal: < 0.1 % of a core.
+         ``--idle-seconds`` once it settled (40 s after registering: start-up and the one backend probe
+         done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) and torch's Kineto client (``import
+         torch``), each minus the same process without the variable. Goal: < 0.1 % of a core.
 latency  trigger (the RPC ``dyno gputrace`` sends, default config: start time 0, 500 ms, Kineto's default
          5 s warm-up) to the first event in the trace, at the default 5 s poll, to a process running for
-         30 s (a job: xpuprof has probed its backends), the trigger at a seeded random phase of the poll; split into the poll wait (trigger -> the daemon hands the config over, from
-         its log) and the rest.
+         30 s (a job: xpuprof has probed its backends), the trigger at a seeded random phase of the poll;
+         split into the poll wait (trigger -> the daemon hands the config over, from its log) and the rest.
 spike    a 10 ms-step torch loop; a 500 ms capture is requested mid-run; the slowest step that overlaps the
          capture's start, and the slowest around its stop and write, against the median step outside it.
          Goal: <= 2x. xpuprof with its default activities (torch's ops recorded: enable/disable run on the

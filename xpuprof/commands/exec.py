@@ -19,6 +19,8 @@ import os
 import shutil
 import sys
 
+from ._options import non_negative_int, non_negative_seconds, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("exec", help="run a command with xpuprof in every Python process it starts",
@@ -28,45 +30,16 @@ def register(subparsers) -> None:
                    help="one more Kineto config line (repeatable; after --config, so it wins)")
     p.add_argument("--out", default="xpuprof-traces", metavar="DIR", help="trace directory (default ./xpuprof-traces)")
     when = p.add_argument_group("when (default: the whole run)")
-    when.add_argument("--delay", type=_seconds, default=None, metavar="S", help="start S seconds after each process starts")
-    when.add_argument("--duration", type=_seconds, default=None, metavar="S", help="record S seconds")
-    when.add_argument("--iterations", type=_count, default=None, metavar="N", help="record N iterations")
-    when.add_argument("--start-iteration", type=_count0, default=0, metavar="K",
+    when.add_argument("--delay", type=non_negative_seconds, default=None, metavar="S",
+                      help="start S seconds after each process starts")
+    when.add_argument("--duration", type=non_negative_seconds, default=None, metavar="S", help="record S seconds")
+    when.add_argument("--iterations", type=positive_int, default=None, metavar="N", help="record N iterations")
+    when.add_argument("--start-iteration", type=non_negative_int, default=0, metavar="K",
                       help="with --iterations: the first one to record (default 0)")
     when.add_argument("--on-demand", action="store_true",
                       help="record nothing until dynolog or `xpuprof trigger` asks (each process polls)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _count0(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
 
 
 def _fail(msg: str) -> int:
@@ -104,8 +77,10 @@ def policy_from_args(args):
     if args.start_iteration and args.iterations is None:
         raise ValueError("--start-iteration needs --iterations")
     if timed:
-        if not args.duration:
+        if args.duration is None:
             raise ValueError("--delay needs --duration S (a positive number of seconds)")
+        if not args.duration:
+            raise ValueError("--duration must be a positive number of seconds")
         return ExecPolicy(mode="window", out_dir=args.out, config_text=text, delay_s=args.delay or 0.0,
                           duration_s=args.duration)
     if args.iterations is not None:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from ..config.kineto import ondemand_trace_dir
+from ._options import non_negative_int, positive_int, positive_seconds, tcp_port
 
 DEFAULT_START_DELAY_S = 10.0  # dynolog's unitrace.py --start-time-delay
 
@@ -29,27 +30,27 @@ def register(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_argument_group("where")
     where.add_argument("--host", default=None, help="dynolog host (default localhost)")
-    where.add_argument("--port", type=_port, default=None, help="dynolog RPC port (default 1778)")
+    where.add_argument("--port", type=tcp_port, default=None, help="dynolog RPC port (default 1778)")
     where.add_argument("--hosts", default=None, metavar="H[:P],...",
                        help="one request per host, all starting at one future time (a multi-node job)")
     where.add_argument("--embedded", action="store_true",
                        help="act as the daemon here even if a dynolog answers (local processes of your user)")
-    where.add_argument("--wait", type=_positive_float, default=None, metavar="S",
+    where.add_argument("--wait", type=positive_seconds, default=None, metavar="S",
                        help="embedded: how long to wait for processes to poll (default: their poll interval + 1 s)")
     who = p.add_argument_group("which processes")
-    who.add_argument("--job-id", type=_non_negative_int, default=0, help="SLURM_JOB_ID of the job (default 0)")
+    who.add_argument("--job-id", type=non_negative_int, default=0, help="SLURM_JOB_ID of the job (default 0)")
     who.add_argument("--pid", "--pids", dest="pids", default="0", metavar="PID[,PID...]",
                      help="processes, or ancestors of them (a launcher's pid reaches its ranks); 0 = every one")
-    who.add_argument("--process-limit", type=_positive_int, default=3,
+    who.add_argument("--process-limit", type=positive_int, default=3,
                      help="at most this many processes per host are traced (dyno's default: 3)")
     what = p.add_argument_group("what to record")
-    what.add_argument("--duration-ms", type=_positive_int, default=500, help="trace length (default 500 ms)")
-    what.add_argument("--iterations", type=_positive_int, default=None, help="trace N iterations instead")
-    what.add_argument("--iteration-roundup", type=_positive_int, default=1,
+    what.add_argument("--duration-ms", type=positive_int, default=500, help="trace length (default 500 ms)")
+    what.add_argument("--iterations", type=positive_int, default=None, help="trace N iterations instead")
+    what.add_argument("--iteration-roundup", type=positive_int, default=1,
                       help="start at the next multiple of this iteration (aligns ranks; default 1)")
-    what.add_argument("--start-time", type=_non_negative_int, default=0, metavar="MS",
+    what.add_argument("--start-time", type=non_negative_int, default=0, metavar="MS",
                       help="start at this Unix time in ms (default: as soon as each process is ready)")
-    what.add_argument("--start-delay", type=_positive_float, default=None, metavar="S",
+    what.add_argument("--start-delay", type=positive_seconds, default=None, metavar="S",
                       help=f"start S seconds from now (--hosts default: {DEFAULT_START_DELAY_S:g})")
     what.add_argument("--log-file", default=None, metavar="PATH",
                       help="trace file; each process writes PATH with _<pid> before .json "
@@ -65,43 +66,6 @@ def register(subparsers) -> None:
 
 
 # ----------------------------------------------------------------------------- argument types
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port (1-65535), got {text!r}")
-    return value
-
-
 def _hosts(text: str) -> list[tuple[str, int | None]]:
     """``H[:P],...``; IPv6 hosts with a port in brackets (``[::1]:1778``)."""
     out = []
@@ -116,7 +80,7 @@ def _hosts(text: str) -> list[tuple[str, int | None]]:
         else:
             host, port = item, ""
         try:
-            out.append((host, _port(port) if port else None))
+            out.append((host, tcp_port(port) if port else None))
         except argparse.ArgumentTypeError as exc:
             raise ValueError(f"--hosts {item!r}: {exc}") from None
     if not out:

@@ -73,12 +73,7 @@ class RecordingCycle:
         self.window_start = now_ns()
         started: list[tuple[str, Session]] = []
         try:
-            if torch_ops is not None:
-                torch_ops.start()
-                self.torch_ops = torch_ops
-            if guard is not None:
-                guard.install()
-                self.torch_guard = guard
+            self._start_torch(guard, torch_ops)
             for name, session in self.sessions:
                 session.start()
                 started.append((name, session))
@@ -100,13 +95,16 @@ class RecordingCycle:
         if not self.recording or self.torch_ops is not None or self.torch_guard is not None:
             return False
         guard, torch_ops = self._torch_op_recorder()
+        self._start_torch(guard, torch_ops)
+        return torch_ops is not None
+
+    def _start_torch(self, guard, torch_ops) -> None:
         if torch_ops is not None:
             torch_ops.start()
             self.torch_ops = torch_ops
         if guard is not None:
             guard.install()
             self.torch_guard = guard
-        return torch_ops is not None
 
     def _torch_op_recorder(self):
         """(guard, recorder) for this cycle when the program uses torch: the guard whenever torch.profiler
