@@ -1,6 +1,7 @@
 """Helpers of the on-demand tests. The real dynolog daemon (../shared/dynolog, dynolog's own on-demand code)
-for each test: a private socket directory (KINETO_IPC_SOCKET_DIR), a port the kernel picks (--port 0, read from its log), its
-log lines watched as they come (waits are on lines, files and processes, each with a deadline)."""
+for each test: a private socket directory (KINETO_IPC_SOCKET_DIR), a port the kernel picks (--port 0, read
+from its log), its log lines watched as they come (waits are on lines, files and processes, each with a
+deadline)."""
 from __future__ import annotations
 
 import json
