@@ -71,6 +71,10 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(f"# import cost, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {load:.1f}; median (min-max) of {a.runs} fresh processes, alternated")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from anchor import anchor_line
+
+    print(f"# {anchor_line()}", flush=True)
     cases = [None, "xpuprof", *a.peer]
     results: dict = {c: [] for c in cases}
     with tempfile.TemporaryDirectory(prefix="xpuprof-import-") as cache:
