@@ -21,6 +21,8 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
   (correlation marks), minus an empty loop, best of 5; host-only recording too.
 - ``args-mem``: bytes of peak RSS per stored range whose args are a small dict, after recording,
   after ``stop()`` and after the write (issue 14 item 3; target <= 250 B).
+- ``args-export``: stop + export of ``--n`` ranges that all carry a small dict arg against the same
+  ranges without args, alternated fresh processes (goal: >= 0.6x the events/s).
 - ``under-load``: how much stop + export slows while ``--hogs`` CPU-bound processes (a Python busy
   loop each) run beside it, for xpuprof (``.json``) and viztracer (stop + save, ``.json``): each run
   is a fresh process timed quiet, then the same with the hogs, the tools alternated; slowdown = median
@@ -47,7 +49,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 NAMES = [f"op{i}" for i in range(64)]
-CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem", "under-load")
+CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem", "under-load", "args-export")
 # Children run by the under-load case (not cases of their own): stop + export once, nothing else.
 LOAD_CHILDREN = ("xpuprof-stop-export", "viztracer")
 
@@ -126,20 +128,26 @@ def _child_xpuprof(n: int, out: Path, gz: bool) -> dict:
     return res
 
 
-def _child_stop_export(n: int, out: Path) -> dict:
-    """stop() + export_chrome_trace() once: the under-load case's timed step."""
+def _child_stop_export(n: int, out: Path, args: bool = False) -> dict:
+    """stop() + export_chrome_trace() once (the under-load and args-export cases' timed step); with
+    ``args`` every range carries a small dict."""
     import xpuprof
 
     with xpuprof.profile(activities=["cpu"]) as warm:
-        with xpuprof.record_function("warm"):
+        with xpuprof.record_function("warm", {"i": 0, "phase": "fwd"} if args else None):
             pass
     warm.export_chrome_trace(out / "warm.json")
     names, rf = NAMES, xpuprof.record_function
     prof = xpuprof.profile(activities=["cpu"])
     prof.start()
-    for i in range(n):
-        with rf(names[i & 63]):
-            pass
+    if args:
+        for i in range(n):
+            with rf(names[i & 63], {"i": i, "phase": "fwd"}):
+                pass
+    else:
+        for i in range(n):
+            with rf(names[i & 63]):
+                pass
     t0 = time.perf_counter()
     prof.stop()
     path = prof.export_chrome_trace(out / "trace.json")
@@ -258,6 +266,8 @@ def _run_child(case: str, n: int, out: Path) -> dict:
         return _child_args_mem(n, out)
     if case == "xpuprof-stop-export":
         return _child_stop_export(n, out)
+    if case == "xpuprof-args-stop-export":
+        return _child_stop_export(n, out, args=True)
     raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
 
 
@@ -341,6 +351,10 @@ def main() -> int:
         if case == "under-load":
             load = _under_load(n, a.runs, a.hogs, a.peer_n)
             continue
+        if case == "args-export":  # alternated: every range with a small dict arg / none
+            pairs = [(_spawn("xpuprof-args-stop-export", a.n), _spawn("xpuprof-stop-export", a.n)) for _ in range(a.runs)]
+            results[case] = [{"args": x["events_per_s"], "plain": y["events_per_s"]} for x, y in pairs]
+            continue
         results[case] = [_spawn(case, n) for _ in range(a.runs)]
 
     def col(case, key):
@@ -378,6 +392,11 @@ def main() -> int:
         rows.append(("record_function enter+exit, sim session linking ranges, ns (goal <= 500)",
                      _fmt(col("rf-sim", "sim_ns"), 1, 0)))
         rows.append(("record_function enter+exit, host only, ns", _fmt(col("rf-sim", "host_ns"), 1, 0)))
+    if "args-export" in results:
+        rows.append(("stop + export, every range with a small dict arg, M events/s", _fmt(col("args-export", "args"), 1e-6)))
+        rows.append(("  the same ranges without args, M events/s", _fmt(col("args-export", "plain"), 1e-6)))
+        rows.append(("  with args / without (medians; goal >= 0.60)",
+                     f"{statistics.median(col('args-export', 'args')) / statistics.median(col('args-export', 'plain')):.2f}"))
     if "args-mem" in results:
         for stage in ("record", "stop", "write"):
             rows.append((f"ranges with small args: peak RSS growth after {stage}, B/range (goal <= 250)",

@@ -238,10 +238,8 @@ class CompactWriter(FixedWidthWriter):
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
         step = self._chunk_rows(COMPACT_ROW_BYTES + 16 * len(b.args))
         row_args = None
-        if b.row_args is not None:  # each row's pre-encoded members as its own token
-            blob, starts, lens = _row_args_blob(b.row_args)
-            offsets = np.append(starts, starts[-1] + lens[-1] if len(lens) else 0)
-            row_args = (blob, offsets, lens)
+        if b.row_args is not None:  # each row's pre-encoded members, copied from their blob
+            row_args = _row_args_blob(b.row_args)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
             segs = _Segments()
@@ -274,8 +272,8 @@ class CompactWriter(FixedWidthWriter):
                 if k is None:
                     segs.add(_rowfmt.INT, col, prefix=key, mask=mask, flags=entry)
                 elif k is _ROW_ARGS:
-                    segs.add(_rowfmt.TOKENS, col[0], col[1], np.arange(sel.start, sel.stop, dtype=np.int64),
-                             prefix=b"," if optional or j else b"", mask=mask, flags=entry)
+                    segs.add(_rowfmt.SPANS, col[0], col[1][sel], col[2][sel], prefix=b"," if optional or j else b"",
+                             mask=mask, flags=entry)
                 else:
                     self._arg(segs, col, sel, key, mask, str_args.get(k), entry)
             if entries:
