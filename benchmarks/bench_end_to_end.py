@@ -148,11 +148,11 @@ def _child_stop_export(n: int, out: Path, args: bool = False) -> dict:
         for i in range(n):
             with rf(names[i & 63]):
                 pass
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(), time.perf_counter()
     prof.stop()
     path = prof.export_chrome_trace(out / "trace.json")
-    t = time.perf_counter() - t0
-    return {"events_per_s": n / t, "stop_write_s": t, "bytes": path.stat().st_size}
+    t, c = time.perf_counter() - t0, _cpu() - c0
+    return {"events_per_s": n / t, "stop_write_s": t, "events_per_cpu_s": n / c, "bytes": path.stat().st_size}
 
 
 def _child_torch(n: int, out: Path) -> dict:
@@ -353,7 +353,8 @@ def main() -> int:
             continue
         if case == "args-export":  # alternated: every range with a small dict arg / none
             pairs = [(_spawn("xpuprof-args-stop-export", a.n), _spawn("xpuprof-stop-export", a.n)) for _ in range(a.runs)]
-            results[case] = [{"args": x["events_per_s"], "plain": y["events_per_s"]} for x, y in pairs]
+            results[case] = [{"args": x["events_per_s"], "plain": y["events_per_s"], "args_cpu": x["events_per_cpu_s"],
+                              "plain_cpu": y["events_per_cpu_s"]} for x, y in pairs]
             continue
         results[case] = [_spawn(case, n) for _ in range(a.runs)]
 
@@ -397,6 +398,8 @@ def main() -> int:
         rows.append(("  the same ranges without args, M events/s", _fmt(col("args-export", "plain"), 1e-6)))
         rows.append(("  with args / without (medians; goal >= 0.60)",
                      f"{statistics.median(col('args-export', 'args')) / statistics.median(col('args-export', 'plain')):.2f}"))
+        rows.append(("  same, events per CPU second (user + sys)",
+                     f"{statistics.median(col('args-export', 'args_cpu')) / statistics.median(col('args-export', 'plain_cpu')):.2f}"))
     if "args-mem" in results:
         for stage in ("record", "stop", "write"):
             rows.append((f"ranges with small args: peak RSS growth after {stage}, B/range (goal <= 250)",
