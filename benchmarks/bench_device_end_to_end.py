@@ -290,7 +290,7 @@ def _cuda_names(kind, cbid):
 
 def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.backends.cuda.decode import CuptiDecoder
+    from xpuprof.backends.cuda.emit import CuptiDecoder
     from xpuprof.clock import now_ns
     from xpuprof.trace.build.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
@@ -319,8 +319,8 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
 def _rocm_records(n: int, t0: int, seed: int = 11):
     """rocprofiler-sdk records: per launch a HIP API call and a kernel dispatch; every fourth
     launch also a copy with its HIP call."""
-    from xpuprof.backends.rocm import rocprof
-    from xpuprof.backends.rocm.decode import RocmRecords
+    from xpuprof.vendors import rocprofiler as rocprof
+    from xpuprof.backends.rocm.records import RocmRecords
 
     rng = np.random.default_rng(seed)
     launches = max(1, n * 4 // 10)  # 2 records per launch + 0.5 per copy-with-call
@@ -358,7 +358,7 @@ def _rocm_records(n: int, t0: int, seed: int = 11):
 
 def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.backends.rocm.decode import RocprofDecoder
+    from xpuprof.backends.rocm.emit import RocprofDecoder
     from xpuprof.clock import now_ns
     from xpuprof.trace.build.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace

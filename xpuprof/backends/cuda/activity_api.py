@@ -13,9 +13,10 @@ from typing import Any
 
 from ...activity import ActivityType
 from ..base import BackendError, ProcessWindow, Session
+from ...vendors import cupti
 from ..dependencies import DependencyResolver
 from . import records
-from .decode import VENDOR, CuptiDecoder, DecodeOptions
+from .emit import VENDOR, CuptiDecoder, DecodeOptions
 
 BUFFER_BYTES = 8 * 1024 * 1024
 SUBSCRIBER_NAME = "xpuprof"
@@ -44,10 +45,9 @@ class CuptiBusyError(BackendError):
 
 def import_cupti():
     try:
-        from cupti import cupti
+        return cupti.load()
     except ImportError as exc:
         raise BackendError(f"the cuda backend needs cupti-python (pip install 'xpuprof[cuda]'): {exc}") from exc
-    return cupti
 
 
 def cupti_call(c, fn, *args):
@@ -283,30 +283,5 @@ class CuptiActivityApi(Session):
 
 
 def cuda_device_properties() -> list[dict[str, Any]]:
-    """Kineto ``deviceProperties`` through cuda-bindings (already a cupti-python dependency)."""
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return []
-    try:
-        err, count = rt.cudaGetDeviceCount()
-        if int(err) != 0:
-            return []
-        out = []
-        for d in range(count):
-            err, p = rt.cudaGetDeviceProperties(d)
-            if int(err) != 0:
-                continue
-            out.append({
-                "id": d, "name": p.name.split(b"\0", 1)[0].decode(), "totalGlobalMem": int(p.totalGlobalMem),
-                "computeMajor": int(p.major), "computeMinor": int(p.minor), "maxThreadsPerBlock": int(p.maxThreadsPerBlock),
-                "maxThreadsPerMultiprocessor": int(p.maxThreadsPerMultiProcessor),
-                "regsPerBlock": int(p.regsPerBlock), "regsPerMultiprocessor": int(p.regsPerMultiprocessor),
-                "warpSize": int(p.warpSize), "sharedMemPerBlock": int(p.sharedMemPerBlock),
-                "sharedMemPerMultiprocessor": int(p.sharedMemPerMultiprocessor), "numSms": int(p.multiProcessorCount),
-                "sharedMemPerBlockOptin": int(p.sharedMemPerBlockOptin),
-                "maxBlocksPerMultiProcessor": int(p.maxBlocksPerMultiProcessor),
-            })
-        return out
-    except Exception:  # no driver: properties are optional metadata
-        return []
+    """Kineto ``deviceProperties`` of the CUDA devices (``vendors.cupti``)."""
+    return cupti.device_properties()

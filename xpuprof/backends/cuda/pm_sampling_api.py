@@ -24,7 +24,8 @@ import numpy as np
 from ...activity import ActivityType
 from ..base import BackendError
 from .activity_api import CuptiActivityApi, cupti_call
-from .decode import VENDOR
+from ...vendors import cupti
+from .emit import VENDOR
 
 
 def counters_pid(device: int) -> str:
@@ -224,10 +225,9 @@ class CuptiPmSamplingApi(CuptiActivityApi):
     def _pm_sampling(self):
         if self._pm is None:
             try:
-                from cupti import pm_sampling
+                self._pm = cupti.load_pm_sampling()
             except ImportError as exc:
                 raise BackendError(f"PM sampling needs cupti-python's pm_sampling module: {exc}") from exc
-            self._pm = pm_sampling
         return self._pm
 
     def chip_name(self) -> str:
@@ -245,8 +245,7 @@ class CuptiPmSamplingApi(CuptiActivityApi):
         except Exception:  # no driver/device: CUPTI cannot even name the chip
             return validate_offline(self.metrics)
         try:
-            from cupti import profiler_host as ph
-
+            ph = cupti.load_profiler_host()
             host = ph.ProfilerHost(chip, ph.ProfilerType.PM_SAMPLING)
             host.initialize()
         except Exception:  # profiler host (nvperf) unavailable: fall back to the catalogs

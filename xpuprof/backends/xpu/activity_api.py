@@ -32,8 +32,9 @@ from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
-from . import early_load, pti
-from .decode import DecodedRecords, PtiWalker, decode_buffers
+from ...vendors import pti
+from . import early_load
+from .records import DecodedRecords, PtiWalker, decode_buffers
 from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
 
 log = logging.getLogger("xpuprof")

@@ -18,8 +18,8 @@ import orjson
 from ...activity import ActivityType, parse_activity_types
 from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
-from . import pti
-from .decode import DecodedRecords, LayoutWalker, decode_buffers
+from ...vendors import pti
+from .records import DecodedRecords, LayoutWalker, decode_buffers
 from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
 
 MAGIC = b"XPUPROF-PTI-RAW 1\n"

@@ -21,7 +21,6 @@ shared library with ctypes.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def sycl_initialized(maps_path: str = "/proc/self/maps") -> list[str]:
 
 def _view_library_path() -> Path | None:
     """The view library without slow searches (no ldconfig): explicit path, the wheel, oneAPI."""
-    from . import pti  # numpy + ctypes only
+    from ...vendors import pti  # numpy + ctypes only
 
     explicit = os.environ.get(pti.PTI_LIBRARY_ENV)
     if explicit:
@@ -121,8 +120,10 @@ def preload_view_library() -> str:
         _status = "not loaded early: intel-pti is not installed"
         return _status
     _decide(path)
+    from ...vendors import pti
+
     try:
-        ctypes.CDLL(str(path))  # RTLD_LOCAL: XPTI dlopens it by path; no symbol interposition
+        pti.load_cdll(path)  # RTLD_LOCAL: XPTI dlopens it by path; no symbol interposition
     except OSError as exc:
         _status = f"not loaded early: {exc}"
         return _status

@@ -27,8 +27,8 @@ from ...trace.build.builder import TraceBuilder
 from ...trace.build.columns import ArgColumn, hex_column
 from ...trace.build.keyindex import factorize, pack_pairs
 from ..base import ProcessWindow, RangeThreads
-from . import pti
-from .decode import DecodedRecords
+from ...vendors import pti
+from .records import DecodedRecords
 from .sync_deps import sync_dependency_args
 
 log = logging.getLogger("xpuprof")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dependencies import DependencyResolver
-from . import pti
+from ...vendors import pti
 
 RECORD_TYPES = (pti.SYNC_TYPES.index("GPU_BARRIER_EXECUTION"), pti.SYNC_TYPES.index("GPU_BARRIER_MEMORY"))
 WAIT_TYPES = (pti.SYNC_TYPES.index("HOST_EVENT"),)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from ..flows import add_flow_ends
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk, gather_fields, gather_rows)
+                      RawChunk, gather_kinds)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
@@ -90,13 +90,6 @@ class DecodeOptions:
     device_props: dict = field(default_factory=dict)  # device -> Kineto deviceProperties entry (occupancy)
 
 
-def _packed(rows: np.ndarray, narrow: np.dtype) -> np.ndarray:
-    out = np.empty(len(rows), narrow)
-    for name in narrow.names:
-        out[name] = rows[name]
-    return out
-
-
 def _ints(rows: np.ndarray, name: str) -> np.ndarray:
     """One record field as an int64 column, stored once when every row holds one value."""
     return stored_once(rows[name].astype(np.int64))
@@ -115,11 +108,6 @@ def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return rows if mask.all() else rows[mask]
 
 
-def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    """Every chunk's records of one kind, gathered straight into one array."""
-    return gather_kinds(list(chunks), (kind,))[kind]
-
-
 # Every record field the decoder reads (a kernel record is 248 bytes; the fields read, 118).
 READ_FIELDS = frozenset({
     "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
@@ -128,66 +116,6 @@ READ_FIELDS = frozenset({
     "priority", "copy_kind", "src_kind", "dst_kind", "bytes", "src_device_id", "dst_device_id", "src_context_id",
     "dst_context_id", "memory_kind", "cbid", "process_id", "thread_id", "type", "cuda_event_id", "event_id",
     "external_kind", "external_id", "overhead_kind", "object_kind", "object_id"})
-
-
-def _narrow(dt: np.dtype, fields: frozenset | None) -> np.dtype:
-    """The record layout with only ``fields`` (packed), or the layout itself when it has no others."""
-    if fields is None or all(n in fields for n in dt.names):
-        return dt
-    return np.dtype([(n, dt.fields[n][0]) for n in dt.names if n in fields])
-
-
-def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | None = None,
-                 release: bool = False) -> dict[int, np.ndarray | None]:
-    """Each kind's records from every chunk, gathered straight into one array per kind
-    (np.concatenate of structured arrays copies field by field: most of the decode time).
-
-    Chunk by chunk, every kind at once: with ``release`` each list entry is set to None once its
-    records are gathered, so its bytes are freed there and then and the records are held once,
-    not twice, at the peak. ``fields``: keep only these fields of each record (the decoder's
-    READ_FIELDS); None keeps CUPTI's whole layout."""
-    kinds = tuple(kinds)
-    layout: dict[int, np.dtype | None] = {}  # kind -> its one record layout, None where buffers differ
-    count = dict.fromkeys(kinds, 0)
-    for c in chunks:
-        if c is None:
-            continue
-        for k in kinds:
-            if k in c.dtypes:
-                n = int(np.count_nonzero(c.kinds == k))
-                if n:
-                    count[k] += n
-                    layout[k] = c.dtypes[k] if layout.get(k, c.dtypes[k]) == c.dtypes[k] else None
-    out = {k: np.empty(count[k], _narrow(layout[k], fields)) if layout.get(k) is not None else None for k in kinds}
-    pos = dict.fromkeys(kinds, 0)
-    mixed: dict[int, list[np.ndarray]] = {k: [] for k in kinds if count[k] and layout.get(k) is None}
-    for i, c in enumerate(chunks):
-        if c is None:
-            continue
-        for k in kinds:
-            if not count[k] or k not in c.dtypes:
-                continue
-            if k in mixed:  # layouts differ between buffers: field by field
-                rows = c.rows([k])
-                if rows is not None:
-                    narrow = _narrow(rows.dtype, fields)
-                    mixed[k].append(rows if narrow is rows.dtype else _packed(rows, narrow))
-                continue
-            offs = c.offsets_of([k])
-            if len(offs):
-                part = out[k][pos[k]:pos[k] + len(offs)]
-                if part.dtype == layout[k]:
-                    gather_rows(c.data, offs, layout[k], part)
-                    c.to_epoch(part)
-                else:  # only the fields read
-                    gather_fields(c.data, offs, layout[k], part)
-                    c.to_epoch(part)
-                pos[k] += len(offs)
-        if release:
-            chunks[i] = None
-    for k, parts in mixed.items():
-        out[k] = np.concatenate(parts)
-    return {k: v if v is not None and len(v) else None for k, v in out.items()}
 
 
 class CuptiDecoder:

@@ -380,6 +380,19 @@ def _pti_string(fn, code: int, table: tuple[str, ...]) -> str:
     return table_name(table, code)
 
 
+def load_cdll(path: Path | None = None) -> ctypes.CDLL:
+    """The PTI view library as a plain ctypes library (the metrics API's functions are bound by
+    ``vendors.pti_metrics``); ``path`` defaults to ``find_pti_library()``."""
+    return ctypes.CDLL(str(find_pti_library() if path is None else path))
+
+
+def version_string(path: Path | None = None) -> str:
+    """``ptiVersionString`` without initializing PTI's core (safe in-process, even without a driver)."""
+    fn = load_cdll(path).ptiVersionString
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode("utf-8", "replace")
+
+
 class PtiLibrary:
     """A loaded libpti_view.so with typed functions. ``check(name, code)`` raises ``PtiError``."""
 

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from . import pti
+from ...vendors import pti
 
 Walker = Callable[[bytes], np.ndarray]
 

@@ -25,7 +25,6 @@ the device the calling thread last launched on; device 0 before any launch).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,7 +34,9 @@ from ...trace.build.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from ..flows import add_flow_ends
-from . import rocprof
+from ...vendors import rocprofiler as rocprof
+from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_RECORD, OP_STREAM_SYNC,
+                      OP_STREAM_WAIT, SYNC_TYPES, RocmRecords)
 
 VENDOR = "rocm"
 SUPPRESSED = frozenset({"hipGetDevice", "hipSetDevice", "hipGetLastError", "__hipPushCallConfiguration",
@@ -45,26 +46,8 @@ SUPPRESSED = frozenset({"hipGetDevice", "hipSetDevice", "hipGetLastError", "__hi
 COPY_NAMES = {1: ("HtoH", "Host", "Host"), 2: ("HtoD", "Host", "Device"), 3: ("DtoH", "Device", "Host"),
               4: ("DtoD", "Device", "Device")}
 
-# HIP event operations captured from the HIP API arguments (by the C callback part).
-EVENT_OP_DTYPE = np.dtype([("correlation_id", "<u8"), ("op", "u1"), ("event", "<u8"), ("stream", "<u8")])
-OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC, OP_LAUNCH = 1, 2, 3, 4  # OP_LAUNCH: only the stream
-OP_STREAM_SYNC, OP_DEVICE_SYNC = 5, 6
-SYNC_TYPES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync", OP_STREAM_SYNC: "Stream Sync",
-              OP_DEVICE_SYNC: "Device Sync"}
 STREAM_SYNC_TID_OFFSET = 1_000_000  # as CUDA's Stream Sync rows
 _NO_STREAM_OPS = (OP_EVENT_SYNC, OP_DEVICE_SYNC)
-
-
-@dataclass
-class RocmRecords:
-    hip_api: np.ndarray | None = None  # rocprof.HIP_API_DTYPE (SDK 0.x) or HIP_API_V1_DTYPE (1.x)
-    dispatch: np.ndarray | None = None  # rocprof.DISPATCH_DTYPE
-    copies: np.ndarray | None = None  # rocprof.COPY_DTYPE (0.x) or COPY_V1_DTYPE (1.x)
-    event_ops: np.ndarray | None = None  # EVENT_OP_DTYPE
-    api_names: dict[int, str] = field(default_factory=dict)  # HIP operation -> function name
-    kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
-    agent_device: dict[int, int] = field(default_factory=dict)  # agent handle -> device index
-    dropped: int = 0
 
 
 class StreamTable:
