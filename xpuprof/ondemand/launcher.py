@@ -79,7 +79,7 @@ def child_environment(policy: ExecPolicy, environ=None) -> dict[str, str]:
     env["PYTHONPATH"] = _prepend(str(BOOTSTRAP_DIR), env.get("PYTHONPATH", ""), os.pathsep)
     view = pti_view_library(env)
     if view is not None:
-        from ..backends.xpu import pti
+        from ..vendors import pti
 
         env = pti.environment_with_library_path(view, env)
         if str(view) not in env.get("LD_PRELOAD", "").replace(" ", ":").split(":"):
@@ -92,7 +92,7 @@ def pti_view_library(env) -> Path | None:
     names = {n.strip().lower() for n in env.get("XPUPROF_DISABLE_BACKENDS", "").split(",")}
     if "xpu" in names or env.get("XPUPROF_EARLY_PTI", "").strip().lower() in {"0", "false", "no", "off"}:
         return None
-    from ..backends.xpu import pti
+    from ..vendors import pti
 
     try:
         return pti.find_pti_library()
