@@ -69,7 +69,7 @@ BREAKS = [
     ("collectors/nvml.py", "import pynvml as _vendor", "pynvml", "vendor packages are imported only in vendors/"),
     # on-demand tracing is a front end: it drives the profiler, never the reverse
     ("profiler/api.py", "from ..ondemand import steps as _up", "xpuprof.ondemand.steps", "layers run one way"),
-    ("backends/xpu/pti.py", "from ...ondemand import fabric as _up", "xpuprof.ondemand.fabric",
+    ("backends/xpu/backend.py", "from ...ondemand import fabric as _up", "xpuprof.ondemand.fabric",
      "backends and collectors import no front end"),
 ]
 

@@ -122,9 +122,12 @@ def test_window_and_iteration_policies(tmp_path):
                             "10", "--", PYTHON, str(loop)], capture_output=True, text=True, env=base_env(), timeout=120)
     assert iters.returncode == 0, iters.stderr
     (i,) = traces(tmp_path / "i")
-    assert (i["ondemand"]["first_iteration"], i["ondemand"]["last_iteration"]) == (10, 12)
+    first, last = i["ondemand"]["first_iteration"], i["ondemand"]["last_iteration"]
+    assert last - first == 2 and first >= 10
+    if first != 10:  # started after iteration 10 had begun (a loaded machine): moved, and said so
+        assert "iteration 10 had begun" in i["ondemand"]["notes"]["start"]
     assert sorted(e["name"] for e in events(i) if e["name"].startswith("ProfilerStep#")) == \
-        ["ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12"]
+        [f"ProfilerStep#{k}" for k in range(first, last + 1)]
 
 
 def test_the_environments_own_sitecustomize_still_runs(tmp_path):

@@ -37,6 +37,7 @@ TORCH_STOP_TIMEOUT_S = 60.0
 STEP_IDLE_TIMEOUT_S = 600.0  # waiting for a start iteration: give up when the program stopped stepping
 KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"
 LATE_START_MS = 100  # a start this much after the requested time is noted in the trace
+ARM_AHEAD = 2  # iteration captures start recording this many step boundaries before their first iteration
 
 
 def start_iteration_for(request: CaptureRequest, current: int) -> int:
@@ -184,8 +185,10 @@ class Capture:
         target = start_iteration_for(req, current)
         if target <= current + 1:  # no whole iteration left to start in: the next start Kineto's rule allows
             target = start_iteration_for(req, current + 1)
-        # Started one boundary early, so iteration `target` is recorded from its first instant.
-        armed = steps.wait_until(lambda n: n >= target - 1, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S)
+        # Started up to two boundaries early (ARM_AHEAD), so iteration `target` is recorded from its first
+        # instant even when starting takes longer than what is left of the iteration before it.
+        armed = steps.wait_until(lambda n: n >= target - ARM_AHEAD, cancel=self.cancel,
+                                 idle_timeout_s=STEP_IDLE_TIMEOUT_S)
         if armed is None:
             why = self.cancel_reason or f"no step for {STEP_IDLE_TIMEOUT_S:g} s (the program stopped stepping)"
             log.warning("xpuprof: on-demand capture %s cancelled while waiting for iteration %d: %s",
@@ -194,10 +197,11 @@ class Capture:
         self._first, self._end = target, target + req.iterations
         self._begin(prof)
         now = steps.current()
-        if now >= target:  # the start took longer than the rest of the iteration before `target`
+        if now >= target:  # the start took longer than the rest of the iteration before `target`: the next start
+            moved = start_iteration_for(req, now)  # Kineto's rule allows (still a multiple of the roundup)
             self.note("start", f"iteration {target} had begun when recording started; recorded iterations "
-                      f"{now + 1}..{now + req.iterations} instead")
-            self._first, self._end = now + 1, now + 1 + req.iterations
+                      f"{moved}..{moved + req.iterations - 1} instead")
+            self._first, self._end = moved, moved + req.iterations
         steps.add_listener(self._on_step)
         done = steps.wait_until(lambda n: n >= self._end, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S)
         if done is None and not self.cancel.is_set():  # the program stopped stepping: do not record forever
