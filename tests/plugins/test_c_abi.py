@@ -11,6 +11,7 @@ import pytest
 from plugintest_helpers import (EXAMPLES, GOOD_PY_BACKEND, HERE, INCLUDE, build_plugin, compiler, events,
                                 python_plugin, run_profile)
 
+from slice_tables import slice_table
 from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.backends import registry as core
 from xpuprof.config.options import ProfilerConfig
@@ -130,13 +131,13 @@ def test_every_builder_function(plugin_dir, tmp_path, monkeypatch):
     assert destroyed() == 1  # destroy ran exactly once, after process
 
 
-def test_legacy_categories_use_the_privateuse1_vendor(plugin_dir, tmp_path, monkeypatch):
+def test_vendor_categories_use_the_privateuse1_vendor(plugin_dir, tmp_path, monkeypatch):
     _fault_dir(plugin_dir, "clegacy")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
     _, builder, _ = run_profile(["clegacy"], tmp_path)
     from xpuprof.trace.write.chrome import write_chrome_trace
     from plugintest_helpers import load_valid_trace
-    trace = load_valid_trace(write_chrome_trace(builder, tmp_path / "legacy.json", legacy_categories=True))
+    trace = load_valid_trace(write_chrome_trace(builder, tmp_path / "legacy.json", vendor_categories=True))
     assert events(trace, "X", name="synthLaunchKernel")[0]["cat"] == "privateuse1_runtime"
 
 
@@ -253,7 +254,7 @@ def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
     s = c_abi.XpuprofSlice(ctypes.sizeof(c_abi.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k\xff", None)
     assert bridge.api.add_slice(bridge.api.builder, ctypes.addressof(s)) == 0
     assert bridge.malformed == 0 and builder.event_count() == 1
-    assert list(builder.slice_table()["name"]) == ["k\ufffd"] and builder.strings.invalid_utf8 == 1
+    assert list(slice_table(builder)["name"]) == ["k\ufffd"] and builder.strings.invalid_utf8 == 1
 
 
 def test_bulk_slice_reasons():
@@ -273,6 +274,6 @@ def test_bulk_slice_reasons():
     assert bridge.api.add_slices(bridge.api.builder, ctypes.addressof(arr), 5) == -1
     assert bridge.malformed == 2
     assert bridge.first_reason == "add_slices: slices[4].start_ns is not epoch nanoseconds > 0"
-    assert sorted(builder.slice_table()["name"]) == ["k", "\ufffd"]
+    assert sorted(slice_table(builder)["name"]) == ["k", "\ufffd"]
     assert builder.strings.invalid_utf8 == 1
     assert builder.dropped == {"plugin t: runtime not enabled": 1}

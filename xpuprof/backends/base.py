@@ -144,7 +144,7 @@ class Session(ABC):
 
 
 class Backend(ABC):
-    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for legacy category names)."""
+    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for the vendor category names)."""
 
     name: ClassVar[str] = ""
     vendor: ClassVar[str] = ""

@@ -232,7 +232,7 @@ class profile:
         """Write the last completed trace (``.json`` or ``.json.gz``)."""
         if self.builder is None:
             raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
-        out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
+        out = write_chrome_trace(self.builder, path, vendor_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
         return out
