@@ -94,12 +94,27 @@ def _rank_of(builder: TraceBuilder | None) -> int | None:
     return int(env) if env is not None and env.strip().isdigit() else None
 
 
+def _make_trace_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # pathlib's recursion chains one error per missing parent: say it once
+        raise type(exc)(exc.errno, exc.strerror, exc.filename) from None
+
+
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
-    """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler)."""
+    """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler).
+
+    The directory is created here, so a path that cannot hold traces is one ``ValueError`` before the
+    workload runs, not an error after it."""
     directory = Path(dir_name)
+    try:
+        _make_trace_dir(directory)
+    except OSError as exc:
+        raise ValueError(f"trace_handler: cannot write traces into {str(directory)!r}: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if exc.filename and exc.filename != str(directory) else "")) from None
 
     def handler(prof: "profile") -> Path:
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_trace_dir(directory)  # again: it may have been removed since
         name = trace_file_name(worker_name or prof.worker_name or socket.gethostname(),
                                rank=_rank_of(prof.builder), use_gzip=use_gzip)
         return prof.export_chrome_trace(directory / name)
