@@ -1,4 +1,4 @@
-"""Issue 14, smaller CLI items: rich markup must not eat [brackets] in messages, `--top` refuses
+"""Smaller CLI items: rich markup must not eat [brackets] in messages, `--top` refuses
 negatives (`--top -1` used to drop the last row), a bad `--set` key is blamed on the --set (not on a
 YAML line), and `report --by-rank` splits a merged trace by rank."""
 from __future__ import annotations
@@ -107,3 +107,43 @@ def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, 
     link.symlink_to(real)
     assert main(["report", str(rank_traces[0]), "--format", "csv", "-o", str(link)]) == 0
     assert link.is_symlink() and real.read_text().startswith("kernel,calls,") and not list(tmp_path.glob("*.tmp"))
+
+
+def _subparsers():
+    import argparse
+
+    from xpuprof.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return parser, sub.choices
+
+
+def test_help_texts_are_plain_text(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    parser, commands = _subparsers()
+    assert len(commands) >= 7
+    for name, p in [("xpuprof", parser), *commands.items()]:
+        text = p.format_help()
+        assert "``" not in text, (name, text)
+        assert not any(line.rstrip().endswith("-") and not line.rstrip().endswith(" -") for line in text.splitlines()
+                       if not line.lstrip().startswith("-")), (name, text)  # no word cut at a hyphen
+
+
+@pytest.mark.parametrize("argv", [["devices", "--json"], ["devices"], ["metrics"], ["metrics", "--format", "json"],
+                                  ["--help"], ["report", "--help"]])
+def test_a_closed_stdout_ends_quietly(argv):
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: every write is EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xpuprof", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == "", proc.stderr
+    # as if killed by SIGPIPE, like any Unix tool in a closed pipe; argparse's help drops what it cannot write
+    assert proc.returncode == (0 if "--help" in argv else 141)
