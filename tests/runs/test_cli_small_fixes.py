@@ -86,12 +86,12 @@ def test_report_by_rank_splits_a_merged_trace(rank_traces, tmp_path, capsys):
 
     data = json.loads(capsys.readouterr().out)
     assert data["ranks"] == [0, 1]
-    by = {(k["rank"], k["name"]): k["calls"] for k in data["kernels"]}
+    by = {(k["rank"], k["name"]): k["calls"] for k in data["tables"]["by_name"]["rows"]}
     assert by[(0, "gemm_kernel")] == 6 and by[(1, "gemm_kernel")] == 6 and len(by) == 6
     # The same numbers as reporting the two rank files themselves.
     assert main(["report", *map(str, rank_traces), "--by-rank", "--format", "json"]) == 0
     direct = json.loads(capsys.readouterr().out)
-    assert {(k["rank"], k["name"]): k["calls"] for k in direct["kernels"]} == by
+    assert {(k["rank"], k["name"]): k["calls"] for k in direct["tables"]["by_name"]["rows"]} == by
 
 
 def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, capsys):

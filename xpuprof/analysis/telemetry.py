@@ -22,6 +22,7 @@ class TelemetrySeries:
     metric: str
     ts_ms: np.ndarray  # ms since the first event of the trace
     values: np.ndarray
+    unit: str = ""  # from the trace's "collectors" metadata, when a collector wrote the track
 
     @property
     def key(self) -> str:
@@ -41,7 +42,7 @@ class TelemetrySeries:
 
     def to_dict(self) -> dict:
         return {"track": self.track, "pid": self.pid, "metric": self.metric, "samples": int(len(self.values)),
-                "mean": self.mean, "peak": self.peak, "min": self.low}
+                "mean": self.mean, "peak": self.peak, "min": self.low, "unit": self.unit}
 
 
 def telemetry_series(trace_datas: Iterable[dict]) -> list[TelemetrySeries]:
@@ -53,6 +54,19 @@ def telemetry_series(trace_datas: Iterable[dict]) -> list[TelemetrySeries]:
                                if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))), default=0.0)
 
     return telemetry_series_of(parts())
+
+
+def collector_units(headers: Iterable[dict]) -> dict[tuple[str, str], str]:
+    """(track, metric) -> unit, from the "collectors" metadata of traces (``{name: {"metrics": {m: unit}}}``)."""
+    out: dict[tuple[str, str], str] = {}
+    for header in headers:
+        collectors = header.get("collectors") if isinstance(header, dict) else None
+        for name, info in (collectors.items() if isinstance(collectors, dict) else ()):
+            metrics = info.get("metrics") if isinstance(info, dict) else None
+            for metric, unit in (metrics.items() if isinstance(metrics, dict) else ()):
+                if isinstance(unit, str):
+                    out.setdefault((str(name), str(metric)), unit)
+    return out
 
 
 def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[TelemetrySeries]:

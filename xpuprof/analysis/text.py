@@ -90,3 +90,41 @@ def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, ti
         lines.append("  ".join(fit(c.header, i) for i, c in enumerate(columns)).rstrip())
         lines.extend("  ".join(fit(c, i) for i, c in enumerate(row)).rstrip() for row in cells)
     return "\n".join(lines) + "\n"
+
+
+_BYTE_UNITS = frozenset({"b", "byte", "bytes"})
+_PERCENT_UNITS = frozenset({"%", "percent", "pct"})
+_TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_value(value: float, unit: str = "") -> str:
+    """A measured value for people: bytes in KiB/MiB/GiB, times in ns/us/ms/s, percentages with '%',
+    large counts with k/M/G, the unit kept (never ``2.441e+08``)."""
+    import math
+
+    if value is None or not math.isfinite(value):
+        return "-" if value is None else str(value)
+    low = (unit or "").strip().lower()
+    if low in _BYTE_UNITS:
+        size = abs(value)
+        for scale, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+            if size >= scale:
+                return f"{value / scale:.1f} {name}"
+        return f"{value:.0f} B"
+    if low in _TIME_UNITS:
+        from .summary import format_ns
+
+        return format_ns(value * _TIME_UNITS[low])
+    if low in _PERCENT_UNITS:
+        return f"{value:.1f} %"
+    size = abs(value)
+    prefixed = len(unit) > 1 and unit[0] in "kKMGT" and unit[1].isalpha()  # MHz, GBpS: scaled already
+    for scale, prefix in (() if prefixed or size < 1e4 else _SI):  # 9,999 stays a number; 12,345 is 12.3k
+        if size >= scale:
+            scaled = value / scale
+            text = f"{scaled:.{2 if abs(scaled) < 10 else 1 if abs(scaled) < 100 else 0}f}{prefix}"
+            break
+    else:
+        text = f"{value:,.4g}" if value != int(value) or size >= 1e15 else f"{int(value):,}"
+    return f"{text} {unit}".rstrip() if unit else text
