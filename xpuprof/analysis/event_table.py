@@ -90,11 +90,14 @@ class EventTable:
         return table
 
     @classmethod
-    def from_scan(cls, trace: TraceFile, sc: ScannedEvents, categories: Sequence[str] | None = None
-                  ) -> "EventTable | None":
+    def from_scan(cls, trace: TraceFile, sc: ScannedEvents, categories: Sequence[str] | None = None,
+                  *, release: bool = False) -> "EventTable | None":
         """``from_trace``'s rows from event columns (``trace.read.scan``), exactly. Events the columns do
         not hold exactly (a string pid, say) are read whole and go through ``from_trace``'s own
-        expressions. None when ``from_trace`` must decide (it would raise, or ints would outgrow int64)."""
+        expressions. None when ``from_trace`` must decide (it would raise, or ints would outgrow int64).
+
+        ``release``: drop the document's bytes (``sc.raw``) once the events read whole are read, before
+        the columns are worked on (the bytes are most of the memory a big trace takes)."""
         base = trace.base_ns
         ph_x = sc.ph == ord("X")
         simple = np.flatnonzero(ph_x & ~sc.complex & (sc.kind[:, TS] != ABSENT))
@@ -108,6 +111,10 @@ class EventTable:
                 odd.append((i, e))
         if not len(simple) and not odd:
             return cls.empty()
+        is_metric_text = np.array([t.startswith(METRICS_PREFIX) for t in sc.strings] + [False], bool)
+        whole = {i: sc.event(i) for i in simple[is_metric_text[sc.name[simple]]].tolist()}  # metrics: <kernel>
+        if release:
+            sc.raw = None
         strings = list(sc.strings)
         extra: dict[str, int] = {}
 
@@ -202,7 +209,7 @@ class EventTable:
                          zip(row_event[rows].tolist(), is_odd[rows].tolist(), raw_name_ids[rows].tolist())]
             row_keys = [{"pid": p, "tid": t, "name": n} for p, t, n in
                         zip(values(PID, "pid"), values(TID, "tid"), raw_names)]
-            metric_events = [odd_at[e] if o else sc.event(e) for e, o in
+            metric_events = [odd_at[e] if o else whole[e] for e, o in
                              zip(row_event[metric_rows].tolist(), is_odd[metric_rows].tolist())]
             table._join_metrics(row_keys, metric_events, base)
         del text
@@ -299,15 +306,28 @@ class EventTable:
 
         self_ns = self.dur_ns.copy()
         if self.thread is not None and len(self):
-            host = ~np.isin(self.cat, list(_DEVICE_WORK))
-            if host.any():
+            host = ~self._device_rows()
+            if host.all():
+                self_ns = self_times(self.thread, self.ts_ns, self.dur_ns)
+            elif host.any():
                 self_ns[host] = self_times(self.thread[host], self.ts_ns[host], self.dur_ns[host])
         self.self_ns = self_ns
         return self
 
+    def categories(self) -> list[str]:
+        """The distinct categories of the rows, in first-seen order."""
+        return list(dict.fromkeys(self.cat.tolist()))
+
+    def _device_rows(self) -> np.ndarray:
+        """Rows of device work, decided once per distinct category (not once per row's object)."""
+        from .summary import unique_inverse
+
+        uniq, codes = unique_inverse(self.cat)
+        return np.array([c in _DEVICE_WORK for c in uniq.tolist()], bool)[codes]
+
     @property
     def holds_device_work(self) -> bool:
-        return bool(len(self)) and bool(np.isin(self.cat, list(_DEVICE_WORK)).any())
+        return any(c in _DEVICE_WORK for c in self.categories())
 
     def filter(self, *, name: str | None = None, start_ms: float | None = None, end_ms: float | None = None,
                ranks: Iterable[int] | None = None) -> "EventTable":
@@ -337,12 +357,12 @@ def _key(value):
 
 
 def _pair_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Dense int64 codes of (pid, tid) int pairs; equal pairs, equal codes."""
+    """Dense int64 codes of (pid, tid) int pairs; equal pairs, equal codes (hashed, not sorted)."""
+    from ..trace.build.keyindex import factorize_pairs
+
     if not len(pid):
         return np.zeros(0, np.int64)
-    _, p = np.unique(pid, return_inverse=True)
-    _, t = np.unique(tid, return_inverse=True)
-    return np.unique(p.astype(np.int64) * (int(t.max()) + 1) + t, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    return factorize_pairs(pid, tid).codes.astype(np.int64)
 
 
 def _group_name(name: str) -> str:

@@ -9,6 +9,7 @@ nest, so their self time (``nesting``) is what adds up. Per-kernel metrics are t
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,51 +173,84 @@ KernelStat = NameStat  # the name it had while the report held kernels only
 
 def name_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
                top: int | None = None) -> list[NameStat]:
-    """One row per name (per (rank, name) with ``by_rank``), grouped by ``analysis.summary``."""
-    from .summary import Summary, unique_inverse
+    """One row per name (per (rank, name) with ``by_rank``): one grouping pass over the rows, sums and
+    extremes by ``np.bincount`` / ``ufunc.at``, one Python object per name."""
+    from .summary import unique_inverse
 
     if not len(table):
         return []
     if table.self_ns is None:
         table.with_self_times()
-    # Group on the kernel category so per-kernel metrics attach; the real category is not a key here.
-    keys = table.name if not by_rank else np.array([f"{r}\x00{n}" for r, n in zip(table.rank, table.name)], object)
-    labels = {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}
-    samples = {}
-    for m, col in table.metrics.items():
-        ok = np.isfinite(col)
-        samples[labels[m]] = (keys[ok], col[ok])
-    summary = Summary(np.full(len(table), "kernel", dtype=object), keys, table.dur_ns.astype(np.float64), samples)
-    uniq, inverse = unique_inverse(keys)
-    self_by_key = dict(zip(uniq.tolist(), np.bincount(inverse, weights=table.self_ns, minlength=len(uniq)).tolist()))
+    if by_rank:  # (rank, name) pairs: names first, then their codes paired with the rank
+        names, name_codes = unique_inverse(table.name)
+        from ..trace.build.keyindex import factorize_pairs
+
+        pairs = factorize_pairs(table.rank, name_codes)
+        codes = pairs.codes.astype(np.int64)
+        key_rank = table.rank[pairs.first]
+        key_name = names[name_codes[pairs.first]]
+    else:
+        key_name, codes = unique_inverse(table.name)
+        key_rank = np.full(len(key_name), -1, np.int64)
+    k = len(key_name)
+    dur = table.dur_ns.astype(np.int64)
+    calls = np.bincount(codes, minlength=k)
+    total = np.bincount(codes, weights=dur, minlength=k)
+    own = np.bincount(codes, weights=table.self_ns, minlength=k)
+    lo = np.full(k, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(k, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, codes, dur)
+    np.maximum.at(hi, codes, dur)
+    per_metric = {m: _metric_stats(codes, col, k) for m, col in table.metrics.items()}
     grand = float(table.self_ns.sum()) or 1.0
     rows = []
-    for r in summary.rows("kernel", "name"):
-        rank, name = (int(r.name.split("\x00", 1)[0]), r.name.split("\x00", 1)[1]) if by_rank else (None, r.name)
-        own = int(self_by_key.get(r.name, 0))
-        rows.append(NameStat(name, r.calls, int(r.total_ns), 100.0 * own / grand, r.avg_ns, int(r.min_ns),
-                             int(r.max_ns), None if rank is None or rank < 0 else rank,
-                             {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics},
-                             {m: float(r.metrics[labels[m]][1]) for m in table.metrics if labels[m] in r.metrics},
-                             {m: float(r.metrics[labels[m]][2]) for m in table.metrics if labels[m] in r.metrics},
-                             own))
+    for i, name in enumerate(key_name.tolist()):
+        mean = {m: float(v[0][i]) for m, v in per_metric.items() if v[3][i]}
+        rows.append(NameStat(str(name), int(calls[i]), int(total[i]), 100.0 * own[i] / grand, total[i] / calls[i],
+                             int(lo[i]), int(hi[i]), None if key_rank[i] < 0 else int(key_rank[i]), mean,
+                             {m: float(v[1][i]) for m, v in per_metric.items() if v[3][i]},
+                             {m: float(v[2][i]) for m, v in per_metric.items() if v[3][i]}, int(own[i])))
+    rows.sort(key=_order(sort_by, {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}))
+    return rows[:top] if top else rows
+
+
+def _metric_stats(codes: np.ndarray, col: np.ndarray, k: int):
+    """(mean, min, max, present) per key over the rows that have a value."""
+    ok = np.isfinite(col)
+    c, v = codes[ok], col[ok]
+    n = np.bincount(c, minlength=k)
+    mean = np.bincount(c, weights=v, minlength=k) / np.maximum(n, 1)
+    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
+    np.minimum.at(lo, c, v)
+    np.maximum.at(hi, c, v)
+    return mean, lo, hi, n > 0
+
+
+_METRIC_STATS = ("mean", "min", "max")
+
+
+def _order(sort_by: str, labels: dict[str, str]):
+    """The sort key of ``--sort``: a base column, or a metric column "<metric>[::<unit>][ mean|min|max]"
+    (rows without the metric last)."""
     order = {"total": lambda r: (-r.total_ns, r.name), "self": lambda r: (-(r.self_ns or 0), r.name),
              "calls": lambda r: (-r.calls, r.name), "avg": lambda r: (-r.avg_ns, r.name),
              "max": lambda r: (-r.max_ns, r.name), "name": lambda r: (r.name, r.rank or 0)}
-    if sort_by not in order:
-        # A metric column: "<metric>[::<unit>][ mean|min|max]" (rows without the metric last).
-        try:
-            key = summary._sort_key(sort_by)
-        except ValueError:
-            key = None
-        if not isinstance(key, tuple):
-            valid = list(order) + [c for c in summary.sort_columns() if c in labels.values() or " " in c]
-            raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
-        metric = {v: k for k, v in labels.items()}[key[0]]
-        column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[key[1]]
-        order[sort_by] = lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name)
-    rows.sort(key=order[sort_by])
-    return rows[:top] if top else rows
+    if sort_by in order:
+        return order[sort_by]
+    low = str(sort_by).strip().lower()
+    for metric, label in labels.items():
+        short = label.split("::", 1)[0].lower()
+        for stat in _METRIC_STATS:
+            if low in (f"{label.lower()} {stat}", f"{short} {stat}", f"{label.lower()}.{stat}", f"{short}.{stat}"):
+                break
+        else:
+            if low not in (label.lower(), short):
+                continue
+            stat = "mean"
+        column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[stat]
+        return lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name)
+    valid = list(order) + [c for label in labels.values() for c in (label, *(f"{label} {s}" for s in _METRIC_STATS))]
+    raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
 
 
 kernel_stats = name_stats
@@ -264,21 +298,21 @@ class Report:
     def metric_names(self) -> list[str]:
         return list(dict.fromkeys(m for s in self.stats for m in s.metrics))
 
-    @property
+    @functools.cached_property
     def categories(self) -> list[str]:
         """The categories of the rows, in first-seen order."""
-        return list(dict.fromkeys(self.table.cat.tolist())) if len(self.table) else []
+        return self.table.categories() if len(self.table) else []
 
-    @property
+    @functools.cached_property
     def nests(self) -> bool:
         """Whether the rows can nest (host ranges, ops): then self and inclusive time differ."""
-        return bool(len(self.table)) and not self.table.holds_device_work
+        return bool(self.categories) and not self.table.holds_device_work
 
-    @property
+    @functools.cached_property
     def title(self) -> str:
         return describe_categories(self.categories) if self.categories else "Kernels"
 
-    @property
+    @functools.cached_property
     def inclusive_ns(self) -> int:
         return int(self.table.dur_ns.sum()) if len(self.table) else 0
 
@@ -325,9 +359,9 @@ def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["Tra
         raise ReportError(str(exc)) from None
     if sc is not None:
         trace = ScannedTraceFile(path, sc.header, rank_of(sc.header, path), sc)
-        table = EventTable.from_scan(trace, sc, categories)
+        trace.keep_telemetry_only()  # read now: the table is built after the document's bytes go
+        table = EventTable.from_scan(trace, sc, categories, release=True)
         if table is not None:
-            trace.keep_telemetry_only()  # the document's bytes and columns are no longer needed
             return trace, table
     del sc
     try:
