@@ -15,7 +15,6 @@ KNOWN_OVER = {
     "backends/xpu/emit.py": 685,
     "backends/xpu/emit.py:RecordWriter": 396,
     "backends/cuda/decode.py:CuptiDecoder": 361,
-    "plugins/c_abi.py": 648,
 }
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from pathlib import Path
 
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.summary import format_ns
