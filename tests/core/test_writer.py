@@ -16,6 +16,8 @@ from xpuprof.trace.write import rows as rows_mod
 from xpuprof.trace.write import rows_native as columnar_mod
 from xpuprof.trace.build.columns import hex_column
 
+pytestmark = pytest.mark.slow
+
 
 def write(b, tmp_path, name="t.json", **kw):
     path = write_chrome_trace(b, tmp_path / name, **kw)

@@ -18,6 +18,8 @@ from xpuprof.config.options import ProfilerConfig
 from xpuprof.plugins import c_abi, c_builder, c_structs, faults
 from xpuprof.plugins import registry as plugin_registry
 
+pytestmark = pytest.mark.slow
+
 FAULT_SOURCE = HERE / "fault_plugin.c"
 HEADER = INCLUDE / "xpuprof_plugin.h"
 

@@ -14,6 +14,8 @@ from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
+pytestmark = pytest.mark.slow
+
 ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                  ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
 

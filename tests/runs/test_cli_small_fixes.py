@@ -130,6 +130,7 @@ def test_help_texts_are_plain_text(monkeypatch):
                        if not line.lstrip().startswith("-")), (name, text)  # no word cut at a hyphen
 
 
+@pytest.mark.slow  # a fresh interpreter per command
 @pytest.mark.parametrize("argv", [["devices", "--json"], ["devices"], ["metrics"], ["metrics", "--format", "json"],
                                   ["--help"], ["report", "--help"]])
 def test_a_closed_stdout_ends_quietly(argv):

@@ -2,6 +2,8 @@ import importlib.metadata
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 
 def _plugin_args():
     # Once the pytest11 entry point is installed the plugin autoloads; do not register it twice.

@@ -84,6 +84,7 @@ def _chromium():
     pytest.skip("no headless browser: install Debian's chromium (apt-get install -y chromium) to check the HTML report")
 
 
+@pytest.mark.slow  # a headless browser
 def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     browser = _chromium()
     out = tmp_path / "report.html"
@@ -249,6 +250,7 @@ def _dump_dom(out):
                           capture_output=True, text=True, timeout=120).stdout
 
 
+@pytest.mark.slow  # a headless browser
 def test_html_charts_are_drawn_whole_with_units(tmp_path, make_trace):
     import re
 

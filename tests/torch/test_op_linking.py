@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI installs
 from slice_tables import slice_table
 import xpuprof  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def launching_ops(launcher):

@@ -14,6 +14,8 @@ from slice_tables import slice_table
 import xpuprof
 from xpuprof.host import torch_ops
 
+pytestmark = pytest.mark.slow
+
 
 def make_mlp(seed: int = 0):
     torch.manual_seed(seed)

@@ -13,6 +13,8 @@ from xpuprof.backends.base import ProbeResult
 from xpuprof.backends.probe import run_probe
 from xpuprof.backends.xpu import availability, levelzero, pti
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 
 

@@ -12,6 +12,8 @@ from xpuprof.backends.probe import run_probe
 from xpuprof.backends.xpu import availability, pti
 from xpuprof.backends.xpu.backend import XpuBackend
 
+pytestmark = pytest.mark.slow
+
 
 def _wheel_path():
     try:

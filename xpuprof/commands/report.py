@@ -84,7 +84,7 @@ def text_table(report: Report, width: int | None = None) -> str:
     columns += [Column(h) for h in (("Calls", "Self", "Self %", "Total", "Avg", "Min", "Max") if report.nests
                                     else ("Calls", "Total", "%", "Avg", "Min", "Max"))]
     for m in metrics:
-        columns += [Column(m), Column("min"), Column("max")]  # the values carry the unit
+        columns += [Column(m), Column(f"{m} min"), Column(f"{m} max")]  # the values carry the unit
     rows = []
     for s in report.stats:
         cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
