@@ -263,17 +263,23 @@ _NOUNS = {"kernel": "kernels", "gpu_memcpy": "copies", "gpu_memset": "fills", "u
           "xpu_sync": "synchronizations"}
 
 
-def describe_categories(categories) -> str:
-    """'Kernels and copies', 'Host ranges', ...: what rows of these categories are."""
+def _canonical(category: str) -> str:
     from ..activity import ActivityType
 
+    try:
+        return ActivityType.parse(category).value
+    except ValueError:
+        return category
+
+
+def describe_categories(categories) -> str:
+    """'Kernels and copies', 'Host ranges', ...: what rows of these categories are."""
+
     words = []
-    for cat in categories:
-        try:
-            canonical = ActivityType.parse(cat).value
-        except ValueError:
-            canonical = cat
-        word = _NOUNS.get(canonical, str(cat))
+    order = list(_NOUNS)
+    canonical_order = lambda c: order.index(c) if c in order else len(order)  # noqa: E731
+    for cat in sorted(categories, key=lambda c: canonical_order(_canonical(c))):
+        word = _NOUNS.get(_canonical(cat), str(cat))
         if word not in words:
             words.append(word)
     if not words:
