@@ -123,10 +123,10 @@ def _fmt(vals: list[float], digits: int = 2) -> str:
     return f"{statistics.median(vals):.{digits}f} ({min(vals):.{digits}f}-{max(vals):.{digits}f})"
 
 
-def rows(n: int = 1_000_000, runs: int = 3) -> list[tuple[str, str]]:
+def rows(n: int = 1_000_000, runs: int = 3, kinds=("host", "device")) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="xpuprof-bench-report-") as tmp:
-        for kind in ("host", "device"):
+        for kind in kinds:
             path = Path(tmp) / f"{kind}.json"
             _run(["--make", kind, "--n", str(n), "--path", str(path)])
             res: dict[str, list[dict]] = {m: [] for m in MODES}
@@ -151,6 +151,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000, help="host ranges / device records per trace")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--kinds", default="host,device", help="which traces: host, device or both (comma-separated)")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--make", choices=("host", "device"), help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -163,7 +164,7 @@ def main() -> int:
         return 0
     print(f"# report, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes")
-    table = rows(a.n, a.runs)
+    table = rows(a.n, a.runs, [k for k in a.kinds.split(",") if k])
     width = max(len(label) for label, _ in table)
     for label, value in table:
         print(f"{label:<{width}}  {value}", flush=True)
