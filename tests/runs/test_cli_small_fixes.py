@@ -62,7 +62,7 @@ def test_run_top_all_shows_every_row(tmp_path, capsys):
                          "schedule: {wait: 0, warmup: 0, active: 2, repeat: 1}\nactivities: [user_annotation]\n")
     assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress", "--top", "all"]) == 0
     out = capsys.readouterr().out
-    assert "top 2 of 2 kernels/ops" in out and "ProfilerStep#*" in out and "gemm[numpy]" in out
+    assert "top 2 of 2 host ranges" in out and "ProfilerStep#*" in out and "gemm[numpy]" in out
 
 
 @pytest.mark.parametrize("override, blamed", [
