@@ -14,6 +14,8 @@ Each measurement is a fresh process, alternated mode by mode, run by run:
 - ``build_report``: the API alone (``xpuprof.analysis.report.build_report``), for where the time goes;
 - ``json.load``: the same file parsed by the standard library (the baseline the issue names);
   ``orjson`` is shown too.
+- ``--baseline DIR``: ``xpuprof report`` of another checkout too (e.g. the code before a change), in
+  the same alternation, as ``xpuprof report (baseline)``.
 Median (min-max) of ``--runs``; peak RSS is the child's ru_maxrss (the whole process: the goal,
 <= 400 MB, is read on it). The ratio lines divide medians of the same run (goal: report <= 1/3 of
 json.load).
@@ -110,9 +112,9 @@ def _make_device(n: int, path: Path) -> None:
     write_chrome_trace(b, path)
 
 
-def _run(args: list[str]) -> dict:
+def _run(args: list[str], root: Path = REPO) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{args} failed:\n{proc.stderr[-3000:]}")
@@ -123,24 +125,29 @@ def _fmt(vals: list[float], digits: int = 2) -> str:
     return f"{statistics.median(vals):.{digits}f} ({min(vals):.{digits}f}-{max(vals):.{digits}f})"
 
 
-def rows(n: int = 1_000_000, runs: int = 3, kinds=("host", "device")) -> list[tuple[str, str]]:
+def rows(n: int = 1_000_000, runs: int = 3, kinds=("host", "device"), baseline: Path | None = None
+         ) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
+    modes = MODES + (("xpuprof report (baseline)",) if baseline else ())
     with tempfile.TemporaryDirectory(prefix="xpuprof-bench-report-") as tmp:
         for kind in kinds:
             path = Path(tmp) / f"{kind}.json"
             _run(["--make", kind, "--n", str(n), "--path", str(path)])
-            res: dict[str, list[dict]] = {m: [] for m in MODES}
+            res: dict[str, list[dict]] = {m: [] for m in modes}
             for _ in range(runs):  # alternated: a slower moment of the machine hits every mode alike
-                for m in MODES:
-                    res[m].append(_run(["--child", m, "--path", str(path)]))
+                for m in modes:
+                    if m == "xpuprof report (baseline)":
+                        res[m].append(_run(["--child", "xpuprof report", "--path", str(path)], baseline))
+                    else:
+                        res[m].append(_run(["--child", m, "--path", str(path)]))
             events = res["json.load"][0]["rows"]
             tag = f"{kind} trace ({events / 1e6:.2f} M events, {path.stat().st_size / 1e6:.0f} MB)"
-            for m in MODES:
+            for m in modes:
                 out.append((f"{tag}: {m} s | peak RSS MB",
                             f"{_fmt([r['s'] for r in res[m]])} | {_fmt([r['rss_total_MB'] for r in res[m]], 0)}"))
-            med = {m: statistics.median(r["s"] for r in res[m]) for m in MODES}
-            out.append((f"{tag}: xpuprof report time / json.load time (goal <= 0.33)",
-                        f"{med['xpuprof report'] / med['json.load']:.2f}"))
+            med = {m: statistics.median(r["s"] for r in res[m]) for m in modes}
+            for m in ("xpuprof report",) + (("xpuprof report (baseline)",) if baseline else ()):
+                out.append((f"{tag}: {m} time / json.load time (goal <= 0.33)", f"{med[m] / med['json.load']:.2f}"))
             out.append((f"{tag}: xpuprof report peak RSS (goal <= 400 MB)",
                         f"{statistics.median(r['rss_total_MB'] for r in res['xpuprof report']):.0f} MB"))
             path.unlink()
@@ -152,6 +159,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1_000_000, help="host ranges / device records per trace")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kinds", default="host,device", help="which traces: host, device or both (comma-separated)")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                    help="a checkout whose xpuprof report is timed too, in the same alternation")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--make", choices=("host", "device"), help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -164,7 +173,7 @@ def main() -> int:
         return 0
     print(f"# report, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes")
-    table = rows(a.n, a.runs, [k for k in a.kinds.split(",") if k])
+    table = rows(a.n, a.runs, [k for k in a.kinds.split(",") if k], a.baseline)
     width = max(len(label) for label, _ in table)
     for label, value in table:
         print(f"{label:<{width}}  {value}", flush=True)
