@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 
 import xpuprof
 from xpuprof.profiler import ProfilerAction
-from xpuprof.profiler.torch_compat import TORCH_EXPERIMENTAL_FIELDS, torch_experimental_fields
 
 P = torch.profiler
 
@@ -136,6 +135,8 @@ def test_torch_profile_kwargs_run_unchanged(tmp_path):
 
 
 def test_torch_experimental_config_is_read_by_field():
+    from xpuprof.profiler.torch_compat import TORCH_EXPERIMENTAL_FIELDS, torch_experimental_fields
+
     cfg = torch._C._profiler._ExperimentalConfig(
         profiler_metrics=["GpuTime"], profiler_measure_per_kernel=True, verbose=True, performance_events=[],
         enable_cuda_sync_events=True, adjust_profiler_step=False, disable_external_correlation=True,

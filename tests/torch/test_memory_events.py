@@ -14,7 +14,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
 import xpuprof
-from xpuprof.host.torch_memory import MEMORY_ARGS
+
+MEMORY_ARGS = ("Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved")  # torch's
 
 P = torch.profiler
 

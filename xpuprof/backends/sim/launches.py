@@ -8,7 +8,7 @@ The rule (docs/torch-profiler-compat.md states it for users):
   addr) launch their GEMM too although the bias copy inside them computes first, as on a GPU.
 - Without torch ops, every innermost range (``record_function``, ours or torch's) launches one kernel
   named after it (``sim_<range name>``).
-- Collectives launch a communication kernel with NCCL's naming (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``)
+- Collectives launch a communication kernel with NCCL's naming (``ncclKernel_AllReduce_RING_LL_Sum_float``)
   on the device's communication stream: each ``c10d::*`` op, or, in a cycle without one, each
   ``gloo:*``/``nccl:*`` range (the collective's work on the process group's thread).
 - How long: ``KERNEL_FLOOR_NS`` plus the work at the simulated device's rates: the FLOPs (2·M·N·K for
@@ -16,7 +16,9 @@ The rule (docs/torch-profiler-compat.md states it for users):
   per element otherwise) at ``FLOPS_PER_NS``, or the bytes read and written at ``BYTES_PER_NS``, whichever
   takes longer; a range's work comes from its args (``{"flops": ..., "bytes": ...}``; ``xpuprof run``'s
   built-in workloads put theirs there), else from a kernel class picked by its name. Collectives move
-  their tensor's bytes at ``COMM_BYTES_PER_NS``. The seeded jitter (+-5 %) is the only randomness.
+  their tensor's bytes at ``COMM_BYTES_PER_NS``, and last at least what the process group's own range
+  (``gloo:*``/``nccl:*``: the work, the wait for the other ranks included) took on this machine. The seeded
+  jitter (+-5 %) is the only randomness.
 """
 from __future__ import annotations
 
@@ -65,8 +67,8 @@ _NCCL_NAMES = {"allreduce": "AllReduce", "all_reduce": "AllReduce", "broadcast":
 _ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
                   "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
                   "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}
-_NCCL_DTYPE = {"float": "f32", "double": "f64", "c10::Half": "f16", "c10::BFloat16": "bf16", "long int": "i64",
-               "int": "i32"}
+_NCCL_DTYPE = {"float": "float", "double": "double", "c10::Half": "half", "c10::BFloat16": "bfloat16",
+               "long int": "int64_t", "int": "int32_t"}
 
 
 @dataclass
@@ -176,11 +178,11 @@ def comm_work_ns(nbytes: np.ndarray) -> np.ndarray:
 
 
 def _comm_name(name: str, args: dict) -> str:
+    """NCCL's kernel name for the collective (the ``ncclKernel_<coll>_<algo>_<proto>_<redop>_<type>`` form HTA's
+    straggler analysis looks for; NCCL >= 2.19 writes ``ncclDevKernel_...``, which HTA 0.5 does not match)."""
     tensors = _tensors(args)
-    dtype = _NCCL_DTYPE.get(tensors[0][1], "f32") if tensors else "f32"
-    coll = _collective(name)
-    op = "_Sum" if coll in ("AllReduce", "Reduce", "ReduceScatter") else ""
-    return f"ncclDevKernel_{coll}{op}_{dtype}_RING_LL"
+    dtype = _NCCL_DTYPE.get(tensors[0][1], "float") if tensors else "float"
+    return f"ncclKernel_{_collective(name)}_RING_LL_Sum_{dtype}"
 
 
 def from_ops(ops) -> Launches | None:
@@ -197,16 +199,21 @@ def from_ops(ops) -> Launches | None:
     leaf = innermost(ops.tid[compute_rows], ops.start_ns[compute_rows], ops.end_ns[compute_rows])
     kernel_rows = compute_rows[leaf | with_bias[codes[compute_rows]]]
     comm_rows = np.flatnonzero(is_op & c10d[codes])
-    if not len(comm_rows):  # the collective's range on the process group's thread (torch without c10d ops)
-        ranges = np.array([bool(COLLECTIVE_RANGE.match(n)) for n in table], bool)
-        comm_rows = np.flatnonzero((ops.cats == "user_annotation") & ranges[codes])
+    ranges = np.array([bool(COLLECTIVE_RANGE.match(n)) for n in table], bool)
+    # the collectives' own work: gloo's/nccl's ranges on the process group's thread, in issue order
+    work_rows = np.flatnonzero((ops.cats == "user_annotation") & ranges[codes])
+    work_rows = work_rows[np.argsort(ops.start_ns[work_rows], kind="stable")]
+    if not len(comm_rows):  # torch without c10d ops: the collective's range launches
+        comm_rows = work_rows
     rows = np.concatenate([kernel_rows, comm_rows]).astype(np.int64)
     args = ops.args(rows.tolist())
     names, flops, nbytes, grid = [], [], [], []
     for i, r in enumerate(rows.tolist()):
         name = table[codes[r]]
-        f, b, out = op_work(name, args[i])
         is_comm = i >= len(kernel_rows)
+        f, b, out = op_work(name, args[i])
+        if is_comm:  # a collective moves its tensors
+            b = float(sum(_numel(sh) * _ELEMENT_BYTES.get(k, 4) for sh, k in _tensors(args[i])))
         names.append(_comm_name(name, args[i]) if is_comm else f"sim_{_short(name)}")
         flops.append(f)
         nbytes.append(b)
@@ -214,6 +221,13 @@ def from_ops(ops) -> Launches | None:
     comm = np.arange(len(rows)) >= len(kernel_rows)
     flops_a, bytes_a = np.array(flops, np.float64), np.array(nbytes, np.float64)
     dur = np.where(comm, comm_work_ns(bytes_a), work_ns(flops_a, bytes_a))
+    if len(work_rows) == len(comm_rows) and len(comm_rows):
+        # A collective lasts at least what it took on this machine (its wait for the slowest rank included,
+        # as on a GPU): the k-th collective issued is the k-th range the process group ran.
+        order = np.argsort(ops.start_ns[comm_rows], kind="stable")
+        real = np.empty(len(comm_rows), np.float64)
+        real[order] = ops.end_ns[work_rows] - ops.start_ns[work_rows]
+        dur[comm] = np.maximum(dur[comm], real)
     enter, exit_ = _own_time(ops, is_op, rows)
     return Launches(ops.external_id[rows], ops.tid[rows], enter, exit_, names,
                     dur.astype(np.int64), np.array(grid, np.int64), bytes_a.astype(np.int64), comm, False).sorted()
