@@ -119,6 +119,9 @@ class ProcessWindow:
     paused: tuple = ()
     host_ops: Callable[[], HostOps | None] | None = field(default=None, compare=False, repr=False)
     ranges: Callable[[Any], tuple[list, list]] | None = field(default=None, compare=False, repr=False)
+    # the host side (torch's allocators) reports this cycle's memory: a backend that also sees allocations
+    # (Level Zero's tracing layer) leaves them out rather than writing them twice
+    host_reports_memory: bool = False
 
     def contains(self, ts_ns, end_ns=None):
         """Scalar or numpy mask: the record starts inside the window, outside every paused interval."""

@@ -57,7 +57,8 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     # the simulator launches from torch's ops only when they are in the trace (and linked to its calls)
     host_ops = host_view(torch_ops, host_paused) if torch_ops is not None and \
         ActivityType.CPU_OP in config.activities else None
-    window = replace(window, host_ops=(lambda: host_ops), ranges=range_lookup(cycle.recorder))
+    window = replace(window, host_ops=(lambda: host_ops), ranges=range_lookup(cycle.recorder),
+                     host_reports_memory=bool(config.profile_memory and cycle.torch_ops is not None))
     for name, session in cycle.sessions:
         try:
             session.process(builder, replace(window, paused=cycle.paused_intervals(name, window.end_ns)))

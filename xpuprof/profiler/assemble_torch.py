@@ -114,7 +114,8 @@ def _select(mem, rows: np.ndarray):
 
 
 def _memory_not_recorded(builder: TraceBuilder, why: str) -> None:
-    if "memory_events" not in builder.metadata:
+    device_side = builder.metadata.get("levelzero_memory_events") or {}
+    if "memory_events" not in builder.metadata and not device_side.get("events"):
         builder.set_metadata("memory_events_not_recorded", why)
         diagnostics.warn_once(log, ("memory-not-recorded", why), "xpuprof: profile_memory=True: no [memory] events "
                               "recorded: %s", why)
