@@ -19,7 +19,7 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "quickstart" in printed and "gemm[numpy] n=256 float32" in printed
-    (trace,) = out.glob("quickstart.*.pt.trace.json")
+    (trace,) = out.glob("*.pt.trace.json")
     data = json.load(open(trace))  # plain json.load
     events = data["traceEvents"]
     ann = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"

@@ -7,7 +7,6 @@ as ours, and refuses anything else in one line naming the step and the value.
 from __future__ import annotations
 
 import enum
-import warnings
 from typing import Callable
 
 
@@ -33,8 +32,6 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
                                 ("skip_first_wait", skip_first_wait, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"schedule {label} must be an integer >= {least}, got {value!r}")
-    if warmup == 0:  # as torch says it: the first recorded step then pays the start-up cost
-        warnings.warn("Profiler won't be using warmup, this can skew profiler results", stacklevel=2)
     cycle = wait + warmup + active
 
     def schedule_fn(step: int) -> ProfilerAction:
