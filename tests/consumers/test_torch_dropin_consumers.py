@@ -31,6 +31,7 @@ def _train(steps, prof, n=64):
         prof.step()
 
 
+@pytest.mark.slow
 def test_tensorboard_memory_view_has_a_curve_from_our_memory_events(tmp_path):
     pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not installed (.ci/run installs it)")
     from torch_tb_profiler import consts

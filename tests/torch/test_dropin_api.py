@@ -132,6 +132,8 @@ def test_torch_profile_kwargs_run_unchanged(tmp_path):
     assert (tmp_path / "et.json").stat().st_size > 0  # torch's observer ran for the active windows
     addmm = [e for e in prof.events() if e.name == "aten::addmm"]
     assert len(addmm) == 4 and all(e.flops > 0 for e in addmm)  # both cycles (acc_events), torch's FLOPs
+    events = json.loads(prof.export_chrome_trace(tmp_path / "t.json").read_text())["traceEvents"]
+    assert all(e["args"]["flops"] > 0 for e in events if e.get("name") == "aten::addmm")  # torch's arg, in the trace
 
 
 def test_torch_experimental_config_is_read_by_field():

@@ -95,6 +95,7 @@ def test_the_tracing_layer_reports_allocations_and_frees_with_their_sizes(tmp_pa
     assert out["stats"]["unknown_frees"] == 1  # the early block's free: counted, not written
 
 
+@pytest.mark.slow
 @needs_level_zero
 @pytest.mark.skipif(not (PREFIX_LIB / "libpti_view.so").exists(), reason="intel-pti is not installed here")
 def test_profile_memory_without_torch_writes_level_zero_allocations(tmp_path):

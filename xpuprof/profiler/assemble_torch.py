@@ -75,6 +75,8 @@ def add_torch_ops(cycle, builder: TraceBuilder, ops, note: str | None, host_paus
                                                   "device allocations")
         return set()
     tids: set[int] = set()
+    if config.with_flops and cycle.torch_ops.result is not None:
+        _add_flops(ops, cycle.torch_ops.result, cycle.torch_id_base)
     if ActivityType.CPU_OP in config.activities:
         tids = ops.add_to(builder, builder.pid)
     n_ops = int((ops.cats == "cpu_op").sum()) if ActivityType.CPU_OP in config.activities else 0
@@ -103,6 +105,21 @@ def add_torch_ops(cycle, builder: TraceBuilder, ops, note: str | None, host_paus
             counts["paused"] = paused_out
         builder.set_metadata("memory_events", counts)
     return tids
+
+
+def _add_flops(ops, result, id_base: int) -> None:
+    """torch's FLOP estimate (``with_flops``) as the ``flops`` arg of the ops it counts: torch 2.13 computes it
+    but its Kineto file does not carry it, so it is read off torch's result (once per op, opt-in)."""
+    counted = [(e.correlation_id(), e.flops()) for e in result.events() if e.flops()]
+    if not counted:
+        return
+    ids, flops = (np.array(c, np.int64) for c in zip(*counted))
+    order = np.argsort(ids)
+    ids, flops = ids[order], flops[order]
+    ext = ops.external_id - id_base
+    pos = np.minimum(np.searchsorted(ids, ext), len(ids) - 1)
+    present = (ids[pos] == ext) & (ops.external_id > 0)
+    ops.num_args["flops"] = (np.where(present, flops[pos], 0), present)
 
 
 def _select(mem, rows: np.ndarray):
