@@ -9,26 +9,25 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import recorder
-from ..trace.build.builder import TraceBuilder
-from ..trace.write.chrome import write_chrome_trace
 from . import torch_compat
-from .assemble import build_trace
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
 from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
 from .torch_methods import TorchResultsMethods
+
+if TYPE_CHECKING:
+    from ..trace.build.builder import TraceBuilder
 
 log = logging.getLogger("xpuprof")
 
@@ -38,6 +37,8 @@ __all__ = ["ProfilerAction", "profile", "schedule", "trace_file_name", "trace_ha
 # ----------------------------------------------------------------------------- trace files
 def default_worker_name(host: str | None = None, pid: int | None = None) -> str:
     """torch's default worker name, ``<host>_<pid>``: TensorBoard reads the node and the process from it."""
+    import socket  # the host name of a file name: not needed at `import xpuprof`
+
     return f"{host or socket.gethostname()}_{os.getpid() if pid is None else pid}"
 
 
@@ -225,6 +226,8 @@ class profile(TorchResultsMethods):
         between its C++ and Python exporters of one format) writes the same file: there is one writer here."""
         if self.builder is None:
             raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+        from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
+
         out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
@@ -328,6 +331,11 @@ class profile(TorchResultsMethods):
         self._select()
 
     def _prepare_trace(self) -> None:
+        # The trace stages load here, before anything records, not at `import xpuprof` (kept light) nor at
+        # stop or export (which may run from atexit or a signal handler).
+        from . import assemble  # noqa: F401
+        from ..trace.write import chrome  # noqa: F401
+
         self._select()
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback)  # one per cycle, as torch's
         self._recording.prepare(self._backends)
@@ -348,6 +356,8 @@ class profile(TorchResultsMethods):
         if self.execution_trace_observer is not None:
             self.execution_trace_observer.stop()
         window, errors = cycle.stop()
+        from .assemble import build_trace  # loaded by _prepare_trace already
+
         self.builder = build_trace(cycle, window, errors, iteration=self._cycle, block_error=self._block_error,
                                    no_device_reasons=self._no_device_reasons, metadata=self.metadata,
                                    trace_id=self._trace_id)

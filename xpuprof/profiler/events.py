@@ -15,14 +15,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..activity import ActivityType
 from ..config.options import ProfilerConfig
-from ..outputs import write_output_bytes
-from ..trace.build.builder import TraceBuilder
+
+if TYPE_CHECKING:
+    from ..trace.build.builder import TraceBuilder
 
 DEVICE_CATEGORIES = (ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET)
 # torch's use_device for each vendor a backend writes as (its device time columns are named after it)
@@ -98,6 +97,8 @@ def build_event_list(done: FinishedCycle, *, timeout_s: float | None = None):
 
 def _slices(builder: TraceBuilder, cat: ActivityType):
     """(names, ts, dur, pid, tid, external id) of every slice of category ``cat``."""
+    import numpy as np
+
     builder.flush()
     cat_id = builder.strings.intern(cat.value)
     strings = builder.strings.strings
@@ -171,6 +172,8 @@ def key_averages(events, group_by_input_shape: bool, group_by_stack_n: int, grou
 def _through_private_dir(path, write) -> Path:
     """Let torch's writer ``write(tmp_path)`` fill a file in a private directory, then write its bytes to
     ``path`` by our output rules (atomic, never through a planted link)."""
+    from ..outputs import write_output_bytes
+
     tmp = tempfile.mkdtemp(prefix="xpuprof-export-")
     try:
         inner = os.path.join(tmp, Path(str(path)).name)

@@ -10,7 +10,6 @@ from ``torch.distributed``. torch is never imported here: its objects are recogn
 from __future__ import annotations
 
 import sys
-import uuid
 import warnings
 from typing import Any, Callable
 
@@ -93,6 +92,8 @@ def new_trace_id(callback: Callable[[], str] | None) -> str:
     """A cycle's trace id: the user's ``custom_trace_id_callback()``, else a random UUID as torch writes it
     (32 upper-case hex digits)."""
     if callback is None:
+        import uuid
+
         return f"{uuid.uuid4().int:032X}"
     value = callback()
     if not isinstance(value, str):
