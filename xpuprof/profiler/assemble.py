@@ -60,6 +60,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     window = replace(window, host_ops=(lambda: host_ops), ranges=range_lookup(cycle.recorder),
                      host_reports_memory=bool(config.profile_memory and cycle.torch_ops is not None))
     for name, session in cycle.sessions:
+        before = dict(builder.dropped)
         try:
             session.process(builder, replace(window, paused=cycle.paused_intervals(name, window.end_ns)))
         except Exception as exc:
@@ -73,7 +74,9 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
                 errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
         try:
             for reason, n in (session.dropped_records() or {}).items():
-                builder.count_dropped(f"{name}: {reason}", n)
+                if builder.dropped.get(reason, 0) - before.get(reason, 0) >= n:
+                    continue  # its process() wrote this loss into the trace itself: counted once
+                builder.drop(name, reason, n)
             errors.setdefault(name, []).extend(session.errors() or ())
         except Exception as exc:
             errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
@@ -116,7 +119,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     if builder.dropped:
         # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
         # logged at DEBUG; any other loss is a warning.
-        unexpected = {k: v for k, v in builder.dropped.items() if not k.endswith("out of window")}
+        unexpected = builder.dropped.unexpected()
         text = ", ".join(f"{k}={v}" for k, v in builder.dropped.items())
         (log.warning if unexpected else log.debug)("xpuprof: dropped records: %s", text)
     if no_device_reasons:

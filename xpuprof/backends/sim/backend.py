@@ -17,6 +17,7 @@ from ...clock import MONOTONIC_TO_EPOCH_NS
 from ...host.recorder import Int64Log, log_array
 from ...trace.build.intervals import innermost_containing
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
+from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
 from .timeline import METRICS, metric_values, simulate
@@ -118,7 +119,7 @@ class SimSession(Session):
             launches = self._range_launches(window, ops)
         inside = np.asarray(window.contains(launches.enter), bool)
         if (~inside).any():
-            self._dropped["out of window"] = int((~inside).sum())
+            self._dropped[OUT_OF_WINDOW] = int((~inside).sum())
             keep = np.flatnonzero(inside)
             launches = Launches(launches.ext[keep], launches.tid[keep], launches.enter[keep], launches.exit_[keep],
                                 [launches.names[i] for i in keep.tolist()], launches.work_ns[keep],

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...clock import MONOTONIC_TO_EPOCH_NS
-from . import levelzero
+from ...vendors import levelzero
 
 FIELDS = ("t", "tid", "kind", "addr", "bytes", "device", "context")
 KIND_DEVICE, KIND_HOST, KIND_SHARED = 0, 1, 2
