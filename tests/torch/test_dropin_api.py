@@ -15,6 +15,8 @@ from slice_tables import slice_table
 import xpuprof
 from xpuprof.profiler import ProfilerAction
 
+pytestmark = pytest.mark.slow
+
 P = torch.profiler
 
 

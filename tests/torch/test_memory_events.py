@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 from slice_tables import slice_table
 import xpuprof
 
+pytestmark = pytest.mark.slow
+
 MEMORY_ARGS = ("Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved")  # torch's
 
 P = torch.profiler

@@ -12,6 +12,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 from slice_tables import slice_table
 import xpuprof
 
+pytestmark = pytest.mark.slow
+
 
 def _launches():
     from xpuprof.backends.sim import launches
