@@ -12,7 +12,7 @@ import pytest
 from odhelpers import (IMPORTED_PROGRAM, PYTHON, REPO, UNMODIFIED_TORCH_PROGRAM, Program, client_env, events,
                       load_trace, needs_daemon, wait_for_file, write_program)
 
-pytestmark = [needs_daemon, pytest.mark.slow]
+pytestmark = [pytest.mark.slow, needs_daemon]
 
 XPUPROF = [PYTHON, "-m", "xpuprof"]
 

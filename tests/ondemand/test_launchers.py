@@ -3,6 +3,7 @@ rank inside it, none for the launcher; on demand, a request naming the launcher'
 from __future__ import annotations
 
 import os
+import socket
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,9 @@ def test_torchrun_two_ranks_two_traces(tmp_path):
     found = traces(tmp_path / "t")
     assert _ranks(found) == [0, 1]  # the launcher itself wrote none
     assert all(t["distributedInfo"]["world_size"] == 2 and t["distributedInfo"]["launcher"] == "torchrun" for t in found)
-    assert all(".rank" in t["traceName"] for t in found)
+    # each rank's file is its own process's: <host>_<pid>.<ts>.pt.trace.json, the rank inside
+    names = [os.path.basename(t["traceName"]) for t in found]
+    assert len(set(names)) == 2 and all(n.startswith(f"{socket.gethostname()}_") for n in names), names
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="Open MPI's mpirun is not installed (apt-get install openmpi-bin; "

@@ -9,7 +9,7 @@ import pytest
 
 from odhelpers import PYTHON, Program, client_env, events, load_trace, needs_daemon, wait_for_file, write_program
 
-pytestmark = [needs_daemon, pytest.mark.slow,
+pytestmark = [pytest.mark.slow, needs_daemon,
               pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")]
 
 PROGRAM = """

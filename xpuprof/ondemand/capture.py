@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
 import time
 
-from .. import rank as rank_env
 from ..host import recorder, torch_ops
 from ..profiler import profile, trace_file_name
+from ..profiler.api import default_worker_name
 from . import mainthread, steps, tracefile
 from .request import CaptureRequest
 
@@ -146,7 +145,7 @@ class Capture:
     def _run(self) -> None:
         req = self.request
         _wait_for_torch_import()
-        prof = profile(config=req.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
+        prof = profile(config=req.config, worker_name=default_worker_name())
         prof.check()  # the warm-up: backends chosen and probed, metric names checked, before the start
         self._prof = prof
         if req.by_iterations and steps.current() < 0 and req.source != "exec":
@@ -312,4 +311,4 @@ def _wait_for_torch_import() -> None:
 
 def exec_trace_name() -> str:
     """The file name of an ``xpuprof exec`` trace: the project's one naming rule (``trace_file_name``)."""
-    return trace_file_name(socket.gethostname(), rank=rank_env.process_rank())
+    return trace_file_name()

@@ -92,7 +92,7 @@ def _stage_and_rename(prof, dfd: int, name: str, final: str, mode: int | None) -
     os.mkdir(private, 0o700, dir_fd=dfd)
     try:
         write_chrome_trace(prof.builder, f"{here}/{private}/{name}",
-                           legacy_categories=not prof.config.generic_categories, trace_name=final)
+                           vendor_categories=not prof.config.generic_categories, trace_name=final)
         staged = f"{private}/{name}"
         if mode is not None:
             os.chmod(staged, mode, dir_fd=dfd, follow_symlinks=False)
