@@ -1,15 +1,21 @@
 """On-demand tracing, what the job pays, beside torch 2.13's own Kineto client on the same real dynolog.
 
-    python benchmarks/bench_ondemand.py [idle|latency|spike|all] [--runs 3] [--idle-seconds 30] [--nice N]
+    python benchmarks/bench_ondemand.py [idle|job|latency|spike|all] [--runs 3] [--idle-seconds 30] [--nice N]
 
 idle     CPU of a process that only polls (Kineto's default 5 s interval, a real daemon answering), over
          ``--idle-seconds`` once it settled (40 s after registering: start-up and the one backend probe
-         done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) and torch's Kineto client (``import
-         torch``), each minus the same process without the variable. Goal: < 0.1 % of a core.
+         done): xpuprof (``import xpuprof`` with KINETO_USE_DAEMON=1) minus the same process without
+         xpuprof, and torch's Kineto client (``import torch`` with the variable) minus ``import torch``
+         alone. Goal: < 0.1 % of a core.
+job      what a running job pays while nobody asks for a trace: the median ~10 ms torch step over
+         ``--idle-seconds`` once settled, for the loop without xpuprof (baseline), with xpuprof polling
+         (``import xpuprof``, KINETO_USE_DAEMON=1, default 5 s poll) and with torch's Kineto polling;
+         ratios to the baseline.
 latency  trigger (the RPC ``dyno gputrace`` sends, default config: start time 0, 500 ms, Kineto's default
-         5 s warm-up) to the first event in the trace, at the default 5 s poll, to a process running for
-         30 s (a job: xpuprof has probed its backends), the trigger at a seeded random phase of the poll;
-         split into the poll wait (trigger -> the daemon hands the config over, from its log) and the rest.
+         5 s warm-up) to the first event in the trace and to the trace on disk (its file complete), at the
+         default 5 s poll, to a process running for 30 s (a job: xpuprof has probed its backends), the
+         trigger at a seeded random phase of the poll; split into the poll wait (trigger -> the daemon
+         hands the config over, from its log) and the rest.
 spike    a 10 ms-step torch loop; a 500 ms capture is requested mid-run; the slowest step that overlaps the
          capture's start, and the slowest around its stop and write, against the median step outside it.
          Goal: <= 2x. xpuprof with its default activities (torch's ops recorded: enable/disable run on the
@@ -63,13 +69,15 @@ def work(reps):
     for _ in range(reps):
         x = torch.tanh(x @ a) * 0.5
     return x
-reps = 1
-while True:                       # calibrate: about 10 ms of torch work per step
+for _ in range(20):               # warm: the first calls allocate and pick kernels
+    work(1)
+reps = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+while len(sys.argv) <= 4:         # calibrate: about 10 ms of torch work per step (unless given: the same work)
     t0 = time.perf_counter(); work(reps); dt = time.perf_counter() - t0
-    if dt >= 0.01 or reps > 4096:
+    if dt >= 0.05 or reps > 65536:
+        reps = max(1, round(reps * 0.01 / dt))
         break
     reps *= 2
-reps = max(1, int(reps * 0.01 / dt))
 print("ready", reps, flush=True)
 steps = []
 while not os.path.exists(stop):
@@ -189,7 +197,9 @@ def idle(runs: int, seconds: float) -> dict:
             for opt_in in (True, False):
                 daemon = Daemon()
                 try:
-                    proc, _ = start(IDLE, [who], worker_env(daemon, opt_in=opt_in, fast_poll=False))
+                    # the baseline is the same process without the opt-in, and for xpuprof without xpuprof at all
+                    program = who if opt_in or who == "kineto" else "none"
+                    proc, _ = start(IDLE, [program], worker_env(daemon, opt_in=opt_in, fast_poll=False))
                     if opt_in:
                         daemon.wait(rf"Registered process \({proc.pid}[,)]")
                     c_reg = cpu_seconds(proc.pid)
@@ -212,9 +222,51 @@ def idle(runs: int, seconds: float) -> dict:
         base = statistics.median(out[f"{who}/baseline"])
         result[who] = (polling - base) * 100
         once = statistics.median(out[f"{who}/polling/settling"]) - statistics.median(out[f"{who}/baseline/settling"])
-        print(f"  {who:8s} polling {polling * 100:.4f} %  baseline {base * 100:.4f} %  -> poll cost "
+        print(f"  {who:8s} polling {polling * 100:.4f} %  baseline ({'no xpuprof' if who == 'xpuprof' else 'torch, no opt-in'}) "
+              f"{base * 100:.4f} %  -> poll cost "
               f"{result[who]:.4f} % of a core (goal < 0.1 %); the {SETTLE_S:g} s after registering: "
               f"{once * 1e3:.0f} ms of CPU (its backend probes included) more than the baseline (one-time)")
+    return result
+
+
+# ----------------------------------------------------------------------------- job
+def job(runs: int, seconds: float) -> dict:
+    variants = {"no xpuprof": ("plain", False), "xpuprof polling": ("xpuprof", True),
+                "kineto polling": ("kineto", True)}
+    out: dict[str, list[float]] = {}
+    reps = ""  # calibrated by the first process; every process then does the same work per step
+    order = list(variants)
+    for run in range(runs):
+        for label in order[run % len(order):] + order[:run % len(order)]:  # rotated: no variant always first
+            who, opt_in = variants[label]
+            daemon = Daemon()
+            try:
+                stop, steps_file = daemon.dir / "stop", daemon.dir / "steps.json"
+                proc, ready = start(LOOP, [who, str(stop), str(steps_file), *([reps] if reps else [])],
+                                    worker_env(daemon, opt_in=opt_in, fast_poll=False))
+                reps = reps or ready.split()[1]
+                if opt_in:
+                    daemon.wait(rf"Registered process \({proc.pid}[,)]")
+                time.sleep(SETTLE_S)  # past start-up and xpuprof's one backend probe (measured, not synchronizing)
+                t0 = time.time_ns()
+                time.sleep(seconds)  # the measured window: the loop runs, nobody asks for a trace
+                t1 = time.time_ns()
+                stop.touch()
+                proc.wait(60)
+                steps = json.loads(wait_file(steps_file).read_text())["steps"]
+            finally:
+                daemon.close()
+            inside = [b - a for a, b in steps if a >= t0 and b <= t1]
+            out.setdefault(label, []).append(statistics.median(inside) / 1e6)
+    print(f"\njob: median torch step ({reps} matmul+tanh per step, ~10 ms) over {seconds:g} s while polling at the default 5 s, nothing requested "
+          f"({runs} runs, fresh process and daemon each)")
+    base = statistics.median(out["no xpuprof"])
+    result = {}
+    for label, rows in out.items():
+        med = statistics.median(rows)
+        result[label] = med / base
+        print(f"  {label:16s} {med:.3f} ms  {med / base:.3f}x the loop without xpuprof   each run: "
+              + ", ".join(f"{r:.3f}" for r in rows))
     return result
 
 
@@ -255,24 +307,29 @@ def latency(runs: int, seed: int = 0) -> dict:
                           "PROFILE_WITH_MODULES=false")
                 sent = time.time_ns()
                 daemon.request(config, proc.pid)
-                trace = json.loads(wait_file(daemon.dir / f"lat_{proc.pid}.json", 60).read_text())
+                trace_path = wait_file(daemon.dir / f"lat_{proc.pid}.json", 60)
+                trace = json.loads(trace_path.read_text())  # both write elsewhere and rename: complete when seen
+                on_disk = trace_path.stat().st_mtime_ns  # its last byte written
                 handed = daemon.handed_over_ns(proc.pid)
                 first = first_event_ns(trace)
-                out.setdefault(who, []).append(((handed - sent) / 1e9, (first - handed) / 1e9))
+                out.setdefault(who, []).append(((handed - sent) / 1e9, (first - handed) / 1e9, (on_disk - sent) / 1e9))
                 proc.kill()
                 proc.wait()
             finally:
                 daemon.close()
-    print(f"\nlatency: trigger -> first event, default 5 s poll and warm-up ({runs} runs, seeded random phase)")
+    print(f"\nlatency: trigger -> first event and -> trace on disk, 500 ms request, default 5 s poll and warm-up "
+          f"({runs} runs, seeded random phase)")
     result = {}
     for who, rows in out.items():
         poll = statistics.median(r[0] for r in rows)
         rest = statistics.median(r[1] for r in rows)
         total = statistics.median(r[0] + r[1] for r in rows)
-        result[who] = total
-        print(f"  {who:8s} total {total:.2f} s  (poll wait {poll:.2f} s, then to the first event {rest:.2f} s); "
-              f"each run: {', '.join(f'{a + b:.2f}' for a, b in rows)}")
-    print(f"  ratio xpuprof / kineto: {result['xpuprof'] / result['kineto']:.2f}x")
+        disk = statistics.median(r[2] for r in rows)
+        result[who] = (total, disk)
+        print(f"  {who:8s} first event {total:.2f} s (poll wait {poll:.2f} s, then {rest:.2f} s); trace on disk "
+              f"{disk:.2f} s; each run (first event/on disk): {', '.join(f'{a + b:.2f}/{c:.2f}' for a, b, c in rows)}")
+    print(f"  ratio xpuprof / kineto: first event {result['xpuprof'][0] / result['kineto'][0]:.2f}x, trace on disk "
+          f"{result['xpuprof'][1] / result['kineto'][1]:.2f}x")
     return result
 
 
@@ -335,21 +392,25 @@ def _spike_ratios(steps: list, start: int, end: int, written_ns: int) -> tuple[f
 
 
 def main() -> None:
+    global NICE, SETTLE_S
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["idle", "latency", "spike", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["idle", "job", "latency", "spike", "all"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--idle-seconds", type=float, default=30.0)
     ap.add_argument("--nice", type=int, default=0, help="niceness of the measured processes (root may give a "
                     "negative one: on a shared machine the other processes' load then disturbs the steps less)")
+    ap.add_argument("--settle-seconds", type=float, default=SETTLE_S,
+                    help=f"wait after registering before measuring (default {SETTLE_S:g}: past the backend probe)")
     args = ap.parse_args()
-    global NICE
-    NICE = args.nice
+    NICE, SETTLE_S = args.nice, args.settle_seconds
     if not (DYNOLOG / "bin" / "dynolog-ondemand").is_file():
         sys.exit(f"bench_ondemand: the dynolog daemon is not at {DYNOLOG} (set XPUPROF_DYNOLOG_DIR)")
     print(f"bench_ondemand: {datetime.now().isoformat(timespec='seconds')}, {os.cpu_count()} CPUs, "
           f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}, measured processes at nice {NICE}")
     if args.what in ("idle", "all"):
         idle(args.runs, args.idle_seconds)
+    if args.what in ("job", "all"):
+        job(args.runs, args.idle_seconds)
     if args.what in ("latency", "all"):
         latency(args.runs)
     if args.what in ("spike", "all"):

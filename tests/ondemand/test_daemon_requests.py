@@ -186,3 +186,19 @@ def test_an_iteration_request_to_a_program_that_never_steps_is_recorded_by_durat
     od = trace["ondemand"]
     assert "no step" in od["notes"]["iterations"] and "250 ms" in od["notes"]["iterations"]
     assert 240 <= od["stopped_ms"] - od["started_ms"] < 5000
+
+
+def test_profile_memory_request_records_torchs_memory_events(daemon, sockdir):
+    """PROFILE_PROFILE_MEMORY=true (dyno gputrace --profile-memory's per-op flag, not the snapshot): torch's
+    [memory] events of the training thread are in the trace, as Kineto's client records them."""
+    p = start_unmodified_under_exec(daemon, sockdir)
+    config = duration_config(sockdir / "mem.json", 300) + "\nPROFILE_PROFILE_MEMORY=true"
+    answer = daemon.request(config, pids=[p.pid])
+    assert answer["activityProfilersTriggered"] == [p.pid]
+    trace = load_trace(wait_for_file(sockdir / f"mem_{p.pid}.json"))
+    assert p.finish() == 0
+    assert "PROFILE_PROFILE_MEMORY" not in trace["ondemand"].get("notes", {})
+    memory = [e for e in events(trace, "i") if e["name"] == "[memory]"]
+    assert memory and trace["memory_events"]["events"] == len(memory)
+    assert all({"Bytes", "Total Allocated", "Device Type"} <= set(e["args"]) for e in memory)
+    assert trace["torch_ops"]["ops"] > 0  # the ops are still there beside the memory events

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from xpuprof.ondemand import fabric, mainthread, tracefile
+from xpuprof.ondemand import fabric, mainthread, tracefile, trigger
 from xpuprof.ondemand.capture import start_iteration_for
 from xpuprof.ondemand.request import CaptureRequest, RequestError, from_kineto_text, log_file_for_pid
 from xpuprof.config.options import ProfilerConfig
@@ -95,6 +95,9 @@ def test_a_dyno_gputrace_request(monkeypatch):
                           pid=9)
     assert (it.by_iterations, it.iterations, it.roundup) == (True, 5, 100)
     assert it.log_file == "/tmp/libkineto_activities_9.json"  # Kineto's default, named once with the pid
+    sent = trigger.gputrace_config(log_file="/tmp/m.json", profile_memory=True)  # xpuprof trigger --profile-memory
+    assert from_kineto_text(sent, pid=9).config.profile_memory
+    assert not from_kineto_text(trigger.gputrace_config(log_file="/tmp/m.json"), pid=9).config.profile_memory
 
 
 def test_what_cannot_be_honoured_is_noted_and_what_cannot_run_is_refused(monkeypatch):
@@ -102,7 +105,8 @@ def test_what_cannot_be_honoured_is_noted_and_what_cannot_run_is_refused(monkeyp
     req = from_kineto_text("ACTIVITIES_LOG_FILE=/home/u/t.json\nPROFILE_PROFILE_MEMORY=true\nSOME_NEW_KEY=1\n"
                            "ACTIVITIES_ITERATIONS=4", pid=5)
     assert req.log_file == "/tmp/libkineto_activities_5.json" and "/home/u/t.json" in req.notes["ACTIVITIES_LOG_FILE"]
-    assert "PROFILE_PROFILE_MEMORY" in req.notes and "SOME_NEW_KEY" in req.notes["unknown keys"]
+    assert "SOME_NEW_KEY" in req.notes["unknown keys"]
+    assert req.config.profile_memory and "PROFILE_PROFILE_MEMORY" not in req.notes  # torch's [memory] events
     assert not req.by_iterations and "duration-based" in req.notes["ACTIVITIES_ITERATIONS"]
     for text, fact in (("ACTIVITIES_DURATION_MSECS=x", "ACTIVITIES_DURATION_MSECS"),
                        ("PROFILE_MEMORY=true", "memory snapshot"), ("ACTIVITIES_ENABLED=false", "no activity"),

@@ -59,6 +59,7 @@ def register(subparsers) -> None:
     what.add_argument("--with-stacks", action="store_true")
     what.add_argument("--with-flops", action="store_true")
     what.add_argument("--with-modules", action="store_true")
+    what.add_argument("--profile-memory", action="store_true", help="torch's [memory] events (allocations, frees)")
     what.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                       help="another Kineto config line (ACTIVITY_TYPES, XPUPTI_PROFILER_METRICS, ...)")
     p.add_argument("--json", action="store_true", help="print the answers as JSON")
@@ -134,7 +135,7 @@ def run(args) -> int:
             log_file=log_file.replace("{host}", host), duration_ms=args.duration_ms, iterations=args.iterations or 0,
             start_time_ms=start_ms, iteration_roundup=args.iteration_roundup, record_shapes=args.record_shapes,
             with_stacks=args.with_stacks, with_flops=args.with_flops, with_modules=args.with_modules,
-            extra=args.extra)
+            profile_memory=args.profile_memory, extra=args.extra)
 
     try:  # the text the processes will parse, checked here first: a bad key fails now, not in every rank
         checked = from_kineto_text(config_for(hosts[0][0] if hosts else "local"))

@@ -113,6 +113,7 @@ class ProfilerConfig:
             ),
             record_shapes=kc.report_input_shapes,
             with_stack=kc.with_stack,
+            profile_memory=kc.profile_memory,
             with_flops=kc.with_flops,
             with_modules=kc.with_modules,
             # python_function is in Kineto's default set; tracing Python calls stays opt-in here

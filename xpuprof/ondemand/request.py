@@ -10,9 +10,10 @@ under ``/tmp/`` or ``KINETO_ONDEMAND_TRACE_DIR``). Differences, each said in the
   warm-up period (Kineto warms CUPTI up; our backends are ready once selected). An explicit start
   time is honoured: the capture is prepared before it and starts at it; one that has passed when the
   request is picked up starts at once, and the trace says how late (Kineto drops such a request).
-* What xpuprof cannot record (``PROFILE_PROFILE_MEMORY``: torch's memory events) is listed in the
+* What xpuprof cannot honour (unknown keys, a log file outside the trace directory) is listed in the
   trace's ``ondemand.notes``; a memory-snapshot request (``PROFILE_MEMORY``) or a config that fails to parse is
-  refused with one line naming the problem.
+  refused with one line naming the problem. ``PROFILE_PROFILE_MEMORY`` records torch's ``[memory]`` events
+  (and Level Zero allocations without torch), as ``profile(profile_memory=True)`` does.
 """
 from __future__ import annotations
 
@@ -134,9 +135,6 @@ def _timing(kc: KinetoConfig, request: CaptureRequest) -> CaptureRequest:
 
 def _not_honoured(kc: KinetoConfig) -> dict[str, str]:
     notes: dict[str, str] = {}
-    if kc.profile_memory:
-        notes["PROFILE_PROFILE_MEMORY"] = ("torch's memory events ([memory] instants) are not recorded by xpuprof's "
-                                           "torch op source")
     if kc.unknown_keys:
         notes["unknown keys"] = f"ignored, as Kineto ignores them: {', '.join(dict.fromkeys(kc.unknown_keys))}"
     return notes

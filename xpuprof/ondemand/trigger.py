@@ -52,8 +52,10 @@ class TriggerResult:
 # ----------------------------------------------------------------------------- the config text
 def gputrace_config(*, log_file: str, duration_ms: int = 500, iterations: int = 0, start_time_ms: int = 0,
                     iteration_roundup: int = 1, record_shapes: bool = False, with_stacks: bool = False,
-                    with_flops: bool = False, with_modules: bool = False, extra: list[str] = ()) -> str:
-    """The config ``dyno gputrace`` sends for these options (its line order), plus ``extra`` lines."""
+                    with_flops: bool = False, with_modules: bool = False, profile_memory: bool = False,
+                    extra: list[str] = ()) -> str:
+    """The config ``dyno gputrace`` sends for these options (its line order; ``PROFILE_PROFILE_MEMORY`` only when
+    asked, as dyno adds it), plus ``extra`` lines."""
     if iterations > 0:
         when = (f"PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP={iteration_roundup}\n"
                 f"ACTIVITIES_ITERATIONS={iterations}")
@@ -62,6 +64,8 @@ def gputrace_config(*, log_file: str, duration_ms: int = 500, iterations: int = 
     switches = (f"PROFILE_REPORT_INPUT_SHAPES={str(record_shapes).lower()}\n"
                 f"PROFILE_WITH_STACK={str(with_stacks).lower()}\nPROFILE_WITH_FLOPS={str(with_flops).lower()}\n"
                 f"PROFILE_WITH_MODULES={str(with_modules).lower()}")
+    if profile_memory:
+        switches += "\nPROFILE_PROFILE_MEMORY=true"
     lines = [f"ACTIVITIES_LOG_FILE={log_file}", when, switches, *extra]
     return "\n".join(lines)
 
