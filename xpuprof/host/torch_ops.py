@@ -210,11 +210,13 @@ def record_other_threads(enabled: bool, *, runner=None, yield_to=None) -> None:
     _op_thread.yield_to = yield_to if enabled else None
 
 
-def _all_threads_config(given: dict, *, keep_events: bool):
+def _all_threads_config(given: dict, *, keep_events: bool, memory: bool):
     """torch's _ExperimentalConfig for a cycle that records every thread: ``profile_all_threads`` and, unless
-    the cycle reads torch's events back (``keep_events``: FLOP estimates, memory), ``trace_only`` (the result is
-    only ``save()``d: torch then skips building Python event objects at stop). None: this torch has no
-    all-threads mode."""
+    the cycle reads torch's events back (``keep_events``: FLOP estimates), ``trace_only`` (the result is only
+    ``save()``d: torch then skips building Python event objects at stop). None: this torch has no all-threads
+    mode, or the cycle wants [memory] events (``memory``), which torch 2.13 records only in its per-thread mode."""
+    if memory:
+        return None
     from torch._C._profiler import _ExperimentalConfig
 
     wanted = {**given, "profile_all_threads": True, **({} if keep_events else {"trace_only": True})}
@@ -249,7 +251,7 @@ class TorchOpRecorder:
         self._running = False
         requested = getattr(_op_thread, "all_threads", False)
         self._runner = getattr(_op_thread, "runner", None) if requested else None
-        self._experimental = (_all_threads_config(self.experimental, keep_events=with_flops or profile_memory)
+        self._experimental = (_all_threads_config(self.experimental, keep_events=with_flops, memory=profile_memory)
                               if requested else None)
         self.all_threads = self._experimental is not None
         self._stop_error: str | None = None

@@ -148,6 +148,9 @@ class Capture:
         prof = profile(config=req.config, worker_name=default_worker_name())
         prof.check()  # the warm-up: backends chosen and probed, metric names checked, before the start
         self._prof = prof
+        if req.config.profile_memory and torch_ops.torch_if_imported() is not None:
+            self.note("PROFILE_PROFILE_MEMORY", "torch records [memory] events only in its per-thread profiler mode: "
+                      "the main thread's ops and memory events are recorded, other threads' ops are not")
         if req.by_iterations and steps.current() < 0 and req.source != "exec":
             # Kineto's rule: an iteration request to a program that does not step runs by duration
             self.note("iterations", f"{req.iterations} iterations were asked for, but this process has counted no "
