@@ -188,6 +188,10 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
     _saved.clear()
 
 
+# Args torch writes with record_shapes (dropped from the trace when only the simulator asked for shapes).
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
 # torch's profiler keeps its callbacks per thread by default: the thread that enables it is the one
 # whose ops it records, and only that thread may disable it (another thread crashes the process: SIGSEGV,
 # torch 2.13). A thread that drives a recording cycle for other threads (an on-demand capture running
