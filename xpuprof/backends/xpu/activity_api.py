@@ -36,6 +36,7 @@ from ...vendors import pti
 from . import early_load
 from .records import DecodedRecords, PtiWalker, decode_buffers
 from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+from .stall_session import StallPart
 
 log = logging.getLogger("xpuprof")
 
@@ -120,6 +121,7 @@ class XpuptiActivityApi(Session):
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
         if buffer_bytes:
             self._ptibuf.set_buffer_size(int(buffer_bytes))
+        self.stall = StallPart.from_config(config, self.lib, list(self.device_names.values()))
         self.enable()
 
     # ------------------------------------------------------------------ hooks
@@ -153,6 +155,12 @@ class XpuptiActivityApi(Session):
             code = self.lib.ptiViewEnableRuntimeApiClass(1, int(pti.ApiClass.GPU_OPERATION_CORE), int(pti.ApiGroup.ALL))
             if code != pti.Result.SUCCESS:
                 self._errors.append(f"ptiViewEnableRuntimeApiClass: {self.lib.result_name(code)}")
+        if self.stall is not None:  # after the kernel view, which PTI's sampler needs
+            try:
+                self.stall.enable()
+            except BaseException:
+                self.disable()
+                raise
 
     def _hint(self, err: pti.PtiError) -> str:
         if err.code == pti.Result.ERROR_NOT_IMPLEMENTED:
@@ -174,6 +182,8 @@ class XpuptiActivityApi(Session):
     def start(self) -> None:
         self.clock_offset_ns = measure_clock_offset(self.lib)
         self.start_ns = now_ns()
+        if self.stall is not None:
+            self.stall.start()
 
     def flush(self) -> None:
         """``ptiFlushAllViews`` and move every completed buffer out of the C queue."""
@@ -183,6 +193,8 @@ class XpuptiActivityApi(Session):
         self.buffers.extend(self._ptibuf.drain())
 
     def stop(self) -> None:
+        if self.stall is not None:
+            self.stall.stop()
         self.flush()
         self.disable()
         if self.clock_offset_ns is None:
@@ -202,13 +214,28 @@ class XpuptiActivityApi(Session):
                              strings=self.strings, api_names=self.api_names,
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
+    def kernel_arg_sources(self, builder) -> list:
+        """More arg columns for the kernel slices (``emit.KernelArgs``): each kernel's EU stall mix."""
+        stall = self.stall.kernel_args(lambda i: builder.strings.strings[i]) if self.stall is not None else None
+        return [stall] if stall is not None else []
+
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
         # process() is done with the records once written: each kind is freed as soon as it is.
-        result = write_records(records, self.context(), builder, window, self.types, release_records=True)
+        result = write_records(records, self.context(), builder, window, self.types, release_records=True,
+                               kernel_args=self.kernel_arg_sources(builder))
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
     def process(self, builder, window: ProcessWindow) -> None:
+        if self.stall is None:
+            return self._process(builder, window)
+        try:
+            self.stall.collect()
+            self._process(builder, window)
+        finally:
+            self.stall.finish(builder)
+
+    def _process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
         if path:
@@ -290,7 +317,7 @@ class XpuptiActivityApi(Session):
         return meta
 
     def errors(self) -> list[str]:
-        return list(self._errors)
+        return list(self._errors) + (self.stall.errors() if self.stall is not None else [])
 
     def dropped_records(self) -> dict[str, int]:
         return dict(self._dropped)

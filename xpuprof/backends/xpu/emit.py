@@ -278,12 +278,12 @@ def _threads_by_correlation(corr: np.ndarray, tids: np.ndarray, want: np.ndarray
 
 
 class RecordWriter:
-    """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
+    """Writes ``DecodedRecords`` into a builder. Hooks: ``write_<kind>``; ``kernel_args``: f(records, name ids) -> args."""
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
                  types: frozenset[ActivityType], *, release_records: bool = False,
-                 range_threads: RangeThreads | None = None) -> None:
-        self.ctx, self.b, self.window, self.types = ctx, builder, window, types
+                 range_threads: RangeThreads | None = None, kernel_args=()) -> None:
+        self.ctx, self.b, self.window, self.types, self.kernel_args = ctx, builder, window, types, list(kernel_args)
         self.range_threads = range_threads if range_threads is not None else getattr(window, "range_threads", None)
         self.thread_sources: dict[str, int] = {}  # how runtime records without a thread got one
         self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
@@ -350,9 +350,8 @@ class RecordWriter:
         ids = np.array([self.b.strings.intern(t) for t in texts], np.int32)
         return ArgColumn("str", ids[np.clip(codes.astype(np.int64), 0, len(ids) - 1)])
 
-    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
-        """Hook: more arg columns for the kernel slices, one row per kernel (the scope profiler's
-        per-kernel metric values). The base writer adds none."""
+    def extra_kernel_args(self, k: np.ndarray, name_ids: np.ndarray) -> dict:
+        """Hook: more arg columns for the kernel slices ``k`` (the scope profiler's metrics); here none."""
         return {}
 
     def _memory_column(self, codes: np.ndarray) -> ArgColumn:
@@ -490,7 +489,8 @@ class RecordWriter:
             args["source_line_number"] = ArgColumn("num", k["_source_line_number"].astype(np.int64), has_src)
         args.update({"kernel_id": k["_kernel_id"].astype(np.int64), "sycl_node_id": k["_sycl_node_id"].astype(np.int64),
                      "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64)})
-        args.update(self.extra_kernel_args(k["_kernel_id"].astype(np.uint64)))
+        for extra in (self.extra_kernel_args, *self.kernel_args):
+            args.update(extra(k, name_ids))
         self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
         self._device_rows(pid, tid)
         self._flow(flow_end, start, pid, tid, corr, start=False)
@@ -677,9 +677,9 @@ class RecordWriter:
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
                   window: ProcessWindow | None, types: frozenset[ActivityType], *,
-                  release_records: bool = False, range_threads: RangeThreads | None = None) -> EmitResult:
+                  release_records: bool = False, range_threads: RangeThreads | None = None, kernel_args=()) -> EmitResult:
     """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
     ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it).
-    ``range_threads``: the ranges' threads by correlation id (else the window's)."""
+    ``range_threads``: the ranges' threads by correlation id (else the window's); ``kernel_args``: RecordWriter's."""
     return RecordWriter(ctx, builder, window, types, release_records=release_records,
-                        range_threads=range_threads).write(records)
+                        range_threads=range_threads, kernel_args=kernel_args).write(records)

@@ -38,12 +38,12 @@ def session_class(activity_types) -> type[XpuptiActivityApi]:
 class _MetricArgsWriter(emit.RecordWriter):
     """RecordWriter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
 
-    def __init__(self, results: ScopeResults | None, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, results: ScopeResults | None, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.results = results
 
-    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
-        return {} if self.results is None else kernel_metric_args(self.results, kernel_ids)
+    def extra_kernel_args(self, k: np.ndarray, name_ids: np.ndarray) -> dict:
+        return {} if self.results is None else kernel_metric_args(self.results, k["_kernel_id"].astype(np.uint64))
 
 
 class XpuptiActivityScopeApi(XpuptiActivityApi):
@@ -80,6 +80,8 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
         except BaseException:
             if self.scope is not None:
                 self.scope.disable()
+            if self.stall is not None:
+                self.stall.abandon()
             self.disable()
             raise
 
@@ -129,7 +131,8 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
             super().stop()
 
     def process_records(self, records, builder, window) -> None:
-        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types)
+        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types,
+                                   kernel_args=self.kernel_arg_sources(builder))
         result = writer.write(records)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
