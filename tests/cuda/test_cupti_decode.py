@@ -428,7 +428,7 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     """Issue 15 (memory): the decode keeps only the fields it reads (READ_FIELDS), frees each buffer
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
-    from xpuprof.backends import flows
+    from xpuprof.backends import common as flows
     from xpuprof.trace.build import columns as builder_mod
     from xpuprof.trace.write.chrome import write_chrome_trace
 

@@ -320,7 +320,7 @@ def _xpu_reference(metrics: dict):
     from xpuprof.activity import ActivityType
     from xpuprof.backends.xpu import records as decode
     from xpuprof.vendors import pti
-    from xpuprof.backends.xpu.emit import ApiNameCache, RecordContext, StringCache
+    from xpuprof.backends.xpu.context import ApiNameCache, RecordContext, StringCache
     from xpuprof.backends.xpu.metrics_scope import KernelTable, ScopeMetadata, ScopeResults, emit_scope_metrics
     from xpuprof.backends.xpu.scope_api import _MetricArgsWriter
     from xpuprof.clock import BASE_TIME_NS

@@ -49,6 +49,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     builder = TraceBuilder()
     builder.set_window(window.start_ns, window.end_ns)
     for name, session in cycle.sessions:
+        before = dict(builder.dropped)
         try:
             session.process(builder, window)
         except Exception as exc:
@@ -62,7 +63,9 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
                 errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
         try:
             for reason, n in (session.dropped_records() or {}).items():
-                builder.count_dropped(f"{name}: {reason}", n)
+                if builder.dropped.get(reason, 0) - before.get(reason, 0) >= n:
+                    continue  # its process() wrote this loss into the trace itself: counted once
+                builder.drop(name, reason, n)
             errors.setdefault(name, []).extend(session.errors() or ())
         except Exception as exc:
             errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
@@ -105,7 +108,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     if builder.dropped:
         # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
         # logged at DEBUG; any other loss is a warning.
-        unexpected = {k: v for k, v in builder.dropped.items() if not k.endswith("out of window")}
+        unexpected = builder.dropped.unexpected()
         text = ", ".join(f"{k}={v}" for k, v in builder.dropped.items())
         (log.warning if unexpected else log.debug)("xpuprof: dropped records: %s", text)
     if no_device_reasons:

@@ -19,8 +19,8 @@ from ...activity import ActivityType
 from ...trace.build.columns import stored_once
 from ...trace.build.keyindex import distinct_rows, factorize
 from ..demangle import demangle
+from ..common import CorrelationMap, add_flow_ends, bandwidth, count_dropped, keep_in_window, kept, name_stream_rows
 from ..dependencies import DependencyResolver
-from ..flows import add_flow_ends
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
@@ -68,20 +68,6 @@ def api_display_name(raw: str) -> str:
     return _VERSION_SUFFIX.sub("", raw)
 
 
-def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray, default: int) -> np.ndarray:
-    """Vectorized dict lookup over a sorted key column."""
-    if not len(keys_sorted):
-        return np.full(len(query), default, np.int64)
-    pos = np.minimum(np.searchsorted(keys_sorted, query), len(keys_sorted) - 1)
-    return np.where(keys_sorted[pos] == query, values[pos], default).astype(np.int64)
-
-
-def _table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keys = np.asarray(keys, np.int64)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], np.asarray(values, np.int64)[order]
-
-
 @dataclass
 class DecodeOptions:
     activities: frozenset = field(default_factory=lambda: frozenset(ActivityType))
@@ -101,11 +87,6 @@ def _triple(rows: np.ndarray, prefix: str) -> np.ndarray:
     if len(rows) and all(c.strides[0] == 0 for c in xyz):
         return np.broadcast_to(np.array([c[:1] for c in xyz], np.int64).reshape(1, 3), (len(rows), 3))
     return np.stack(xyz, 1)
-
-
-def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
-    return rows if mask.all() else rows[mask]
 
 
 # Every record field the decoder reads (a kernel record is 248 bytes; the fields read, 118).
@@ -185,35 +166,37 @@ class CuptiDecoder:
         add_flow_ends(builder, device_parts, host_parts)
 
     # ------------------------------------------------------------------ pass 1
-    def _external_map(self, rows):
+    @staticmethod
+    def _external_map(rows) -> CorrelationMap:
+        """correlation id -> External id of the CPU op (CUSTOM0) that launched it."""
         if rows is None:
-            return _table(np.empty(0), np.empty(0))
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
         m = rows["external_kind"] == EXTERNAL_KIND_CUSTOM0
-        return _table(rows["correlation_id"][m], rows["external_id"][m].astype(np.int64))
+        return CorrelationMap(rows["correlation_id"][m], rows["external_id"][m])
 
     def _external_ids(self, corr: np.ndarray) -> np.ndarray:
-        return _lookup(*self._ext, corr.astype(np.int64), 0)
+        return self._ext.lookup(corr)
 
     @staticmethod
-    def _context_map(parts):
+    def _context_map(parts) -> CorrelationMap:
+        """context id -> its device (the first record naming the context)."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return _table(np.empty(0), np.empty(0))
-        ctx = np.concatenate([p["context_id"].astype(np.int64) for p in parts])
-        dev = np.concatenate([p["device_id"].astype(np.int64) for p in parts])
-        ctx, first = np.unique(ctx, return_index=True)
-        return ctx, dev[first]
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+        return CorrelationMap(np.concatenate([p["context_id"].astype(np.int64) for p in parts]),
+                              np.concatenate([p["device_id"].astype(np.int64) for p in parts]))
 
     def _devices_of(self, ctx: np.ndarray) -> np.ndarray:
-        return _lookup(*self._ctx_dev, ctx.astype(np.int64), 0)
+        return self._ctx_dev.lookup(ctx)
 
     @staticmethod
-    def _api_start_map(*parts):
+    def _api_start_map(*parts) -> CorrelationMap:
+        """correlation id -> start of the runtime/driver call carrying it."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return _table(np.empty(0), np.empty(0))
-        return _table(np.concatenate([p["correlation_id"] for p in parts]),
-                      np.concatenate([p["start"].astype(np.int64) for p in parts]))
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+        return CorrelationMap(np.concatenate([p["correlation_id"].astype(np.int64) for p in parts]),
+                              np.concatenate([p["start"].astype(np.int64) for p in parts]))
 
     @staticmethod
     def _event_handles(ctx: np.ndarray, event_id: np.ndarray) -> np.ndarray:
@@ -225,7 +208,7 @@ class CuptiDecoder:
         # else the cudaEventRecord call's start.
         dts = rows["device_timestamp"].astype(np.int64) if "device_timestamp" in rows.dtype.names else \
             np.zeros(len(rows), np.int64)
-        return np.where(dts > 0, dts, _lookup(*api_start, rows["correlation_id"].astype(np.int64), 0))
+        return np.where(dts > 0, dts, api_start.lookup(rows["correlation_id"]))
 
     def _event_device(self, rows) -> np.ndarray:
         if "device_id" in rows.dtype.names:
@@ -240,24 +223,12 @@ class CuptiDecoder:
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
-    def _in_window(builder, window, start, what: str) -> np.ndarray:
-        if window is None:
-            return np.ones(len(start), bool)
-        m = np.asarray(window.contains(start.astype(np.int64)), bool)
-        builder.count_dropped(f"cuda {what} out of window", int((~m).sum()))
-        return m
+    def _in_window(builder, window, start, kind: str) -> np.ndarray | None:
+        return keep_in_window(builder, window, start, VENDOR, kind)
 
     @staticmethod
     def _field(rows, name, default=0):
         return rows[name].astype(np.int64) if name in rows.dtype.names else np.full(len(rows), default, np.int64)
-
-    @staticmethod
-    def _bandwidth(nbytes: np.ndarray, dur: np.ndarray):
-        from ...trace.build.columns import ArgColumn
-
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)  # bytes/ns == GB/s
-        return ArgColumn("num", bw, dur > 0)
 
     def _graph_channel_args(self, rows) -> dict:
         out = {}
@@ -271,7 +242,7 @@ class CuptiDecoder:
     def _kernels(self, builder, window, rows, names, device_parts, busy) -> None:
         if not self._want(ActivityType.CONCURRENT_KERNEL):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
         if not len(rows):
             return
         ptrs = factorize(rows["name"])  # one pass; demangled once per distinct name
@@ -307,7 +278,7 @@ class CuptiDecoder:
     def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -326,7 +297,7 @@ class CuptiDecoder:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -339,7 +310,7 @@ class CuptiDecoder:
                 "toDevice": rows["dst_device_id"].astype(np.int64),
                 "fromContext": rows["src_context_id"].astype(np.int64), "inContext": rows["context_id"].astype(np.int64),
                 "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
                            cat=ActivityType.GPU_MEMCPY, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
@@ -350,7 +321,7 @@ class CuptiDecoder:
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memset"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memset"))
         if not len(rows):
             return
         uniq, inv = np.unique(rows["memory_kind"].astype(np.int64), return_inverse=True)
@@ -364,7 +335,7 @@ class CuptiDecoder:
             rows["correlation_id"].astype(np.int64)
         nbytes = rows["bytes"].astype(np.int64)
         args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
                            args=args, external_id=self._external_ids(corr), vendor=VENDOR)
@@ -375,7 +346,7 @@ class CuptiDecoder:
     def _events(self, builder, window, rows, api_start, device_parts) -> None:
         ts = self._event_ts(rows, api_start)
         m = self._in_window(builder, window, ts, "cuda event")
-        rows, ts = rows[m], ts[m]
+        rows, ts = kept(rows, m), kept(ts, m)
         if not len(rows):
             return
         dev, stream, corr = self._event_device(rows), rows["stream_id"].astype(np.int64), \
@@ -388,7 +359,7 @@ class CuptiDecoder:
         device_parts.append((corr, ts, stored_once(dev), stored_once(stream)))
 
     def _syncs(self, builder, window, rows, busy, device_parts) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "sync"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "sync"))
         kind = rows["type"].astype(np.int64)
         ctx = rows["context_id"].astype(np.int64)
         dev = self._devices_of(ctx)
@@ -400,7 +371,7 @@ class CuptiDecoder:
             keep &= ~waits
         else:  # Kineto #908: a wait is shown only where its stream ran work in the window
             keep &= ~waits | np.isin((dev << 32) | np.maximum(stream, 0), busy)
-        builder.count_dropped("cuda stream wait event on idle stream", int((~keep & waits).sum()))
+        count_dropped(builder, VENDOR, "on idle stream", int((~keep & waits).sum()), kind="stream wait event")
         rows, kind, ctx, dev, stream = rows[keep], kind[keep], ctx[keep], dev[keep], stream[keep]
         if not len(rows):
             return
@@ -432,15 +403,13 @@ class CuptiDecoder:
 
     @staticmethod
     def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
-        for d, s in distinct_rows(dev, stream):
-            if (d, s) not in builder.thread_names:
-                builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
+        for d, _ in name_stream_rows(builder, dev, stream, "stream {} ".format):
             if d not in builder.process_names:
                 builder.set_process_name(d, f"GPU {d}", label=f"GPU {d}", sort_index=5_000_000 + d)
 
     # ------------------------------------------------------------------ host rows
     def _api(self, builder, window, rows, kind, host_parts) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
         if not len(rows):
             return
         cbid_u, inv = np.unique(rows["cbid"], return_inverse=True)
@@ -464,7 +433,7 @@ class CuptiDecoder:
         host_parts.append((corr, start, stored_once(pid), stored_once(tid)))
 
     def _overhead(self, builder, window, rows) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
         if not len(rows):
             return
         uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)

@@ -34,9 +34,10 @@ import numpy as np
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
+from ..common import SessionDrops
 from ..dependencies import DependencyResolver
 from ...vendors import rocprofiler as rocprof
-from .emit import RocprofDecoder
+from .emit import VENDOR, RocprofDecoder
 from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_SYNC,
                       OP_STREAM_WAIT, RocmRecords, rows_of)
 
@@ -277,7 +278,7 @@ class RocprofActivityApi(Session):
         self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
         self.correlation_failures = array.array("q", [0, 0])  # failed push/pop calls, last status
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._stats_base: dict[str, int] = {}
         self._errors: list[str] = []
         self.packed: list[bytes] = []
@@ -319,11 +320,10 @@ class RocprofActivityApi(Session):
         self.reg.kernel_names.update(self.rocbuf.drain_kernel_symbols())
         now = self.rocbuf.stats()
         stats = {k: v - self._stats_base.get(k, 0) for k, v in now.items()}
-        for key, reason in (("dropped", "rocm records dropped by rocprofiler"),
-                            ("malformed", "rocm records with an implausible size"),
-                            ("queue_failures", "rocm buffers lost (out of memory)")):
-            if stats[key]:
-                self._dropped[reason] = int(stats[key])
+        for key, kind, reason in (("dropped", "records", "dropped by rocprofiler"),
+                                  ("malformed", "records", "with an implausible size"),
+                                  ("queue_failures", "buffers", "lost (out of memory)")):
+            self._dropped.set(reason, stats[key], kind=kind)
 
     @property
     def correlation_hooks(self):
@@ -398,8 +398,7 @@ class RocprofActivityApi(Session):
         groups = {key: blob for key, blob in groups.items() if key[0] != rocprof.CATEGORY_TRACING}  # decoded in rec
         self.decoder.process(builder, window, rec, release=True)
         self.process_counters(builder, window, rec, groups)
-        for reason, n in self._dropped.items():
-            builder.count_dropped(reason, n)
+        self._dropped.write(builder)
 
     def process_counters(self, builder, window, rec: RocmRecords, groups: dict) -> None:
         return None
@@ -408,4 +407,4 @@ class RocprofActivityApi(Session):
         return list(self._errors)
 
     def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)
+        return self._dropped.labels()

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..base import BackendError
 from ...vendors import rocprofiler as rocprof
+from ..common import count_dropped, keep_in_window, kept
 from .activity_api import RocprofActivityApi, _check
 from .emit import VENDOR
 from .records import RocmRecords, rows_of
@@ -110,17 +111,15 @@ class RocprofCounterApi(RocprofActivityApi):
         pos = np.minimum(pos, len(order) - 1)
         matched = info["dispatch_id"][order][pos] == values["dispatch_id"]
         row = order[pos]
-        builder.count_dropped("rocm counter values without a dispatch header", int((~matched).sum()))
+        count_dropped(builder, VENDOR, "without a dispatch header", int((~matched).sum()), kind="counter values")
         metrics = {}
         for counter, name in names.items():
             m = matched & (counter_of == counter)
             metrics[name] = np.bincount(row[m], weights=values["counter_value"][m], minlength=len(headers))
-        keep = np.asarray(window.contains(headers["start_timestamp"].astype(np.int64)), bool) if window is not None \
-            else np.ones(len(headers), bool)
-        builder.count_dropped("rocm counter dispatches out of window", int((~keep).sum()))
-        if not keep.any():
+        keep = keep_in_window(builder, window, headers["start_timestamp"], VENDOR, "counter dispatches")
+        if keep is not None and not keep.any():
             return
-        headers, info = headers[keep], info[keep]
+        headers, info = kept(headers, keep), kept(info, keep)
         corr = headers["correlation_id"]["internal"].astype(np.int64)
         dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
         from ..demangle import demangle
@@ -129,5 +128,5 @@ class RocprofCounterApi(RocprofActivityApi):
         builder.add_per_kernel_metrics(
             kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
             end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
-            metrics={k: v[keep] for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
+            metrics={k: kept(v, keep) for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
             extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})

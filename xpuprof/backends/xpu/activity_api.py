@@ -32,10 +32,12 @@ from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
+from ..common import SessionDrops
 from ...vendors import pti
 from . import early_load
 from .records import DecodedRecords, PtiWalker, decode_buffers
-from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import VENDOR, KernelTable, write_records
 from .stall_session import StallPart
 
 log = logging.getLogger("xpuprof")
@@ -112,7 +114,7 @@ class XpuptiActivityApi(Session):
         self.clock_offset_ns: int | None = None
         self.enabled_views: list[pti.ViewKind] = []
         self._errors: list[str] = []
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._external_corr = ActivityType.EXTERNAL_CORRELATION in with_external_correlation(self.types)
         # (failed push/pop calls, last PTI result): written by the C record_function, read at process()
         self.correlation_failures = array.array("q", [0, 0])
@@ -201,9 +203,9 @@ class XpuptiActivityApi(Session):
             self.clock_offset_ns = measure_clock_offset(self.lib)
         stats = self._ptibuf.stats()
         if stats["request_failures"]:
-            self._dropped["xpu: PTI buffers not allocated (records lost)"] = int(stats["request_failures"])
+            self._dropped.set("PTI buffers not allocated (records lost)", stats["request_failures"])
         if stats["queue_failures"]:
-            self._dropped["xpu: completed PTI buffers lost (out of memory)"] = int(stats["queue_failures"])
+            self._dropped.set("completed PTI buffers lost (out of memory)", stats["queue_failures"])
 
     def decode(self) -> DecodedRecords:
         return decode_buffers(self.buffers, PtiWalker(self.lib.next_record_address()))
@@ -257,8 +259,7 @@ class XpuptiActivityApi(Session):
         failed = self._correlation_failure_report()
         if failed:
             self._errors.append(failed)
-        for reason, n in self._dropped.items():
-            builder.count_dropped(reason, n)
+        self._dropped.write(builder)
         if path:
             from .capture import save
 
@@ -320,4 +321,4 @@ class XpuptiActivityApi(Session):
         return list(self._errors) + (self.stall.errors() if self.stall is not None else [])
 
     def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)
+        return self._dropped.labels()

@@ -20,7 +20,8 @@ from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
 from ...vendors import pti
 from .records import DecodedRecords, LayoutWalker, decode_buffers
-from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import EmitResult, write_records
 
 MAGIC = b"XPUPROF-PTI-RAW 1\n"
 

@@ -12,7 +12,6 @@ offset, device UUIDs), so live sessions and replayed captures share this code.
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,9 +24,12 @@ from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
 from ...trace.build.builder import TraceBuilder
 from ...trace.build.columns import ArgColumn, hex_column
-from ...trace.build.keyindex import factorize, pack_pairs
-from ..base import ProcessWindow, RangeThreads
+from ...trace.build.keyindex import factorize
 from ...vendors import pti
+from ..base import ProcessWindow, RangeThreads
+from ..common import (CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped,  # noqa: F401
+                      keep_in_window, kept, name_stream_rows)
+from .context import RecordContext
 from .records import DecodedRecords
 from .sync_deps import sync_dependency_args
 
@@ -38,58 +40,6 @@ UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
 OVERHEAD_PID = -1
 DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
 OVERHEAD_SORT_INDEX = 1_048_576
-
-
-class StringCache:
-    """C strings behind record pointers, read once per distinct pointer; remembered for captures."""
-
-    def __init__(self, known: dict[int, str] | None = None, reader: Callable[[int], str] | None = None) -> None:
-        self.seen: dict[int, str] = dict(known or {})
-        self._reader = reader
-
-    @classmethod
-    def live(cls) -> "StringCache":
-        return cls(reader=lambda p: ctypes.string_at(p).decode("utf-8", "replace"))
-
-    def __call__(self, ptr: int) -> str:
-        ptr = int(ptr)
-        if ptr == 0:
-            return ""
-        got = self.seen.get(ptr)
-        if got is None:
-            got = self._reader(ptr) if self._reader is not None else f"<unresolved 0x{ptr:x}>"
-            self.seen[ptr] = got
-        return got
-
-
-class ApiNameCache:
-    """(api group, api id) -> name, from ``ptiViewGetApiIdName`` live or a capture's table."""
-
-    def __init__(self, known: dict[tuple[int, int], str] | None = None,
-                 lookup: Callable[[int, int], str] | None = None) -> None:
-        self.seen: dict[tuple[int, int], str] = dict(known or {})
-        self._lookup = lookup
-
-    def __call__(self, group: int, api_id: int) -> str:
-        key = (int(group), int(api_id))
-        got = self.seen.get(key)
-        if got is None:
-            got = self._lookup(*key) if self._lookup is not None else f"api_{key[0]}_{key[1]}"
-            self.seen[key] = got
-        return got
-
-
-@dataclass
-class RecordContext:
-    pti_version: str
-    clock_offset_ns: int  # epoch ns = PTI ns + offset
-    device_uuids: list[bytes] = field(default_factory=list)  # index = device index (pid)
-    device_names: dict[int, str] = field(default_factory=dict)
-    strings: StringCache = field(default_factory=StringCache)
-    api_names: ApiNameCache = field(default_factory=ApiNameCache)
-    # Enum strings from the loaded PTI (its wording changes across releases); tables for replay.
-    memory_type_name: Callable[[int], str] = partial(pti.table_name, pti.MEMORY_TYPES)
-    memcpy_type_name: Callable[[int], str] = partial(pti.table_name, pti.MEMCPY_TYPES)
 
 
 @dataclass
@@ -135,146 +85,13 @@ def _us(ns: np.ndarray) -> np.ndarray:
     return np.round(ns.astype(np.float64) / 1000.0, 3)
 
 
-class CorrelationSpace:
-    """Correlation ids as offsets into one dense range (PTI's ids are a per-process counter), so
-    set tests, first occurrences and id lookups are table reads instead of sorts. ``None`` from
-    ``over`` when the ids span too wide a range for a table; callers then take the sorting path."""
+class _ExternalIds(CorrelationMap):
+    """The External id of each correlation id: profiler ops (CUSTOM_0) first; other kinds only fill
+    in the ids it lacks; of several records of one kind, the first."""
 
-    def __init__(self, lo: int, span: int) -> None:
-        self.lo, self.span = lo, span
-
-    @classmethod
-    def over(cls, *columns: np.ndarray) -> "CorrelationSpace | None":
-        lo = hi = None
-        total = 0
-        for c in columns:
-            total += len(c)
-            if len(c):
-                a, b = int(c.min()), int(c.max())
-                lo = a if lo is None else min(lo, a)
-                hi = b if hi is None else max(hi, b)
-        if lo is None:
-            return cls(0, 1)
-        span = hi - lo + 1
-        return cls(lo, span) if span <= max(4 * total, 1 << 20) else None
-
-    def offsets(self, corr: np.ndarray) -> np.ndarray:
-        return corr.astype(np.intp) - self.lo
-
-    def members(self, corr: np.ndarray) -> np.ndarray:
-        """Table: offset -> True for every non-zero id in ``corr``."""
-        table = np.zeros(self.span, bool)
-        table[self.offsets(corr[corr != 0])] = True
-        return table
-
-    def first_rows(self, corr: np.ndarray) -> np.ndarray:
-        """Mask: the rows holding their id's first occurrence in ``corr``."""
-        n = len(corr)
-        off = self.offsets(corr)
-        first_at = np.full(self.span, n, np.intp)
-        rows = np.arange(n, dtype=np.intp)
-        np.minimum.at(first_at, off, rows)  # well defined for repeated ids, unlike a plain assignment
-        return first_at[off] == rows
-
-
-class _Flows:
-    """Correlation ids that get an ac2g arrow: started by runtime, ended by device/driver work."""
-
-    def __init__(self, runtime_corr: np.ndarray, end_corr: np.ndarray) -> None:
-        self.space = CorrelationSpace.over(runtime_corr, end_corr)
-        if self.space is not None:
-            self.table = self.space.members(runtime_corr) & self.space.members(end_corr)
-            return
-        rt = np.unique(runtime_corr[runtime_corr != 0])
-        ends = np.unique(end_corr[end_corr != 0])
-        self.ids = np.intersect1d(rt, ends, assume_unique=True)
-
-    def starts(self, corr: np.ndarray) -> np.ndarray:
-        """Mask: the first record of each flow id among ``corr``."""
-        if self.space is not None:
-            if not len(corr):
-                return np.zeros(0, bool)
-            return self.table[self.space.offsets(corr)] & self.space.first_rows(corr)
-        return self._first(corr)
-
-    def _first(self, corr: np.ndarray) -> np.ndarray:
-        mask = np.zeros(len(corr), bool)
-        if not len(corr) or not len(self.ids):
-            return mask
-        _, first = np.unique(corr, return_index=True)
-        first = first[np.isin(corr[first], self.ids, assume_unique=False)]
-        mask[first] = True
-        return mask
-
-
-class _ExternalIds:
     def __init__(self, ext: np.ndarray) -> None:
-        # CUSTOM_0 (profiler ops) first; other kinds only fill in correlations it lacks.
-        kinds = ext["_external_kind"]
-        corr_all = ext["_correlation_id"]
-        user = kinds == pti.ExternalKind.CUSTOM_1
-        self.user_corr = corr_all[user].astype(np.int64)
-        self.space = CorrelationSpace.over(corr_all)
-        if self.space is not None:
-            # Two table writes, other kinds first, then CUSTOM_0 over them; within each, only the
-            # first record of an id is written, so no write order is left to numpy.
-            table = np.zeros(self.space.span, np.int64)
-            found = np.zeros(self.space.span, bool)
-            profiler_ops = kinds == pti.ExternalKind.CUSTOM_0
-            for sel in (~profiler_ops, profiler_ops):
-                corr, ids = corr_all[sel], ext["_external_id"][sel]
-                if not len(corr):
-                    continue
-                first = self.space.first_rows(corr)
-                off = self.space.offsets(corr[first])
-                table[off] = ids[first].astype(np.int64)
-                found[off] = True
-            self.table, self.found = table, found
-            return
-        order = np.argsort(kinds != pti.ExternalKind.CUSTOM_0, kind="stable")
-        corr = corr_all[order].astype(np.int64)
-        ids = ext["_external_id"][order].astype(np.int64)
-        uniq, first = np.unique(corr, return_index=True)
-        self.corr, self.ids = uniq, ids[first]
-
-    def lookup(self, corr: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(corr), np.int64)
-        if not len(corr):
-            return out
-        if self.space is not None:
-            off = self.space.offsets(corr)
-            inside = (off >= 0) & (off < self.space.span)
-            if inside.all():
-                return np.where(self.found[off], self.table[off], 0)
-            hit = np.zeros(len(corr), bool)
-            hit[inside] = self.found[off[inside]]
-            out[hit] = self.table[off[hit]]
-            return out
-        if not len(self.corr):
-            return out
-        c = corr.astype(np.int64)
-        pos = np.minimum(np.searchsorted(self.corr, c), len(self.corr) - 1)
-        hit = self.corr[pos] == c
-        out[hit] = self.ids[pos[hit]]
-        return out
-
-
-def _threads_by_correlation(corr: np.ndarray, tids: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """The thread of a record carrying each id in ``want`` (0 where none does)."""
-    out = np.zeros(len(want), np.int64)
-    space = CorrelationSpace.over(corr, want)
-    if space is not None:
-        table = np.zeros(space.span, np.int64)
-        table[space.offsets(corr)] = tids  # every record of one id ran on one thread
-        out[:] = table[space.offsets(want)]
-    else:
-        order = np.argsort(corr, kind="stable")
-        corr, tids = corr[order], tids[order]
-        pos = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
-        hit = corr[pos] == want
-        out[hit] = tids[pos[hit]]
-    out[want == 0] = 0
-    return out
+        super().__init__(ext["_correlation_id"], ext["_external_id"],
+                         preferred=ext["_external_kind"] == pti.ExternalKind.CUSTOM_0)
 
 
 class RecordWriter:
@@ -303,12 +120,7 @@ class RecordWriter:
             self.errors.append(f"{int(bad.sum())} {what} records end before they start")
         if self.window is None:
             return rec
-        keep = self.window.contains(self._epoch(start))
-        lost = len(keep) - int(np.count_nonzero(keep))
-        if not lost:
-            return rec  # the usual case: no copy of the whole record array
-        self.b.count_dropped("xpu: out of window", lost)
-        return rec[keep]
+        return kept(rec, keep_in_window(self.b, self.window, self._epoch(start), VENDOR))
 
     def _device_index(self, uuids: np.ndarray) -> np.ndarray:
         """(n, 16) uint8 UUIDs -> device index; unseen UUIDs get the next free index."""
@@ -366,19 +178,9 @@ class RecordWriter:
         self.counts[key] = self.counts.get(key, 0) + len(ts)
 
     def _device_rows(self, pid: np.ndarray, queue: np.ndarray) -> None:
-        if not len(pid):
-            return
-        packed = pack_pairs(pid, queue)
-        if packed is None:
-            pairs = np.unique(np.stack([pid, queue], axis=1), axis=0).tolist()
-        else:
-            first = factorize(packed).first
-            pairs = sorted(zip(pid[first].tolist(), queue[first].tolist()))
-        for d, q in pairs:
-            if (d, q) not in self._streams:
-                self._streams.add((d, q))
-                self.b.set_thread_name(d, q, f"Stream {q}", sort_index=q)
-            self._device_pids.add(d)
+        pairs = name_stream_rows(self.b, pid, queue, "Stream {}".format)
+        self._streams.update(pairs)
+        self._device_pids.update(d for d, _ in pairs)
 
     def _time_args(self, rec: np.ndarray, start: np.ndarray, fields: list[tuple[str, str]]) -> dict:
         args = {}
@@ -395,7 +197,7 @@ class RecordWriter:
     # ------------------------------------------------------------------ the whole batch
     def write(self, records: DecodedRecords) -> EmitResult:
         for kind, n in records.unknown.items():
-            self.b.count_dropped(f"xpu: unknown record kind {kind}", n)
+            count_dropped(self.b, VENDOR, f"unknown record kind {kind}", n)
         ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
         want = self.types
         recs = {k: records.get(k) for k in pti.RECORD_STRUCTS}
@@ -503,11 +305,6 @@ class RecordWriter:
         args.update(self._time_args(m, start, [("appended", "_append_timestamp"), ("submitted", "_submit_timestamp")]))
         return args
 
-    def _bandwidth(self, nbytes: np.ndarray, dur: np.ndarray) -> ArgColumn:
-        ok = dur > 0
-        gbps = np.divide(nbytes.astype(np.float64), dur, out=np.zeros(len(dur)), where=ok)  # bytes/ns == GB/s
-        return ArgColumn("num", gbps, ok)
-
     def write_memcpy(self, m: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
         if not len(m):
             return
@@ -527,7 +324,7 @@ class RecordWriter:
             "memory opration id": m["_mem_op_id"].astype(np.int64),  # sic: Kineto's key
             "src memory": self._memory_column(m["_mem_src"]),
             "dst memory": self._memory_column(m["_mem_dst"]),
-            "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
+            "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start),
         })
         self._add(ActivityType.GPU_MEMCPY, names, start, end - start, pid, tid, args, ext.lookup(corr))
         self._device_rows(pid, tid)
@@ -546,7 +343,7 @@ class RecordWriter:
         args = {"fromDevice": src, "toDevice": dst, "context": hex_column(m["_context_handle"]), "sycl queue": tid,
                 "l0 queue": hex_column(m["_queue_handle"]), "stream": tid, "correlation": corr.astype(np.int64),
                 "memory opration id": m["_mem_op_id"].astype(np.int64), "bytes": nbytes,
-                "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+                "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         self._add(ActivityType.GPU_MEMCPY, names, start, end - start, src, tid, args, ext.lookup(corr))
         self._device_rows(src, tid)
         self._flow(flow_end, start, src, tid, corr, start=False)
@@ -569,7 +366,7 @@ class RecordWriter:
             "l0 queue": hex_column(f["_queue_handle"]), "stream": tid, "l0 call": ArgColumn("str", call_ids, has_call),
             "memory opration id": f["_mem_op_id"].astype(np.int64), "bytes": nbytes,
             "value": f["_value_for_set"].astype(np.int64),
-            "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start),
+            "memory bandwidth (GB/s)": bandwidth(nbytes, end - start),
         })
         self._add(ActivityType.GPU_MEMSET, names, start, end - start, pid, tid, args, ext.lookup(corr))
         self._device_rows(pid, tid)
@@ -607,9 +404,9 @@ class RecordWriter:
         corr = rt["_correlation_id"][missing].astype(np.int64)
         fill = np.zeros(len(corr), np.int64)
         drv_known = drv["_thread_id"] != 0
-        if drv_known.any():
-            fill = _threads_by_correlation(drv["_correlation_id"][drv_known].astype(np.int64),
-                                           drv["_thread_id"][drv_known].astype(np.int64), corr)
+        if drv_known.any():  # every record of one id ran on one thread
+            fill = CorrelationMap(drv["_correlation_id"][drv_known], drv["_thread_id"][drv_known]).lookup(corr)
+            fill[corr == 0] = 0
         from_driver = int(np.count_nonzero(fill))
         left = np.flatnonzero(fill == 0)
         if len(left) and self.range_threads is not None:

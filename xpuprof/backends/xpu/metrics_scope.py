@@ -401,7 +401,7 @@ def emit_scope_metrics(builder, results: ScopeResults, kernels: KernelTable, *, 
     if unmatched:
         builder.warn(f"{unmatched} per-kernel metric record(s) had no matching kernel record; "
                      f"placed on device 0 / resource 0")
-        builder.count_dropped("xpu_scope_unmatched_kernel", unmatched)
+        builder.count_dropped("xpu_scope_unmatched_kernel", unmatched)  # the label Kineto's users know
     for w in results.warnings:
         builder.warn(f"metrics scope: {w}")
     return unmatched

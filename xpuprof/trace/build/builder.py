@@ -19,6 +19,7 @@ import numpy as np
 from ...activity import ActivityType, category_name
 from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, SliceBatch, Span, _category_ids, _constant,
                       _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
+from .dropped import DroppedRecords, drop_label
 from .strings import StringTable, json_safe
 
 FLUSH_EVERY = 65536
@@ -46,7 +47,7 @@ class TraceBuilder:
         self.distributed_info: dict | None = None
         self.window_start_ns: int = 0
         self.window_end_ns: int = 0
-        self.dropped: dict[str, int] = {}
+        self.dropped = DroppedRecords()
         self.warnings: list[str] = []
         self._lock = threading.RLock()
         self._pending_slices: list = []
@@ -317,11 +318,15 @@ class TraceBuilder:
             self.spans.append(Span(json_safe(name), int(start_ns), int(end_ns), int(op_count), int(iteration),
                                    json_safe(prefix)))
 
-    def count_dropped(self, reason: str, n: int = 1) -> None:
-        """Records lost or discarded (buffer exhaustion, out of window, unmatched ...)."""
-        if n:
-            with self._lock:
-                self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+    def drop(self, source: str, reason: str, count: int = 1, *, kind: str = "") -> None:
+        """Records of ``source`` lost or discarded for ``reason`` (``dropped.py``)."""
+        with self._lock:
+            self.dropped.add(drop_label(source, reason, kind), reason, count)
+
+    def count_dropped(self, label: str, n: int = 1) -> None:
+        """Records lost, under a label with no structured reason (reported as unexpected)."""
+        with self._lock:
+            self.dropped.add(label, label, n)
 
     def warn(self, message: str) -> None:
         with self._lock:
