@@ -38,9 +38,11 @@ from . import early_load
 from .records import DecodedRecords, PtiWalker, decode_buffers
 from .context import ApiNameCache, RecordContext, StringCache
 from .emit import VENDOR, KernelTable, write_records
+from .kernel_resources import ResourcesPart
 from .stall_session import StallPart
 
 log = logging.getLogger("xpuprof")
+_PROCESS_LOADER = object()  # read kernel resources through the process's Level Zero loader
 
 # Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
 VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
@@ -94,7 +96,10 @@ class XpuptiActivityApi(Session):
 
     def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *,
                  library: pti.PtiLibrary | None = None, device_uuids: list[bytes] | None = None,
-                 device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
+                 device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None,
+                 ze_loader=None) -> None:
+        """``library``/``ze_loader``: a PTI and a Level Zero loader other than the process's (tests); kernel
+        resources are read through the process's loader when PTI is, else through ``ze_loader`` if given."""
         self.types = frozenset(activity_types)
         self.config = config
         if library is None:
@@ -124,6 +129,8 @@ class XpuptiActivityApi(Session):
         if buffer_bytes:
             self._ptibuf.set_buffer_size(int(buffer_bytes))
         self.stall = StallPart.from_config(config, self.lib, list(self.device_names.values()))
+        self._ze_loader = ze_loader if ze_loader is not None or library is not None else _PROCESS_LOADER
+        self.resources: ResourcesPart | None = None
         self.enable()
 
     # ------------------------------------------------------------------ hooks
@@ -157,6 +164,9 @@ class XpuptiActivityApi(Session):
             code = self.lib.ptiViewEnableRuntimeApiClass(1, int(pti.ApiClass.GPU_OPERATION_CORE), int(pti.ApiGroup.ALL))
             if code != pti.Result.SUCCESS:
                 self._errors.append(f"ptiViewEnableRuntimeApiClass: {self.lib.result_name(code)}")
+        if ActivityType.CONCURRENT_KERNEL in self.types and self._ze_loader is not None:
+            # as early as possible: a kernel's resources can only be read when it is created
+            self.resources = ResourcesPart(None if self._ze_loader is _PROCESS_LOADER else self._ze_loader)
         if self.stall is not None:  # after the kernel view, which PTI's sampler needs
             try:
                 self.stall.enable()
@@ -217,9 +227,12 @@ class XpuptiActivityApi(Session):
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
     def kernel_arg_sources(self, builder) -> list:
-        """More arg columns for the kernel slices (``emit.KernelArgs``): each kernel's EU stall mix."""
-        stall = self.stall.kernel_args(lambda i: builder.strings.strings[i]) if self.stall is not None else None
-        return [stall] if stall is not None else []
+        """More arg columns for the kernel slices (``RecordWriter``'s kernel_args): each kernel's resources
+        and EU stall mix."""
+        def text_of(i):
+            return builder.strings.strings[i]
+        parts = [p.kernel_args(text_of) for p in (self.resources, self.stall) if p is not None]
+        return [p for p in parts if p is not None]
 
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
         # process() is done with the records once written: each kind is freed as soon as it is.
@@ -229,13 +242,15 @@ class XpuptiActivityApi(Session):
         self._errors.extend(result.errors)
 
     def process(self, builder, window: ProcessWindow) -> None:
-        if self.stall is None:
-            return self._process(builder, window)
         try:
-            self.stall.collect()
+            if self.stall is not None:
+                self.stall.collect(getattr(self.config, "kernel_filter", None) and self.config.kernel_filter.keep)
             self._process(builder, window)
+            if self.resources is not None:
+                self.resources.finish(builder)
         finally:
-            self.stall.finish(builder)
+            if self.stall is not None:
+                self.stall.finish(builder)
 
     def _process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
