@@ -36,6 +36,8 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
             return {str(pt.get("label", i)): _rows(p, pt.get("kernels")) for i, pt in enumerate(data["points"])}
         if isinstance(data, dict) and isinstance(data.get("kernels"), list):
             return {"": _rows(p, data["kernels"])}
+        if isinstance(data, dict) and "stall_reasons" in (data.get("tables") or {}):
+            return {"": []}  # `report --stalls` JSON: stall shares only (analysis.stall_diff)
         if not (isinstance(data, dict) and "traceEvents" in data):
             raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
                             "JSON (\"kernels\")")

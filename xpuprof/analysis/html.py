@@ -120,6 +120,14 @@ def render(report: Report, *, title: str = "xpuprof kernel report") -> str:
         cells = "".join(f'<figure class="telemetry"><figcaption>{_esc(t.key)}: mean {t.mean:.4g}, peak {t.peak:.4g}'
                         f" ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>" for t in report.telemetry)
         sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
+    if report.resources:
+        from .resources import COLUMNS
+
+        head = "<tr><th class=\"name\">Kernel</th>" + "".join(f"<th>{_esc(label)}{' [' + _esc(unit) + ']' if unit else ''}"
+                                                              f"</th>" for _k, label, unit, _m in COLUMNS) + "</tr>"
+        body = "".join(f'<tr><td class="name">{_esc(r["kernel"])}</td>'
+                       + "".join(f"<td>{_esc(r.get(k, ''))}</td>" for k, *_ in COLUMNS) + "</tr>" for r in report.resources)
+        sections += ["<h2>Kernel resources</h2>", f'<table id="kernel-resources">{head}{body}</table>']
     for i, m in enumerate(report.table.metrics):
         unit = report.table.units.get(m, "")
         sections += [f"<h2>Distribution of {_esc(m)}{' [' + _esc(unit) + ']' if unit else ''}</h2>",

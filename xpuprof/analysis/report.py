@@ -486,6 +486,7 @@ class Report:
     ranks: list[int]
     total_ns: int
     telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
+    resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
 
     @property
     def metric_names(self) -> list[str]:
@@ -495,7 +496,12 @@ class Report:
         return {"sources": self.sources, "ranks": self.ranks, "total_ns": self.total_ns,
                 "units": {m: self.table.units.get(m, "") for m in self.metric_names},
                 "kernels": [s.to_dict() for s in self.stats],
-                "telemetry": [t.to_dict() for t in self.telemetry]}
+                "telemetry": [t.to_dict() for t in self.telemetry]} | self._tables()
+
+    def _tables(self) -> dict:
+        from .resources import resources_table
+
+        return {"tables": {"kernel_resources": resources_table(self.resources)}} if self.resources else {}
 
 
 def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | None = None, name: str | None = None,
@@ -512,10 +518,12 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
     table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
     stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
     ranks = sorted({r for t in traces for r in (t.merged_ranks or ([t.rank] if t.rank is not None else []))})
+    from .resources import METADATA_KEY, resource_rows
     from .telemetry import telemetry_series_of
 
+    resources = resource_rows((t.data.get(METADATA_KEY) for t in traces), [s.name for s in stats])
     return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,
-                  telemetry_series_of(t.telemetry_part() for t in traces))
+                  telemetry_series_of(t.telemetry_part() for t in traces), resources)
 
 
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:

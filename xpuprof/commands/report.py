@@ -33,6 +33,11 @@ def register(subparsers) -> None:
     p.add_argument("--by", default="kernel", choices=("kernel", "op"),
                    help="kernel: the kernel table (default); op: PyTorch operators by name, as torch's "
                         "key_averages() table (self/total host time, device time of the kernels each op launched)")
+    p.add_argument("--stalls", action="store_true",
+                   help="XPU EU stall samples instead of kernel times: per kernel its stall-reason mix and hottest "
+                        "source lines (traces recorded with stall sampling)")
+    p.add_argument("--lines", type=top_count, default=5, metavar="N",
+                   help="with --stalls: the N hottest source lines per kernel (default 5; 'all')")
     p.add_argument("--format", default="table", choices=FORMATS)
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=run)
@@ -105,7 +110,45 @@ def render(report: Report, fmt: str) -> str:
             tel.add_row(escape(t.track), str(t.pid), escape(t.metric), str(len(t.values)), f"{t.mean:.4g}", f"{t.peak:.4g}",
                         f"{t.low:.4g}")
         console.print(tel)
+    if report.resources:
+        console.print(resources_rich_table(report.resources))
     return console.export_text()
+
+
+def resources_rich_table(rows: list[dict]):
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..analysis.resources import COLUMNS
+
+    t = Table(title="Kernel resources (Level Zero, at kernel creation; empty: not reported)", title_justify="left")
+    t.add_column("Kernel", overflow="fold", max_width=60)
+    for _key, label, unit, _ in COLUMNS:
+        t.add_column(escape(f"{label} [{unit}]" if unit and unit != "registers" else label), justify="right")
+    for row in rows:
+        t.add_row(escape(row["kernel"]), *[escape(str(row.get(key, ""))) for key, *_ in COLUMNS])
+    return t
+
+
+def stall_report(args) -> str:
+    """``--stalls``: the EU stall report in the chosen format."""
+    from ..analysis import stalls, stalls_render
+
+    unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
+                   if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
+    if unsupported:
+        raise ReportError(f"{', '.join(unsupported)} do not apply to --stalls (stall samples have no timestamps); "
+                          "--stalls takes --name, --by-rank, --top, --lines, --format and -o")
+    report = stalls.read_stalls(args.traces, by_rank=args.by_rank, name=args.name)
+    if args.format == "json":
+        doc = stalls.document(report, top=args.top, lines=args.lines,
+                              filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
+        return encode_json(doc).decode() + "\n"
+    if args.format == "csv":
+        return stalls_render.to_csv(report, top=args.top, lines=args.lines)
+    if args.format == "html":
+        return stalls_render.to_html(report, top=args.top, lines=args.lines)
+    return stalls_render.text(report, top=args.top, lines=args.lines)
 
 
 def op_report(args) -> str:
@@ -147,6 +190,13 @@ def op_report(args) -> str:
 
 
 def run(args) -> int:
+    if getattr(args, "stalls", False):
+        try:
+            text = stall_report(args)
+        except ReportError as exc:
+            print(f"xpuprof report: {exc}", file=sys.stderr)
+            return 2
+        return _emit(args, text)
     if getattr(args, "by", "kernel") == "op":
         try:
             text = op_report(args)
