@@ -86,14 +86,14 @@ _rowgather_module = _UNSET
 
 
 def _rowgather():
-    """The C record gather, or None when it is not built (numpy gathers then)."""
+    """The C record gather (``xpuprof._native.records``), or None when it is not built (numpy gathers then)."""
     global _rowgather_module
     if _rowgather_module is _UNSET:
         try:
-            from ..._native import rowgather
+            from ..._native import records
         except ImportError:
-            rowgather = None
-        _rowgather_module = rowgather
+            records = None
+        _rowgather_module = records
     return _rowgather_module
 
 

@@ -35,7 +35,7 @@ from ..base import BackendError, ProcessWindow, Session
 from ..common import SessionDrops
 from ...vendors import pti
 from . import early_load
-from .records import DecodedRecords, PtiWalker, decode_buffers
+from .records import DecodedRecords, PtiWalker, decode_records
 from .context import ApiNameCache, RecordContext, StringCache
 from .emit import VENDOR, KernelTable, write_records
 from .kernel_resources import ResourcesPart
@@ -217,8 +217,14 @@ class XpuptiActivityApi(Session):
         if stats["queue_failures"]:
             self._dropped.set("completed PTI buffers lost (out of memory)", stats["queue_failures"])
 
-    def decode(self) -> DecodedRecords:
-        return decode_buffers(self.buffers, PtiWalker(self.lib.next_record_address()))
+    def decode(self, window: ProcessWindow | None = None, *, release: bool = False) -> DecodedRecords:
+        """The emit stage's columns of every buffer collected (``records.decode_records``): inside
+        ``window`` only, when given; ``release``: the buffers are handed over and freed as read."""
+        win = None if window is None else (int(window.start_ns), int(window.end_ns), int(self.clock_offset_ns or 0))
+        buffers = self.buffers
+        if release:
+            self.buffers = []
+        return decode_records(buffers, PtiWalker(self.lib.next_record_address()), window=win, release=release)
 
     def context(self) -> RecordContext:
         return RecordContext(pti_version=self.lib.version(), clock_offset_ns=int(self.clock_offset_ns or 0),
@@ -255,14 +261,12 @@ class XpuptiActivityApi(Session):
     def _process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
-        if path:
-            records = self.decode()
-        else:  # nothing reads the raw buffers after this: each is freed once decoded
-            buffers, self.buffers = self.buffers, []
-            records = decode_buffers(buffers, PtiWalker(self.lib.next_record_address()), release=True)
-            del buffers
+        # Without a capture to save, nothing reads the raw buffers after this: each is freed once read.
+        records = self.decode(window, release=not path)
         self.decode_seconds = time.perf_counter() - t0
-        self.counts_decoded = {int(k): len(v) for k, v in records.by_kind.items()}
+        self.counts_decoded = {int(k): len(v) + records.out_of_window.get(int(k), 0)
+                               for k, v in records.by_kind.items()}
+        self.counts_decoded.update({int(k): n for k, n in records.out_of_window.items() if k not in records.by_kind})
         self.counts_decoded.update({-int(k): n for k, n in records.unknown.items()})
         range_threads = None
         if path and window is not None and window.range_threads is not None:
