@@ -93,11 +93,16 @@ def kernel_table(report: Report) -> str:
                                                    ("Avg", ""), ("Min", ""), ("Max", "")]
     units = report.table.units
     head += [(f"{m} [{units[m]}]" if units.get(m) else m, "") for m in metrics]
+    from .intervals import COLUMNS as INTERVALS
+
+    intervals = INTERVALS if report.intervals else ()
+    head += [(label, "") for _k, label, *_ in intervals]
     rows = ["<tr>" + "".join(f'<th class="{c}">{_esc(h)}</th>' for h, c in head) + "</tr>"]
     for s in report.stats:
         cells = ([str(s.rank)] if by_rank else []) + [None, str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
                                                       format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
         cells += [f"{s.metrics[m]:.4g}" if m in s.metrics else "" for m in metrics]
+        cells += [format_ns(report.interval_of(s)[k]) if k in report.interval_of(s) else "" for k, *_ in intervals]
         tds = "".join(f'<td class="name">{_esc(s.name)}</td>' if c is None else f"<td>{_esc(c)}</td>" for c in cells)
         rows.append(f"<tr>{tds}</tr>")
     return '<table id="kernels">' + "".join(rows) + "</table>"

@@ -487,6 +487,10 @@ class Report:
     total_ns: int
     telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
     resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
+    intervals: dict = field(default_factory=dict)  # (rank, name) -> analysis.intervals columns (XPU traces)
+
+    def interval_of(self, stat: "KernelStat") -> dict:
+        return self.intervals.get((stat.rank, stat.name)) or {}
 
     @property
     def metric_names(self) -> list[str]:
@@ -495,7 +499,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"sources": self.sources, "ranks": self.ranks, "total_ns": self.total_ns,
                 "units": {m: self.table.units.get(m, "") for m in self.metric_names},
-                "kernels": [s.to_dict() for s in self.stats],
+                "kernels": [s.to_dict() | self.interval_of(s) for s in self.stats],
                 "telemetry": [t.to_dict() for t in self.telemetry]} | self._tables()
 
     def _tables(self) -> dict:
@@ -521,9 +525,13 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
     from .resources import METADATA_KEY, resource_rows
     from .telemetry import telemetry_series_of
 
+    from .intervals import METADATA_KEY as INTERVALS_KEY, combine
+
     resources = resource_rows((t.data.get(METADATA_KEY) for t in traces), [s.name for s in stats])
+    windowed = start_ms is not None or end_ms is not None  # the interval sums cover whole traces
+    intervals = {} if windowed else combine(((t.rank, t.data.get(INTERVALS_KEY)) for t in traces), by_rank)
     return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,
-                  telemetry_series_of(t.telemetry_part() for t in traces), resources)
+                  telemetry_series_of(t.telemetry_part() for t in traces), resources, intervals)
 
 
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:

@@ -52,12 +52,20 @@ def to_csv(report: Report) -> str:
     by_rank = any(s.rank is not None for s in report.stats)
     w.writerow((["rank"] if by_rank else []) + ["kernel", "calls", "total_ns", "pct", "avg_ns", "min_ns", "max_ns"]
                + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
-               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")])
+               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")] + _interval_keys(report))
     for s in report.stats:
         w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, f"{s.pct:.4f}", f"{s.avg_ns:.3f}",
                                                     s.min_ns, s.max_ns] + [s.metrics.get(m, "") for m in metrics]
-                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)])
+                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)]
+                   + [report.interval_of(s).get(key, "") for key in _interval_keys(report)])
     return buf.getvalue()
+
+
+def _interval_keys(report: Report) -> list[str]:
+    """The submission-interval columns (unitrace -s) when the traces carry them."""
+    from ..analysis.intervals import COLUMNS
+
+    return [key for key, *_ in COLUMNS] if report.intervals else []
 
 
 def rich_table(report: Report, title: str = "Kernels"):
@@ -77,10 +85,15 @@ def rich_table(report: Report, title: str = "Kernels"):
         t.add_column(escape(f"{m} [{unit}]" if unit else m), justify="right")
         t.add_column(escape(f"{m} min"), justify="right")
         t.add_column(escape(f"{m} max"), justify="right")
+    intervals = _interval_keys(report)
+    for label in ("Queued", "Submit")[:len(intervals)]:
+        t.add_column(label, justify="right")
     for s in report.stats:
+        iv = report.interval_of(s)
         t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
                   format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns),
-                  *[f"{d[m]:.4g}" if m in d else "" for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)])
+                  *[f"{d[m]:.4g}" if m in d else "" for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)],
+                  *[format_ns(iv[k]) if k in iv else "" for k in intervals])
     return t
 
 
@@ -95,7 +108,9 @@ def render(report: Report, fmt: str) -> str:
         return render_html(report)
     from rich.console import Console
 
-    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
+    # room for the submission-interval columns, so the metric headers keep one line
+    console = Console(file=io.StringIO(), width=200 + 24 * len(_interval_keys(report)), record=True,
+                      force_terminal=False)
     ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
     console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
                                            f"{len(report.table)} instances, {format_ns(report.total_ns)} total)"))

@@ -186,6 +186,11 @@ class _XpuWriter(_Writer):
         ids = np.arange(1, n + 1)  # PTI's kernel ids, which the scope profiler's records join on
         args = {"correlation": corr, **self._queue_args(t.launch_ts, t.launch_dur, t.k_start), **self._handles(n),
                 "kernel_id": ids, "sycl_node_id": ids, "sycl_invocation_id": ids}
+        # the submission intervals (unitrace -s) as backends/xpu/kernel_columns writes them
+        appended = np.minimum(t.launch_ts + t.launch_dur // 2, t.k_start)
+        submitted = np.minimum(appended + t.launch_dur // 4, t.k_start)
+        args.update({"queued (us)": np.round((submitted - appended) / 1000.0, 3),
+                     "submit to start (us)": np.round((t.k_start - submitted) / 1000.0, 3)})
         args.update({f"{m}::{METRICS[m]}": v for m, v in self.metrics.items()})  # as the scope profiler's writer
         self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.flavour.stream, ActivityType.CONCURRENT_KERNEL,
                     args)

@@ -232,6 +232,11 @@ class XpuptiActivityApi(Session):
                              strings=self.strings, api_names=self.api_names,
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
+    @property
+    def kernel_filter(self):
+        """The config's kernel name filter (``config.kernel_filter.KernelFilter``), or None."""
+        return getattr(self.config, "kernel_filter", None) if self.config is not None else None
+
     def kernel_arg_sources(self, builder) -> list:
         """More arg columns for the kernel slices (``RecordWriter``'s kernel_args): each kernel's resources
         and EU stall mix."""
@@ -243,14 +248,14 @@ class XpuptiActivityApi(Session):
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
         # process() is done with the records once written: each kind is freed as soon as it is.
         result = write_records(records, self.context(), builder, window, self.types, release_records=True,
-                               kernel_args=self.kernel_arg_sources(builder))
+                               kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
     def process(self, builder, window: ProcessWindow) -> None:
         try:
             if self.stall is not None:
-                self.stall.collect(getattr(self.config, "kernel_filter", None) and self.config.kernel_filter.keep)
+                self.stall.collect(self.kernel_filter.keep if self.kernel_filter is not None else None)
             self._process(builder, window)
             if self.resources is not None:
                 self.resources.finish(builder)

@@ -27,6 +27,8 @@ from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
 from .context import RecordContext
+from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
+                             submission_summary)
 from .rows import VENDOR, RowWriter
 from .records import DecodedRecords
 from .sync_deps import sync_dependency_args
@@ -101,9 +103,10 @@ class RecordWriter(RowWriter):
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
                  types: frozenset[ActivityType], *, release_records: bool = False,
-                 range_threads: RangeThreads | None = None, kernel_args=()) -> None:
+                 range_threads: RangeThreads | None = None, kernel_args=(), kernel_filter=None) -> None:
         super().__init__(ctx, builder, window, types)
         self.kernel_args = list(kernel_args)
+        self.name_filter = KernelNameFilter(kernel_filter) if kernel_filter is not None else None
         self.range_threads = range_threads if range_threads is not None else getattr(window, "range_threads", None)
         self.thread_sources: dict[str, int] = {}  # how runtime records without a thread got one
         self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
@@ -132,6 +135,7 @@ class RecordWriter(RowWriter):
         ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
         want = self.types
         rt, drv, kern, cpy, p2p, fill, sync, over, comm = self._windowed(records)
+        kern = filter_kernels(self, kern, self.name_filter)  # before the flows: none ends on a dropped kernel
         if self.release_records:
             # This writer now holds the only references: each kind's records are freed once written,
             # so the decoded records and the builder's columns are not held whole together.
@@ -210,9 +214,12 @@ class RecordWriter(RowWriter):
             args["source_line_number"] = ArgColumn("num", k["_source_line_number"].astype(np.int64, copy=False), has_src)
         args.update({"kernel_id": k["_kernel_id"].astype(np.int64, copy=False), "sycl_node_id": k["_sycl_node_id"].astype(np.int64, copy=False),
                      "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64, copy=False)})
-        for extra in (self.extra_kernel_args, *self.kernel_args):
+        for extra in (self.extra_kernel_args, submission_args, *self.kernel_args):
             args.update(extra(k, name_ids))
         self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
+        intervals = submission_summary(k, name_ids, self.b.strings.strings.__getitem__)
+        if intervals:
+            self.b.set_metadata(INTERVALS_METADATA_KEY, intervals)
         self._device_rows(pid, tid)
         self._flow(flow_end, start, pid, tid, corr, start=False)
         order = np.argsort(k["_kernel_id"], kind="stable")
@@ -393,9 +400,11 @@ class RecordWriter(RowWriter):
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
                   window: ProcessWindow | None, types: frozenset[ActivityType], *,
-                  release_records: bool = False, range_threads: RangeThreads | None = None, kernel_args=()) -> EmitResult:
+                  release_records: bool = False, range_threads: RangeThreads | None = None, kernel_args=(),
+                  kernel_filter=None) -> EmitResult:
     """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
     ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it).
-    ``range_threads``: the ranges' threads by correlation id (else the window's); ``kernel_args``: RecordWriter's."""
-    return RecordWriter(ctx, builder, window, types, release_records=release_records,
-                        range_threads=range_threads, kernel_args=kernel_args).write(records)
+    ``range_threads``: the ranges' threads by correlation id (else the window's); ``kernel_args``, ``kernel_filter``:
+    RecordWriter's."""
+    return RecordWriter(ctx, builder, window, types, release_records=release_records, range_threads=range_threads,
+                        kernel_args=kernel_args, kernel_filter=kernel_filter).write(records)

@@ -132,7 +132,7 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
 
     def process_records(self, records, builder, window) -> None:
         writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types,
-                                   kernel_args=self.kernel_arg_sources(builder))
+                                   kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
         result = writer.write(records)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
@@ -140,7 +140,7 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
     def process(self, builder, window) -> None:
         try:
             try:
-                self.results = self.scope.collect()
+                self.results = _without_filtered(self.scope.collect(), self.kernel_filter)
             except MetricsScopeError as exc:
                 self.results = None
                 self._errors.append(f"per-kernel metrics not collected: {exc}")
@@ -155,6 +155,20 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
         out = super().metadata()
         out["xpu_scope_metrics"] = list(self.metric_names)
         return out
+
+
+def _without_filtered(results: ScopeResults, kernel_filter) -> ScopeResults:
+    """The metric records of the kernels the name filter keeps (the others have no kernel slice)."""
+    if kernel_filter is None or not len(results):
+        return results
+    names = np.asarray(results.kernel_names, dtype=object)
+    uniq, inverse = np.unique(names, return_inverse=True)
+    keep = np.array([kernel_filter.keep(str(n)) for n in uniq.tolist()], bool)[inverse.reshape(-1)]
+    if keep.all():
+        return results
+    return ScopeResults(results.kernel_ids[keep], results.queues[keep], names[keep].tolist(),
+                        {m: v[keep] for m, v in results.values.items()}, results.metadata, results.group,
+                        results.warnings)
 
 
 def _join_table(k: emit.KernelTable) -> KernelTable:
