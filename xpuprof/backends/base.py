@@ -87,15 +87,22 @@ class RangeThreads:
 @dataclass(frozen=True)
 class ProcessWindow:
     """The capture window handed to ``Session.process``: records outside it are dropped (and counted).
-    ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``)."""
+    ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``).
+    ``paused``: (start, end) epoch-ns intervals in which this session's collection was paused
+    (``Session.pause``): ``contains`` is False inside them, so their records are dropped like those
+    outside the window."""
 
     start_ns: int
     end_ns: int
     range_threads: RangeThreads | None = field(default=None, compare=False, repr=False)
+    paused: tuple = ()
 
     def contains(self, ts_ns, end_ns=None):
-        """Scalar or numpy mask: the record starts inside the window."""
-        return (ts_ns >= self.start_ns) & (ts_ns <= self.end_ns)
+        """Scalar or numpy mask: the record starts inside the window, outside every paused interval."""
+        inside = (ts_ns >= self.start_ns) & (ts_ns <= self.end_ns)
+        for start, end in self.paused:
+            inside = inside & ~((ts_ns >= start) & (ts_ns < end))
+        return inside
 
 
 class Session(ABC):
@@ -128,6 +135,18 @@ class Session(ABC):
     def dropped_records(self) -> dict[str, int]:
         """Records lost (buffer exhaustion) or discarded (out of window, unknown kind), by reason."""
         return {}
+
+    # Pause/resume (torch's toggle_collection_dynamic, prof.pause()/resume(), PTI_ENABLE_COLLECTION). The
+    # recording cycle calls them and records the paused interval; the default stops accepting records in it
+    # (``ProcessWindow.contains`` is False there). A backend overrides them to stop its vendor's collection
+    # too (e.g. disable its views), so nothing is even buffered while paused.
+    def pause(self) -> None:
+        """Stop accepting records until ``resume`` (the default keeps collecting and drops them at process)."""
+        return None
+
+    def resume(self) -> None:
+        """Accept records again after ``pause``."""
+        return None
 
     # External correlation (Kineto's push/popCorrelationId). Sessions that link device work to
     # host annotations override these; the profiler only calls them on sessions that do.

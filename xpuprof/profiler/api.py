@@ -24,6 +24,7 @@ from ..trace.build.builder import TraceBuilder
 from ..trace.write.chrome import write_chrome_trace
 from .assemble import build_trace, launcher_distributed_info
 from .cycle import RecordingCycle
+from .pausing import Pausing
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
 
@@ -159,6 +160,7 @@ class profile:
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
+        self._pausing = Pausing()  # pause()/resume() and PTI_ENABLE_COLLECTION, across cycles
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -226,7 +228,20 @@ class profile:
         self.step_num += 1
         self.current_action = self.schedule(self.step_num)
         self._transit(prev, self.current_action)
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION, as the program may have set it since
+        self._pausing.apply(self._recording)
         self._enter_step()
+
+    def pause(self) -> None:
+        """Stop collecting (every device session and our ranges) until ``resume()``; the paused span is
+        marked in the trace. Lasts across recording cycles of a schedule until resumed."""
+        self._pausing.by_user = True
+        self._pausing.apply(self._recording)
+
+    def resume(self) -> None:
+        """Collect again after ``pause()`` (``PTI_ENABLE_COLLECTION=0`` still keeps collection paused)."""
+        self._pausing.by_user = False
+        self._pausing.apply(self._recording)
 
     def export_chrome_trace(self, path) -> Path:
         """Write the last completed trace (``.json`` or ``.json.gz``)."""
@@ -333,6 +348,8 @@ class profile:
         if not self._recording.sessions and self._backends is None:
             self._prepare_trace()
         self._recording.start()
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION=0 at start: the cycle starts paused
+        self._pausing.apply(self._recording)
 
     def _stop_trace(self) -> None:
         cycle = self._recording

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -24,7 +25,7 @@ from ..trace.build.builder import TraceBuilder
 from ..trace.build.columns import encode_json
 from ..trace.build.gpu_annotations import add_gpu_user_annotations
 from . import selection
-from .cycle import RecordingCycle
+from .cycle import HOST_SOURCE, RecordingCycle
 
 log = logging.getLogger("xpuprof")
 
@@ -51,7 +52,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     for name, session in cycle.sessions:
         before = dict(builder.dropped)
         try:
-            session.process(builder, window)
+            session.process(builder, replace(window, paused=cycle.paused_intervals(name, window.end_ns)))
         except Exception as exc:
             errors.setdefault(name, []).append(f"process failed: {type(exc).__name__}: {exc}")
             log.exception("xpuprof: backend %s failed to process its records", name)
@@ -71,7 +72,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
             errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
     if cycle.collectors is not None:
         cycle.collectors.emit(builder)
-    tids = _add_host_events(cycle, builder)
+    tids = _add_host_events(cycle, builder, cycle.paused_intervals(HOST_SOURCE, window.end_ns))
     if ActivityType.GPU_USER_ANNOTATION in config.activities:
         # Before the op linking: device work still carries the innermost record_function's id, the
         # user correlation Kineto keeps apart from the op one.
@@ -83,6 +84,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=cycle.recorder.range_count(),
                      iteration=iteration)
     builder.set_metadata("backends", [name for name, _ in cycle.sessions])
+    add_paused_spans(builder, cycle, window.end_ns)
     plugin_errors = selection.plugin_errors(config, {name for name, _ in cycle.sessions})
     for source in (cycle.setup_errors, plugin_errors):
         for name, msgs in source.items():
@@ -128,7 +130,31 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     return builder
 
 
-def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
+def add_paused_spans(builder: TraceBuilder, cycle: RecordingCycle, end_ns: int) -> None:
+    """Each interval in which a source was paused (toggle_collection_dynamic): a slice on the "Spans" row
+    and the trace's ``collection_paused`` metadata (sources, start and duration in the trace's µs)."""
+    from ..clock import BASE_TIME_NS
+
+    notes = []
+    for name in cycle.paused:
+        for start, end in cycle.paused_intervals(name, end_ns):
+            builder.add_slice(f"xpuprof collection paused: {name}", start, end - start, "Spans", "paused",
+                              cat="Trace")
+            notes.append({"source": name, "ts": round((start - BASE_TIME_NS) / 1000, 3),
+                          "dur": round((end - start) / 1000, 3)})
+    if notes:
+        builder.set_metadata("collection_paused", notes)
+
+
+def outside(ts: np.ndarray, intervals: tuple) -> np.ndarray:
+    """Mask of the timestamps in none of the (start, end) ``intervals``."""
+    keep = np.ones(len(ts), bool)
+    for start, end in intervals:
+        keep &= ~((ts >= start) & (ts < end))
+    return keep
+
+
+def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple = ()) -> set[int]:
     rec = cycle.recorder
     pid = builder.pid
     tids: set[int] = set()
@@ -138,8 +164,10 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
     # Each distinct name (ranges and instants share the table) interned once.
     name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
     if n and ActivityType.USER_ANNOTATION in cycle.config.activities:
-        # Columns straight from the C records.
+        # Columns straight from the C records (ranges started while host collection was paused left out).
         rec_arr = recorder.log_array(rec.ranges)
+        if paused:
+            rec_arr = rec_arr[outside(rec_arr[:, 0] + MONOTONIC_TO_EPOCH_NS, paused)]
         args_idx = rec_arr[:, 5]
         plain = args_idx == recorder.NO_ARGS
         idx = slice(None) if plain.all() else np.flatnonzero(plain)

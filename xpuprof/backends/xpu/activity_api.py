@@ -191,6 +191,22 @@ class XpuptiActivityApi(Session):
                 self.lib.ptiViewDisable(int(view))
             self._views_on = False
 
+    def pause(self) -> None:
+        """PTI collects nothing while paused: its views are disabled (records already in flight may still
+        come; the cycle drops those that start in the paused span). PTI's EU stall sampling cannot pause."""
+        self.disable()
+        if self.stall is not None:
+            self.stall.note_paused()
+
+    def resume(self) -> None:
+        if self._views_on:
+            return
+        for view in self.enabled_views:
+            code = self.lib.ptiViewEnable(int(view))
+            if code != pti.Result.SUCCESS:
+                self._errors.append(f"view {view.name} not enabled again after a pause: {self.lib.result_name(code)}")
+        self._views_on = True
+
     def start(self) -> None:
         self.clock_offset_ns = measure_clock_offset(self.lib)
         self.start_ns = now_ns()

@@ -26,6 +26,7 @@ from ...vendors import pti
 from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
+from ..common import keep_in_window, kept
 from .context import RecordContext
 from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
                              submission_summary)
@@ -126,7 +127,11 @@ class RecordWriter(RowWriter):
             for kind, what, _start, _end in WINDOWED:
                 if records.misordered.get(int(kind)):
                     self.errors.append(f"{records.misordered[int(kind)]} {what} records end before they start")
-            return [records.get(kind) for kind, *_ in WINDOWED]
+            rows = [records.get(kind) for kind, *_ in WINDOWED]
+            if self.window is not None and self.window.paused:  # paused spans: the decode knows start/end only
+                rows = [kept(r, keep_in_window(self.b, self.window, self._epoch(r[s]), VENDOR)) if s else r
+                        for r, (_k, _w, s, _e) in zip(rows, WINDOWED)]
+            return rows
         return [self._in_window(records.get(kind), start, end, what) for kind, what, start, end in WINDOWED]
 
     def write(self, records: DecodedRecords) -> EmitResult:

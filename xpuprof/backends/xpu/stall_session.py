@@ -61,6 +61,7 @@ class StallPart:
         self.results: StallResults | None = None
         self.error: str | None = None
         self.join: StallJoin | None = None
+        self.paused = False  # the session paused once: PTI's sampler kept sampling through it
 
     @classmethod
     def from_config(cls, config, lib, device_names: list[str]) -> "StallPart | None":
@@ -71,6 +72,9 @@ class StallPart:
     def _lost(self, what: str, exc: Exception) -> None:
         self.error = f"EU stall samples not collected: {what} failed: {exc}"
         diagnostics.warn_once(log, ("xpu-stall-lost", self.error), "xpuprof: %s", self.error)
+
+    def note_paused(self) -> None:
+        self.paused = True
 
     def enable(self) -> None:
         previous = StallPart._active
@@ -112,7 +116,11 @@ class StallPart:
         """Metadata into the trace, then free PTI's collection."""
         try:
             if self.join is not None:
-                builder.set_metadata(STALL_METADATA_KEY, stall_metadata(self.join, device_index))
+                md = stall_metadata(self.join, device_index)
+                if self.paused:
+                    md["paused_spans_included"] = ("PTI's EU stall sampling has no pause: samples of kernels that "
+                                                   "ran while collection was paused are in these totals")
+                builder.set_metadata(STALL_METADATA_KEY, md)
             if self.error is not None:
                 builder.set_metadata(STALL_ERROR_KEY, self.error)
         finally:
