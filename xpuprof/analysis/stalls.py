@@ -37,8 +37,9 @@ class LineStalls:
     location: str  # "file:line" or "+0x<offset>"
     file: str
     line: int
-    offsets: list[int]
+    offsets: list[int]  # the listed (hottest) instructions of the line
     samples: np.ndarray  # by reason
+    instructions: int = 1  # sampled instructions on the line
 
     @property
     def total(self) -> int:
@@ -89,29 +90,25 @@ def _header(path: Path) -> dict:
 
 
 def _kernel_lines(entry: dict, files: list[str], nreasons: int) -> list[LineStalls]:
+    """The kernel's source lines (every one PTI mapped samples to), then its listed instructions that have
+    no source (by offset), heaviest first."""
+    out: list[LineStalls] = []
+    lines = entry.get("lines") or {}
+    for f, ln, n, samples in zip(lines.get("file") or [], lines.get("line") or [], lines.get("instructions") or [],
+                                 lines.get("samples") or []):
+        name = files[f] if isinstance(f, int) and 0 <= f < len(files) else "?"
+        out.append(LineStalls(f"{name}:{int(ln)}", name, int(ln), [], np.asarray(samples, np.int64)[:nreasons]))
+        out[-1].instructions = int(n)
     ins = entry.get("instructions") or {}
-    offsets = np.asarray(ins.get("offset") or [], np.int64)
-    if not len(offsets):
-        return []
-    fidx = np.asarray(ins.get("file") or [-1] * len(offsets), np.int64)
-    lines = np.asarray(ins.get("line") or [0] * len(offsets), np.int64)
-    samples = np.asarray(ins.get("samples") or [], np.int64).reshape(len(offsets), nreasons)
-    out: dict[tuple, LineStalls] = {}
-    for i in range(len(offsets)):
-        f = int(fidx[i])
-        if 0 <= f < len(files) and lines[i] > 0:
-            key = (files[f], int(lines[i]))
-            loc = f"{files[f]}:{int(lines[i])}"
-        else:
-            key = ("", -int(offsets[i]) - 1)
-            loc = f"+0x{int(offsets[i]):x}"
-        got = out.get(key)
-        if got is None:
-            out[key] = LineStalls(loc, key[0], max(key[1], 0), [int(offsets[i])], samples[i].copy())
-        else:
-            got.offsets.append(int(offsets[i]))
-            got.samples += samples[i]
-    return sorted(out.values(), key=lambda l: -l.total)
+    for off, f, ln, samples in zip(ins.get("offset") or [], ins.get("file") or [], ins.get("line") or [],
+                                   ins.get("samples") or []):
+        if isinstance(f, int) and 0 <= f < len(files) and ln:
+            for line in out:  # a listed instruction of a line: its offset shown with the line
+                if line.file == files[f] and line.line == int(ln):
+                    line.offsets.append(int(off))
+            continue
+        out.append(LineStalls(f"+0x{int(off):x}", "", 0, [int(off)], np.asarray(samples, np.int64)[:nreasons]))
+    return sorted(out, key=lambda l: -l.total)
 
 
 def read_stalls(paths: Iterable[str | Path], *, by_rank: bool = False, name: str | None = None) -> StallReport:
@@ -190,6 +187,7 @@ def _merge_lines(have: list[LineStalls], new: list[LineStalls], n: int) -> list[
         else:
             got.samples = _widen(got.samples, n) + _widen(l.samples, n)
             got.offsets += [o for o in l.offsets if o not in got.offsets]
+            got.instructions = max(got.instructions, l.instructions)
     for l in by.values():
         l.samples = _widen(l.samples, n)
     return sorted(by.values(), key=lambda l: -l.total)
@@ -225,6 +223,7 @@ def document(report: StallReport, *, top: int | None = None, lines: int = 5, fil
         for line in k.lines[:lines]:
             lr, ls = top_reason(line.samples, report.reasons)
             line_rows.append(base | {"location": line.location, "file": line.file or None, "line": line.line or None,
+                                     "instructions": line.instructions,
                                      "offsets": [f"0x{o:x}" for o in line.offsets], "samples": line.total,
                                      "share_pct": round(100.0 * line.total / k.total, 3) if k.total else 0.0,
                                      "top_reason": lr, "top_reason_pct": round(ls, 3)})
@@ -244,7 +243,8 @@ def document(report: StallReport, *, top: int | None = None, lines: int = 5, fil
             _column("kernel", "Kernel"),
             _column("location", "Location", "", "file:line, or +0x<offset> for an instruction PTI gave no source for"),
             _column("file", "File"), _column("line", "Line"),
-            _column("offsets", "Offsets", "", "instruction offsets in the kernel's binary"),
+            _column("instructions", "Instructions", "", "sampled instructions on the line"),
+            _column("offsets", "Offsets", "", "offsets of the line's hottest instructions in the kernel's binary"),
             _column("samples", "Samples"), _column("share_pct", "Share", "percent", "of the kernel's samples"),
             _column("top_reason", "Top reason"), _column("top_reason_pct", "Top %", "percent", "of the line's samples")],
             "rows": line_rows},

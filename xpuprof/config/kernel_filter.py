@@ -91,6 +91,20 @@ def compile_patterns(patterns: Iterable[str], what: str) -> list[re.Pattern]:
     return out
 
 
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+def _one_search(patterns: list[re.Pattern]) -> list[re.Pattern]:
+    """The patterns as one alternation (one search per name instead of one per pattern) when that means
+    the same: not when a pattern refers to a group by number or name (the alternation renumbers them)."""
+    if len(patterns) < 2 or any(_BACKREF.search(p.pattern) or p.groupindex for p in patterns):
+        return patterns
+    try:
+        return [re.compile("|".join(f"(?:{p.pattern})" for p in patterns))]
+    except re.error:  # e.g. flags set inside one pattern that Python wants at the start
+        return patterns
+
+
 @dataclass(frozen=True)
 class KernelFilter:
     """Compiled include/exclude patterns. ``keep(name)`` per distinct name; ``keep_many`` for a list."""
@@ -99,8 +113,8 @@ class KernelFilter:
     exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_inc", compile_patterns(self.include, "include_kernels"))
-        object.__setattr__(self, "_exc", compile_patterns(self.exclude, "exclude_kernels"))
+        object.__setattr__(self, "_inc", _one_search(compile_patterns(self.include, "include_kernels")))
+        object.__setattr__(self, "_exc", _one_search(compile_patterns(self.exclude, "exclude_kernels")))
 
     @classmethod
     def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> "KernelFilter | None":

@@ -199,66 +199,66 @@ class StallSampler:
                                    out.ctypes.data_as(ctypes.POINTER(pcs.u64)), ctypes.byref(n)))
         return out[:n.value]
 
+    def _kernel_info(self, device: int, kh: int, info, aggregated: np.ndarray, nreasons: int) -> tuple[str, int]:
+        """(name, instructions with samples) of one observed kernel; its totals by reason into ``aggregated``."""
+        ctypes.memset(ctypes.byref(info), 0, ctypes.sizeof(info))
+        info._struct_size = self.layout["kernel_info"]
+        info._aggregated_samples = ctypes.cast(aggregated.ctypes.data, ctypes.POINTER(pcs.u64))
+        fn = "ptiPcSamplingGetObservedKernelInfo"
+        self._check(fn, self._call(fn, self.handle, ctypes.c_void_p(device), kh, ctypes.byref(info)))
+        try:
+            pcs.check_struct_size("kernel_info", info._struct_size)
+        except pcs.PcSamplingLayoutError as exc:
+            raise StallSamplingError(str(exc)) from None
+        if int(info._reason_count) != nreasons:
+            raise StallSamplingError(f"PTI reported {int(info._reason_count)} stall reasons for a kernel but "
+                                     f"{nreasons} for the collection; the samples cannot be attributed")
+        return (info._kernel_name or b"").decode("utf-8", "replace"), int(info._instructions_with_samples_count)
+
     def collect(self) -> StallResults:
-        """Everything PTI sampled, after ``stop``."""
+        """Everything PTI sampled, after ``stop``: the kernels' infos first (their instruction counts), then
+        every kernel's instructions and samples straight into one preallocated array each."""
         from ..._native import pcsample  # built with xpuprof; BackendError from load_pcsample otherwise
 
         names, descs = self.reasons()
         nreasons = len(names)
-        k_names: list[str] = []
-        k_handles, k_devices, k_samples = [], [], []
-        i_kernel, i_instr, i_samples = [], [], []
-        devices, warnings = [], []
-        info = pcs.KernelInfo()
+        devices, warnings, observed = [], [], []
         for device in self._devices():
             status = self._device_status(device)
             devices.append(status)
             if status.get("samples_dropped"):
                 warnings.append(f"PTI dropped EU stall samples on device {status['handle']} (its buffer filled): "
                                 "the shares are from the samples kept; a longer sampling period drops fewer")
-            for kh in self._kernel_handles(device).tolist():
-                aggregated = np.zeros(max(nreasons, 1), np.uint64)
-                ctypes.memset(ctypes.byref(info), 0, ctypes.sizeof(info))
-                info._struct_size = self.layout["kernel_info"]
-                info._aggregated_samples = aggregated.ctypes.data_as(ctypes.POINTER(pcs.u64))
-                fn = "ptiPcSamplingGetObservedKernelInfo"
-                self._check(fn, self._call(fn, self.handle, ctypes.c_void_p(device), kh, ctypes.byref(info)))
-                try:
-                    pcs.check_struct_size("kernel_info", info._struct_size)
-                except pcs.PcSamplingLayoutError as exc:
-                    raise StallSamplingError(str(exc)) from None
-                if int(info._reason_count) != nreasons:
-                    raise StallSamplingError(f"PTI reported {int(info._reason_count)} stall reasons for a kernel but "
-                                             f"{nreasons} for the collection; the samples cannot be attributed")
-                ninstr = int(info._instructions_with_samples_count)
-                instr = np.zeros(ninstr, pcs.INSTRUCTION_DTYPE)
-                samples = np.zeros(ninstr * nreasons, np.uint64)
-                if ninstr:
-                    fn = "ptiPcSamplingGetSamplesPerInstruction"
-                    self._check(fn, self._call(fn, self.handle, ctypes.c_void_p(device), kh, instr.ctypes.data,
-                                               ninstr, samples.ctypes.data, ninstr * nreasons))
-                index = len(k_names)
-                k_names.append((info._kernel_name or b"").decode("utf-8", "replace"))
-                k_handles.append(kh)
-                k_devices.append(device)
-                k_samples.append(aggregated[:nreasons])
-                i_kernel.append(np.full(ninstr, index, np.int64))
-                i_instr.append(instr)
-                i_samples.append(samples.reshape(ninstr, nreasons))
-        instr = np.concatenate(i_instr) if i_instr else np.zeros(0, pcs.INSTRUCTION_DTYPE)
-        file_ptrs, lines = pcsample.source_info(np.ascontiguousarray(instr["source_info"]).tobytes())
-        file_ptrs = np.frombuffer(file_ptrs, np.uint64)
-        files, file_index = _strings_by_pointer(file_ptrs)
+            observed += [(device, kh) for kh in self._kernel_handles(device).tolist()]
+        nk = len(observed)
+        kernel_samples = np.zeros((nk, max(nreasons, 1)), np.uint64)
+        counts = np.zeros(nk, np.int64)
+        k_names: list[str] = []
+        info = pcs.KernelInfo()
+        for k, (device, kh) in enumerate(observed):
+            name, counts[k] = self._kernel_info(device, kh, info, kernel_samples[k], nreasons)
+            k_names.append(name)
+        total = int(counts.sum())
+        instr = np.zeros((total, 2), np.uint64)  # pti_pc_sampling_instruction_t: offset, source_info*
+        samples = np.zeros((total, max(nreasons, 1)), np.uint64)
+        at = 0
+        fn = "ptiPcSamplingGetSamplesPerInstruction"
+        for k, (device, kh) in enumerate(observed):
+            n = int(counts[k])
+            if n:
+                self._check(fn, self._call(fn, self.handle, ctypes.c_void_p(device), kh, instr[at].ctypes.data, n,
+                                           samples[at].ctypes.data, n * nreasons))
+            at += n
+        file_ptrs, lines = pcsample.source_info(instr[:, 1].tobytes())
+        files, file_index = _strings_by_pointer(np.frombuffer(file_ptrs, np.uint64))
         return StallResults(
             reasons=names, descriptions=descs,
             period_ns=self.period_ns or pcs.PTI_PC_SAMPLING_DEFAULT_PERIOD_NS,
-            kernel_names=k_names, kernel_handles=np.array(k_handles, np.uint64),
-            kernel_devices=np.array(k_devices, np.uint64),
-            kernel_samples=np.array(k_samples, np.uint64).reshape(len(k_names), nreasons),
-            instr_kernel=np.concatenate(i_kernel) if i_kernel else np.zeros(0, np.int64),
-            instr_offset=np.ascontiguousarray(instr["offset"]),
-            instr_file=file_index, instr_line=np.frombuffer(lines, np.uint64).astype(np.int64),
-            instr_samples=np.concatenate(i_samples) if i_samples else np.zeros((0, nreasons), np.uint64),
+            kernel_names=k_names, kernel_handles=np.array([kh for _d, kh in observed], np.uint64),
+            kernel_devices=np.array([d for d, _kh in observed], np.uint64),
+            kernel_samples=kernel_samples[:, :nreasons], instr_kernel=np.repeat(np.arange(nk, dtype=np.int64), counts),
+            instr_offset=np.ascontiguousarray(instr[:, 0]), instr_file=file_index,
+            instr_line=np.frombuffer(lines, np.uint64).astype(np.int64), instr_samples=samples[:, :nreasons],
             files=files, devices=devices, warnings=warnings)
 
 
