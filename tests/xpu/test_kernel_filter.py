@@ -154,3 +154,10 @@ def test_submission_intervals_are_kernel_args_metadata_and_report_columns(pti_do
     assert "Queued" in capsys.readouterr().out
     assert main(["report", "--format", "json", "--start", "0", str(tmp_path / "trace.json")]) == 0
     assert "queued_avg_ns" not in capsys.readouterr().out  # a window: the whole-trace sums are not shown
+
+
+def test_patterns_that_name_their_groups_keep_their_meaning():
+    f = KernelFilter((r"(a)\1", "b"), ())  # a backreference: searched one pattern at a time
+    assert f.keep("xaax") and f.keep("b") and not f.keep("a")
+    g = KernelFilter((), ("(?P<op>gemm)_(?P=op)", "relu"))
+    assert not g.keep("gemm_gemm") and g.keep("gemm_conv") and not g.keep("relu6")

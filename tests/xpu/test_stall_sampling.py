@@ -243,3 +243,37 @@ def test_the_front_ends_ask_for_stall_sampling():
         ProfilerConfig.from_kineto("XPUPTI_STALL_SAMPLING_PERIOD_NS=-5")
     with pytest.raises(ValueError, match="stall_sampling_period_ns"):
         ExperimentalConfig(stall_sampling=True, stall_sampling_period_ns=1 << 33)
+
+
+def test_the_metadata_lists_each_kernels_hottest_lines_and_instructions_with_exact_sums(double):
+    import numpy as np
+
+    from xpuprof.backends.xpu import stall_emit
+    from xpuprof.backends.xpu.stall_emit import StallJoin, stall_metadata
+
+    double.c.pcs_double_script(3, 2000)
+    api = session(double)
+    api.start()
+    api.stop()
+    api.stall.collect()
+    res = api.stall.results
+    md = stall_metadata(StallJoin(res))
+    api.stall.abandon()
+    for k, entry in enumerate(md["kernels"]):
+        rows = np.flatnonzero(res.instr_kernel == k)
+        total = res.instr_samples[rows].sum(axis=1)
+        ins = entry["instructions"]
+        assert entry["instructions_sampled"] == 2000 and len(ins["offset"]) == stall_emit.MAX_INSTRUCTIONS
+        assert ins["offset"] == sorted(ins["offset"])
+        listed = {o: sum(s) for o, s in zip(ins["offset"], ins["samples"])}
+        # the listed instructions are the heaviest: none left out weighs more than the lightest listed
+        left_out = [int(t) for o, t in zip(res.instr_offset[rows].tolist(), total) if o not in listed]
+        assert max(left_out) <= min(listed.values())
+        lines = entry["lines"]
+        assert entry["lines_sampled"] == 1000 and len(lines["line"]) == stall_emit.MAX_LINES  # line 10 + i//2
+        # a line's samples are the sum of its instructions' (one or two per line in the double)
+        line_no, samples = lines["line"][0], lines["samples"][0]
+        on_line = rows[(res.instr_line[rows] == line_no)]
+        assert samples == res.instr_samples[on_line].sum(axis=0).tolist() and lines["instructions"][0] == len(on_line)
+        sums = [sum(s) for s in lines["samples"]]
+        assert sums == sorted(sums, reverse=True)
