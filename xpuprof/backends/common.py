@@ -22,10 +22,10 @@ import numpy as np
 
 from ..trace.build.dropped import OUT_OF_WINDOW, drop_label
 from ..trace.build.columns import ArgColumn, stored_once
-from ..trace.build.keyindex import distinct_rows, first_rows
+from ..trace.build.keyindex import distinct_rows, factorize, first_rows
 from .base import ProcessWindow
 
-__all__ = ["OUT_OF_WINDOW", "count_dropped", "SessionDrops", "keep_in_window", "kept", "bandwidth", "name_stream_rows",
+__all__ = ["OUT_OF_WINDOW", "count_dropped", "SessionDrops", "keep_in_window", "kept", "bandwidth", "intern_keys", "name_stream_rows",
            "CorrelationSpace", "CorrelationMap", "FlowIds", "add_flow_ends"]
 
 
@@ -93,6 +93,14 @@ def bandwidth(nbytes: np.ndarray, dur_ns: np.ndarray) -> ArgColumn:
     return ArgColumn("num", gbps, ok)
 
 
+def intern_keys(builder, keys: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
+    """The string id of each row's text: ``text_of`` called and interned once per distinct key
+    (``factorize``: linear, where ``np.unique`` sorts the whole column)."""
+    f = factorize(keys)
+    ids = np.fromiter((builder.strings.intern(text_of(k)) for k in f.uniq.tolist()), np.int32, len(f.uniq))
+    return ids[f.codes]
+
+
 def name_stream_rows(builder, pid: np.ndarray, tid: np.ndarray, label: Callable[[int], str], *,
                      sort_index: Callable[[int], int] = int) -> list[tuple[int, int]]:
     """Name each distinct (pid, tid) row not named yet: ``label(tid)``, sorted by ``sort_index(tid)``.
@@ -131,11 +139,15 @@ class CorrelationSpace:
     def offsets(self, corr: np.ndarray) -> np.ndarray:
         return np.asarray(corr).astype(np.intp) - self.lo
 
-    def members(self, corr: np.ndarray) -> np.ndarray:
-        """Table: offset -> True for every non-zero id in ``corr``."""
+    def members(self, corr: np.ndarray, *, zero: bool = False) -> np.ndarray:
+        """Table: offset -> True for every id in ``corr`` (0 too when ``zero``; 0 means "none" to PTI)."""
         table = np.zeros(self.span, bool)
-        table[self.offsets(corr[corr != 0])] = True
+        table[self.offsets(corr if zero else corr[corr != 0])] = True
         return table
+
+    def isin(self, corr: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """Mask: the rows of ``corr`` whose id the ``members`` table holds."""
+        return table[self.offsets(corr)]
 
     def first_at(self, corr: np.ndarray) -> np.ndarray:
         """Table: offset -> the first row of ``corr`` holding that id (``len(corr)`` where none)."""
@@ -264,7 +276,12 @@ def add_flow_ends(builder, device_parts: list[tuple], host_parts: list[tuple]) -
         return
     d_corr = np.concatenate([p[0] for p in device_parts])
     h_corr = np.concatenate([p[0] for p in host_parts])
-    d_keep, h_keep = np.isin(d_corr, h_corr), np.isin(h_corr, d_corr)
+    space = CorrelationSpace.over(d_corr, h_corr)
+    if space is not None:  # table reads; np.isin sorts both columns
+        d_keep = space.isin(d_corr, space.members(h_corr, zero=True))
+        h_keep = space.isin(h_corr, space.members(d_corr, zero=True))
+    else:
+        d_keep, h_keep = np.isin(d_corr, h_corr), np.isin(h_corr, d_corr)
     for parts, corr, keep, start in ((host_parts, h_corr, h_keep, True), (device_parts, d_corr, d_keep, False)):
         n = int(np.count_nonzero(keep))
         if not n:

@@ -19,7 +19,8 @@ from ...activity import ActivityType
 from ...trace.build.columns import stored_once
 from ...trace.build.keyindex import distinct_rows, factorize
 from ..demangle import demangle
-from ..common import CorrelationMap, add_flow_ends, bandwidth, count_dropped, keep_in_window, kept, name_stream_rows
+from ..common import (CorrelationMap, add_flow_ends, bandwidth, count_dropped, intern_keys, keep_in_window, kept,
+                      name_stream_rows)
 from ..dependencies import DependencyResolver
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
@@ -289,9 +290,9 @@ class CuptiDecoder:
         # copy/src/dst kinds are u8 in every memcpy record: one label per distinct triple.
         combo = (rows["copy_kind"].astype(np.int64) << 16) | (rows["src_kind"].astype(np.int64) << 8) | \
             rows["dst_kind"].astype(np.int64)
-        uniq, inv = np.unique(combo, return_inverse=True)
-        labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in uniq.tolist()]
-        return labels, inv.reshape(-1)
+        f = factorize(combo)  # linear: np.unique would sort the whole column
+        labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in f.uniq.tolist()]
+        return labels, f.codes
 
     def _memcpy_p2p(self, builder, window, rows, device_parts, busy) -> None:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
@@ -324,9 +325,9 @@ class CuptiDecoder:
         rows = kept(rows, self._in_window(builder, window, rows["start"], "memset"))
         if not len(rows):
             return
-        uniq, inv = np.unique(rows["memory_kind"].astype(np.int64), return_inverse=True)
-        labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in uniq.tolist()]
-        self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMSET, device_parts, busy)
+        f = factorize(rows["memory_kind"])
+        labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in f.uniq.tolist()]
+        self._copy_like(builder, rows, labels, f.codes, ActivityType.GPU_MEMSET, device_parts, busy)
 
     def _copy_like(self, builder, rows, labels, inv, cat, device_parts, busy) -> None:
         name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
@@ -412,14 +413,14 @@ class CuptiDecoder:
         rows = kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
         if not len(rows):
             return
-        cbid_u, inv = np.unique(rows["cbid"], return_inverse=True)
-        labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbid_u.tolist()]
+        cbids = factorize(rows["cbid"])
+        labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbids.uniq.tolist()]
         if kind == KIND_RUNTIME:
             keep_u = np.array([lbl not in DROPPED_RUNTIME for lbl in labels], bool)
         else:
             keep_u = np.array([lbl in KEPT_DRIVER for lbl in labels], bool)
-        keep = keep_u[inv.reshape(-1)]
-        rows, inv = rows[keep], inv.reshape(-1)[keep]
+        keep = keep_u[cbids.codes]
+        rows, inv = kept(rows, keep), kept(cbids.codes, keep)
         if not len(rows):
             return
         name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
@@ -436,9 +437,7 @@ class CuptiDecoder:
         rows = kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
         if not len(rows):
             return
-        uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)
-        labels = [OVERHEAD_KINDS.get(k, "Unrecognized") for k in uniq.tolist()]
-        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv.reshape(-1)]
+        name_ids = intern_keys(builder, rows["overhead_kind"], lambda k: OVERHEAD_KINDS.get(k, "Unrecognized"))
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         # object_id is a union: {process_id, thread_id} only for process/thread objects, {device,
         # context, stream} otherwise. Only a thread object names a thread; the rest go to tid 0,

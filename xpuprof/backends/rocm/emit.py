@@ -228,11 +228,12 @@ class RocprofDecoder:
         known = hip_stream >= 0
         self._stream_device.update(distinct_rows(hip_stream[known], np.broadcast_to(dev, known.shape)[known]))
         tid = stored_once(self.logical_stream(dev, np.where(known, hip_stream, -2)))
-        uo, inv = np.unique(op, return_inverse=True)
+        ops = factorize(op)  # linear: np.unique would sort the whole column
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
                   f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
-                  for o in uo.tolist()]
-        kinds = [COPY_NAMES.get(o, ("Unknown",))[0] for o in uo.tolist()]
+                  for o in ops.uniq.tolist()]
+        kinds = [COPY_NAMES.get(o, ("Unknown",))[0] for o in ops.uniq.tolist()]
+        inv = ops.codes
         start = rows["start_timestamp"].astype(np.int64) + 1
         end = rows["end_timestamp"].astype(np.int64)
         nbytes = rows["bytes"].astype(np.int64)

@@ -17,7 +17,7 @@ from ...trace.build.builder import TraceBuilder
 from ...trace.build.columns import ArgColumn
 from ...trace.build.keyindex import factorize
 from ..base import ProcessWindow
-from ..common import keep_in_window, kept, name_stream_rows
+from ..common import intern_keys, keep_in_window, kept, name_stream_rows
 from .context import RecordContext
 
 VENDOR = "xpu"
@@ -67,9 +67,7 @@ class RowWriter:
 
     def _interned(self, keys: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
         """String id per row: ``text_of`` once per distinct key, interned once."""
-        f = factorize(keys)
-        ids = np.fromiter((self.b.strings.intern(text_of(k)) for k in f.uniq.tolist()), np.int32, len(f.uniq))
-        return ids[f.codes]
+        return intern_keys(self.b, keys, text_of)
 
     def _intern_ptrs(self, ptrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pointers -> (string ids, present mask)."""
