@@ -173,10 +173,12 @@ static kernel_t *find(uint64_t handle) {
     return handle >= 0xC0DE0000u && k < g_nkernels ? &g_kernels[k] : NULL;
 }
 
-void pcs_double_reset(void) {
+/* Hidden: the view double's xpd_reset calls this one, never another double's loaded with RTLD_GLOBAL. */
+__attribute__((visibility("hidden"))) void pcs_double_reset_local(void) {
     free_kernels();
     g_mode = 0; g_state = S_NONE; g_period = 0; g_default_instr = 6; g_script_kernels = g_script_instr = 0;
 }
+void pcs_double_reset(void) { pcs_double_reset_local(); }
 
 /* ------------------------------------------------------------------ the PC sampling API */
 pti_result ptiPcSamplingEnable(void **handle) {

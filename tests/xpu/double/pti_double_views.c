@@ -535,13 +535,14 @@ int xpd_wait_idle(void) {
     return 0;
 }
 
-extern void pcs_double_reset(void) __attribute__((weak)); /* pti_double_pcsampling.c, when linked in */
+/* pti_double_pcsampling.c, when linked in; hidden, so this library's own (never another double's) */
+extern void pcs_double_reset_local(void) __attribute__((weak, visibility("hidden")));
 
 /* Forget all state between tests. */
 void xpd_reset(void) {
     xpd_wait_idle();
-    if (pcs_double_reset) pcs_double_reset();
-    xpd_set_version(NULL);
+    if (pcs_double_reset_local) pcs_double_reset_local();
+    double_version = "0.99.0-xpuprof-double"; /* not through xpd_set_version: another double could answer */
     pthread_mutex_lock(&xpd_lock);
     complete_current_locked();
     on_request = NULL;
