@@ -17,6 +17,12 @@ Life cycle (each step a method subclasses may override, calling ``super()``):
 ``XpuptiActivityScopeApi`` (``scope_api.py``) extends this class: it enables metrics scope in
 ``enable()``, starts/stops collection around ``start()``/``stop()``, and in ``process()`` runs the
 base first, then joins its metric records to ``self.kernels``.
+
+Parts every session may carry, each in its own module: EU stall sampling (``stall_session``, when the
+config asks: enabled after the views, started/stopped with them, read at ``process()``), kernel
+resources (``kernel_resources``: the process's Level Zero tracer, when kernels are recorded) and the
+kernel name filter (the config's, applied by ``emit``). ``pause()``/``resume()`` disable and enable the
+views (the recording cycle's pause/resume).
 """
 from __future__ import annotations
 
