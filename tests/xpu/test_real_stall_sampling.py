@@ -78,6 +78,7 @@ def test_stall_sampling_on_the_null_driver_is_one_clear_error_not_an_abort(how):
     msg = got["message"]
     assert "PTI_ERROR_PC_SAMPLING_UNSUPPORTED (257)" in msg
     assert "null driver's test device" in msg and "run on an Intel GPU" in msg
+    assert "/proc/sys/dev/xe/observation_paranoid" in msg  # what the GPU machine will need next
     # PTI printed its own reason (the missing EuStallSampling metric group, the paranoid settings)
     pti_said = proc.stdout + proc.stderr
     assert "EuStallSampling" in pti_said and "paranoid" in pti_said

@@ -77,7 +77,9 @@ def explain_refusal(code: int, name: str, *, device_names: list[str] | None = No
         if env.get("ZE_ENABLE_NULL_DRIVER") == "1" or (names and all(n == NULL_DEVICE_NAME for n in names)):
             causes.append(f"the only Level Zero device is the null driver's test device ({NULL_DEVICE_NAME!r}, "
                           "ZE_ENABLE_NULL_DRIVER=1), which has no EU and no EuStallSampling metric group: run on an "
-                          "Intel GPU (Data Center GPU Max, Arc B-series or newer) with its Level Zero driver")
+                          "Intel GPU (Data Center GPU Max, Arc B-series or newer) with its Level Zero driver (and, "
+                          "for a non-root user, the driver's paranoid setting at 0: "
+                          f"{' or '.join(pcs.PARANOID_FILES)})")
         else:
             advice = pcs.paranoid_advice(pcs.read_paranoid() if paranoid is None else paranoid)
             if advice:
