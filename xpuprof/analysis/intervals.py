@@ -21,15 +21,16 @@ def combine(traces: Iterable[tuple[int | None, dict | None]], by_rank: bool = Fa
     for rank, md in traces:
         if not isinstance(md, dict):
             continue
-        for name, entry in (md.get("kernels") or {}).items():
-            if not isinstance(entry, dict):
-                continue
-            acc = sums.setdefault((rank if by_rank else None, str(name)), {k: [0, 0.0] for k in KINDS})
-            for kind in KINDS:
-                part = entry.get(kind)
-                if isinstance(part, dict) and part.get("count"):
-                    acc[kind][0] += int(part["count"])
-                    acc[kind][1] += float(part.get("total") or 0)
+        names = md.get("names") if isinstance(md.get("names"), list) else []
+        for kind in KINDS:
+            part = md.get(kind) if isinstance(md.get(kind), dict) else {}
+            counts, totals = part.get("count") or [], part.get("total") or []
+            for name, count, total in zip(names, counts, totals):
+                if not (isinstance(count, int) and count > 0 and isinstance(total, (int, float))):
+                    continue
+                acc = sums.setdefault((rank if by_rank else None, str(name)), {k: [0, 0.0] for k in KINDS})
+                acc[kind][0] += count
+                acc[kind][1] += float(total)
     out = {}
     for key, acc in sums.items():
         row = {f"{kind}_avg_ns": round(total / count, 3) for kind, (count, total) in acc.items() if count}

@@ -7,8 +7,8 @@
   trace's ``xpu_kernel_filter`` metadata.
 - ``submission_args`` / ``submission_summary``: unitrace's ``-s`` intervals per kernel from PTI's
   timestamps: queued (append -> submit) and submit -> start (the execution is the slice itself), as
-  kernel args and, summed per kernel name, the trace's ``xpu_submission_intervals`` metadata (what
-  ``xpuprof report`` shows beside each kernel).
+  kernel args and, per kernel name (columns: count and total; 0 where a name has no value), the
+  trace's ``xpu_submission_intervals`` metadata (what ``xpuprof report`` shows beside each kernel).
 """
 from __future__ import annotations
 
@@ -92,29 +92,19 @@ def submission_args(k, name_ids=None) -> dict:
 
 
 def submission_summary(k, name_ids: np.ndarray, text_of: Callable[[int], str]) -> dict | None:
-    """Per kernel name: instances, and per interval its sum, min and max in ns (None without timestamps)."""
+    """Per kernel name, columns: ``names``, and per interval (``queued``, ``submit``, ``execute``) its
+    ``count`` and ``total`` in ns (None without timestamps): ``bincount`` over the names' codes, linear."""
     queued, q_ok = _interval(k["_submit_timestamp"], k["_append_timestamp"])
     submit, s_ok = _interval(k["_start_timestamp"], k["_submit_timestamp"])
-    execute = k["_end_timestamp"].astype(np.int64, copy=False) - k["_start_timestamp"].astype(np.int64, copy=False)
     if not (q_ok.any() or s_ok.any()):
         return None
+    execute = k["_end_timestamp"].astype(np.int64, copy=False) - k["_start_timestamp"].astype(np.int64, copy=False)
     f = factorize(name_ids)
     n = len(f.uniq)
-    out = {"unit": "ns", "kernels": {}}
-    stats = {}
+    out: dict = {"unit": "ns", "names": [text_of(int(nid)) for nid in f.uniq.tolist()]}
     for key, vals, ok in (("queued", queued, q_ok), ("submit", submit, s_ok), ("execute", execute, None)):
-        ok = np.ones(len(vals), bool) if ok is None else ok
-        codes, v = f.codes[ok], vals[ok]
-        lo = np.full(n, np.iinfo(np.int64).max, np.int64)
-        hi = np.full(n, np.iinfo(np.int64).min, np.int64)
-        np.minimum.at(lo, codes, v)
-        np.maximum.at(hi, codes, v)
-        stats[key] = (np.bincount(codes, minlength=n), np.bincount(codes, weights=v, minlength=n), lo, hi)
-    for j, nid in enumerate(f.uniq.tolist()):
-        entry = {}
-        for key, (count, total, lo, hi) in stats.items():
-            if count[j]:
-                entry[key] = {"count": int(count[j]), "total": int(round(total[j])), "min": int(lo[j]),
-                              "max": int(hi[j])}
-        out["kernels"][text_of(int(nid))] = entry
+        codes, v = (f.codes, vals) if ok is None or ok.all() else (f.codes[ok], vals[ok])
+        total = np.bincount(codes, weights=v.astype(np.float64), minlength=n)
+        out[key] = {"count": np.bincount(codes, minlength=n).tolist(),
+                    "total": np.rint(total).astype(np.int64).tolist()}
     return out

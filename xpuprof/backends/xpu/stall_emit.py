@@ -87,7 +87,11 @@ def _top_rows(group: np.ndarray, weight: np.ndarray, keep: int) -> np.ndarray:
     selection per group (``argpartition``), never a sort of all the rows."""
     if not len(group):
         return np.zeros(0, np.int64)
-    order = np.arange(len(group)) if (group[1:] >= group[:-1]).all() else np.argsort(group, kind="stable")
+    if (group[1:] >= group[:-1]).all():
+        order = np.arange(len(group))
+    else:  # a radix sort when the groups fit 16 bits
+        small = len(group) and int(group.min()) >= 0 and int(group.max()) < 1 << 16
+        order = np.argsort(group.astype(np.uint16) if small else group, kind="stable")
     g = group[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     out = []
