@@ -75,7 +75,10 @@ def filter_kernels(writer, kern, name_filter: KernelNameFilter | None):
 
 
 def _interval(later: np.ndarray, earlier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """later - earlier in ns (int64; negative where PTI's clocks disagree), and where both were recorded."""
     present = (later != 0) & (earlier != 0)
+    if later.dtype == earlier.dtype == np.uint64:  # wraps, and the int64 view reads it back signed: no copies
+        return (later - earlier).view(np.int64), present
     return later.astype(np.int64, copy=False) - earlier.astype(np.int64, copy=False), present
 
 
@@ -87,7 +90,7 @@ def submission_args(k, name_ids=None) -> dict:
                                 (SUBMIT_ARG, "_start_timestamp", "_submit_timestamp")):
         ns, present = _interval(k[later], k[earlier])
         if present.any():
-            args[key] = ArgColumn("num", np.round(ns / 1000.0, 3), present)
+            args[key] = ArgColumn("num", ns / 1000.0, present)  # whole ns: already the 3-decimal µs value
     return args
 
 
@@ -98,7 +101,7 @@ def submission_summary(k, name_ids: np.ndarray, text_of: Callable[[int], str]) -
     submit, s_ok = _interval(k["_start_timestamp"], k["_submit_timestamp"])
     if not (q_ok.any() or s_ok.any()):
         return None
-    execute = k["_end_timestamp"].astype(np.int64, copy=False) - k["_start_timestamp"].astype(np.int64, copy=False)
+    execute, _ = _interval(k["_end_timestamp"], k["_start_timestamp"])
     f = factorize(name_ids)
     n = len(f.uniq)
     out: dict = {"unit": "ns", "names": [text_of(int(nid)) for nid in f.uniq.tolist()]}
