@@ -255,11 +255,18 @@ _GROUPS_TEXT = f"Group names: {', '.join(ACTIVITY_GROUPS)} (torch.profiler.Profi
 
 def parse_activity_types(items) -> frozenset[ActivityType]:
     """Parse an iterable of names, group names ("cpu", "xpu", ...), members or torch ProfilerActivity
-    members (or a comma string); one error names every bad word."""
+    members (or a comma string), and torch's ``{ProfilerActivity: [type names]}`` filters; one error names
+    every bad word."""
     if isinstance(items, (str, ActivityType)):
         items = [items]
     words: list = []
     for item in items:
+        if isinstance(item, dict):
+            # torch.profiler's activity filters, {ProfilerActivity.CUDA: ["GPU_MEMCPY", "CUDA_RUNTIME"]}: only the
+            # named types of that group ({CUDA: []} collects nothing for it)
+            for names in item.values():
+                words.extend([names] if isinstance(names, str) else list(names))
+            continue
         if not isinstance(item, (str, ActivityType)) and hasattr(item, "name"):
             item = str(item.name)  # torch.profiler.ProfilerActivity.CPU and friends
         if isinstance(item, str):

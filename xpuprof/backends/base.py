@@ -85,17 +85,43 @@ class RangeThreads:
 
 
 @dataclass(frozen=True)
+class HostOps:
+    """torch's ops and ranges of a cycle (epoch ns, External ids as the trace writes them), for backends
+    that derive device work from the host's (the simulator). ``args(rows)``: the args torch wrote for
+    those rows (shapes, types, flops), read only for the rows asked for."""
+
+    name_table: list
+    name_codes: Any  # int64 index into name_table per row
+    cats: Any  # "cpu_op", "user_annotation", "python_function" per row
+    tid: Any
+    start_ns: Any
+    end_ns: Any
+    external_id: Any
+    args: Callable[[Any], list] = field(compare=False, repr=False, default=lambda rows: [{} for _ in rows])
+
+    def __len__(self) -> int:
+        return len(self.tid)
+
+
+@dataclass(frozen=True)
 class ProcessWindow:
     """The capture window handed to ``Session.process``: records outside it are dropped (and counted).
     ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``).
     ``paused``: (start, end) epoch-ns intervals in which this session's collection was paused
     (``Session.pause``): ``contains`` is False inside them, so their records are dropped like those
-    outside the window."""
+    outside the window. ``host_ops`` (a callable returning ``HostOps`` or None) and ``ranges`` (our
+    ranges' names and args by correlation id: ``(names, args)`` for an array of ids) are read only by
+    sources that derive device work from the host's."""
 
     start_ns: int
     end_ns: int
     range_threads: RangeThreads | None = field(default=None, compare=False, repr=False)
     paused: tuple = ()
+    host_ops: Callable[[], HostOps | None] | None = field(default=None, compare=False, repr=False)
+    ranges: Callable[[Any], tuple[list, list]] | None = field(default=None, compare=False, repr=False)
+    # the host side (torch's allocators) reports this cycle's memory: a backend that also sees allocations
+    # (Level Zero's tracing layer) leaves them out rather than writing them twice
+    host_reports_memory: bool = False
 
     def contains(self, ts_ns, end_ns=None):
         """Scalar or numpy mask: the record starts inside the window, outside every paused interval."""

@@ -34,6 +34,7 @@ class RecordingCycle:
         self.torch_ops = None  # torch's CPU-only profiler for this cycle (host.torch_ops), when torch is in use
         self.torch_guard = None  # keeps a conflicting torch.profiler from starting during this cycle
         self.torch_ops_note: str | None = None
+        self.torch_id_base = 0  # torch's External ids were moved above this in the last trace (assemble_torch)
         self.collectors = None
         self.window_start = 0
         # paused intervals [start, end or None] (epoch ns) per source: a session's name, or HOST_SOURCE
@@ -115,7 +116,8 @@ class RecordingCycle:
         torch = torch_ops.torch_if_imported()
         if torch is None:
             return None, None
-        records_ops = ActivityType.CPU_OP in self.config.activities
+        # torch's [memory] events come from the same recorder as its ops
+        records_ops = ActivityType.CPU_OP in self.config.activities or self.config.profile_memory
         # every backend but the simulator traces through a vendor API (CUPTI, PTI, roctracer, a plugin's)
         owner = ", ".join(name for name, _ in self.sessions if name != "sim")
         if not records_ops and not owner:
@@ -124,8 +126,12 @@ class RecordingCycle:
         guard.check_not_running()
         if not records_ops:
             return guard, None
-        return guard, torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
-                                                with_stack=self.config.with_stack, guard=guard)
+        cfg = self.config
+        return guard, torch_ops.TorchOpRecorder(torch, record_shapes=cfg.record_shapes, with_stack=cfg.with_stack,
+                                                guard=guard, profile_memory=cfg.profile_memory,
+                                                with_flops=cfg.with_flops, with_modules=cfg.with_modules,
+                                                experimental=cfg.torch_experimental,
+                                                shapes_for_sim=any(name == "sim" for name, _ in self.sessions))
 
     def _start_collectors(self):
         from ..collectors import registry as collector_registry
@@ -210,7 +216,7 @@ class RecordingCycle:
             if spans and spans[-1][1] is None:
                 continue  # already paused
             if name == HOST_SOURCE:
-                if self.torch_ops is not None and hasattr(self.torch_ops, "toggle"):
+                if self.torch_ops is not None:
                     self.torch_ops.toggle(False)
             else:
                 dict(self.sessions)[name].pause()
@@ -226,7 +232,7 @@ class RecordingCycle:
             if not spans or spans[-1][1] is not None:
                 continue
             if name == HOST_SOURCE:
-                if self.torch_ops is not None and hasattr(self.torch_ops, "toggle"):
+                if self.torch_ops is not None:
                     self.torch_ops.toggle(True)
             else:
                 dict(self.sessions)[name].resume()

@@ -41,11 +41,16 @@ def env_says_paused(value: str | None) -> bool:
 
 
 class Pausing:
-    """Why a profile is paused, and its cycle brought in line with it."""
+    """Why a profile is paused, and its cycle brought in line with it. Sources paused by torch's
+    ``toggle_collection_dynamic`` stay paused when this pause ends."""
 
     def __init__(self) -> None:
         self.by_user = False
         self.by_env = False
+        self._holding = False  # this pause holds the current cycle's sources
+
+    def new_cycle(self) -> None:
+        self._holding = False
 
     @property
     def paused(self) -> bool:
@@ -59,11 +64,16 @@ class Pausing:
                                   "(read at each cycle start and prof.step()); the trace marks the paused spans",
                                   PTI_ENABLE_COLLECTION)
 
-    def apply(self, cycle) -> None:
-        """Pause or resume every source of a recording ``cycle`` to match."""
+    def apply(self, cycle, toggled_off: frozenset = frozenset()) -> None:
+        """Pause or resume every source of a recording ``cycle`` to match; on resume, the activities
+        ``toggled_off`` (toggle_collection_dynamic) are paused again at once."""
         if not cycle.recording:
             return
         if self.paused:
             cycle.pause(EVERY_SOURCE)
-        else:
+            self._holding = True
+        elif self._holding:
             cycle.resume(EVERY_SOURCE)
+            self._holding = False
+            if toggled_off:
+                cycle.pause(toggled_off)
