@@ -100,7 +100,7 @@ def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps:
 
 @pytest.fixture(scope="session")
 def sim_cuda(tmp_path_factory) -> TraceFacts:
-    """CUDA-flavoured sim, default options (no legacy_categories), schedule, syncs, one rank."""
+    """CUDA-flavoured sim, default options (vendor category names), schedule, syncs, one rank."""
     return profile_sim_run(tmp_path_factory.mktemp("sim_cuda"), vendor="cuda")
 
 

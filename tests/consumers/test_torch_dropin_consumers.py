@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 
 import xpuprof  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 P = torch.profiler
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from slice_tables import slice_table
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.backends import registry
@@ -43,7 +44,7 @@ def test_a_pause_lasts_across_cycles_until_resumed():
     prof = xpuprof.profile(backends=["sim"], activities=["cpu", "xpu"],
                            schedule=xpuprof.schedule(wait=0, warmup=0, active=2, repeat=3))
     counts = []
-    prof.on_trace_ready = lambda p: counts.append(len(p.builder.slice_table("kernel")["name"]))
+    prof.on_trace_ready = lambda p: counts.append(len(slice_table(p.builder, "kernel")["name"]))
     with prof:
         prof.toggle_collection_dynamic(False, ["xpu"])
         for i in range(6):
@@ -104,6 +105,6 @@ def test_sessions_get_pause_and_resume_calls_and_a_paused_window():
     finally:
         registry.unregister("hooktest")
     assert _HookSession.calls == ["pause", "resume"]
-    assert len(prof.builder.slice_table("kernel")["name"]) == 1  # the record inside the paused window dropped
+    assert len(slice_table(prof.builder, "kernel")["name"]) == 1  # the record inside the paused window dropped
     sources = [n["source"] for n in prof.builder.metadata["collection_paused"]]
     assert sources == ["hooktest", "host"]

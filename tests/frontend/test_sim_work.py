@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from slice_tables import slice_table
 import xpuprof
 
 
@@ -15,7 +16,7 @@ def _launches():
 
 
 def _kernels(prof):
-    k = prof.builder.slice_table("kernel")
+    k = slice_table(prof.builder, "kernel")
     return k["name"].tolist(), k["dur"].tolist()
 
 
@@ -79,6 +80,6 @@ def test_collective_ranges_launch_communication_kernels_on_their_own_stream():
             pass
         with xpuprof.record_function("nccl:all_reduce", {"bytes": 1 << 20}):
             pass
-    k = prof.builder.slice_table("kernel")
+    k = slice_table(prof.builder, "kernel")
     by_name = dict(zip(k["name"].tolist(), k["tid"].tolist()))
     assert by_name["ncclKernel_AllReduce_RING_LL_Sum_float"] != by_name["sim_matmul"]

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,21 @@ def test_each_cycle_gets_its_own_file(tmp_path):
         for _ in range(5):
             prof.step()
     assert len(os.listdir(tmp_path)) == 3
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "proc"])
+def test_trace_handler_checks_its_directory_before_the_workload(tmp_path, where):
+    if where == "under_a_file":
+        (tmp_path / "a_file").write_text("x")
+        bad = tmp_path / "a_file" / "traces"
+    else:
+        bad = Path("/proc/no/such/dir")  # not creatable, even by root
+    ran = []
+    with pytest.raises(ValueError) as info:
+        handler = xpuprof.trace_handler(bad)
+        with xpuprof.profile(activities=["cpu"], on_trace_ready=handler):
+            ran.append("workload")
+    assert ran == []  # one clear error before the loop, not after it
+    message = str(info.value)
+    assert str(bad) in message and "\n" not in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # no chained tracebacks

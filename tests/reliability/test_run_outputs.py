@@ -13,6 +13,8 @@ import pytest
 
 from xpuprof.cli import main
 
+pytestmark = pytest.mark.slow
+
 MARK_MODULE = "import os\ndef step(marker):\n    open(marker, 'w').close()\n"
 
 

@@ -11,8 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
+from slice_tables import slice_table
 import xpuprof
 from xpuprof.profiler import ProfilerAction
+
+pytestmark = pytest.mark.slow
 
 P = torch.profiler
 
@@ -46,7 +49,7 @@ def test_torchs_schedule_records_and_calls_on_trace_ready():
     _loop(prof, 4, step)
     assert ready == [4]  # called as step 4 begins, after the cycle's last active step (torch: the same)
     assert prof.builder.metadata["torch_ops"]["ops"] > 0
-    names = {e for e in prof.builder.slice_table("user_annotation")["name"].tolist()}
+    names = {e for e in slice_table(prof.builder, "user_annotation")["name"].tolist()}
     assert {"ProfilerStep#2", "ProfilerStep#3"} <= names and "ProfilerStep#1" not in names
 
 

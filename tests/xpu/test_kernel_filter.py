@@ -148,7 +148,10 @@ def test_submission_intervals_are_kernel_args_metadata_and_report_columns(pti_do
     import orjson
 
     assert main(["report", "--format", "json", str(tmp_path / "trace.json")]) == 0
-    rows = {r["name"]: r for r in orjson.loads(capsys.readouterr().out)["kernels"]}
+    doc = orjson.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in doc["tables"]["by_name"]["rows"]}
+    keys = [c["key"] for c in doc["tables"]["by_name"]["columns"]]
+    assert {"queued_avg_ns", "submit_avg_ns"} <= set(keys)  # columns listed with their units (report schema)
     assert rows["gemm_kernel<float>"]["queued_avg_ns"] == 1000.0 and rows["gemm_kernel<float>"]["submit_avg_ns"] == 2000.0
     assert "queued_avg_ns" not in rows["Memset (0 -> Device)"]
     assert main(["report", str(tmp_path / "trace.json")]) == 0

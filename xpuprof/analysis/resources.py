@@ -53,5 +53,16 @@ def resources_table(rows: list[dict]) -> dict:
     return {"title": "Kernel resources (Level Zero, at kernel creation)", "columns": columns, "rows": rows}
 
 
+def resources_text(rows: list[dict], width: int | None = None) -> str:
+    """The table as text (``analysis.text``): one line per kernel, empty cells where nothing was reported."""
+    from .text import Column, render_table
+
+    columns = [Column("Kernel", "left", shrink=True, min_width=24)]
+    columns += [Column(f"{label} [{unit}]" if unit and unit != "registers" else label) for _k, label, unit, _m in COLUMNS]
+    cells = [[row["kernel"], *[str(row.get(key, "")) for key, *_ in COLUMNS]] for row in rows]
+    return render_table(columns, cells, title="Kernel resources (Level Zero, at kernel creation; empty: not reported)",
+                        width=width)
+
+
 def unavailable_reasons(metadata: Iterable[dict | None]) -> list[str]:
     return sorted({str(md["unavailable"]) for md in metadata if isinstance(md, dict) and md.get("unavailable")})

@@ -17,43 +17,35 @@ def _kernels(report: StallReport, top: int | None):
     return report.kernels[:top] if top else report.kernels
 
 
-def text(report: StallReport, *, top: int | None = None, lines: int = 5, width: int = 200) -> str:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def text(report: StallReport, *, top: int | None = None, lines: int | None = 5, width: int | None = 200) -> str:
+    """Two plain-text tables (``analysis.text``): each kernel's reason shares in percent, then its hottest
+    source lines."""
+    from .text import Column, render_table
 
     kernels = _kernels(report, top)
     by_rank = any(k.rank is not None for k in kernels)
     shown = [r for i, r in enumerate(report.reasons) if any(k.samples[i] for k in kernels)]
     period = ", ".join(f"{p} ns" for p in report.periods_ns if p)
-    t = Table(title=escape(f"EU stall samples ({len(report.sources)} trace(s), {report.total} samples"
-                           + (f", period {period}" if period else "") + "): share of each kernel's samples, %"),
-              title_justify="left")
-    if by_rank:
-        t.add_column("Rank", justify="right")
-    t.add_column("Kernel", overflow="fold", max_width=60)
-    t.add_column("Samples", justify="right")
-    for r in shown:
-        t.add_column(escape(r), justify="right")
-    for k in kernels:
-        shares = dict(zip(report.reasons, k.shares().tolist()))
-        t.add_row(*([str(k.rank)] if by_rank else []), escape(k.name), str(k.total),
-                  *[f"{shares[r]:.1f}" if shares[r] else "" for r in shown])
-    hot = Table(title="Hottest source lines per kernel" + (f" (top {lines})" if lines else ""), title_justify="left")
-    for col in (["Rank"] if by_rank else []) + ["Kernel", "Location", "Samples", "% of kernel", "Top reason"]:
-        hot.add_column(col, justify="left" if col in ("Kernel", "Location", "Top reason") else "right",
-                       overflow="fold", max_width=60 if col in ("Kernel", "Location") else None)
+    lead = [Column("Rank")] if by_rank else []
+    mix = render_table(
+        lead + [Column("Kernel", "left", shrink=True, min_width=24), Column("Samples")] + [Column(r) for r in shown],
+        [([str(k.rank)] if by_rank else []) + [k.name, f"{k.total:,}"]
+         + [f"{v:.1f}" if v else "" for r, v in zip(report.reasons, k.shares().tolist()) if r in shown]
+         for k in kernels],
+        title=(f"EU stall samples ({len(report.sources)} trace(s), {report.total:,} samples"
+               + (f", period {period}" if period else "") + "): share of each kernel's samples, %"), width=width)
+    rows = []
     for k in kernels:
         for line in k.lines[:lines]:
             reason, share = top_reason(line.samples, report.reasons)
-            hot.add_row(*([str(k.rank)] if by_rank else []), escape(k.name), escape(line.location), str(line.total),
-                        f"{100.0 * line.total / k.total:.1f}" if k.total else "", f"{escape(reason)} ({share:.0f}%)")
-    console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
-    console.print(t)
-    console.print(hot)
-    for note in report.notes:
-        console.print(escape(note))
-    return console.export_text()
+            rows.append(([str(k.rank)] if by_rank else []) + [
+                k.name, line.location, f"{line.total:,}", f"{100.0 * line.total / k.total:.1f}" if k.total else "",
+                f"{reason} ({share:.0f}%)"])
+    hot = render_table(lead + [Column("Kernel", "left", shrink=True, min_width=16),
+                               Column("Location", "left", shrink=True, min_width=16), Column("Samples"),
+                               Column("% of kernel"), Column("Top reason", "left")], rows,
+                       title="Hottest source lines per kernel" + (f" (top {lines})" if lines else ""), width=width)
+    return "\n".join([mix, hot, *report.notes]) + "\n"
 
 
 def to_csv(report: StallReport, *, top: int | None = None, lines: int = 5) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..activity import ActivityType
 
@@ -189,7 +189,7 @@ class Session(ABC):
 
 
 class Backend(ABC):
-    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for legacy category names)."""
+    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for the vendor category names)."""
 
     name: ClassVar[str] = ""
     vendor: ClassVar[str] = ""
@@ -208,6 +208,12 @@ class Backend(ABC):
     @abstractmethod
     def configure(self, activity_types: frozenset[ActivityType], config: "ProfilerConfig") -> Session | None:
         """A session for the selected types, or None when none of them is this backend's."""
+
+    @classmethod
+    def check_metrics(cls, names: Sequence[str]) -> None:
+        """Raise ``BackendError`` naming the metrics this backend can never collect (with close matches),
+        before anything starts: ``profile.start()`` and ``xpuprof run --dry-run`` ask it. The default checks
+        nothing: a backend whose metric names depend on the device checks them in ``configure``."""
 
 
 class BackendError(RuntimeError):

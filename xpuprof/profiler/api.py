@@ -55,13 +55,28 @@ def trace_file_name(worker_name: str | None = None, *, use_gzip: bool = False, t
     return f"{worker}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
+def _make_trace_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # pathlib's recursion chains one error per missing parent: say it once
+        raise type(exc)(exc.errno, exc.strerror, exc.filename) from None
+
+
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
     """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler;
-    torch's own handler works too)."""
+    torch's own handler works too).
+
+    The directory is created here, so a path that cannot hold traces is one ``ValueError`` before the
+    workload runs, not an error after it."""
     directory = Path(dir_name)
+    try:
+        _make_trace_dir(directory)
+    except OSError as exc:
+        raise ValueError(f"trace_handler: cannot write traces into {str(directory)!r}: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if exc.filename and exc.filename != str(directory) else "")) from None
 
     def handler(prof: "profile") -> Path:
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_trace_dir(directory)  # again: it may have been removed since
         return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip))
 
     return handler
@@ -244,7 +259,7 @@ class profile(TorchResultsMethods):
             raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
         from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
 
-        out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
+        out = write_chrome_trace(self.builder, path, vendor_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
         return out

@@ -161,6 +161,16 @@ class SimBackend(Backend):
                           ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC, ActivityType.EXTERNAL_CORRELATION}
                          | _METRIC_ACTIVITIES)
 
+    @classmethod
+    def check_metrics(cls, names) -> None:
+        from ...catalogs import close_matches
+
+        unknown = [m for m in dict.fromkeys(names) if m not in METRICS]
+        if unknown:
+            named = "; ".join(f"{m!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)"
+                                           if (close := close_matches(m, METRICS)) else "") for m in unknown)
+            raise BackendError(f"the sim backend cannot count {named}. Valid metrics: {', '.join(METRICS)}")
+
     def configure(self, activity_types, config) -> SimSession | None:
         types = frozenset(activity_types) & self.supported_activities()
         if not types:
@@ -168,10 +178,7 @@ class SimBackend(Backend):
         metrics: list[str] = []
         requested = list(config.experimental.profiler_metrics)
         if requested and types & _METRIC_ACTIVITIES:
-            unknown = [m for m in requested if m not in METRICS]
-            if unknown:
-                raise BackendError(f"the sim backend cannot count {', '.join(map(repr, unknown))}. "
-                                   f"Valid metrics: {', '.join(METRICS)}")
+            self.check_metrics(requested)
             metrics = requested
         seed = config.custom.get("sim_seed", 0)
         try:
