@@ -18,8 +18,8 @@ latency  trigger (the RPC ``dyno gputrace`` sends, default config: start time 0,
          hands the config over, from its log) and the rest.
 spike    a 10 ms-step torch loop; a 500 ms capture is requested mid-run; the slowest step that overlaps the
          capture's start, and the slowest around its stop and write, against the median step outside it.
-         Goal: <= 2x. xpuprof with its default activities (torch's ops recorded: enable/disable run on the
-         training thread), xpuprof without cpu_op, torch's Kineto, and the same loop with nothing requested
+         Goal: <= 2x. xpuprof with its default activities (torch's ops recorded: torch's profiler switched on
+         from the main thread, off from the capture thread), xpuprof without cpu_op, torch's Kineto, and the same loop with nothing requested
          (the same windows: what the machine's own noise gives).
 
 Each measurement runs in a fresh process (a fresh daemon per run); medians of ``--runs``; ratios printed.
