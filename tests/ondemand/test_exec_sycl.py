@@ -54,9 +54,15 @@ def stack_env() -> dict:
                LD_LIBRARY_PATH=f"{LEVEL_ZERO}{os.pathsep}{PREFIX_LIB}", PYTHONPATH=str(REPO),
                XPUPROF_DISABLE_BACKENDS="cuda,rocm")
     for key in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_EXEC", "XPUPROF_HELPER", "KINETO_USE_DAEMON",
-                "XPUPROF_KINETO_USE_DAEMON", "LD_PRELOAD"):
+                "XPUPROF_KINETO_USE_DAEMON", "LD_PRELOAD", *PTI_SET):
         env.pop(key, None)
     return env
+
+
+# What PTI's view library sets in its process's environment once loaded (a pytest-xdist worker that imported
+# xpuprof has them): inherited, they switch XPTI on in the child before anything of the test ran.
+PTI_SET = ("XPTI_TRACE_ENABLE", "XPTI_FRAMEWORK_DISPATCHER", "XPTI_SUBSCRIBERS", "UR_ENABLE_LAYERS",
+           "INTEL_LIBITTNOTIFY64")
 
 
 def runtime_calls(trace) -> list[dict]:
