@@ -71,17 +71,16 @@ def test_regular_file_stays_atomic_on_failure(tmp_path, monkeypatch):
     class Boom(RuntimeError):
         pass
 
-    real_open = open
+    import xpuprof.trace.outputs as outputs
 
-    def failing_open(path, mode="r", *a, **k):
-        f = real_open(path, mode, *a, **k)
-        if "w" in mode and str(path).endswith(".tmp"):
-            f.close()
-            raise Boom("disk full")
-        return f
+    real_open_output = outputs.open_output
 
-    import builtins
-    monkeypatch.setattr(builtins, "open", failing_open)
+    def failing_open_output(dest, *a, **k):  # the write fails once the temporary file exists
+        f = real_open_output(dest, *a, **k)
+        f.close()
+        raise Boom("disk full")
+
+    monkeypatch.setattr(outputs, "open_output", failing_open_output)
     with pytest.raises(Boom):
         write_output_bytes(target, b'{"new": 1}')
     monkeypatch.undo()

@@ -15,8 +15,8 @@ Two renderings of the same events:
   cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
   and is the reference the tests compare the vectorized output against.
 
-The file is written to ``<path>.tmp`` in chunks and renamed atomically; ``.gz`` paths are
-gzip-compressed (python-isal when installed, zlib otherwise).
+The file is written in chunks to a private temporary file beside it and renamed atomically
+(``trace.outputs``); ``.gz`` paths are gzip-compressed (python-isal when installed, zlib otherwise).
 """
 from __future__ import annotations
 
