@@ -591,17 +591,26 @@ def _destroy(plugin: CPlugin, handle: int, state: dict) -> None:
     state["destroyed"] = True
     if faults.abandoned(plugin.origin):
         return  # a call of this plugin hung: it may still run on its handle, so the handle is leaked
-    from ..deadline import deadline_or_default_s
+    from ..deadline import DeadlineExceeded, call_with_deadline, deadline_or_default_s
 
     # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin
     # (nor raise: a bad XPUPROF_PLUGIN_DEADLINE_S set meanwhile is reported where a run starts).
-    if not plugin.lock.acquire(timeout=deadline_or_default_s()):
+    deadline = deadline_or_default_s()
+    if not plugin.lock.acquire(timeout=deadline):
         faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
         return
-    try:
-        rc = plugin.table.destroy(handle)
-    finally:
-        plugin.lock.release()
+
+    def destroy_holding_the_lock() -> int:
+        try:
+            return plugin.table.destroy(handle)
+        finally:
+            plugin.lock.release()
+
+    try:  # a destroy() that hangs is abandoned like any other call: a crashed program still exits
+        rc = call_with_deadline(destroy_holding_the_lock, timeout_s=deadline, what=f"{plugin.origin} destroy")
+    except DeadlineExceeded:
+        faults.abandon(plugin.origin, "destroy", deadline)
+        return
     if rc < 0:
         faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
 
