@@ -127,11 +127,9 @@ def trace_file_name(worker_name: str, *, rank: int | None = None, use_gzip: bool
 def _launcher_distributed_info() -> dict | None:
     """``distributedInfo`` from launcher variables (torchrun, MPI, Slurm, ...), None when not launched."""
     from . import rank as rank_env
-    try:
-        return rank_env.distributed_info()
-    except rank_env.RankEnvError as exc:
-        log.warning("xpuprof: ignoring launcher rank variables: %s", exc)
-        return None
+
+    info = rank_env.detect_or_none()  # unusable variables: said once, never a lost trace
+    return None if info is None else info.distributed_info()
 
 
 def _rank_of(builder: TraceBuilder | None) -> int | None:
@@ -140,10 +138,11 @@ def _rank_of(builder: TraceBuilder | None) -> int | None:
         info = builder.metadata.get("distributedInfo")
     if info is None:
         info = _launcher_distributed_info()
-    if isinstance(info, Mapping) and info.get("rank") is not None:
-        return int(info["rank"])
-    env = os.environ.get("RANK")  # a bare RANK without WORLD_SIZE still names the file
-    return int(env) if env is not None and env.strip().isdigit() else None
+    if isinstance(info, Mapping) and type(info.get("rank")) is int and info["rank"] >= 0:
+        return info["rank"]
+    from . import rank as rank_env
+
+    return rank_env.bare_rank()  # a bare RANK without WORLD_SIZE still names the file
 
 
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
@@ -321,7 +320,7 @@ class profile:
                  config: ProfilerConfig | None = None, worker_name: str | None = None) -> None:
         from .deadline import default_deadline_s
 
-        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S: one DeadlineConfigError before anything starts
+        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S is said once, before anything starts
         base = config if config is not None else ProfilerConfig()
         changes: dict[str, Any] = {}
         if activities is not None or config is None:

@@ -117,13 +117,13 @@ def _read_all(fd: int, got: dict) -> threading.Thread:
     return t
 
 
-@pytest.mark.parametrize("form", ["/proc/self/fd/{fd}", "/dev/fd/{fd}", f"/proc/{os.getpid()}/fd/{{fd}}"])
+@pytest.mark.parametrize("form", ["/proc/self/fd/{fd}", "/dev/fd/{fd}", "/proc/{pid}/fd/{fd}"])
 def test_a_pipe_named_by_its_descriptor_is_written_through_it(form):
     r, w = os.pipe()
     got: dict = {}
     reader = _read_all(r, got)
     try:
-        write_chrome_trace(_builder(), form.format(fd=w))
+        write_chrome_trace(_builder(), form.format(fd=w, pid=os.getpid()))
         os.fstat(w)  # still open: the writer closed its own duplicate only
     finally:
         os.close(w)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from ..trace.inputs import InputError, check_json_start, read_input
 from .report import KernelStat, ReportError, build_report
 
 TIME_FIELDS = ("avg", "total", "min", "max")
@@ -28,12 +29,17 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:
-            data = orjson.loads(p.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        data = _read_json(p)
         if isinstance(data, dict) and isinstance(data.get("points"), list):
-            return {str(pt.get("label", i)): _rows(p, pt.get("kernels")) for i, pt in enumerate(data["points"])}
+            out = {}
+            for i, pt in enumerate(data["points"]):
+                if not isinstance(pt, dict):
+                    raise DiffError(f"{p}: points[{i}] is {type(pt).__name__}, not a point object")
+                label = pt.get("label", i)
+                if not isinstance(label, (str, int)) or isinstance(label, bool):
+                    raise DiffError(f"{p}: points[{i}].label is {type(label).__name__}, not a string")
+                out[str(label)] = _rows(p, pt.get("kernels"), f"points[{i}].kernels")
+            return out
         if isinstance(data, dict) and isinstance(data.get("kernels"), list):
             return {"": _rows(p, data["kernels"])}
         if not (isinstance(data, dict) and "traceEvents" in data):
@@ -45,11 +51,31 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
         raise DiffError(str(exc)) from None
 
 
-def _rows(path: Path, items) -> list[KernelStat]:
+def _read_json(p: Path):
+    """A summary or report JSON, read with bounds; ``DiffError`` for what is not one."""
     try:
-        return [KernelStat.from_dict(d) for d in items or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DiffError(f"{path}: malformed kernel row ({type(exc).__name__}: {exc})") from None
+        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary")))
+    except InputError as exc:
+        raise DiffError(str(exc)) from None
+    except OSError as exc:
+        raise DiffError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise DiffError(f"{p}: not valid JSON ({exc})") from None
+
+
+def _rows(path: Path, items, where: str = "kernels") -> list[KernelStat]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise DiffError(f"{path}: {where} is {type(items).__name__}, not a list of kernel rows")
+    rows = []
+    for i, d in enumerate(items):
+        try:
+            rows.append(KernelStat.from_dict(d))
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise DiffError(f"{path}: {where}[{i}] is not a kernel row ({what})") from None
+    return rows
 
 
 def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
@@ -60,14 +86,24 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
     """
     p = Path(path)
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:
-            data = orjson.loads(p.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        data = _read_json(p)
         if isinstance(data, dict) and "traceEvents" not in data:
             rows = data.get("telemetry") or []
-            return {f"{r['track']} [{r['pid']}] {r['metric']}": (float(r["mean"]), float(r["peak"]))
-                    for r in rows if isinstance(r, dict)}
+            if not isinstance(rows, list):
+                raise DiffError(f"{p}: telemetry is {type(rows).__name__}, not a list")
+            out = {}
+            for i, r in enumerate(rows):
+                if not isinstance(r, dict):
+                    continue
+                try:
+                    mean, peak = r["mean"], r["peak"]
+                    if not all(type(v) in (int, float) and math.isfinite(v) for v in (mean, peak)):
+                        raise ValueError(f"mean and peak must be finite numbers, not {mean!r}, {peak!r}"[:200])
+                    out[f"{r['track']} [{r['pid']}] {r['metric']}"] = (float(mean), float(peak))
+                except (KeyError, ValueError) as exc:
+                    what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+                    raise DiffError(f"{p}: telemetry[{i}] is not a telemetry row ({what})") from None
+            return out
     try:
         report = build_report([p])
     except ReportError as exc:

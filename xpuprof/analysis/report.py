@@ -7,6 +7,8 @@ Reads traces through ``xpuprof.trace.load``; knows no vendor. Per-kernel metrics
 """
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
 STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
 # ``xpuprof merge`` gives rank r's rows pids (r + 1) * stride + i, and the file a "mergedRanks" key.
 MERGED_RANK_PID_STRIDE = 1_000_000_000
+TIME_LIMIT_NS = 2**62  # times (ns, base included) the int64 columns hold with room for sums and differences
 
 
 class ReportError(ValueError):
@@ -43,7 +46,11 @@ class TraceFile:
 
     @property
     def base_ns(self) -> int:
-        return int(self.data.get("baseTimeNanoseconds") or 0)
+        base = self.data.get("baseTimeNanoseconds") or 0
+        if type(base) not in (int, float) or not abs(base) < TIME_LIMIT_NS:
+            raise ReportError(f"{self.path}: baseTimeNanoseconds {base!r} is not a time (an integer of "
+                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
+        return int(base)
 
     @property
     def merged_ranks(self) -> list[int]:
@@ -95,6 +102,23 @@ class ScannedTraceFile(TraceFile):
         if not numeric.any() and not any(isinstance(e.get("ts"), (int, float)) for e in events):
             first = 0.0
         return events, first
+
+
+def _check_times(trace: TraceFile, slices: list[dict], base: int) -> None:
+    """Every slice's ts and dur a finite number of µs that fits the int64 ns columns (with the base
+    added); else one ``ReportError`` naming the file, the event and the value."""
+    limit_us = (TIME_LIMIT_NS - abs(base)) / 1000
+    for e in slices:
+        for key in ("ts", "dur"):
+            v = e.get(key, 0)
+            try:  # as the table reads them: ts a JSON number, dur anything float() takes ("1.25" too)
+                ok = abs(float(v)) < limit_us  # NaN fails this too
+            except (TypeError, ValueError, OverflowError):
+                ok = False
+            if not ok:
+                raise ReportError(f"{trace.path}: event {str(e.get('name', ''))[:80]!r} has {key} {v!r}, which is "
+                                  f"not a time a trace can hold (a finite number of microseconds below "
+                                  f"{limit_us:.3g} in magnitude)")
 
 
 def rank_of(data: dict, path: Path | str = "") -> int | None:
@@ -164,11 +188,12 @@ class EventTable:
         if not slices:
             return cls.empty()
         base = trace.base_ns
+        _check_times(trace, slices, base)
         start_ns = base + int(round(min(e["ts"] for e in slices) * 1000))
         metric_rows = [e for e in slices if str(e.get("name", "")).startswith(METRICS_PREFIX)]
         kernels = [e for e in slices if not str(e.get("name", "")).startswith(METRICS_PREFIX)]
         cats = _choose_categories(kernels, categories)
-        rows = [e for e in kernels if e.get("cat") in cats]
+        rows = [e for e in kernels if isinstance(e.get("cat"), str) and e["cat"] in cats]
         n = len(rows)
         ts = np.fromiter((base + int(round(e["ts"] * 1000)) for e in rows), np.int64, n)
         table = cls(
@@ -220,7 +245,7 @@ class EventTable:
         dur_kind = kinds[:, DUR]
         dur_f = np.where(dur_kind == INT, sc.ints(DUR)[simple].astype(np.float64),
                          np.where(dur_kind == DOUBLE, sc.floats(DUR)[simple], 0.0))
-        if not np.isfinite(dur_f).all():
+        if not (np.abs(dur_f) < limit).all():  # NaN, inf, or past int64 ns: from_trace names it
             return None
         # Per slice, in file order: the simple ones first, then the odd ones, then sorted by event.
         firsts = [int(ts_i[ts_int].min())] if ts_int.any() else []
@@ -230,8 +255,11 @@ class EventTable:
         absent_name = string_id("")  # str(e.get("name", "")) of an event without a name
         o_name = np.array([string_id(str(e.get("name", ""))) for _, e in odd], np.int64)
         o_cat = np.array([-1 if e.get("cat") is None else string_id(e["cat"]) for _, e in odd], np.int64)
-        o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
-        o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
+        try:
+            o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
+            o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
+        except (TypeError, ValueError, OverflowError):
+            return None  # from_trace names the event
         if any(abs(v) >= 2**62 for v in o_ts + o_dur):
             return None  # from_trace decides
         o_ts, o_dur = np.array(o_ts, np.int64), np.array(o_dur, np.int64)
@@ -395,7 +423,7 @@ def _wanted_categories(categories: Sequence[str]) -> set[str]:
 def _choose_categories(slices: list[dict], categories: Sequence[str] | None) -> set[str]:
     if categories:
         return _wanted_categories(categories)
-    present = {e.get("cat") for e in slices}
+    present = {e.get("cat") for e in slices if isinstance(e.get("cat"), str)}  # a list or object is no category
     device = present & set(DEVICE_CATEGORIES)
     return device or (present & set(HOST_CATEGORIES))
 
@@ -426,11 +454,36 @@ class KernelStat:
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelStat":
-        return cls(str(d["name"]), int(d["calls"]), int(d["total_ns"]), float(d.get("pct", 0.0)),
-                   float(d["avg_ns"]), int(d.get("min_ns", 0)), int(d.get("max_ns", 0)), d.get("rank"),
-                   {k: float(v) for k, v in (d.get("metrics") or {}).items()},
-                   {k: float(v) for k, v in (d.get("metric_min") or {}).items()},
-                   {k: float(v) for k, v in (d.get("metric_max") or {}).items()})
+        """A row as ``to_dict`` wrote it; ``TypeError``/``ValueError``/``KeyError`` naming the field for
+        anything else (a missing field, a string, a non-finite number, an unknown shape)."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a kernel row must be an object, not {type(d).__name__}")
+
+        def number(key: str, default=None) -> float:
+            v = d[key] if default is None else d.get(key, default)
+            if type(v) not in (int, float) or not math.isfinite(v):
+                raise ValueError(f"{key} must be a finite number, not {v!r}"[:200])
+            return v
+
+        def table(key: str) -> dict[str, float]:
+            m = d.get(key) or {}
+            if not isinstance(m, dict):
+                raise TypeError(f"{key} must be an object of metric values, not {type(m).__name__}")
+            out = {}
+            for k, v in m.items():
+                if type(v) not in (int, float) or not math.isfinite(v):
+                    raise ValueError(f"{key}[{k!r}] must be a finite number, not {v!r}"[:200])
+                out[str(k)] = float(v)
+            return out
+
+        name, rank = d["name"], d.get("rank")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        if rank is not None and type(rank) is not int:
+            raise TypeError(f"rank must be an integer, not {type(rank).__name__}")
+        return cls(name, int(number("calls")), int(number("total_ns")), float(number("pct", 0.0)),
+                   float(number("avg_ns")), int(number("min_ns", 0)), int(number("max_ns", 0)), rank,
+                   table("metrics"), table("metric_min"), table("metric_max"))
 
 
 def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",

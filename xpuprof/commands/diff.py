@@ -67,6 +67,10 @@ def run(args) -> int:
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - exit 1 means "regression": unusable input must never look like one
+        print(f"xpuprof diff: cannot compare {args.a} and {args.b}: {type(exc).__name__}: {exc}"[:2000],
+              file=sys.stderr)
+        return 2
     if args.format == "json":
         out = result.to_dict()
         out["telemetry"] = telemetry

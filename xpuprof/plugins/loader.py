@@ -228,7 +228,7 @@ def load_plugins(config=None, environ=None) -> list[LoadedPlugin]:
     """Load every plugin of every named directory (idempotent: each file loads once)."""
     from ..deadline import default_deadline_s
 
-    # A bad XPUPROF_PLUGIN_DEADLINE_S is one configuration error here, not a "load failure" of every plugin.
+    # A bad XPUPROF_PLUGIN_DEADLINE_S is said once here (and the default used), not once per plugin.
     default_deadline_s()
     results = []
     for directory in plugin_dirs(config, environ):
