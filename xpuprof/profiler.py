@@ -844,9 +844,8 @@ class profile:
         tids: set[int] = set()
         n = rec.range_count()
         bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
-        intern = builder.strings.intern
-        # Each distinct name (ranges and instants share the table) interned once.
-        name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
+        # Each distinct name (ranges and instants share the table) handed over once, as text (no str per name).
+        name_table = rec.name_ids_in(builder.strings)
         if n and ActivityType.USER_ANNOTATION in self.config.activities:
             # Columns straight from the C records.
             rec_arr = annotations.log_array(rec.ranges)

@@ -3,9 +3,9 @@
  * A pure-Python context manager costs ~0.7 us per enter+exit on a small machine, over the
  * 0.5 us budget. Here enter/exit are C methods: enter reads the monotonic clock and takes a
  * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
- * into the recorder's Int64Log - no Python object per range. A name is looked up in a dict
- * keyed by the name object (its hash is cached) and gets an index the first time it is seen;
- * args objects (only when given) go to a list. stop() reads the log as one numpy array.
+ * into the recorder's Int64Log - no Python object per range. A name gets an index in the
+ * recorder's NameTable (nametable.h: distinct names as UTF-8 text in one buffer) the first time it
+ * is seen; args objects (only when given) go to a list. stop() reads the log as one numpy array.
  * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
  * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, sessions
  * that hand over correlation_hooks (their vendor library's C push/pop entry points) get those
@@ -184,14 +184,15 @@ static PyTypeObject Int64LogType = {
     .tp_as_sequence = &log_as_sequence,
 };
 
+#include "nametable.h"
+
 /* ---------------------------------------------------------------- the active recorder */
 enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 #define MAX_SESSIONS 16
 #define STACK_DEPTH 256
 
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
-static PyObject *name_index = NULL;   /* recorder.name_index: name object -> int index */
-static PyObject *name_list = NULL;    /* recorder.names: index -> name object */
+static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
 static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges that carry some */
 /* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
 static Int64LogObject *mark_logs[MAX_SESSIONS];
@@ -415,22 +416,9 @@ static PyObject *range_enter(RangeObject *self, PyObject *unused) {
     return (PyObject *)self;
 }
 
-/* The name's index in the recorder's name table, adding it the first time. */
-static int64_t name_slot(PyObject *name) {
-    PyObject *idx = PyDict_GetItemWithError(name_index, name); /* str or bytes: checked when the range was made */
-    if (idx) return PyLong_AsLongLong(idx);
-    if (PyErr_Occurred()) return -1;
-    Py_ssize_t n = PyList_GET_SIZE(name_list);
-    idx = PyLong_FromSsize_t(n);
-    if (!idx) return -1;
-    int rc = PyDict_SetItem(name_index, name, idx);
-    Py_DECREF(idx);
-    if (rc < 0 || PyList_Append(name_list, name) < 0) return -1;
-    return n;
-}
-
 static int append_range(RangeObject *self, int64_t t1, long tid) {
-    int64_t name = name_slot(self->name);
+    int64_t name = nt_intern(name_table, self->name); /* str or bytes: checked when the range was made */
+    if (name == -2) { ranges->refused++; return 0; } /* the cycle's names were exported: it has ended */
     if (name < 0) return -1;
     int64_t args = -1;
     if (self->args && self->args != Py_None) {
@@ -537,8 +525,7 @@ static PyTypeObject RangeType = {
 static void forget_recorder(void) {
     Py_CLEAR(recorder);
     Py_CLEAR(ranges);
-    Py_CLEAR(name_index);
-    Py_CLEAR(name_list);
+    Py_CLEAR(name_table);
     Py_CLEAR(args_list);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
     for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
@@ -600,7 +587,7 @@ static int take_hooks(PyObject *s) {
     return 1;
 }
 
-/* set_recorder(recorder): take recorder.ranges/name_index/names/args and, per session in
+/* set_recorder(recorder): take recorder.ranges/names/args and, per session in
  * recorder.sessions, its correlation_log (an Int64Log(3)) or its push/pop_correlation_id. */
 static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     forget_recorder();
@@ -612,8 +599,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
         PyErr_SetString(PyExc_ValueError, "recorder.ranges must be an Int64Log(6)");
         goto fail;
     }
-    if (!(name_index = attr_of_type(rec, "name_index", &PyDict_Type, "a dict"))) goto fail;
-    if (!(name_list = attr_of_type(rec, "names", &PyList_Type, "a list"))) goto fail;
+    if (!(name_table = (NameTableObject *)attr_of_type(rec, "names", &NameTableType, "a NameTable"))) goto fail;
     if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
     sessions = PyObject_GetAttrString(rec, "sessions");
     if (!sessions) goto fail;
@@ -703,6 +689,9 @@ static PyObject *next_correlation_id(PyObject *mod, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"set_recorder", set_recorder, METH_O, "Install the active HostRecorder (None: stop recording)."},
+    {"set_name_cleaner", set_name_cleaner, METH_VARARGS,
+     "Register cleaner(name) -> (clean str, had invalid UTF-8) for names that are not plain valid text, and the "
+     "longest name (in characters) stored as given."},
     {"set_args_encoder", set_args_encoder, METH_O,
      "Register encode(dict) -> JSON bytes, used to store a range's dict args compactly (None: store objects)."},
     {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
@@ -719,7 +708,8 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
-    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0) return NULL;
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0)
+        return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -734,6 +724,12 @@ PyMODINIT_FUNC PyInit_hostrec(void) {
     Py_INCREF(&Int64LogType);
     if (PyModule_AddObject(m, "Int64Log", (PyObject *)&Int64LogType) < 0) {
         Py_DECREF(&Int64LogType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&NameTableType);
+    if (PyModule_AddObject(m, "NameTable", (PyObject *)&NameTableType) < 0) {
+        Py_DECREF(&NameTableType);
         Py_DECREF(m);
         return NULL;
     }

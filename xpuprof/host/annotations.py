@@ -2,7 +2,9 @@
 
 While a profiler records, it installs a ``HostRecorder`` here; ``record_function`` then writes
 one fixed-size record per range (t0, t1, tid, correlation id, name index, args index) into the
-recorder's ``Int64Log`` - no Python object per range; each distinct name is stored once. When
+recorder's ``Int64Log`` - no Python object per range; each distinct name is stored once, as UTF-8
+text in the recorder's ``NameTable`` (no Python object per name either: a million distinct names
+cost what their text costs, not a dict of strings). When
 nothing records, entering and leaving a range is a global read. The profiler reads the log as
 numpy columns at stop. Enter/exit run in C (``xpuprof._native.hostrec``) when that extension is
 built, in Python otherwise; both write the same records.
@@ -29,7 +31,7 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
-if _c is not None and not hasattr(_c, "Int64Log"):  # built from an older hostrec.c: its records differ
+if _c is not None and not hasattr(_c, "NameTable"):  # built from an older hostrec.c: its records differ
     import warnings
 
     warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
@@ -38,6 +40,7 @@ if _c is not None and not hasattr(_c, "Int64Log"):  # built from an older hostre
 
 if _c is not None:
     Int64Log = _c.Int64Log
+    NameTable = _c.NameTable
 else:
     class Int64Log:  # type: ignore[no-redef]
         """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
@@ -68,6 +71,27 @@ else:
         def values(self):
             return self._values
 
+    class NameTable:  # type: ignore[no-redef]
+        """The pure-Python stand-in of hostrec.NameTable: name -> id through a dict (names kept as given;
+        they are cleaned when the trace's string table interns them)."""
+
+        __slots__ = ("_ids", "names", "invalid_utf8")
+
+        def __init__(self) -> None:
+            self._ids: dict = {}
+            self.names: list = []
+            self.invalid_utf8 = 0
+
+        def intern(self, name) -> int:
+            got = self._ids.get(name)
+            if got is None:
+                got = self._ids[name] = len(self.names)
+                self.names.append(name)
+            return got
+
+        def __len__(self) -> int:
+            return len(self.names)
+
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
 _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.count(1).__next__
@@ -92,19 +116,18 @@ def log_array(log) -> "np.ndarray":
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("ranges", "name_index", "names", "args", "instants", "thread_names", "sessions",
+    __slots__ = ("ranges", "names", "args", "instants", "thread_names", "sessions",
                  "track_correlation", "next_id", "_stacks", "record_annotations")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
     INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
 
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
-        # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
-        # distinct name object once, found through `name_index`); args by index into `args`
-        # (NO_ARGS when none). Nothing per range for the cyclic GC to visit.
+        # One record per range (RANGE_FIELDS, 48 bytes); names by id in `names` (each distinct name's
+        # text once); args by index into `args` (NO_ARGS when none). Nothing per range for the
+        # cyclic GC to visit.
         self.ranges = Int64Log(len(RANGE_FIELDS))
-        self.name_index: dict = {}
-        self.names: list = []
+        self.names = NameTable()
         self.args: list = []
         # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
         self.instants = Int64Log(len(self.INSTANT_FIELDS))
@@ -153,10 +176,7 @@ class HostRecorder:
 
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
-        idx = self.name_index.get(name)  # a str or bytes: checked when the range was made
-        if idx is None:
-            idx = self.name_index[name] = len(self.names)
-            self.names.append(name)
+        idx = self.names.intern(name)  # a str or bytes: checked when the range was made
         if args is not None:
             if type(args) is dict and _args_encoder is not None:
                 try:
@@ -169,15 +189,24 @@ class HostRecorder:
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
         a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
-        idx = self.name_index.get(name)
-        if idx is None:
-            idx = self.name_index[name] = len(self.names)
-            self.names.append(name)
+        idx = self.names.intern(name)
         if args is None:
             self.instants.append(t, tid, idx, NO_ARGS, scope_code)
             return
         self.args.append(snapshot_args(args))
         self.instants.append(t, tid, idx, len(self.args) - 1, scope_code)
+
+    def name_ids_in(self, strings) -> "np.ndarray":
+        """The trace string table's id (int32) of each of this cycle's names, by name id: the C table's
+        text is handed over as one segment, without a Python object per name."""
+        import numpy as np
+
+        names = self.names
+        if _c is not None and isinstance(names, _c.NameTable):
+            ends = log_array(names.offsets)[:, 0]
+            first = strings.add_segment(np.frombuffer(names, np.uint8), ends, invalid_utf8=names.invalid_utf8)
+            return np.arange(first, first + len(names), dtype=np.int32)
+        return np.fromiter((strings.intern(x) for x in names.names), np.int32, len(names))
 
     def current(self) -> int:
         if _c is not None:
@@ -187,6 +216,14 @@ class HostRecorder:
 
 
 _args_encoder: Callable | None = None
+
+
+def _clean_name(name) -> tuple[str, bool]:
+    """A name that is not plain valid text (bytes, lone surrogates, over the string bound) as the trace
+    writes it, and whether invalid UTF-8 was replaced (counted in the trace's invalid_utf8_names)."""
+    from ..trace.strings import has_invalid_utf8, json_safe
+
+    return json_safe(name), has_invalid_utf8(name)
 
 
 def _encode_dict_args(args: dict) -> bytes:
@@ -237,6 +274,9 @@ def install(recorder: HostRecorder | None) -> HostRecorder | None:
         _args_encoder = _encode_dict_args
         if _c is not None:
             _c.set_args_encoder(_encode_dict_args)
+            from ..trace.strings import MAX_STRING_CHARS
+
+            _c.set_name_cleaner(_clean_name, MAX_STRING_CHARS)
     if _c is not None:
         _c.set_recorder(recorder)
     return previous

@@ -533,7 +533,7 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool,
     builder.flush()
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
-    fast = make_writer(strings, legacy, renderer=renderer) if columnar else None
+    fast = make_writer(builder.strings, legacy, renderer=renderer) if columnar else None
 
     def batches(group, fast_method, generic):
         # The columnar writer where it can take the batch (with the generic path for the rows it

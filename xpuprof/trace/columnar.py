@@ -24,6 +24,7 @@ import orjson
 
 from ..clock import BASE_TIME_NS
 from .builder import CounterBatch, FlowBatch, SliceBatch
+from .strings import StringTable
 from .vecfmt import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, micros_matrix, number_matrix,
                      ragged_matrix, vector_matrix)
 
@@ -56,13 +57,16 @@ def _fast_arg(col) -> bool:
     return col.kind in ("str", "hex") and col.values.ndim == 1 and col.values.dtype.kind in "iu"
 
 
+Tokens = Callable[[np.ndarray], "tuple[bytes, np.ndarray]"]  # used ids -> (JSON tokens blob, offsets)
+
+
 class _StringColumn:
     """Interned string ids of one batch column, rendered through a table of the ids it uses."""
 
-    def __init__(self, ids: np.ndarray, encode: Callable[[int], bytes]) -> None:
+    def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
         self.constant = is_constant(ids)
         if self.constant:
-            tok = encode(int(ids[0]))
+            tok = tokens_of(np.asarray(ids[:1], np.int64))[0]
             self.const_row = np.frombuffer(tok, dtype=np.uint8).reshape(1, -1)
             self.const_long = len(tok) > LONG_STRING_BYTES
             self.width = len(tok)
@@ -72,16 +76,16 @@ class _StringColumn:
         remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
         self.local = remap[ids]
-        tokens = [encode(i) for i in used.tolist()]
-        self.lens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        blob, offsets = tokens_of(used)
+        self.lens = np.diff(offsets)
         self.long = self.lens > LONG_STRING_BYTES
         self.any_long = bool(self.long.any())
         short = self.lens[~self.long]
         self.width = int(short.max()) if len(short) else 1
-        self.blob = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-        self.starts = np.cumsum(self.lens) - self.lens
+        self.blob = np.frombuffer(blob, dtype=np.uint8)
+        self.starts = offsets[:-1]
         self.table = None
-        if len(tokens) * self.width <= TABLE_BYTES_LIMIT:
+        if len(used) * self.width <= TABLE_BYTES_LIMIT:
             clipped = np.minimum(self.lens, self.width)
             self.table = ragged_matrix(self.blob, self.starts, clipped, min_width=self.width)
 
@@ -187,16 +191,28 @@ def _key(name: str) -> bytes:
 class FixedWidthWriter:
     """Renders bulk batches; ``can_write`` says which ones it handles exactly."""
 
-    def __init__(self, strings: list[str], legacy: bool) -> None:
-        self.strings = strings
+    def __init__(self, strings: "StringTable | list[str]", legacy: bool) -> None:
+        self.table = strings if isinstance(strings, StringTable) else None
+        self.strings = strings.strings if self.table is not None else strings
         self.legacy = legacy
         self._encoded: dict[int, bytes] = {}
 
     def encode(self, sid: int) -> bytes:
         tok = self._encoded.get(sid)
         if tok is None:
-            tok = self._encoded[sid] = orjson.dumps(self.strings[sid])
+            # An exact-size copy: orjson's result keeps a 4 KiB buffer, which held ~4 KB per cached string.
+            tok = self._encoded[sid] = bytes(memoryview(orjson.dumps(self.strings[sid])))
         return tok
+
+    def tokens(self, used: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """JSON tokens of the string ids ``used`` (distinct, ascending) as one blob and offsets; bulk
+        strings (a recorder's names) are escaped together, the others cached one by one."""
+        if self.table is not None:
+            return self.table.json_tokens(used, self.encode)
+        toks = [self.encode(int(i)) for i in used.tolist()]
+        offsets = np.zeros(len(toks) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, toks), np.int64, len(toks)), out=offsets[1:])
+        return b"".join(toks), offsets
 
     # ------------------------------------------------------------------ eligibility
     @staticmethod
@@ -285,9 +301,9 @@ class FixedWidthWriter:
 
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.encode)
-        name = _StringColumn(b.name, self.encode)
-        str_args = {k: _StringColumn(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
+        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        name = _StringColumn(b.name, self.tokens)
+        str_args = {k: _StringColumn(c.values, self.tokens) for k, c in b.args.items() if c.kind == "str"}
         columns = [cat, name, *str_args.values()]
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
@@ -359,8 +375,8 @@ class FixedWidthWriter:
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.encode)
-        name = _StringColumn(b.name, self.encode)
+        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        name = _StringColumn(b.name, self.tokens)
         columns = [cat, name]
         step = self._chunk_rows(90 + cat.width + name.width + 24 * len(b.values))
         keys = [(_key(k), v) for k, v in b.values.items()]
@@ -382,7 +398,7 @@ class FixedWidthWriter:
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.cat, self.encode)
+        cat = _StringColumn(b.cat, self.tokens)
         step = self._chunk_rows(100 + 2 * cat.width)
         phases = np.frombuffer(b'"f""s"', np.uint8).reshape(2, 3)
         for lo in range(0, n, step):
@@ -511,20 +527,19 @@ def _mask(present: np.ndarray | None):
 class _TokenTable:
     """Interned string ids of one batch column as a blob of encoded tokens plus local ids."""
 
-    def __init__(self, ids: np.ndarray, encode: Callable[[int], bytes]) -> None:
+    def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
         self.constant = is_constant(ids)
         if self.constant:
-            self.token = encode(int(ids[0]))
+            self.token = tokens_of(np.asarray(ids[:1], np.int64))[0]
             return
         ids = np.asarray(ids)
         used = np.flatnonzero(np.bincount(ids, minlength=1))
-        remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int64)
-        remap[used] = np.arange(len(used), dtype=np.int64)
+        # int32 local ids (a batch's distinct strings fit): 4 B a row, not 8, when every name differs
+        remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
         self.local = remap[ids]
-        tokens = [encode(i) for i in used.tolist()]
-        self.blob = b"".join(tokens)
-        self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=self.offsets[1:])
+        del remap
+        self.blob, self.offsets = tokens_of(used)
 
     def add(self, segs: _Segments, sel: slice, prefix: bytes = b"", mask=None, flags: int = 0) -> None:
         if self.constant:
@@ -533,8 +548,8 @@ class _TokenTable:
             else:
                 segs.add(_rowfmt.LIT, prefix=prefix + self.token, mask=mask, flags=flags)
         else:
-            segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel], prefix=prefix, mask=mask,
-                     flags=flags)
+            segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel].astype(np.int64), prefix=prefix,
+                     mask=mask, flags=flags)
 
 
 def _add_number(segs: _Segments, values: np.ndarray, prefix: bytes, mask=None, flags: int = 0) -> None:
@@ -572,7 +587,7 @@ class CompactWriter(FixedWidthWriter):
     holds no GIL), so several chunks render at once; the consumer resolves them in order.
     """
 
-    def __init__(self, strings: list[str], legacy: bool, renderer: Executor | None = None) -> None:
+    def __init__(self, strings: "StringTable | list[str]", legacy: bool, renderer: Executor | None = None) -> None:
         super().__init__(strings, legacy)
         self.pool = BufferPool()
         self.renderer = renderer
@@ -621,9 +636,9 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ slices
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.encode)
-        name = _TokenTable(b.name, self.encode)
-        str_args = {k: _TokenTable(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
+        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
+        str_args = {k: _TokenTable(c.values, self.tokens) for k, c in b.args.items() if c.kind == "str"}
         keys = {k: b"," + _key(k) for k in b.args}
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
@@ -695,8 +710,8 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.encode)
-        name = _TokenTable(b.name, self.encode)
+        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
         keys = [(_key(k), v) for k, v in b.values.items()]
         step = self._chunk_rows(COMPACT_ROW_BYTES)
         for lo in range(0, n, step):
@@ -712,7 +727,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.cat, self.encode)
+        cat = _TokenTable(b.cat, self.tokens)
         step = self._chunk_rows(COMPACT_ROW_BYTES)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
@@ -741,7 +756,7 @@ class CompactWriter(FixedWidthWriter):
 LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or "fixed"
 
 
-def make_writer(strings: list[str], legacy: bool, layout: str | None = None,
+def make_writer(strings: "StringTable | list[str]", legacy: bool, layout: str | None = None,
                 renderer: Executor | None = None) -> FixedWidthWriter:
     """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
 
