@@ -6,10 +6,10 @@
  * into the recorder's Int64Log - no Python object per range. A name gets an index in the
  * recorder's NameTable (nametable.h: distinct names as UTF-8 text in one buffer) the first time it
  * is seen; args objects (only when given) go to a list. stop() reads the log as one numpy array.
- * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
- * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, sessions
- * that hand over correlation_hooks (their vendor library's C push/pop entry points) get those
- * called from C, other sessions get their push/pop_correlation_id methods called.
+ * External correlation (correlation.h): the logical range follows contextvars; each thread's open
+ * ranges are mirrored for the sessions - a correlation_log (an Int64Log of (id or -id, tid, ns,
+ * parent id) marks) written in C, correlation_hooks (the vendor library's C push/pop entry points)
+ * called from C, or the session's push/pop_correlation_id methods.
  * All state is touched with the GIL held.
  */
 #define _GNU_SOURCE /* syscall(SYS_gettid) */
@@ -189,9 +189,10 @@ static PyTypeObject Int64LogType = {
 /* ---------------------------------------------------------------- the active recorder */
 enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 #define MAX_SESSIONS 16
-#define STACK_DEPTH 256
+#define MARK_WIDTH 4
 
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
+static Int64LogObject *truncated = NULL; /* recorder.truncated: ranges still open when recording stopped */
 static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
 static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges that carry some */
 /* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
@@ -218,18 +219,22 @@ static thread_id_fn hook_thread_ids[MAX_SESSIONS]; /* NULL for the first shape *
 static Py_buffer hook_failures[MAX_SESSIONS];
 static int n_hooks = 0;
 
-static __thread int64_t cid_stack[STACK_DEPTH];
-static __thread int cid_depth = 0;
-static __thread uint64_t stack_generation = 0;
-
-typedef struct {
+typedef struct RangeObject {
     PyObject_HEAD
     PyObject *name;
     PyObject *args;
-    PyObject *rec; /* recorder at enter (strong ref) while open and recording */
+    PyObject *rec;    /* recorder at enter (strong ref) while open and recording */
+    PyObject *parent; /* the enclosing range in the entering context (strong ref), when correlating */
+    PyObject *frame;  /* the entering context's frame (correlation.h), while open and correlating */
     int64_t t0;
     int64_t cid;
+    long tid;         /* the entering thread: the range is drawn on its row */
+    int closed, linked;
+    struct RangeObject *open_prev, *open_next; /* the recorder's open ranges (correlation.h) */
 } RangeObject;
+
+static PyTypeObject RangeType;
+#include "correlation.h"
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
 /* encode(args) -> exact-size JSON bytes: a dict's args are stored encoded (~60 B instead of the
@@ -327,6 +332,8 @@ static int range_traverse(RangeObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->name);
     Py_VISIT(self->args);
     Py_VISIT(self->rec);
+    Py_VISIT(self->parent);
+    Py_VISIT(self->frame);
     return 0;
 }
 
@@ -334,89 +341,39 @@ static int range_clear(RangeObject *self) {
     Py_CLEAR(self->name);
     Py_CLEAR(self->args);
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->parent);
+    Py_CLEAR(self->frame);
     return 0;
 }
 
 static void range_dealloc(RangeObject *self) {
     PyObject_GC_UnTrack(self);
+    open_unlink(self); /* entered, never exited, dropped: no longer open */
     range_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A correlation mark (id on enter, -1 on exit) to every session that takes them in C; the push/pop
- * methods of the others. Returns -1 with an exception set. */
-static int correlate(int64_t cid, int64_t t) {
-    long tid = native_tid();
-    for (int i = 0; i < n_mark_logs; i++) {
-        int refused;
-        int64_t *row = log_row(mark_logs[i], &refused);
-        if (!row) {
-            if (refused) continue; /* counted in the log's `refused` */
-            return -1;
-        }
-        row[0] = cid;
-        row[1] = tid;
-        row[2] = t;
-    }
-    for (int i = 0; i < n_hooks; i++) {
-        uint64_t popped = 0, thread = 0;
-        int rc;
-        if (hook_thread_ids[i]) {
-            rc = hook_thread_ids[i](&thread);
-            if (rc == 0)
-                rc = cid > 0 ? ((ctx_push_hook_fn)push_hooks[i])(hook_kinds[i], thread, (uint64_t)cid)
-                             : ((ctx_pop_hook_fn)pop_hooks[i])(hook_kinds[i], thread, &popped);
-        } else {
-            rc = cid > 0 ? ((push_hook_fn)push_hooks[i])((uint32_t)hook_kinds[i], (uint64_t)cid)
-                         : ((pop_hook_fn)pop_hooks[i])((uint32_t)hook_kinds[i], &popped);
-        }
-        if (rc != 0) {
-            int64_t *failed = (int64_t *)hook_failures[i].buf;
-            failed[0]++;
-            failed[1] = rc;
-        }
-    }
-    for (int i = 0; i < n_push_fns; i++) {
-        PyObject *r;
-        if (cid > 0) {
-            PyObject *c = PyLong_FromLongLong(cid);
-            if (!c) return -1;
-            r = PyObject_CallOneArg(push_fns[i], c);
-            Py_DECREF(c);
-        } else {
-            r = PyObject_CallNoArgs(pop_fns[i]);
-        }
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
-}
-
-static inline void stack_sync(void) {
-    if (stack_generation != generation) { /* a new recorder: ranges left open in the old one are gone */
-        cid_depth = 0;
-        stack_generation = generation;
-    }
+/* Opens the range for the active recorder (a range object entered again starts over). */
+static int open_for_recorder(RangeObject *self) {
+    open_unlink(self);
+    self->cid = ++last_correlation_id;
+    self->t0 = mono_ns();
+    self->tid = native_tid();
+    self->closed = 0;
+    Py_INCREF(recorder);
+    Py_XSETREF(self->rec, recorder);
+    open_link(self);
+    /* after the start time: linked work lies inside the range */
+    return track_correlation ? corr_enter(self) : 0;
 }
 
 static PyObject *range_enter(RangeObject *self, PyObject *unused) {
-    if (recorder != NULL) {
-        self->cid = ++last_correlation_id;
-        self->t0 = mono_ns();
-        Py_INCREF(recorder);
-        Py_XSETREF(self->rec, recorder);
-        if (track_correlation) { /* after the start time: linked work lies inside the range */
-            stack_sync();
-            if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = self->cid;
-            cid_depth++;
-            if (correlate(self->cid, mono_ns()) < 0) return NULL;
-        }
-    }
+    if (recorder != NULL && open_for_recorder(self) < 0) return NULL;
     Py_INCREF(self);
     return (PyObject *)self;
 }
 
-static int append_range(RangeObject *self, int64_t t1, long tid) {
+static int append_range(RangeObject *self, int64_t t1, Int64LogObject *log) {
     int64_t name = nt_intern(name_table, self->name); /* str or bytes: checked when the range was made */
     if (name == -2) { ranges->refused++; return 0; } /* the cycle's names were exported: it has ended */
     if (name < 0) return -1;
@@ -437,11 +394,11 @@ static int append_range(RangeObject *self, int64_t t1, long tid) {
         if (rc < 0) return -1;
     }
     int refused;
-    int64_t *row = log_row(ranges, &refused);
+    int64_t *row = log_row(log, &refused);
     if (!row) return refused ? 0 : -1;
     row[F_T0] = self->t0;
     row[F_T1] = t1;
-    row[F_TID] = tid;
+    row[F_TID] = self->tid;
     row[F_CID] = self->cid;
     row[F_NAME] = name;
     row[F_ARGS] = args;
@@ -457,13 +414,12 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(rec);
         Py_RETURN_FALSE;
     }
-    if (track_correlation) {
-        stack_sync();
-        if (cid_depth > 0) cid_depth--;
-        if (correlate(-1, mono_ns()) < 0) goto fail;
-    }
-    int64_t t1 = mono_ns();
+    open_unlink(self);
     long tid = native_tid();
+    if (tid != self->tid) n_cross_thread++; /* drawn on the entering thread's row; said in the trace */
+    self->closed = 1;
+    if (track_correlation && corr_exit(self, tid) < 0) goto fail;
+    int64_t t1 = mono_ns();
     if (named_generation != generation) {
         PyObject *t = PyLong_FromLong(tid);
         if (!t) goto fail;
@@ -473,7 +429,7 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(r);
         named_generation = generation;
     }
-    if (ranges != NULL && append_range(self, t1, tid) < 0) goto fail;
+    if (ranges != NULL && append_range(self, t1, ranges) < 0) goto fail;
     Py_DECREF(rec);
     Py_RETURN_FALSE;
 fail:
@@ -523,8 +479,11 @@ static PyTypeObject RangeType = {
 };
 
 static void forget_recorder(void) {
+    while (open_head) open_unlink(open_head); /* ranges still open belong to no trace from here on */
+    reset_lifetimes();
     Py_CLEAR(recorder);
     Py_CLEAR(ranges);
+    Py_CLEAR(truncated);
     Py_CLEAR(name_table);
     Py_CLEAR(args_list);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
@@ -588,7 +547,7 @@ static int take_hooks(PyObject *s) {
 }
 
 /* set_recorder(recorder): take recorder.ranges/names/args and, per session in
- * recorder.sessions, its correlation_log (an Int64Log(3)) or its push/pop_correlation_id. */
+ * recorder.sessions, its correlation_log (an Int64Log(4)) or its push/pop_correlation_id. */
 static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     forget_recorder();
     if (rec == Py_None) Py_RETURN_NONE;
@@ -600,6 +559,12 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
         goto fail;
     }
     if (!(name_table = (NameTableObject *)attr_of_type(rec, "names", &NameTableType, "a NameTable"))) goto fail;
+    truncated = (Int64LogObject *)attr_of_type(rec, "truncated", &Int64LogType, "an Int64Log");
+    if (!truncated) goto fail;
+    if (truncated->width != RANGE_WIDTH) {
+        PyErr_SetString(PyExc_ValueError, "recorder.truncated must be an Int64Log(6)");
+        goto fail;
+    }
     if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
     sessions = PyObject_GetAttrString(rec, "sessions");
     if (!sessions) goto fail;
@@ -619,7 +584,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) { Py_DECREF(seq); goto fail; }
             PyErr_Clear();
         }
-        if (lg && PyObject_TypeCheck(lg, &Int64LogType) && ((Int64LogObject *)lg)->width == 3) {
+        if (lg && PyObject_TypeCheck(lg, &Int64LogType) && ((Int64LogObject *)lg)->width == MARK_WIDTH) {
             mark_logs[n_mark_logs++] = (Int64LogObject *)lg;
             continue;
         }
@@ -643,28 +608,67 @@ fail:
     return NULL;
 }
 
-/* The pure-Python record_function keeps its ids on the same per-thread stack. */
-static PyObject *stack_push(PyObject *mod, PyObject *cid) {
+/* The pure-Python record_function takes part through a handle: a range object with no name, whose
+ * correlation is this module's (the logical range, the threads' stacks, the sessions). */
+static PyObject *correlation_enter(PyObject *mod, PyObject *cid) {
     int64_t v = PyLong_AsLongLong(cid);
     if (v == -1 && PyErr_Occurred()) return NULL;
-    stack_sync();
-    if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = v;
-    cid_depth++;
+    RangeObject *h = (RangeObject *)RangeType.tp_alloc(&RangeType, 0);
+    if (!h) return NULL;
+    if (recorder != NULL && track_correlation) {
+        h->cid = v;
+        h->t0 = mono_ns();
+        h->tid = native_tid();
+        Py_INCREF(recorder);
+        h->rec = recorder;
+        if (corr_enter(h) < 0) { Py_DECREF(h); return NULL; }
+    }
+    return (PyObject *)h;
+}
+
+static PyObject *correlation_exit(PyObject *mod, PyObject *h) {
+    if (!PyObject_TypeCheck(h, &RangeType)) {
+        PyErr_SetString(PyExc_TypeError, "correlation_exit takes the handle correlation_enter returned");
+        return NULL;
+    }
+    RangeObject *r = (RangeObject *)h;
+    if (r->rec == NULL || r->rec != recorder || !track_correlation) Py_RETURN_NONE;
+    long tid = native_tid();
+    if (tid != r->tid) n_cross_thread++;
+    Py_CLEAR(r->rec);
+    if (corr_exit(r, tid) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
-static PyObject *stack_pop(PyObject *mod, PyObject *unused) {
-    stack_sync();
-    if (cid_depth > 0) cid_depth--;
-    Py_RETURN_NONE;
+/* close_open_ranges(end_ns): every range still open is recorded into recorder.truncated as ending
+ * at end_ns (the window's end) and closed; a later exit of it records nothing more. Returns the count. */
+static PyObject *close_open_ranges(PyObject *mod, PyObject *end_obj) {
+    int64_t end = PyLong_AsLongLong(end_obj);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n = 0;
+    while (open_head) {
+        RangeObject *r = open_head;
+        open_unlink(r);
+        if (r->rec != recorder || recorder == NULL) continue;
+        r->closed = 1;
+        Py_INCREF(r);
+        int rc = truncated != NULL ? append_range(r, end > r->t0 ? end : r->t0, truncated) : 0;
+        Py_CLEAR(r->rec);
+        Py_DECREF(r);
+        if (rc < 0) return NULL;
+        n++;
+    }
+    return PyLong_FromSsize_t(n);
 }
 
-static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
-    if (recorder == NULL || !track_correlation) return PyLong_FromLong(0);
-    stack_sync();
-    if (cid_depth == 0) return PyLong_FromLong(0);
-    /* deeper than STACK_DEPTH: the innermost stored id (the deepest ones are not kept) */
-    return PyLong_FromLongLong(cid_stack[(cid_depth <= STACK_DEPTH ? cid_depth : STACK_DEPTH) - 1]);
+/* After fork, in the child: nothing of the parent's recording goes on (the child records only if it
+ * starts its own profile). Called from os.register_at_fork(after_in_child=...). */
+static PyObject *after_fork(PyObject *mod, PyObject *unused) {
+    cached_tid = 0;
+    for (Py_ssize_t i = 0; i < tdepth; i++) Py_DECREF(tstack[i]);
+    tdepth = 0;
+    forget_recorder();
+    Py_RETURN_NONE;
 }
 
 static PyObject *set_args_encoder(PyObject *mod, PyObject *fn) {
@@ -696,10 +700,17 @@ static PyMethodDef module_methods[] = {
      "Register encode(dict) -> JSON bytes, used to store a range's dict args compactly (None: store objects)."},
     {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
     {"next_correlation_id", next_correlation_id, METH_NOARGS, "A new process-wide correlation id."},
-    {"stack_push", stack_push, METH_O, "Push an id on this thread's correlation stack (pure-Python ranges)."},
-    {"stack_pop", stack_pop, METH_NOARGS, "Pop this thread's innermost correlation id (pure-Python ranges)."},
+    {"correlation_enter", correlation_enter, METH_O,
+     "Open a pure-Python range's correlation (its id); returns the handle correlation_exit takes."},
+    {"correlation_exit", correlation_exit, METH_O, "Close a pure-Python range's correlation."},
     {"current_correlation_id", current_correlation_id, METH_NOARGS,
-     "The innermost open range's id on this thread (0 when none is linked)."},
+     "The innermost open range's id in the calling context (0 when none is linked)."},
+    {"lifetimes", lifetimes, METH_NOARGS,
+     "Counts of this recording's ranges whose lifetimes the trace must mention (out of order, other thread, "
+     "interleaved contexts) and the deepest nesting."},
+    {"close_open_ranges", close_open_ranges, METH_O,
+     "Record every range still open as ending at end_ns (into recorder.truncated) and close it; the count."},
+    {"after_fork", after_fork, METH_NOARGS, "Forget the parent's recording in a forked child."},
     {NULL},
 };
 
@@ -708,10 +719,13 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
-    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0)
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0
+        || PyType_Ready(&FrameType) < 0)
         return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
+    current_var = PyContextVar_New("xpuprof.current_range", NULL);
+    if (!current_var) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;

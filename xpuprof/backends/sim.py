@@ -226,9 +226,12 @@ class SimSession(Session):
         self.types = activity_types
         self.metrics = metrics
         self.seed = seed
-        # Marks (+cid on enter, -1 on exit, native tid, monotonic ns), written by record_function in C
-        # while the recorder is installed (between this session's start and stop): no call per range.
-        self.correlation_log = Int64Log(3)
+        # Marks (cid, native tid, monotonic ns, parent cid) on enter and (-cid, tid, ns, 0) on exit,
+        # written by record_function in C while the recorder is installed (between this session's
+        # start and stop): no call per range. The parent is the enclosing range of the entering
+        # context (an asyncio task's, a thread's), so leaves are found whatever the interleaving.
+        self.correlation_log = Int64Log(4)
+        self._pushed = threading.local()  # push/pop_correlation_id callers: each thread's open ids
         self._start_ns = 0
         self._stop_ns = 0
         self._running = False
@@ -246,41 +249,42 @@ class SimSession(Session):
         self._stop_ns = time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
 
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
+        stack = self._pushed.__dict__.setdefault("ids", [])
         if self._running:
-            self.correlation_log.append(int(correlation_id), threading.get_native_id(), time.monotonic_ns())
+            self.correlation_log.append(int(correlation_id), threading.get_native_id(), time.monotonic_ns(),
+                                        stack[-1] if stack else 0)
+        stack.append(int(correlation_id))
 
     def pop_correlation_id(self, user: bool = False) -> None:
-        if self._running:
-            self.correlation_log.append(-1, threading.get_native_id(), time.monotonic_ns())
+        stack = self._pushed.__dict__.setdefault("ids", [])
+        cid = stack.pop() if stack else 0
+        if self._running and cid:
+            self.correlation_log.append(-cid, threading.get_native_id(), time.monotonic_ns(), 0)
 
     # ------------------------------------------------------------------ processing
     def _leaf_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(external id, tid, enter ns, exit ns) of ranges with no nested range, in enter order."""
-        marks = log_array(self.correlation_log).ravel().tolist()
-        stacks: dict[int, list] = {}
-        leaves = []
-        end_default = self._stop_ns - MONOTONIC_TO_EPOCH_NS
-        for i in range(0, len(marks), 3):
-            cid, tid, t = marks[i], marks[i + 1], marks[i + 2]
-            stack = stacks.setdefault(tid, [])
-            if cid > 0:
-                if stack:
-                    stack[-1][3] = False  # the enclosing range has a child: not a leaf
-                stack.append([cid, tid, t, True])
-            elif stack:
-                c, tt, t0, leaf = stack.pop()
-                if leaf:
-                    leaves.append((c, tt, t0, t))
-        for stack in stacks.values():  # ranges still open at stop end there
-            for c, tt, t0, leaf in stack:
-                if leaf:
-                    leaves.append((c, tt, t0, end_default))
-        if not leaves:
+        """(external id, tid, enter ns, exit ns) of ranges no other range names as its parent, in enter
+        order; a range exited out of order, on another thread or never (still open at stop: it ends
+        there) is paired by its id."""
+        marks = log_array(self.correlation_log)
+        if not len(marks):
             e = np.array([], np.int64)
             return e, e, e, e
-        leaves.sort(key=lambda r: (r[2], r[0]))
-        arr = np.array(leaves, dtype=np.int64)
-        return arr[:, 0], arr[:, 1], arr[:, 2] + MONOTONIC_TO_EPOCH_NS, arr[:, 3] + MONOTONIC_TO_EPOCH_NS
+        v = marks[:, 0]
+        enters = marks[v > 0]
+        exits = marks[v < 0]
+        cid, tid, t0, parent = enters[:, 0], enters[:, 1], enters[:, 2], enters[:, 3]
+        t1 = np.full(len(cid), self._stop_ns - MONOTONIC_TO_EPOCH_NS, np.int64)
+        order = np.argsort(cid, kind="stable")
+        at = np.searchsorted(cid[order], -exits[:, 0])
+        found = at < len(cid)
+        found[found] = cid[order][at[found]] == -exits[found, 0]
+        t1[order[at[found]]] = exits[found, 2]
+        leaf = ~np.isin(cid, parent[parent > 0])
+        rows = np.flatnonzero(leaf)
+        rows = rows[np.lexsort((cid[rows], t0[rows]))]
+        return (cid[rows], tid[rows], t0[rows] + MONOTONIC_TO_EPOCH_NS,
+                np.maximum(t1[rows], t0[rows]) + MONOTONIC_TO_EPOCH_NS)
 
     def process(self, builder, window: ProcessWindow) -> None:
         ext, tid, enter, exit_ = self._leaf_ranges()

@@ -11,9 +11,13 @@ built, in Python otherwise; both write the same records.
 
 External correlation: every recorded range gets a process-wide correlation id. Device sessions
 that link device work to host ranges (``Session.wants_correlation``) get it on enter and exit
-(Kineto's push/popCorrelationId): written as a mark into the session's ``correlation_log``
-when it has one (in C, no call), else through its push/pop methods;
-``current_correlation_id()`` reads the innermost open id.
+(Kineto's push/popCorrelationId): written as a mark into the session's ``correlation_log`` (an
+Int64Log(4): id, thread, ns, parent id on enter; -id, thread, ns, 0 on exit) when it has one (in
+C, no call), else through its push/pop methods. ``current_correlation_id()`` is the innermost
+open range of the calling *context* (contextvars: an asyncio task's own range, a thread's own).
+Ranges closed out of order or on another thread, and ranges of interleaved contexts on one
+thread, are handled as ``_native/correlation.h`` describes and counted (``lifetimes()``); ranges
+still open when recording stops are closed at its end (``close_open_ranges``), never dropped.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import itertools
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Mapping
 
 _mono = time.monotonic_ns
@@ -31,7 +36,7 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
-if _c is not None and not hasattr(_c, "NameTable"):  # built from an older hostrec.c: its records differ
+if _c is not None and not hasattr(_c, "close_open_ranges"):  # built from an older hostrec.c: records differ
     import warnings
 
     warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
@@ -116,8 +121,8 @@ def log_array(log) -> "np.ndarray":
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("ranges", "names", "args", "instants", "thread_names", "sessions",
-                 "track_correlation", "next_id", "_stacks", "record_annotations")
+    __slots__ = ("ranges", "truncated", "names", "args", "instants", "thread_names", "sessions",
+                 "track_correlation", "next_id", "record_annotations", "_py", "_py_open", "_py_cross_thread")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
     INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
@@ -127,6 +132,8 @@ class HostRecorder:
         # text once); args by index into `args` (NO_ARGS when none). Nothing per range for the
         # cyclic GC to visit.
         self.ranges = Int64Log(len(RANGE_FIELDS))
+        # Ranges still open when recording stopped, closed at the window's end (same fields).
+        self.truncated = Int64Log(len(RANGE_FIELDS))
         self.names = NameTable()
         self.args: list = []
         # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
@@ -135,38 +142,45 @@ class HostRecorder:
         self.sessions = tuple(correlation_sessions)
         self.track_correlation = bool(self.sessions)
         self.next_id = _next_correlation_id
-        self._stacks = threading.local()
         self.record_annotations = record_annotations
+        # The pure-Python ranges' state: correlation without the C part, the ranges open now (for
+        # close_open_ranges), exits on another thread (the C part counts its own).
+        self._py = None
+        if self.track_correlation and _c is None:
+            from .correlation import PyCorrelation
 
-    # Called only when track_correlation is set (some session links device work to ranges).
-    def push(self, cid: int) -> None:
-        if _c is not None:  # one per-thread stack for both paths (a C range may nest in a Python one)
-            _c.stack_push(cid)
-        else:
-            stack = getattr(self._stacks, "ids", None)
-            if stack is None:
-                stack = self._stacks.ids = []
-            stack.append(cid)
-        for s in self.sessions:
-            log = getattr(s, "correlation_log", None)
-            if isinstance(log, Int64Log) and log.width == 3:
-                log.append(cid, _native_tid(), _mono())
-            else:
-                s.push_correlation_id(cid)
+            self._py = PyCorrelation(self.sessions)
+        self._py_open: "weakref.WeakSet" = weakref.WeakSet()
+        self._py_cross_thread = 0
 
-    def pop(self) -> None:
-        if _c is not None:
-            _c.stack_pop()
-        else:
-            stack = getattr(self._stacks, "ids", None)
-            if stack:
-                stack.pop()
-        for s in self.sessions:
-            log = getattr(s, "correlation_log", None)
-            if isinstance(log, Int64Log) and log.width == 3:
-                log.append(-1, _native_tid(), _mono())
-            else:
-                s.pop_correlation_id()
+    def close_open_ranges(self, end_ns: int) -> int:
+        """Record every range still open as ending at ``end_ns`` (into ``truncated``) and close it; a
+        later exit of it records nothing more. Call while this recorder is still installed."""
+        n = _c.close_open_ranges(int(end_ns)) if _c is not None and _recorder is self else 0
+        for r in list(self._py_open):
+            self._py_open.discard(r)
+            if r._rec is self:
+                r._rec = None
+                r._closed = True
+                idx = self.names.intern(r._name)
+                args = NO_ARGS
+                if r.args is not None:
+                    self.args.append(snapshot_args(r.args))
+                    args = len(self.args) - 1
+                self.truncated.append(r._t0, max(int(end_ns), r._t0), r._tid, r._cid, idx, args)
+                n += 1
+        return n
+
+    def lifetimes(self) -> dict[str, int]:
+        """Counts the trace states about this recording's ranges (see the module docstring)."""
+        counts = dict(_c.lifetimes()) if _c is not None and _recorder is self else {
+            "exited_out_of_order": 0, "exited_on_another_thread": 0, "entered_over_another_context": 0,
+            "max_depth": 0}
+        if self._py is not None:
+            for k, v in self._py.counts.items():
+                counts[k] = max(counts[k], v) if k == "max_depth" else counts[k] + v
+        counts["exited_on_another_thread"] += self._py_cross_thread
+        return counts
 
     def name_thread(self, tid: int) -> None:
         self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
@@ -211,8 +225,7 @@ class HostRecorder:
     def current(self) -> int:
         if _c is not None:
             return _c.current_correlation_id()
-        stack = getattr(self._stacks, "ids", None)
-        return stack[-1] if stack else 0
+        return self._py.current() if self._py is not None else 0
 
 
 _args_encoder: Callable | None = None
@@ -282,6 +295,19 @@ def install(recorder: HostRecorder | None) -> HostRecorder | None:
     return previous
 
 
+def _forget_after_fork() -> None:
+    """In a forked child nothing of the parent's recording goes on: the child records only if it
+    starts its own profile (its copy of the parent's recorder belongs to no trace)."""
+    global _recorder
+    _recorder = None
+    if _c is not None:
+        _c.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def active_recorder() -> HostRecorder | None:
     return _recorder
 
@@ -320,12 +346,15 @@ def checked_name(name, what: str, *, allow_bytes: bool = True):
 class PyRange:
     """The pure-Python enter/exit (used when the C extension is not built)."""
 
-    __slots__ = ("_name", "args", "_rec", "_t0", "_cid")
+    __slots__ = ("_name", "args", "_rec", "_t0", "_cid", "_tid", "_parent", "_closed", "_owner", "_h",
+                 "__weakref__")
 
     def __init__(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         self._name = checked_name(name, "record_function")
         self.args = args
         self._cid = 0
+        self._rec = self._parent = self._owner = self._h = None
+        self._closed = False
 
     @property
     def name(self) -> str:
@@ -337,8 +366,15 @@ class PyRange:
         if rec is not None:
             self._cid = cid = rec.next_id()
             self._t0 = _mono()
+            self._tid = _native_tid()
+            self._closed = False
+            rec._py_open.add(self)
             if rec.track_correlation:  # after the start time: linked work lies inside the range
-                rec.push(cid)
+                if _c is not None:
+                    self._h = _c.correlation_enter(cid)
+                else:
+                    self._owner = rec._py
+                    rec._py.enter(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -347,13 +383,21 @@ class PyRange:
             self._rec = None
             if rec is not _recorder:  # the recorder was replaced while the range was open: no trace owns it
                 return False
-            if rec.track_correlation:
-                rec.pop()
-            t1 = _mono()
+            rec._py_open.discard(self)
             tid = _native_tid()
+            if rec.track_correlation:
+                if _c is not None:
+                    _c.correlation_exit(self._h)
+                    self._h = None
+                else:
+                    rec._py.exit(self, tid)
+            elif tid != self._tid:
+                rec._py_cross_thread += 1
+            self._closed = True
+            t1 = _mono()
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
-            rec.add_range(self._name, self._t0, t1, tid, self._cid, self.args)
+            rec.add_range(self._name, self._t0, t1, self._tid, self._cid, self.args)  # the entering thread's row
         return False
 
     @property
