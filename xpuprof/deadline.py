@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+
+from . import diagnostics
 from typing import Any, Callable
 
 log = logging.getLogger("xpuprof")
@@ -24,9 +26,6 @@ class DeadlineExceeded(TimeoutError):
     """A call that did not return within its deadline."""
 
 
-_warned: set[str] = set()
-
-
 def default_deadline_s() -> float:
     """``XPUPROF_PLUGIN_DEADLINE_S`` or 10 s; ``inf`` (or anything above ``MAX_DEADLINE_S``) means no
     practical limit and is capped at ``MAX_DEADLINE_S``. Not a number, NaN, zero or negative: said once
@@ -39,10 +38,9 @@ def default_deadline_s() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0:  # NaN fails this too
-        if raw not in _warned:
-            _warned.add(raw)
-            log.warning("xpuprof: %s=%r is not a deadline (a number of seconds > 0, or inf for no practical "
-                        "limit); using the default %g s", ENV_DEADLINE, raw, DEFAULT_DEADLINE_S)
+        diagnostics.warn_once(log, ("bad-setting", ENV_DEADLINE, raw),
+                              "xpuprof: %s=%r is not a deadline (a number of seconds > 0, or inf for no practical "
+                              "limit); using the default %g s", ENV_DEADLINE, raw, DEFAULT_DEADLINE_S)
         return DEFAULT_DEADLINE_S
     return min(value, MAX_DEADLINE_S)
 

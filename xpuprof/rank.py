@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+
+from . import diagnostics
 from typing import Mapping
 
 # launcher name, rank var, size var, local-rank var (optional), local-size var (optional)
@@ -31,7 +33,6 @@ _LAUNCHERS: tuple[tuple[str, str, str, str, str], ...] = (
 MAX_RANKS = 1 << 31  # no launcher runs more processes; larger values are garbage, not ranks
 
 log = logging.getLogger("xpuprof")
-_warned: set[str] = set()
 
 
 class RankEnvError(ValueError):
@@ -39,9 +40,7 @@ class RankEnvError(ValueError):
 
 
 def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("xpuprof: %s", message)
+    diagnostics.warn_once(log, ("bad-setting", "rank", message), "xpuprof: %s", message)
 
 
 @dataclass(frozen=True)

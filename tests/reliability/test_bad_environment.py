@@ -9,7 +9,7 @@ import logging
 import pytest
 
 import xpuprof
-from xpuprof import rank as rank_env
+from xpuprof import diagnostics
 from xpuprof.cli import main
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -21,7 +21,7 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_C
 def clean_env(monkeypatch, caplog):
     for var in LAUNCHER_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(rank_env, "_warned", set(), raising=False)
+    diagnostics.forget("bad-setting")
     caplog.set_level(logging.WARNING, logger="xpuprof")
 
 

@@ -22,7 +22,7 @@ import xpuprof  # noqa: E402
 from xpuprof.cli import main  # noqa: E402
 from xpuprof.deadline import (DEFAULT_DEADLINE_S, ENV_DEADLINE, call_with_deadline,  # noqa: E402
                               default_deadline_s)
-from xpuprof import deadline as deadline_module  # noqa: E402
+from xpuprof import diagnostics  # noqa: E402
 
 HEALTHY_PY = '''
 from xpuprof.activity import ActivityType
@@ -88,7 +88,7 @@ def test_an_unbounded_deadline_is_capped_and_healthy_plugins_work(value, tmp_pat
 
 @pytest.fixture
 def fresh_warnings(monkeypatch):
-    monkeypatch.setattr(deadline_module, "_warned", set())
+    diagnostics.forget("bad-setting")
 
 
 @pytest.mark.parametrize("value", BAD)

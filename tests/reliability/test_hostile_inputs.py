@@ -69,9 +69,9 @@ def test_a_gzip_bomb_is_refused_by_its_decompressed_size(tmp_path, monkeypatch, 
 
 
 def test_a_bad_input_limit_setting_is_one_warning_and_the_default(tmp_path, monkeypatch, caplog):
-    from xpuprof.trace import inputs
+    from xpuprof import diagnostics, inputs
 
-    monkeypatch.setattr(inputs, "_warned", set())
+    diagnostics.forget("bad-setting")
     monkeypatch.setenv("XPUPROF_MAX_INPUT_BYTES", "lots")
     assert inputs.max_input_bytes() == inputs.DEFAULT_MAX_INPUT_BYTES
     assert inputs.max_input_bytes() == inputs.DEFAULT_MAX_INPUT_BYTES

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.outputs import OutputError, open_output, output_file, write_output_bytes
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
+from xpuprof.outputs import OutputError, open_output, output_file, write_output_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 OTHER_UID = 65534  # nobody
@@ -49,9 +49,9 @@ def test_concurrent_processes_writing_one_path_end_with_one_writers_file(tmp_pat
     out = tmp_path / ("trace.json" if what == "trace" else "summary.jsonl")
     child = r"""
 import json, sys
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.outputs import write_output_bytes
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
+from xpuprof.outputs import write_output_bytes
 who, out, what = sys.argv[1], sys.argv[2], sys.argv[3]
 for i in range(25):
     if what == "trace":
@@ -163,8 +163,8 @@ def test_an_own_symlink_is_still_followed(tmp_path):
 def test_a_temporary_file_that_cannot_be_made_is_named_as_the_output(tmp_path, monkeypatch):
     import errno
 
-    import xpuprof.trace.outputs as outputs
-    from xpuprof.trace.outputs import write_error_line
+    import xpuprof.outputs as outputs
+    from xpuprof.outputs import write_error_line
 
     real_open = os.open
 

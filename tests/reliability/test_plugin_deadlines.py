@@ -90,7 +90,7 @@ def test_a_c_plugin_whose_destroy_hangs_does_not_keep_a_crashed_program_from_exi
         import xpuprof
         prof = xpuprof.profile(activities=["cpu", "kernel"], config=xpuprof.ProfilerConfig(plugin_paths=[{str(d)!r}]))
         prof.start()
-        assert "hangdestroy" in [name for name, _ in prof._sessions], prof._sessions
+        assert "hangdestroy" in [name for name, _ in prof._recording.sessions], prof._recording.sessions
         raise RuntimeError("the training loop crashed")
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO), "XPUPROF_PLUGIN_DEADLINE_S": str(DEADLINE_S)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from ..trace.inputs import InputError, check_json_start, read_input
+from ..inputs import InputError, check_json_start, read_input
 from .report import KernelStat, ReportError, build_report
 
 TIME_FIELDS = ("avg", "total", "min", "max")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from ..activity import parse_activity_types
-from ..trace.inputs import InputError, read_input
+from ..inputs import InputError, read_input
 from .options import ExperimentalConfig, ProfilerConfig
 
 Path_ = tuple[str, ...]

@@ -26,8 +26,9 @@ import orjson
 
 from ..activity import ActivityType
 from ..backends.base import Backend, BackendError, ProbeResult, ProcessWindow, Session
-from ..trace.builder import ArgColumn, encode_json
+from ..trace.build.columns import ArgColumn, encode_json
 from . import faults
+from .isolation import destroy_c_handle
 
 ABI_VERSION = 1
 REGISTER_SYMBOL = "xpuprof_plugin_register"
@@ -585,36 +586,6 @@ def _config_json(config, enabled) -> dict:
     }
 
 
-def _destroy(plugin: CPlugin, handle: int, state: dict) -> None:
-    if state.get("destroyed"):
-        return
-    state["destroyed"] = True
-    if faults.abandoned(plugin.origin):
-        return  # a call of this plugin hung: it may still run on its handle, so the handle is leaked
-    from ..deadline import DeadlineExceeded, call_with_deadline, deadline_or_default_s
-
-    # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin
-    # (nor raise: a bad XPUPROF_PLUGIN_DEADLINE_S set meanwhile is reported where a run starts).
-    deadline = deadline_or_default_s()
-    if not plugin.lock.acquire(timeout=deadline):
-        faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
-        return
-
-    def destroy_holding_the_lock() -> int:
-        try:
-            return plugin.table.destroy(handle)
-        finally:
-            plugin.lock.release()
-
-    try:  # a destroy() that hangs is abandoned like any other call: a crashed program still exits
-        rc = call_with_deadline(destroy_holding_the_lock, timeout_s=deadline, what=f"{plugin.origin} destroy")
-    except DeadlineExceeded:
-        faults.abandon(plugin.origin, "destroy", deadline)
-        return
-    if rc < 0:
-        faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
-
-
 class CPluginSession(Session):
     def __init__(self, plugin: CPlugin, handle: int, enabled: frozenset[ActivityType], vendor: str) -> None:
         self.plugin = plugin
@@ -624,7 +595,7 @@ class CPluginSession(Session):
         self._state: dict = {}
         self._errors: list[str] = []
         # destroy exactly once: after process, or when the session is dropped unprocessed.
-        self._finalizer = weakref.finalize(self, _destroy, plugin, handle, self._state)
+        self._finalizer = weakref.finalize(self, destroy_c_handle, plugin, handle, self._state)
 
     def _call(self, fn_name: str, *args) -> None:
         with self.plugin.lock:

@@ -301,3 +301,30 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
     Isolated.__module__ = cls.__module__
     Isolated.__doc__ = cls.__doc__
     return Isolated
+
+
+def destroy_c_handle(plugin, handle: int, state: dict) -> None:
+    """A C plugin's ``destroy(handle)``, once (``state``), under the deadline like every other call."""
+    if state.get("destroyed"):
+        return
+    state["destroyed"] = True
+    # Under the deadline (a plugin already abandoned is not called: its handle is leaked): this also runs
+    # from the garbage collector and at exit, which must never hang on a plugin - a crashed program exits.
+    try:
+        rc = call_plugin(plugin.origin, "destroy", _destroy_locked, plugin, handle)
+    except PluginHung:
+        return
+    if rc is not None and rc < 0:
+        faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
+
+
+def _destroy_locked(plugin, handle: int) -> int | None:
+    from ..deadline import default_deadline_s
+
+    if not plugin.lock.acquire(timeout=default_deadline_s()):
+        faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
+        return None
+    try:
+        return plugin.table.destroy(handle)
+    finally:
+        plugin.lock.release()

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
-from ...trace.inputs import InputError, read_input
-from ...trace.outputs import open_output, output_file
+from ...inputs import InputError, read_input
+from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers

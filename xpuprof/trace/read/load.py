@@ -5,7 +5,7 @@ from pathlib import Path
 
 import orjson
 
-from .inputs import InputError, check_json_start, read_maybe_gzip
+from ...inputs import InputError, check_json_start, read_maybe_gzip
 
 
 class TraceLoadError(ValueError):

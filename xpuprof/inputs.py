@@ -14,12 +14,13 @@ import stat
 import zlib
 from typing import Callable
 
+from . import diagnostics
+
 log = logging.getLogger("xpuprof")
 
 ENV_MAX_INPUT = "XPUPROF_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 8 << 30
 _CHUNK = 1 << 20
-_warned: set[str] = set()
 
 
 class InputError(ValueError):
@@ -36,10 +37,9 @@ def max_input_bytes() -> int:
     digits = raw[:-1] if scale > 1 else raw
     if digits.isascii() and digits.isdigit() and int(digits) > 0:
         return int(digits) * scale
-    if raw not in _warned:
-        _warned.add(raw)
-        log.warning("xpuprof: %s=%r is not a size in bytes (a positive integer, optionally with K, M or G); "
-                    "using the default %d GiB", ENV_MAX_INPUT, raw, DEFAULT_MAX_INPUT_BYTES >> 30)
+    diagnostics.warn_once(log, ("bad-setting", ENV_MAX_INPUT, raw),
+                          "xpuprof: %s=%r is not a size in bytes (a positive integer, optionally with K, M or G); "
+                          "using the default %d GiB", ENV_MAX_INPUT, raw, DEFAULT_MAX_INPUT_BYTES >> 30)
     return DEFAULT_MAX_INPUT_BYTES
 
 
