@@ -113,6 +113,21 @@ _running: "profile | None" = None  # the one profile recording in this process
 _running_lock = threading.Lock()
 
 
+def _forget_running_after_fork() -> None:
+    """In a forked child (a DataLoader worker, a fork pool) the parent's running profile does not
+    record: the child starts clean and may start its own. The inherited object's step() and stop()
+    do nothing there (its sessions, threads and recorder belong to the parent)."""
+    global _running, _running_lock
+    _running_lock = threading.Lock()  # another thread may have held it at the fork
+    inherited, _running = _running, None
+    if inherited is not None:
+        inherited._forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_running_after_fork)
+
+
 class profile:
     """Profile a block or a loop of steps; see the module docstring and the README."""
 
@@ -160,6 +175,10 @@ class profile:
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
+        self._forked = False  # this object was copied into a forked child while it recorded
+        # on_trace_ready write failures (a full disk): logged, kept here, written into the next trace
+        self.trace_ready_errors: list[str] = []
+        self._unreported_errors: list[str] = []
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -205,6 +224,9 @@ class profile:
     def stop(self) -> None:
         if not self._started:
             return
+        if self._forked:  # a forked child's copy of the parent's recording: nothing to stop or write here
+            self._started = False
+            return
         self._exit_step()
         try:
             self._transit(self.current_action, None)
@@ -222,6 +244,8 @@ class profile:
         """Mark the end of one training/benchmark step (drives the schedule)."""
         if not self._started:
             raise RuntimeError("profile.step() called before start()")
+        if self._forked:
+            return
         self._exit_step()
         prev = self.current_action
         self.step_num += 1
@@ -340,11 +364,27 @@ class profile:
         if not cycle.recording:
             return
         window, errors = cycle.stop()
+        metadata = self.metadata
+        if self._unreported_errors:  # the previous trace could not be written: this one says so
+            metadata = {**metadata, "previous_trace_write_errors": list(self._unreported_errors)}
+            self._unreported_errors = []
         self.builder = build_trace(cycle, window, errors, iteration=self._cycle, block_error=self._block_error,
-                                   no_device_reasons=self._no_device_reasons, metadata=self.metadata)
+                                   no_device_reasons=self._no_device_reasons, metadata=metadata)
         cycle.clear()
         self._cycle += 1
 
     def _trace_ready(self) -> None:
-        if self.on_trace_ready is not None:
+        """``on_trace_ready(self)``. A trace that cannot be written (a full disk, a read-only directory)
+        must not end the user's loop: the failure is logged, kept in ``trace_ready_errors`` and written
+        into the next trace's metadata. An explicit ``export_chrome_trace`` still raises."""
+        if self.on_trace_ready is None:
+            return
+        try:
             self.on_trace_ready(self)
+        except OSError as exc:
+            from ..outputs import write_error_line
+
+            why = f"step {self.step_num}: trace not written: {write_error_line(getattr(exc, 'filename', '') or '', exc)}"
+            self.trace_ready_errors.append(why)
+            self._unreported_errors.append(why)
+            log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)

@@ -162,6 +162,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
                                cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
         tid_arr = rec_arr[:, 2]
         tids.update(np.unique(tid_arr).tolist())
+    tids |= _add_range_lifetimes(cycle, builder, name_table)
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
         inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
         row_args = None
@@ -182,6 +183,59 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
                     "with an xpuprof_invalid_args note saying why (first seen in this trace)", bad)
     return tids
+
+
+LIFETIME_NOTES = {
+    "exited_out_of_order": "ranges exited before a range entered inside them: removed from their place, the "
+                           "enclosing ranges stay current",
+    "exited_on_another_thread": "ranges exited on a thread other than the one that entered them: drawn on the "
+                                "entering thread's row",
+    "entered_over_another_context": "ranges entered while another context's range was innermost on the same "
+                                    "thread (asyncio tasks interleaving across awaits): current_correlation_id() "
+                                    "follows each task, but a vendor library keeps one external-id stack per "
+                                    "thread, so device work launched there may be linked to the range entered "
+                                    "last on the thread",
+}
+
+
+def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_table: np.ndarray) -> set[int]:
+    """Ranges still open at stop (closed at the window's end, ``"truncated": true``) and the range
+    lifetimes the trace must mention (out of order, another thread, interleaved contexts)."""
+    rec = cycle.recorder
+    tids: set[int] = set()
+    trunc = recorder.log_array(rec.truncated)
+    if len(trunc) and ActivityType.USER_ANNOTATION in cycle.config.activities:
+        marked = [_truncated_args(rec.args, int(a)) for a in trunc[:, 5].tolist()]
+        builder.add_slices(names=None, name_ids=name_table[trunc[:, 4]], ts=trunc[:, 0] + MONOTONIC_TO_EPOCH_NS,
+                           dur=trunc[:, 1] - trunc[:, 0], pid=builder.pid, tid=trunc[:, 2].copy(),
+                           cat=ActivityType.USER_ANNOTATION, external_id=trunc[:, 3].copy(), row_args=marked)
+        tids.update(np.unique(trunc[:, 2]).tolist())
+    if len(trunc):
+        builder.set_metadata("truncated_ranges", {
+            "count": int(len(trunc)), "note": "ranges still open when recording stopped: each ends at the window's "
+                                              "end and carries \"truncated\": true"})
+        diagnostics.warn_once(log, ("truncated-ranges",), "xpuprof: %d range(s) were still open when recording "
+                              "stopped; they end at the window's end, marked \"truncated\": true (e.g. a range "
+                              "spanning a schedule's step boundary)", len(trunc))
+    said = {k: int(v) for k, v in cycle.lifetimes.items() if k in LIFETIME_NOTES and v}
+    if said:
+        builder.set_metadata("range_lifetimes", {**said, "notes": {k: LIFETIME_NOTES[k] for k in said}})
+        for k in said:
+            diagnostics.warn_once(log, ("range-lifetimes", k), "xpuprof: %s", LIFETIME_NOTES[k])
+    return tids
+
+
+def _truncated_args(stored: list, arg_i: int) -> bytes:
+    """A truncated range's args JSON: ``"truncated": true`` first, then its own args."""
+    value = None if arg_i == recorder.NO_ARGS else stored[arg_i]
+    if value is not None and type(value) is not bytes:
+        try:
+            value = encode_json(dict(value))
+        except Exception as exc:  # noqa: BLE001 - a bad args value never loses the range
+            value = encode_json(recorder.invalid_args_note(value, exc))
+    if not value or value == b"{}":
+        return b'{"truncated":true}'
+    return b'{"truncated":true,' + bytes(value)[1:]
 
 
 def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
