@@ -176,6 +176,7 @@ class profile:
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
         self._forked = False  # this object was copied into a forked child while it recorded
+        self._stopping = False
         # on_trace_ready write failures (a full disk): logged, kept here, written into the next trace
         self.trace_ready_errors: list[str] = []
         self._unreported_errors: list[str] = []
@@ -228,9 +229,11 @@ class profile:
             self._started = False
             return
         self._exit_step()
+        self._stopping = True  # the last trace's write failure is raised here: no later trace could say it
         try:
             self._transit(self.current_action, None)
         finally:
+            self._stopping = False
             self._started = False
             self._release_running()
 
@@ -375,16 +378,21 @@ class profile:
 
     def _trace_ready(self) -> None:
         """``on_trace_ready(self)``. A trace that cannot be written (a full disk, a read-only directory)
-        must not end the user's loop: the failure is logged, kept in ``trace_ready_errors`` and written
-        into the next trace's metadata. An explicit ``export_chrome_trace`` still raises."""
+        during ``step()`` must not end the user's loop: the failure is logged, kept in
+        ``trace_ready_errors`` and written into the next trace's metadata. At ``stop()`` (no next trace)
+        and from an explicit ``export_chrome_trace`` it is raised."""
         if self.on_trace_ready is None:
             return
         try:
             self.on_trace_ready(self)
         except OSError as exc:
+            if self._stopping:
+                raise
             from ..outputs import write_error_line
 
-            why = f"step {self.step_num}: trace not written: {write_error_line(getattr(exc, 'filename', '') or '', exc)}"
+            what = write_error_line(exc.filename, exc) if isinstance(exc.filename, str) else str(exc)
+            why = what if what.startswith("trace not written") else f"trace not written: {what}"
+            why = f"step {self.step_num}: {why}"
             self.trace_ready_errors.append(why)
             self._unreported_errors.append(why)
             log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)

@@ -218,13 +218,19 @@ def _joined(tokens: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(tokens), offsets
 
 
+def native_escaper():
+    """``xpuprof._native.rowfmt`` when it is built with ``json_tokens`` (the bulk escaper), else None."""
+    try:
+        from ..._native import rowfmt
+    except ImportError:
+        return None
+    return rowfmt if hasattr(rowfmt, "json_tokens") else None
+
+
 def _escape_segment(seg: _Segment, local: np.ndarray) -> tuple[bytes, np.ndarray]:
     """JSON string tokens (orjson's escaping) of a segment's strings ``local`` (ascending)."""
-    try:
-        from .._native import rowfmt
-    except ImportError:
-        rowfmt = None
-    if rowfmt is not None and hasattr(rowfmt, "json_tokens"):
+    rowfmt = native_escaper()
+    if rowfmt is not None:
         blob, offsets = rowfmt.json_tokens(seg.blob, np.ascontiguousarray(seg.ends, np.int64),
                                            np.ascontiguousarray(local, np.int64))
         return blob, np.frombuffer(offsets, np.int64)
