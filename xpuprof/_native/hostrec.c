@@ -5,7 +5,8 @@
  * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
  * into the recorder's Int64Log - no Python object per range. A name gets an index in the
  * recorder's NameTable (nametable.h: distinct names as UTF-8 text in one buffer) the first time it
- * is seen; args objects (only when given) go to a list. stop() reads the log as one numpy array.
+ * is seen; dict args are encoded as JSON into the recorder's ArgsArea (argsarea.h), other args
+ * objects go to a list. stop() reads the log and the area as numpy arrays.
  * External correlation (correlation.h): the logical range follows contextvars; each thread's open
  * ranges are mirrored for the sessions - a correlation_log (an Int64Log of (id or -id, tid, ns,
  * parent id) marks) written in C, correlation_hooks (the vendor library's C push/pop entry points)
@@ -51,6 +52,7 @@ static void after_fork_child(void) {
 
 
 #include "int64log.h"
+#include "argsarea.h" /* ArgsArea: dict args encoded at the call (uses Int64Log) */
 #include "nametable.h"
 
 /* ---------------------------------------------------------------- the active recorder */
@@ -61,7 +63,8 @@ enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
 static Int64LogObject *truncated = NULL; /* recorder.truncated: ranges still open when recording stopped */
 static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
-static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges that carry some */
+static PyObject *args_list = NULL;    /* recorder.args: args kept as objects (see append_range) */
+static ArgsAreaObject *args_area = NULL; /* recorder.args_area: args encoded at the call */
 /* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
 static Int64LogObject *mark_logs[MAX_SESSIONS];
 static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
@@ -244,21 +247,30 @@ static int append_range(RangeObject *self, int64_t t1, Int64LogObject *log) {
     int64_t name = nt_intern(name_table, self->name); /* str or bytes: checked when the range was made */
     if (name == -2) { ranges->refused++; return 0; } /* the cycle's names were exported: it has ended */
     if (name < 0) return -1;
+    /* args: entry k >= 0 of the args area (a dict encoded here, or by the Python encoder when it holds
+     * more than plain values); -1 none; -2 - j: object j of args_list (anything else, encoded at stop). */
     int64_t args = -1;
     if (self->args && self->args != Py_None) {
-        PyObject *stored = NULL;
-        if (args_encoder && PyDict_CheckExact(self->args)) {
-            stored = PyObject_CallOneArg(args_encoder, self->args);
-            if (!stored) PyErr_Clear(); /* kept as the object: stop() reports why it cannot be written */
+        int64_t k = ARGS_UNSUPPORTED;
+        if (args_area && PyDict_CheckExact(self->args)) {
+            k = args_area_encode(args_area, self->args);
+            if (k == ARGS_UNSUPPORTED && args_encoder) {
+                PyObject *text = PyObject_CallOneArg(args_encoder, self->args);
+                if (text) {
+                    k = args_area_add(args_area, text);
+                    Py_DECREF(text);
+                } else {
+                    PyErr_Clear(); /* kept as the object: stop() reports why it cannot be written */
+                }
+            }
+            if (k == ARGS_ERROR) return -1;
         }
-        if (!stored) {
-            stored = self->args;
-            Py_INCREF(stored);
+        if (k >= 0) {
+            args = k;
+        } else if (k != ARGS_REFUSED) { /* refused: counted in args_area.refused */
+            args = -2 - PyList_GET_SIZE(args_list);
+            if (PyList_Append(args_list, self->args) < 0) return -1;
         }
-        args = PyList_GET_SIZE(args_list);
-        int rc = PyList_Append(args_list, stored);
-        Py_DECREF(stored);
-        if (rc < 0) return -1;
     }
     int refused;
     int64_t *row = log_row(log, &refused);
@@ -352,6 +364,7 @@ static void forget_recorder(void) {
     Py_CLEAR(ranges);
     Py_CLEAR(truncated);
     Py_CLEAR(name_table);
+    Py_CLEAR(args_area);
     Py_CLEAR(args_list);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
     for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
@@ -433,6 +446,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
         goto fail;
     }
     if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
+    if (!(args_area = (ArgsAreaObject *)attr_of_type(rec, "args_area", &ArgsAreaType, "an ArgsArea"))) goto fail;
     sessions = PyObject_GetAttrString(rec, "sessions");
     if (!sessions) goto fail;
     PyObject *seq = PySequence_Fast(sessions, "recorder.sessions must be a sequence");
@@ -587,7 +601,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
     if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0
-        || PyType_Ready(&FrameType) < 0)
+        || PyType_Ready(&FrameType) < 0 || PyType_Ready(&ArgsAreaType) < 0)
         return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
@@ -611,6 +625,12 @@ PyMODINIT_FUNC PyInit_hostrec(void) {
     Py_INCREF(&NameTableType);
     if (PyModule_AddObject(m, "NameTable", (PyObject *)&NameTableType) < 0) {
         Py_DECREF(&NameTableType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ArgsAreaType);
+    if (PyModule_AddObject(m, "ArgsArea", (PyObject *)&ArgsAreaType) < 0) {
+        Py_DECREF(&ArgsAreaType);
         Py_DECREF(m);
         return NULL;
     }

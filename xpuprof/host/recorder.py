@@ -36,7 +36,7 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
-if _c is not None and not hasattr(_c, "close_open_ranges"):  # built from an older hostrec.c: records differ
+if _c is not None and not (hasattr(_c, "close_open_ranges") and hasattr(_c, "ArgsArea")):  # an older build: records differ
     import warnings
 
     warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
@@ -46,6 +46,7 @@ if _c is not None and not hasattr(_c, "close_open_ranges"):  # built from an old
 if _c is not None:
     Int64Log = _c.Int64Log
     NameTable = _c.NameTable
+    ArgsArea = _c.ArgsArea
 else:
     class Int64Log:  # type: ignore[no-redef]
         """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
@@ -97,6 +98,26 @@ else:
         def __len__(self) -> int:
             return len(self.names)
 
+    class ArgsArea:  # type: ignore[no-redef]
+        """The pure-Python stand-in of hostrec.ArgsArea: JSON objects one after another in a bytearray
+        (``encode`` leaves every dict to the Python encoder)."""
+
+        __slots__ = ("data", "ends", "refused")
+
+        def __init__(self) -> None:
+            self.data, self.ends, self.refused = bytearray(), Int64Log(1), 0
+
+        def encode(self, args) -> None:
+            return None
+
+        def add(self, text) -> int:
+            self.data += text
+            self.ends.append(len(self.data))
+            return len(self.ends) - 1
+
+        def __len__(self) -> int:
+            return len(self.ends)
+
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
 _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.count(1).__next__
@@ -107,7 +128,14 @@ _recorder: "HostRecorder | None" = None
 
 # The fields of one range record in HostRecorder.ranges (int64 each).
 RANGE_FIELDS = ("t0", "t1", "tid", "correlation_id", "name", "args")
+# A range's args field: k >= 0, entry k of the recorder's args_area (JSON encoded at the call); NO_ARGS;
+# or object_key(j) for args kept as given in `args` (not a dict, or one no encoder could write).
 NO_ARGS = -1
+
+
+def object_key(j: int) -> int:
+    """The args field of a range whose args are ``HostRecorder.args[j]`` (and back: the same function)."""
+    return -2 - j
 
 
 def log_array(log) -> "np.ndarray":
@@ -118,10 +146,17 @@ def log_array(log) -> "np.ndarray":
     return np.frombuffer(buf, dtype=np.int64).reshape(-1, log.width)
 
 
+def area_arrays(area) -> "tuple[np.ndarray, np.ndarray]":
+    """An ArgsArea as (its bytes as uint8, each entry's end offset as int64), without a copy."""
+    import numpy as np
+
+    return np.frombuffer(area if _c is not None else area.data, dtype=np.uint8), log_array(area.ends)[:, 0]
+
+
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("ranges", "truncated", "names", "args", "instants", "thread_names", "sessions",
+    __slots__ = ("ranges", "truncated", "names", "args", "args_area", "instants", "thread_names", "sessions",
                  "track_correlation", "next_id", "record_annotations", "_py", "_py_open", "_py_cross_thread")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
@@ -129,13 +164,14 @@ class HostRecorder:
 
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by id in `names` (each distinct name's
-        # text once); args by index into `args` (NO_ARGS when none). Nothing per range for the
-        # cyclic GC to visit.
+        # text once); dict args as JSON in `args_area`, other args in `args` (see NO_ARGS). Nothing per
+        # range for the cyclic GC to visit.
         self.ranges = Int64Log(len(RANGE_FIELDS))
         # Ranges still open when recording stopped, closed at the window's end (same fields).
         self.truncated = Int64Log(len(RANGE_FIELDS))
         self.names = NameTable()
         self.args: list = []
+        self.args_area = ArgsArea()
         # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
         self.instants = Int64Log(len(self.INSTANT_FIELDS))
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
@@ -164,9 +200,9 @@ class HostRecorder:
                 r._closed = True
                 idx = self.names.intern(r._name)
                 args = NO_ARGS
-                if r.args is not None:
-                    self.args.append(snapshot_args(r.args))
-                    args = len(self.args) - 1
+                if r.args is not None:  # kept as the object: written at stop like any other kept args
+                    self.args.append(r.args)
+                    args = object_key(len(self.args) - 1)
                 self.truncated.append(r._t0, max(int(end_ns), r._t0), r._tid, r._cid, idx, args)
                 n += 1
         return n
@@ -191,14 +227,22 @@ class HostRecorder:
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
         idx = self.names.intern(name)  # a str or bytes: checked when the range was made
+        key = NO_ARGS
         if args is not None:
-            if type(args) is dict and _args_encoder is not None:
-                try:
-                    args = _args_encoder(args)
-                except Exception:  # kept as the object: stop() reports why it cannot be written
-                    pass
-            self.args.append(args)
-        self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
+            k = None
+            if type(args) is dict:
+                k = self.args_area.encode(args)
+                if k is None and _args_encoder is not None:
+                    try:
+                        k = self.args_area.add(_args_encoder(args))
+                    except Exception:  # kept as the object: stop() reports why it cannot be written
+                        k = None
+            if k is None:
+                self.args.append(args)
+                key = object_key(len(self.args) - 1)
+            elif k >= 0:  # else refused (the area was exported): counted in args_area.refused
+                key = k
+        self.ranges.append(t0, t1, tid, cid, idx, key)
 
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so

@@ -21,7 +21,7 @@ from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import recorder
 from ..trace.build.builder import TraceBuilder
-from ..trace.build.columns import encode_json
+from ..trace.build.columns import RowArgs, encode_json
 from ..trace.build.gpu_annotations import add_gpu_user_annotations
 from . import selection
 from .cycle import RecordingCycle
@@ -142,24 +142,14 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         builder.add_slices(names=None, name_ids=name_table[rec_arr[idx, 4]], ts=t0_plain + MONOTONIC_TO_EPOCH_NS,
                            dur=rec_arr[idx, 1] - t0_plain, pid=pid, tid=rec_arr[idx, 2].copy(),
                            cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[idx, 3].copy())
-        if not plain.all():  # ranges with args: most were stored encoded at exit (exact-size JSON bytes)
+        if not plain.all():  # ranges with args: encoded at exit into the args area, a few kept as objects
             sel = np.flatnonzero(~plain)
-            stored, encoded = rec.args, []
-            for arg_i in args_idx[sel].tolist():
-                value = stored[arg_i]
-                if type(value) is bytes:
-                    encoded.append(None if value == b"{}" else value)
-                    continue
-                try:  # objects the recorder could not encode as given (cleaned here, or noted)
-                    as_dict = dict(value)
-                    encoded.append(encode_json(as_dict) if as_dict else None)
-                except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                    encoded.append(encode_json(recorder.invalid_args_note(value, exc)))
-                    bad += 1
+            row_args, noted = _range_args(rec, args_idx[sel])
+            bad += noted
             t0_args = rec_arr[sel, 0]
             builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
                                dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
-                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
+                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=row_args)
         tid_arr = rec_arr[:, 2]
         tids.update(np.unique(tid_arr).tolist())
     tids |= _add_range_lifetimes(cycle, builder, name_table)
@@ -185,6 +175,33 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
     return tids
 
 
+def _range_args(rec: recorder.HostRecorder, keys: np.ndarray) -> tuple[RowArgs, int]:
+    """The args of the ranges whose args fields are ``keys``, as one ``RowArgs``: entries of the args area
+    in place (no copy, nothing per range), and after them the few kept as objects (not a dict, or values
+    no encoder could write at the call), written here with the forgiving encoder or as a note saying why
+    (counted in the second value)."""
+    blob, ends = recorder.area_arrays(rec.args_area)
+    in_area = keys >= 0
+    k = np.where(in_area, keys, 0)
+    starts = np.where(k > 0, ends[np.maximum(k - 1, 0)], 0) if len(ends) else np.zeros(len(keys), np.int64)
+    lens = np.where(in_area, (ends[k] - starts) if len(ends) else 0, 0)
+    if in_area.all():
+        return RowArgs(blob, starts, lens), 0
+    bad, extra, at = 0, [], len(blob)
+    for row, key in zip(np.flatnonzero(~in_area).tolist(), keys[~in_area].tolist()):
+        value = rec.args[recorder.object_key(key)]
+        try:  # objects the recorder could not encode as given (cleaned here, or noted)
+            as_dict = dict(value)
+            text = encode_json(as_dict) if as_dict else b""
+        except Exception as exc:  # one bad args value must never lose the trace: keep the range
+            text = encode_json(recorder.invalid_args_note(value, exc))
+            bad += 1
+        starts[row], lens[row] = at, len(text)
+        extra.append(text)
+        at += len(text)
+    return RowArgs(np.concatenate([blob, np.frombuffer(b"".join(extra), np.uint8)]), starts, lens), bad
+
+
 LIFETIME_NOTES = {
     "exited_out_of_order": "ranges exited before a range entered inside them: removed from their place, the "
                            "enclosing ranges stay current",
@@ -205,7 +222,13 @@ def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_tabl
     tids: set[int] = set()
     trunc = recorder.log_array(rec.truncated)
     if len(trunc) and ActivityType.USER_ANNOTATION in cycle.config.activities:
-        marked = [_truncated_args(rec.args, int(a)) for a in trunc[:, 5].tolist()]
+        keys = trunc[:, 5]
+        own: list = [None] * len(keys)
+        has = np.flatnonzero(keys != recorder.NO_ARGS)
+        if len(has):
+            for row, args in zip(has.tolist(), _range_args(rec, keys[has].copy())[0]):
+                own[row] = args
+        marked = [_truncated_args(args) for args in own]
         builder.add_slices(names=None, name_ids=name_table[trunc[:, 4]], ts=trunc[:, 0] + MONOTONIC_TO_EPOCH_NS,
                            dur=trunc[:, 1] - trunc[:, 0], pid=builder.pid, tid=trunc[:, 2].copy(),
                            cat=ActivityType.USER_ANNOTATION, external_id=trunc[:, 3].copy(), row_args=marked)
@@ -225,17 +248,11 @@ def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_tabl
     return tids
 
 
-def _truncated_args(stored: list, arg_i: int) -> bytes:
-    """A truncated range's args JSON: ``"truncated": true`` first, then its own args."""
-    value = None if arg_i == recorder.NO_ARGS else stored[arg_i]
-    if value is not None and type(value) is not bytes:
-        try:
-            value = encode_json(dict(value))
-        except Exception as exc:  # noqa: BLE001 - a bad args value never loses the range
-            value = encode_json(recorder.invalid_args_note(value, exc))
-    if not value or value == b"{}":
+def _truncated_args(own: bytes | None) -> bytes:
+    """A truncated range's args JSON: ``"truncated": true`` first, then its own args (a JSON object)."""
+    if not own or own == b"{}":
         return b'{"truncated":true}'
-    return b'{"truncated":true,' + bytes(value)[1:]
+    return b'{"truncated":true,' + own[1:]
 
 
 def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:

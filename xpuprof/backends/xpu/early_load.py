@@ -63,15 +63,9 @@ def sycl_initialized(maps_path: str = "/proc/self/maps") -> list[str]:
 
 def _view_library_path() -> Path | None:
     """The view library without slow searches (no ldconfig): explicit path, the wheel, oneAPI."""
-    from . import pti  # numpy + ctypes only
+    from .locate import installed_view_library  # no numpy, ctypes.util or importlib.metadata
 
-    explicit = os.environ.get(pti.PTI_LIBRARY_ENV)
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    for p in pti._wheel_candidates() + pti._oneapi_candidates():
-        if p.is_file():
-            return p
-    return None
+    return installed_view_library()
 
 
 def _disabled() -> str | None:

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...activity import ActivityType, category_name
-from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, SliceBatch, Span, _category_ids, _constant,
-                      _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
+from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, Span, _category_ids,
+                      _constant, _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
 from .strings import StringTable, json_safe
 
 FLUSH_EVERY = 65536
@@ -69,14 +69,14 @@ class TraceBuilder:
 
     def add_slices(self, *, names, ts, dur, pid, tid, cat, args: Mapping[str, Any] | None = None,
                    external_id=None, vendor: str = "", name_ids: np.ndarray | None = None,
-                   row_args: list | None = None) -> None:
+                   row_args: list | RowArgs | None = None) -> None:
         """Bulk complete events. Every column has one row per event; ``pid``/``tid`` may be scalars.
 
         ``names``: sequence of str (interned here) or None with ``name_ids`` already interned
         through ``builder.strings``. ``args``: arg name -> column (see ``ArgColumn``); numeric
         numpy arrays, 2-D arrays (written as lists), sequences of str, or ``ArgColumn`` with a
         ``present`` mask for args only some rows carry. ``row_args``: per row, one JSON object
-        already encoded (bytes, from ``encode_json``) or None.
+        already encoded (bytes, from ``encode_json``) or None; or a ``RowArgs`` (all of them in one blob).
         """
         ts = np.asarray(ts)
         n = len(ts)
