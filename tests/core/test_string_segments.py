@@ -46,3 +46,19 @@ def test_the_c_escaper_is_found_when_built():
     if not built:
         pytest.skip("xpuprof._native.rowfmt is not built here (no C compiler)")
     assert native_escaper() is not None
+
+
+def test_a_trace_of_distinct_names_holds_every_name_as_recorded(tmp_path):
+    """More distinct names than a chunk has rows: the writer makes each chunk's tokens on its own."""
+    import json
+
+    import xpuprof
+
+    n = 150_000
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        for i in range(n):
+            with xpuprof.record_function(f'step {i} "q" \\ \u00e9\n'):
+                pass
+    trace = json.loads(prof.export_chrome_trace(tmp_path / "t.json").read_text())
+    names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert sorted(names) == sorted(f'step {i} "q" \\ \u00e9\n' for i in range(n))

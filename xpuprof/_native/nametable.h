@@ -9,7 +9,8 @@
  * Names that are not plain valid text - bytes, lone surrogates, longer than the string bound - are
  * handed to the cleaner registered from Python (json_safe) once each and stored as its result.
  * The text is exported without a copy: the table itself is a read-only uint8 buffer (the blob) and
- * ``offsets`` an Int64Log(1) of n+1 ends; while either is exported, new names are refused.
+ * ``offsets`` an Int64Log(1) of n+1 ends. The first export seals the table (its cycle has ended): the
+ * lookup tables are freed and no name is added again.
  */
 #ifndef XPUPROF_NAMETABLE_H
 #define XPUPROF_NAMETABLE_H
@@ -24,6 +25,7 @@ typedef struct {
     uint32_t *hashes;        /* per name: the low 32 bits of its str hash (for lookups and regrowth) */
     uint32_t *slots;         /* name id + 1, 0 = empty; nslots is a power of two */
     Py_ssize_t n, cap, nslots, exports;
+    int sealed;              /* exported once: the lookup tables are freed, no name is added again */
     PyObject *slow;          /* dict: raw name (bytes, odd str) -> id, for names the cleaner fixed */
     Py_ssize_t invalid_utf8; /* distinct raw names whose invalid UTF-8 was replaced */
     PyObject *cache_obj[NT_CACHE];
@@ -54,6 +56,7 @@ static int nt_grow_slots(NameTableObject *t) {
  * set; -2 when refused (the table is exported: a cycle that ended). */
 static int64_t nt_find_or_add(NameTableObject *t, const char *text, Py_ssize_t len, Py_hash_t h) {
     uint32_t h32 = (uint32_t)h;
+    if (t->sealed) return -2;
     if (t->nslots) {
         size_t mask = (size_t)t->nslots - 1, i = h32 & mask;
         const int64_t *ends = t->offsets->data;
@@ -211,6 +214,14 @@ static int nt_getbuffer(NameTableObject *t, Py_buffer *view, int flags) {
     if (flags & PyBUF_WRITABLE) { PyErr_SetString(PyExc_BufferError, "NameTable is read-only"); return -1; }
     if (PyBuffer_FillInfo(view, (PyObject *)t, t->blob ? t->blob : &empty, t->blob_len, 1, flags) < 0) return -1;
     t->exports++;
+    if (!t->sealed) { /* the cycle ended: only the text is read from here on; the lookup tables go */
+        t->sealed = 1;
+        PyMem_RawFree(t->slots);
+        PyMem_RawFree(t->hashes);
+        t->slots = NULL;
+        t->hashes = NULL;
+        t->nslots = t->cap = 0;
+    }
     return 0;
 }
 

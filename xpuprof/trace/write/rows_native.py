@@ -18,7 +18,7 @@ import orjson
 from ...clock import BASE_TIME_NS
 from ..build.columns import CounterBatch, FlowBatch, SliceBatch
 from ..build.strings import StringTable
-from .rows import Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
+from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
 
 try:
@@ -120,16 +120,28 @@ def _mask(present: np.ndarray | None):
 
 
 class _TokenTable:
-    """Interned string ids of one batch column as a blob of encoded tokens plus local ids."""
+    """Interned string ids of one batch column as a blob of encoded tokens plus local ids.
+
+    A column whose rows mostly name strings of their own (a range per distinct name) is encoded chunk by
+    chunk instead: each chunk's tokens are made when it is described, so the whole column's tokens never
+    exist at once (they cost what the names cost again)."""
 
     def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
         self.constant = is_constant(ids)
+        self.tokens_of = tokens_of
         if self.constant:
             self.token = tokens_of(np.asarray(ids[:1], np.int64))[0]
             return
         ids = np.asarray(ids)
-        used = np.flatnonzero(np.bincount(ids, minlength=1))
-        # int32 local ids (a batch's distinct strings fit): 4 B a row, not 8, when every name differs
+        counts = np.bincount(ids, minlength=1)
+        n_used = int(np.count_nonzero(counts))
+        self.per_chunk = n_used > MAX_CHUNK_ROWS and n_used * 4 > len(ids)
+        if self.per_chunk:
+            self.ids = ids
+            return
+        used = np.flatnonzero(counts)
+        del counts
+        # int32 local ids (a batch's distinct strings fit): 4 B a row, not 8
         remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
         self.local = remap[ids]
@@ -142,6 +154,10 @@ class _TokenTable:
                 segs.lit(prefix + self.token)
             else:
                 segs.add(_rowfmt.LIT, prefix=prefix + self.token, mask=mask, flags=flags)
+        elif self.per_chunk:
+            used, local = np.unique(self.ids[sel], return_inverse=True)
+            blob, offsets = self.tokens_of(used.astype(np.int64))
+            segs.add(_rowfmt.TOKENS, blob, offsets, local.astype(np.int64), prefix=prefix, mask=mask, flags=flags)
         else:
             segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel].astype(np.int64), prefix=prefix,
                      mask=mask, flags=flags)
