@@ -82,17 +82,18 @@ def _child_xpuprof(n: int, out: Path, gz: bool) -> dict:
             pass
     t_rec = time.perf_counter() - t_rec
     rss_rec = _rss()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     prof.stop()
-    t_stop = time.perf_counter() - t0
+    t_stop, c_stop = time.perf_counter() - t0, time.process_time() - c0
     rss_stop = _rss()
     path = out / ("trace.json.gz" if gz else "trace.json")
-    c1, t1 = _cpu(), time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     prof.export_chrome_trace(path)
-    t_write = time.perf_counter() - t1
-    cpu_write = _cpu() - c1
+    t_write, c_write = time.perf_counter() - t1, time.process_time() - c1
+    cpu_write = c_write
     rss_write = _rss()
     res = {"events_per_s": n / (t_stop + t_write), "stop_s": t_stop, "write_s": t_write,
+           "stop_cpu_s": c_stop, "write_cpu_s": c_write,  # CPU seconds (all threads) beside wall
            "record_ns_per_range": t_rec / n * 1e9, "bytes": path.stat().st_size,
            "rss_record_B_per_ev": (rss_rec - base) / n, "rss_stop_B_per_ev": (rss_stop - base) / n,
            "rss_write_B_per_ev": (rss_write - base) / n}

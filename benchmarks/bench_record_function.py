@@ -133,7 +133,7 @@ def main() -> int:
              ("record_function, profiling (sim)", ranges, dict(backends=["sim"]))]
     double = _pti_double()
     if double is not None:
-        from xpuprof.backends.xpu import pti
+        from xpuprof.vendors import pti
 
         os.environ[pti.PTI_LIBRARY_ENV] = double
         cases.append(("record_function, profiling (xpu, PTI double)", ranges,

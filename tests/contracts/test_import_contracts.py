@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).parent / "lint-imports"
 needs_linter = pytest.mark.skipif(not LINT.exists(), reason=f"import-linter is not installed ({LINT}); "
@@ -39,11 +41,11 @@ def test_the_import_contracts_hold():
 
 # One violation per contract: (file that gains the import, the import, the module it reaches, contract).
 BREAKS = [
-    ("backends/rocm/decode.py", "from ..cuda import decode as _sibling", "xpuprof.backends.cuda.decode",
+    ("backends/rocm/emit.py", "from ..cuda import emit as _sibling", "xpuprof.backends.cuda.emit",
      "vendor backends never import each other"),
     ("trace/build/builder.py", "from ...backends import registry as _up", "xpuprof.backends.registry", "trace/"),
     ("analysis/summary.py", "from ..backends import sim as _up", "xpuprof.backends.sim", "analysis/"),
-    ("backends/cuda/decode.py", "from ... import profiler as _up", "xpuprof.profiler",
+    ("backends/cuda/emit.py", "from ... import profiler as _up", "xpuprof.profiler",
      "backends and collectors import no front end"),
     ("collectors/host.py", "from ..commands import run as _up", "xpuprof.commands.run",
      "backends and collectors import no front end"),
@@ -60,6 +62,13 @@ BREAKS = [
     ("host/recorder.py", "from ..backends import registry as _up", "xpuprof.backends.registry", "layers run one way"),
     ("outputs.py", "from .trace.build import builder as _up", "xpuprof.trace.build.builder", "layers run one way"),
     ("diagnostics.py", "from .plugins import faults as _up", "xpuprof.plugins.faults", "layers run one way"),
+    ("collectors/xpu_metrics.py", "from ..backends.xpu import metrics_scope as _up",
+     "xpuprof.backends.xpu.metrics_scope", "collectors import no backend"),
+    ("vendors/pti.py", "from ..backends.xpu import emit as _up", "xpuprof.backends.xpu.emit",
+     "vendors/ imports no backend"),
+    ("backends/cuda/records.py", "from cupti import cupti as _vendor", "cupti",
+     "vendor packages are imported only in vendors/"),
+    ("collectors/nvml.py", "import pynvml as _vendor", "pynvml", "vendor packages are imported only in vendors/"),
 ]
 
 
@@ -111,3 +120,28 @@ def test_every_xpuprof_module_imports_its_vendor_package_lazily():
                 importlib.import_module(info.name)
     """).replace("\n", "\n        ")
     assert _vendor_modules_after(walk) == []
+
+
+# Vendor ABIs live in xpuprof/vendors/: a ctypes struct, callback type or library load anywhere in a
+# vendor backend or a collector is a binding outside its room.
+BINDING_PLACES = ("backends/xpu", "backends/cuda", "backends/rocm", "collectors")
+
+
+def _ctypes_bindings(path: Path) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith(("Structure", "Union")) for b in node.bases):
+            found.append(f"{path.name}:{node.lineno} defines the ctypes struct {node.name}")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("CFUNCTYPE", "CDLL", "LoadLibrary"):
+            found.append(f"{path.name}:{node.lineno} calls {ast.unparse(node.func)}")
+    return found
+
+
+def test_vendor_abis_are_bound_only_in_vendors():
+    package = REPO / "xpuprof"
+    found = [hit for place in BINDING_PLACES for path in sorted((package / place).rglob("*.py"))
+             for hit in _ctypes_bindings(path)]
+    assert found == [], "ctypes bindings outside xpuprof/vendors/:\n" + "\n".join(found)
+    assert _ctypes_bindings(package / "vendors" / "pti_metrics.py"), "the scan finds the structs it looks for"

@@ -74,7 +74,7 @@ def test_the_trace_package_names_resolve_on_first_use():
 def test_the_light_pti_lookup_finds_what_importlib_metadata_finds():
     from importlib import metadata
 
-    from xpuprof.backends.xpu import locate
+    from xpuprof.vendors import pti_locate as locate
 
     try:
         dist = metadata.distribution("intel-pti")
@@ -86,7 +86,7 @@ def test_the_light_pti_lookup_finds_what_importlib_metadata_finds():
 
 
 def test_the_light_pti_lookup_reads_a_wheel_record(tmp_path, monkeypatch):
-    from xpuprof.backends.xpu import locate
+    from xpuprof.vendors import pti_locate as locate
 
     site = tmp_path / "lib" / "python3" / "site-packages"
     info = site / "intel_pti-9.9.dist-info"

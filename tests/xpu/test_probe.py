@@ -11,7 +11,10 @@ import pytest
 
 from xpuprof.backends.base import ProbeResult
 from xpuprof.backends.probe import run_probe
-from xpuprof.backends.xpu import availability, levelzero, pti
+from xpuprof.backends.xpu import availability
+from xpuprof.vendors import levelzero, pti
+
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 

@@ -15,6 +15,7 @@ import orjson
 
 from ..inputs import InputError, check_json_start, read_input
 from .report import KernelStat, ReportError, build_report
+from .report_schema import SCHEMA, main_rows
 
 TIME_FIELDS = ("avg", "total", "min", "max")
 
@@ -40,11 +41,15 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
                     raise DiffError(f"{p}: points[{i}].label is {type(label).__name__}, not a string")
                 out[str(label)] = _rows(p, pt.get("kernels"), f"points[{i}].kernels")
             return out
-        if isinstance(data, dict) and isinstance(data.get("kernels"), list):
-            return {"": _rows(p, data["kernels"])}
+        try:
+            rows = main_rows(data) if isinstance(data, dict) else None
+        except AttributeError:  # "tables" (or a table) that is not an object
+            raise DiffError(f"{p}: its report tables are not objects of rows") from None
+        if rows is not None:
+            return {"": _rows(p, rows)}
         if not (isinstance(data, dict) and "traceEvents" in data):
             raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
-                            "JSON (\"kernels\")")
+                            f"JSON (\"schema\": \"{SCHEMA}\")")
     try:
         return {"": build_report([p]).stats}
     except ReportError as exc:
@@ -88,7 +93,12 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
         data = _read_json(p)
         if isinstance(data, dict) and "traceEvents" not in data:
-            rows = data.get("telemetry") or []
+            try:
+                rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") \
+                    if data.get("schema") == SCHEMA else data.get("telemetry")
+            except AttributeError:  # "tables" (or its telemetry) that is not an object
+                raise DiffError(f"{p}: its telemetry table is not an object of rows") from None
+            rows = rows or []
             if not isinstance(rows, list):
                 raise DiffError(f"{p}: telemetry is {type(rows).__name__}, not a list")
             out = {}

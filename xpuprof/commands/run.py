@@ -137,16 +137,19 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int 
         if not r["kernels"]:
             continue
         shown = r["kernels"] if top is None else r["kernels"][:top]
-        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} kernels/ops"),
-                  title_justify="left")
-        for col in ("Name", "Calls", "Total", "%", "Avg", "Min", "Max"):
+        nests = any(row.get("self_ns", row["total_ns"]) != row["total_ns"] for row in r["kernels"])
+        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} "
+                               + ("host ranges/ops (self time leaves out the rows nested inside)" if nests
+                                  else "kernels/ops")), title_justify="left")
+        for col in ("Name", "Calls", *(("Self",) if nests else ()), "Total", "%", "Avg", "Min", "Max"):
             k.add_column(col, justify="left" if col == "Name" else "right", overflow="fold")
         metrics = list(dict.fromkeys(m for row in r["kernels"] for m in row["metrics"]))
         for m in metrics:
             k.add_column(escape(m), justify="right")
         for row in shown:
-            k.add_row(escape(row["name"]), str(row["calls"]), format_ns(row["total_ns"]), f"{row['pct']:.1f}",
-                      format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
+            k.add_row(escape(row["name"]), str(row["calls"]),
+                      *((format_ns(row.get("self_ns", row["total_ns"])),) if nests else ()), format_ns(row["total_ns"]),
+                      f"{row['pct']:.1f}", format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
                       *[f"{row['metrics'][m]:.4g}" if m in row["metrics"] else "" for m in metrics])
         console.print(k)
 

@@ -55,7 +55,7 @@ METRICS_KEYS: dict[str, tuple] = {
 }
 OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
-    "worker_name": ("str", None, "first part of trace file names (default: <name>)"),
+    "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
     "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
     "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
@@ -200,7 +200,7 @@ class RunNames:
 @dataclass
 class OutputSpec:
     dir: Path
-    worker_name: str
+    worker_name: str | None  # None: trace_file_name's default, <host>_<pid>
     compression: str = "none"
     legacy_categories: bool = False
     generic_categories: bool = False
@@ -431,7 +431,7 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
     out = top["output"] or {k: spec[1] for k, spec in OUTPUT_KEYS.items()}
     if out["compression"] not in COMPRESSIONS:
         ck.fail(("output", "compression"), f"unknown compression {out['compression']!r}; valid: {', '.join(COMPRESSIONS)}")
-    output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or name, out["compression"],
+    output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or None, out["compression"],
                         out["legacy_categories"], out.get("generic_categories", False))
 
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()) or name

@@ -266,6 +266,16 @@ class HostRecorder:
             return np.arange(first, first + len(names), dtype=np.int32)
         return np.fromiter((strings.intern(x) for x in names.names), np.int32, len(names))
 
+    def name_texts(self, ids) -> list[str]:
+        """The names of name ids ``ids`` as text (a few, for lookups: the simulator's range names)."""
+        names = self.names
+        if _c is not None and isinstance(names, _c.NameTable):
+            ends = log_array(names.offsets)[:, 0]
+            view = memoryview(names)
+            return [bytes(view[int(ends[i]):int(ends[i + 1])]).decode("utf-8", "replace") for i in ids]
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+                for x in (names.names[i] for i in ids)]
+
     def current(self) -> int:
         if _c is not None:
             return _c.current_correlation_id()

@@ -124,10 +124,13 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                                             "repeat": repeat, "workload": workload.name, "device": workload.device})
             if dist is not None:
                 prof.add_metadata("distributedInfo", dist)
+            # a built-in's work per step (flops, bytes) rides on each iteration's range: the sim sizes its
+            # kernels from it, and a reader of the trace can compute rates
+            work = {k: workload.info[k] for k in ("flops", "bytes") if isinstance(workload.info.get(k), (int, float))}
             try:
                 for i in range(point.iterations):
                     t0 = time.perf_counter_ns()
-                    with record_function(workload.name, {"iteration": i, "repeat": repeat}):
+                    with record_function(workload.name, {"iteration": i, "repeat": repeat, **work}):
                         with cut():  # a signal ends this range here; what was recorded is kept
                             workload.step()
                             workload.sync()

@@ -32,9 +32,12 @@ from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
-from . import early_load, pti
-from .decode import DecodedRecords, PtiWalker, decode_buffers
-from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+from ..common import SessionDrops
+from ...vendors import pti
+from . import early_load
+from .records import DecodedRecords, PtiWalker, decode_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import VENDOR, KernelTable, write_records
 
 log = logging.getLogger("xpuprof")
 
@@ -110,12 +113,14 @@ class XpuptiActivityApi(Session):
         self.clock_offset_ns: int | None = None
         self.enabled_views: list[pti.ViewKind] = []
         self._errors: list[str] = []
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._external_corr = ActivityType.EXTERNAL_CORRELATION in with_external_correlation(self.types)
         # (failed push/pop calls, last PTI result): written by the C record_function, read at process()
         self.correlation_failures = array.array("q", [0, 0])
         self.strings = StringCache.live()
         self.api_names = ApiNameCache(lookup=self.lib.api_name)
+        self.allocations = None  # Level Zero allocations while profile_memory=True (allocations.py)
+        self._memory_info: dict | None = None
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
         if buffer_bytes:
             self._ptibuf.set_buffer_size(int(buffer_bytes))
@@ -173,6 +178,20 @@ class XpuptiActivityApi(Session):
     def start(self) -> None:
         self.clock_offset_ns = measure_clock_offset(self.lib)
         self.start_ns = now_ns()
+        if getattr(self.config, "profile_memory", False):
+            self._start_allocations()
+
+    def _start_allocations(self) -> None:
+        from .allocations import AllocationTracerError, LevelZeroAllocations
+
+        try:
+            tracer = LevelZeroAllocations()
+            tracer.start()
+        except AllocationTracerError as exc:  # asked for and not given: said, in the trace too
+            self._memory_info = {"events": 0, "not_recorded": str(exc)}
+            self._errors.append(f"profile_memory: {exc}")
+            return
+        self.allocations = tracer
 
     def flush(self) -> None:
         """``ptiFlushAllViews`` and move every completed buffer out of the C queue."""
@@ -182,18 +201,26 @@ class XpuptiActivityApi(Session):
         self.buffers.extend(self._ptibuf.drain())
 
     def stop(self) -> None:
+        if self.allocations is not None:
+            self.allocations.stop()
         self.flush()
         self.disable()
         if self.clock_offset_ns is None:
             self.clock_offset_ns = measure_clock_offset(self.lib)
         stats = self._ptibuf.stats()
         if stats["request_failures"]:
-            self._dropped["xpu: PTI buffers not allocated (records lost)"] = int(stats["request_failures"])
+            self._dropped.set("PTI buffers not allocated (records lost)", stats["request_failures"])
         if stats["queue_failures"]:
-            self._dropped["xpu: completed PTI buffers lost (out of memory)"] = int(stats["queue_failures"])
+            self._dropped.set("completed PTI buffers lost (out of memory)", stats["queue_failures"])
 
-    def decode(self) -> DecodedRecords:
-        return decode_buffers(self.buffers, PtiWalker(self.lib.next_record_address()))
+    def decode(self, window: ProcessWindow | None = None, *, release: bool = False) -> DecodedRecords:
+        """The emit stage's columns of every buffer collected (``records.decode_records``): inside
+        ``window`` only, when given; ``release``: the buffers are handed over and freed as read."""
+        win = None if window is None else (int(window.start_ns), int(window.end_ns), int(self.clock_offset_ns or 0))
+        buffers = self.buffers
+        if release:
+            self.buffers = []
+        return decode_records(buffers, PtiWalker(self.lib.next_record_address()), window=win, release=release)
 
     def context(self) -> RecordContext:
         return RecordContext(pti_version=self.lib.version(), clock_offset_ns=int(self.clock_offset_ns or 0),
@@ -210,14 +237,12 @@ class XpuptiActivityApi(Session):
     def process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
-        if path:
-            records = self.decode()
-        else:  # nothing reads the raw buffers after this: each is freed once decoded
-            buffers, self.buffers = self.buffers, []
-            records = decode_buffers(buffers, PtiWalker(self.lib.next_record_address()), release=True)
-            del buffers
+        # Without a capture to save, nothing reads the raw buffers after this: each is freed once read.
+        records = self.decode(window, release=not path)
         self.decode_seconds = time.perf_counter() - t0
-        self.counts_decoded = {int(k): len(v) for k, v in records.by_kind.items()}
+        self.counts_decoded = {int(k): len(v) + records.out_of_window.get(int(k), 0)
+                               for k, v in records.by_kind.items()}
+        self.counts_decoded.update({int(k): n for k, n in records.out_of_window.items() if k not in records.by_kind})
         self.counts_decoded.update({-int(k): n for k, n in records.unknown.items()})
         range_threads = None
         if path and window is not None and window.range_threads is not None:
@@ -226,11 +251,13 @@ class XpuptiActivityApi(Session):
             ext_ids = np.unique(records.get(pti.ViewKind.EXTERNAL_CORRELATION)["_external_id"].astype(np.int64))
             range_threads = (ext_ids, window.range_threads.lookup(ext_ids))
         self.process_records(records, builder, window)
+        if self.allocations is not None:
+            self._memory_info = self.allocations.write(builder, window, host_reports_memory=bool(
+                getattr(window, "host_reports_memory", False)))
         failed = self._correlation_failure_report()
         if failed:
             self._errors.append(failed)
-        for reason, n in self._dropped.items():
-            builder.count_dropped(reason, n)
+        self._dropped.write(builder)
         if path:
             from .capture import save
 
@@ -286,10 +313,12 @@ class XpuptiActivityApi(Session):
             meta["xpu_test_device"] = f"device {', '.join(map(str, notes))}: {next(iter(notes.values()))}"
         if self.runtime_problem:
             meta["xpu_runtime_calls_missing"] = self.runtime_problem
+        if self._memory_info is not None:
+            meta["levelzero_memory_events"] = dict(self._memory_info)
         return meta
 
     def errors(self) -> list[str]:
         return list(self._errors)
 
     def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)
+        return self._dropped.labels()

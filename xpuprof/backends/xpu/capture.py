@@ -19,9 +19,10 @@ from ...activity import ActivityType, parse_activity_types
 from ...inputs import InputError, read_input
 from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
-from . import pti
-from .decode import DecodedRecords, LayoutWalker, decode_buffers
-from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
+from ...vendors import pti
+from .records import DecodedRecords, LayoutWalker, decode_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import EmitResult, write_records
 
 MAGIC = b"XPUPROF-PTI-RAW 1\n"
 
@@ -147,8 +148,9 @@ def load(path) -> Capture:
     return Capture(buffers, ctx, sizes, types, window, threads)
 
 
-def decode(capture: Capture) -> DecodedRecords:
-    return decode_buffers(capture.buffers, LayoutWalker(capture.record_sizes))
+def decode(capture: Capture, window: ProcessWindow | None = None) -> DecodedRecords:
+    win = None if window is None else (int(window.start_ns), int(window.end_ns), int(capture.context.clock_offset_ns))
+    return decode_records(capture.buffers, LayoutWalker(capture.record_sizes), window=win)
 
 
 def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
@@ -156,10 +158,11 @@ def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
     whose records cannot be decoded is ``CaptureError`` (``BufferDecodeError`` for a buffer that cannot
     be walked), never another exception."""
     cap = load(path)
-    records = decode(cap)
+    window = cap.window if use_window else None
+    records = decode(cap, window)
     try:
-        return write_records(records, cap.context, builder, cap.window if use_window else None,
-                             cap.types if types is None else frozenset(types), range_threads=cap.range_threads)
+        return write_records(records, cap.context, builder, window, cap.types if types is None else frozenset(types),
+                             range_threads=cap.range_threads)
     except Exception as exc:  # noqa: BLE001 - records that contradict their header: one error naming the file
         raise CaptureError(f"{path}: the capture's records do not match its header ({type(exc).__name__}: "
                            f"{exc})"[:2000]) from None

@@ -21,7 +21,6 @@ shared library with ctypes.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def sycl_initialized(maps_path: str = "/proc/self/maps") -> list[str]:
 
 def _view_library_path() -> Path | None:
     """The view library without slow searches (no ldconfig): explicit path, the wheel, oneAPI."""
-    from .locate import installed_view_library  # no numpy, ctypes.util or importlib.metadata
+    from ...vendors.pti_locate import installed_view_library  # no numpy, ctypes.util or importlib.metadata
 
     return installed_view_library()
 
@@ -115,8 +114,10 @@ def preload_view_library() -> str:
         _status = "not loaded early: intel-pti is not installed"
         return _status
     _decide(path)
+    from ...vendors.pti_locate import preload
+
     try:
-        ctypes.CDLL(str(path))  # RTLD_LOCAL: XPTI dlopens it by path; no symbol interposition
+        preload(path)
     except OSError as exc:
         _status = f"not loaded early: {exc}"
         return _status

@@ -197,8 +197,8 @@ class CompactWriter(FixedWidthWriter):
     the consumer runs the C loop on its own threads (it holds no GIL), so several chunks render at once.
     """
 
-    def __init__(self, strings: "StringTable | list[str]", legacy: bool, defer: bool = False) -> None:
-        super().__init__(strings, legacy)
+    def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool, defer: bool = False) -> None:
+        super().__init__(strings, vendor_categories)
         self.pool = BufferPool()
         self.defer = defer
 
@@ -246,7 +246,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ slices
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
         name = _TokenTable(b.name, self.tokens)
         str_args = {k: _TokenTable(c.values, self.tokens) for k, c in b.args.items() if c.kind == "str"}
         keys = {k: b"," + _key(k) for k in b.args}
@@ -318,7 +318,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.tokens)
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
         name = _TokenTable(b.name, self.tokens)
         keys = [(_key(k), v) for k, v in b.values.items()]
         step = self._chunk_rows(COMPACT_ROW_BYTES)
@@ -364,7 +364,7 @@ class CompactWriter(FixedWidthWriter):
 LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or "fixed"
 
 
-def make_writer(strings: "StringTable | list[str]", legacy: bool, layout: str | None = None,
+def make_writer(strings: "StringTable | list[str]", vendor_categories: bool, layout: str | None = None,
                 defer: bool = False) -> FixedWidthWriter:
     """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
 
@@ -375,9 +375,9 @@ def make_writer(strings: "StringTable | list[str]", legacy: bool, layout: str | 
         if _rowfmt is None:
             raise RuntimeError("compact trace layout needs the C part xpuprof._native.rowfmt, which is not built "
                                "(rebuild with `python setup.py build_ext --inplace`); valid layouts: fixed")
-        return CompactWriter(strings, legacy, defer)
+        return CompactWriter(strings, vendor_categories, defer)
     if layout == "fixed":
-        return FixedWidthWriter(strings, legacy)
+        return FixedWidthWriter(strings, vendor_categories)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")
 
 

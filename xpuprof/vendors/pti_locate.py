@@ -66,3 +66,11 @@ def installed_view_library() -> Path | None:
         if p.is_file():
             return p
     return None
+
+
+def preload(path: Path) -> None:
+    """Load the view library at ``path`` now (RTLD_LOCAL: XPTI dlopens it by path; no symbol
+    interposition). ctypes is imported here, not at module import, to keep ``import xpuprof`` light."""
+    import ctypes
+
+    ctypes.CDLL(str(path))

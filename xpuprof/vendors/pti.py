@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .locate import PTI_LIBRARY_ENV, oneapi_candidates, wheel_candidates
+from .pti_locate import PTI_LIBRARY_ENV, oneapi_candidates, wheel_candidates
 
 PTI_MAX_DEVICE_UUID_SIZE = 16
 PTI_MAX_PCI_ADDRESS_SIZE = 16
@@ -360,6 +360,19 @@ def _pti_string(fn, code: int, table: tuple[str, ...]) -> str:
         if text:
             return text.decode("utf-8", "replace")
     return table_name(table, code)
+
+
+def load_cdll(path: Path | None = None) -> ctypes.CDLL:
+    """The PTI view library as a plain ctypes library (the metrics API's functions are bound by
+    ``vendors.pti_metrics``); ``path`` defaults to ``find_pti_library()``."""
+    return ctypes.CDLL(str(find_pti_library() if path is None else path))
+
+
+def version_string(path: Path | None = None) -> str:
+    """``ptiVersionString`` without initializing PTI's core (safe in-process, even without a driver)."""
+    fn = load_cdll(path).ptiVersionString
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode("utf-8", "replace")
 
 
 class PtiLibrary:
