@@ -228,3 +228,14 @@ def test_backend_sets_zet_enable_metrics_before_level_zero(full_double, monkeypa
     finally:
         session.scope.disable()
         session.disable()
+
+
+def test_metrics_of_kernels_the_name_filter_dropped_are_not_orphans(full_double, tmp_path):
+    config = ProfilerConfig(activities=TYPES, experimental=ExperimentalConfig(profiler_metrics=["GpuTime"]),
+                            exclude_kernels=["relu"])
+    api, builder, trace = run_session(full_double, tmp_path, config=config)
+    kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
+    metric_slices = [e for e in _x(trace, "xpu_scope_profiler") if e["name"].startswith("metrics: ")]
+    assert {k["name"] for k in kernels} == {"gemm_kernel<float>"}
+    assert [s["name"] for s in metric_slices] == ["metrics: gemm_kernel<float>"] * 3
+    assert api.unmatched == 0 and "xpu_scope_unmatched_kernel" not in trace.get("dropped_records", {})

@@ -21,6 +21,7 @@ from ..host import recorder
 from . import torch_compat
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
+from .pausing import Pausing
 from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
@@ -180,6 +181,7 @@ class profile(TorchResultsMethods):
         # on_trace_ready write failures (a full disk): logged, kept here, written into the next trace
         self.trace_ready_errors: list[str] = []
         self._unreported_errors: list[str] = []
+        self._pausing = Pausing()  # pause()/resume() and PTI_ENABLE_COLLECTION, across cycles
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -261,7 +263,23 @@ class profile(TorchResultsMethods):
         self.step_num += 1
         self.current_action = nxt
         self._transit(prev, self.current_action)
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION, as the program may have set it since
+        self._pausing.apply(self._recording, self._toggled_off)
         self._enter_step()
+
+    def pause(self) -> None:
+        """Stop collecting (every device session and our ranges) until ``resume()``; the paused span is
+        marked in the trace. Lasts across recording cycles of a schedule until resumed."""
+        self._pausing.by_user = True
+        if not self._forked:  # a forked child's copy: the sessions are the parent's
+            self._pausing.apply(self._recording)
+
+    def resume(self) -> None:
+        """Collect again after ``pause()`` (``PTI_ENABLE_COLLECTION=0`` still keeps collection paused, and
+        what ``toggle_collection_dynamic`` turned off stays off)."""
+        self._pausing.by_user = False
+        if not self._forked:
+            self._pausing.apply(self._recording, self._toggled_off)
 
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
         """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
@@ -390,6 +408,9 @@ class profile(TorchResultsMethods):
         self._recording.start()
         if self._toggled_off:  # paused by toggle_collection_dynamic until resumed, across cycles
             self._recording.pause(self._toggled_off)
+        self._pausing.new_cycle()
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION=0 at start: the cycle starts paused
+        self._pausing.apply(self._recording, self._toggled_off)
 
     def _stop_trace(self) -> None:
         cycle = self._recording
@@ -415,10 +436,8 @@ class profile(TorchResultsMethods):
         self._cycle += 1
 
     def _trace_ready(self) -> None:
-        """``on_trace_ready(self)``. A trace that cannot be written (a full disk, a read-only directory)
-        during ``step()`` must not end the user's loop: the failure is logged, kept in
-        ``trace_ready_errors`` and written into the next trace's metadata. At ``stop()`` (no next trace)
-        and from an explicit ``export_chrome_trace`` it is raised."""
+        """``on_trace_ready(self)``; a write failure during ``step()`` is kept (``_keep_write_failure``), at
+        ``stop()`` (no next trace could say it) and from an explicit ``export_chrome_trace`` it is raised."""
         if self.on_trace_ready is None:
             return
         try:
@@ -426,11 +445,18 @@ class profile(TorchResultsMethods):
         except OSError as exc:
             if self._stopping:
                 raise
-            from ..outputs import write_error_line
+            _keep_write_failure(self, exc)
 
-            what = write_error_line(exc.filename, exc) if isinstance(exc.filename, str) else str(exc)
-            why = what if what.startswith("trace not written") else f"trace not written: {what}"
-            why = f"step {self.step_num}: {why}"
-            self.trace_ready_errors.append(why)
-            self._unreported_errors.append(why)
-            log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)
+
+def _keep_write_failure(prof: profile, exc: OSError) -> None:
+    """A trace that cannot be written (a full disk, a read-only directory) during ``step()`` must not end
+    the user's loop: the failure is logged, kept in ``trace_ready_errors`` and written into the next
+    trace's metadata (``previous_trace_write_errors``)."""
+    from ..outputs import write_error_line
+
+    what = write_error_line(exc.filename, exc) if isinstance(exc.filename, str) else str(exc)
+    why = what if what.startswith("trace not written") else f"trace not written: {what}"
+    why = f"step {prof.step_num}: {why}"
+    prof.trace_ready_errors.append(why)
+    prof._unreported_errors.append(why)
+    log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)
