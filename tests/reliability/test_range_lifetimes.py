@@ -191,6 +191,9 @@ def test_ranges_open_at_stop_are_closed_at_the_window_end_and_marked(tmp_path):
     assert abs(r["ts"] + r["dur"] - end) < 1000  # ends with the window (µs)
     assert first["truncated_ranges"]["count"] == 1
     assert r["args"]["External id"] in _kernel_ids(first)  # its device work links to a range in the trace
+    (k,) = [e for e in first["traceEvents"] if e.get("cat") == "kernel"
+            and e["args"]["External id"] == r["args"]["External id"]]
+    assert "spans the step boundary" in k["name"]  # and is named after it, as a closed range's is
     assert "spans the step boundary" not in _ranges(traces[1])  # closed once, never drawn twice
 
 

@@ -141,21 +141,23 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
 
 def range_lookup(rec: recorder.HostRecorder | None):
     """``ProcessWindow.ranges``: our ranges' (names, args dicts) for an array of correlation ids (a name ""
-    and no args for an id no finished range has)."""
+    and no args for an id no range has); ranges still open at stop (closed there) count."""
     def lookup(ids):
         ids = np.asarray(ids, np.int64)
         names, args = [""] * len(ids), [{} for _ in range(len(ids))]
-        rows = recorder.log_array(rec.ranges) if rec is not None and rec.range_count() else None
-        if rows is None or not len(ids):
+        logs = [recorder.log_array(log) for log in ((rec.ranges, rec.truncated) if rec is not None else ())
+                if len(log)]
+        if not logs or not len(ids):
             return names, args
+        rows = np.concatenate(logs) if len(logs) > 1 else logs[0]
         order = np.argsort(rows[:, 3], kind="stable")
         pos = np.minimum(np.searchsorted(rows[order, 3], ids), len(order) - 1)
-        for i, (p, cid) in enumerate(zip(pos.tolist(), ids.tolist())):
-            row = rows[order[p]]
-            if row[3] != cid:
-                continue
-            names[i] = rec.name_texts([int(row[4])])[0]
-            key = int(row[5])
+        found = rows[order[pos], 3] == ids
+        hits = np.flatnonzero(found)
+        matched = rows[order[pos[hits]]]
+        for i, text in zip(hits.tolist(), rec.name_texts(matched[:, 4].tolist())):
+            names[i] = text
+        for i, key in zip(hits.tolist(), matched[:, 5].tolist()):
             if key == recorder.NO_ARGS:
                 continue
             try:
