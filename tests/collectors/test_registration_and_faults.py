@@ -225,7 +225,7 @@ def test_raising_and_failing_collectors_are_reported_and_the_trace_comes_out(tmp
         xpuprof.register_collector(cls)
     trace = trace_of(_profile_once(["boom_metric", "never_metric", "process_rss"]), tmp_path)
     errs = trace["collector_errors"]
-    assert "read() failed after 0 samples: RuntimeError: sensor unplugged" in errs["raising"][0]
+    assert "first at sample 1: read() raised RuntimeError: sensor unplugged" in errs["raising"][0]
     assert "open failed: OSError: no such device; its metrics never_metric are not recorded" in errs["openfails"][0]
     assert counters(trace, "host")  # the healthy collector's track is there
     assert {f.stage for f in faults.faults()} == {"collector"}  # user collectors are plugin faults, reported once

@@ -229,10 +229,10 @@ def _sim_events_from_ranges(ranges, vendor="cuda", seed=0, metrics=()):
     session.start()
     marks = []
     for cid, (thread, enter, exit_) in enumerate(ranges, start=1):
-        marks += [(enter, 0, cid, thread), (exit_, 1, -1, thread)]
+        marks += [(enter, 0, cid, thread), (exit_, 1, -cid, thread)]
     t0 = 10**12
-    for t, _, cid, thread in sorted(marks):
-        session.correlation_log.append(cid, thread, t0 + t)
+    for t, _, cid, thread in sorted(marks):  # (id, thread, ns, parent id) on enter, (-id, thread, ns, 0) on exit
+        session.correlation_log.append(cid, thread, t0 + t, 0)
     session.stop()
     b = TraceBuilder(pid=4321)
     session.process(b, ProcessWindow(0, 2**62))

@@ -202,8 +202,7 @@ def test_the_deadline_is_configurable_and_checked(monkeypatch):
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "2.5")
     assert default_deadline_s() == 2.5
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "soon")
-    with pytest.raises(ValueError, match="XPUPROF_PLUGIN_DEADLINE_S='soon' is not a deadline: set a number of seconds"):
-        default_deadline_s()
+    assert default_deadline_s() == 10.0  # not a number: said once (tests/reliability/test_deadline_setting.py)
 
 
 def test_faults_of_an_abandoned_plugin_name_the_phase_once(gate, tmp_path):
