@@ -145,7 +145,7 @@ def test_unknown_name_in_host_only_run_lists_close_matches_and_offers():
 
 @pytest.mark.parametrize("selector", ["GpuTime", "GpuTime::ns"])
 def test_a_per_kernel_metric_in_a_host_only_run_says_it_needs_device_activities(selector):
-    """It used to say "unknown metric 'GpuTime' ... did you mean 'GpuTime'?"."""
+    """Not "unknown metric 'GpuTime' ... did you mean 'GpuTime'?": the name is known, the activities are not."""
     with pytest.raises(CollectorError) as info:
         xpuprof.profile(activities=["cpu"], experimental_config=ExperimentalConfig(profiler_metrics=[selector]))
     msg = str(info.value)

@@ -1,4 +1,4 @@
-"""Issue 13: traces shaped as the consumers (HTA, TensorBoard, Catapult) need them.
+"""Traces shaped as the consumers (HTA, TensorBoard, Catapult) need them.
 
 - default categories are Kineto main's / torch.profiler's vendor names (HTA matches `^(.+)_runtime`
   and only `cuda_runtime` for launch analysis); the generic names on request;
@@ -100,7 +100,7 @@ def test_device_work_waits_only_for_its_own_stream(tmp_path, seed):
         prev_end[row] = e["ts"] + e["dur"]
 
 
-# --- physical plausibility: the rules every sim trace keeps (issue 13 audit: A, B) ----------------
+# --- physical plausibility: the rules every sim trace keeps ----------------
 
 DEVICE_CATS = ("kernel", "gpu_memcpy")
 SYNC_CATS = ("cuda_sync", "xpu_sync")

@@ -145,7 +145,7 @@ def test_c_constructor_errors_are_clear():
 
 
 def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range(tmp_path):
-    """Issue 15: stop() reads the C records as columns; the events must be exactly those the
+    """stop() reads the C records as columns; the events must be exactly those the
     per-range path (builder.add_slice with the original args) writes."""
     import json
 

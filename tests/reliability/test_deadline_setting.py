@@ -1,4 +1,4 @@
-"""Issue 14 follow-up: XPUPROF_PLUGIN_DEADLINE_S=inf (or 1e300) made every healthy plugin fail with an
+"""XPUPROF_PLUGIN_DEADLINE_S=inf (or 1e300) made every healthy plugin fail with an
 OverflowError (no wait accepts it), and =abc disabled every plugin as a "load failure" of its own.
 Now the setting is read as one value: inf and anything larger than threading.TIMEOUT_MAX are capped
 there (no practical limit; documented), and a value that is not a number of seconds > 0 is said once

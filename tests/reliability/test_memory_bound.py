@@ -1,4 +1,4 @@
-"""Issue 14 (standing suite) and item 3, issue 15 row 4: memory per host range stays bounded.
+"""Memory per host range stays bounded.
 
 Each case runs in a fresh interpreter (no memory freed by an earlier test is reused) and measures
 peak RSS growth (ru_maxrss) from just before ``start()`` to after the trace is on disk, against a
@@ -86,11 +86,10 @@ def test_ranges_with_small_args_cost_little_memory(tmp_path):
     got = _measure(n, tmp_path, "args")
     assert got["ranges_in_file"] == n and got["args_in_file"] == n
     # Args are stored as exact-size JSON bytes at the range's exit (~120 B/range with the record);
-    # each orjson result used to keep a 4 KiB buffer (~4.7 KB/range after stop). Goal: <= 250 B.
+    # no orjson result (4 KiB buffer each) is kept. Goal: <= 250 B.
     assert got["record"] <= 250, got
     assert got["stop"] <= 400, got
-    # The writer splices the stored JSON into the rows (C path) instead of a dict per range (~1 KB
-    # per range before); measured ~300-360 B/range at peak.
+    # The writer splices the stored JSON into the rows (C path), no dict per range; measured ~300-360 B/range at peak.
     assert got["write"] <= 600, got
 
 

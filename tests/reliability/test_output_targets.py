@@ -1,4 +1,4 @@
-"""Issue 14 item 1: writing an output never replaces what stands at the target unless it is a
+"""Writing an output never replaces what stands at the target unless it is a
 regular file. Symlinks are followed (the link stays), character devices and FIFOs are written
 directly, directories are refused with one clear error; regular files stay atomic."""
 from __future__ import annotations

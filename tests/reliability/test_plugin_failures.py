@@ -1,8 +1,7 @@
-"""Issue 14 item 8: plugin and backend failures that used to vanish. A named plugin backend whose
-supported_activities() raised was dropped silently ("backends": [], no backend_errors); load-time
-failures (import error, world-writable or missing directory, C probe/create errors) reached only
-stderr, and ``xpuprof devices`` did not list plugins that failed to load. Every failure that
-changes what the trace holds is now in the trace (backend_errors, plugin_load_errors) and logged
+"""Plugin and backend failures are never silent: a named plugin backend whose
+supported_activities() raises, load-time failures (import error, world-writable or missing
+directory, C probe/create errors), and ``xpuprof devices`` lists plugins that failed to load. Every
+failure that changes what the trace holds is in the trace (backend_errors, plugin_load_errors) and logged
 once. Also the crashing-plugin cases of the standing suite: a plugin raising in each phase never
 costs the trace."""
 from __future__ import annotations

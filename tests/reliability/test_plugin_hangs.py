@@ -1,5 +1,5 @@
-"""Issue 14 item 7: a hanging plugin used to hang the profiled program forever (a sleep at import,
-in probe, configure, start, stop or process), with no trace written. Every plugin call now has a
+"""A hanging plugin (a sleep at import, in probe, configure, start, stop or process) must not hang
+the profiled program or cost its trace. Every plugin call has a
 deadline (XPUPROF_PLUGIN_DEADLINE_S, 1.5 s here): the call is abandoned on a daemon thread, the
 plugin is reported in the trace with the phase and the deadline and disabled for the rest of the
 process, and the trace is finished with everything else.

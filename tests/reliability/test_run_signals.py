@@ -1,4 +1,4 @@
-"""Issue 14 item 5: SIGINT/SIGTERM sent to a real ``xpuprof run`` process at several points.
+"""SIGINT/SIGTERM sent to a real ``xpuprof run`` process at several points.
 
 Each case waits for something observable (a marker file the workload writes after N iterations, or the
 trace's temporary file appearing while it is written), polled with a bounded deadline, then signals.

@@ -385,7 +385,7 @@ def checked_name(name, what: str, *, allow_bytes: bool = True):
     bad type.
 
     Checked where the name is passed: a name of another type (a list, an object whose ``__str__``
-    raises) used to reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
+    raises) would otherwise reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
     value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
     if type(name) is str or (allow_bytes and type(name) is bytes):
         return name
