@@ -403,10 +403,7 @@ class profile(TorchResultsMethods):
         from ..trace.write import chrome  # noqa: F401
 
         self._select()
-        # one per cycle, as torch's; a Kineto config's REQUEST_TRACE_ID (a daemon's request) names it unless the
-        # program gives its own callback
-        self._trace_id = (self.config.trace_id if self.config.trace_id and self.custom_trace_id_callback is None
-                          else torch_compat.new_trace_id(self.custom_trace_id_callback))
+        self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
 
     def _start_trace(self) -> None:
