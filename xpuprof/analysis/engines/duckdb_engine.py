@@ -1,0 +1,80 @@
+"""The embedded engine: DuckDB in this process over the store's Parquet files.
+
+``connect`` is also what each Ray task runs on its node: a connection whose views hold the given
+ranks only, with a memory limit (DuckDB spills to a private temporary directory beyond it).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Any, Iterable, Sequence
+
+from ...trace.read.store import Store, StoreError
+from ...trace.store_schema import RANKS_TABLE, TABLES
+from . import Engine, EngineError, Task, default_memory_limit
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise EngineError("the duckdb engine needs the duckdb package: pip install 'xpuprof[scale]'") from None
+    return duckdb
+
+
+def _sql_list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+@contextlib.contextmanager
+def connect(store: Store, ranks: Sequence[int], *, memory_limit: str | None = None, threads: int | None = None):
+    """A DuckDB connection with the views ``slices``, ``counters``, ``flows``, ``instants`` (each with the
+    partition's ``rank`` column) and ``ranks`` (one metadata row per rank) over ``ranks``."""
+    duckdb = _duckdb()
+    spill = tempfile.mkdtemp(prefix="xpuprof-duckdb-")
+    con = duckdb.connect(config={"memory_limit": memory_limit or default_memory_limit(),
+                                 "temp_directory": spill, "preserve_insertion_order": False,
+                                 **({"threads": int(threads)} if threads else {})})
+    try:
+        for table in TABLES:
+            files = store.files(table, ranks)
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(files)}, "
+                        "hive_partitioning = true, hive_types = {'rank': INTEGER})")
+        con.execute(f"CREATE VIEW ranks AS SELECT * FROM read_parquet({_sql_list(store.files(RANKS_TABLE, ranks))})")
+        yield con
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memory_limit: str | None,
+             threads: int | None) -> Any:
+    """One task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
+    duckdb = _duckdb()
+    with connect(store, ranks, memory_limit=memory_limit, threads=threads) as con:
+        try:
+            return task(con, list(ranks), dict(params))
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"{store.path}: a Parquet file is unreadable (truncated or corrupt?): {first}") from None
+        except duckdb.OutOfMemoryException as exc:
+            raise EngineError(f"DuckDB ran out of memory under its {memory_limit or default_memory_limit()} limit "
+                              f"({str(exc).splitlines()[0]}); raise it with XPUPROF_DUCKDB_MEMORY or "
+                              "--memory-limit") from None
+
+
+class DuckDBEngine(Engine):
+    name = "duckdb"
+
+    def __init__(self, store: Store, *, memory_limit: str | None = None, threads: int | None = None) -> None:
+        super().__init__(store)
+        _duckdb()
+        self.memory_limit = memory_limit
+        self.threads = threads
+
+    def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
+        ranks = self.store.ranks if ranks is None else sorted(ranks)
+        self.nodes = [f"local:{os.getpid()}"]
+        return [run_task(self.store, ranks, task, params or {}, self.memory_limit, self.threads)]
