@@ -146,6 +146,15 @@ def _rank_of(builder: TraceBuilder | None) -> int | None:
     return int(env) if env is not None and env.strip().isdigit() else None
 
 
+def _store_rank(builder: TraceBuilder) -> tuple[int | None, str]:
+    """The rank a store partition gets and where it came from (None: the builder's distributedInfo)."""
+    info = builder.distributed_info if builder.distributed_info is not None else builder.metadata.get("distributedInfo")
+    if isinstance(info, Mapping) and isinstance(info.get("rank"), int):
+        return None, "distributedInfo"
+    rank = _rank_of(builder)
+    return (rank, "environment") if rank is not None else (None, "default")
+
+
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
     """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler)."""
     directory = Path(dir_name)
@@ -443,6 +452,20 @@ class profile:
         out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
+        return out
+
+    def export_parquet(self, path, *, replace: bool = False) -> Path:
+        """Write the last completed trace as this rank's partition of the trace store at ``path``
+        (docs/store.md); returns the partition's directory. Needs pyarrow (``xpuprof[scale]``)."""
+        if self.builder is None:
+            raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+        from .trace.write.parquet import write_store
+
+        rank, source = _store_rank(self.builder)
+        out = write_store(self.builder, path, rank=rank, rank_source=source, replace=replace,
+                          legacy_categories=not self.config.generic_categories)
+        self.last_trace_path = out
+        log.info("xpuprof: trace stored as %s", out)
         return out
 
     def key_averages(self, group_by: str = "name"):

@@ -457,6 +457,12 @@ def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "to
                                {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics},
                                {m: float(r.metrics[labels[m]][1]) for m in table.metrics if labels[m] in r.metrics},
                                {m: float(r.metrics[labels[m]][2]) for m in table.metrics if labels[m] in r.metrics}))
+    return order_stats(rows, summary, labels, sort_by, top)
+
+
+def order_stats(rows: list[KernelStat], summary, labels: dict[str, str], sort_by: str,
+                top: int | None) -> list[KernelStat]:
+    """``rows`` sorted as ``--sort`` says (``summary``: a ``Summary`` with the metric labels) and cut to ``top``."""
     order = {"total": lambda r: (-r.total_ns, r.name), "calls": lambda r: (-r.calls, r.name),
              "avg": lambda r: (-r.avg_ns, r.name), "max": lambda r: (-r.max_ns, r.name),
              "name": lambda r: (r.name, r.rank or 0)}
@@ -486,6 +492,7 @@ class Report:
     ranks: list[int]
     total_ns: int
     telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
+    ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
 
     @property
     def metric_names(self) -> list[str]:

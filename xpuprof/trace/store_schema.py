@@ -47,7 +47,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
              ("warnings", "strlist")],
 }
 # rank_source values: where a rank number came from.
-RANK_SOURCES = ("distributedInfo", "file name", "position", "given")
+RANK_SOURCES = ("distributedInfo", "file name", "position", "given", "environment", "default")
 
 
 def arrow_type(kind: str):

@@ -143,8 +143,9 @@ def run(engine, *, by_rank: bool = False, top: int | None = None, duration_ratio
     params = steps_params(engine, include_last_step=include_last_step)
     params.update(by_rank=by_rank, include_memory=include_memory)
     groups = _groups(engine.run(task, params))
+    top = None if top is not None and top < 0 else (10 if top is None and by_rank else top)  # -1: all
     if by_rank:
-        rows = _hta_rows(groups, 10 if top is None else top, duration_ratio)
+        rows = _hta_rows(groups, len(groups) + 1 if top is None else top, duration_ratio)
         return AnalysisResult("kernels", ["rank"] + COLUMNS, rows, title="GPU kernels per rank (µs)")
     rows = []
     by_type: dict[str, list] = defaultdict(list)

@@ -44,8 +44,10 @@ class AnalysisResult:
 
         t = Table(title=escape(self.title or self.analysis), title_justify="left")
         for c in self.columns:
-            t.add_column(escape(c), justify="left" if c in ("name", "kernel_type", "idle_category", "state")
-                         else "right", overflow="fold", max_width=70 if c == "name" else None)
+            if c == "name":  # kernel names run to kilobytes: the table shows their start (CSV/JSON keep them)
+                t.add_column(escape(c), justify="left", overflow="ellipsis", no_wrap=True, max_width=70)
+            else:
+                t.add_column(escape(c), justify="left" if c in ("kernel_type", "idle_category") else "right")
         for r in self.rows:
             t.add_row(*[escape("" if r.get(c) is None else _text(r.get(c))) for c in self.columns])
         console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)

@@ -40,8 +40,8 @@ def write_store(builder: TraceBuilder, path, *, rank: int | None = None, rank_so
             "distributedInfo")
         got = info.get("rank") if isinstance(info, Mapping) else None
         rank, rank_source = (int(got), "distributedInfo") if isinstance(got, int) else (0, "default")
-    if rank_source not in RANK_SOURCES + ("default",):
-        raise ValueError(f"rank_source {rank_source!r}: valid values are {', '.join(RANK_SOURCES + ('default',))}")
+    if rank_source not in RANK_SOURCES:
+        raise ValueError(f"rank_source {rank_source!r}: valid values are {', '.join(RANK_SOURCES)}")
     with RankWriter(path, int(rank), replace=replace) as writer:
         rows = _BuilderRows(builder, int(rank), legacy_categories)
         rows.write(writer)

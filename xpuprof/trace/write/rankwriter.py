@@ -85,7 +85,10 @@ class RankWriter:
     a ``with`` block) removes them."""
 
     def __init__(self, store, rank: int | None = None, *, replace: bool = False) -> None:
-        import pyarrow.parquet as pq
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise StoreWriteError("a trace store needs the pyarrow package: pip install 'xpuprof[scale]'") from None
 
         self._pq = pq
         self.store = prepare_store(store)

@@ -1,0 +1,227 @@
+"""``xpuprof report STORE``: the kernel report of trace files, from a trace store, any number of ranks.
+
+The same rows as reading the ranks' JSON traces (``analysis.report.build_report``): the same category
+choice per rank (device categories, else host annotations; or ``--cat``), ``ProfilerStep#N`` grouped,
+the name regex and time window, the per-kernel metrics joined from ``metrics: <kernel>`` slices, the
+same sort and percentages, the telemetry tracks. Aggregation runs in DuckDB (the engine's task),
+so no Python object is made per event; the JSON reader's float timestamps are reproduced where the
+window and the metrics join depend on them.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import orjson
+
+from ..trace.store_schema import INT_ARGS
+from .report import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS, KernelStat, Report,
+                     ReportError, _group_name, _wanted_categories, order_stats)
+
+# ts as the JSON reader computes it: base + rint(float(ts_us) * 1000), ts_us being the number the
+# trace's text parses to (frame.us: whole µs and ns remainder converted apart).
+_REPORT_TS = "(m.base_time_ns + round_even((({c} // 1000)::DOUBLE + ({c} % 1000) / 1e3) * 1e3, 0)::BIGINT)"
+
+
+class StoreTable:
+    """What a Report keeps of its rows: the count, per-instance metric values (HTML histograms), units."""
+
+    def __init__(self, rows: int, total_ns: int, metrics: dict[str, np.ndarray], units: dict[str, str]) -> None:
+        self._rows, self.total_ns, self.metrics, self.units = rows, total_ns, metrics, units
+
+    def __len__(self) -> int:
+        return self._rows
+
+
+def _rows_sql(params: dict) -> str:
+    """The report's rows (rank, raw name, dur ns, pid, tid, report ts, idx) with each rank's categories."""
+    if params["categories"] is not None:
+        cats = ", ".join("'" + c.replace("'", "''") + "'" for c in params["categories"])
+        chosen = f"SELECT rank, cat FROM (SELECT DISTINCT rank, cat FROM slices) WHERE cat IN ({cats})"
+    else:
+        dev = ", ".join(f"'{c}'" for c in DEVICE_CATEGORIES)
+        host = ", ".join(f"'{c}'" for c in HOST_CATEGORIES)
+        chosen = f"""
+        WITH present AS (SELECT DISTINCT rank, cat FROM slices WHERE NOT starts_with(coalesce(name, ''), '{METRICS_PREFIX}')),
+        has_dev AS (SELECT DISTINCT rank FROM present WHERE cat IN ({dev}))
+        SELECT rank, cat FROM present WHERE cat IN ({dev})
+        UNION ALL SELECT rank, cat FROM present WHERE cat IN ({host}) AND rank NOT IN (SELECT rank FROM has_dev)"""
+    return f"""
+    SELECT s.rank, coalesce(s.name, '') AS name, coalesce(s.dur, 0) AS dur, s.pid, s.pid_label, s.tid, s.tid_label,
+           {_REPORT_TS.format(c='s.ts')} AS ts, s.idx
+    FROM slices s JOIN ranks m ON s.rank = m.rank JOIN ({chosen}) c ON s.rank = c.rank AND s.cat = c.cat
+    WHERE NOT starts_with(coalesce(s.name, ''), '{METRICS_PREFIX}')"""
+
+
+def task(con, ranks: Sequence[int], params: dict) -> dict:
+    rows = _rows_sql(params)
+    # The window counts from each rank's first slice (any category, metric slices too).
+    con.execute(f"""CREATE TEMP TABLE starts AS SELECT s.rank, min({_REPORT_TS.format(c='s.ts')}) AS start
+                    FROM slices s JOIN ranks m ON s.rank = m.rank GROUP BY s.rank""")
+    window = []
+    if params["start_ns"] is not None:
+        window.append(f"r.ts - st.start >= {int(params['start_ns'])}")
+    if params["end_ns"] is not None:
+        window.append(f"r.ts - st.start < {int(params['end_ns'])}")
+    where = " AND ".join(window) or "TRUE"
+    con.execute(f"CREATE TEMP TABLE rep AS SELECT r.* FROM ({rows}) r JOIN starts st USING (rank) WHERE {where}")
+    names = [n for (n,) in con.execute("SELECT DISTINCT name FROM rep").fetchall()]
+    grouped = {n: _group_name(n) for n in names}
+    if params["name"]:
+        rx = re.compile(params["name"])
+        grouped = {n: g for n, g in grouped.items() if rx.search(g) is not None}
+    import pyarrow as pa
+
+    con.register("gmap", pa.table({"name": pa.array(list(grouped), pa.string()),
+                                   "grouped": pa.array(list(grouped.values()), pa.string())}))
+    rank_key = "rep.rank" if params["by_rank"] else "-1"
+    stats = con.execute(f"""SELECT {rank_key} AS rk, g.grouped, count(*), sum(dur), min(dur), max(dur)
+                            FROM rep JOIN gmap g ON rep.name = g.name GROUP BY ALL""").fetchall()
+    metrics = []
+    if con.execute(f"SELECT count(*) FROM slices WHERE starts_with(name, '{METRICS_PREFIX}')").fetchone()[0]:
+        metrics = _metric_rows(con, rank_key)
+    return {"stats": stats, "metrics": metrics}
+
+
+def _metric_rows(con, rank_key: str) -> list[tuple]:
+    """Per kernel instance that has a ``metrics: <kernel>`` slice 1 ns before it on its row: (rank key,
+    grouped name, rank, idx, the metric slice's args with its typed columns put back)."""
+    typed = list(INT_ARGS.items())
+    cols = ", ".join(f"m.{c}" for _, c in typed)
+    rows = con.execute(f"""
+        WITH ms AS (SELECT s.rank, s.pid, s.pid_label, s.tid, s.tid_label, substr(s.name, {len(METRICS_PREFIX) + 1})
+                           AS kname, {_REPORT_TS.format(c='s.ts')} + 1 AS at, s.idx AS midx, {', '.join(f's.{c}' for _, c in typed)},
+                           s.args FROM slices s JOIN ranks m ON s.rank = m.rank
+                    WHERE starts_with(s.name, '{METRICS_PREFIX}')),
+        cand AS (SELECT {rank_key} AS rk, g.grouped, rep.rank, rep.idx, m.midx,
+                        CASE rep.ts - m.at WHEN 0 THEN 0 WHEN -1 THEN 1 ELSE 2 END AS pref, {cols}, m.args
+                 FROM ms m JOIN rep ON rep.rank = m.rank AND rep.name = m.kname
+                      AND rep.pid IS NOT DISTINCT FROM m.pid AND rep.pid_label IS NOT DISTINCT FROM m.pid_label
+                      AND rep.tid IS NOT DISTINCT FROM m.tid AND rep.tid_label IS NOT DISTINCT FROM m.tid_label
+                      AND rep.ts BETWEEN m.at - 1 AND m.at + 1
+                 JOIN gmap g ON rep.name = g.name)
+        SELECT * EXCLUDE (pref) FROM cand QUALIFY row_number() OVER (PARTITION BY rank, midx ORDER BY pref, idx DESC) = 1
+        ORDER BY rank, midx""").fetchall()
+    merged: dict[tuple, tuple] = {}
+    for r in rows:  # in file order: a later metric slice for the same kernel overrides, as the JSON reader does
+        rk, grouped, rank, idx, _, *typed_vals, args = r
+        values = {k: v for (k, _), v in zip(typed, typed_vals) if v is not None}
+        values.update(orjson.loads(args) if args else {})
+        got = merged.setdefault((rank, idx), (rk, grouped, rank, idx, {}))
+        got[4].update((k, v) for k, v in values.items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in NON_METRIC_ARGS)
+    return [merged[k] for k in sorted(merged)]
+
+
+def build_store_report(store, *, categories: Sequence[str] | None = None, name: str | None = None,
+                       start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
+                       sort_by: str = "total", top: int | None = None, engine=None,
+                       ranks: Sequence[int] | None = None) -> Report:
+    """The report of the store's ranks (``ranks``: only these)."""
+    from .engines import open_engine
+    from .summary import Summary
+
+    if start_ms is not None and end_ms is not None and end_ms <= start_ms:
+        raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
+    if name:
+        try:
+            re.compile(name)
+        except re.error as exc:
+            raise ReportError(f"--name {name!r} is not a valid regular expression: {exc}") from None
+    params = {"categories": sorted(_wanted_categories(categories)) if categories else None, "name": name,
+              "start_ns": None if start_ms is None else int(start_ms * 1e6),
+              "end_ns": None if end_ms is None else int(end_ms * 1e6), "by_rank": by_rank}
+    own = engine is None
+    engine = open_engine(store) if own else engine
+    try:
+        parts = engine.run(task, params, ranks=ranks)
+        telemetry = _telemetry(engine, ranks)
+    finally:
+        if own:
+            engine.close()
+    totals: dict[tuple, list] = {}
+    for part in parts:
+        for rk, grouped, n, total, lo, hi in part["stats"]:
+            got = totals.get((rk, grouped))
+            totals[(rk, grouped)] = [n, int(total), lo, hi] if got is None else [
+                got[0] + n, got[1] + int(total), min(got[2], lo), max(got[3], hi)]
+    instances = sum(v[0] for v in totals.values())
+    grand = sum(v[1] for v in totals.values())
+    metric_rows = sorted((r for part in parts for r in part["metrics"]), key=lambda r: (r[2], r[3]))
+    labels, units, samples, per_instance = _metrics(metric_rows, by_rank)
+    summary = Summary(np.array([], object), np.array([], object), np.array([]), samples)
+    sample_rows = {r.name: r for r in Summary(np.full(len(totals), "kernel", object),
+                                              np.array([_key(k, by_rank) for k in totals], object),
+                                              np.zeros(len(totals)), samples).rows("kernel", "name")} if samples else {}
+    rows = []
+    for (rk, grouped), (n, total, lo, hi) in totals.items():
+        got = sample_rows.get(_key((rk, grouped), by_rank))
+        m = {k: got.metrics[labels[k]] for k in labels if got is not None and labels[k] in got.metrics}
+        rows.append(KernelStat(grouped, n, total, 100.0 * total / (float(grand) or 1.0), total / n, int(lo), int(hi),
+                               rk if by_rank and rk >= 0 else None, {k: float(v[0]) for k, v in m.items()},
+                               {k: float(v[1]) for k, v in m.items()}, {k: float(v[2]) for k, v in m.items()}))
+    stats = order_stats(rows, summary, labels, sort_by, top)
+    st = engine.store
+    shown = st.ranks if ranks is None else sorted(ranks)
+    return Report(stats, StoreTable(instances, grand, per_instance, units),
+                  [str(Path(st.path) / f"rank={r}") for r in shown], list(shown), grand, telemetry)
+
+
+def _key(k: tuple, by_rank: bool) -> str:
+    return f"{k[0]}\x00{k[1]}" if by_rank else k[1]
+
+
+def _metrics(metric_rows: list, by_rank: bool):
+    """Metric labels, units, Summary samples and the per-instance values, in the JSON reader's order."""
+    order: dict[str, str] = {}
+    for *_, values in metric_rows:
+        for arg in values:
+            metric, _, unit = arg.partition("::")
+            order.setdefault(metric, unit)
+    labels = {m: f"{m}::{u}" if u else m for m, u in order.items()}
+    per_instance = {m: np.full(len(metric_rows), np.nan) for m in order}
+    keys = np.array([_key((r[0], r[1]), by_rank) for r in metric_rows], object)
+    for i, (*_, values) in enumerate(metric_rows):
+        for arg, v in values.items():
+            per_instance[arg.partition("::")[0]][i] = float(v)
+    samples = {}
+    for m, col in per_instance.items():
+        ok = np.isfinite(col)
+        samples[labels[m]] = (keys[ok], col[ok])
+    return labels, dict(order), samples, per_instance
+
+
+def telemetry_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
+    from .telemetry import TELEMETRY_CATEGORIES
+
+    cats = ", ".join(f"'{c}'" for c in sorted(TELEMETRY_CATEGORIES))
+    return con.execute(f"""
+        SELECT c.rank, c.idx, c.ts, c.name, c.cat, c.pid, c.pid_label, c.metric, c.value, m.first_ts_ns
+        FROM counters c JOIN ranks m ON c.rank = m.rank WHERE c.cat IN ({cats}) ORDER BY c.rank, c.idx""").fetchall()
+
+
+def _telemetry(engine, ranks: Sequence[int] | None) -> list:
+    from .telemetry import telemetry_series_of
+
+    rows = [r for part in engine.run(telemetry_task, ranks=ranks) for r in part]
+    if not rows:
+        return []
+    by_rank: dict[int, list] = defaultdict(list)
+    firsts: dict[int, float] = {}
+    events: dict[tuple, dict] = {}
+    for rank, idx, ts, name, cat, pid, pid_label, metric, value, first in rows:
+        e = events.get((rank, idx))
+        if e is None:
+            e = events[(rank, idx)] = {"ph": "C", "cat": cat, "name": name, "pid": pid if pid is not None else pid_label,
+                                       "ts": _us(ts), "args": {}}
+            by_rank[rank].append(e)
+            firsts[rank] = _us(first) if first is not None else 0.0
+        e["args"][metric] = value
+    return telemetry_series_of((evs, firsts[r]) for r, evs in sorted(by_rank.items()))
+
+
+def _us(ns: int) -> float:
+    return float(ns // 1000) + (ns % 1000) / 1e3
