@@ -57,6 +57,8 @@ BREAKS = [
     ("config/yamlconfig.py", "from ..workloads import runner as _up", "xpuprof.workloads.runner", "config/"),
     ("collectors/nvml.py", "from . import amdsmi as _sibling", "xpuprof.collectors.amdsmi",
      "vendor collectors never import each other"),
+    ("analysis/report.py", "import duckdb as _heavy", "duckdb", "duckdb, pyarrow and ray"),
+    ("profiler.py", "import pyarrow.parquet as _heavy", "pyarrow", "duckdb, pyarrow and ray"),
 ]
 
 
@@ -79,7 +81,8 @@ def test_breaking_a_contract_fails_naming_both_modules(tmp_path, module, line, i
     assert any(importer in ln and imported in ln and "->" in ln for ln in out.splitlines()), out[-3000:]
 
 
-VENDOR_MODULES = ("torch", "dpctl", "dpnp", "cupti", "pynvml", "pyzes", "amdsmi", "cuda", "intel_pti")
+VENDOR_MODULES = ("torch", "dpctl", "dpnp", "cupti", "pynvml", "pyzes", "amdsmi", "cuda", "intel_pti", "duckdb", "pyarrow",
+                  "ray")
 
 
 def _vendor_modules_after(imports: str) -> list[str]:
@@ -108,3 +111,12 @@ def test_every_xpuprof_module_imports_its_vendor_package_lazily():
                 importlib.import_module(info.name)
     """).replace("\n", "\n        ")
     assert _vendor_modules_after(walk) == []
+
+
+def test_the_store_and_its_commands_import_no_scale_package():
+    # The scale extra (duckdb, pyarrow, ray) is imported when a store is read or written, never before.
+    assert _vendor_modules_after("import xpuprof; xpuprof.profile; import xpuprof.trace.write.parquet, "
+                                 "xpuprof.trace.read.store, xpuprof.analysis.engines, xpuprof.analysis.cluster, "
+                                 "xpuprof.analysis.store_report, xpuprof.commands.analyze, "
+                                 "xpuprof.commands.convert; from xpuprof.cli import build_parser; "
+                                 "build_parser()") == []

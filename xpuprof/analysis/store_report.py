@@ -50,7 +50,7 @@ def _rows_sql(params: dict) -> str:
         SELECT rank, cat FROM present WHERE cat IN ({dev})
         UNION ALL SELECT rank, cat FROM present WHERE cat IN ({host}) AND rank NOT IN (SELECT rank FROM has_dev)"""
     return f"""
-    SELECT s.rank, coalesce(s.name, '') AS name, coalesce(s.dur, 0) AS dur, s.pid, s.pid_label, s.tid, s.tid_label,
+    SELECT s.rank, CASE WHEN m.rank_source = 'default' THEN -1 ELSE s.rank END AS rk, coalesce(s.name, '') AS name, coalesce(s.dur, 0) AS dur, s.pid, s.pid_label, s.tid, s.tid_label,
            {_REPORT_TS.format(c='s.ts')} AS ts, s.idx
     FROM slices s JOIN ranks m ON s.rank = m.rank JOIN ({chosen}) c ON s.rank = c.rank AND s.cat = c.cat
     WHERE NOT starts_with(coalesce(s.name, ''), '{METRICS_PREFIX}')"""
@@ -77,7 +77,7 @@ def task(con, ranks: Sequence[int], params: dict) -> dict:
 
     con.register("gmap", pa.table({"name": pa.array(list(grouped), pa.string()),
                                    "grouped": pa.array(list(grouped.values()), pa.string())}))
-    rank_key = "rep.rank" if params["by_rank"] else "-1"
+    rank_key = "rep.rk" if params["by_rank"] else "-1"  # rk: -1 for a rank the trace did not name
     stats = con.execute(f"""SELECT {rank_key} AS rk, g.grouped, count(*), sum(dur), min(dur), max(dur)
                             FROM rep JOIN gmap g ON rep.name = g.name GROUP BY ALL""").fetchall()
     metrics = []
@@ -166,8 +166,9 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
     stats = order_stats(rows, summary, labels, sort_by, top)
     st = engine.store
     shown = st.ranks if ranks is None else sorted(ranks)
+    named = [r for r in shown if st.meta(r).get("rank_source") != "default"]  # as trace files without one
     return Report(stats, StoreTable(instances, grand, per_instance, units),
-                  [str(Path(st.path) / f"rank={r}") for r in shown], list(shown), grand, telemetry)
+                  [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry)
 
 
 def _key(k: tuple, by_rank: bool) -> str:

@@ -45,10 +45,23 @@ def expand_inputs(inputs: list[str], store: Path) -> tuple[list[Path], list[str]
     return files, errors
 
 
+def _installed(package: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def run(args) -> int:
     from ..trace.write.kineto_store import ConvertError, convert_trace
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
+    if not _installed("pyarrow"):  # checked before any input is read
+        print("xpuprof convert: a trace store needs the pyarrow package: pip install 'xpuprof[scale]'",
+              file=sys.stderr)
+        return 2
     store = Path(args.output)
     files, errors = expand_inputs(args.inputs, store)
     for line in errors:

@@ -17,6 +17,7 @@ rows), so they give the same answers.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable, Iterable, Sequence
 
@@ -62,6 +63,11 @@ def open_engine(store, kind: str = "duckdb", **options) -> Engine:
     ``threads`` (duckdb, and each Ray task's DuckDB); ``address``, ``groups`` (ray)."""
     if kind not in ENGINES:
         raise EngineError(f"unknown engine {kind!r}; valid: {', '.join(ENGINES)}")
+    for package in ("duckdb", "pyarrow") + (("ray",) if kind == "ray" else ()):  # before reading anything
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            raise EngineError(f"the {kind} engine needs the {package} package: pip install 'xpuprof[scale]'") from None
     if not isinstance(store, Store):
         store = open_store(store)
     if kind == "duckdb":

@@ -53,16 +53,20 @@ def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memor
              threads: int | None) -> Any:
     """One task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
     duckdb = _duckdb()
-    with connect(store, ranks, memory_limit=memory_limit, threads=threads) as con:
-        try:
+    try:
+        with connect(store, ranks, memory_limit=memory_limit, threads=threads) as con:
             return task(con, list(ranks), dict(params))
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"{store.path}: a Parquet file is unreadable (truncated or corrupt?): {first}") from None
-        except duckdb.OutOfMemoryException as exc:
-            raise EngineError(f"DuckDB ran out of memory under its {memory_limit or default_memory_limit()} limit "
-                              f"({str(exc).splitlines()[0]}); raise it with XPUPROF_DUCKDB_MEMORY or "
-                              "--memory-limit") from None
+    except duckdb.OutOfMemoryException as exc:
+        raise EngineError(f"DuckDB ran out of memory under its {memory_limit or default_memory_limit()} limit "
+                          f"({str(exc).splitlines()[0]}); raise it with XPUPROF_DUCKDB_MEMORY or "
+                          "--memory-limit") from None
+    except duckdb.Error as exc:
+        text = str(exc).strip()
+        if not isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)) and not any(
+                w in text for w in ("arquet", "TProtocol", "Thrift", "magic")):
+            raise  # not the data's fault: a bug to see whole
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise StoreError(f"{store.path}: a Parquet file is unreadable (truncated or corrupt?): {first}") from None
 
 
 class DuckDBEngine(Engine):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any, Iterable, Sequence
 
 from ...trace.read.store import Store
@@ -21,7 +22,14 @@ from .duckdb_engine import run_task
 log = logging.getLogger("xpuprof")
 
 
-def _ray():
+# Ray swaps 127.0.0.1 for this host's network address when it starts or joins a cluster, unless its
+# "cluster" mode is off: then every node, driver and worker stays on the loopback address.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _ray(loopback: bool = False):
+    if loopback and "ray" not in sys.modules:
+        os.environ.setdefault(LOOPBACK_ENV, "0")
     try:
         import ray
     except ImportError:
@@ -55,14 +63,14 @@ class RayEngine(Engine):
     def __init__(self, store: Store, *, address: str | None = None, groups: int | None = None,
                  memory_limit: str | None = None, threads: int | None = 1) -> None:
         super().__init__(store)
-        ray = _ray()
+        address = address or os.environ.get("RAY_ADDRESS")
+        ray = _ray(loopback=not address or address.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"))
         self._ray = ray
         self._started = False
         self.groups = groups
         self.memory_limit = memory_limit
         self.threads = threads
         if not ray.is_initialized():
-            address = address or os.environ.get("RAY_ADDRESS")
             try:
                 if address:
                     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)

@@ -119,8 +119,11 @@ def _check_parquet(file: Path) -> None:
 
 
 def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise StoreError("reading a trace store needs the pyarrow package: pip install 'xpuprof[scale]'") from None
 
     for part in partitions.values():
         file = part.file(RANKS_TABLE)

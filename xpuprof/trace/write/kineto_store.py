@@ -25,7 +25,7 @@ import orjson
 from ..read.kineto_stream import EventChunk, KinetoStream, TraceStreamError
 from ..scan import ABSENT, DOUBLE, DUR, ID, INT, PID, TID, TS
 from .arrowcols import ArgColumns, dict_column, float_column, int_column, text_dict_column
-from .rankwriter import RankWriter, StoreWriteError
+from .rankwriter import RankWriter, writer_version, StoreWriteError
 
 log = logging.getLogger("xpuprof")
 
@@ -320,8 +320,6 @@ class _Rows:
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, header: dict, path: Path, source: str) -> dict[str, Any]:
-        from ... import __version__
-
         base = header.get("baseTimeNanoseconds")
         warnings = []
         if self.not_stored:
@@ -330,7 +328,7 @@ class _Rows:
         if source in ("position", "default"):
             warnings.append(f"rank taken from the input's {'position' if source == 'position' else 'default (0)'}: "
                             "the trace has no distributedInfo.rank and its name no rank<N>")
-        return {"rank_source": source, "writer": f"xpuprof {__version__} convert", "sources": [str(path)],
+        return {"rank_source": source, "writer": f"xpuprof {writer_version()} convert", "sources": [str(path)],
                 "base_time_ns": int(base) if isinstance(base, int) and not isinstance(base, bool) else 0,
                 "ts_kind": "float" if self.float_ts else "int", "first_ts_ns": self.first_ts,
                 "not_stored_json": orjson.dumps(dict(self.not_stored)).decode(),

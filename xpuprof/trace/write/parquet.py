@@ -21,7 +21,7 @@ from ..chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_eve
 from ..columnar import CompactWriter, _fast_arg, _key, _mask, _rowfmt, _Segments, _TokenTable
 from ..store_schema import RANK_SOURCES
 from .arrowcols import ArgColumns, dict_column, float_column, int_column, text_dict_column, where_columns
-from .rankwriter import RankWriter
+from .rankwriter import RankWriter, writer_version
 
 log = logging.getLogger("xpuprof")
 
@@ -288,9 +288,7 @@ class _BuilderRows:
         if dist is not None:
             header["distributedInfo"] = dist
         header.update(displayTimeUnit="ms", baseTimeNanoseconds=BASE_TIME_NS, traceName=trace_name)
-        from ... import __version__
-
-        return {"rank_source": rank_source, "writer": f"xpuprof {__version__} export_parquet", "sources": [],
+        return {"rank_source": rank_source, "writer": f"xpuprof {writer_version()} export_parquet", "sources": [],
                 "base_time_ns": BASE_TIME_NS, "ts_kind": "float",
                 "first_ts_ns": min(self.first_ts) if self.first_ts else None, "not_stored_json": "{}",
                 "header_json": _json_object(header), "metadata_events_json": encode_json(self.meta).decode(),

@@ -76,6 +76,16 @@ def check_manifest(path: Path) -> dict:
     return data
 
 
+def writer_version() -> str:
+    """xpuprof's version, for the rank metadata (without importing the package root from trace/)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("xpuprof")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def rank_exists(store: Path, rank: int) -> bool:
     return os.path.lexists(Path(store) / rank_dir_name(rank))
 

@@ -1,0 +1,83 @@
+"""``xpuprof report STORE`` gives what ``xpuprof report`` gives over the same ranks' JSON files: the
+kernel rows (calls, totals, min/max, percentages, per-kernel metrics), the instance count and the
+telemetry tracks, with every filter and sort; its HTML adds a per-rank step-time view."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from xpuprof.cli import main
+
+from storehelp import HTA_DATA
+
+OPTIONS = [[], ["--by-rank"], ["--cat", "cpu_op", "--sort", "calls", "--top", "5"], ["--name", "^(void|nccl|Memcpy)"],
+           ["--start", "1", "--end", "40"], ["--sort", "max", "--top", "3", "--by-rank"],
+           ["--cat", "runtime", "--sort", "name"]]
+
+
+def report_json(capsys, inputs, options) -> dict:
+    assert main(["report", *map(str, inputs), "--format", "json", *options]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def assert_same_report(a: dict, b: dict) -> None:
+    assert a["kernels"] == b["kernels"]
+    assert (a["total_ns"], a["ranks"], a["units"], a["telemetry"]) == (b["total_ns"], b["ranks"], b["units"],
+                                                                       b["telemetry"])
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=[" ".join(o) or "default" for o in OPTIONS])
+@pytest.mark.parametrize("name", ["trace_filter", "ns_resolution_trace"])
+def test_report_of_hta_traces_equals_report_of_their_store(capsys, hta_stores, name, options):
+    files = sorted((HTA_DATA / name).iterdir())
+    a = report_json(capsys, files, options)
+    b = report_json(capsys, [hta_stores[name]], options)
+    assert_same_report(a, b)
+
+
+@pytest.mark.parametrize("options", [[], ["--sort", "GpuTime max"], ["--by-rank", "--sort", "XVE_ACTIVE"],
+                                     ["--name", "gemm", "--start", "0.01"]])
+def test_report_with_metrics_and_telemetry_equals(capsys, sim_metrics, options):
+    _, trace, store = sim_metrics
+    a = report_json(capsys, [trace], options)
+    b = report_json(capsys, [store], options)
+    assert a["kernels"] and any(k["metrics"] for k in a["kernels"]), "the sim run has per-kernel metrics"
+    if not options:
+        assert a["telemetry"], "the sim run has host telemetry"
+    assert a["kernels"] == b["kernels"] or _close_metrics(a["kernels"], b["kernels"])
+    assert (a["total_ns"], a["units"], a["telemetry"]) == (b["total_ns"], b["units"], b["telemetry"])
+
+
+def _close_metrics(x: list, y: list) -> bool:
+    """Equal rows, metric means equal to 1e-12 (the same values summed in another order)."""
+    if len(x) != len(y):
+        return False
+    for a, b in zip(x, y):
+        if {k: v for k, v in a.items() if k != "metrics"} != {k: v for k, v in b.items() if k != "metrics"}:
+            return False
+        if a["metrics"].keys() != b["metrics"].keys():
+            return False
+        if any(abs(a["metrics"][m] - b["metrics"][m]) > 1e-12 * max(1.0, abs(a["metrics"][m])) for m in a["metrics"]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("options", [[], ["--by-rank"]])
+def test_report_of_four_ranks_equals(capsys, sim_ranks, options):
+    traces, store = sim_ranks
+    a = report_json(capsys, [traces / f"w.rank{r}.pt.trace.json" for r in range(4)], options)
+    b = report_json(capsys, [store], options)
+    assert a["ranks"] == [0, 1, 2, 3]
+    assert_same_report(a, b)
+
+
+def test_html_report_of_a_store_has_a_per_rank_view(capsys, sim_ranks, tmp_path):
+    _, store = sim_ranks
+    out = tmp_path / "r.html"
+    assert main(["report", str(store), "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert 'id="step-time-per-rank"' in page and 'id="stragglers"' in page
+    assert len(re.findall(r">rank \d+</text>", page)) == 4
+    assert 'id="kernels"' in page  # the kernel table as for trace files
