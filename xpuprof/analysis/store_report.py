@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 import orjson
 
-from ..trace.store_schema import INT_ARGS
+from ..trace.read.store import open_store
+from ..trace.store_schema import INT_ARGS, SUMMARY_TABLE
 from .report import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS, KernelStat, Report,
                      ReportError, _group_name, _wanted_categories, order_stats)
 
@@ -75,8 +76,10 @@ def task(con, ranks: Sequence[int], params: dict) -> dict:
         grouped = {n: g for n, g in grouped.items() if rx.search(g) is not None}
     import pyarrow as pa
 
-    con.register("gmap", pa.table({"name": pa.array(list(grouped), pa.string()),
-                                   "grouped": pa.array(list(grouped.values()), pa.string())}))
+    from ..trace.write.arrowcols import strings
+
+    con.register("gmap", pa.Table.from_arrays([strings(list(grouped)), strings(list(grouped.values()))],
+                                              names=["name", "grouped"]))
     rank_key = "rep.rk" if params["by_rank"] else "-1"  # rk: -1 for a rank the trace did not name
     stats = con.execute(f"""SELECT {rank_key} AS rk, g.grouped, count(*), sum(dur), min(dur), max(dur)
                             FROM rep JOIN gmap g ON rep.name = g.name GROUP BY ALL""").fetchall()
@@ -134,20 +137,26 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
     params = {"categories": sorted(_wanted_categories(categories)) if categories else None, "name": name,
               "start_ns": None if start_ms is None else int(start_ms * 1e6),
               "end_ns": None if end_ms is None else int(end_ms * 1e6), "by_rank": by_rank}
-    own = engine is None
-    engine = open_engine(store) if own else engine
-    try:
-        parts = engine.run(task, params, ranks=ranks)
-        telemetry = _telemetry(engine, ranks)
-    finally:
-        if own:
-            engine.close()
-    totals: dict[tuple, list] = {}
-    for part in parts:
-        for rk, grouped, n, total, lo, hi in part["stats"]:
-            got = totals.get((rk, grouped))
-            totals[(rk, grouped)] = [n, int(total), lo, hi] if got is None else [
-                got[0] + n, got[1] + int(total), min(got[2], lo), max(got[3], hi)]
+    st = engine.store if engine is not None else open_store(store)
+    shown = st.ranks if ranks is None else sorted(ranks)
+    totals: dict[tuple, list] | None = None
+    if start_ms is None and end_ms is None:
+        # Without a time window the rank summaries hold every number, unless metric slices must be joined.
+        totals = _totals_from_summaries(st, shown, params)
+    parts: list = []
+    if totals is None:
+        own = engine is None
+        engine = open_engine(st) if own else engine
+        try:
+            parts = engine.run(task, params, ranks=ranks)
+        finally:
+            if own:
+                engine.close()
+        totals = {}
+        for part in parts:
+            for rk, grouped, n, total, lo, hi in part["stats"]:
+                _accumulate(totals, (rk, grouped), n, int(total), lo, hi)
+    telemetry = _telemetry(st, shown)
     instances = sum(v[0] for v in totals.values())
     grand = sum(v[1] for v in totals.values())
     metric_rows = sorted((r for part in parts for r in part["metrics"]), key=lambda r: (r[2], r[3]))
@@ -156,19 +165,61 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
     sample_rows = {r.name: r for r in Summary(np.full(len(totals), "kernel", object),
                                               np.array([_key(k, by_rank) for k in totals], object),
                                               np.zeros(len(totals)), samples).rows("kernel", "name")} if samples else {}
-    rows = []
-    for (rk, grouped), (n, total, lo, hi) in totals.items():
+    rows = []  # in the order the trace reader's grouping gives them (its sort is stable)
+    for (rk, grouped), (n, total, lo, hi) in sorted(totals.items(), key=lambda kv: _key(kv[0], by_rank)):
         got = sample_rows.get(_key((rk, grouped), by_rank))
         m = {k: got.metrics[labels[k]] for k in labels if got is not None and labels[k] in got.metrics}
         rows.append(KernelStat(grouped, n, total, 100.0 * total / (float(grand) or 1.0), total / n, int(lo), int(hi),
                                rk if by_rank and rk >= 0 else None, {k: float(v[0]) for k, v in m.items()},
                                {k: float(v[1]) for k, v in m.items()}, {k: float(v[2]) for k, v in m.items()}))
     stats = order_stats(rows, summary, labels, sort_by, top)
-    st = engine.store
-    shown = st.ranks if ranks is None else sorted(ranks)
     named = [r for r in shown if st.meta(r).get("rank_source") != "default"]  # as trace files without one
     return Report(stats, StoreTable(instances, grand, per_instance, units),
                   [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry)
+
+
+def _accumulate(totals: dict, key: tuple, n: int, total: int, lo, hi) -> None:
+    got = totals.get(key)
+    if got is None:
+        totals[key] = [n, total, lo, hi]
+    else:
+        got[0] += n
+        got[1] += total
+        got[2], got[3] = min(got[2], lo), max(got[3], hi)
+
+
+def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> dict | None:
+    """The report's per (rank key, grouped name) totals from the ranks' summary tables (no event read);
+    None when a rank has per-kernel metric slices (those need the events)."""
+    import pyarrow.parquet as pq
+
+    rows = {}
+    for r in ranks:
+        got = pq.ParquetFile(st.partitions[r].file(SUMMARY_TABLE)).read().to_pylist()
+        if any((g["name"] or "").startswith(METRICS_PREFIX) for g in got):
+            return None
+        rows[r] = got
+    wanted = set(params["categories"]) if params["categories"] is not None else None
+    rx = re.compile(params["name"]) if params["name"] else None
+    grouped: dict[str, str | None] = {}
+    totals: dict[tuple, list] = {}
+    for r, got in rows.items():
+        cats = wanted
+        if cats is None:  # as the trace reader: device categories, else host ones
+            present = {g["cat"] for g in got}
+            cats = (present & set(DEVICE_CATEGORIES)) or (present & set(HOST_CATEGORIES))
+        rk = -1 if not params["by_rank"] or st.meta(r).get("rank_source") == "default" else r
+        for g in got:
+            if g["cat"] is None or g["cat"] not in cats:
+                continue
+            name = g["name"] or ""
+            if name not in grouped:
+                key = _group_name(name)
+                grouped[name] = key if rx is None or rx.search(key) is not None else None
+            key = grouped[name]
+            if key is not None:
+                _accumulate(totals, (rk, key), g["count"], g["total_ns"], g["min_ns"], g["max_ns"])
+    return totals
 
 
 def _key(k: tuple, by_rank: bool) -> str:
@@ -195,33 +246,37 @@ def _metrics(metric_rows: list, by_rank: bool):
     return labels, dict(order), samples, per_instance
 
 
-def telemetry_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    from .telemetry import TELEMETRY_CATEGORIES
+def _telemetry(st, ranks: Sequence[int]) -> list:
+    """The ranks' telemetry tracks (counters of the telemetry categories), as trace files give them."""
+    import pyarrow.parquet as pq
 
-    cats = ", ".join(f"'{c}'" for c in sorted(TELEMETRY_CATEGORIES))
-    return con.execute(f"""
-        SELECT c.rank, c.idx, c.ts, c.name, c.cat, c.pid, c.pid_label, c.metric, c.value, m.first_ts_ns
-        FROM counters c JOIN ranks m ON c.rank = m.rank WHERE c.cat IN ({cats}) ORDER BY c.rank, c.idx""").fetchall()
+    from ..trace.read.arrow import to_numpy
+    from ..trace.write.arrowcols import int_column
+    from .telemetry import TELEMETRY_CATEGORIES, telemetry_series_of
 
-
-def _telemetry(engine, ranks: Sequence[int] | None) -> list:
-    from .telemetry import telemetry_series_of
-
-    rows = [r for part in engine.run(telemetry_task, ranks=ranks) for r in part]
-    if not rows:
-        return []
-    by_rank: dict[int, list] = defaultdict(list)
-    firsts: dict[int, float] = {}
-    events: dict[tuple, dict] = {}
-    for rank, idx, ts, name, cat, pid, pid_label, metric, value, first in rows:
-        e = events.get((rank, idx))
-        if e is None:
-            e = events[(rank, idx)] = {"ph": "C", "cat": cat, "name": name, "pid": pid if pid is not None else pid_label,
-                                       "ts": _us(ts), "args": {}}
-            by_rank[rank].append(e)
-            firsts[rank] = _us(first) if first is not None else 0.0
-        e["args"][metric] = value
-    return telemetry_series_of((evs, firsts[r]) for r, evs in sorted(by_rank.items()))
+    parts = []
+    for r in ranks:
+        pf = pq.ParquetFile(st.partitions[r].file("counters"))
+        if not pf.metadata.num_rows:
+            continue
+        table = pf.read(columns=["idx", "ts", "name", "cat", "pid", "pid_label", "metric", "value"])
+        cat = table.column("cat").combine_chunks()
+        keep_code = [i for i, c in enumerate(cat.dictionary.to_pylist()) if c in TELEMETRY_CATEGORIES]
+        if not keep_code:
+            continue
+        codes = to_numpy(cat.indices)
+        rows = table.take(int_column(np.flatnonzero(np.isin(codes, keep_code)))).to_pylist()
+        events: dict[int, dict] = {}
+        for row in rows:
+            e = events.get(row["idx"])
+            if e is None:
+                pid = row["pid"] if row["pid"] is not None else row["pid_label"]
+                e = events[row["idx"]] = {"ph": "C", "cat": row["cat"], "name": row["name"], "pid": pid,
+                                          "ts": _us(row["ts"]), "args": {}}
+            e["args"][row["metric"]] = row["value"]
+        first = st.meta(r).get("first_ts_ns")
+        parts.append((list(events.values()), _us(first) if first is not None else 0.0))
+    return telemetry_series_of(parts) if parts else []
 
 
 def _us(ns: int) -> float:

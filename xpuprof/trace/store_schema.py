@@ -8,6 +8,8 @@
         counters.parquet          counter samples, one row per (event, metric)
         flows.parquet             flow ends ("s", "f", "t")
         instants.parquet          instant events
+        summary.parquet           per (name, category) of the slices: count, total/min/max duration (the
+                                  kernel report's numbers, so it need not read the events)
 
 Times are int64 ns on the rank's own clock: ``ts`` counts from the rank's ``base_time_ns`` (the trace's
 ``baseTimeNanoseconds``), so ``base_time_ns + ts`` is the epoch time. Strings that repeat (names,
@@ -22,6 +24,7 @@ MANIFEST = "xpuprof-store.json"
 RANK_DIR_PREFIX = "rank="
 TABLES = ("slices", "counters", "flows", "instants")
 RANKS_TABLE = "rank"  # rank=<r>/rank.parquet; all of them together are the "ranks" table
+SUMMARY_TABLE = "summary"
 SCHEMA_VERSION_KEY = b"xpuprof.schema_version"
 
 # Args Kineto traces carry that the analyses read, as typed columns (JSON key -> column).
@@ -40,6 +43,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     "flows": _ROW + [("id", "i64"), ("id_label", "dict"), ("name", "dict"), ("cat", "dict")] + _WHERE
     + [("phase", "dict"), ("bp", "dict")],
     "instants": _ROW + [("name", "dict"), ("cat", "dict")] + _WHERE + [("scope", "dict"), ("args", "str")],
+    "summary": [("name", "dict"), ("cat", "dict"), ("count", "i64"), ("total_ns", "i64"), ("min_ns", "i64"),
+                ("max_ns", "i64")],
     "rank": [("rank", "i32"), ("schema_version", "i32"), ("rank_source", "str"), ("writer", "str"),
              ("sources", "strlist"), ("base_time_ns", "i64"), ("ts_kind", "str"), ("first_ts_ns", "i64"),
              ("slices", "i64"), ("counters", "i64"), ("flows", "i64"), ("instants", "i64"),

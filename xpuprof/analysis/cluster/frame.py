@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ...trace.read.arrow import to_numpy
+
 NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
 MEMORY_KERNEL = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
@@ -121,11 +123,13 @@ def create_frame(con, params: dict, *, kernel_types: bool = True) -> None:
 def register_kernel_types(con) -> None:
     import pyarrow as pa
 
+    from ...trace.write.arrowcols import strings
+
     names = [r[0] for r in con.execute("SELECT DISTINCT name FROM hta_base WHERE stream <> -1 AND name IS NOT NULL")
              .fetchall()]
-    table = pa.table({"name": pa.array(names, pa.string()),
-                      "kernel_type": pa.array([kernel_type(n) for n in names], pa.string()),
-                      "memory_type": pa.array([memory_kernel_type(n) for n in names], pa.string())})
+    table = pa.Table.from_arrays([strings(names), strings([kernel_type(n) for n in names]),
+                                  strings([memory_kernel_type(n) for n in names])],
+                                 names=["name", "kernel_type", "memory_type"])
     con.register("ktypes_arrow", table)
     con.execute("CREATE OR REPLACE TEMP TABLE ktypes AS SELECT * FROM ktypes_arrow")
     con.unregister("ktypes_arrow")
@@ -182,7 +186,7 @@ def rank_batches(con, sql: str):
     pending: dict[str, list] = {}
     current = None
     for batch in reader:
-        cols = {name: batch.column(i).to_numpy(zero_copy_only=False) for i, name in enumerate(batch.schema.names)}
+        cols = {name: to_numpy(batch.column(i)) for i, name in enumerate(batch.schema.names)}
         ranks = cols["rank"]
         cuts = np.flatnonzero(np.diff(ranks)) + 1
         for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ranks)]])):
@@ -195,3 +199,4 @@ def rank_batches(con, sql: str):
                 pending.setdefault(k, []).append(v[lo:hi])
     if current is not None:
         yield current, {k: np.concatenate(v) for k, v in pending.items()}
+

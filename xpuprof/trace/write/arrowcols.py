@@ -35,13 +35,73 @@ def tracestream():
     return _stream
 
 
-def dict_column(ids: np.ndarray, strings: Sequence[str], null: np.ndarray | None = None):
-    """Dictionary<int32, string> from ids into ``strings``, holding only the strings the rows use."""
+# Arrays are built from buffers, never with pa.array(): pyarrow's array() imports pandas to look at its
+# input (1.4 s here), which a writer or a report never needs.
+def _validity(present) -> object:
+    """The validity bitmap of a bool mask (None when every row is valid)."""
+    import pyarrow as pa
+
+    if present is None:
+        return None
+    present = np.asarray(present, bool)
+    if present.all():
+        return None
+    return pa.py_buffer(np.packbits(present, bitorder="little").tobytes())
+
+
+def int_column(values: np.ndarray, present: np.ndarray | None = None):
+    import pyarrow as pa
+
+    v = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(v), [_validity(present), pa.py_buffer(v)])
+
+
+def int32_column(values: np.ndarray, present: np.ndarray | None = None):
+    import pyarrow as pa
+
+    v = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [_validity(present), pa.py_buffer(v)])
+
+
+def float_column(values: np.ndarray, present: np.ndarray | None = None):
+    import pyarrow as pa
+
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(v), [_validity(present), pa.py_buffer(v)])
+
+
+def ints(values: Sequence[int | None]):
+    """An int64 column from Python ints or None (few rows: metadata, odd events)."""
+    present = np.fromiter((v is not None for v in values), bool, len(values))
+    return int_column(np.fromiter((0 if v is None else v for v in values), np.int64, len(values)), present)
+
+
+def strings(values: Sequence[str | None]):
+    """A string column from Python strings or None."""
+    encoded = [b"" if v is None else v.encode("utf-8", "replace") for v in values]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    null = np.fromiter((v is None for v in values), bool, len(values))
+    return string_column(offsets, b"".join(encoded), null)
+
+
+def string_lists(rows: Sequence[Sequence[str]]):
+    """A list<string> column."""
+    import pyarrow as pa
+
+    flat = [s for row in rows for s in row]
+    offsets = np.zeros(len(rows) + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, rows), np.int32, len(rows)), out=offsets[1:])
+    return pa.ListArray.from_arrays(int32_column(offsets), strings(flat))
+
+
+def dict_column(ids: np.ndarray, strings_: Sequence[str], null: np.ndarray | None = None):
+    """Dictionary<int32, string> from ids into ``strings_``, holding only the strings the rows use."""
     import pyarrow as pa
 
     ids = np.asarray(ids)
     if len(ids) == 0:
-        return pa.array([], pa.dictionary(pa.int32(), pa.string()))
+        return pa.DictionaryArray.from_arrays(int32_column(np.zeros(0, np.int32)), strings([]))
     if ids.strides and ids.strides[0] == 0:  # one value for every row
         used = np.array([int(ids[0])])
         local = np.zeros(len(ids), np.int32)
@@ -50,30 +110,17 @@ def dict_column(ids: np.ndarray, strings: Sequence[str], null: np.ndarray | None
         remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
         local = remap[ids]
-    dictionary = pa.array([strings[i] for i in used.tolist()], pa.string())
-    indices = pa.array(local, pa.int32(), mask=null)
-    return pa.DictionaryArray.from_arrays(indices, dictionary)
+    dictionary = strings([strings_[i] for i in used.tolist()])
+    return pa.DictionaryArray.from_arrays(int32_column(local, None if null is None else ~np.asarray(null, bool)),
+                                          dictionary)
 
 
 def text_dict_column(values: Sequence[str | None]):
-    """Dictionary<int32, string> from Python strings (few rows: metadata, odd events)."""
-    import pyarrow as pa
-
-    return pa.array(values, pa.string()).dictionary_encode().cast(pa.dictionary(pa.int32(), pa.string()))
-
-
-def int_column(values: np.ndarray, present: np.ndarray | None = None):
-    import pyarrow as pa
-
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    return pa.array(values, pa.int64(), mask=None if present is None else ~np.asarray(present, bool))
-
-
-def float_column(values: np.ndarray, present: np.ndarray | None = None):
-    import pyarrow as pa
-
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    return pa.array(values, pa.float64(), mask=None if present is None else ~np.asarray(present, bool))
+    """Dictionary<int32, string> from Python strings or None (few rows: metadata, odd events)."""
+    codes: dict[str, int] = {}
+    idx = np.fromiter((-1 if v is None else codes.setdefault(v, len(codes)) for v in values), np.int64, len(values))
+    null = idx < 0
+    return dict_column(np.maximum(idx, 0), list(codes) or [""], null=null if null.any() else None)
 
 
 def string_column(offsets: np.ndarray, blob: bytes, null: np.ndarray | None = None):
@@ -104,7 +151,7 @@ def where_columns(values: np.ndarray, *, tid: bool = False):
         is_int, v = _where_value(values[0], tid)
         if is_int:
             return int_column(np.full(n, v, np.int64)), None
-        return pa.nulls(n, pa.int64()), text_dict_column([v]).take(pa.array(np.zeros(n, np.int32)))
+        return pa.nulls(n, pa.int64()), dict_column(np.zeros(n, np.int64), [v])
     if values.dtype != object:
         v = values.astype(np.int64, copy=False)
         if tid and len(v) and v.min() < 0:
@@ -123,7 +170,7 @@ def where_columns(values: np.ndarray, *, tid: bool = False):
         else:
             labels[i] = got[1]
     label_col = None if is_int.all() else text_dict_column(labels)
-    return pa.array(ints, pa.int64(), mask=~is_int), label_col
+    return int_column(ints, is_int), label_col
 
 
 def _where_value(x, tid: bool) -> tuple[bool, Any]:
@@ -252,6 +299,16 @@ class ArgColumns:
         pieces.append(blob[self.rest_offsets[prev]:])
         self.rest_blob = b"".join(pieces)
         self.rest_offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+
+    def set_int(self, column: str, values: np.ndarray, present: np.ndarray | None) -> None:
+        j = list(INT_ARGS.values()).index(column)
+        self.ints[:, j] = values
+        self.int_present[:, j] = True if present is None else present
+
+    def set_float(self, column: str, values: np.ndarray, present: np.ndarray | None) -> None:
+        j = list(FLOAT_ARGS.values()).index(column)
+        self.floats[:, j] = values
+        self.float_present[:, j] = True if present is None else present
 
     def arrow(self) -> dict[str, Any]:
         """The typed columns and ``args`` as Arrow arrays (by column name)."""

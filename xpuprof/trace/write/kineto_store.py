@@ -24,7 +24,7 @@ import orjson
 
 from ..read.kineto_stream import EventChunk, KinetoStream, TraceStreamError
 from ..scan import ABSENT, DOUBLE, DUR, ID, INT, PID, TID, TS
-from .arrowcols import ArgColumns, dict_column, float_column, int_column, text_dict_column
+from .arrowcols import ArgColumns, dict_column, float_column, int_column, ints, strings, text_dict_column
 from .rankwriter import RankWriter, writer_version, StoreWriteError
 
 log = logging.getLogger("xpuprof")
@@ -217,6 +217,7 @@ class _Rows:
         cols = self._common(c, rows, ts)
         k = c.kind[rows, DUR]
         cols["dur"] = int_column(c.exact[rows, 1], k != ABSENT)
+        self.w.summary.add(c.strings, c.name[rows], c.strings, c.cat[rows], np.where(k != ABSENT, c.exact[rows, 1], 0))
         cols.update(ArgColumns.from_text(c.buf, c.args_span[rows]).arrow())
         self.w.write("slices", cols)
 
@@ -231,7 +232,7 @@ class _Rows:
         cols = self._common(c, rows, ts)
         cols["scope"] = _letters(c.aux[rows])
         spans = c.args_span[rows].tolist()
-        cols["args"] = _pa().array([None if s < 0 else c.buf[s:e].decode() for s, e in spans], _pa().string())
+        cols["args"] = strings([None if s < 0 else c.buf[s:e].decode() for s, e in spans])
         self.w.write("instants", cols)
 
     # ------------------------------------------------------------------ one object at a time
@@ -262,14 +263,12 @@ class _Rows:
 
     @staticmethod
     def _where(rows: list) -> dict[str, Any]:
-        pa = _pa()
-        out: dict[str, Any] = {"idx": pa.array([r[0] for r in rows], pa.int64()),
-                               "ts": pa.array([r[1] for r in rows], pa.int64())}
+        out: dict[str, Any] = {"idx": ints([r[0] for r in rows]), "ts": ints([r[1] for r in rows])}
         for key in ("pid", "tid"):
             vals = [r[2].get(key) for r in rows]
-            ints = [v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63 else None for v in vals]
-            out[key] = pa.array(ints, pa.int64())
-            labels = [None if i is not None or v is None else _text(v) for i, v in zip(ints, vals)]
+            whole = [v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63 else None for v in vals]
+            out[key] = ints(whole)
+            labels = [None if i is not None or v is None else _text(v) for i, v in zip(whole, vals)]
             out[f"{key}_label"] = text_dict_column(labels) if any(lb is not None for lb in labels) else None
         out["name"] = text_dict_column([_text(r[2].get("name")) for r in rows])
         out["cat"] = text_dict_column([_text(r[2].get("cat")) for r in rows])
@@ -277,7 +276,8 @@ class _Rows:
 
     def _object_slices(self, rows: list) -> None:
         cols = self._where(rows)
-        cols["dur"] = _pa().array([r[3] for r in rows], _pa().int64())
+        cols["dur"] = ints([r[3] for r in rows])
+        self.w.summary.add_rows([(_text(r[2].get("name")), _text(r[2].get("cat")), r[3]) for r in rows])
         cols.update(ArgColumns.from_dicts([r[2].get("args") for r in rows]).arrow())
         self.w.write("slices", cols)
 
@@ -304,9 +304,9 @@ class _Rows:
     def _object_flows(self, rows: list) -> None:
         cols = self._where(rows)
         ids = [r[2].get("id") for r in rows]
-        ints = [v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63 else None for v in ids]
-        cols["id"] = _pa().array(ints, _pa().int64())
-        cols["id_label"] = text_dict_column([None if i is not None else _text(v) for i, v in zip(ints, ids)])
+        whole = [v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63 else None for v in ids]
+        cols["id"] = ints(whole)
+        cols["id_label"] = text_dict_column([None if i is not None else _text(v) for i, v in zip(whole, ids)])
         cols["phase"] = text_dict_column([r[2]["ph"] for r in rows])
         cols["bp"] = text_dict_column([r[2].get("bp") if isinstance(r[2].get("bp"), str) else None for r in rows])
         self.w.write("flows", cols)
@@ -314,8 +314,8 @@ class _Rows:
     def _object_instants(self, rows: list) -> None:
         cols = self._where(rows)
         cols["scope"] = text_dict_column([r[2].get("s") if isinstance(r[2].get("s"), str) else None for r in rows])
-        cols["args"] = _pa().array([None if r[2].get("args") is None else orjson.dumps(r[2]["args"]).decode()
-                                    for r in rows], _pa().string())
+        cols["args"] = strings([None if r[2].get("args") is None else orjson.dumps(r[2]["args"]).decode()
+                                for r in rows])
         self.w.write("instants", cols)
 
     # ------------------------------------------------------------------ metadata
@@ -352,8 +352,3 @@ def _letters(codes: np.ndarray):
     null = codes == 0
     return dict_column(lookup[codes], letters, null=null if null.any() else None)
 
-
-def _pa():
-    import pyarrow as pa
-
-    return pa

@@ -19,8 +19,9 @@ from ...clock import BASE_TIME_NS
 from ..builder import CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
 from ..chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_events
 from ..columnar import CompactWriter, _fast_arg, _key, _mask, _rowfmt, _Segments, _TokenTable
-from ..store_schema import RANK_SOURCES
-from .arrowcols import ArgColumns, dict_column, float_column, int_column, text_dict_column, where_columns
+from ..store_schema import FLOAT_ARGS, INT_ARGS, RANK_SOURCES
+from .arrowcols import (ArgColumns, dict_column, float_column, int_column, ints, strings, text_dict_column,
+                        where_columns)
 from .rankwriter import RankWriter, writer_version
 
 log = logging.getLogger("xpuprof")
@@ -42,7 +43,7 @@ def write_store(builder: TraceBuilder, path, *, rank: int | None = None, rank_so
         rank, rank_source = (int(got), "distributedInfo") if isinstance(got, int) else (0, "default")
     if rank_source not in RANK_SOURCES:
         raise ValueError(f"rank_source {rank_source!r}: valid values are {', '.join(RANK_SOURCES)}")
-    with RankWriter(path, int(rank), replace=replace) as writer:
+    with RankWriter(path, int(rank), replace=replace, compression="lz4") as writer:
         rows = _BuilderRows(builder, int(rank), legacy_categories)
         rows.write(writer)
         name = trace_name if trace_name is not None else str(Path(path))
@@ -113,18 +114,43 @@ class _BuilderRows:
     def _slices(self, w: RankWriter, b: SliceBatch, sel: slice) -> None:
         ts = _rel(_part(b.ts, sel))
         cols = self._common(b, sel, ts)
-        cols.update(dur=int_column(np.maximum(np.asarray(_part(b.dur, sel), np.int64), 0)),
-                    name=dict_column(_part(b.name, sel), self.strings), cat=self._categories(b, sel))
+        dur = np.maximum(np.asarray(_part(b.dur, sel), np.int64), 0)
+        cols.update(dur=int_column(dur), name=dict_column(_part(b.name, sel), self.strings),
+                    cat=self._categories(b, sel))
+        w.summary.add(self.strings, _part(b.name, sel), self.strings, _part(b.legacy_cat if self.legacy else b.cat, sel),
+                      dur)
         cols.update(self._args(b, sel).arrow())
         w.write("slices", cols)
 
     def _args(self, b: SliceBatch, sel: slice) -> ArgColumns:
-        """Each row's args object as the JSON writer writes it, split into typed columns and the rest."""
-        text = self._args_text(b, sel)
+        """Each row's args object as the JSON writer writes it, split into typed columns and the rest.
+        Numeric columns of the typed args (and External id) go straight into their columns; the other
+        args are rendered as the JSON writer renders them and split by the converter's C splitter."""
+        n = sel.stop - sel.start
+        direct = {k: c for k, c in b.args.items() if _direct(k, c, sel)} if b.row_args is None else {}
+        if direct and _rowfmt is not None:
+            rest = [k for k in b.args if k not in direct]
+            out = self._split(b, sel, rest, external_id=False) if rest else ArgColumns(n)
+            ext = np.asarray(_part(b.external_id, sel), np.int64)
+            out.set_int("external_id", ext, ext != 0)
+            for k, c in direct.items():
+                present = None if c.present is None else np.asarray(c.present[sel], bool)
+                if k in INT_ARGS:
+                    out.set_int(INT_ARGS[k], np.asarray(c.values[sel]), present)
+                else:
+                    out.set_float(FLOAT_ARGS[k], np.asarray(c.values[sel]), present)
+            return out
+        return self._split(b, sel, list(b.args), external_id=True)
+
+    def _split(self, b: SliceBatch, sel: slice, keys: list[str], *, external_id: bool) -> ArgColumns:
+        text = self._args_text(b, sel, keys, external_id)
         n = sel.stop - sel.start
         if text is None:
             events = generic_slice_events(b, self.strings, self.legacy, sel, lambda ns: [0] * len(ns))
-            return ArgColumns.from_dicts([ev.get("args") for ev in events])
+            objs = [ev.get("args") for ev in events]
+            if not external_id or len(keys) != len(b.args):
+                objs = [{k: v for k, v in o.items() if k in keys} if o else o for o in objs]
+            return ArgColumns.from_dicts(objs)
         buf = np.frombuffer(text, np.uint8)
         ends = np.flatnonzero(buf == 10)  # one "\n" per row: JSON text never holds a raw newline
         starts = np.concatenate([[0], ends[:-1] + 1])
@@ -133,21 +159,23 @@ class _BuilderRows:
         assert len(spans) == n
         return ArgColumns.from_text(text, spans)
 
-    def _args_text(self, b: SliceBatch, sel: slice) -> bytes | None:
-        """The rows' args objects rendered in C (``{...}\\n`` per row, ``\\n`` for none); None when a
-        column needs the generic path."""
-        if _rowfmt is None or not all(_fast_arg(c) for c in b.args.values()):
+    def _args_text(self, b: SliceBatch, sel: slice, keys: list[str], external_id: bool) -> bytes | None:
+        """The rows' args objects (``keys`` of them, and External id when asked) rendered in C (``{...}\\n``
+        per row, ``\\n`` for none); None when a column needs the generic path."""
+        if _rowfmt is None or not all(_fast_arg(b.args[k]) for k in keys):
             return None
         if b.row_args is not None and (b.args or any(a is not None and b'"External id"' in a for a in b.row_args)):
             return None  # the generic path merges these (one object per row)
         segs = _Segments()
         items = []
-        ext = np.ascontiguousarray(_part(b.external_id, sel), np.int64)
-        mask = _mask(ext != 0)
-        if mask is not False:
-            items.append((None, ext, mask))
-        tables = {k: _TokenTable(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
-        for k, col in b.args.items():
+        if external_id:
+            ext = np.ascontiguousarray(_part(b.external_id, sel), np.int64)
+            mask = _mask(ext != 0)
+            if mask is not False:
+                items.append((None, ext, mask))
+        tables = {k: _TokenTable(b.args[k].values, self.encode) for k in keys if b.args[k].kind == "str"}
+        for k in keys:
+            col = b.args[k]
             mask = _mask(None if col.present is None else col.present[sel])
             if mask is not False:
                 items.append((k, col, mask))
@@ -195,7 +223,7 @@ class _BuilderRows:
         cols.update(name=dict_column(_part(b.name, sel), self.strings), cat=self._categories(b, sel, null_empty=True),
                     scope=text_dict_column([_SCOPES[c] for c in scope.tolist()]) if len(np.unique(scope)) > 1
                     else text_dict_column([_SCOPES[int(scope[0])]] * len(scope)),
-                    args=None if args is None else _pa().array(args, _pa().string()))
+                    args=None if args is None else strings(args))
         w.write("instants", cols)
 
     def _counters(self, w: RankWriter, b: CounterBatch, sel: slice) -> None:
@@ -250,26 +278,25 @@ class _BuilderRows:
             self.meta.append({"ph": "M", "name": "process_sort_index", "ts": ts / 1000.0, "pid": SPANS_PID, "tid": 0,
                               "args": {"sort_index": SPANS_SORT_INDEX}})
         end_ns = b.window_end_ns or b.window_start_ns
-        pa = _pa()
         if slices:
             n = len(slices)
             self.first_ts.append(min(s[0] for s in slices))
             objs = [{"Op count": s[4]} for s in slices]
-            cols = {"idx": None, "ts": pa.array([s[0] for s in slices], pa.int64()),
-                    "dur": pa.array([s[1] for s in slices], pa.int64()), "name": text_dict_column([s[2] for s in slices]),
+            cols = {"idx": None, "ts": ints([s[0] for s in slices]),
+                    "dur": ints([s[1] for s in slices]), "name": text_dict_column([s[2] for s in slices]),
                     "cat": text_dict_column(["Trace"] * n), "pid_label": text_dict_column([SPANS_PID] * n),
                     "tid_label": text_dict_column([s[3] for s in slices])}
             cols.update(ArgColumns.from_dicts(objs).arrow())
+            w.summary.add_rows([(s[2], "Trace", s[1]) for s in slices])
             # In the JSON file each span is an X, an M and an i event: their indices interleave.
-            cols["idx"] = pa.array([self.idx + 3 * i for i in range(n)], pa.int64())
+            cols["idx"] = ints([self.idx + 3 * i for i in range(n)])
             w.write("slices", cols)
         rows = [(s[0], s[1], s[2], s[3], s[4], self.idx + 3 * i + 2) for i, s in enumerate(instants)]
         self.idx += 3 * len(spans)
         rows.append((int(_rel([end_ns])[0]), "Record Window End", "g", "", "", self.idx))
         self.idx += 1
         self.first_ts.append(min(r[0] for r in rows))
-        w.write("instants", {"idx": pa.array([r[5] for r in rows], pa.int64()),
-                             "ts": pa.array([r[0] for r in rows], pa.int64()),
+        w.write("instants", {"idx": ints([r[5] for r in rows]), "ts": ints([r[0] for r in rows]),
                              "name": text_dict_column([r[1] for r in rows]), "scope": text_dict_column([r[2] for r in rows]),
                              "pid_label": text_dict_column([r[3] for r in rows]),
                              "tid_label": text_dict_column([r[4] for r in rows])})
@@ -309,12 +336,23 @@ def _json_object(header: Mapping[str, Any]) -> str:
     return (b"{" + b",".join(parts) + b"}").decode()
 
 
+def _direct(key: str, col, sel: slice) -> bool:
+    """Whether a numeric column of a typed arg goes straight into its column: exactly what the JSON
+    writer's text would give through the splitter (ints for int args; finite numbers for float args)."""
+    if col.kind != "num" or not isinstance(col.values, np.ndarray) or col.values.ndim != 1:
+        return False
+    kind = col.values.dtype.kind
+    if key in INT_ARGS:
+        if kind == "i":
+            return True
+        return kind == "u" and (col.values.dtype.itemsize < 8 or not len(col.values[sel])
+                                or int(col.values[sel].max()) < 1 << 63)
+    if key in FLOAT_ARGS:
+        return kind in "iuf" and bool(np.isfinite(col.values[sel]).all())
+    return False
+
+
 def _chunks(n: int):
     for lo in range(0, n, CHUNK_ROWS):
         yield slice(lo, min(lo + CHUNK_ROWS, n))
 
-
-def _pa():
-    import pyarrow as pa
-
-    return pa

@@ -11,18 +11,24 @@ import contextlib
 import errno
 import json
 import os
+import queue
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..store_schema import (COLUMNS, FORMAT, MANIFEST, RANK_DIR_PREFIX, SCHEMA_VERSION, TABLES, arrow_schema,
+from ..store_schema import (COLUMNS, FORMAT, MANIFEST, RANK_DIR_PREFIX, SCHEMA_VERSION, SUMMARY_TABLE, TABLES,
+                            arrow_schema,
                             rank_dir_name)
+from .slice_summary import SliceSummary
 
 ROW_GROUP_ROWS = 1 << 20  # one row group per write call, at most this many rows
-COMPRESSION = "zstd"
-COMPRESSION_LEVEL = 1  # zstd's fastest level: ~90 % of level 3's ratio here, several times faster
+# zstd (level 1, its fastest) for stores written offline (convert): about half lz4's size; lz4 where the
+# profiled process pays the write (export_parquet): 4x faster to encode here, still ~8x smaller than JSON.
+COMPRESSIONS = {"zstd": 1, "lz4": None}
+STATISTICS = ["idx", "ts", "dur"]  # min/max per row group: time windows skip row groups
 
 
 class StoreWriteError(ValueError):
@@ -94,13 +100,16 @@ class RankWriter:
     """Writes one rank's tables; ``commit`` moves them into the store, ``abort`` (or an exception in
     a ``with`` block) removes them."""
 
-    def __init__(self, store, rank: int | None = None, *, replace: bool = False) -> None:
+    def __init__(self, store, rank: int | None = None, *, replace: bool = False, compression: str = "zstd") -> None:
         try:
             import pyarrow.parquet as pq
         except ImportError:
             raise StoreWriteError("a trace store needs the pyarrow package: pip install 'xpuprof[scale]'") from None
 
         self._pq = pq
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"store compression {compression!r}; valid: {', '.join(COMPRESSIONS)}")
+        self.compression = compression
         self.store = prepare_store(store)
         self.replace = replace
         if rank is not None:
@@ -108,6 +117,8 @@ class RankWriter:
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{RANK_DIR_PREFIX}", suffix=".tmp", dir=self.store))
         self.rows = dict.fromkeys(TABLES, 0)
         self._writers: dict[str, Any] = {}
+        self._encoder = _Encoder()
+        self.summary = SliceSummary()  # the writer of slices adds to it
         self._done = False
 
     def check_rank(self, rank: int) -> None:
@@ -128,28 +139,36 @@ class RankWriter:
             v = columns.get(field.name)
             arrays.append(pa.nulls(n, field.type) if v is None else v)
         batch = pa.Table.from_arrays(arrays, schema=schema)
-        self._writer(table, schema).write_table(batch, row_group_size=ROW_GROUP_ROWS)
+        self._encoder.put((self._writer(table, schema), batch))
         self.rows[table] += n
 
     def _writer(self, table: str, schema):
         w = self._writers.get(table)
         if w is None:
             w = self._writers[table] = self._pq.ParquetWriter(
-                self.tmp / f"{table}.parquet", schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
-                use_dictionary=[name for name, kind in COLUMNS[table] if kind == "dict"], write_statistics=True)
+                self.tmp / f"{table}.parquet", schema, compression=self.compression,
+                compression_level=COMPRESSIONS[self.compression],
+                use_dictionary=[name for name, kind in COLUMNS[table] if kind == "dict"],
+                write_statistics=[c for c in STATISTICS if c in schema.names])
         return w
 
     def commit(self, rank: int, meta: Mapping[str, Any]) -> Path:
         """Closes the tables, writes the rank's metadata row and renames the partition into the store."""
         import pyarrow as pa
 
+        self._encoder.close()
         for table in TABLES:  # every table exists in every partition, empty or not
             self._writer(table, arrow_schema(table)).close()
+        summary = arrow_schema(SUMMARY_TABLE)
+        cols = self.summary.columns()
+        self._pq.write_table(pa.Table.from_arrays([cols[f.name] for f in summary], schema=summary),
+                             self.tmp / f"{SUMMARY_TABLE}.parquet", compression=self.compression)
         row = {name: meta.get(name) for name, _ in COLUMNS["rank"]}
         row.update(rank=int(rank), schema_version=SCHEMA_VERSION, **{t: self.rows[t] for t in TABLES})
         schema = arrow_schema("rank")
-        table = pa.Table.from_pylist([row], schema=schema)
-        self._pq.write_table(table, self.tmp / "rank.parquet", compression=COMPRESSION)
+        table = pa.Table.from_arrays([_one(row[f.name], kind) for f, (_, kind) in zip(schema, COLUMNS["rank"])],
+                                     schema=schema)
+        self._pq.write_table(table, self.tmp / "rank.parquet", compression=self.compression)
         os.chmod(self.tmp, 0o755)
         final = self.store / rank_dir_name(rank)
         self._move_into_place(final, rank)
@@ -175,6 +194,8 @@ class RankWriter:
             _remove(old)
 
     def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._encoder.close()
         for w in self._writers.values():
             with contextlib.suppress(Exception):
                 w.close()
@@ -189,6 +210,63 @@ class RankWriter:
     def __exit__(self, exc_type, *_) -> None:
         if exc_type is not None or not self._done:
             self.abort()
+
+
+class _Encoder:
+    """Encodes and compresses row groups on a second thread (pyarrow releases the GIL there) while the
+    next chunk's columns are built; at most ``depth`` chunks wait, which bounds memory."""
+
+    def __init__(self, depth: int = 2) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def put(self, item) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="xpuprof-parquet-writer", daemon=True)
+            self._thread.start()
+        self._queue.put(item)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    writer, table = item
+                    writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                except BaseException as exc:  # re-raised on the writing thread
+                    self._error = exc
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+
+
+def _one(value, kind: str):
+    """A one-row column of the metadata table."""
+    from .arrowcols import float_column, int32_column, ints, string_lists, strings
+
+    if kind == "strlist":
+        return string_lists([list(value or [])])
+    if kind == "str":
+        return strings([value])
+    if kind == "i32":
+        import numpy as np
+
+        return int32_column(np.array([value or 0]), np.array([value is not None]))
+    if kind == "f64":
+        import numpy as np
+
+        return float_column(np.array([value or 0.0]), np.array([value is not None]))
+    return ints([value])
 
 
 def _remove(path: Path) -> None:
