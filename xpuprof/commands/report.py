@@ -166,16 +166,14 @@ def _build(args) -> Report:
     from ..analysis.store_report import build_store_report
     from ..trace.read.store import StoreError
 
-    from ..analysis.engines import open_engine
-
     try:
-        with open_engine(stores[0]) as engine:
-            report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
-                                        end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top,
-                                        engine=engine)
-            if args.format == "html":  # the per-rank view: step time per rank, stragglers
-                from ..analysis.cluster import stragglers
+        report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
+                                    end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+        if args.format == "html":  # the per-rank view: step time per rank, stragglers
+            from ..analysis.cluster import stragglers
+            from ..analysis.engines import open_engine
 
+            with open_engine(stores[0]) as engine:
                 report.ranks_view = stragglers.run(engine)[0]
     except (StoreError, EngineError) as exc:
         raise ReportError(str(exc)) from None

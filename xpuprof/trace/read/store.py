@@ -19,6 +19,7 @@ from ..store_schema import (FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHE
 
 _RANK_DIR = re.compile(re.escape(RANK_DIR_PREFIX) + r"(-?\d+)$")
 PARQUET_MAGIC = b"PAR1"
+HEAVY_META = ("header_json", "metadata_events_json")  # read when asked (RankPartition.header ...)
 
 
 class StoreError(ValueError):
@@ -36,11 +37,17 @@ class RankPartition:
 
     @property
     def header(self) -> dict:
-        return json.loads(self.meta.get("header_json") or "{}")
+        """The trace's top-level keys (read from the metadata file when asked: they can be large)."""
+        return json.loads(self._heavy("header_json") or "{}")
 
     @property
     def metadata_events(self) -> list:
-        return json.loads(self.meta.get("metadata_events_json") or "[]")
+        return json.loads(self._heavy("metadata_events_json") or "[]")
+
+    def _heavy(self, column: str):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.file(RANKS_TABLE)).read(columns=[column]).column(0)[0].as_py()
 
 
 @dataclass
@@ -131,7 +138,7 @@ def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
         try:
             pf = pq.ParquetFile(file)
             version = (pf.schema_arrow.metadata or {}).get(SCHEMA_VERSION_KEY)
-            rows = pf.read().to_pylist()
+            rows = pf.read(columns=[c for c in pf.schema_arrow.names if c not in HEAVY_META]).to_pylist()
         except (pa.ArrowException, OSError) as exc:
             raise StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
                              f"{str(exc).splitlines()[0]}") from None

@@ -232,10 +232,11 @@ class ArgColumns:
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self.ints = np.zeros((n, len(INT_ARGS)), np.int64)
-        self.int_present = np.zeros((n, len(INT_ARGS)), bool)
-        self.floats = np.zeros((n, len(FLOAT_ARGS)), np.float64)
-        self.float_present = np.zeros((n, len(FLOAT_ARGS)), bool)
+        # one row per column (column-major: each column contiguous for Arrow)
+        self.ints = np.zeros((len(INT_ARGS), n), np.int64)
+        self.int_present = np.zeros((len(INT_ARGS), n), bool)
+        self.floats = np.zeros((len(FLOAT_ARGS), n), np.float64)
+        self.float_present = np.zeros((len(FLOAT_ARGS), n), bool)
         self.rest_offsets = np.zeros(n + 1, np.int64)
         self.rest_blob = b""
 
@@ -251,10 +252,10 @@ class ArgColumns:
             out._fill_from_dicts([orjson.loads(raw[s:e]) if s >= 0 else None for s, e in spans.tolist()])
             return out
         iv, ip, fv, fp, off, blob, cx = mod.args(buf, spans, INT_KEYS, FLOAT_KEYS, ())
-        out.ints = np.frombuffer(iv, np.int64).reshape(n, len(INT_ARGS)).copy()
-        out.int_present = np.frombuffer(ip, np.uint8).reshape(n, len(INT_ARGS)).astype(bool)
-        out.floats = np.frombuffer(fv, np.float64).reshape(n, len(FLOAT_ARGS)).copy()
-        out.float_present = np.frombuffer(fp, np.uint8).reshape(n, len(FLOAT_ARGS)).astype(bool)
+        out.ints = np.frombuffer(iv, np.int64).reshape(n, len(INT_ARGS)).T.copy()
+        out.int_present = np.frombuffer(ip, np.uint8).reshape(n, len(INT_ARGS)).T.astype(bool)
+        out.floats = np.frombuffer(fv, np.float64).reshape(n, len(FLOAT_ARGS)).T.copy()
+        out.float_present = np.frombuffer(fp, np.uint8).reshape(n, len(FLOAT_ARGS)).T.astype(bool)
         out.rest_offsets = np.frombuffer(off, np.int64)
         out.rest_blob = blob
         odd = np.flatnonzero(np.frombuffer(cx, np.uint8))
@@ -278,14 +279,14 @@ class ArgColumns:
         rests: dict[int, bytes] = {}
         for r, obj in zip(rows.tolist(), objects):
             ints, floats, rest = split_args_dict(obj)
-            self.int_present[r] = False
-            self.float_present[r] = False
+            self.int_present[:, r] = False
+            self.float_present[:, r] = False
             for j, c in enumerate(int_cols):
                 if c in ints:
-                    self.ints[r, j], self.int_present[r, j] = ints[c], True
+                    self.ints[j, r], self.int_present[j, r] = ints[c], True
             for j, c in enumerate(float_cols):
                 if c in floats:
-                    self.floats[r, j], self.float_present[r, j] = floats[c], True
+                    self.floats[j, r], self.float_present[j, r] = floats[c], True
             rests[r] = rest or b""
         lens = np.diff(self.rest_offsets)
         pieces = []
@@ -302,18 +303,22 @@ class ArgColumns:
 
     def set_int(self, column: str, values: np.ndarray, present: np.ndarray | None) -> None:
         j = list(INT_ARGS.values()).index(column)
-        self.ints[:, j] = values
-        self.int_present[:, j] = True if present is None else present
+        self.ints[j] = values
+        self.int_present[j] = True if present is None else present
 
     def set_float(self, column: str, values: np.ndarray, present: np.ndarray | None) -> None:
         j = list(FLOAT_ARGS.values()).index(column)
-        self.floats[:, j] = values
-        self.float_present[:, j] = True if present is None else present
+        self.floats[j] = values
+        self.float_present[j] = True if present is None else present
 
     def arrow(self) -> dict[str, Any]:
-        """The typed columns and ``args`` as Arrow arrays (by column name)."""
-        out = {c: int_column(self.ints[:, j], self.int_present[:, j]) for j, c in enumerate(INT_ARGS.values())}
-        out.update({c: float_column(self.floats[:, j], self.float_present[:, j])
-                    for j, c in enumerate(FLOAT_ARGS.values())})
-        out["args"] = string_column(self.rest_offsets, self.rest_blob)
+        """The typed columns and ``args`` as Arrow arrays (by column name; None: every row null)."""
+        out: dict[str, Any] = {}
+        for j, c in enumerate(INT_ARGS.values()):
+            present = self.int_present[j]
+            out[c] = int_column(self.ints[j], present) if present.any() else None
+        for j, c in enumerate(FLOAT_ARGS.values()):
+            present = self.float_present[j]
+            out[c] = float_column(self.floats[j], present) if present.any() else None
+        out["args"] = string_column(self.rest_offsets, self.rest_blob) if len(self.rest_blob) else None
         return out

@@ -128,7 +128,7 @@ class _BuilderRows:
         args are rendered as the JSON writer renders them and split by the converter's C splitter."""
         n = sel.stop - sel.start
         direct = {k: c for k, c in b.args.items() if _direct(k, c, sel)} if b.row_args is None else {}
-        if direct and _rowfmt is not None:
+        if b.row_args is None and (direct or not b.args) and (_rowfmt is not None or len(direct) == len(b.args)):
             rest = [k for k in b.args if k not in direct]
             out = self._split(b, sel, rest, external_id=False) if rest else ArgColumns(n)
             ext = np.asarray(_part(b.external_id, sel), np.int64)

@@ -23,9 +23,10 @@ class SliceSummary:
             name_ids = np.full(n, name_ids[0])
         if cat_ids.strides and cat_ids.strides[0] == 0:
             cat_ids = np.full(n, cat_ids[0])
-        width = int(cat_ids.max()) + 2 if n else 1
-        key = (name_ids + 1) * width + (cat_ids + 1)
-        uniq, inv = np.unique(key, return_inverse=True)
+        names_u, name_local = _dense(name_ids + 1)  # +1: -1 (none) becomes 0
+        cats_u, cat_local = _dense(cat_ids + 1)
+        key = name_local * len(cats_u) + cat_local
+        uniq, inv = _dense(key)
         dur = np.asarray(dur, np.int64)
         counts = np.bincount(inv, minlength=len(uniq))
         totals = np.zeros(len(uniq), np.int64)
@@ -35,7 +36,7 @@ class SliceSummary:
         highs = np.full(len(uniq), np.iinfo(np.int64).min)
         np.maximum.at(highs, inv, dur)
         for k, c, s, lo, hi in zip(uniq.tolist(), counts.tolist(), totals.tolist(), lows.tolist(), highs.tolist()):
-            ni, ci = k // width - 1, k % width - 1
+            ni, ci = int(names_u[k // len(cats_u)]) - 1, int(cats_u[k % len(cats_u)]) - 1
             g = (names[ni] if ni >= 0 else None, cats[ci] if ci >= 0 else None)
             got = self.groups.get(g)
             if got is None:
@@ -65,3 +66,15 @@ class SliceSummary:
         return {"name": text_dict_column([k[0] for k in keys]), "cat": text_dict_column([k[1] for k in keys]),
                 "count": ints([v[0] for v in vals]), "total_ns": ints([v[1] for v in vals]),
                 "min_ns": ints([v[2] for v in vals]), "max_ns": ints([v[3] for v in vals])}
+
+
+def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values, each row's index among them) of non-negative ids: by counting when the
+    ids are dense enough, else by sorting."""
+    top = int(ids.max()) + 1 if len(ids) else 1
+    if top <= 4 * len(ids) + (1 << 20):
+        uniq = np.flatnonzero(np.bincount(ids, minlength=top))
+        remap = np.zeros(top, np.int64)
+        remap[uniq] = np.arange(len(uniq))
+        return uniq, remap[ids]
+    return np.unique(ids, return_inverse=True)
