@@ -405,9 +405,9 @@ JS_FN int scan_event(parser *P, events *E) {
                 if (scan_number(P, &k, &iv, &dv) < 0) return -1;
                 if (k == K_INT) { kind[field] = K_INT; num[field] = iv; }
                 else if (k == K_DOUBLE) { kind[field] = K_DOUBLE; memcpy(&num[field], &dv, 8); }
+                else cx = 1; /* an integer beyond int64: Python reads the event */
                 if ((field == F_TS || field == F_DUR) && (k == K_INT || k == K_DOUBLE))
                     exact[field == F_TS ? 0 : 1] = exact_ns(nstart, P->p, k, iv, dv);
-                else cx = 1;
             } else {
                 if (strfield || field >= 0) cx = 1; /* a field of another type: Python reads the event */
                 int is_args = !kesc && c == '{' && key_is(kb, kl, "args");
