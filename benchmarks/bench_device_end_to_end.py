@@ -92,7 +92,7 @@ def _write_and_floor(builder, out: Path, gz: bool, res: dict) -> None:
     """The timed write (what the user pays), then the same-run floors: the writer into /dev/null
     (formatting alone) and, alternating with repeated writer runs (the page cache's state swings
     both by several times here), a raw write of the same bytes or isal level 1 alone on them."""
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     path = out / ("trace.json.gz" if gz else "trace.json")
     t = time.perf_counter()
@@ -162,8 +162,8 @@ def _child_xpu(n: int, out: Path, gz: bool) -> dict:
     from xpuprof._native import ptibuf
     from xpuprof.backends.base import ProcessWindow, RangeThreads
     from xpuprof.clock import now_ns
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     double = _xpu_double()
     iterations = max(1, n // XPU_RECORDS_PER_ITERATION)
@@ -292,8 +292,8 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.cuda.decode import CuptiDecoder
     from xpuprof.clock import now_ns
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     t0 = now_ns() - 10**12
     warm_chunks, _ = _cuda_chunks(200, t0)
@@ -360,8 +360,8 @@ def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.rocm.decode import RocprofDecoder
     from xpuprof.clock import now_ns
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     t0 = now_ns() - 10**12
     warm, _ = _rocm_records(200, t0)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import xpuprof
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
 TARGET_NS = 500.0
 
@@ -59,7 +59,7 @@ def ranges(n, rf=None):
 
 
 def py_ranges(n):
-    ranges(n, annotations.PurePythonRecordFunction)
+    ranges(n, recorder.PurePythonRecordFunction)
 
 
 def _pti_double() -> str | None:
@@ -143,7 +143,7 @@ def main() -> int:
                 best = min(best, (time.perf_counter_ns() - t0) / n)
         results[label] = best
     base = results["empty loop"]
-    print(f"C fast path: {'yes' if annotations.FAST_PATH else 'no (pure Python)'}")
+    print(f"C fast path: {'yes' if recorder.FAST_PATH else 'no (pure Python)'}")
     print(f"{'case':46s} {'ns/iter':>9s} {'overhead ns':>12s}")
     for label, ns in results.items():
         print(f"{label:46s} {ns:9.1f} {ns - base:12.1f}")

@@ -37,7 +37,7 @@ def make_rank(rank: int, events: int, seed: int = 0):
     import numpy as np
 
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     rng = np.random.default_rng(seed * 100_003 + rank)
     b = TraceBuilder(pid=1000 + rank)
@@ -73,7 +73,7 @@ def make_rank(rank: int, events: int, seed: int = 0):
 
 def make(kind: str, ranks: int, events: int, out: Path) -> None:
     """Writes ``ranks`` ranks as JSON files (``out/json``) and/or as one store (``out/store``)."""
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.write.chrome import write_chrome_trace
     from xpuprof.trace.write.parquet import write_store
 
     (out / "json").mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def child(argv: list[str]) -> dict:
     """One measurement: the command's time and this process's peak RSS (a fresh interpreter)."""
     t = time.perf_counter()
     if argv[0] == "export":
-        from xpuprof.trace.chrome import write_chrome_trace
+        from xpuprof.trace.write.chrome import write_chrome_trace
         from xpuprof.trace.write.parquet import write_store
 
         b = make_rank(0, int(argv[2]))

@@ -15,8 +15,8 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.cuda.backend import CudaBackend
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ _preload_pti_view()
 from .activity import ActivityType, default_activity_types  # noqa: E402
 from .collectors import Collector, CollectorError, MetricInfo, Track, register_collector  # noqa: E402
 from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig  # noqa: E402
-from .host.annotations import current_correlation_id, instant, record_function, set_thread_name  # noqa: E402
+from .host.recorder import current_correlation_id, instant, record_function, set_thread_name  # noqa: E402
 from .plugins import register_backend  # noqa: E402
 from .profiler import ProfilerAction, profile, schedule, trace_handler  # noqa: E402
 

@@ -200,7 +200,7 @@ class ProfiledTrace:
         if self.stopped:
             return self
         from .analysis.report import DEVICE_CATEGORIES, EventTable, TraceFile
-        from .trace.load import load
+        from .trace.read.load import load
 
         if self._error is not None:
             raise RuntimeError(f"the profiled trace could not be written: {self._error}")
@@ -245,7 +245,7 @@ class ProfiledTrace:
     @property
     def metadata(self) -> dict:
         self.stop()
-        from .trace.load import load
+        from .trace.read.load import load
 
         return {k: v for k, v in load(self.path).items() if k != "traceEvents"}
 

@@ -4,7 +4,7 @@ import numpy as np
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.trace import TraceBuilder
-from xpuprof.trace.gpu_annotations import add_gpu_user_annotations
+from xpuprof.trace.build.gpu_annotations import add_gpu_user_annotations
 
 
 def _ann_slices(builder):

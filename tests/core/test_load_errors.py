@@ -1,9 +1,9 @@
-"""``xpuprof.trace.load`` on files that are not (whole) Chrome traces: one clear TraceLoadError each."""
+"""``xpuprof.trace.read.load`` on files that are not (whole) Chrome traces: one clear TraceLoadError each."""
 import gzip
 
 import pytest
 
-from xpuprof.trace.load import TraceLoadError, load
+from xpuprof.trace.read.load import TraceLoadError, load
 
 
 def test_truncated_gzip_is_a_load_error(tmp_path):

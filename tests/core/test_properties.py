@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
-from xpuprof.trace import columnar as columnar_mod
+from xpuprof.trace.write import rows_native as columnar_mod
 
 LAYOUTS = ["fixed"] + (["compact"] if columnar_mod._rowfmt is not None else [])
 

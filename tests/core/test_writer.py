@@ -11,9 +11,10 @@ import pytest
 
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
-from xpuprof.trace import chrome as chrome_mod
-from xpuprof.trace import columnar as columnar_mod
-from xpuprof.trace.builder import hex_column
+from xpuprof.trace.write import chrome as chrome_mod
+from xpuprof.trace.write import rows as rows_mod
+from xpuprof.trace.write import rows_native as columnar_mod
+from xpuprof.trace.build.columns import hex_column
 
 
 def write(b, tmp_path, name="t.json", **kw):
@@ -188,8 +189,8 @@ def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed, layout):
     sizes = []
     real = chrome_mod._BackgroundWriter.write
     monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (sizes.append(len(d)), real(self, d)))
-    monkeypatch.setattr("xpuprof.trace.columnar.MAX_CHUNK_ROWS", 1000)
-    monkeypatch.setattr("xpuprof.trace.columnar.MIN_CHUNK_ROWS", 1000)
+    monkeypatch.setattr("xpuprof.trace.write.rows.MAX_CHUNK_ROWS", 1000)
+    monkeypatch.setattr("xpuprof.trace.write.rows.MIN_CHUNK_ROWS", 1000)
     path = write_chrome_trace(b, tmp_path / "t.json", threads=1)  # chunks as rendered bytes, not futures
     assert len(sizes) > 20 and max(sizes) < path.stat().st_size / 4
 
@@ -225,8 +226,8 @@ def test_compact_layout_is_compact_and_reuses_buffers(tmp_path, make_mixed, monk
     if columnar_mod._rowfmt is None:
         pytest.skip("xpuprof._native.rowfmt is not built")
     b = make_mixed(n=5000, seed=5)
-    monkeypatch.setattr(columnar_mod, "MAX_CHUNK_ROWS", 1000)
-    monkeypatch.setattr(columnar_mod, "MIN_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(rows_mod, "MAX_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(rows_mod, "MIN_CHUNK_ROWS", 1000)
     first = write_chrome_trace(b, tmp_path / "a.json").read_bytes()
     again = write_chrome_trace(b, tmp_path / "b.json").read_bytes()  # pooled buffers, same text
     assert first.replace(b"a.json", b"b.json") == again
@@ -272,7 +273,7 @@ def test_rowfmt_rejects_bad_segments():
 def test_float_columns_may_be_strided_views():
     """A counter column sliced from a wider array (every other sample) is not C-contiguous; orjson
     refuses those, and a host-telemetry trace failed to write now and then because of it."""
-    from xpuprof.trace.vecfmt import float_matrix
+    from xpuprof.trace.write.value_text import float_matrix
 
     wide = np.arange(10, dtype=np.float64) / 4
     assert not wide[::2].flags.c_contiguous
@@ -280,8 +281,8 @@ def test_float_columns_may_be_strided_views():
 
 
 def _many_chunks(monkeypatch, rows=700):
-    monkeypatch.setattr(columnar_mod, "MAX_CHUNK_ROWS", rows)
-    monkeypatch.setattr(columnar_mod, "MIN_CHUNK_ROWS", rows)
+    monkeypatch.setattr(rows_mod, "MAX_CHUNK_ROWS", rows)
+    monkeypatch.setattr(rows_mod, "MIN_CHUNK_ROWS", rows)
 
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
@@ -346,8 +347,8 @@ def test_a_trace_written_from_an_atexit_handler_uses_the_render_threads(tmp_path
     script = f"""
 import atexit
 import numpy as np
-import xpuprof.trace.chrome as chrome
-import xpuprof.trace.columnar as columnar
+import xpuprof.trace.write.chrome as chrome
+import xpuprof.trace.write.rows as columnar
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import TraceBuilder
 chrome.writer_threads = lambda: 3
@@ -356,7 +357,7 @@ b = TraceBuilder(pid=1)
 b.add_slices(names=["a", "b"] * 5000, ts=BASE_TIME_NS + np.arange(10000), dur=1, pid=1, tid=1, cat="cpu_op")
 atexit.register(lambda: print(chrome.write_chrome_trace(b, {str(out)!r})))
 """
-    root = Path(chrome_mod.__file__).resolve().parents[2]
+    root = Path(chrome_mod.__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     raw = out.read_bytes()

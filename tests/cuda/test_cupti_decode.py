@@ -14,8 +14,8 @@ from xpuprof.backends.base import ProcessWindow  # noqa: E402
 from xpuprof.backends.cuda import decode, records  # noqa: E402
 from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
-from xpuprof.trace.builder import TraceBuilder  # noqa: E402
-from xpuprof.trace.chrome import iter_event_chunks  # noqa: E402
+from xpuprof.trace.build.builder import TraceBuilder  # noqa: E402
+from xpuprof.trace.write.chrome import iter_event_chunks  # noqa: E402
 
 c = cupti_mod
 T0 = BASE_TIME_NS + 10_000_000
@@ -429,8 +429,8 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
     from xpuprof.backends import flows
-    from xpuprof.trace import builder as builder_mod
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build import columns as builder_mod
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     def trace(name, release):
         b = TraceBuilder(pid=99)

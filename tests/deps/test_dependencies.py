@@ -6,8 +6,8 @@ import pytest
 
 from xpuprof.backends.dependencies import DEPENDENCY_FLOW_BASE, DependencyError, DependencyResolver
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 VENDORS = ["cuda", "hip", "xpu"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import struct
 
 from xpuprof.activity import ActivityType
-from xpuprof.clock import BASE_TIME_NS
 from xpuprof.backends.dependencies import DependencyResolver
 from xpuprof.backends.xpu import decode, pti
 from xpuprof.backends.xpu.emit import RecordContext, write_records
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.clock import BASE_TIME_NS
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 BARRIER = pti.SYNC_TYPES.index("GPU_BARRIER_EXECUTION")
 BARRIER_MEM = pti.SYNC_TYPES.index("GPU_BARRIER_MEMORY")

@@ -2,15 +2,15 @@ import json
 
 import pytest
 
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
 
 @pytest.fixture(autouse=True)
 def no_recorder_left():
     """Every test must leave no host recorder installed (profiling stopped cleanly)."""
     yield
-    assert annotations.active_recorder() is None
-    annotations.install(None)
+    assert recorder.active_recorder() is None
+    recorder.install(None)
 
 
 def load_json(path):

@@ -217,8 +217,8 @@ def _sim_events_from_ranges(ranges, vendor="cuda", seed=0, metrics=()):
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.sim import SimBackend
     from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import iter_event_chunks
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import iter_event_chunks
 
     cfg = xpuprof.ProfilerConfig(custom={"sim_seed": seed, "sim_vendor": vendor},
                                  experimental=xpuprof.ExperimentalConfig(profiler_metrics=list(metrics)))
@@ -307,7 +307,7 @@ REF_T0 = 10**9  # ns after the trace's base time
 
 
 def _events(builder):
-    from xpuprof.trace.chrome import iter_event_chunks
+    from xpuprof.trace.write.chrome import iter_event_chunks
 
     return [e for chunk in iter_event_chunks(builder) for e in chunk]
 
@@ -323,7 +323,7 @@ def _xpu_reference(metrics: dict):
     from xpuprof.backends.xpu.metrics_scope import KernelTable, ScopeMetadata, ScopeResults, emit_scope_metrics
     from xpuprof.backends.xpu.scope_api import _MetricArgsWriter
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     V = pti.ViewKind
 
@@ -383,7 +383,7 @@ def _cuda_reference(metrics: dict):
     from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions
     from xpuprof.backends.cuda.pm_sampling_api import emit_samples
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     def rows(dtype, n, **cols):
         a = np.zeros(n, dtype=dtype)
@@ -422,7 +422,7 @@ def _rocm_reference(metrics: dict):
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.rocm import rocprof
     from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_LAUNCH, OP_STREAM_SYNC, RocmRecords, RocprofDecoder
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     agent, t = 0xA6E, REF_T0
     api = b"".join(struct.pack("<QiiQQQQQ", 56, 5, op, corr, 42, start, end, 77)

@@ -4,7 +4,7 @@ import pytest
 
 import xpuprof
 from xpuprof.backends.base import BackendError
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
 
 def test_unknown_activity_fails_before_anything_starts():
@@ -12,7 +12,7 @@ def test_unknown_activity_fails_before_anything_starts():
         xpuprof.profile(activities=["kernel", "kernal"])
     msg = str(err.value)
     assert "'kernal'" in msg and "did you mean 'kernel'" in msg and "Valid names" in msg and "cpu" in msg
-    assert annotations.active_recorder() is None
+    assert recorder.active_recorder() is None
 
 
 def test_activities_accept_members_aliases_and_groups():
@@ -36,7 +36,7 @@ def test_disabled_and_requested_backend_conflict():
     prof = xpuprof.profile(config=cfg)
     with pytest.raises(BackendError, match="disabled_backends"):
         prof.start()
-    assert annotations.active_recorder() is None
+    assert recorder.active_recorder() is None
 
 
 def test_sim_rejects_unknown_metric_at_start():
@@ -93,7 +93,7 @@ def test_failed_start_leaves_nothing_running():
         assert sys.getprofile() is other_tool
     finally:
         sys.setprofile(None)
-    assert annotations.active_recorder() is None
+    assert recorder.active_recorder() is None
     prof.stop()  # a no-op after a failed start
     with prof:  # and the same profile can start again once the conflict is gone
         with xpuprof.record_function("ok"):

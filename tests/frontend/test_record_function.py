@@ -3,7 +3,7 @@ import threading
 from pathlib import Path
 
 import xpuprof
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
 
 def test_record_function_is_a_noop_when_not_profiling():
@@ -68,7 +68,7 @@ def test_range_left_open_across_stop_is_not_recorded_into_a_later_trace():
     rf.__enter__()
     prof.stop()
     rf.__exit__(None, None, None)
-    assert annotations.active_recorder() is None
+    assert recorder.active_recorder() is None
     assert "straddle" not in prof.builder.slice_table()["name"].tolist()
 
 
@@ -100,7 +100,7 @@ def test_python_function_tracing_is_opt_in():
 
 import pytest  # noqa: E402
 
-BOTH_PATHS = [annotations.record_function, annotations.PurePythonRecordFunction]
+BOTH_PATHS = [recorder.record_function, recorder.PurePythonRecordFunction]
 
 
 @pytest.mark.parametrize("rf", BOTH_PATHS, ids=["default", "pure-python"])
@@ -128,7 +128,7 @@ def test_default_path_is_the_c_extension_when_built():
     built = any(name.startswith("hostrec.") and name.endswith((".so", ".pyd")) for name in os.listdir(native.__path__[0]))
     if os.environ.get("XPUPROF_PURE_PYTHON") == "1" or not built:
         pytest.skip("C fast path not built or disabled by XPUPROF_PURE_PYTHON=1")
-    assert annotations.FAST_PATH and xpuprof.record_function.__name__ == "record_function"
+    assert recorder.FAST_PATH and xpuprof.record_function.__name__ == "record_function"
 
 
 def test_c_constructor_errors_are_clear():
@@ -148,8 +148,8 @@ def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range
 
     from xpuprof.activity import ActivityType
     from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import write_chrome_trace
 
     calls = []  # (name, args) in exit order: the ranges below do not nest
     for i in range(300):
@@ -159,11 +159,11 @@ def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range
         calls.append((name, args))
 
     with xpuprof.profile(activities=["cpu"]) as prof:
-        rec = annotations.active_recorder()
+        rec = recorder.active_recorder()
         for name, args in calls:
             with xpuprof.record_function(name, args):
                 pass
-    rows = annotations.log_array(rec.ranges).tolist()
+    rows = recorder.log_array(rec.ranges).tolist()
     assert len(rows) == len(calls)
     ref = TraceBuilder(pid=prof.builder.pid)
     for (t0, t1, tid, cid, _name_i, _arg_i), (name, args) in zip(rows, calls):
@@ -194,8 +194,8 @@ def test_a_stale_c_extension_is_refused_with_the_rebuild_command():
         "sys.modules['xpuprof._native.hostrec'] = stale\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
-        "    from xpuprof.host import annotations\n"
-        "assert not annotations.FAST_PATH\n"
+        "    from xpuprof.host import recorder\n"
+        "assert not recorder.FAST_PATH\n"
         "print([str(x.message) for x in w if 'out of date' in str(x.message)][0])\n"
         "import xpuprof\n"
         "with xpuprof.profile(activities=['cpu']) as prof:\n"

@@ -3,9 +3,9 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.analysis.summary import Summary
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.load import events
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.read.load import events
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 
 def _builder():

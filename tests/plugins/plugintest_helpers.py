@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 import xpuprof
+from xpuprof import diagnostics
+from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.backends import registry as core
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.activity import ActivityType, default_activity_types
-from xpuprof.plugins import faults, loader
+from xpuprof.plugins import loader
 from xpuprof.plugins import registry as plugin_registry
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -32,9 +33,7 @@ ENV_KEYS = ("XPUPROF_PLUGIN_PATH", "KINETO_PLUGIN_LIB_DIR_PATH", "XPUPROF_DISABL
 def reset_plugins() -> None:
     plugin_registry.reset()
     loader.reset()
-    faults.clear()
-    with core._lock:
-        core._notices.clear()
+    diagnostics.reset()
 
 
 def compiler() -> str:

@@ -134,7 +134,7 @@ def test_legacy_categories_use_the_privateuse1_vendor(plugin_dir, tmp_path, monk
     _fault_dir(plugin_dir, "clegacy")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
     _, builder, _ = run_profile(["clegacy"], tmp_path)
-    from xpuprof.trace.chrome import write_chrome_trace
+    from xpuprof.trace.write.chrome import write_chrome_trace
     from plugintest_helpers import load_valid_trace
     trace = load_valid_trace(write_chrome_trace(builder, tmp_path / "legacy.json", legacy_categories=True))
     assert events(trace, "X", name="synthLaunchKernel")[0]["cat"] == "privateuse1_runtime"
@@ -233,7 +233,7 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
 ])
 def test_each_malformed_slice_reason(mutate, message):
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
@@ -246,7 +246,7 @@ def test_each_malformed_slice_reason(mutate, message):
 
 def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
@@ -258,7 +258,7 @@ def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
 
 def test_bulk_slice_reasons():
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset({ActivityType.CONCURRENT_KERNEL}),

@@ -25,7 +25,7 @@ def plugins(plugin_dir):
 
 def _run(tmp_path, **kwargs):
     with profiler.profile(activities=["cpu", "kernel", "runtime", "gpu_pm_counter"], **kwargs) as prof:
-        from xpuprof.host.annotations import record_function
+        from xpuprof.host.recorder import record_function
         with record_function("user block"):
             sum(range(1000))
     return load_valid_trace(prof.export_chrome_trace(tmp_path / "e2e.json"))

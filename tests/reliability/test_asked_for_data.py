@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins"))  # t
 from plugintest_helpers import HERE as PLUGIN_TESTS, build_plugin, python_plugin, reset_plugins  # noqa: E402
 
 import xpuprof  # noqa: E402
+from xpuprof import diagnostics  # noqa: E402
 from xpuprof.backends.base import BackendError  # noqa: E402
 from xpuprof.config.yamlconfig import parse_config  # noqa: E402
 
@@ -161,7 +162,7 @@ def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, mo
     it records host ranges, warns once and says why in the trace."""
     monkeypatch.chdir(tmp_path)
     # "warns once" is per process: an earlier test in the same run may already have said it
-    monkeypatch.setattr("xpuprof.profiler._warned_backends", set())
+    diagnostics.reset()
     code = _readme_example()
     assert 'profiler_metrics=["GpuTime"]' in code
     namespace: dict = {}
@@ -193,7 +194,7 @@ def test_metric_names_are_checked_at_start_not_after_the_wait_steps():
                 prof.step()
     assert ran == []
     # refused cleanly: nothing half-started, and a second start checks again
-    assert xpuprof.host.annotations.active_recorder() is None
+    assert xpuprof.host.recorder.active_recorder() is None
     with pytest.raises(BackendError, match="NotAMetric"):
         prof.start()
 

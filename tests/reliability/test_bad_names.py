@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import xpuprof
-from xpuprof.host.annotations import PurePythonRecordFunction
+from xpuprof.host.recorder import PurePythonRecordFunction
 
 
 class StrRaises:

@@ -25,9 +25,9 @@ import pytest
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import Backend, ProbeResult, Session
-from xpuprof.host.annotations import PurePythonRecordFunction
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.strings import MAX_STRING_CHARS
+from xpuprof.host.recorder import PurePythonRecordFunction
+from xpuprof.trace.build.strings import MAX_STRING_CHARS
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 SEED = 14_2026
 N_RECORD_C, N_RECORD_PY, N_INSTANT, N_THREADS, N_PLUGIN = 4_000, 2_000, 2_000, 40, 2_500

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.outputs import OutputError, write_output_bytes
+from xpuprof.outputs import OutputError, write_output_bytes
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 
 def _builder():

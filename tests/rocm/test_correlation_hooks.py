@@ -13,20 +13,20 @@ from xpuprof.backends.rocm import rocprof
 from xpuprof.backends.rocm.activity_api import RocprofActivityApi
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.host import annotations
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.host import recorder
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                  ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
-needs_c = pytest.mark.skipif(not annotations.FAST_PATH, reason="the C record_function (xpuprof._native.hostrec) "
+needs_c = pytest.mark.skipif(not recorder.FAST_PATH, reason="the C record_function (xpuprof._native.hostrec) "
                                                              "is not built: python setup.py build_ext --inplace")
 
 
 def _ranged_run(session, lib, fail: int = 0):
     from xpuprof._native import hostrec
 
-    hostrec.set_recorder(annotations.HostRecorder(correlation_sessions=[session]))
+    hostrec.set_recorder(recorder.HostRecorder(correlation_sessions=[session]))
     session.start()
     try:
         lib.fake_fail_external(fail)

@@ -16,8 +16,8 @@ from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVEN
     OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords, RocprofDecoder
 from xpuprof.backends.registry import get_backend_class
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 T0 = BASE_TIME_NS + 5_000_000
 AGENT = 0xA6E
@@ -299,7 +299,7 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     stored once. Keeping every array whole gives the same events, in the same order."""
     from xpuprof.backends import flows
     from xpuprof.backends.rocm import decode
-    from xpuprof.trace import builder as builder_mod
+    from xpuprof.trace.build import columns as builder_mod
 
     def events(release):
         rec = _seeded_records(9)

@@ -10,8 +10,8 @@ from xpuprof.backends.base import BackendError, ProcessWindow
 from xpuprof.backends.rocm import rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                  ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})

@@ -114,7 +114,7 @@ def test_cat_takes_either_spelling_of_a_category(tmp_path, monkeypatch, capsys, 
     import time
 
     import xpuprof
-    from xpuprof.trace import scan as scan_mod
+    from xpuprof.trace.read import scan as scan_mod
 
     if not scanner:
         monkeypatch.setattr(scan_mod, "_native_module", None)  # the loaded-events path

@@ -14,7 +14,7 @@ from xpuprof.analysis import report as report_mod
 from xpuprof.analysis.merge import merge_traces
 from xpuprof.analysis.report import ReportError, build_report
 from xpuprof.analysis.summary import unique_inverse
-from xpuprof.trace import scan as scan_mod
+from xpuprof.trace.read import scan as scan_mod
 
 from .conftest import make_rank_trace
 

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from xpuprof.trace import scan
+from xpuprof.trace.read import scan
 
 tracescan = scan._native()
 pytestmark = pytest.mark.skipif(tracescan is None, reason="xpuprof._native.tracescan is not built: "

@@ -44,7 +44,7 @@ import json, sys
 import torch
 import xpuprof
 from xpuprof.config.options import ExperimentalConfig
-from xpuprof.trace.load import load
+from xpuprof.trace.read.load import load
 
 x = torch.randn(4096, 4096, device="xpu")
 torch.xpu.synchronize()

@@ -9,7 +9,7 @@ import pytest
 from xpuprof.activity import ActivityType
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.config.options import ExperimentalConfig
-from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.build.builder import TraceBuilder
 
 
 def _run(lib, names, ids, values):

@@ -18,9 +18,9 @@ from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi, session_class
 from xpuprof.catalogs import MetricSelectionError
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.load import load
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.read.load import load
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 UUID0 = bytes(range(0xA0, 0xB0))
 TYPES = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.RUNTIME, ActivityType.XPU_SCOPE_PROFILER})

@@ -34,7 +34,7 @@ def test_stream_scanner_reads_ordinary_events_as_columns(trace):
 
 
 def test_whole_document_scanner_reads_ordinary_events_as_columns(trace):
-    from xpuprof.trace.scan import scan
+    from xpuprof.trace.read.scan import scan
 
     sc = scan(trace)
     assert sc is not None and np.flatnonzero(sc.complex).tolist() == [4, 5]

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.write.chrome import write_chrome_trace
 from xpuprof.trace.read.store import open_store
 from xpuprof.trace.store_schema import MANIFEST, TABLES
 from xpuprof.trace.write.kineto_store import ConvertError, convert_trace

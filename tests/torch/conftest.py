@@ -15,7 +15,7 @@ from xpuprof.activity import ActivityType
 from xpuprof.backends import registry
 from xpuprof.backends.base import Backend, ProbeResult, Session
 from xpuprof.clock import now_ns
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
 _active: "LaunchSession | None" = None
 
@@ -25,7 +25,7 @@ def launch(name: str) -> None:
     if _active is not None:
         t0 = now_ns()
         _active.calls.append((name, threading.get_native_id(), t0, now_ns() - t0 + 1,
-                              annotations.current_correlation_id()))
+                              recorder.current_correlation_id()))
 
 
 class LaunchSession(Session):

@@ -201,7 +201,7 @@ def test_a_device_backend_without_cpu_op_refuses_torch_profilers_device_activiti
 
 
 def test_a_running_torch_profiler_is_refused_by_a_device_backend_without_cpu_op(launcher):
-    from xpuprof.host import annotations
+    from xpuprof.host import recorder
     from xpuprof.host.torch_ops import TorchOpsError
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
@@ -209,7 +209,7 @@ def test_a_running_torch_profiler_is_refused_by_a_device_backend_without_cpu_op(
         with pytest.raises(TorchOpsError, match=r"torch.profiler is already running.*xpuprof.profile.*backend\(s\) "
                                                 r"launchtest own the device tracing API"):
             prof.start()
-        assert annotations.active_recorder() is None
+        assert recorder.active_recorder() is None
     with xpuprof.profile(backends=["launchtest"], activities=["cuda"]):  # nothing stayed half-started
         pass
 

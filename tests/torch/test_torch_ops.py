@@ -133,7 +133,7 @@ def test_a_running_torch_profiler_is_refused_before_anything_starts():
         prof = xpuprof.profile(backends=["sim"])
         with pytest.raises(torch_ops.TorchOpsError, match="torch.profiler is already running.*xpuprof.profile"):
             prof.start()
-        assert xpuprof.host.annotations.active_recorder() is None
+        assert xpuprof.host.recorder.active_recorder() is None
     with xpuprof.profile():  # and nothing stayed half-started
         torch.ones(2) + 1
 
@@ -216,8 +216,8 @@ def _torch_file(tmp_path, **kw) -> bytes:
 
 
 def _built_events(ops) -> list:
-    from xpuprof.trace.builder import TraceBuilder
-    from xpuprof.trace.chrome import iter_event_chunks
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.write.chrome import iter_event_chunks
 
     b = TraceBuilder(pid=1)
     ops.add_to(b, 1)
@@ -228,7 +228,7 @@ def _built_events(ops) -> list:
 def test_the_c_scanned_read_equals_the_general_read(tmp_path, kw):
     """torch's file is read by the C scanner (columns, args split in C) instead of one dict per event
     (4.07 -> 1.24 s stop for 1,000 MLP steps with record_shapes); both give the same events."""
-    from xpuprof.trace import scan
+    from xpuprof.trace.read import scan
 
     if scan._native() is None:
         pytest.skip("xpuprof._native.tracescan is not built: python setup.py build_ext --inplace")
@@ -251,7 +251,7 @@ def test_a_file_the_scanner_does_not_model_takes_the_general_read(tmp_path):
     odd = raw.replace(b'"Sequence number"', b'"Sequence\\u0020number"', 1)
     assert odd != raw
     doc = json.loads(odd)
-    from xpuprof.trace import scan
+    from xpuprof.trace.read import scan
 
     if scan._native() is not None:
         assert torch_ops.TorchOps._from_scan(odd, scan.scan_bytes(odd), id_base=0) is None

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from xpuprof.backends.xpu import capture
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
-from xpuprof.trace.load import load
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.read.load import load
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 
 

@@ -14,9 +14,9 @@ import pytest
 import xpuprof
 from xpuprof.backends.xpu import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
-from xpuprof.host import annotations
+from xpuprof.host import recorder
 
-needs_c = pytest.mark.skipif(not annotations.FAST_PATH, reason="the C record_function (xpuprof._native.hostrec) "
+needs_c = pytest.mark.skipif(not recorder.FAST_PATH, reason="the C record_function (xpuprof._native.hostrec) "
                                                              "is not built: python setup.py build_ext --inplace")
 
 
@@ -60,7 +60,7 @@ def test_a_failing_c_push_or_pop_is_counted_never_raised():
         correlation_hooks = (ctypes.cast(push, ctypes.c_void_p).value, ctypes.cast(pop, ctypes.c_void_p).value, 2,
                              failures)
 
-    rec = annotations.HostRecorder(correlation_sessions=[Session()])
+    rec = recorder.HostRecorder(correlation_sessions=[Session()])
     hostrec.set_recorder(rec)
     try:
         with xpuprof.record_function("a"):
@@ -93,14 +93,14 @@ def test_malformed_hooks_are_refused_when_the_recorder_is_set():
                                     (Short(), ValueError, "two aligned int64"),
                                     (Wrong(), TypeError, r"must be \(push address, pop address, kind, buffer\)")):
         with pytest.raises(error, match=message):
-            hostrec.set_recorder(annotations.HostRecorder(correlation_sessions=[session]))
+            hostrec.set_recorder(recorder.HostRecorder(correlation_sessions=[session]))
     hostrec.set_recorder(None)
 
 
 def test_the_session_reports_failed_pushes_in_its_errors(pti_double):
     from xpuprof.activity import ActivityType
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.builder import TraceBuilder
+    from xpuprof.trace.build.builder import TraceBuilder
 
     s = XpuptiActivityApi(frozenset({ActivityType.RUNTIME}), None, library=pti_double.lib)
     assert s.correlation_hooks is not None and s.correlation_hooks[3] is s.correlation_failures

@@ -13,7 +13,7 @@ from xpuprof.backends.xpu import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.trace.builder import TraceBuilder
+from xpuprof.trace.build.builder import TraceBuilder
 
 
 def by_cat(trace, cat):

@@ -19,9 +19,9 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import emit, pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
-from xpuprof.trace import builder as builder_mod, keyindex
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import write_chrome_trace
+from xpuprof.trace.build import columns as builder_mod, keyindex
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import write_chrome_trace
 
 from .conftest import ALL
 

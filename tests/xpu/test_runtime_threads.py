@@ -13,8 +13,8 @@ from xpuprof.backends.base import ProcessWindow, RangeThreads
 from xpuprof.backends.xpu import capture, decode, pti
 from xpuprof.backends.xpu.emit import UNKNOWN_THREAD_ROW, RecordContext, write_records
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.builder import TraceBuilder
-from xpuprof.trace.chrome import iter_event_chunks
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.chrome import iter_event_chunks
 
 PID = 4321
 TYPES = frozenset({ActivityType.RUNTIME, ActivityType.DRIVER, ActivityType.EXTERNAL_CORRELATION})

@@ -2,7 +2,7 @@
  *
  * The numpy fixed-width writer spends its time on padding, per-field matrices and strided
  * copies; here one loop writes each row straight into the output, variable width, no padding.
- * Python (xpuprof/trace/columnar.py) describes a row as a list of segments; every segment is a
+ * Python (xpuprof/trace/write/rows_native.py) describes a row as a list of segments; every segment is a
  * prefix literal followed by one value taken from a column:
  *
  *   (kind, flags, prefix: bytes, a, b, c, mask | None, base: int)

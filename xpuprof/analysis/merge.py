@@ -18,8 +18,8 @@ from typing import Sequence
 
 import orjson
 
-from ..trace.builder import encode_json
-from ..trace.outputs import write_output_bytes
+from ..outputs import write_output_bytes
+from ..trace.build.columns import encode_json
 from .report import MERGED_RANK_PID_STRIDE, ReportError, TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")

@@ -5,7 +5,7 @@ self and total host time (self = the op's time minus its direct children's on
 the same thread), self and total device time (kernels, copies and fills whose External id is the
 op's; total adds every op nested inside). Built from a ``TraceBuilder`` (``key_averages(group_by=
 "op")``) or from trace events (``xpuprof report --by op``), vectorized: parents come from the
-interval join (``trace.intervals``), device time by External id through one sorted lookup.
+interval join (``trace.build.intervals``), device time by External id through one sorted lookup.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..trace.intervals import parents
+from ..trace.build.intervals import parents
 from .summary import format_ns, unique_inverse
 
 OP_CATEGORIES = ("cpu_op", "user_annotation")
@@ -145,7 +145,7 @@ class OpSummary:
 
     @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> "OpSummary":
-        """From Chrome trace events (``ts``/``dur`` in µs), e.g. ``xpuprof.trace.load.events(path)``."""
+        """From Chrome trace events (``ts``/``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``."""
         names, tid, ts, dur, ext, dev_ext, dev_dur = [], [], [], [], [], [], []
         for ev in events:
             if ev.get("ph") != "X":

@@ -1,7 +1,7 @@
 """Kernel tables from trace files: load (one or many, across ranks), filter by name regex and
 time window, and aggregate per kernel name with per-kernel metric columns.
 
-Reads traces through ``xpuprof.trace.load``; knows no vendor. Per-kernel metrics are the
+Reads traces through ``xpuprof.trace.read.load``; knows no vendor. Per-kernel metrics are the
 ``metrics: <kernel>`` slices every backend writes through ``TraceBuilder.add_per_kernel_metrics``
 (args ``"<metric>::<unit>"``); they are joined back onto their kernel rows.
 """
@@ -15,8 +15,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..activity import category_spellings
-from ..trace.load import TraceLoadError, load
-from ..trace.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents, scan
+from ..trace.read.load import TraceLoadError, load
+from ..trace.read.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents, scan
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
@@ -185,7 +185,7 @@ class EventTable:
     @classmethod
     def from_scan(cls, trace: TraceFile, sc: ScannedEvents, categories: Sequence[str] | None = None
                   ) -> "EventTable | None":
-        """``from_trace``'s rows from event columns (``trace.scan``), exactly. Events the columns do
+        """``from_trace``'s rows from event columns (``trace.read.scan``), exactly. Events the columns do
         not hold exactly (a string pid, say) are read whole and go through ``from_trace``'s own
         expressions. None when ``from_trace`` must decide (it would raise, or ints would outgrow int64)."""
         base = trace.base_ns

@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from ..activity import category_spellings
-from ..trace.keyindex import factorize
+from ..trace.build.keyindex import factorize
 
 METRICS_PREFIX = "metrics: "
 NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
@@ -212,7 +212,7 @@ class Summary:
 
     @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> "Summary":
-        """From Chrome trace events (``dur`` in µs), e.g. ``xpuprof.trace.load.events(path)``."""
+        """From Chrome trace events (``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``."""
         cats, names, durs = [], [], []
         samples: dict[str, tuple[list, list]] = {}
         for ev in events:
@@ -239,7 +239,7 @@ class Summary:
 
     @classmethod
     def from_trace(cls, path) -> "Summary":
-        from ..trace.load import events
+        from ..trace.read.load import events
         return cls.from_events(events(path))
 
     # ------------------------------------------------------------------ reading

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.builder import stored_once
+from ..trace.build.columns import stored_once
 
 
 def _one_value(col: np.ndarray) -> bool:

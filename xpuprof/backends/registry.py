@@ -15,6 +15,7 @@ import os
 import threading
 from typing import Any
 
+from .. import diagnostics
 from .base import Backend, ProbeResult
 
 log = logging.getLogger("xpuprof.backends")
@@ -36,7 +37,6 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 
 _lock = threading.Lock()
 _registered: dict[str, type[Backend]] = {}
-_notices: set[str] = set()
 
 
 def load_builtin(name: str) -> type[Backend]:
@@ -113,11 +113,7 @@ def get_backend_class(name: str, config=None) -> type[Backend]:
 
 # ----------------------------------------------------------------------------- switches
 def _notice_once(key: str, message: str) -> None:
-    with _lock:
-        if key in _notices:
-            return
-        _notices.add(key)
-    log.warning("%s", message)
+    diagnostics.warn_once(log, ("backend-switch", key), "%s", message)
 
 
 def _names(value) -> list[str]:

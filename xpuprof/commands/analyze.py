@@ -80,7 +80,7 @@ def run(args) -> int:
         for note in result.notes:
             print(f"xpuprof analyze: note: {note}", file=sys.stderr)
     if args.output:
-        from ..trace.outputs import write_error_line, write_output_bytes
+        from ..outputs import write_error_line, write_output_bytes
 
         try:
             write_output_bytes(args.output, text.encode("utf-8"))

@@ -7,8 +7,8 @@ import io
 import sys
 
 from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry
-from ..trace.builder import encode_json
 from ..analysis.summary import format_ns
+from ..trace.build.columns import encode_json
 
 
 def register(subparsers) -> None:

@@ -6,7 +6,7 @@ import sys
 import warnings
 
 from ..analysis.merge import ALIGN_MODES, MergeError, MergeWarning, merge_traces
-from ..trace.outputs import names_stdout, write_error_line
+from ..outputs import names_stdout, write_error_line
 
 
 def register(subparsers) -> None:

@@ -23,9 +23,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..backends.xpu import capture
     from ..backends.xpu.decode import BufferDecodeError
-    from ..trace.builder import TraceBuilder
-    from ..trace.chrome import write_chrome_trace
-    from ..trace.outputs import names_stdout, write_error_line
+    from ..outputs import names_stdout, write_error_line
+    from ..trace.build.builder import TraceBuilder
+    from ..trace.write.chrome import write_chrome_trace
 
     out = Path(args.output) if args.output else Path(args.capture).with_suffix(".json")
     builder = TraceBuilder()

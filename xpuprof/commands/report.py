@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.summary import format_ns
-from ..trace.builder import encode_json
+from ..trace.build.columns import encode_json
 from ._options import top_count
 
 FORMATS = ("table", "csv", "json", "html")
@@ -113,7 +113,7 @@ def op_report(args) -> str:
     """``--by op``: every trace's operators together (--sort takes torch's names too)."""
     from ..analysis.ops import OpSummary
     from ..analysis.report import expand_paths
-    from ..trace.load import TraceLoadError, events
+    from ..trace.read.load import TraceLoadError, events
 
     if args.format == "html":
         raise ReportError("--by op writes table, csv or json (html is the kernel report)")
@@ -198,9 +198,9 @@ def run(args) -> int:
 
 def _emit(args, text: str) -> int:
     if args.output:
-        from ..trace.outputs import write_error_line, write_output_bytes
+        from ..outputs import write_error_line, write_output_bytes
 
-        try:  # atomic, and never over a directory or a device (trace.outputs)
+        try:  # atomic, and never over a directory or a device (xpuprof.outputs)
             write_output_bytes(args.output, text.encode("utf-8"))
         except OSError as exc:
             print(f"xpuprof report: {write_error_line(args.output, exc)}", file=sys.stderr)

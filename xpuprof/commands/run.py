@@ -11,9 +11,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
-from ..trace.builder import encode_json
+from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
+from ..trace.build.columns import encode_json
 from ._options import top_count
-from ..trace.outputs import OutputError, output_target, write_error_line, write_output_bytes
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
 # in a directory as a rank's trace, and the summary sits beside a single point's traces.

@@ -26,8 +26,9 @@ import numpy as np
 import orjson
 
 from ..activity import ActivityType
-from ..trace.builder import ArgColumn, TraceBuilder
-from ..trace.intervals import innermost_containing
+from ..trace.build.builder import TraceBuilder
+from ..trace.build.columns import ArgColumn
+from ..trace.build.intervals import innermost_containing
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
@@ -247,7 +248,7 @@ class TorchOps:
     def from_trace_bytes(cls, raw: bytes, id_base: int) -> "TorchOps":
         if not raw:
             return cls({"traceEvents": []}, id_base)
-        from ..trace import scan
+        from ..trace.read import scan
 
         scanned = scan.scan_bytes(raw)
         ops = cls._from_scan(raw, scanned, id_base) if scanned is not None else None
@@ -256,7 +257,7 @@ class TorchOps:
     @classmethod
     def _from_scan(cls, raw: bytes, sc, id_base: int) -> "TorchOps | None":
         from .._native import tracescan
-        from ..trace.scan import DUR, ID, INT, PID, TID, TS
+        from ..trace.read.scan import DUR, ID, INT, PID, TID, TS
 
         table = {text: i for i, text in enumerate(sc.strings)}
         op_cats = [table[c] for c in OP_CATEGORIES if c in table]

@@ -26,7 +26,7 @@ import orjson
 
 from ..activity import ActivityType
 from ..backends.base import Backend, BackendError, ProbeResult, ProcessWindow, Session
-from ..trace.builder import ArgColumn, encode_json
+from ..trace.build.columns import ArgColumn, encode_json
 from . import faults
 
 ABI_VERSION = 1

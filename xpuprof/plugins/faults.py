@@ -2,67 +2,39 @@
 
 A fault never stops a profile run: the loader skips a plugin that fails to load, the isolation
 wrapper turns a failing call into a fault and a no-op. ``faults()`` lists what happened (for
-``xpuprof devices``, sessions' ``errors()`` and tests).
+``xpuprof devices``, sessions' ``errors()`` and tests). The memory itself is process-wide, in
+``xpuprof.diagnostics``.
 """
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass
+
+from .. import diagnostics
+from ..diagnostics import Fault as PluginFault
 
 log = logging.getLogger("xpuprof.plugins")
 
 
-@dataclass(frozen=True)
-class PluginFault:
-    origin: str  # "python plugin /dir/x.py", "C plugin /dir/libx.so", "entry point name = mod:Cls", ...
-    stage: str  # "load", "register", "probe", "configure", "start", "stop", "process", "events"
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.origin}: {self.stage} failed: {self.reason}"
-
-
-_lock = threading.Lock()
-_faults: list[PluginFault] = []
-_seen: set[tuple[str, str]] = set()
-_abandoned: dict[str, str] = {}  # origin -> the fault that disabled it (a call that missed its deadline)
-_logged: set[str] = set()  # the text of every fault logged (the profiler does not log them again)
-
-
 def report(origin: str, stage: str, reason: str) -> PluginFault:
     """Record (and log once per origin and stage) a plugin fault."""
-    fault = PluginFault(origin, stage, reason)
-    with _lock:
-        first = (origin, stage) not in _seen
-        if first:
-            _seen.add((origin, stage))
-            _faults.append(fault)
+    fault, first = diagnostics.record_fault(origin, stage, reason)
     if first:
-        with _lock:
-            _logged.add(str(fault))
         log.warning("%s", fault)
     return fault
 
 
 def logged(message: str) -> bool:
     """Whether ``message`` is a fault already logged here (traces still list it; the log says it once)."""
-    with _lock:
-        return message in _logged
+    return diagnostics.said(diagnostics.FAULT_SAID, message)
 
 
 def faults(origin: str | None = None) -> list[PluginFault]:
-    with _lock:
-        return [f for f in _faults if origin is None or f.origin == origin]
+    return diagnostics.faults(origin)
 
 
 def clear() -> None:
     """Forget every fault (tests; a new process starts empty)."""
-    with _lock:
-        _faults.clear()
-        _seen.clear()
-        _abandoned.clear()
-        _logged.clear()
+    diagnostics.forget_faults()
 
 
 def abandon(origin: str, stage: str, timeout_s: float) -> PluginFault:
@@ -74,17 +46,13 @@ def abandon(origin: str, stage: str, timeout_s: float) -> PluginFault:
               f"daemon thread, anything it does later is ignored, and the plugin is disabled for the rest of this "
               f"process")
     fault = report(origin, stage, reason)
-    with _lock:
-        _abandoned.setdefault(origin, str(fault))
+    diagnostics.abandon(origin, fault)
     return fault
 
 
 def abandoned(origin: str | None) -> str | None:
     """Why this plugin is disabled (a call of it missed its deadline), or None."""
-    if origin is None:
-        return None
-    with _lock:
-        return _abandoned.get(origin)
+    return diagnostics.abandoned(origin)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import diagnostics
 from . import faults
 from . import registry as plugin_registry
 from .isolation import PluginHung, call_plugin
@@ -49,13 +50,10 @@ class LoadedPlugin:
 _lock = threading.RLock()
 _loaded: dict[Path, LoadedPlugin] = {}
 _scanned: set[Path] = set()  # directories already loaded (first use loads, later uses are free)
-_notices: set[str] = set()
 
 
 def _notice_once(key: str, message: str) -> None:
-    if key not in _notices:
-        _notices.add(key)
-        log.warning("%s", message)
+    diagnostics.warn_once(log, ("plugin-path", key), "%s", message)
 
 
 def _split(value: str | None) -> list[str]:
@@ -246,4 +244,4 @@ def reset() -> None:
     with _lock:
         _loaded.clear()
         _scanned.clear()
-        _notices.clear()
+    diagnostics.forget("plugin-path")

@@ -87,7 +87,7 @@ def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Calla
 
 def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_iteration, on_repeat,
                guard: InterruptGuard | None) -> None:
-    from ..host.annotations import record_function
+    from ..host.recorder import record_function
     from ..profiler import profile, schedule, trace_handler
 
     from . import build_workload
@@ -122,7 +122,7 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
         try:
             path = handler(prof)
         except OSError as exc:  # a full disk: name the file (the write error alone does not)
-            from ..trace.outputs import write_error_line
+            from ..outputs import write_error_line
 
             raise TraceWriteError(f"trace not written: {write_error_line(trace_dir(point, multi_point), exc)}") \
                 from exc

@@ -16,11 +16,11 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.builder import stored_once
-from ...trace.keyindex import distinct_rows, factorize
+from ...trace.build.columns import stored_once
+from ...trace.build.keyindex import distinct_rows, factorize
+from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from ..flows import add_flow_ends
-from ..demangle import demangle
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
@@ -325,7 +325,7 @@ class CuptiDecoder:
 
     @staticmethod
     def _bandwidth(nbytes: np.ndarray, dur: np.ndarray):
-        from ...trace.builder import ArgColumn
+        from ...trace.build.columns import ArgColumn
 
         with np.errstate(divide="ignore", invalid="ignore"):
             bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)  # bytes/ns == GB/s
@@ -485,7 +485,7 @@ class CuptiDecoder:
         res = dep.resolve(self._event_handles(ctx, event_id), corr)
         kinds = np.where((kind >= 0) & (kind < len(SYNC_KINDS)), kind, 0)  # anything else: "Unknown Sync"
         kind_ids = np.fromiter((builder.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
-        from ...trace.builder import ArgColumn
+        from ...trace.build.columns import ArgColumn
 
         args = {dep.sync_kind_arg: ArgColumn("str", kind_ids)}
         args.update(dep.wait_args(event_id, res, event_based))

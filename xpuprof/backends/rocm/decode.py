@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.builder import ArgColumn, hex_column, stored_once
-from ...trace.keyindex import distinct_rows, factorize, factorize_pairs
+from ...trace.build.columns import ArgColumn, hex_column, stored_once
+from ...trace.build.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
 from ..dependencies import DependencyResolver
 from ..flows import add_flow_ends

@@ -28,6 +28,7 @@ import time
 import numpy as np
 from typing import Any
 
+from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
@@ -36,7 +37,6 @@ from .decode import DecodedRecords, PtiWalker, decode_buffers
 from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
 
 log = logging.getLogger("xpuprof")
-_warned_runtime: list[bool] = []  # the load-order warning is given once per process
 
 # Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
 VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
@@ -99,9 +99,8 @@ class XpuptiActivityApi(Session):
         # SYCL initialized before PTI's view library was loaded: runtime calls are lost for the whole process.
         # Said once per process, and in every trace's metadata: never a trace that looks complete.
         self.runtime_problem = early_load.runtime_capture_problem() if ActivityType.RUNTIME in self.types else None
-        if self.runtime_problem and not _warned_runtime:
-            _warned_runtime.append(True)
-            log.warning("xpuprof: %s", self.runtime_problem)
+        if self.runtime_problem:
+            diagnostics.warn_once(log, ("xpu-runtime-load-order",), "xpuprof: %s", self.runtime_problem)
         self._ptibuf = load_ptibuf()
         self.device_uuids = list(device_uuids or [])
         self.device_names = dict(device_names or {})

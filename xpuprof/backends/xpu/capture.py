@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
-from ...trace.outputs import open_output, output_file
+from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords, LayoutWalker, decode_buffers

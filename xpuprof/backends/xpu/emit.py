@@ -20,17 +20,18 @@ from typing import Callable
 
 import numpy as np
 
+from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
-from ...trace.builder import ArgColumn, TraceBuilder, hex_column
-from ...trace.keyindex import factorize, pack_pairs
+from ...trace.build.builder import TraceBuilder
+from ...trace.build.columns import ArgColumn, hex_column
+from ...trace.build.keyindex import factorize, pack_pairs
 from ..base import ProcessWindow, RangeThreads
 from . import pti
 from .decode import DecodedRecords
 from .sync_deps import sync_dependency_args
 
 log = logging.getLogger("xpuprof")
-_told_unknown_threads: list[bool] = []  # said once per process; every trace's metadata counts them
 
 VENDOR = "xpu"
 UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
@@ -619,8 +620,7 @@ class RecordWriter:
                                "from_external_id": len(missing) - from_driver - unknown, "unknown": unknown}
         self.b.set_metadata("xpu_runtime_threads", dict(self.thread_sources))
         if unknown:
-            if not _told_unknown_threads:
-                _told_unknown_threads.append(True)
+            if diagnostics.first("xpu-unknown-threads"):  # every trace's metadata counts them
                 log.info("xpuprof: %d of %d SYCL runtime records carry no thread id (intel-pti %s writes 0) and "
                          "made no driver call and ran outside any record_function range: they are drawn on a "
                          "row named %r (counted in the trace metadata, xpu_runtime_threads)",

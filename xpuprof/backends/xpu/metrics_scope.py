@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ... import catalogs
-from ...trace.builder import ArgColumn
+from ...trace.build.columns import ArgColumn
 from ..base import BackendError
 from .levelzero import NULL_DEVICE_NAME
 

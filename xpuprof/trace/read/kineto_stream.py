@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from .. import scan as _scan
+from . import scan as _scan
 
 log = logging.getLogger("xpuprof")
 
@@ -37,7 +37,7 @@ class TraceStreamError(ValueError):
 
 @dataclass
 class EventChunk:
-    """Events ``first_idx ..`` of the traceEvents array. Columns as ``trace.scan.ScannedEvents``
+    """Events ``first_idx ..`` of the traceEvents array. Columns as ``trace.read.scan.ScannedEvents``
     (ph, name/cat ids into ``strings``, kind/num, span, complex, args_span) plus ``aux``; ``buf``
     holds the bytes the spans index. ``objects``: the events already parsed (the path without the
     C part), in which case the columns are empty."""

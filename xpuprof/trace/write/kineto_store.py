@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from ..read.kineto_stream import EventChunk, KinetoStream, TraceStreamError
-from ..scan import ABSENT, DOUBLE, DUR, ID, INT, PID, TID, TS
+from ..read.scan import ABSENT, DOUBLE, DUR, ID, INT, PID, TID, TS
 from .arrowcols import ArgColumns, dict_column, float_column, int_column, ints, strings, text_dict_column
 from .rankwriter import RankWriter, writer_version, StoreWriteError
 

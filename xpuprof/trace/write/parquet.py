@@ -16,9 +16,11 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..builder import CounterBatch, FlowBatch, InstantBatch, SliceBatch, TraceBuilder, encode_json
-from ..chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_events
-from ..columnar import CompactWriter, _fast_arg, _key, _mask, _rowfmt, _Segments, _TokenTable
+from ..build.builder import TraceBuilder
+from ..build.columns import CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
+from .chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_events
+from .rows import _fast_arg, _key
+from .rows_native import CompactWriter, _mask, _rowfmt, _Segments, _TokenTable
 from ..store_schema import FLOAT_ARGS, INT_ARGS, RANK_SOURCES
 from .arrowcols import (ArgColumns, dict_column, float_column, int_column, ints, strings, text_dict_column,
                         where_columns)

@@ -30,7 +30,7 @@ def _native():
     global _native_module
     if _native_module is _UNSET:
         try:
-            from .._native import tracescan
+            from ..._native import tracescan
         except ImportError:
             tracescan = None
         _native_module = tracescan

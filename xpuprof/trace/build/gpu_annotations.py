@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..activity import ActivityType
+from ...activity import ActivityType
 from .builder import TraceBuilder
 
 DEVICE_CATEGORIES = (ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET)

@@ -20,7 +20,7 @@ def _native():
     global _native_module
     if _native_module is _UNSET:
         try:
-            from .._native import keyindex
+            from ..._native import keyindex
         except ImportError:
             keyindex = None
         _native_module = keyindex

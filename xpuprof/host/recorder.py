@@ -221,7 +221,7 @@ def snapshot_args(args) -> bytes:
             return _args_encoder(args)
         except Exception:  # e.g. an int >= 2**64: the forgiving encoder below writes it
             pass
-    from ..trace.builder import encode_json
+    from ..trace.build.columns import encode_json
 
     try:
         return encode_json(dict(args))

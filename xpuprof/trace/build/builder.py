@@ -4,303 +4,24 @@ Storage is columnar: each bulk call becomes one *batch* of numpy columns; scalar
 host code collect in small pending lists that turn into a batch every ``FLUSH_EVERY`` rows.
 Strings (names, categories, string args) are interned once. Timestamps are int64 epoch ns.
 
-Producers write; writers (``xpuprof.trace.chrome``) and analysis read ``batches``.
+Producers write; writers (``xpuprof.trace.write.chrome``) and analysis read ``batches``. The
+columns and batches themselves are in ``columns``.
 """
 from __future__ import annotations
 
-import math
 import os
 import socket
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
-import orjson
 
-from ..activity import ActivityType, category_name
+from ...activity import ActivityType, category_name
+from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, SliceBatch, Span, _category_ids, _constant,
+                      _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
 from .strings import StringTable, json_safe
 
 FLUSH_EVERY = 65536
-
-Row = "int | str"
-
-
-# ----------------------------------------------------------------------------- arg columns
-@dataclass
-class ArgColumn:
-    """One arg across a batch.
-
-    ``kind``: "num" (int/float/bool ndarray, 1-D), "vec" (2-D numeric ndarray -> JSON list per
-    row), "str" (int32 string ids), "hex" (uint64 ndarray written as "0x%016x" strings),
-    "obj" (list of JSON-able values). ``present`` (bool ndarray) marks rows that carry the arg.
-    """
-
-    kind: str
-    values: Any
-    present: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def take(self, order: np.ndarray) -> "ArgColumn":
-        vals = [self.values[i] for i in order] if self.kind == "obj" else self.values[order]
-        pres = None if self.present is None else self.present[order]
-        return ArgColumn(self.kind, vals, pres)
-
-
-def hex_column(values, present=None) -> ArgColumn:
-    """An arg written as a "0x%016x" string (handles, contexts, queues), stored as uint64."""
-    arr = np.asarray(values).astype(np.uint64, copy=False)
-    return ArgColumn("hex", arr, None if present is None else np.asarray(present, dtype=bool))
-
-
-def _to_arg_column(values, n: int, strings: StringTable) -> ArgColumn:
-    if isinstance(values, ArgColumn):
-        col = values
-    elif isinstance(values, np.ndarray):
-        if values.dtype.kind in "biuf":
-            col = ArgColumn("num" if values.ndim == 1 else "vec", values)
-        elif values.dtype.kind in "USO":
-            if all(isinstance(v, (str, bytes)) for v in values.tolist()):
-                col = ArgColumn("str", strings.intern_many(values))
-            else:
-                col = ArgColumn("obj", list(values.tolist()))
-        else:
-            raise TypeError(f"unsupported arg column dtype {values.dtype}")
-    else:
-        seq = list(values)
-        if seq and all(isinstance(v, (str, bytes)) for v in seq):
-            col = ArgColumn("str", strings.intern_many(seq))
-        elif seq and all(isinstance(v, (bool, int, float, np.integer, np.floating)) for v in seq):
-            col = ArgColumn("num", np.asarray(seq))
-        else:
-            col = ArgColumn("obj", seq)
-    if len(col) != n:
-        raise ValueError(f"arg column has {len(col)} rows, expected {n}")
-    if col.present is not None and len(col.present) != n:
-        raise ValueError("arg column mask length differs from the batch length")
-    return _stored_once_arg(col)
-
-
-def _own(values):
-    """A column that does not pin another array: a strided view of one field of a structured
-    record array would keep every record (all their fields) alive as long as the trace."""
-    if isinstance(values, np.ndarray) and values.ndim in (1, 2) and len(values) and values.strides[0] != 0 \
-            and values.base is not None and not values.flags.c_contiguous:
-        return np.ascontiguousarray(values)
-    return values
-
-
-def stored_once(values):
-    """A numeric column whose rows all hold one value, as a read-only stride-0 view of that value
-    (the writer renders it once); anything else unchanged. Device rows carry many such columns
-    (one device, context, grid, copy size ...): each would cost 8 B per row otherwise."""
-    if not isinstance(values, np.ndarray) or values.ndim not in (1, 2) or len(values) < 2 \
-            or values.dtype.kind not in "biuf" or values.strides[0] == 0:
-        return values
-    first = values[:1]
-    if not (values == first).all():
-        return values
-    if values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
-        return values  # 0.0 and -0.0 compare equal but are written differently
-    return np.broadcast_to(first.copy(), values.shape)
-
-
-def _stored_once_arg(col: ArgColumn) -> ArgColumn:
-    if col.kind == "obj":
-        return col
-    present = col.present
-    if isinstance(present, np.ndarray) and present.dtype == bool and len(present) and present.all():
-        present = None  # every row carries it: no mask to store or test
-    values = _own(stored_once(col.values))
-    present = _own(present)
-    if values is col.values and present is col.present:
-        return col
-    return ArgColumn(col.kind, values, present)
-
-
-def _constant(value, n: int, dtype) -> np.ndarray:
-    """One value for every row, stored once (a read-only stride-0 view)."""
-    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
-
-
-def _row_column(values, n: int) -> np.ndarray:
-    """pid/tid column: int64 when numeric, object when any row is a string label."""
-    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
-        return _constant(int(values), n, np.int64)
-    if isinstance(values, (str, bytes)):
-        arr = np.empty(1, dtype=object)
-        arr[0] = json_safe(values)
-        return np.broadcast_to(arr, (n,))
-    arr = np.asarray(values)
-    if arr.dtype.kind in "iu":
-        out = arr.astype(np.int64, copy=False)
-    elif arr.dtype.kind == "O" or arr.dtype.kind in "US":
-        out = np.array([json_safe(v) if isinstance(v, (str, bytes)) else int(v) for v in arr.tolist()], dtype=object)
-    else:
-        out = arr.astype(np.int64)
-    if len(out) != n:
-        raise ValueError(f"pid/tid column has {len(out)} rows, expected {n}")
-    return _own(stored_once(out))
-
-
-def _i64(values, n: int, what: str) -> np.ndarray:
-    if np.isscalar(values):
-        return _constant(int(values), n, np.int64)
-    arr = np.asarray(values)
-    if arr.dtype.kind == "f":
-        arr = np.nan_to_num(arr).astype(np.int64)
-    out = arr.astype(np.int64, copy=False)
-    if len(out) != n:
-        raise ValueError(f"{what} has {len(out)} rows, expected {n}")
-    return _own(out)
-
-
-def _held(arr: np.ndarray) -> int:
-    return arr[0].nbytes if arr.ndim in (1, 2) and len(arr) and arr.strides[0] == 0 else arr.nbytes
-
-
-# ----------------------------------------------------------------------------- batches
-@dataclass
-class SliceBatch:
-    """Complete ("X") events."""
-
-    ts: np.ndarray
-    dur: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
-    name: np.ndarray  # int32 string ids
-    cat: np.ndarray  # int32 ids of the generic category
-    legacy_cat: np.ndarray  # int32 ids of the vendor category
-    external_id: np.ndarray  # int64, 0 = none ("External id" is written first in args)
-    args: dict[str, ArgColumn] = field(default_factory=dict)
-    row_args: list | None = None  # per-row pre-encoded orjson bytes or None (scalar host events)
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-
-@dataclass
-class InstantBatch:
-    ts: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
-    name: np.ndarray
-    cat: np.ndarray
-    legacy_cat: np.ndarray
-    scope: np.ndarray  # 't' / 'g' / 'p' as uint8 codes
-    row_args: list | None = None
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-
-@dataclass
-class CounterBatch:
-    """"C" events: each row carries every metric in ``values`` (float64 columns)."""
-
-    ts: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
-    name: np.ndarray
-    cat: np.ndarray
-    legacy_cat: np.ndarray
-    values: dict[str, np.ndarray]
-    row_values: list | None = None  # scalar path: per-row dict of metric -> float
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-
-@dataclass
-class FlowBatch:
-    """Flow arrows: "s" (start) and "f" (finish, binding "e") events."""
-
-    flow_id: np.ndarray
-    ts: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
-    cat: np.ndarray  # int32 ids: "ac2g", "fwdbwd", ...
-    is_start: np.ndarray  # bool
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-
-@dataclass
-class Span:
-    name: str
-    start_ns: int
-    end_ns: int
-    op_count: int = 0
-    iteration: int = 0
-    prefix: str = ""
-
-
-def _category_ids(strings: StringTable, cat, vendor: str) -> tuple[int, int]:
-    if isinstance(cat, ActivityType):
-        return strings.intern(category_name(cat)), strings.intern(category_name(cat, vendor, legacy=True))
-    text = str(cat)
-    try:
-        at = ActivityType.parse(text)
-    except ValueError:
-        sid = strings.intern(text)
-        return sid, sid
-    return strings.intern(category_name(at)), strings.intern(category_name(at, vendor, legacy=True))
-
-
-_SCOPES = {"t": ord("t"), "g": ord("g"), "p": ord("p")}
-
-
-def _encode_args(args: Mapping | None) -> bytes | None:
-    if not args:
-        return None
-    return encode_json(args)
-
-
-def _default(obj):
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return _float(float(obj))
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (bytes, bytearray)):
-        return json_safe(bytes(obj))
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    return json_safe(obj)
-
-
-def _float(x: float):
-    # Kineto writes non-finite doubles as quoted strings ("inf"); JSON has no Infinity/NaN.
-    return x if math.isfinite(x) else str(x)
-
-
-def _clean(value):
-    """Recursively make a value encodable (surrogates, non-str keys, non-finite floats)."""
-    if isinstance(value, str):
-        return json_safe(value)
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, Mapping):
-        return {json_safe(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_clean(v) for v in value.tolist()]
-    return _default(value) if not isinstance(value, (int, bool, type(None))) else value
-
-
-def encode_json(value) -> bytes:
-    """orjson with every escape hatch closed: always returns valid JSON bytes, exact-size (orjson's
-    own result keeps a 4 KiB working buffer: ~4 KB per stored range whose args are small)."""
-    try:
-        text = orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
-    except (TypeError, ValueError, orjson.JSONEncodeError):
-        text = orjson.dumps(_clean(value), default=_default, option=orjson.OPT_NON_STR_KEYS)
-    return bytes(memoryview(text))
 
 
 # ----------------------------------------------------------------------------- builder
@@ -376,8 +97,7 @@ class TraceBuilder:
             name=np.asarray(name_ids, dtype=np.int32),
             cat=_constant(cat_id, n, np.int32),
             legacy_cat=_constant(legacy_id, n, np.int32),
-            external_id=_constant(0, n, np.int64) if external_id is None else
-            stored_once(_i64(external_id, n, "external_id")),
+            external_id=_external_id_column(external_id, n),
             args={json_safe(k): _to_arg_column(v, n, self.strings) for k, v in (args or {}).items()},
             row_args=row_args,
         )
@@ -627,20 +347,7 @@ class TraceBuilder:
     def nbytes(self) -> int:
         """Bytes held by the columns (for the memory-per-event benchmark); shared constants count once."""
         self.flush()
-        total = 0
-        for group in (self.slices, self.instants, self.counters, self.flows):
-            for b in group:
-                for v in vars(b).values():
-                    if isinstance(v, np.ndarray):
-                        total += _held(v)
-                    elif isinstance(v, dict):
-                        for c in v.values():
-                            if isinstance(c, ArgColumn):
-                                total += _held(c.values) if isinstance(c.values, np.ndarray) else 0
-                                total += 0 if c.present is None else _held(c.present)
-                            elif isinstance(c, np.ndarray):
-                                total += _held(c)
-        return total
+        return sum(batch_nbytes(b) for group in (self.slices, self.instants, self.counters, self.flows) for b in group)
 
     def slice_table(self, cat: str | ActivityType | None = None) -> dict[str, np.ndarray]:
         """All slices (optionally of one category) as columns: name (str objects), ts, dur, pid, tid, cat."""

@@ -1,0 +1,40 @@
+"""A deterministic simulated accelerator, for demos and end-to-end pipeline tests.
+
+Every innermost host range (``record_function``) recorded while the session runs "launches"
+work: runtime calls on the host thread inside the range (a launch; every 4th range a
+host-to-device copy first, every 8th a stream synchronize after) and a kernel (and the copy) on a
+simulated device with one in-order queue. Device timing, kernel names and per-kernel metrics come
+from a seeded generator, so the same host activity always gives the same device activity. Traces
+say ``"backend": "sim"``; the registry never selects this backend unless it is named
+(``backends=["sim"]``).
+
+The timeline is physically plausible, whatever the threads and range lengths:
+- every call lies inside the range it was made in (the ranges are the user's real timestamps);
+  calls last what real ones do (``LAUNCH_CALL_NS``, ...) where the range has room and share a
+  shorter range equally; a range too short to give each call ``MIN_CALL_NS`` drops its copy, then
+  its sync; the launch stays (a range under ``MIN_CALL_NS`` gets a shorter launch call);
+- the queue runs work in the order the calls were made, across threads, and no item starts before
+  the call that submitted it;
+- a sync call returns after everything submitted before it (any thread's) has finished. When the
+  queue could not drain before the sync's range ends, the device work since the previous sync is
+  compressed (durations, gaps and launch latency scaled down together) until it does.
+
+``sim_vendor`` picks which vendor's trace this is (``SIM_FLAVOURS``): call names, categories,
+rows and args as our real backend for that vendor writes them.
+
+Modules: ``timeline`` (the physics: host calls, the queue, metric values), ``records`` (the
+timeline as one vendor's rows), ``backend`` (SimBackend, SimSession).
+"""
+from __future__ import annotations
+
+from .backend import SimBackend, SimSession
+from .records import (BLOCK, CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, REGISTERS_PER_THREAD, SIM_FLAVOURS,
+                      SimFlavour)
+from .timeline import (COPY_CALL_NS, COPY_EVERY, DEVICE_ID, KERNELS, LAUNCH_CALL_NS, LAUNCH_LATENCY_NS, METRICS,
+                       MIN_CALL_NS, MIN_ITEM_NS, QUEUE_GAP_NS, SYNC_CALL_NS, SYNC_EVERY, SYNC_RETURN_NS,
+                       SYNC_ROW_INSET_NS, HostCalls, Timeline, plan_host_calls, run_queue)
+
+__all__ = ["BLOCK", "COPY_CALL_NS", "COPY_EVERY", "CUDA_DEVICE_PROPERTIES", "DEVICE_ID", "DEVICE_PROPERTIES",
+           "KERNELS", "LAUNCH_CALL_NS", "LAUNCH_LATENCY_NS", "METRICS", "MIN_CALL_NS", "MIN_ITEM_NS", "QUEUE_GAP_NS",
+           "REGISTERS_PER_THREAD", "SIM_FLAVOURS", "SYNC_CALL_NS", "SYNC_EVERY", "SYNC_RETURN_NS", "SYNC_ROW_INSET_NS",
+           "HostCalls", "SimBackend", "SimFlavour", "SimSession", "Timeline", "plan_host_calls", "run_queue"]

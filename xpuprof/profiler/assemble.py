@@ -1,0 +1,232 @@
+"""The trace of a finished recording cycle: one TraceBuilder from every source.
+
+Each session's ``process``, device properties, metadata and dropped-record counts; the metric
+collectors' tracks; the host ranges and instants; torch's ops linked to the runtime calls they made;
+Python functions; thread/process rows, a span row; and every error and "not collected" note the
+run gathered, in the trace's metadata.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import diagnostics
+from ..activity import ActivityType
+from ..backends import registry
+from ..backends.base import ProcessWindow
+from ..clock import MONOTONIC_TO_EPOCH_NS
+from ..host import recorder
+from ..trace.build.builder import TraceBuilder
+from ..trace.build.columns import encode_json
+from ..trace.build.gpu_annotations import add_gpu_user_annotations
+from . import selection
+from .cycle import RecordingCycle
+
+log = logging.getLogger("xpuprof")
+
+SPAN_NAME = "xpuprof"
+
+
+def launcher_distributed_info() -> dict | None:
+    """``distributedInfo`` from launcher variables (torchrun, MPI, Slurm, ...), None when not launched."""
+    from .. import rank as rank_env
+    try:
+        return rank_env.distributed_info()
+    except rank_env.RankEnvError as exc:
+        log.warning("xpuprof: ignoring launcher rank variables: %s", exc)
+        return None
+
+
+def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, list[str]], *, iteration: int,
+                block_error: str | None, no_device_reasons: dict[str, str],
+                metadata: Mapping[str, Any]) -> TraceBuilder:
+    """The trace of ``cycle``, stopped over ``window``; ``errors``: each backend's stop errors so far."""
+    config = cycle.config
+    builder = TraceBuilder()
+    builder.set_window(window.start_ns, window.end_ns)
+    for name, session in cycle.sessions:
+        try:
+            session.process(builder, window)
+        except Exception as exc:
+            errors.setdefault(name, []).append(f"process failed: {type(exc).__name__}: {exc}")
+            log.exception("xpuprof: backend %s failed to process its records", name)
+        for getter, merge in ((session.device_properties, lambda v: [builder.add_device_properties(p) for p in v or ()]),
+                              (session.metadata, lambda v: [builder.set_metadata(k, x) for k, x in dict(v or {}).items()])):
+            try:
+                merge(getter())
+            except Exception as exc:
+                errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
+        try:
+            for reason, n in (session.dropped_records() or {}).items():
+                builder.count_dropped(f"{name}: {reason}", n)
+            errors.setdefault(name, []).extend(session.errors() or ())
+        except Exception as exc:
+            errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
+    if cycle.collectors is not None:
+        cycle.collectors.emit(builder)
+    tids = _add_host_events(cycle, builder)
+    if ActivityType.GPU_USER_ANNOTATION in config.activities:
+        # Before the op linking: device work still carries the innermost record_function's id, the
+        # user correlation Kineto keeps apart from the op one.
+        add_gpu_user_annotations(builder)
+    tids |= _add_torch_ops(cycle, builder)
+    if cycle.pytracer is not None:
+        tids |= cycle.pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
+    _add_rows(cycle, builder, tids)
+    builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=cycle.recorder.range_count(),
+                     iteration=iteration)
+    builder.set_metadata("backends", [name for name, _ in cycle.sessions])
+    plugin_errors = selection.plugin_errors(config, {name for name, _ in cycle.sessions})
+    for source in (cycle.setup_errors, plugin_errors):
+        for name, msgs in source.items():
+            errors.setdefault(name, []).extend(msgs)
+    load_failures = registry.plugin_load_failures()
+    if load_failures:  # logged once each when they happened (plugins.faults)
+        builder.set_metadata("plugin_load_errors", {origin: reason for origin, reason in load_failures})
+    if cycle.not_collected:
+        builder.set_metadata("activities_not_collected", dict(cycle.not_collected))
+    if config.trace_id:
+        builder.set_metadata("trace_id", config.trace_id)
+    if config.group_trace_id:
+        builder.set_metadata("group_trace_id", config.group_trace_id)
+    errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
+    if errors:
+        builder.set_metadata("backend_errors", errors)
+        for name, msgs in errors.items():
+            for msg in msgs:
+                # Said once per process, in every trace it touches; a plugin fault was logged when it
+                # happened (plugins.faults), so it is not logged a second time here.
+                if not diagnostics.said(diagnostics.FAULT_SAID, msg) and diagnostics.first("backend-error", name, msg):
+                    log.warning("xpuprof: backend %s: %s", name, msg)
+    if builder.dropped:
+        # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
+        # logged at DEBUG; any other loss is a warning.
+        unexpected = {k: v for k, v in builder.dropped.items() if not k.endswith("out of window")}
+        text = ", ".join(f"{k}={v}" for k, v in builder.dropped.items())
+        (log.warning if unexpected else log.debug)("xpuprof: dropped records: %s", text)
+    if no_device_reasons:
+        builder.set_metadata("device_backends_unavailable", dict(no_device_reasons))
+    if block_error:
+        builder.set_metadata("profiled_block_exception", block_error)
+    for key, value in metadata.items():
+        if key == "distributedInfo" and isinstance(value, Mapping):
+            builder.set_distributed_info(value)
+        else:
+            builder.set_metadata(key, value)
+    if "distributedInfo" not in metadata:
+        launched = launcher_distributed_info()
+        if launched is not None:  # under torchrun/MPI/Slurm every trace says its rank (HTA reads it)
+            builder.set_distributed_info(launched)
+    builder.flush()
+    return builder
+
+
+def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
+    rec = cycle.recorder
+    pid = builder.pid
+    tids: set[int] = set()
+    n = rec.range_count()
+    bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
+    intern = builder.strings.intern
+    # Each distinct name (ranges and instants share the table) interned once.
+    name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
+    if n and ActivityType.USER_ANNOTATION in cycle.config.activities:
+        # Columns straight from the C records.
+        rec_arr = recorder.log_array(rec.ranges)
+        args_idx = rec_arr[:, 5]
+        plain = args_idx == recorder.NO_ARGS
+        idx = slice(None) if plain.all() else np.flatnonzero(plain)
+        t0_plain = rec_arr[idx, 0]
+        # Copies (fancy indexing, arithmetic): nothing keeps a view on the recorder's log.
+        builder.add_slices(names=None, name_ids=name_table[rec_arr[idx, 4]], ts=t0_plain + MONOTONIC_TO_EPOCH_NS,
+                           dur=rec_arr[idx, 1] - t0_plain, pid=pid, tid=rec_arr[idx, 2].copy(),
+                           cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[idx, 3].copy())
+        if not plain.all():  # ranges with args: most were stored encoded at exit (exact-size JSON bytes)
+            sel = np.flatnonzero(~plain)
+            stored, encoded = rec.args, []
+            for arg_i in args_idx[sel].tolist():
+                value = stored[arg_i]
+                if type(value) is bytes:
+                    encoded.append(None if value == b"{}" else value)
+                    continue
+                try:  # objects the recorder could not encode as given (cleaned here, or noted)
+                    as_dict = dict(value)
+                    encoded.append(encode_json(as_dict) if as_dict else None)
+                except Exception as exc:  # one bad args value must never lose the trace: keep the range
+                    encoded.append(encode_json(recorder.invalid_args_note(value, exc)))
+                    bad += 1
+            t0_args = rec_arr[sel, 0]
+            builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
+                               dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
+                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
+        tid_arr = rec_arr[:, 2]
+        tids.update(np.unique(tid_arr).tolist())
+    if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
+        inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
+        row_args = None
+        if (inst[:, 3] != recorder.NO_ARGS).any():  # args were snapshotted as JSON bytes at the call
+            stored, row_args = rec.args, []
+            for arg_i in inst[:, 3].tolist():
+                value = None if arg_i == recorder.NO_ARGS else stored[arg_i]
+                if isinstance(value, recorder.InvalidArgs):
+                    bad += 1
+                    value = bytes(value)
+                row_args.append(None if value == b"{}" else value)
+        builder.add_instants(name_ids=name_table[inst[:, 2]], ts=inst[:, 0] + MONOTONIC_TO_EPOCH_NS, pid=pid,
+                             tid=inst[:, 1].copy(), cat=ActivityType.CPU_INSTANT_EVENT, scope=inst[:, 4],
+                             row_args=row_args)
+        tids.update(np.unique(inst[:, 1]).tolist())
+    if bad:
+        builder.set_metadata("invalid_args", bad)
+        log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
+                    "with an xpuprof_invalid_args note saying why (first seen in this trace)", bad)
+    return tids
+
+
+def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
+    """torch's ops and ranges of this cycle, and every runtime call linked to the innermost torch op
+    running on its thread when it was made (none when it was made in no op)."""
+    from ..host import torch_ops
+
+    if cycle.torch_ops is None:
+        if ActivityType.CPU_OP in cycle.config.activities and torch_ops.torch_if_imported() is not None:
+            # torch came in after the cycle started: its ops could not be recorded (said, never silent)
+            note = "torch was imported after this recording cycle started; start the profile after importing torch"
+            builder.set_metadata("torch_ops_not_recorded", note)
+            diagnostics.warn_once(log, ("torch-late",), "xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
+        return set()
+    try:
+        ops = torch_ops.TorchOps.from_trace_bytes(cycle.torch_ops.read_trace(),
+                                                  id_base=recorder.reserve_correlation_id())
+    except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
+        why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
+        builder.set_metadata("torch_ops_not_recorded", why)
+        log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
+        return set()
+    tids = ops.add_to(builder, builder.pid)
+    n_ops = int((ops.cats == "cpu_op").sum())
+    summary = {"ops": n_ops, "record_shapes": cycle.config.record_shapes, "with_stack": cycle.config.with_stack}
+    if n_ops:
+        # As Kineto: a call's External id is the innermost torch op's on its thread, none outside ops (our
+        # ranges, like torch's, are user ranges; their gpu_user_annotation was drawn before this). A
+        # cycle that ran no torch op (torch merely imported) keeps our ranges' ids, as without torch.
+        linked, outside = torch_ops.link_runtime_calls(builder, *ops.linkable(),
+                                                       explicit_zero=cycle.config.generic_categories)
+        summary.update(runtime_calls_linked=linked, runtime_calls_outside_ops=outside)
+    builder.set_metadata("torch_ops", summary)
+    return tids
+
+
+def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int]) -> None:
+    pid = builder.pid
+    argv0 = sys.argv[0] if sys.argv else ""
+    # Kineto's main CPU process rows: name = basename of argv[0], label "CPU", sort index = pid.
+    builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", label="CPU",
+                             sort_index=pid)
+    recorded = cycle.recorder.thread_names if cycle.recorder is not None else {}
+    for tid, name in recorder.thread_names_for(sorted(tids), recorded).items():
+        builder.set_thread_name(pid, tid, f"thread {tid} ({name})", sort_index=tid)

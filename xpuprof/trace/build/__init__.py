@@ -1,0 +1,1 @@
+"""Building a trace: TraceBuilder, its column batches, interned strings, key indexes and intervals."""
