@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from ..trace.read.store import open_store
-from ..trace.store_schema import INT_ARGS, SUMMARY_TABLE
+from ..trace.store_schema import INT_ARGS
 from .report import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS, KernelStat, Report,
                      ReportError, _group_name, _wanted_categories, order_stats)
 
@@ -189,13 +189,14 @@ def _accumulate(totals: dict, key: tuple, n: int, total: int, lo, hi) -> None:
 
 
 def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> dict | None:
-    """The report's per (rank key, grouped name) totals from the ranks' summary tables (no event read);
+    """The report's per (rank key, grouped name) totals from the ranks' slice summaries (no event read);
     None when a rank has per-kernel metric slices (those need the events)."""
-    import pyarrow.parquet as pq
-
     rows = {}
     for r in ranks:
-        got = pq.ParquetFile(st.partitions[r].file(SUMMARY_TABLE)).read().to_pylist()
+        m = st.meta(r)
+        got = [{"name": n, "cat": c, "count": k, "total_ns": s, "min_ns": lo, "max_ns": hi} for n, c, k, s, lo, hi in
+               zip(m["summary_name"], m["summary_cat"], m["summary_count"], m["summary_total_ns"],
+                   m["summary_min_ns"], m["summary_max_ns"])]
         if any((g["name"] or "").startswith(METRICS_PREFIX) for g in got):
             return None
         rows[r] = got

@@ -24,7 +24,8 @@ MANIFEST = "xpuprof-store.json"
 RANK_DIR_PREFIX = "rank="
 TABLES = ("slices", "counters", "flows", "instants")
 RANKS_TABLE = "rank"  # rank=<r>/rank.parquet; all of them together are the "ranks" table
-SUMMARY_TABLE = "summary"
+SUMMARY_COLUMNS = ("summary_name", "summary_cat", "summary_count", "summary_total_ns", "summary_min_ns",
+                   "summary_max_ns")
 SCHEMA_VERSION_KEY = b"xpuprof.schema_version"
 
 # Args Kineto traces carry that the analyses read, as typed columns (JSON key -> column).
@@ -33,7 +34,8 @@ INT_ARGS = {"External id": "external_id", "correlation": "correlation", "stream"
             "wait_on_cuda_event_record_corr_id": "wait_on_cuda_event_record_corr_id"}
 FLOAT_ARGS = {"memory bandwidth (GB/s)": "memory_bw_gbps"}
 
-# Column -> Arrow type name: "i32", "i64", "f64", "dict" (dictionary<int32, string>), "str", "strlist".
+# Column -> Arrow type name: "i32", "i64", "f64", "dict" (dictionary<int32, string>), "str", "strlist",
+# "i64list".
 _ROW = [("idx", "i64"), ("ts", "i64")]  # the rank is the partition's (rank=<r>/)
 _WHERE = [("pid", "i64"), ("pid_label", "dict"), ("tid", "i64"), ("tid_label", "dict")]
 COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -43,13 +45,13 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     "flows": _ROW + [("id", "i64"), ("id_label", "dict"), ("name", "dict"), ("cat", "dict")] + _WHERE
     + [("phase", "dict"), ("bp", "dict")],
     "instants": _ROW + [("name", "dict"), ("cat", "dict")] + _WHERE + [("scope", "dict"), ("args", "str")],
-    "summary": [("name", "dict"), ("cat", "dict"), ("count", "i64"), ("total_ns", "i64"), ("min_ns", "i64"),
-                ("max_ns", "i64")],
     "rank": [("rank", "i32"), ("schema_version", "i32"), ("rank_source", "str"), ("writer", "str"),
              ("sources", "strlist"), ("base_time_ns", "i64"), ("ts_kind", "str"), ("first_ts_ns", "i64"),
              ("slices", "i64"), ("counters", "i64"), ("flows", "i64"), ("instants", "i64"),
              ("not_stored_json", "str"), ("header_json", "str"), ("metadata_events_json", "str"),
-             ("warnings", "strlist")],
+             ("warnings", "strlist"), ("summary_name", "strlist"), ("summary_cat", "strlist"),
+             ("summary_count", "i64list"), ("summary_total_ns", "i64list"), ("summary_min_ns", "i64list"),
+             ("summary_max_ns", "i64list")],
 }
 # rank_source values: where a rank number came from.
 RANK_SOURCES = ("distributedInfo", "file name", "position", "given", "environment", "default")
@@ -59,7 +61,7 @@ def arrow_type(kind: str):
     import pyarrow as pa
 
     return {"i32": pa.int32(), "i64": pa.int64(), "f64": pa.float64(), "dict": pa.dictionary(pa.int32(), pa.string()),
-            "str": pa.string(), "strlist": pa.list_(pa.string())}[kind]
+            "str": pa.string(), "strlist": pa.list_(pa.string()), "i64list": pa.list_(pa.int64())}[kind]
 
 
 def arrow_schema(table: str):

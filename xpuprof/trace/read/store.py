@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..store_schema import (FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHEMA_VERSION, SCHEMA_VERSION_KEY,
-                            SUMMARY_TABLE, TABLES)
+from ..store_schema import FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES
 
 _RANK_DIR = re.compile(re.escape(RANK_DIR_PREFIX) + r"(-?\d+)$")
 PARQUET_MAGIC = b"PAR1"
@@ -101,7 +100,7 @@ def open_store(path, *, read_meta: bool = True) -> Store:
             raise StoreError(f"{path} holds {entry.name!r}, which is no rank partition ({RANK_DIR_PREFIX}<rank>/); "
                              "a store holds only its manifest and rank partitions")
         part = RankPartition(int(m.group(1)), Path(entry.path))
-        for table in (*TABLES, SUMMARY_TABLE, RANKS_TABLE):
+        for table in (*TABLES, RANKS_TABLE):
             _check_parquet(part.file(table))
         partitions[part.rank] = part
     if not partitions:

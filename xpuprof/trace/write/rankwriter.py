@@ -19,7 +19,9 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..store_schema import (COLUMNS, FORMAT, MANIFEST, RANK_DIR_PREFIX, SCHEMA_VERSION, SUMMARY_TABLE, TABLES,
+import numpy as np
+
+from ..store_schema import (COLUMNS, FORMAT, MANIFEST, RANK_DIR_PREFIX, SCHEMA_VERSION, TABLES,
                             arrow_schema,
                             rank_dir_name)
 from .slice_summary import SliceSummary
@@ -161,12 +163,9 @@ class RankWriter:
         self._encoder.close()
         for table in TABLES:  # every table exists in every partition, empty or not
             self._writer(table, arrow_schema(table)).close()
-        summary = arrow_schema(SUMMARY_TABLE)
-        cols = self.summary.columns()
-        self._pq.write_table(pa.Table.from_arrays([cols[f.name] for f in summary], schema=summary),
-                             self.tmp / f"{SUMMARY_TABLE}.parquet", compression=self.compression)
         row = {name: meta.get(name) for name, _ in COLUMNS["rank"]}
-        row.update(rank=int(rank), schema_version=SCHEMA_VERSION, **{t: self.rows[t] for t in TABLES})
+        row.update(rank=int(rank), schema_version=SCHEMA_VERSION, **{t: self.rows[t] for t in TABLES},
+                   **self.summary.lists())
         schema = arrow_schema("rank")
         table = pa.Table.from_arrays([_one(row[f.name], kind) for f, (_, kind) in zip(schema, COLUMNS["rank"])],
                                      schema=schema)
@@ -258,15 +257,16 @@ def _one(value, kind: str):
 
     if kind == "strlist":
         return string_lists([list(value or [])])
+    if kind == "i64list":
+        import pyarrow as pa
+
+        values = list(value or [])
+        return pa.ListArray.from_arrays(int32_column(np.array([0, len(values)])), ints(values))
     if kind == "str":
         return strings([value])
     if kind == "i32":
-        import numpy as np
-
         return int32_column(np.array([value or 0]), np.array([value is not None]))
     if kind == "f64":
-        import numpy as np
-
         return float_column(np.array([value or 0.0]), np.array([value is not None]))
     return ints([value])
 

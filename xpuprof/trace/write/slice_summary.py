@@ -58,15 +58,13 @@ class SliceSummary:
                 got[1] += d
                 got[2], got[3] = min(got[2], d), max(got[3], d)
 
-    def columns(self) -> dict:
-        from .arrowcols import ints, text_dict_column
-
-        keys = list(self.groups)
+    def lists(self) -> dict:
+        """The rank metadata's summary columns (one list per column; a string list holds None as "")."""
+        keys = sorted(self.groups, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
         vals = [self.groups[k] for k in keys]
-        return {"name": text_dict_column([k[0] for k in keys]), "cat": text_dict_column([k[1] for k in keys]),
-                "count": ints([v[0] for v in vals]), "total_ns": ints([v[1] for v in vals]),
-                "min_ns": ints([v[2] for v in vals]), "max_ns": ints([v[3] for v in vals])}
-
+        return {"summary_name": [k[0] for k in keys], "summary_cat": [k[1] for k in keys],
+                "summary_count": [v[0] for v in vals], "summary_total_ns": [v[1] for v in vals],
+                "summary_min_ns": [v[2] for v in vals], "summary_max_ns": [v[3] for v in vals]}
 
 def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct values, each row's index among them) of non-negative ids: by counting when the
