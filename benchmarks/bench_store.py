@@ -108,13 +108,16 @@ def child(argv: list[str]) -> dict:
         return {"s": s, "rss_MB": _maxrss_mb(), "events": n, "ev_per_s": n / s}
     from xpuprof.cli import main
 
+    imported = time.perf_counter() - t
     devnull = open(os.devnull, "w")
     saved, sys.stdout = sys.stdout, devnull
+    t = time.perf_counter()
     try:
         rc = main(argv)
     finally:
         sys.stdout = saved
-    return {"s": time.perf_counter() - t, "rss_MB": _maxrss_mb(), "rc": rc}
+    s = time.perf_counter() - t
+    return {"s": s, "total_s": imported + s, "rss_MB": _maxrss_mb(), "rc": rc}
 
 
 def _env() -> dict:
@@ -161,12 +164,14 @@ def bench_report(a, tmp: Path, html: bool) -> list[tuple[str, str]]:
     res_store = measure(["report", str(tmp / "store"), *extra], a.runs)
     what = "HTML report" if html else "report"
     tag = f"{what}, {a.ranks} ranks x {a.events} events ({_size(tmp / 'json'):.0f} MB JSON, {_size(tmp / 'store'):.0f} MB store)"
-    return [(f"{tag}: JSON files s | peak RSS MB", f"{fmt([r['s'] for r in res_json])} | "
+    return [(f"{tag}: JSON files: command s | with `import xpuprof.cli` s | peak RSS MB",
+             f"{fmt([r['s'] for r in res_json])} | {fmt([r['total_s'] for r in res_json])} | "
              f"{fmt([r['rss_MB'] for r in res_json], 0)}"),
-            (f"{tag}: store s | peak RSS MB", f"{fmt([r['s'] for r in res_store])} | "
+            (f"{tag}: store: command s | with `import xpuprof.cli` s | peak RSS MB",
+             f"{fmt([r['s'] for r in res_store])} | {fmt([r['total_s'] for r in res_store])} | "
              f"{fmt([r['rss_MB'] for r in res_store], 0)}"),
-            (f"{tag}: store time / JSON time (goal <= 0.10 for report)",
-             f"{med(res_store, 's') / med(res_json, 's'):.3f}"),
+            (f"{tag}: store / JSON, the command (goal <= 0.10 for report) | with the import",
+             f"{med(res_store, 's') / med(res_json, 's'):.3f} | {med(res_store, 'total_s') / med(res_json, 'total_s'):.3f}"),
             (f"{tag}: store peak RSS (goal <= 300 MB for report)", f"{med(res_store, 'rss_MB'):.0f} MB")]
 
 

@@ -132,15 +132,30 @@ def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
     except ImportError:
         raise StoreError("reading a trace store needs the pyarrow package: pip install 'xpuprof[scale]'") from None
 
-    for part in partitions.values():
+    def read(part: RankPartition):
         file = part.file(RANKS_TABLE)
         try:
             pf = pq.ParquetFile(file)
             version = (pf.schema_arrow.metadata or {}).get(SCHEMA_VERSION_KEY)
             rows = pf.read(columns=[c for c in pf.schema_arrow.names if c not in HEAVY_META]).to_pylist()
         except (pa.ArrowException, OSError) as exc:
-            raise StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
-                             f"{str(exc).splitlines()[0]}") from None
+            return StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
+                              f"{str(exc).splitlines()[0]}")
+        return version, rows
+
+    parts = list(partitions.values())
+    if len(parts) > 4:  # pyarrow reads without the GIL: a few threads overlap the small reads
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(8, len(parts))) as pool:
+            results = list(pool.map(read, parts))
+    else:
+        results = [read(part) for part in parts]
+    for part, got in zip(parts, results):  # checked in rank order: the first bad partition is named
+        file = part.file(RANKS_TABLE)
+        if isinstance(got, StoreError):
+            raise got
+        version, rows = got
         if version is not None and version != str(SCHEMA_VERSION).encode():
             raise StoreError(f"{file} has store schema version {version.decode()}; this xpuprof reads version "
                              f"{SCHEMA_VERSION}")
