@@ -17,6 +17,7 @@ measured in the same run and the ratio printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -177,10 +178,10 @@ def bench_report(a, tmp: Path, html: bool) -> list[tuple[str, str]]:
 
 def bench_analyze(a, tmp: Path) -> list[tuple[str, str]]:
     t = time.perf_counter()
-    make_process(["store", str(a.ranks), str(a.events), str(tmp)])
-    made = time.perf_counter() - t
+    fresh = make_process(["store", str(a.ranks), str(a.events), str(tmp)])
+    made = f"written in {time.perf_counter() - t:.0f} s" if fresh else "kept from an earlier run"
     res = measure(["analyze", str(tmp / "store"), "temporal", "--format", "json"], a.runs)
-    tag = f"analyze temporal, {a.ranks} ranks x {a.events} events ({_size(tmp / 'store'):.0f} MB store, written in {made:.0f} s)"
+    tag = f"analyze temporal, {a.ranks} ranks x {a.events} events ({_size(tmp / 'store'):.0f} MB store, {made})"
     return [(f"{tag}: s | peak RSS MB (goal <= 1024 MB)", f"{fmt([r['s'] for r in res])} | "
              f"{fmt([r['rss_MB'] for r in res], 0)}")]
 
@@ -216,9 +217,16 @@ def bench_export(a, tmp: Path) -> list[tuple[str, str]]:
             ("bytes: store / JSON", f"{_size(tmp / 'store') / ((tmp / 't.json').stat().st_size / 1e6):.3f}")]
 
 
-def make_process(args: list[str]) -> None:
+def make_process(args: list[str]) -> bool:
+    """Generates inputs in a child process; kept from an earlier run with the same arguments (``--data``):
+    False then."""
+    done = Path(args[-1]) / ".made"
+    if done.is_file() and done.read_text() == json.dumps(args):
+        return False
     env = _env()
     subprocess.run([sys.executable, __file__, "--make", json.dumps(args)], check=True, env=env)
+    done.write_text(json.dumps(args))
+    return True
 
 
 def main() -> int:
@@ -229,6 +237,8 @@ def main() -> int:
     ap.add_argument("--gb", type=float, default=2.0, help="convert: the big trace's size")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tmp", default=None, help="where generated traces go (default: a temporary directory)")
+    ap.add_argument("--data", default=None, help="keep generated inputs in this directory and reuse them when the "
+                    "same benchmark and sizes run again (report, html, analyze)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--make", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -246,7 +256,12 @@ def main() -> int:
     print(f"# store {a.what}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes",
           flush=True)
-    with tempfile.TemporaryDirectory(prefix="xpuprof-bench-store-", dir=a.tmp) as tmp:
+    with contextlib.ExitStack() as stack:
+        if a.data and a.what in ("report", "html", "analyze"):
+            tmp = str(Path(a.data) / f"{'report' if a.what == 'html' else a.what}-{a.ranks}x{a.events}")
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="xpuprof-bench-store-", dir=a.tmp))
         fn = {"report": lambda: bench_report(a, Path(tmp), False), "html": lambda: bench_report(a, Path(tmp), True),
               "analyze": lambda: bench_analyze(a, Path(tmp)), "convert": lambda: bench_convert(a, Path(tmp)),
               "export": lambda: bench_export(a, Path(tmp))}[a.what]

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from xpuprof.analysis.cluster import kernels, run_analysis
+from xpuprof.analysis.cluster import ANALYSES, kernels, run_analysis
 from xpuprof.analysis.engines import open_engine
 from xpuprof.cli import main
 from xpuprof.clock import BASE_TIME_NS
@@ -78,6 +78,22 @@ def test_partials_of_any_rank_grouping_combine_to_the_same_answer(random_store):
         assert whole[key].row() == split[key].row(), key
 
 
+@pytest.mark.parametrize("which", ["random", "trace_filter"])
+def test_the_duckdb_engine_in_rank_groups_gives_the_one_group_answer(which, random_store, hta_stores):
+    """The duckdb engine runs groups of ranks one after the other (memory of one group): a group per
+    rank gives the answers one group of all ranks gives, for every analysis."""
+    store = random_store if which == "random" else hta_stores["trace_filter"]
+    variants = [{}, {"by_rank": True}] if which == "random" else [{}]
+    with open_engine(store, group_events=10**9) as whole, open_engine(store, group_events=1) as split:
+        for name in ANALYSES:
+            for options in variants if name == "kernels" else [{}]:
+                one = run_analysis(name, whole, **options)
+                many = run_analysis(name, split, **options)
+                assert one.rows == many.rows, (name, options)
+                assert one.notes == many.notes
+        assert len(whole.nodes) == 1 and len(split.nodes) == len(split.store.ranks) > 1
+
+
 def test_stragglers_are_the_slow_rank_and_the_late_one(tmp_path):
     store = tmp_path / "s"
     for rank in range(8):
@@ -122,3 +138,51 @@ def test_every_analysis_in_every_format(random_store, capsys, fmt, tmp_path):
         elif fmt == "html":
             assert text.startswith("<!DOCTYPE html>") and f'id="{analysis}"' in text
     capsys.readouterr()
+
+
+def test_group_events_on_the_command_line(random_store, capsys):
+    assert main(["analyze", str(random_store), "temporal", "--format", "json"]) == 0
+    whole = capsys.readouterr().out
+    assert main(["analyze", str(random_store), "temporal", "--format", "json", "--group-events", "1"]) == 0
+    assert capsys.readouterr().out == whole
+    assert main(["analyze", str(random_store), "temporal", "--engine", "ray", "--group-events", "1"]) == 2
+    assert capsys.readouterr().err.strip() == ("xpuprof analyze: --group-events is the duckdb engine's (Ray's "
+                                               "groups are its tasks)")
+    assert main(["analyze", str(random_store), "temporal", "--group-events", "0"]) == 2
+    assert "group_events must be positive" in capsys.readouterr().err
+
+
+STEP_VARIANTS = {  # the step events of a rank: (name, cat, has a duration)
+    "two timed steps": [("ProfilerStep#1", "user_annotation", True), ("ProfilerStep#2", "user_annotation", True)],
+    "two untimed steps": [("ProfilerStep#1", "user_annotation", False), ("ProfilerStep#2", "user_annotation", False)],
+    "one timed, one untimed": [("ProfilerStep#1", "user_annotation", True), ("ProfilerStep#2", "cpu_op", False)],
+    "steps in Trace": [("ProfilerStep#1", "Trace", True), ("ProfilerStep#2", "Trace", True)],
+    "uncategorized steps": [("ProfilerStep#1", None, True), ("ProfilerStep#2", None, True)],
+    "one step": [("ProfilerStep#1", "user_annotation", True)],
+    "a step category": [("step", "ProfilerStep", True), ("ProfilerStep#2", "user_annotation", True)],
+}
+
+
+@pytest.mark.parametrize("variant", list(STEP_VARIANTS))
+def test_the_step_filter_decision_from_summaries_is_the_events_one(variant, tmp_path):
+    """Whether HTA's step filter applies is read from the ranks' slice summaries when they settle it;
+    it is always what the events say (untimed, uncategorized and "Trace" steps are not HTA's)."""
+    from xpuprof.analysis.cluster.frame import step_symbols, steps_params
+
+    events = [{"ph": "X", "name": "gemm", "cat": "kernel", "ts": 100, "dur": 5, "pid": 0, "tid": 7,
+               "args": {"stream": 7, "correlation": 1}},
+              {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ts": 90, "dur": 5, "pid": 1, "tid": 1,
+               "args": {"correlation": 1}}]
+    for i, (name, cat, timed) in enumerate(STEP_VARIANTS[variant]):
+        e = {"ph": "X", "name": name, "ts": 50 + 100 * i, "pid": 1, "tid": 1}
+        if cat is not None:
+            e["cat"] = cat
+        if timed:
+            e["dur"] = 90
+        events.append(e)
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}))
+    assert main(["convert", str(src), "-o", str(tmp_path / "s")]) == 0
+    with open_engine(tmp_path / "s") as engine:
+        symbols = {s for part in engine.run(step_symbols) for s in part}
+        assert steps_params(engine)["steps_filter"] == (len(symbols) >= 2)

@@ -28,6 +28,9 @@ def register(subparsers) -> None:
                    help="DuckDB's memory limit per process, e.g. 2GB (default: XPUPROF_DUCKDB_MEMORY or 1GB; it "
                         "spills to disk beyond)")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="DuckDB threads per process")
+    p.add_argument("--group-events", type=int, default=None, metavar="N",
+                   help="duckdb: slices per group of ranks, the groups run one after the other (default: "
+                        "XPUPROF_GROUP_EVENTS or 2000000; memory follows one group's size)")
     g = p.add_argument_group("analysis options (each analysis takes the ones HTA's method of that name takes)")
     g.add_argument("--include-last-step", action="store_const", const=True, default=None,
                    help="keep the last ProfilerStep (HTA drops it when there are several)")
@@ -67,6 +70,11 @@ def run(args) -> int:
     engine_opts = {"memory_limit": args.memory_limit}
     if args.threads is not None:
         engine_opts["threads"] = args.threads
+    if args.group_events is not None:
+        if args.engine != "duckdb":
+            print("xpuprof analyze: --group-events is the duckdb engine's (Ray's groups are its tasks)", file=sys.stderr)
+            return 2
+        engine_opts["group_events"] = args.group_events
     if args.engine == "ray" and args.ray_address:
         engine_opts["address"] = args.ray_address
     try:

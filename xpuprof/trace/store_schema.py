@@ -25,7 +25,7 @@ RANK_DIR_PREFIX = "rank="
 TABLES = ("slices", "counters", "flows", "instants")
 RANKS_TABLE = "rank"  # rank=<r>/rank.parquet; all of them together are the "ranks" table
 SUMMARY_COLUMNS = ("summary_name", "summary_cat", "summary_count", "summary_total_ns", "summary_min_ns",
-                   "summary_max_ns")
+                   "summary_max_ns", "summary_timed")
 SCHEMA_VERSION_KEY = b"xpuprof.schema_version"
 
 # Args Kineto traces carry that the analyses read, as typed columns (JSON key -> column).
@@ -51,7 +51,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
              ("not_stored_json", "str"), ("header_json", "str"), ("metadata_events_json", "str"),
              ("warnings", "strlist"), ("summary_name", "strlist"), ("summary_cat", "strlist"),
              ("summary_count", "i64list"), ("summary_total_ns", "i64list"), ("summary_min_ns", "i64list"),
-             ("summary_max_ns", "i64list")],
+             ("summary_max_ns", "i64list"), ("summary_timed", "i64list")],
 }
 # rank_source values: where a rank number came from.
 RANK_SOURCES = ("distributedInfo", "file name", "position", "given", "environment", "default")

@@ -11,7 +11,8 @@ any analysis:
 - when the traces hold two or more distinct ``ProfilerStep`` names (all ranks together), keeps per
   rank only the CPU events that start before the last ``ProfilerStep`` starts, and the GPU events
   whose correlation one of those carries (a join: a correlation several kept CPU events carry
-  repeats the GPU event). GPU events here: ``stream >= 0 and correlation >= 0``, or the names
+  repeats the GPU event; here each GPU event repeats once per carrier, counted, which joins a
+  smaller table). GPU events here: ``stream >= 0 and correlation >= 0``, or the names
   ``Event Sync`` and ``Context Sync``.
 
 Views (µs as DOUBLE, whole µs where HTA rounds): ``hta_base`` (per-rank events before the step
@@ -68,33 +69,67 @@ def _q(text: str) -> str:
 
 BASE_SQL = """
 SELECT s.rank, s.idx, s.name, s.cat, s.pid, s.tid,
-       CASE WHEN m.ts_kind = 'int' THEN {ts} ELSE ceil({ts}) END AS ts,
-       CASE WHEN m.ts_kind = 'int' THEN {dur} ELSE floor({ts} + {dur}) - ceil({ts}) END AS dur,
+       CASE WHEN m.int_ts THEN {ts} ELSE ceil({ts}) END AS ts,
+       CASE WHEN m.int_ts THEN {dur} ELSE floor({ts} + {dur}) - ceil({ts}) END AS dur,
        coalesce(s.stream, -1) AS stream, coalesce(s.correlation, -1) AS correlation,
        coalesce(s.memory_bw_gbps, 0.0) AS memory_bw_gbps, coalesce(s.bytes, -1) AS bytes,
        ((coalesce(s.stream, -1) >= 0 AND coalesce(s.correlation, -1) >= 0) OR s.name IN ({sync})) AS is_gpu
-FROM slices s JOIN ranks m ON s.rank = m.rank
+FROM slices s JOIN hta_ranks m ON s.rank = m.rank
 WHERE s.dur IS NOT NULL AND s.cat IS NOT NULL AND s.cat <> 'Trace'
 """
 
 
+_KEPT = "dur IS NOT NULL AND cat IS NOT NULL AND cat <> 'Trace'"  # hta_base's rows
+
+
 def step_symbols(con, ranks: Sequence[int], params: dict) -> list[str]:
     """Task: the distinct names and categories holding "ProfilerStep" (HTA's symbol table test)."""
-    create_base(con)
-    rows = con.execute(f"""SELECT DISTINCT name FROM hta_base WHERE name LIKE '%{STEP_MARK}%'
-                           UNION SELECT DISTINCT cat FROM hta_base WHERE cat LIKE '%{STEP_MARK}%'""").fetchall()
+    rows = con.execute(f"""SELECT DISTINCT name FROM slices WHERE {_KEPT} AND name LIKE '%{STEP_MARK}%'
+                           UNION SELECT DISTINCT cat FROM slices WHERE {_KEPT} AND cat LIKE '%{STEP_MARK}%'""").fetchall()
     return sorted(r[0] for r in rows)
 
 
+def _summary_symbols(store) -> tuple[set[str], set[str]] | None:
+    """From the ranks' slice summaries: (the step symbols the events surely hold, those they may hold).
+    Sure: a (name, category) with a timed slice and a category neither absent nor "Trace"; may: any
+    (a summary's string lists hold an absent category as "", which an empty one also is). None when a
+    rank has no summary."""
+    sure: set[str] = set()
+    maybe: set[str] = set()
+    for rank in store.ranks:
+        meta = store.meta(rank)
+        names, cats, timed = meta.get("summary_name"), meta.get("summary_cat"), meta.get("summary_timed")
+        if names is None or cats is None:
+            return None
+        for i, (name, cat) in enumerate(zip(names, cats)):
+            if cat == "Trace":
+                continue
+            found = {s for s in (name, cat) if s and STEP_MARK in s}
+            if not found:
+                continue
+            maybe |= found
+            if cat and timed is not None and timed[i]:
+                sure |= found
+    return sure, maybe
+
+
 def steps_params(engine, *, include_last_step: bool = False) -> dict:
-    """What every HTA-shaped task needs to know about all ranks: whether the step filter applies."""
-    symbols = set()
-    for part in engine.run(step_symbols):
-        symbols.update(part)
+    """What every HTA-shaped task needs to know about all ranks: whether the step filter applies (two
+    or more step symbols). The ranks' slice summaries answer without reading events unless they leave
+    it open (see ``_summary_symbols``); then the events are asked."""
+    known = _summary_symbols(engine.store)
+    if known is not None and (len(known[0]) >= 2 or len(known[1]) < 2):
+        symbols = known[0] if len(known[0]) >= 2 else known[1]
+    else:
+        symbols = set()
+        for part in engine.run(step_symbols):
+            symbols.update(part)
     return {"steps_filter": len(symbols) >= 2, "include_last_step": bool(include_last_step)}
 
 
 def create_base(con) -> None:
+    """``hta_ranks`` (each rank's clock kind, read once) and the view ``hta_base``."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS hta_ranks AS SELECT rank, ts_kind = 'int' AS int_ts FROM ranks")
     con.execute("CREATE OR REPLACE TEMP VIEW hta_base AS "
                 + BASE_SQL.format(sync=", ".join(_q(n) for n in GPU_SYNC_NAMES), ts=us("s.ts"), dur=us("s.dur")))
 
@@ -110,8 +145,9 @@ def create_frame(con, params: dict, *, kernel_types: bool = True) -> None:
             SELECT rank, max(ts) AS last_start, max(ts + dur) AS last_end FROM hta_base
             WHERE NOT is_gpu AND name LIKE '%{STEP_MARK}%' GROUP BY rank),
         cpu AS (SELECT b.* FROM hta_base b JOIN last l ON b.rank = l.rank WHERE NOT b.is_gpu AND {bound}),
-        gpu AS (SELECT g.* FROM hta_base g JOIN (SELECT rank, correlation FROM cpu) c
-                ON g.rank = c.rank AND g.correlation = c.correlation WHERE g.is_gpu)
+        carried AS (SELECT rank, correlation, count(*) AS n FROM cpu GROUP BY rank, correlation),
+        gpu AS (SELECT g.* FROM hta_base g JOIN carried c ON g.rank = c.rank AND g.correlation = c.correlation,
+                range(c.n) WHERE g.is_gpu)
         SELECT *, ts + dur AS end_ts, 0 AS part FROM gpu
         UNION ALL SELECT *, ts + dur AS end_ts, 1 AS part FROM cpu""")
     else:
@@ -120,13 +156,18 @@ def create_frame(con, params: dict, *, kernel_types: bool = True) -> None:
         register_kernel_types(con)
 
 
-def register_kernel_types(con) -> None:
+def register_kernel_types(con, names: Sequence[str] | None = None) -> None:
+    """``ktypes``: the kernel type of ``names`` (any superset of the kernels' names: the ranks' slice
+    summaries), else of the names of the events with a stream."""
     import pyarrow as pa
 
     from ...trace.write.arrowcols import strings
 
-    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM hta_base WHERE stream <> -1 AND name IS NOT NULL")
-             .fetchall()]
+    if names is None:
+        missing, = con.execute("SELECT count(*) FILTER (WHERE summary_name IS NULL) FROM ranks").fetchone()
+        names = [r[0] for r in con.execute(
+            "SELECT DISTINCT name FROM slices WHERE stream IS NOT NULL AND name IS NOT NULL" if missing else
+            "SELECT DISTINCT n FROM (SELECT unnest(summary_name) AS n FROM ranks) WHERE n IS NOT NULL").fetchall()]
     table = pa.Table.from_arrays([strings(names), strings([kernel_type(n) for n in names]),
                                   strings([memory_kernel_type(n) for n in names])],
                                  names=["name", "kernel_type", "memory_type"])

@@ -11,24 +11,40 @@ from typing import Sequence
 
 import numpy as np
 
-from .frame import COMPUTATION, create_frame, steps_params, union_sql
+from .frame import COMPUTATION, create_frame, rank_batches, steps_params
 from .result import AnalysisResult
 
 COLUMNS = ["rank", "idle_us", "compute_us", "non_compute_us", "kernel_us", "idle_pct", "compute_pct",
            "non_compute_pct"]
 
 
+def merged_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's ``merge_kernel_intervals`` of intervals already in HTA's row order (ts, then row):
+    (start, end) of each merged group, in time order (``frame.union_sql``'s groups)."""
+    if not len(ts):
+        return ts, end
+    covered = np.maximum.accumulate(end)
+    new = np.empty(len(ts), bool)
+    new[0] = True
+    np.greater(ts[1:], covered[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return ts[starts], np.maximum.reduceat(end, starts)
+
+
 def task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
+    """Per rank (kernel span, busy time, computation busy time): the intervals merged in numpy over
+    one rank's kernels at a time, streamed in HTA's row order (a window in SQL costs twice as much)."""
     create_frame(con, params)
-    every = union_sql("(SELECT * FROM hta_frame WHERE stream <> -1)")
-    compute = union_sql(f"""(SELECT f.* FROM hta_frame f JOIN ktypes k ON f.name = k.name
-                             WHERE f.stream <> -1 AND k.kernel_type = '{COMPUTATION}')""")
-    return con.execute(f"""
-        WITH a AS ({every}), c AS ({compute}),
-        span AS (SELECT rank, arg_max(e, grp) - arg_min(s, grp) AS kernel, sum(e - s) AS busy FROM a GROUP BY rank),
-        comp AS (SELECT rank, sum(e - s) AS compute FROM c GROUP BY rank)
-        SELECT span.rank, span.kernel, span.busy, coalesce(comp.compute, 0) FROM span LEFT JOIN comp USING (rank)
-        ORDER BY span.rank""").fetchall()
+    sql = f"""SELECT f.rank, f.ts, f.end_ts, (k.kernel_type = '{COMPUTATION}')::TINYINT AS compute
+              FROM hta_frame f LEFT JOIN ktypes k ON f.name = k.name WHERE f.stream <> -1
+              ORDER BY f.rank, f.ts, f.part, f.idx"""
+    out = []
+    for rank, c in rank_batches(con, sql):
+        starts, ends = merged_intervals(c["ts"], c["end_ts"])
+        is_compute = c["compute"] == 1
+        cs, ce = merged_intervals(c["ts"][is_compute], c["end_ts"][is_compute])
+        out.append((rank, float(ends[-1] - starts[0]), float((ends - starts).sum()), float((ce - cs).sum())))
+    return out
 
 
 def run(engine, *, include_last_step: bool = False) -> AnalysisResult:

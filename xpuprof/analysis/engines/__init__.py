@@ -5,8 +5,9 @@ connection whose views ``slices``, ``counters``, ``flows``, ``instants`` and ``r
 ranks only, and returns a small, mergeable partial result) plus a *combine* step on the driver.
 Engines decide where tasks run:
 
-* ``duckdb`` (the default): one embedded DuckDB in this process, every rank in one task; DuckDB
-  parallelizes and spills to disk under its memory limit;
+* ``duckdb`` (the default): an embedded DuckDB in this process, the ranks in groups of a few million
+  events run one after the other (memory is one group's however many ranks there are); DuckDB
+  parallelizes each group's queries and spills to disk under its memory limit;
 * ``ray``: the store's rank partitions split into groups, one Ray task per group running the same
   DuckDB queries on the node it is scheduled on (spread over the cluster's nodes), the partials
   combined here. It joins ``RAY_ADDRESS`` when set, else starts a local cluster on 127.0.0.1
@@ -29,6 +30,14 @@ Task = Callable[[Any, Sequence[int], dict], Any]
 
 class EngineError(ValueError):
     """An engine that cannot run here or as configured; the message says what to do."""
+
+
+def default_group_events() -> int:
+    """Slices per DuckDB task (the duckdb engine's unit of memory): ``XPUPROF_GROUP_EVENTS``, else 2 M."""
+    try:
+        return int(os.environ.get("XPUPROF_GROUP_EVENTS", "") or 2_000_000)
+    except ValueError:
+        raise EngineError(f"XPUPROF_GROUP_EVENTS must be a whole number, not {os.environ['XPUPROF_GROUP_EVENTS']!r}") from None
 
 
 def default_memory_limit() -> str:
@@ -60,7 +69,8 @@ class Engine:
 
 def open_engine(store, kind: str = "duckdb", **options) -> Engine:
     """An engine over ``store`` (a path or an opened ``Store``). Options: ``memory_limit`` and
-    ``threads`` (duckdb, and each Ray task's DuckDB); ``address``, ``groups`` (ray)."""
+    ``threads`` (duckdb, and each Ray task's DuckDB); ``group_events`` (duckdb); ``address``,
+    ``groups`` (ray)."""
     if kind not in ENGINES:
         raise EngineError(f"unknown engine {kind!r}; valid: {', '.join(ENGINES)}")
     for package in ("duckdb", "pyarrow") + (("ray",) if kind == "ray" else ()):  # before reading anything
@@ -79,4 +89,4 @@ def open_engine(store, kind: str = "duckdb", **options) -> Engine:
     return RayEngine(store, **options)
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "Task", "default_memory_limit", "open_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Task", "default_group_events", "default_memory_limit", "open_engine"]

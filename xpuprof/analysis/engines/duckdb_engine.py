@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from ...trace.read.store import Store, StoreError
 from ...trace.store_schema import RANKS_TABLE, TABLES
-from . import Engine, EngineError, Task, default_memory_limit
+from . import Engine, EngineError, Task, default_group_events, default_memory_limit
 
 
 def _duckdb():
@@ -69,16 +69,40 @@ def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memor
         raise StoreError(f"{store.path}: a Parquet file is unreadable (truncated or corrupt?): {first}") from None
 
 
+def rank_groups(store: Store, ranks: Sequence[int], group_events: int) -> list[list[int]]:
+    """Consecutive ranks in groups of at most ``group_events`` slices each (by the ranks' metadata;
+    a bigger rank is a group of its own)."""
+    groups: list[list[int]] = []
+    size = 0
+    for rank in ranks:
+        n = int(store.meta(rank).get("slices") or 0)
+        if not groups or size + n > group_events:
+            groups.append([])
+            size = 0
+        groups[-1].append(rank)
+        size += n
+    return groups
+
+
 class DuckDBEngine(Engine):
+    """Ranks in groups of about ``group_events`` slices, one group after the other, each in a fresh
+    connection: memory stays that of one group's queries however many ranks the store holds (every
+    task is per rank; the analyses combine the groups' partials as they combine Ray's)."""
+
     name = "duckdb"
 
-    def __init__(self, store: Store, *, memory_limit: str | None = None, threads: int | None = None) -> None:
+    def __init__(self, store: Store, *, memory_limit: str | None = None, threads: int | None = None,
+                 group_events: int | None = None) -> None:
         super().__init__(store)
         _duckdb()
         self.memory_limit = memory_limit
         self.threads = threads
+        self.group_events = default_group_events() if group_events is None else int(group_events)
+        if self.group_events < 1:
+            raise EngineError(f"group_events must be positive, not {group_events}")
 
     def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
         ranks = self.store.ranks if ranks is None else sorted(ranks)
-        self.nodes = [f"local:{os.getpid()}"]
-        return [run_task(self.store, ranks, task, params or {}, self.memory_limit, self.threads)]
+        groups = rank_groups(self.store, ranks, self.group_events) or [[]]
+        self.nodes = [f"local:{os.getpid()}"] * len(groups)
+        return [run_task(self.store, group, task, params or {}, self.memory_limit, self.threads) for group in groups]

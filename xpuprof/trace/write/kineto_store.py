@@ -217,7 +217,8 @@ class _Rows:
         cols = self._common(c, rows, ts)
         k = c.kind[rows, DUR]
         cols["dur"] = int_column(c.exact[rows, 1], k != ABSENT)
-        self.w.summary.add(c.strings, c.name[rows], c.strings, c.cat[rows], np.where(k != ABSENT, c.exact[rows, 1], 0))
+        self.w.summary.add(c.strings, c.name[rows], c.strings, c.cat[rows], np.where(k != ABSENT, c.exact[rows, 1], 0),
+                           timed=k != ABSENT)
         cols.update(ArgColumns.from_text(c.buf, c.args_span[rows]).arrow())
         self.w.write("slices", cols)
 

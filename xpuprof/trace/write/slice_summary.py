@@ -10,10 +10,13 @@ import numpy as np
 
 class SliceSummary:
     def __init__(self) -> None:
-        self.groups: dict[tuple, list] = {}  # (name or None, cat or None) -> [count, total, min, max]
+        # (name or None, cat or None) -> [count, total, min, max, timed (the count with a duration)]
+        self.groups: dict[tuple, list] = {}
 
-    def add(self, names: Sequence, name_ids: np.ndarray, cats: Sequence, cat_ids: np.ndarray, dur: np.ndarray) -> None:
-        """Rows given as ids into ``names``/``cats`` (-1: none) and ns durations (absent ones already 0)."""
+    def add(self, names: Sequence, name_ids: np.ndarray, cats: Sequence, cat_ids: np.ndarray, dur: np.ndarray,
+            timed: np.ndarray | None = None) -> None:
+        """Rows given as ids into ``names``/``cats`` (-1: none) and ns durations (absent ones already 0,
+        and False in ``timed``; None: every row has its duration)."""
         n = len(dur)
         if not n:
             return
@@ -29,34 +32,40 @@ class SliceSummary:
         uniq, inv = _dense(key)
         dur = np.asarray(dur, np.int64)
         counts = np.bincount(inv, minlength=len(uniq))
+        timed_counts = counts if timed is None else np.bincount(inv, weights=np.asarray(timed, bool),
+                                                                minlength=len(uniq)).astype(np.int64)
         totals = np.zeros(len(uniq), np.int64)
         np.add.at(totals, inv, dur)
         lows = np.full(len(uniq), np.iinfo(np.int64).max)
         np.minimum.at(lows, inv, dur)
         highs = np.full(len(uniq), np.iinfo(np.int64).min)
         np.maximum.at(highs, inv, dur)
-        for k, c, s, lo, hi in zip(uniq.tolist(), counts.tolist(), totals.tolist(), lows.tolist(), highs.tolist()):
+        for k, c, s, lo, hi, t in zip(uniq.tolist(), counts.tolist(), totals.tolist(), lows.tolist(), highs.tolist(),
+                                      timed_counts.tolist()):
             ni, ci = int(names_u[k // len(cats_u)]) - 1, int(cats_u[k % len(cats_u)]) - 1
             g = (names[ni] if ni >= 0 else None, cats[ci] if ci >= 0 else None)
             got = self.groups.get(g)
             if got is None:
-                self.groups[g] = [c, s, lo, hi]
+                self.groups[g] = [c, s, lo, hi, t]
             else:
                 got[0] += c
                 got[1] += s
                 got[2], got[3] = min(got[2], lo), max(got[3], hi)
+                got[4] += t
 
     def add_rows(self, rows: Sequence[tuple]) -> None:
         """(name, cat, dur or None) per row (few rows: objects read one at a time)."""
         for name, cat, dur in rows:
             d = int(dur or 0)
+            t = int(dur is not None)
             got = self.groups.get((name, cat))
             if got is None:
-                self.groups[(name, cat)] = [1, d, d, d]
+                self.groups[(name, cat)] = [1, d, d, d, t]
             else:
                 got[0] += 1
                 got[1] += d
                 got[2], got[3] = min(got[2], d), max(got[3], d)
+                got[4] += t
 
     def lists(self) -> dict:
         """The rank metadata's summary columns (one list per column; a string list holds None as "")."""
@@ -64,7 +73,8 @@ class SliceSummary:
         vals = [self.groups[k] for k in keys]
         return {"summary_name": [k[0] for k in keys], "summary_cat": [k[1] for k in keys],
                 "summary_count": [v[0] for v in vals], "summary_total_ns": [v[1] for v in vals],
-                "summary_min_ns": [v[2] for v in vals], "summary_max_ns": [v[3] for v in vals]}
+                "summary_min_ns": [v[2] for v in vals], "summary_max_ns": [v[3] for v in vals],
+                "summary_timed": [v[4] for v in vals]}
 
 def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct values, each row's index among them) of non-negative ids: by counting when the
