@@ -16,7 +16,7 @@ extensions = [
         f"xpuprof._native.{src.stem}",
         sources=[str(src.relative_to(Path(__file__).parent))],
         include_dirs=[str(native.relative_to(Path(__file__).parent))],
-        depends=[str(h.relative_to(Path(__file__).parent)) for h in sorted(native.glob("*.h"))],  # rebuilt when a header changes
+        depends=[str(h.relative_to(Path(__file__).parent)) for h in sorted(native.glob("*.h"))],  # rebuilt when one changes
         extra_compile_args=["-O2", "-std=c11", "-Wall"],
         libraries=["pthread", "dl"],
         optional=True,

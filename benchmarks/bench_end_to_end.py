@@ -10,8 +10,9 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
   ``xpuprof.profile(activities=["cpu"])``; timed: ``stop()`` (copy the C records into columns, build
   the trace) + ``export_chrome_trace()`` (format, compress for ``.gz``, write, rename). Events/s =
   n / that time (the first write). Same run, same bytes: ``.json``: writer bandwidth / raw write
-  bandwidth, best of 3 alternating writes each (the page cache swings both); ``.gz``: writer
-  throughput / isal level 1 alone over the uncompressed bytes.
+  bandwidth, best of 3 alternating writes each (the page cache swings both); ``.gz``: isal level 1
+  alone over the uncompressed bytes against the writer, alternated, in time and CPU time, and the
+  sizes (``isal_floor.py``).
 - peak RSS growth per event (ru_maxrss minus the value after warm-up, / n) after recording,
   after ``stop()`` and after the write.
 - ``torch`` / ``viztracer``: the same workload through the peers when installed, timed the same
@@ -20,6 +21,13 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
   (correlation marks), minus an empty loop, best of 5; host-only recording too.
 - ``args-mem``: bytes of peak RSS per stored range whose args are a small dict, after recording,
   after ``stop()`` and after the write (issue 14 item 3; target <= 250 B).
+- ``args-export``: stop + export of ``--n`` ranges that all carry a small dict arg against the same
+  ranges without args, alternated fresh processes (goal: >= 0.6x the events/s).
+- ``under-load``: how much stop + export slows while ``--hogs`` CPU-bound processes (a Python busy
+  loop each) run beside it, for xpuprof (``.json``) and viztracer (stop + save, ``.json``): each run
+  is a fresh process timed quiet, then the same with the hogs, the tools alternated; slowdown = median
+  loaded time / median quiet time, per tool (goal: xpuprof's <= viztracer's). The hogs are children
+  of the benchmark, so they share its scheduling group, as a user's second job would.
 
 Device rows (XPU over the PTI double, CUDA/ROCm decoders) come from ``bench_device_end_to_end.py``
 and the ``xpuprof report`` row from ``bench_report.py`` when those modules exist next to this one;
@@ -41,11 +49,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 NAMES = [f"op{i}" for i in range(64)]
-CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem")
+CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem", "under-load", "args-export")
+# Children run by the under-load case (not cases of their own): stop + export once, nothing else.
+LOAD_CHILDREN = ("xpuprof-stop-export", "viztracer")
 
 
 def _rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 # ----------------------------------------------------------------------------- children
@@ -67,32 +82,26 @@ def _child_xpuprof(n: int, out: Path, gz: bool) -> dict:
             pass
     t_rec = time.perf_counter() - t_rec
     rss_rec = _rss()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     prof.stop()
-    t_stop = time.perf_counter() - t0
+    t_stop, c_stop = time.perf_counter() - t0, time.process_time() - c0
     rss_stop = _rss()
     path = out / ("trace.json.gz" if gz else "trace.json")
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     prof.export_chrome_trace(path)
-    t_write = time.perf_counter() - t1
+    t_write, c_write = time.perf_counter() - t1, time.process_time() - c1
+    cpu_write = c_write
     rss_write = _rss()
     res = {"events_per_s": n / (t_stop + t_write), "stop_s": t_stop, "write_s": t_write,
+           "stop_cpu_s": c_stop, "write_cpu_s": c_write,  # CPU seconds (all threads) beside wall
            "record_ns_per_range": t_rec / n * 1e9, "bytes": path.stat().st_size,
            "rss_record_B_per_ev": (rss_rec - base) / n, "rss_stop_B_per_ev": (rss_stop - base) / n,
            "rss_write_B_per_ev": (rss_write - base) / n}
-    if gz:  # isal level 1 alone over the same uncompressed bytes, as the writer feeds it (big chunks)
-        from isal import isal_zlib
+    if gz:  # isal level 1 alone over the same uncompressed bytes, alternated with the writer
+        sys.path.insert(0, str(HERE))
+        from isal_floor import compare
 
-        data = gzip.decompress(path.read_bytes())
-        view = memoryview(data)
-        t2 = time.perf_counter()
-        comp = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
-        step = 8 << 20
-        parts = [comp.compress(view[i:i + step]) for i in range(0, len(data), step)]
-        parts.append(comp.flush())
-        t_isal = time.perf_counter() - t2
-        res["writer_vs_isal_l1"] = t_isal / t_write
-        res["uncompressed_bytes"] = len(data)
+        res.update(compare(prof.export_chrome_trace, path, t_write, cpu_write))
     else:  # raw write of the same bytes to the same file system, alternating with the writer
         # The page cache's state (dirty pages of other jobs, writeback) swings both by 2-5x from
         # one second to the next here: best of 3 alternations each, same bytes, same directory.
@@ -118,6 +127,33 @@ def _child_xpuprof(n: int, out: Path, gz: bool) -> dict:
         res["raw_write_GB_s"] = len(data) / min(raw_times) / 1e9
         res["writer_GB_s"] = len(data) / min(writer_times) / 1e9
     return res
+
+
+def _child_stop_export(n: int, out: Path, args: bool = False) -> dict:
+    """stop() + export_chrome_trace() once (the under-load and args-export cases' timed step); with
+    ``args`` every range carries a small dict."""
+    import xpuprof
+
+    with xpuprof.profile(activities=["cpu"]) as warm:
+        with xpuprof.record_function("warm", {"i": 0, "phase": "fwd"} if args else None):
+            pass
+    warm.export_chrome_trace(out / "warm.json")
+    names, rf = NAMES, xpuprof.record_function
+    prof = xpuprof.profile(activities=["cpu"])
+    prof.start()
+    if args:
+        for i in range(n):
+            with rf(names[i & 63], {"i": i, "phase": "fwd"}):
+                pass
+    else:
+        for i in range(n):
+            with rf(names[i & 63]):
+                pass
+    c0, t0 = _cpu(), time.perf_counter()
+    prof.stop()
+    path = prof.export_chrome_trace(out / "trace.json")
+    t, c = time.perf_counter() - t0, _cpu() - c0
+    return {"events_per_s": n / t, "stop_write_s": t, "events_per_cpu_s": n / c, "bytes": path.stat().st_size}
 
 
 def _child_torch(n: int, out: Path) -> dict:
@@ -229,13 +265,17 @@ def _run_child(case: str, n: int, out: Path) -> dict:
         return _child_rf_sim(n, out)
     if case == "args-mem":
         return _child_args_mem(n, out)
+    if case == "xpuprof-stop-export":
+        return _child_stop_export(n, out)
+    if case == "xpuprof-args-stop-export":
+        return _child_stop_export(n, out, args=True)
     raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
 
 
 # ----------------------------------------------------------------------------- parent
 def _available(case: str) -> str | None:
     """None when the case can run here, else why not."""
-    mod = {"torch": "torch", "viztracer": "viztracer"}.get(case)
+    mod = {"torch": "torch", "viztracer": "viztracer", "under-load": "viztracer"}.get(case)
     if mod is None:
         return None
     import importlib.util
@@ -253,6 +293,24 @@ def _spawn(case: str, n: int) -> dict:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _under_load(n: int, runs: int, hogs: int, peer_n: int | None = None) -> dict[str, dict[str, list[float]]]:
+    """Seconds of stop + export per child kind, quiet and beside ``hogs`` busy processes, alternated."""
+    out: dict[str, dict[str, list[float]]] = {c: {"quiet": [], "loaded": []} for c in LOAD_CHILDREN}
+    for _ in range(runs):
+        for child in LOAD_CHILDREN:
+            size = n if child != "viztracer" or peer_n is None else peer_n
+            out[child]["quiet"].append(_spawn(child, size)["stop_write_s"])
+            procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+            try:
+                out[child]["loaded"].append(_spawn(child, size)["stop_write_s"])
+            finally:
+                for p in procs:
+                    p.kill()
+                for p in procs:
+                    p.wait()
+    return out
+
+
 def _fmt(vals: list[float], scale: float = 1.0, digits: int = 2) -> str:
     vals = [v * scale for v in vals]
     return f"{statistics.median(vals):.{digits}f} ({min(vals):.{digits}f}-{max(vals):.{digits}f})"
@@ -264,6 +322,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per case (median and range; >= 3)")
     ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases: {', '.join(CASES)}")
     ap.add_argument("--args-n", type=int, default=200_000, help="ranges with args in args-mem (default 200,000)")
+    ap.add_argument("--hogs", type=int, default=1, help="CPU-bound processes beside the under-load case (default 1)")
+    ap.add_argument("--peer-n", type=int, help="events for viztracer in the under-load case (default --n)")
     ap.add_argument("--no-device", action="store_true", help="skip bench_device_end_to_end.py")
     ap.add_argument("--no-report", action="store_true", help="skip bench_report.py")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -278,6 +338,10 @@ def main() -> int:
         ap.error(f"unknown case(s) {', '.join(bad)}; valid: {', '.join(CASES)}")
     print(f"# end to end, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes")
+    sys.path.insert(0, str(HERE))
+    from anchor import anchor_line
+
+    print(f"# {anchor_line()}", flush=True)
     results: dict[str, list[dict]] = {}
     for case in cases:
         why = _available(case)
@@ -285,6 +349,14 @@ def main() -> int:
             print(f"{case}: skipped ({why})")
             continue
         n = a.args_n if case == "args-mem" else a.n
+        if case == "under-load":
+            load = _under_load(n, a.runs, a.hogs, a.peer_n)
+            continue
+        if case == "args-export":  # alternated: every range with a small dict arg / none
+            pairs = [(_spawn("xpuprof-args-stop-export", a.n), _spawn("xpuprof-stop-export", a.n)) for _ in range(a.runs)]
+            results[case] = [{"args": x["events_per_s"], "plain": y["events_per_s"], "args_cpu": x["events_per_cpu_s"],
+                              "plain_cpu": y["events_per_cpu_s"]} for x, y in pairs]
+            continue
         results[case] = [_spawn(case, n) for _ in range(a.runs)]
 
     def col(case, key):
@@ -306,8 +378,11 @@ def main() -> int:
         rows.append(("  writer GB/s | raw write GB/s", f"{_fmt(col('xpuprof-json', 'writer_GB_s'))} | "
                                                       f"{_fmt(col('xpuprof-json', 'raw_write_GB_s'))}"))
     if "xpuprof-gz" in results:
-        rows.append((".json.gz writer / isal level 1 alone on the same bytes (goal >= 0.80)",
-                     _fmt(col("xpuprof-gz", "writer_vs_isal_l1"))))
+        rows.append((".json.gz: isal level 1 alone / writer, time, best of 3 alternated (goal >= 0.85)",
+                     _fmt(col("xpuprof-gz", "isal_vs_writer"))))
+        rows.append(("  same, CPU time (user + sys; the time ratio on a machine with no free CPU)",
+                     _fmt(col("xpuprof-gz", "isal_vs_writer_cpu"))))
+        rows.append(("  .json.gz size / isal level 1's (goal <= 1.10)", _fmt(col("xpuprof-gz", "size_vs_isal"), 1, 3)))
     for peer in ("torch", "viztracer"):
         if peer in results:
             rows.append((f"{peer}: stop + export, M events/s", _fmt(col(peer, "events_per_s"), 1e-6)))
@@ -319,10 +394,27 @@ def main() -> int:
         rows.append(("record_function enter+exit, sim session linking ranges, ns (goal <= 500)",
                      _fmt(col("rf-sim", "sim_ns"), 1, 0)))
         rows.append(("record_function enter+exit, host only, ns", _fmt(col("rf-sim", "host_ns"), 1, 0)))
+    if "args-export" in results:
+        rows.append(("stop + export, every range with a small dict arg, M events/s", _fmt(col("args-export", "args"), 1e-6)))
+        rows.append(("  the same ranges without args, M events/s", _fmt(col("args-export", "plain"), 1e-6)))
+        rows.append(("  with args / without (medians; goal >= 0.60)",
+                     f"{statistics.median(col('args-export', 'args')) / statistics.median(col('args-export', 'plain')):.2f}"))
+        rows.append(("  same, events per CPU second (user + sys)",
+                     f"{statistics.median(col('args-export', 'args_cpu')) / statistics.median(col('args-export', 'plain_cpu')):.2f}"))
     if "args-mem" in results:
         for stage in ("record", "stop", "write"):
             rows.append((f"ranges with small args: peak RSS growth after {stage}, B/range (goal <= 250)",
                          _fmt(col("args-mem", f"rss_{stage}_B_per_range"), 1, 0)))
+    if "under-load" in cases and _available("under-load") is None:
+        slow = {}
+        for child, label in zip(LOAD_CHILDREN, ("xpuprof .json", "viztracer")):
+            q, l = load[child]["quiet"], load[child]["loaded"]
+            slow[child] = statistics.median(l) / statistics.median(q)
+            rows.append((f"{label}: stop + export s, quiet | beside {a.hogs} busy process(es)",
+                         f"{_fmt(q)} | {_fmt(l)}"))
+            rows.append((f"  slowdown (median loaded / median quiet)", f"{slow[child]:.2f}x"))
+        rows.append(("xpuprof slowdown / viztracer slowdown under load (goal <= 1.00)",
+                     f"{slow[LOAD_CHILDREN[0]] / slow[LOAD_CHILDREN[1]]:.2f}"))
     width = max((len(r[0]) for r in rows), default=10)
     print(f"# host ranges per run: {a.n:,} (args-mem: {a.args_n:,})")
     for label, value in rows:

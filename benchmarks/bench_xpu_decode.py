@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from xpuprof.backends.xpu import decode, pti
+from xpuprof.backends.xpu import records as decode
+from xpuprof.vendors import pti
 
 BUFFER_BYTES = 4 << 20
 PATTERN = [pti.ViewKind.EXTERNAL_CORRELATION, pti.ViewKind.RUNTIME_API, pti.ViewKind.DRIVER_API,

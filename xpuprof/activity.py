@@ -6,7 +6,6 @@ types that landed on Kineto ``main`` after it (``xpu_scope_profiler``, ``xpu_syn
 """
 from __future__ import annotations
 
-import difflib
 import enum
 from functools import lru_cache
 
@@ -198,6 +197,8 @@ _SPELLING_CLASSES = _spelling_classes()
 
 def _unknown_message(name: str) -> str:
     names = ActivityType.all_names() + tuple(n for names_of in _PLUGIN_NAMES for n in names_of())
+    import difflib  # only for a misspelt name: not at `import xpuprof`
+
     close = difflib.get_close_matches(str(name).lower(), names + tuple(ACTIVITY_GROUPS), n=1, cutoff=0.0)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"unknown activity type {name!r}{hint} Valid names: {', '.join(names)}. {_GROUPS_TEXT}"

@@ -45,7 +45,7 @@ def console_main() -> int:
     """
     argv = sys.argv[1:]
     if argv[:1] == ["run"]:
-        from .backends.xpu.pti import reexec_with_library_path
+        from .vendors.pti import reexec_with_library_path
 
         reexec_with_library_path()
     return main(argv)

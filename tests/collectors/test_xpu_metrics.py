@@ -135,7 +135,7 @@ def test_real_pti_with_the_null_driver():
     NOT_IMPLEMENTED). The collector's probe now reads the devices' names and says up front that
     they are the null driver's test devices, which cannot collect metrics: reported, no counters."""
     try:
-        from xpuprof.backends.xpu import pti
+        from xpuprof.vendors import pti
         path = pti.find_pti_library()
     except Exception as exc:
         pytest.skip(f"intel-pti is not installed: {exc}")

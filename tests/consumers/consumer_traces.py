@@ -169,7 +169,7 @@ def cuda_decoder_trace(out: Path) -> TraceFacts:
     c = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
     from xpuprof.activity import ActivityType
     from xpuprof.backends.cuda import records
-    from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions
+    from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
     from xpuprof.clock import BASE_TIME_NS
     from xpuprof.trace.build.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace

@@ -39,11 +39,11 @@ def test_the_import_contracts_hold():
 
 # One violation per contract: (file that gains the import, the import, the module it reaches, contract).
 BREAKS = [
-    ("backends/rocm/decode.py", "from ..cuda import decode as _sibling", "xpuprof.backends.cuda.decode",
+    ("backends/rocm/emit.py", "from ..cuda import emit as _sibling", "xpuprof.backends.cuda.emit",
      "vendor backends never import each other"),
     ("trace/build/builder.py", "from ...backends import registry as _up", "xpuprof.backends.registry", "trace/"),
     ("analysis/summary.py", "from ..backends import sim as _up", "xpuprof.backends.sim", "analysis/"),
-    ("backends/cuda/decode.py", "from ... import profiler as _up", "xpuprof.profiler",
+    ("backends/cuda/emit.py", "from ... import profiler as _up", "xpuprof.profiler",
      "backends and collectors import no front end"),
     ("collectors/host.py", "from ..commands import run as _up", "xpuprof.commands.run",
      "backends and collectors import no front end"),
@@ -62,6 +62,13 @@ BREAKS = [
     ("diagnostics.py", "from .plugins import faults as _up", "xpuprof.plugins.faults", "layers run one way"),
     ("analysis/report.py", "import duckdb as _heavy", "duckdb", "duckdb, pyarrow and ray"),
     ("profiler/api.py", "import pyarrow.parquet as _heavy", "pyarrow", "duckdb, pyarrow and ray"),
+    ("collectors/xpu_metrics.py", "from ..backends.xpu import metrics_scope as _up",
+     "xpuprof.backends.xpu.metrics_scope", "collectors import no backend"),
+    ("vendors/pti.py", "from ..backends.xpu import emit as _up", "xpuprof.backends.xpu.emit",
+     "vendors/ imports no backend"),
+    ("backends/cuda/records.py", "from cupti import cupti as _vendor", "cupti",
+     "vendor packages are imported only in vendors/"),
+    ("collectors/nvml.py", "import pynvml as _vendor", "pynvml", "vendor packages are imported only in vendors/"),
 ]
 
 
@@ -123,3 +130,28 @@ def test_the_store_and_its_commands_import_no_scale_package():
                                  "xpuprof.analysis.store_report, xpuprof.commands.analyze, "
                                  "xpuprof.commands.convert; from xpuprof.cli import build_parser; "
                                  "build_parser()") == []
+
+
+# Vendor ABIs live in xpuprof/vendors/: a ctypes struct, callback type or library load anywhere in a
+# vendor backend or a collector is a binding outside its room.
+BINDING_PLACES = ("backends/xpu", "backends/cuda", "backends/rocm", "collectors")
+
+
+def _ctypes_bindings(path: Path) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith(("Structure", "Union")) for b in node.bases):
+            found.append(f"{path.name}:{node.lineno} defines the ctypes struct {node.name}")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("CFUNCTYPE", "CDLL", "LoadLibrary"):
+            found.append(f"{path.name}:{node.lineno} calls {ast.unparse(node.func)}")
+    return found
+
+
+def test_vendor_abis_are_bound_only_in_vendors():
+    package = REPO / "xpuprof"
+    found = [hit for place in BINDING_PLACES for path in sorted((package / place).rglob("*.py"))
+             for hit in _ctypes_bindings(path)]
+    assert found == [], "ctypes bindings outside xpuprof/vendors/:\n" + "\n".join(found)
+    assert _ctypes_bindings(package / "vendors" / "pti_metrics.py"), "the scan finds the structs it looks for"

@@ -12,9 +12,6 @@ MAX_CLASS_LINES = 350
 
 # path relative to xpuprof/ (module) or "path:Class" -> the most lines it may have until it is split.
 KNOWN_OVER = {
-    "backends/xpu/emit.py": 685,
-    "backends/xpu/emit.py:RecordWriter": 396,
-    "backends/cuda/decode.py:CuptiDecoder": 361,
     "plugins/c_abi.py": 648,
 }
 

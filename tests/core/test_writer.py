@@ -14,6 +14,7 @@ from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
 from xpuprof.trace.write import chrome as chrome_mod
 from xpuprof.trace.write import rows as rows_mod
 from xpuprof.trace.write import rows_native as columnar_mod
+from xpuprof.trace.write import sinks as sinks_mod
 from xpuprof.trace.build.columns import hex_column
 
 
@@ -187,11 +188,11 @@ def test_failed_write_leaves_no_file(mixed, tmp_path, monkeypatch):
 def test_streams_in_chunks(tmp_path, monkeypatch, make_mixed, layout):
     b = make_mixed(n=5000)
     sizes = []
-    real = chrome_mod._BackgroundWriter.write
-    monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (sizes.append(len(d)), real(self, d)))
+    real = sinks_mod.ChunkSink._write
+    monkeypatch.setattr(sinks_mod.ChunkSink, "_write", lambda self, d: (sizes.append(len(d)), real(self, d)))
     monkeypatch.setattr("xpuprof.trace.write.rows.MAX_CHUNK_ROWS", 1000)
     monkeypatch.setattr("xpuprof.trace.write.rows.MIN_CHUNK_ROWS", 1000)
-    path = write_chrome_trace(b, tmp_path / "t.json", threads=1)  # chunks as rendered bytes, not futures
+    path = write_chrome_trace(b, tmp_path / "t.json", threads=1)
     assert len(sizes) > 20 and max(sizes) < path.stat().st_size / 4
 
 
@@ -294,12 +295,13 @@ def test_threaded_rendering_writes_the_same_bytes(tmp_path, make_mixed, monkeypa
                  dur=3, pid=2, tid=np.arange(3000) % 3, cat="cpu_op", args={"s": ["\u2028x", "y"] * 1500})
     _many_chunks(monkeypatch)
     one = write_chrome_trace(b, tmp_path / "one" / name, threads=1).read_bytes()
-    seen = []
-    real = chrome_mod._BackgroundWriter.write
-    monkeypatch.setattr(chrome_mod._BackgroundWriter, "write", lambda self, d: (seen.append(type(d)), real(self, d)))
+    rendered_on = []
+    real = columnar_mod._Segments.render
+    monkeypatch.setattr(columnar_mod._Segments, "render",
+                        lambda self, *a: (rendered_on.append(threading.current_thread().name), real(self, *a))[1])
     many = write_chrome_trace(b, tmp_path / "many" / name, threads=4).read_bytes()
-    if layout == "compact":  # chunks really were handed over as futures of other threads' renders
-        assert sum(t.__name__ == "Future" for t in seen) > 30
+    if layout == "compact":  # chunks really were rendered on the worker threads, not the caller's
+        assert len(rendered_on) > 30 and all(t.startswith("xpuprof-render-") for t in rendered_on)
     if name.endswith(".gz"):
         # one gzip member (zlib reads only the first), its CRC and size right, the same text inside
         one, many = gzip.decompress(one), zlib.decompress(many, 31)
@@ -384,3 +386,89 @@ def test_columns_never_pin_the_records_they_came_from():
     for col in (s.pid, s.args["device"].values, s.args["grid"].values):
         assert col.strides[0] == 0  # one value for every row, stored once
     assert s.args["grid"].values.tolist() == [[256, 1, 1]] * 1000 and s.pid.tolist() == [2] * 1000
+
+
+def test_writer_threads_leave_the_cpus_other_tasks_are_running_on(monkeypatch):
+    """Sized to the CPUs free now: two CPUs with one other task ready to run leave one thread; an
+    idle machine all of them (at most MAX_WRITER_THREADS); a fixed count by XPUPROF_WRITER_THREADS."""
+    from xpuprof import cpus
+
+    monkeypatch.delenv(cpus.WRITER_THREADS_ENV, raising=False)
+    monkeypatch.setattr(cpus, "cgroup_cpu_quota", lambda: None)
+    monkeypatch.setattr(chrome_mod.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(chrome_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpus, "busy_elsewhere", lambda: 1)
+    assert chrome_mod.writer_threads() == 1
+    monkeypatch.setattr(cpus, "busy_elsewhere", lambda: 0)
+    assert chrome_mod.writer_threads() == 2
+    # 8 of 64 CPUs, 32 tasks busy machine wide: about 4 of them on this process's CPUs
+    monkeypatch.setattr(chrome_mod.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(chrome_mod.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(cpus, "busy_elsewhere", lambda: 32)
+    assert chrome_mod.writer_threads() == 4
+    monkeypatch.setattr(cpus, "busy_elsewhere", lambda: 60)
+    assert chrome_mod.writer_threads() == 1
+    monkeypatch.setenv(cpus.WRITER_THREADS_ENV, "3")
+    assert chrome_mod.writer_threads() == 3
+
+
+def test_a_bad_writer_threads_setting_is_said_once_and_the_trace_still_written(monkeypatch, caplog, tmp_path):
+    from xpuprof import cpus, diagnostics
+
+    diagnostics.reset()
+    monkeypatch.setenv(cpus.WRITER_THREADS_ENV, "many")
+    with caplog.at_level("WARNING", logger="xpuprof"):
+        assert 1 <= chrome_mod.writer_threads() <= chrome_mod.MAX_WRITER_THREADS
+        chrome_mod.writer_threads()
+    said = [r.getMessage() for r in caplog.records if cpus.WRITER_THREADS_ENV in r.getMessage()]
+    assert len(said) == 1 and "'many'" in said[0] and ">= 1" in said[0]
+    b = TraceBuilder(pid=1)
+    b.add_slice("x", BASE_TIME_NS, 1, 1, 1)
+    assert [e["name"] for e in load(write_chrome_trace(b, tmp_path / "t.json"))["traceEvents"] if e["ph"] == "X"] == ["x"]
+
+
+def test_one_free_cpu_writes_on_the_calling_thread_alone(tmp_path, make_mixed, monkeypatch):
+    b = make_mixed(n=20_000, seed=3)
+    _many_chunks(monkeypatch)
+    started = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self.name), real_start(self))[1])
+    one = write_chrome_trace(b, tmp_path / "one.json", threads=1).read_bytes()
+    assert not [n for n in started if n.startswith("xpuprof-")]
+    two = write_chrome_trace(b, tmp_path / "two.json", threads=2).read_bytes()
+    assert len([n for n in started if n.startswith("xpuprof-render-")]) == 2
+    assert one.replace(b"one.json", b"two.json") == two
+
+
+def test_cgroup_cpu_quotas_cap_the_usable_cpus(tmp_path, monkeypatch):
+    from xpuprof import cpus
+
+    v2 = tmp_path / "v2"
+    (v2 / "job" / "step").mkdir(parents=True)
+    (v2 / "cpu.max").write_text("max 100000\n")
+    (v2 / "job" / "cpu.max").write_text("250000 100000\n")  # 2.5 CPUs for the job ...
+    (v2 / "job" / "step" / "cpu.max").write_text("max 100000\n")  # ... its step unlimited by itself
+    (tmp_path / "cg2").write_text("0::/job/step\n")
+    assert cpus.cgroup_cpu_quota(str(tmp_path / "cg2"), str(v2)) == 2.5
+    v1 = tmp_path / "v1"
+    (v1 / "cpu,cpuacct" / "docker" / "abc").mkdir(parents=True)
+    (v1 / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("150000\n")
+    (v1 / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us").write_text("100000\n")
+    (v1 / "cpu,cpuacct" / "cpu.cfs_quota_us").write_text("-1\n")
+    (tmp_path / "cg1").write_text("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")
+    assert cpus.cgroup_cpu_quota(str(tmp_path / "cg1"), str(v1)) == 1.5
+    (tmp_path / "none").write_text("0::/\n")
+    assert cpus.cgroup_cpu_quota(str(tmp_path / "none"), str(tmp_path / "empty")) is None
+    monkeypatch.setattr(cpus, "cgroup_cpu_quota", lambda: 1.5)
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert cpus.usable_cpus() == 2
+
+
+def test_busy_elsewhere_reads_the_runnable_count(tmp_path):
+    from xpuprof import cpus
+
+    (tmp_path / "loadavg").write_text("7.83 7.58 6.84 7/148 15969\n")
+    assert cpus.busy_elsewhere(str(tmp_path / "loadavg")) == 6
+    (tmp_path / "bad").write_text("garbage\n")
+    assert cpus.busy_elsewhere(str(tmp_path / "bad")) == 0
+    assert cpus.busy_elsewhere(str(tmp_path / "missing")) == 0

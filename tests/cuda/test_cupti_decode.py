@@ -11,8 +11,8 @@ cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] 
 
 from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.base import ProcessWindow  # noqa: E402
-from xpuprof.backends.cuda import decode, records  # noqa: E402
-from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions  # noqa: E402
+from xpuprof.backends.cuda import emit as decode, records  # noqa: E402
+from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
 from xpuprof.trace.build.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import iter_event_chunks  # noqa: E402
@@ -366,7 +366,7 @@ def test_bulk_rows_gathered_from_many_buffers_equal_the_per_buffer_rows(monkeypa
         if not native:
             monkeypatch.setattr(records, "_rowgather_module", None)
         for kind, rows in want.items():
-            got = decode.concat_rows(chunks, kind)
+            got = records.concat_rows(chunks, kind)
             assert got.dtype == chunks[0].dtypes[kind]  # CUPTI's own layout (np.concatenate rewrote unions)
             plain = [f for f in rows.dtype.names if rows.dtype[f].fields is None]
             assert len(plain) >= 8
@@ -428,7 +428,7 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     """Issue 15 (memory): the decode keeps only the fields it reads (READ_FIELDS), frees each buffer
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
-    from xpuprof.backends import flows
+    from xpuprof.backends import common as flows
     from xpuprof.trace.build import columns as builder_mod
     from xpuprof.trace.write.chrome import write_chrome_trace
 

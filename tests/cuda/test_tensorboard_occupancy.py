@@ -10,7 +10,7 @@ pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not instal
 
 from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.cuda import records  # noqa: E402
-from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions  # noqa: E402
+from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
 from xpuprof.trace.build.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import write_chrome_trace  # noqa: E402

@@ -173,8 +173,8 @@ def test_vendors_use_distinct_flow_id_blocks():
 
 def _one_wait_rocm(decoder, builder, *, record: bool):
     """HIP: optionally hipEventRecord(E) (corr 1), then hipStreamWaitEvent(E) (corr 2)."""
-    from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_RECORD, OP_STREAM_WAIT, RocmRecords
-    from xpuprof.backends.rocm.rocprof import HIP_API_DTYPE
+    from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_RECORD, OP_STREAM_WAIT, RocmRecords
+    from xpuprof.vendors.rocprofiler import HIP_API_DTYPE
 
     api = np.zeros(2, HIP_API_DTYPE)
     api["size"], api["operation"] = 56, [1, 2]
@@ -190,7 +190,7 @@ def _one_wait_rocm(decoder, builder, *, record: bool):
 
 
 def test_rocm_decoder_uses_the_sessions_empty_resolver():
-    from xpuprof.backends.rocm.decode import RocprofDecoder
+    from xpuprof.backends.rocm.emit import RocprofDecoder
 
     session_resolver = DependencyResolver("hip")  # empty, so len() == 0 and bool() is False
     decoder = RocprofDecoder(pid=1, dependencies=session_resolver)
@@ -203,7 +203,7 @@ def test_rocm_decoder_uses_the_sessions_empty_resolver():
 
 
 def test_cuda_decoder_uses_the_sessions_empty_resolver():
-    from xpuprof.backends.cuda.decode import CuptiDecoder
+    from xpuprof.backends.cuda.emit import CuptiDecoder
 
     session_resolver = DependencyResolver("cuda")
     assert CuptiDecoder(lambda k, c: "x", session_resolver).dependencies is session_resolver

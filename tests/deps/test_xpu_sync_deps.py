@@ -5,8 +5,10 @@ import struct
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.dependencies import DependencyResolver
-from xpuprof.backends.xpu import decode, pti
-from xpuprof.backends.xpu.emit import RecordContext, write_records
+from xpuprof.backends.xpu import records as decode
+from xpuprof.vendors import pti
+from xpuprof.backends.xpu.context import RecordContext
+from xpuprof.backends.xpu.emit import write_records
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks

@@ -318,8 +318,9 @@ def _xpu_reference(metrics: dict):
     import numpy as np
 
     from xpuprof.activity import ActivityType
-    from xpuprof.backends.xpu import decode, pti
-    from xpuprof.backends.xpu.emit import ApiNameCache, RecordContext, StringCache
+    from xpuprof.backends.xpu import records as decode
+    from xpuprof.vendors import pti
+    from xpuprof.backends.xpu.context import ApiNameCache, RecordContext, StringCache
     from xpuprof.backends.xpu.metrics_scope import KernelTable, ScopeMetadata, ScopeResults, emit_scope_metrics
     from xpuprof.backends.xpu.scope_api import _MetricArgsWriter
     from xpuprof.clock import BASE_TIME_NS
@@ -380,7 +381,7 @@ def _cuda_reference(metrics: dict):
 
     c = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
     from xpuprof.backends.cuda import records
-    from xpuprof.backends.cuda.decode import CuptiDecoder, DecodeOptions
+    from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
     from xpuprof.backends.cuda.pm_sampling_api import emit_samples
     from xpuprof.clock import BASE_TIME_NS
     from xpuprof.trace.build.builder import TraceBuilder
@@ -420,8 +421,9 @@ def _rocm_reference(metrics: dict):
     import numpy as np
 
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.backends.rocm import rocprof
-    from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_LAUNCH, OP_STREAM_SYNC, RocmRecords, RocprofDecoder
+    from xpuprof.vendors import rocprofiler as rocprof
+    from xpuprof.backends.rocm.emit import RocprofDecoder
+    from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_LAUNCH, OP_STREAM_SYNC, RocmRecords
     from xpuprof.trace.build.builder import TraceBuilder
 
     agent, t = 0xA6E, REF_T0

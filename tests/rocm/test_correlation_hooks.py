@@ -9,7 +9,7 @@ import pytest
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow
-from xpuprof.backends.rocm import rocprof
+from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.activity_api import RocprofActivityApi
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ProfilerConfig

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from xpuprof.backends.base import ProcessWindow
-from xpuprof.backends.rocm import rocprof
+from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
-from xpuprof.backends.rocm.decode import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, \
-    OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords, RocprofDecoder
+from xpuprof.backends.rocm.emit import RocprofDecoder
+from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, \
+    OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords
 from xpuprof.backends.registry import get_backend_class
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace.build.builder import TraceBuilder
@@ -116,7 +117,7 @@ def _api_v1(op, corr, start, end, tid=77, ancestor=0):
 
 
 def test_sdk_1x_hip_api_records_decode_with_their_own_layout():
-    from xpuprof.backends.rocm.activity_api import _rows
+    from xpuprof.backends.rocm.records import rows_of as _rows
 
     blob = b"".join([_api_v1(10, 1, T0, T0 + 5, tid=31, ancestor=9), _api_v1(10, 2, T0 + 6, T0 + 9, tid=32)])
     rows = _rows((64, blob), "HIP API")
@@ -297,8 +298,8 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     """Issue 15 (memory): the session hands its records over (release: each array dropped once
     written, dispatches cut to the three fields device syncs read) and one-value columns are
     stored once. Keeping every array whole gives the same events, in the same order."""
-    from xpuprof.backends import flows
-    from xpuprof.backends.rocm import decode
+    from xpuprof.backends import common as flows
+    from xpuprof.backends.rocm import emit as decode
     from xpuprof.trace.build import columns as builder_mod
 
     def events(release):
@@ -320,7 +321,7 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
 def test_stream_table_looks_up_like_the_dict_it_replaced():
     """correlation id -> HIP stream for whole columns, with a dict's last-wins semantics (the dict
     built one Python object per launch)."""
-    from xpuprof.backends.rocm.decode import StreamTable
+    from xpuprof.backends.rocm.emit import StreamTable
 
     rng = np.random.default_rng(4)
     corr = rng.integers(1, 400, 1000).astype(np.uint64)

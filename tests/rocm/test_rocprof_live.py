@@ -7,7 +7,7 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import BackendError, ProcessWindow
-from xpuprof.backends.rocm import rocprof
+from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
 from xpuprof.trace.build.builder import TraceBuilder

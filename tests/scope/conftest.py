@@ -72,7 +72,7 @@ class FullDouble:
     """The combined library as xpuprof loads it (PtiLibrary) plus the doubles' test controls."""
 
     def __init__(self, path: Path) -> None:
-        from xpuprof.backends.xpu import pti
+        from xpuprof.vendors import pti
 
         self.path = path
         self.lib = pti.PtiLibrary.load(path)

@@ -4,8 +4,9 @@ import ctypes
 import pytest
 
 from xpuprof.backends.xpu import metrics_scope as ms
+from xpuprof.vendors.pti_metrics import probe_metrics
 
-pti = pytest.importorskip("xpuprof.backends.xpu.pti")
+pti = pytest.importorskip("xpuprof.vendors.pti")
 
 
 def _wheel():
@@ -24,7 +25,7 @@ def test_scope_symbols_resolve_in_the_wheel():
 
 
 def test_probe_explains_metrics_need_a_level_zero_gpu_driver():
-    ok, reason = ms.probe_metrics(_wheel())
+    ok, reason = probe_metrics(_wheel())
     if ok:
         pytest.skip(f"this machine has a metrics-capable GPU: {reason}")
     assert "Level Zero" in reason and "driver" in reason
@@ -68,7 +69,7 @@ def test_gputime_matches_kernel_duration_on_hardware(tmp_path):
     import subprocess
     import sys
 
-    ok, reason = ms.probe_metrics(_wheel())
+    ok, reason = probe_metrics(_wheel())
     if not ok:
         pytest.skip(reason)
     env = pti.environment_with_library_path(_wheel(), dict(os.environ, ZET_ENABLE_METRICS="1"))

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from xpuprof.backends.xpu import metrics_scope as ms
+from xpuprof.vendors import pti_metrics as ms
 
 LAYOUTS = {
     ms.PtiDeviceProperties: (40, {"_handle": 0, "_domain": 8, "_bus": 9, "_device": 10, "_function": 11,

@@ -115,7 +115,8 @@ def test_zet_enable_metrics_set_or_precise_error():
 def test_too_late_for_zet_enable_metrics_names_who_initialized_level_zero(monkeypatch, who):
     """It always blamed "torch.xpu, dpctl or a SYCL queue", also when xpuprof's own earlier session had
     loaded Level Zero (the real-stack check: tests/xpu/test_real_sycl.py)."""
-    from xpuprof.backends.xpu import early_load, levelzero
+    from xpuprof.backends.xpu import early_load
+    from xpuprof.vendors import levelzero
 
     monkeypatch.setattr(levelzero, "_loaded_first_by_xpuprof", [who == "xpuprof"])
     adapters = ["/opt/l/libur_adapter_opencl.so.0", "/opt/l/libur_adapter_level_zero.so.0"] if who == "sycl" else []
@@ -134,7 +135,7 @@ def test_too_late_for_zet_enable_metrics_names_who_initialized_level_zero(monkey
 
 
 def test_the_level_zero_loader_remembers_whether_xpuprof_loaded_it_first(monkeypatch, tmp_path):
-    from xpuprof.backends.xpu import levelzero
+    from xpuprof.vendors import levelzero
 
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:

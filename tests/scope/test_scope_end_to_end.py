@@ -12,7 +12,7 @@ from xpuprof.activity import ActivityType
 from xpuprof.analysis.summary import Summary
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import metrics_scope as ms
-from xpuprof.backends.xpu import pti
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi, session_class
 from xpuprof.catalogs import MetricSelectionError

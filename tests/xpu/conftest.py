@@ -46,7 +46,7 @@ class Double:
     """The double's test-only controls next to the PtiLibrary that xpuprof uses."""
 
     def __init__(self, path: Path) -> None:
-        from xpuprof.backends.xpu import pti
+        from xpuprof.vendors import pti
 
         self.path = path
         self.lib = pti.PtiLibrary.load(path)

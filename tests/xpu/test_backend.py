@@ -10,7 +10,8 @@ import pytest
 from xpuprof.activity import ActivityType
 from xpuprof.backends import registry
 from xpuprof.backends.base import BackendError, ProbeResult
-from xpuprof.backends.xpu import activity_api, metrics_scope, pti
+from xpuprof.backends.xpu import activity_api, metrics_scope
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.backends.xpu.backend import XpuBackend
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
@@ -134,7 +135,7 @@ def test_a_null_driver_device_is_said_in_its_device_properties_and_the_trace_met
     tests/xpu/test_real_sycl.py::test_the_trace_and_the_metrics_collector_say_the_null_device_is_a_test_device)."""
     from dataclasses import replace
 
-    from xpuprof.backends.xpu import levelzero
+    from xpuprof.vendors import levelzero
 
     null = levelzero.Device(index=0, name="Null Device", uuid=bytes(16), vendor_id=0, device_id=0, type=1,
                             core_clock_mhz=0, max_mem_alloc=0, compute_units=0, max_work_group_size=0,

@@ -12,7 +12,7 @@ import json
 import pytest
 
 import xpuprof
-from xpuprof.backends.xpu import pti
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.host import recorder
 

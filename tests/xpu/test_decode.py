@@ -6,7 +6,8 @@ import struct
 import numpy as np
 import pytest
 
-from xpuprof.backends.xpu import decode, pti
+from xpuprof.backends.xpu import records as decode
+from xpuprof.vendors import pti
 
 UUID = bytes(range(16))
 

@@ -9,7 +9,7 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow
-from xpuprof.backends.xpu import pti
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig

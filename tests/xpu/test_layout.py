@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from xpuprof.backends.xpu import pti
+from xpuprof.vendors import pti
 
 DOCUMENTED = {
     pti.RecordKernel: (184, {

@@ -11,7 +11,8 @@ import pytest
 
 from xpuprof.backends.base import ProbeResult
 from xpuprof.backends.probe import run_probe
-from xpuprof.backends.xpu import availability, levelzero, pti
+from xpuprof.backends.xpu import availability
+from xpuprof.vendors import levelzero, pti
 
 HERE = Path(__file__).parent
 

@@ -16,7 +16,8 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow
-from xpuprof.backends.xpu import emit, pti
+from xpuprof.backends.xpu import emit
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.trace.build import columns as builder_mod, keyindex

@@ -35,7 +35,8 @@ print(json.dumps({"available": r.available, "reason": r.reason, "stage": r.detai
 CORE = """
 import json, sys
 from xpuprof.backends.probe import run_probe
-from xpuprof.backends.xpu import availability, pti
+from xpuprof.backends.xpu import availability
+from xpuprof.vendors import pti
 wheel = pti.find_pti_library()
 r = run_probe("xpuprof.backends.xpu.availability", "check_pti_core", [str(wheel)],
               env=pti.environment_with_library_path(wheel), on_crash=availability._explain_crash)
@@ -51,7 +52,7 @@ GPU_DRIVERS = ("libze_intel_gpu.so.1", "libze_intel_gpu_legacy1.so.1", "libze_in
 
 LOOKUP = f"""
 import ctypes, json
-from xpuprof.backends.xpu import levelzero
+from xpuprof.vendors import levelzero
 drivers = []
 for name in {GPU_DRIVERS!r}:
     try:

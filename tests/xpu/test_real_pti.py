@@ -8,7 +8,8 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.probe import run_probe
-from xpuprof.backends.xpu import availability, pti
+from xpuprof.backends.xpu import availability
+from xpuprof.vendors import pti
 from xpuprof.backends.xpu.backend import XpuBackend
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from xpuprof.backends.xpu import pti
+from xpuprof.vendors import pti
 
 try:
     WHEEL = pti.find_pti_library()
@@ -40,7 +40,8 @@ _OVERRIDES = {
 _CHILD = r"""
 import ctypes, json, sys
 import numpy as np
-from xpuprof.backends.xpu import decode, pti
+from xpuprof.backends.xpu import records as decode
+from xpuprof.vendors import pti
 lib = pti.PtiLibrary.load()
 nxt = lib.ptiViewGetNextRecord
 strides = {}

@@ -10,8 +10,10 @@ import numpy as np
 
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow, RangeThreads
-from xpuprof.backends.xpu import capture, decode, pti
-from xpuprof.backends.xpu.emit import UNKNOWN_THREAD_ROW, RecordContext, write_records
+from xpuprof.backends.xpu import capture, records as decode
+from xpuprof.vendors import pti
+from xpuprof.backends.xpu.context import RecordContext
+from xpuprof.backends.xpu.emit import UNKNOWN_THREAD_ROW, write_records
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks

@@ -5,7 +5,8 @@
  * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
  * into the recorder's Int64Log - no Python object per range. A name is looked up in a dict
  * keyed by the name object (its hash is cached) and gets an index the first time it is seen;
- * args objects (only when given) go to a list. stop() reads the log as one numpy array.
+ * dict args are encoded as JSON into the recorder's ArgsArea (argsarea.h), other args objects go to
+ * a list. stop() reads the log and the area as numpy arrays.
  * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
  * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, sessions
  * that hand over correlation_hooks (their vendor library's C push/pop entry points) get those
@@ -184,6 +185,8 @@ static PyTypeObject Int64LogType = {
     .tp_as_sequence = &log_as_sequence,
 };
 
+#include "argsarea.h" /* ArgsArea: dict args encoded at the call (uses Int64Log) */
+
 /* ---------------------------------------------------------------- the active recorder */
 enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 #define MAX_SESSIONS 16
@@ -192,7 +195,8 @@ enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
 static PyObject *name_index = NULL;   /* recorder.name_index: name object -> int index */
 static PyObject *name_list = NULL;    /* recorder.names: index -> name object */
-static PyObject *args_list = NULL;    /* recorder.args: args objects of ranges that carry some */
+static PyObject *args_list = NULL;    /* recorder.args: args kept as objects (see append_range) */
+static ArgsAreaObject *args_area = NULL; /* recorder.args_area: args encoded at the call */
 /* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
 static Int64LogObject *mark_logs[MAX_SESSIONS];
 static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
@@ -432,21 +436,30 @@ static int64_t name_slot(PyObject *name) {
 static int append_range(RangeObject *self, int64_t t1, long tid) {
     int64_t name = name_slot(self->name);
     if (name < 0) return -1;
+    /* args: entry k >= 0 of the args area (a dict encoded here, or by the Python encoder when it holds
+     * more than plain values); -1 none; -2 - j: object j of args_list (anything else, encoded at stop). */
     int64_t args = -1;
     if (self->args && self->args != Py_None) {
-        PyObject *stored = NULL;
-        if (args_encoder && PyDict_CheckExact(self->args)) {
-            stored = PyObject_CallOneArg(args_encoder, self->args);
-            if (!stored) PyErr_Clear(); /* kept as the object: stop() reports why it cannot be written */
+        int64_t k = ARGS_UNSUPPORTED;
+        if (args_area && PyDict_CheckExact(self->args)) {
+            k = args_area_encode(args_area, self->args);
+            if (k == ARGS_UNSUPPORTED && args_encoder) {
+                PyObject *text = PyObject_CallOneArg(args_encoder, self->args);
+                if (text) {
+                    k = args_area_add(args_area, text);
+                    Py_DECREF(text);
+                } else {
+                    PyErr_Clear(); /* kept as the object: stop() reports why it cannot be written */
+                }
+            }
+            if (k == ARGS_ERROR) return -1;
         }
-        if (!stored) {
-            stored = self->args;
-            Py_INCREF(stored);
+        if (k >= 0) {
+            args = k;
+        } else if (k != ARGS_REFUSED) { /* refused: counted in args_area.refused */
+            args = -2 - PyList_GET_SIZE(args_list);
+            if (PyList_Append(args_list, self->args) < 0) return -1;
         }
-        args = PyList_GET_SIZE(args_list);
-        int rc = PyList_Append(args_list, stored);
-        Py_DECREF(stored);
-        if (rc < 0) return -1;
     }
     int refused;
     int64_t *row = log_row(ranges, &refused);
@@ -540,6 +553,7 @@ static void forget_recorder(void) {
     Py_CLEAR(name_index);
     Py_CLEAR(name_list);
     Py_CLEAR(args_list);
+    Py_CLEAR(args_area);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
     for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
     for (int i = 0; i < n_hooks; i++) PyBuffer_Release(&hook_failures[i]);
@@ -615,6 +629,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     if (!(name_index = attr_of_type(rec, "name_index", &PyDict_Type, "a dict"))) goto fail;
     if (!(name_list = attr_of_type(rec, "names", &PyList_Type, "a list"))) goto fail;
     if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
+    if (!(args_area = (ArgsAreaObject *)attr_of_type(rec, "args_area", &ArgsAreaType, "an ArgsArea"))) goto fail;
     sessions = PyObject_GetAttrString(rec, "sessions");
     if (!sessions) goto fail;
     PyObject *seq = PySequence_Fast(sessions, "recorder.sessions must be a sequence");
@@ -719,7 +734,8 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
-    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0) return NULL;
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&ArgsAreaType) < 0)
+        return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -734,6 +750,12 @@ PyMODINIT_FUNC PyInit_hostrec(void) {
     Py_INCREF(&Int64LogType);
     if (PyModule_AddObject(m, "Int64Log", (PyObject *)&Int64LogType) < 0) {
         Py_DECREF(&Int64LogType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ArgsAreaType);
+    if (PyModule_AddObject(m, "ArgsArea", (PyObject *)&ArgsAreaType) < 0) {
+        Py_DECREF(&ArgsAreaType);
         Py_DECREF(m);
         return NULL;
     }

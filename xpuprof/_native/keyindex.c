@@ -126,9 +126,45 @@ done:
     return result;
 }
 
+/* first_rows(offsets, first_out): for keys already turned into offsets 0..span-1 (a dense table,
+ * e.g. correlation ids minus their minimum), first_out[offset] = the first row holding it; rows not
+ * holding an offset leave first_out as the caller filled it. One pass from the back, so the earliest
+ * row is the last write (numpy's fancy assignment leaves the order of repeated writes unspecified,
+ * and ufunc.at is ~20x slower). */
+static PyObject *py_first_rows(PyObject *self, PyObject *args) {
+    Py_buffer ob, fb;
+    if (!PyArg_ParseTuple(args, "y*w*", &ob, &fb)) return NULL;
+    PyObject *result = NULL;
+    size_t n = (size_t)ob.len / 8, span = (size_t)fb.len / 8;
+    if (ob.len % 8 || fb.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "first_rows needs int64 offsets and an int64 output table");
+        goto done;
+    }
+    const int64_t *off = ob.buf;
+    int64_t *first = fb.buf;
+    for (size_t i = 0; i < n; i++) {
+        if (off[i] < 0 || (size_t)off[i] >= span) {
+            PyErr_Format(PyExc_ValueError, "first_rows: offset %lld at row %zu is outside the %zu-entry table",
+                         (long long)off[i], i, span);
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = n; i-- > 0;) first[off[i]] = (int64_t)i;
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&fb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"factorize", py_factorize, METH_VARARGS,
      "factorize(keys: uint64 buffer, codes_out: int32 buffer) -> (uniq bytes, first bytes)"},
+    {"first_rows", py_first_rows, METH_VARARGS,
+     "first_rows(offsets: int64 buffer, first_out: int64 buffer): first_out[offset] = first row holding it"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@
  *   HEX     a: uint64 column                   -> "0x%016x" (quoted)
  *   BOOL    a: uint8 (bool) column             -> true / false
  *   TOKENS  a: blob, b: int64 offsets (k + 1), c: int64 ids column -> blob[off[id]:off[id + 1]]
+ *   SPANS   a: blob, b: int64 starts column, c: int64 lengths column -> blob[start:start + length]
  *   FLOAT   a: orjson text of the float64 column b ("[x,y,...]") -> token i; non-finite
  *           values as Python's quoted "nan" / "inf" / "-inf" (Kineto's form)
  *
@@ -31,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_COUNT };
+enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_SPANS, K_COUNT };
 enum { F_ENTRY = 1, F_OPEN = 2, F_CLOSE = 4 };
 
 typedef struct {
@@ -41,7 +42,7 @@ typedef struct {
     int64_t base;
     Py_ssize_t na, nb, nc, nmask; /* element counts */
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
-    Py_ssize_t max_token;         /* TOKENS: longest token */
+    Py_ssize_t max_token;         /* TOKENS, SPANS: longest token */
     char *pre;                    /* the prefix, padded to whole 16-byte blocks (see copy_short) */
 } Seg;
 
@@ -175,6 +176,23 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
         PyErr_SetString(PyExc_ValueError, "rowfmt: token offsets must start at 0, rise, and stay inside the blob");
         return -1;
     }
+    case K_SPANS: {
+        if (get_buf(a, &s->a, &s->has_a, 1, &s->na, "blob") < 0) return -1;
+        if (get_buf(b, &s->b, &s->has_b, 8, &s->nb, "starts") < 0) return -1;
+        if (get_buf(c, &s->c, &s->has_c, 8, &s->nc, "lengths") < 0) return -1;
+        if (!column_ok(s->nb, n, "starts") || !column_ok(s->nc, n, "lengths")) return -1;
+        const int64_t *start = (const int64_t *)s->b.buf, *len = (const int64_t *)s->c.buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t at = start[AT(s->nb, i)], w = len[AT(s->nc, i)];
+            if (at < 0 || w < 0 || at > s->na || w > s->na - at) {
+                PyErr_Format(PyExc_ValueError, "rowfmt: span %lld+%lld outside the blob of %zd bytes", (long long)at,
+                             (long long)w, s->na);
+                return -1;
+            }
+            if (w > s->max_token) s->max_token = w;
+        }
+        return 0;
+    }
     case K_FLOAT:
         if (get_buf(a, &s->a, &s->has_a, 1, &s->na, "float text") < 0) return -1;
         if (get_buf(b, &s->b, &s->has_b, 8, &s->nb, "float") < 0) return -1;
@@ -200,7 +218,7 @@ static Py_ssize_t seg_bound(const Seg *s, Py_ssize_t n) {
     case K_MICROS: per += 24; break;
     case K_HEX: per += 20; break;
     case K_BOOL: per += 5; break;
-    case K_TOKENS: per += s->max_token; break;
+    case K_TOKENS: case K_SPANS: per += s->max_token; break;
     case K_FLOAT: return per * n + s->na + 8 * n;
     default: break;
     }
@@ -298,6 +316,12 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                                (const char *)s->a.buf + s->na);
                 break;
             }
+            case K_SPANS: {
+                int64_t at = ((const int64_t *)s->b.buf)[AT(s->nb, i)];
+                p = copy_short(p, (const char *)s->a.buf + at, (Py_ssize_t)((const int64_t *)s->c.buf)[AT(s->nc, i)],
+                               (const char *)s->a.buf + s->na);
+                break;
+            }
             case K_FLOAT:
                 if (float_token(s, i, &p, 1) < 0) return -1;
                 break;
@@ -385,7 +409,7 @@ PyMODINIT_FUNC PyInit_rowfmt(void) {
     if (!m) return NULL;
     static const struct { const char *name; int value; } consts[] = {
         {"LIT", K_LIT}, {"INT", K_INT}, {"UINT", K_UINT}, {"MICROS", K_MICROS}, {"HEX", K_HEX},
-        {"BOOL", K_BOOL}, {"TOKENS", K_TOKENS}, {"FLOAT", K_FLOAT},
+        {"BOOL", K_BOOL}, {"TOKENS", K_TOKENS}, {"FLOAT", K_FLOAT}, {"SPANS", K_SPANS},
         {"ENTRY", F_ENTRY}, {"OPEN", F_OPEN}, {"CLOSE", F_CLOSE},
     };
     for (size_t k = 0; k < sizeof consts / sizeof consts[0]; k++) {

@@ -1,8 +1,9 @@
-"""AMD device telemetry through AMD SMI (``pip install amdsmi`` with ROCm's libamd_smi; imported
-only here). Power is the derivative of the energy accumulator (``amdsmi_get_energy_count``:
+"""AMD device telemetry through AMD SMI (``pip install amdsmi`` with ROCm's libamd_smi; bound
+in ``vendors.amdsmi``). Power is the derivative of the energy accumulator (``amdsmi_get_energy_count``:
 accumulator x counter_resolution µJ); VRAM is reported by amdsmi in MB."""
 from __future__ import annotations
 
+from ..vendors import amdsmi
 from .base import CollectorAvailability, CollectorUnavailable
 from .telemetry import DeviceTelemetryCollector
 
@@ -11,12 +12,11 @@ INSTALL_HINT = "pip install amdsmi (it needs ROCm's libamd_smi.so)"
 
 def _import():
     try:
-        import amdsmi
+        return amdsmi.load()
     except ImportError as exc:
         raise CollectorUnavailable(f"the amdsmi package is not installed ({exc}); {INSTALL_HINT}") from None
     except (OSError, KeyError) as exc:  # the package is there but libamd_smi.so is not
         raise CollectorUnavailable(f"amdsmi cannot load ROCm's libamd_smi: {type(exc).__name__}: {exc}") from None
-    return amdsmi
 
 
 def _number(value, what: str) -> float:

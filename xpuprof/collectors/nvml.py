@@ -1,4 +1,4 @@
-"""NVIDIA device telemetry through NVML (``pip install nvidia-ml-py``; imported only here).
+"""NVIDIA device telemetry through NVML (``pip install nvidia-ml-py``; bound in ``vendors.nvml``).
 
 Device rows are NVML indices (PCI bus order); CUDA's default order (fastest first) can differ
 unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. Power is the derivative of
@@ -6,6 +6,7 @@ unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. Power is the derivative of
 """
 from __future__ import annotations
 
+from ..vendors import nvml
 from .base import CollectorAvailability, CollectorUnavailable
 from .telemetry import DeviceTelemetryCollector
 
@@ -14,10 +15,9 @@ INSTALL_HINT = "pip install nvidia-ml-py"
 
 def _import():
     try:
-        import pynvml
+        return nvml.load()
     except ImportError as exc:
         raise CollectorUnavailable(f"the nvidia-ml-py package is not installed ({exc}); {INSTALL_HINT}") from None
-    return pynvml
 
 
 class NvmlCollector(DeviceTelemetryCollector):

@@ -19,25 +19,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ..vendors.pti_metrics import (GROUP_TYPE_TIME_BASED, METRIC_TYPE_TIMESTAMP, PTI_SUCCESS, TIME_BASED_SIGNATURES,
+                                   VALUE_DTYPES, CollectionParams, MetricProperties, MetricsGroupProperties,
+                                   PtiDeviceProperties)
 from .base import Collector, CollectorAvailability, CollectorError, CollectorUnavailable, MetricInfo, Track
-
-GROUP_TYPE_TIME_BASED = 2  # pti_metrics_group_type bit
-METRIC_TYPE_TIMESTAMP = 4
-PTI_SUCCESS = 0
-
-
-class _CollectionParams(ctypes.Structure):  # pti_metrics_group_collection_params_t (32 bytes)
-    _fields_ = [("_struct_size", ctypes.c_size_t), ("_group_handle", ctypes.c_void_p),
-                ("_sampling_interval", ctypes.c_uint32), ("_time_aggr_window", ctypes.c_uint64)]
-
-
-_SIGNATURES = {
-    "ptiMetricsConfigureCollection": [ctypes.c_void_p, ctypes.POINTER(_CollectionParams), ctypes.c_uint32],
-    "ptiMetricsStartCollection": [ctypes.c_void_p],
-    "ptiMetricsStopCollection": [ctypes.c_void_p],
-    "ptiMetricsGetCalculatedData": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)],
-    "ptiViewGetTimestamp": [],
-}
 
 
 def catalog_time_based_metrics() -> dict[str, MetricInfo]:
@@ -91,10 +76,8 @@ class TimeBasedSession:
     """PTI's device metrics collection for one request on every metrics device (one group each)."""
 
     def __init__(self, cdll: ctypes.CDLL, names: Sequence[str], interval_ns: int) -> None:
-        from ..backends.xpu.metrics_scope import MetricProperties, MetricsGroupProperties, PtiDeviceProperties
-
         self.lib = cdll
-        for fn, args in _SIGNATURES.items():
+        for fn, args in TIME_BASED_SIGNATURES.items():
             f = getattr(cdll, fn)
             f.argtypes, f.restype = args, (ctypes.c_uint64 if fn == "ptiViewGetTimestamp" else ctypes.c_uint32)
         for fn in ("ptiMetricsGetDevices", "ptiMetricsGetMetricGroups", "ptiMetricsGetMetricsProperties"):
@@ -145,7 +128,7 @@ class TimeBasedSession:
 
     def start(self) -> None:
         for d in self.devices:
-            params = _CollectionParams(ctypes.sizeof(_CollectionParams), d["group"]["handle"], self.interval_ns, 0)
+            params = CollectionParams(ctypes.sizeof(CollectionParams), d["group"]["handle"], self.interval_ns, 0)
             self._check("ptiMetricsConfigureCollection",
                         self.lib.ptiMetricsConfigureCollection(d["handle"], ctypes.byref(params), 1))
         self.offset_ns = self._clock_offset()
@@ -177,8 +160,6 @@ class TimeBasedSession:
 
     def samples(self, device: int) -> tuple[np.ndarray, np.ndarray, str]:
         """(epoch ns per sample, values [samples x requested metrics], note) for one device."""
-        from ..backends.xpu.metrics_scope import VALUE_DTYPES
-
         d = self.devices[device]
         group = d["group"]
         count = ctypes.c_uint32(0)
@@ -238,8 +219,8 @@ class XpuMetricsCollector(Collector):
     @classmethod
     def probe(cls) -> CollectorAvailability:
         try:
-            from ..backends.xpu import pti
-            from ..backends.xpu.metrics_scope import probe_metrics
+            from ..vendors import pti
+            from ..vendors.pti_metrics import probe_metrics
             path = pti.find_pti_library()
         except Exception as exc:
             return CollectorAvailability(False, str(exc))
@@ -273,9 +254,9 @@ class XpuMetricsCollector(Collector):
         probe = self.probe()
         if not probe.available:
             raise CollectorUnavailable(probe.reason)
-        from ..backends.xpu import pti
+        from ..vendors import pti
 
-        cdll = ctypes.CDLL(str(pti.find_pti_library()))
+        cdll = pti.load_cdll()
         try:
             self.session = TimeBasedSession(cdll, self.requested, int(self.interval_s * 1e9))
         except PtiError as exc:

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..backends.xpu import capture
-    from ..backends.xpu.decode import BufferDecodeError
+    from ..backends.xpu.records import BufferDecodeError
     from ..outputs import names_stdout, write_error_line
     from ..trace.build.builder import TraceBuilder
     from ..trace.write.chrome import write_chrome_trace

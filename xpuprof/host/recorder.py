@@ -29,7 +29,7 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
-if _c is not None and not hasattr(_c, "Int64Log"):  # built from an older hostrec.c: its records differ
+if _c is not None and not hasattr(_c, "ArgsArea"):  # built from an older hostrec.c: its records differ
     import warnings
 
     warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
@@ -38,6 +38,7 @@ if _c is not None and not hasattr(_c, "Int64Log"):  # built from an older hostre
 
 if _c is not None:
     Int64Log = _c.Int64Log
+    ArgsArea = _c.ArgsArea
 else:
     class Int64Log:  # type: ignore[no-redef]
         """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
@@ -68,6 +69,26 @@ else:
         def values(self):
             return self._values
 
+    class ArgsArea:  # type: ignore[no-redef]
+        """The pure-Python stand-in of hostrec.ArgsArea: JSON objects one after another in a bytearray
+        (``encode`` leaves every dict to the Python encoder)."""
+
+        __slots__ = ("data", "ends", "refused")
+
+        def __init__(self) -> None:
+            self.data, self.ends, self.refused = bytearray(), Int64Log(1), 0
+
+        def encode(self, args) -> None:
+            return None
+
+        def add(self, text) -> int:
+            self.data += text
+            self.ends.append(len(self.data))
+            return len(self.ends) - 1
+
+        def __len__(self) -> int:
+            return len(self.ends)
+
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
 _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.count(1).__next__
@@ -78,7 +99,14 @@ _recorder: "HostRecorder | None" = None
 
 # The fields of one range record in HostRecorder.ranges (int64 each).
 RANGE_FIELDS = ("t0", "t1", "tid", "correlation_id", "name", "args")
+# A range's args field: k >= 0, entry k of the recorder's args_area (JSON encoded at the call); NO_ARGS;
+# or object_key(j) for args kept as given in `args` (not a dict, or one no encoder could write).
 NO_ARGS = -1
+
+
+def object_key(j: int) -> int:
+    """The args field of a range whose args are ``HostRecorder.args[j]`` (and back: the same function)."""
+    return -2 - j
 
 
 def log_array(log) -> "np.ndarray":
@@ -89,10 +117,17 @@ def log_array(log) -> "np.ndarray":
     return np.frombuffer(buf, dtype=np.int64).reshape(-1, log.width)
 
 
+def area_arrays(area) -> "tuple[np.ndarray, np.ndarray]":
+    """An ArgsArea as (its bytes as uint8, each entry's end offset as int64), without a copy."""
+    import numpy as np
+
+    return np.frombuffer(area if _c is not None else area.data, dtype=np.uint8), log_array(area.ends)[:, 0]
+
+
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("ranges", "name_index", "names", "args", "instants", "thread_names", "sessions",
+    __slots__ = ("ranges", "name_index", "names", "args", "args_area", "instants", "thread_names", "sessions",
                  "track_correlation", "next_id", "_stacks", "record_annotations")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
@@ -100,12 +135,13 @@ class HostRecorder:
 
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
-        # distinct name object once, found through `name_index`); args by index into `args`
-        # (NO_ARGS when none). Nothing per range for the cyclic GC to visit.
+        # distinct name object once, found through `name_index`); dict args as JSON in `args_area`,
+        # other args in `args` (see NO_ARGS). Nothing per range for the cyclic GC to visit.
         self.ranges = Int64Log(len(RANGE_FIELDS))
         self.name_index: dict = {}
         self.names: list = []
         self.args: list = []
+        self.args_area = ArgsArea()
         # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
         self.instants = Int64Log(len(self.INSTANT_FIELDS))
         self.thread_names: dict[int, str] = {}  # native tid -> name, taken when the thread first records
@@ -157,14 +193,22 @@ class HostRecorder:
         if idx is None:
             idx = self.name_index[name] = len(self.names)
             self.names.append(name)
+        key = NO_ARGS
         if args is not None:
-            if type(args) is dict and _args_encoder is not None:
-                try:
-                    args = _args_encoder(args)
-                except Exception:  # kept as the object: stop() reports why it cannot be written
-                    pass
-            self.args.append(args)
-        self.ranges.append(t0, t1, tid, cid, idx, len(self.args) - 1 if args is not None else NO_ARGS)
+            k = None
+            if type(args) is dict:
+                k = self.args_area.encode(args)
+                if k is None and _args_encoder is not None:
+                    try:
+                        k = self.args_area.add(_args_encoder(args))
+                    except Exception:  # kept as the object: stop() reports why it cannot be written
+                        k = None
+            if k is None:
+                self.args.append(args)
+                key = object_key(len(self.args) - 1)
+            elif k >= 0:  # else refused (the area was exported): counted in args_area.refused
+                key = k
+        self.ranges.append(t0, t1, tid, cid, idx, key)
 
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so

@@ -15,10 +15,17 @@ from __future__ import annotations
 # DEVICE_GROUP and ACTIVITY_GROUPS (torch's groups) live in activity.py, with the one parser of activity lists.
 from ..activity import ACTIVITY_GROUPS, DEVICE_GROUP, ActivityType, default_activity_types
 from .api import ProfilerAction, profile, schedule, trace_file_name, trace_handler
-from .assemble import SPAN_NAME
 from .selection import (HOST_ACTIVITIES, METRIC_ACTIVITIES, parse_activities, plan_collectors, select_backends,
                         with_metric_activities)
 
 __all__ = ["ACTIVITY_GROUPS", "DEVICE_GROUP", "HOST_ACTIVITIES", "METRIC_ACTIVITIES", "SPAN_NAME", "ActivityType",
            "ProfilerAction", "default_activity_types", "parse_activities", "plan_collectors", "profile", "schedule",
            "select_backends", "trace_file_name", "trace_handler", "with_metric_activities"]
+
+
+def __getattr__(name: str):
+    # assemble (and with it the trace builder) loads when a profile first records, not at `import xpuprof`
+    if name == "SPAN_NAME":
+        from .assemble import SPAN_NAME
+        return SPAN_NAME
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

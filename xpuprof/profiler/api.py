@@ -10,22 +10,21 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import recorder
-from ..trace.build.builder import TraceBuilder
-from ..trace.write.chrome import write_chrome_trace
-from .assemble import build_trace, launcher_distributed_info
 from .cycle import RecordingCycle
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
+
+if TYPE_CHECKING:
+    from ..trace.build.builder import TraceBuilder
 
 log = logging.getLogger("xpuprof")
 
@@ -87,6 +86,8 @@ def _rank_of(builder: TraceBuilder | None) -> int | None:
     if info is None and builder is not None:
         info = builder.metadata.get("distributedInfo")
     if info is None:
+        from .assemble import launcher_distributed_info
+
         info = launcher_distributed_info()
     if isinstance(info, Mapping) and info.get("rank") is not None:
         return int(info["rank"])
@@ -108,6 +109,8 @@ def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = Fal
     directory = Path(dir_name)
 
     def handler(prof: "profile") -> Path:
+        import socket  # the host name of a file name: not needed at `import xpuprof`
+
         directory.mkdir(parents=True, exist_ok=True)
         name = trace_file_name(worker_name or prof.worker_name or socket.gethostname(),
                                rank=_rank_of(prof.builder), use_gzip=use_gzip)
@@ -241,6 +244,8 @@ class profile:
         """Write the last completed trace (``.json`` or ``.json.gz``)."""
         if self.builder is None:
             raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+        from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
+
         out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
@@ -349,6 +354,11 @@ class profile:
         self._select()
 
     def _prepare_trace(self) -> None:
+        # The trace stages load here, before anything records, not at `import xpuprof` (kept light) nor at
+        # stop or export (which may run from atexit or a signal handler).
+        from . import assemble  # noqa: F401
+        from ..trace.write import chrome  # noqa: F401
+
         self._select()
         self._recording.prepare(self._backends)
 
@@ -362,6 +372,8 @@ class profile:
         if not cycle.recording:
             return
         window, errors = cycle.stop()
+        from .assemble import build_trace  # loaded by _prepare_trace already
+
         self.builder = build_trace(cycle, window, errors, iteration=self._cycle, block_error=self._block_error,
                                    no_device_reasons=self._no_device_reasons, metadata=self.metadata)
         cycle.clear()

@@ -21,7 +21,7 @@ from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import recorder
 from ..trace.build.builder import TraceBuilder
-from ..trace.build.columns import encode_json
+from ..trace.build.columns import RowArgs, encode_json
 from ..trace.build.gpu_annotations import add_gpu_user_annotations
 from . import selection
 from .cycle import RecordingCycle
@@ -49,6 +49,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     builder = TraceBuilder()
     builder.set_window(window.start_ns, window.end_ns)
     for name, session in cycle.sessions:
+        before = dict(builder.dropped)
         try:
             session.process(builder, window)
         except Exception as exc:
@@ -62,7 +63,9 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
                 errors.setdefault(name, []).append(f"{getter.__name__} failed: {type(exc).__name__}: {exc}")
         try:
             for reason, n in (session.dropped_records() or {}).items():
-                builder.count_dropped(f"{name}: {reason}", n)
+                if builder.dropped.get(reason, 0) - before.get(reason, 0) >= n:
+                    continue  # its process() wrote this loss into the trace itself: counted once
+                builder.drop(name, reason, n)
             errors.setdefault(name, []).extend(session.errors() or ())
         except Exception as exc:
             errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
@@ -105,7 +108,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     if builder.dropped:
         # Records outside the window are the expected warmup/between-cycle ones: counted in the trace,
         # logged at DEBUG; any other loss is a warning.
-        unexpected = {k: v for k, v in builder.dropped.items() if not k.endswith("out of window")}
+        unexpected = builder.dropped.unexpected()
         text = ", ".join(f"{k}={v}" for k, v in builder.dropped.items())
         (log.warning if unexpected else log.debug)("xpuprof: dropped records: %s", text)
     if no_device_reasons:
@@ -145,24 +148,14 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         builder.add_slices(names=None, name_ids=name_table[rec_arr[idx, 4]], ts=t0_plain + MONOTONIC_TO_EPOCH_NS,
                            dur=rec_arr[idx, 1] - t0_plain, pid=pid, tid=rec_arr[idx, 2].copy(),
                            cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[idx, 3].copy())
-        if not plain.all():  # ranges with args: most were stored encoded at exit (exact-size JSON bytes)
+        if not plain.all():  # ranges with args: encoded at exit into the args area, a few kept as objects
             sel = np.flatnonzero(~plain)
-            stored, encoded = rec.args, []
-            for arg_i in args_idx[sel].tolist():
-                value = stored[arg_i]
-                if type(value) is bytes:
-                    encoded.append(None if value == b"{}" else value)
-                    continue
-                try:  # objects the recorder could not encode as given (cleaned here, or noted)
-                    as_dict = dict(value)
-                    encoded.append(encode_json(as_dict) if as_dict else None)
-                except Exception as exc:  # one bad args value must never lose the trace: keep the range
-                    encoded.append(encode_json(recorder.invalid_args_note(value, exc)))
-                    bad += 1
+            row_args, noted = _range_args(rec, args_idx[sel])
+            bad += noted
             t0_args = rec_arr[sel, 0]
             builder.add_slices(names=None, name_ids=name_table[rec_arr[sel, 4]], ts=t0_args + MONOTONIC_TO_EPOCH_NS,
                                dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
-                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=encoded)
+                               cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=row_args)
         tid_arr = rec_arr[:, 2]
         tids.update(np.unique(tid_arr).tolist())
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
@@ -185,6 +178,33 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
         log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
                     "with an xpuprof_invalid_args note saying why (first seen in this trace)", bad)
     return tids
+
+
+def _range_args(rec: recorder.HostRecorder, keys: np.ndarray) -> tuple[RowArgs, int]:
+    """The args of the ranges whose args fields are ``keys``, as one ``RowArgs``: entries of the args area
+    in place (no copy, nothing per range), and after them the few kept as objects (not a dict, or values
+    no encoder could write at the call), written here with the forgiving encoder or as a note saying why
+    (counted in the second value)."""
+    blob, ends = recorder.area_arrays(rec.args_area)
+    in_area = keys >= 0
+    k = np.where(in_area, keys, 0)
+    starts = np.where(k > 0, ends[np.maximum(k - 1, 0)], 0) if len(ends) else np.zeros(len(keys), np.int64)
+    lens = np.where(in_area, (ends[k] - starts) if len(ends) else 0, 0)
+    if in_area.all():
+        return RowArgs(blob, starts, lens), 0
+    bad, extra, at = 0, [], len(blob)
+    for row, key in zip(np.flatnonzero(~in_area).tolist(), keys[~in_area].tolist()):
+        value = rec.args[recorder.object_key(key)]
+        try:  # objects the recorder could not encode as given (cleaned here, or noted)
+            as_dict = dict(value)
+            text = encode_json(as_dict) if as_dict else b""
+        except Exception as exc:  # one bad args value must never lose the trace: keep the range
+            text = encode_json(recorder.invalid_args_note(value, exc))
+            bad += 1
+        starts[row], lens[row] = at, len(text)
+        extra.append(text)
+        at += len(text)
+    return RowArgs(np.concatenate([blob, np.frombuffer(b"".join(extra), np.uint8)]), starts, lens), bad
 
 
 def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:

@@ -1,10 +1,36 @@
 """Trace storage (TraceBuilder), the Kineto-compatible writer and the reader, one stage each:
 ``build`` (TraceBuilder, its columns, interned strings, key indexes, intervals), ``write`` (the
-Chrome JSON writer) and ``read`` (load, scan)."""
-from .build.builder import TraceBuilder
-from .build.columns import ArgColumn, encode_json, hex_column
-from .read.load import TraceLoadError, events, load
-from .write.chrome import write_chrome_trace
+Chrome JSON writer) and ``read`` (load, scan).
+
+The names below load their stage on first use: importing one stage (the builder while recording)
+does not import the writer or the reader, which keeps ``import xpuprof`` light."""
+from __future__ import annotations
+
+import importlib
+
+_STAGE_OF = {
+    "TraceBuilder": ".build.builder",
+    "ArgColumn": ".build.columns",
+    "encode_json": ".build.columns",
+    "hex_column": ".build.columns",
+    "TraceLoadError": ".read.load",
+    "events": ".read.load",
+    "load": ".read.load",
+    "write_chrome_trace": ".write.chrome",
+}
 
 __all__ = ["ArgColumn", "TraceBuilder", "TraceLoadError", "encode_json", "events", "hex_column", "load",
            "write_chrome_trace"]
+
+
+def __getattr__(name: str):
+    stage = _STAGE_OF.get(name)
+    if stage is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(stage, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

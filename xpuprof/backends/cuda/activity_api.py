@@ -13,9 +13,11 @@ from typing import Any
 
 from ...activity import ActivityType
 from ..base import BackendError, ProcessWindow, Session
+from ...vendors import cupti
+from ..common import SessionDrops
 from ..dependencies import DependencyResolver
 from . import records
-from .decode import VENDOR, CuptiDecoder, DecodeOptions
+from .emit import VENDOR, CuptiDecoder, DecodeOptions
 
 BUFFER_BYTES = 8 * 1024 * 1024
 SUBSCRIBER_NAME = "xpuprof"
@@ -44,10 +46,9 @@ class CuptiBusyError(BackendError):
 
 def import_cupti():
     try:
-        from cupti import cupti
+        return cupti.load()
     except ImportError as exc:
         raise BackendError(f"the cuda backend needs cupti-python (pip install 'xpuprof[cuda]'): {exc}") from exc
-    return cupti
 
 
 def cupti_call(c, fn, *args):
@@ -71,7 +72,7 @@ class CuptiActivityApi(Session):
         self._chunks: list[records.RawChunk] = []
         self._errors: list[str] = []
         self._correlation_failures: tuple[int, Any] = (0, None)  # (count, last error)
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._subscriber = None
         self._enabled: list[int] = []
         self._offset_ns = 0
@@ -171,7 +172,7 @@ class CuptiActivityApi(Session):
             try:
                 c.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
                 if dropped.value:
-                    self._dropped["cuda CUPTI buffer full"] = int(dropped.value)
+                    self._dropped.set("full", dropped.value, kind="CUPTI buffer")
             except c.cuptiError as exc:
                 self._errors.append(f"CUPTI dropped-record count unavailable: {c.Result(exc.status).name}")
             self._offset_ns = (self._offset_ns + self._measure_offset()) // 2
@@ -203,8 +204,7 @@ class CuptiActivityApi(Session):
         except Exception as exc:  # never raise into CUPTI
             with self._lock:
                 self._errors.append(f"CUPTI buffer dropped: {type(exc).__name__}: {exc}")
-                self._dropped["cuda buffer capture failed"] = self._dropped.get("cuda buffer capture failed", 0) + len(
-                    activities)
+                self._dropped.add("capture failed", len(activities), kind="buffer")
             return
         if chunk is not None:
             with self._lock:
@@ -268,8 +268,8 @@ class CuptiActivityApi(Session):
                                 display_sync_wait_events=getattr(self.config, "display_cuda_sync_wait_events", True),
                                 sm_count={d: p.get("numSms", 0) for d, p in props.items()}, device_props=props)
         CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks, release=True)
-        for reason, n in self.dropped_records().items():
-            builder.count_dropped(reason, n)
+        with self._lock:
+            self._dropped.write(builder)
 
     def device_properties(self) -> list[dict[str, Any]]:
         return cuda_device_properties()
@@ -279,34 +279,9 @@ class CuptiActivityApi(Session):
 
     def dropped_records(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._dropped)
+            return self._dropped.labels()
 
 
 def cuda_device_properties() -> list[dict[str, Any]]:
-    """Kineto ``deviceProperties`` through cuda-bindings (already a cupti-python dependency)."""
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return []
-    try:
-        err, count = rt.cudaGetDeviceCount()
-        if int(err) != 0:
-            return []
-        out = []
-        for d in range(count):
-            err, p = rt.cudaGetDeviceProperties(d)
-            if int(err) != 0:
-                continue
-            out.append({
-                "id": d, "name": p.name.split(b"\0", 1)[0].decode(), "totalGlobalMem": int(p.totalGlobalMem),
-                "computeMajor": int(p.major), "computeMinor": int(p.minor), "maxThreadsPerBlock": int(p.maxThreadsPerBlock),
-                "maxThreadsPerMultiprocessor": int(p.maxThreadsPerMultiProcessor),
-                "regsPerBlock": int(p.regsPerBlock), "regsPerMultiprocessor": int(p.regsPerMultiprocessor),
-                "warpSize": int(p.warpSize), "sharedMemPerBlock": int(p.sharedMemPerBlock),
-                "sharedMemPerMultiprocessor": int(p.sharedMemPerMultiprocessor), "numSms": int(p.multiProcessorCount),
-                "sharedMemPerBlockOptin": int(p.sharedMemPerBlockOptin),
-                "maxBlocksPerMultiProcessor": int(p.maxBlocksPerMultiProcessor),
-            })
-        return out
-    except Exception:  # no driver: properties are optional metadata
-        return []
+    """Kineto ``deviceProperties`` of the CUDA devices (``vendors.cupti``)."""
+    return cupti.device_properties()

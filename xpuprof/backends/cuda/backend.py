@@ -1,11 +1,12 @@
 """CudaBackend: NVIDIA GPUs through CUPTI (cupti-python, the optional ``[cuda]`` extra).
 
 cupti-python is under NVIDIA's proprietary EULA, so xpuprof never bundles it: the user
-installs it (``pip install 'xpuprof[cuda]'``) and it is imported only here, after the probe.
+installs it (``pip install 'xpuprof[cuda]'``); it is imported only through ``vendors.cupti``, after the probe.
 """
 from __future__ import annotations
 
 from ...activity import ActivityType
+from ...vendors import cupti
 from ..base import Backend, ProbeResult, Session
 from ..probe import run_probe
 from .activity_api import SUPPORTED, CuptiActivityApi
@@ -14,19 +15,15 @@ from .activity_api import SUPPORTED, CuptiActivityApi
 def probe_child() -> dict:
     """Runs in a child process (``backends.probe.run_probe``): a broken driver can crash or hang it, never the caller."""
     try:
-        from cupti import cupti
+        c = cupti.load()
     except ImportError as exc:
         return {"available": False, "reason": f"cupti-python is not installed (pip install 'xpuprof[cuda]'): {exc}"}
     try:
-        cupti.get_timestamp()
+        c.get_timestamp()
     except Exception as exc:  # any CUPTI/driver failure means "not usable here", with its message
         return {"available": False, "reason": f"CUPTI cannot run here: {type(exc).__name__} {exc}"}
     try:
-        from cuda.bindings import driver
-
-        driver.cuInit(0)
-        err, n = driver.cuDeviceGetCount()
-        n = n if int(err) == 0 else 0
+        n = cupti.device_count()
     except Exception as exc:
         return {"available": False, "reason": f"the CUDA driver does not answer: {exc}"}
     if n == 0:

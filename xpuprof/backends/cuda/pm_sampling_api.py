@@ -23,8 +23,10 @@ import numpy as np
 
 from ...activity import ActivityType
 from ..base import BackendError
+from ..common import keep_in_window, kept
 from .activity_api import CuptiActivityApi, cupti_call
-from .decode import VENDOR
+from ...vendors import cupti
+from .emit import VENDOR
 
 
 def counters_pid(device: int) -> str:
@@ -109,7 +111,6 @@ def emit_samples(builder, device: int, metrics: list[str], start_ns: np.ndarray,
 
 DECODE_PERIOD_S = 0.010  # Kineto's CuptiPMSamplingProfiler decode period
 DECODE_MAX_SAMPLES = 10_000  # counter-data image size per decode call (cupti-python's default)
-LOST_REASON = "cuda PM samples lost"
 MAX_OVERFLOW_RUN = 50  # consecutive overflowing drains before collection is declared failed
 
 
@@ -224,10 +225,9 @@ class CuptiPmSamplingApi(CuptiActivityApi):
     def _pm_sampling(self):
         if self._pm is None:
             try:
-                from cupti import pm_sampling
+                self._pm = cupti.load_pm_sampling()
             except ImportError as exc:
                 raise BackendError(f"PM sampling needs cupti-python's pm_sampling module: {exc}") from exc
-            self._pm = pm_sampling
         return self._pm
 
     def chip_name(self) -> str:
@@ -245,8 +245,7 @@ class CuptiPmSamplingApi(CuptiActivityApi):
         except Exception:  # no driver/device: CUPTI cannot even name the chip
             return validate_offline(self.metrics)
         try:
-            from cupti import profiler_host as ph
-
+            ph = cupti.load_profiler_host()
             host = ph.ProfilerHost(chip, ph.ProfilerType.PM_SAMPLING)
             host.initialize()
         except Exception:  # profiler host (nvperf) unavailable: fall back to the catalogs
@@ -338,7 +337,7 @@ class CuptiPmSamplingApi(CuptiActivityApi):
                                 "pm_sampling_interval_us or the hardware buffer size")
         if self._lost:
             with self._lock:
-                self._dropped[LOST_REASON] = self._lost
+                self._dropped.set("lost", self._lost, kind="PM samples")
 
     def process(self, builder, window) -> None:
         super().process(builder, window)
@@ -346,9 +345,8 @@ class CuptiPmSamplingApi(CuptiActivityApi):
             return
         starts, values = self._samples
         starts = starts + self._offset_ns  # same CUPTI time domain as the activity records
-        m = np.asarray(window.contains(starts), bool) if window is not None else np.ones(len(starts), bool)
-        builder.count_dropped("cuda PM sample out of window", int((~m).sum()))
-        emit_samples(builder, self.device, self.metrics, starts[m], values[m])
+        m = keep_in_window(builder, window, starts, VENDOR, "PM sample")
+        emit_samples(builder, self.device, self.metrics, kept(starts, m), kept(values, m))
 
     def metadata(self) -> Mapping[str, object]:
         meta = {"CUPTI_PM_SAMPLING_METRICS": ",".join(self.metrics), "CUPTI_PM_SAMPLING_DEVICE_ID": self.device}

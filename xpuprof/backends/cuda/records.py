@@ -10,39 +10,18 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from functools import lru_cache
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 
-# CUpti_ActivityKind values (stable CUPTI ABI; checked against cupti-python's enum in tests).
-KIND_MEMCPY = 1
-KIND_MEMSET = 2
-KIND_KERNEL = 3
-KIND_DRIVER = 4
-KIND_RUNTIME = 5
-KIND_CONCURRENT_KERNEL = 10
-KIND_MEMCPY2 = 22  # peer-to-peer copies (CUpti_ActivityMemcpyPtoP4 in cupti-python 13)
-KIND_OVERHEAD = 17
-KIND_CUDA_EVENT = 36
-KIND_SYNCHRONIZATION = 38
-KIND_EXTERNAL_CORRELATION = 39
+from ...vendors.cupti import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER,  # noqa: F401 (the kinds read)
+                              KIND_EXTERNAL_CORRELATION, KIND_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET,
+                              KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION, dtype_for_class)
 
 # Fields moved into the epoch time domain. The kernel's ``queued``/``submitted`` stay raw: Kineto
 # writes ``queued`` as CUPTI's own value (0 when latency timestamps are off), and so do we.
 TIME_FIELDS = ("start", "end", "completed", "device_timestamp")
-
-
-@lru_cache(maxsize=None)
-def dtype_for_class(cls) -> np.dtype:
-    """cupti-python's numpy dtype for one of its record classes (``ActivityKernel13`` -> its dtype)."""
-    from cupti import cupti as c
-
-    want = cls.__name__.lower()
-    for name in dir(c):
-        if name.endswith("_dtype") and name[:-6].replace("_", "") == want:
-            return getattr(c, name)
-    raise LookupError(f"cupti-python has no numpy dtype for record class {cls.__name__}")
 
 
 @dataclass
@@ -107,14 +86,14 @@ _rowgather_module = _UNSET
 
 
 def _rowgather():
-    """The C record gather, or None when it is not built (numpy gathers then)."""
+    """The C record gather (``xpuprof._native.records``), or None when it is not built (numpy gathers then)."""
     global _rowgather_module
     if _rowgather_module is _UNSET:
         try:
-            from ..._native import rowgather
+            from ..._native import records
         except ImportError:
-            rowgather = None
-        _rowgather_module = rowgather
+            records = None
+        _rowgather_module = records
     return _rowgather_module
 
 
@@ -166,6 +145,78 @@ def gather_fields(data, offsets: np.ndarray, dt: np.dtype, out: np.ndarray) -> n
     for name in out.dtype.names:  # one plain copy per field (a multi-field assignment is ~10x slower)
         out[name] = whole[name]
     return out
+
+
+def _packed(rows: np.ndarray, narrow: np.dtype) -> np.ndarray:
+    out = np.empty(len(rows), narrow)
+    for name in narrow.names:
+        out[name] = rows[name]
+    return out
+
+
+def _narrow(dt: np.dtype, fields: frozenset | None) -> np.dtype:
+    """The record layout with only ``fields`` (packed), or the layout itself when it has no others."""
+    if fields is None or all(n in fields for n in dt.names):
+        return dt
+    return np.dtype([(n, dt.fields[n][0]) for n in dt.names if n in fields])
+
+
+def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | None = None,
+                 release: bool = False) -> dict[int, np.ndarray | None]:
+    """Each kind's records from every chunk, gathered straight into one array per kind
+    (np.concatenate of structured arrays copies field by field: most of the decode time).
+
+    Chunk by chunk, every kind at once: with ``release`` each list entry is set to None once its
+    records are gathered, so its bytes are freed there and then and the records are held once,
+    not twice, at the peak. ``fields``: keep only these fields of each record (the decoder's
+    READ_FIELDS); None keeps CUPTI's whole layout."""
+    kinds = tuple(kinds)
+    layout: dict[int, np.dtype | None] = {}  # kind -> its one record layout, None where buffers differ
+    count = dict.fromkeys(kinds, 0)
+    for c in chunks:
+        if c is None:
+            continue
+        for k in kinds:
+            if k in c.dtypes:
+                n = int(np.count_nonzero(c.kinds == k))
+                if n:
+                    count[k] += n
+                    layout[k] = c.dtypes[k] if layout.get(k, c.dtypes[k]) == c.dtypes[k] else None
+    out = {k: np.empty(count[k], _narrow(layout[k], fields)) if layout.get(k) is not None else None for k in kinds}
+    pos = dict.fromkeys(kinds, 0)
+    mixed: dict[int, list[np.ndarray]] = {k: [] for k in kinds if count[k] and layout.get(k) is None}
+    for i, c in enumerate(chunks):
+        if c is None:
+            continue
+        for k in kinds:
+            if not count[k] or k not in c.dtypes:
+                continue
+            if k in mixed:  # layouts differ between buffers: field by field
+                rows = c.rows([k])
+                if rows is not None:
+                    narrow = _narrow(rows.dtype, fields)
+                    mixed[k].append(rows if narrow is rows.dtype else _packed(rows, narrow))
+                continue
+            offs = c.offsets_of([k])
+            if len(offs):
+                part = out[k][pos[k]:pos[k] + len(offs)]
+                if part.dtype == layout[k]:
+                    gather_rows(c.data, offs, layout[k], part)
+                    c.to_epoch(part)
+                else:  # only the fields read
+                    gather_fields(c.data, offs, layout[k], part)
+                    c.to_epoch(part)
+                pos[k] += len(offs)
+        if release:
+            chunks[i] = None
+    for k, parts in mixed.items():
+        out[k] = np.concatenate(parts)
+    return {k: v if v is not None and len(v) else None for k, v in out.items()}
+
+
+def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
+    """Every chunk's records of one kind, gathered straight into one array."""
+    return gather_kinds(list(chunks), (kind,))[kind]
 
 
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:

@@ -34,10 +34,12 @@ import numpy as np
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
+from ..common import SessionDrops
 from ..dependencies import DependencyResolver
-from . import rocprof
-from .decode import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_SYNC,
-                     OP_STREAM_WAIT, RocmRecords, RocprofDecoder)
+from ...vendors import rocprofiler as rocprof
+from .emit import VENDOR, RocprofDecoder
+from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_SYNC,
+                      OP_STREAM_WAIT, RocmRecords, rows_of)
 
 SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                        ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
@@ -87,40 +89,6 @@ HIP_ARG_LAYOUT = {
 # Copy operation names -> the decoder's direction codes (values differ between releases).
 COPY_DIRECTIONS = {"HOST_TO_HOST": 1, "HOST_TO_DEVICE": 2, "DEVICE_TO_HOST": 3, "DEVICE_TO_DEVICE": 4}
 
-# C signatures (registration.h, fwd.h, agent.h).
-CONFIGURE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p)
-INITIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-FINALIZE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-AGENTS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
-                             ctypes.c_void_p)
-AGENT_INFO_VERSION_0 = 1  # ROCPROFILER_AGENT_INFO_VERSION_0 (agent.h)
-AGENT_TYPE_GPU = 2  # ROCPROFILER_AGENT_TYPE_GPU (fwd.h)
-CLIENT_NAME = b"xpuprof"  # module constant: rocprofiler keeps the pointer
-
-
-class ToolConfigureResult(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("initialize", INITIALIZE_FN), ("finalize", FINALIZE_FN),
-                ("tool_data", ctypes.c_void_p)]
-
-
-class AgentPrefix(ctypes.Structure):
-    """The leading fields of rocprofiler_agent_v0_t (we ask for this many bytes only)."""
-    _fields_ = [("size", ctypes.c_uint64), ("id", ctypes.c_uint64), ("type", ctypes.c_int32),
-                ("cpu_cores_count", ctypes.c_uint32)]
-
-
-def set_client_name(client_id: int) -> None:
-    """Set ``rocprofiler_client_id_t::name`` in either layout of registration.h.
-
-    Older SDKs: ``{const char* name; u32 handle}``; newer ones put ``size_t size`` first. A
-    leading word that is a small struct size (not a pointer, which is NULL or an address) means
-    the newer layout, where ``name`` follows it.
-    """
-    words = ctypes.cast(client_id, ctypes.POINTER(ctypes.c_uint64))
-    slot = 1 if 0 < words[0] < 4096 else 0
-    ctypes.cast(client_id, ctypes.POINTER(ctypes.c_char_p))[slot] = CLIENT_NAME
-
-
 def load_rocbuf():
     try:
         from ..._native import rocbuf
@@ -130,79 +98,12 @@ def load_rocbuf():
     return rocbuf
 
 
-def _strip(name: str, *prefixes: str) -> str:
-    for p in prefixes:
-        if name.startswith(p):
-            return name[len(p):]
-    return name
-
-
 def _need(found: dict[str, int], what: str, *names: str) -> int:
     for n in names:
         if n in found:
             return found[n]
     raise BackendError(f"this rocprofiler-sdk does not offer {what} ({' or '.join(names)}); it offers: "
                        f"{', '.join(sorted(found)) or 'nothing'}")
-
-
-def callback_tracing_kinds(lib) -> dict[str, int]:
-    found: dict[str, int] = {}
-
-    def on_kind(kind, _data):
-        name, length = ctypes.c_char_p(), ctypes.c_uint64()
-        if lib.rocprofiler_query_callback_tracing_kind_name(kind, ctypes.byref(name), ctypes.byref(length)) == 0 \
-                and name.value:
-            found[_strip(name.value.decode(), "ROCPROFILER_CALLBACK_TRACING_")] = int(kind)
-        return 0
-
-    cb = rocprof.KIND_CB(on_kind)
-    lib.rocprofiler_iterate_callback_tracing_kinds(cb, None)
-    return found
-
-
-def callback_operation_names(lib, kind: int) -> dict[str, int]:
-    found: dict[str, int] = {}
-
-    def on_op(k, op, _data):
-        name, length = ctypes.c_char_p(), ctypes.c_uint64()
-        if lib.rocprofiler_query_callback_tracing_kind_operation_name(k, op, ctypes.byref(name),
-                                                                     ctypes.byref(length)) == 0 and name.value:
-            found[_strip(name.value.decode(), "ROCPROFILER_")] = int(op)
-        return 0
-
-    cb = rocprof.OP_CB(on_op)
-    lib.rocprofiler_iterate_callback_tracing_kind_operations(kind, cb, None)
-    return found
-
-
-def status_text(lib, status: int) -> str:
-    parts = []
-    for fn in ("rocprofiler_get_status_name", "rocprofiler_get_status_string"):
-        f = getattr(lib, fn, None)
-        if f is not None:
-            f.restype = ctypes.c_char_p
-            s = f(status)
-            if s:
-                parts.append(s.decode(errors="replace"))
-    return " / ".join(parts) or f"status {status}"
-
-
-def query_gpu_agents(lib) -> list[int]:
-    """GPU agent handles in rocprofiler's order; device index = position (logical GPU id)."""
-    gpus: list[int] = []
-
-    def on_agents(_version, agents, n, _data):
-        for i in range(n):
-            a = ctypes.cast(agents[i], ctypes.POINTER(AgentPrefix)).contents
-            if a.type == AGENT_TYPE_GPU:
-                gpus.append(int(a.id))
-        return 0
-
-    cb = AGENTS_CB(on_agents)
-    status = lib.rocprofiler_query_available_agents(AGENT_INFO_VERSION_0, cb, ctypes.sizeof(AgentPrefix), None)
-    if status != 0:
-        raise BackendError(f"rocprofiler_query_available_agents failed: {status_text(lib, status)}")
-    return gpus
 
 
 @dataclass
@@ -232,7 +133,7 @@ _REG_LOCK = threading.Lock()
 
 def _check(lib, status: int, what: str) -> None:
     if status != 0:
-        raise BackendError(f"{what} failed: {status_text(lib, status)}")
+        raise BackendError(f"{what} failed: {rocprof.status_text(lib, status)}")
 
 
 def _initialize(reg: Registration) -> None:
@@ -252,9 +153,9 @@ def _initialize(reg: Registration) -> None:
                  _need(kinds, "memory copy tracing", "MEMORY_COPY")):
         _check(lib, lib.rocprofiler_configure_buffer_tracing_service(ctx, kind, None, ctypes.c_size_t(0), buf),
                f"rocprofiler_configure_buffer_tracing_service(kind {kind})")
-    cb_kinds = callback_tracing_kinds(lib)
+    cb_kinds = rocprof.callback_tracing_kinds(lib)
     code_kind = _need(cb_kinds, "code object callbacks", "CODE_OBJECT")
-    sym_op = _need(callback_operation_names(lib, code_kind), "kernel symbol registration",
+    sym_op = _need(rocprof.callback_operation_names(lib, code_kind), "kernel symbol registration",
                    "CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER")
     rb.set_code_object(code_kind, sym_op)
     ops = (ctypes.c_int32 * 1)(sym_op)
@@ -262,7 +163,7 @@ def _initialize(reg: Registration) -> None:
                                                                    ctypes.c_void_p(addr["code_object"]), None),
            "rocprofiler_configure_callback_tracing_service(CODE_OBJECT)")
     cb_hip = _need(cb_kinds, "HIP runtime API callbacks", "HIP_RUNTIME_API", "HIP_API")
-    hip_ops = callback_operation_names(lib, cb_hip)
+    hip_ops = rocprof.callback_operation_names(lib, cb_hip)
     specs = [(hip_ops[n], code, ev, st) for n, (code, ev, st) in HIP_ARG_LAYOUT.items() if n in hip_ops]
     if not any(s[1] == OP_RECORD for s in specs):
         raise BackendError("this rocprofiler-sdk lists no hipEventRecord operation; inter-stream dependencies "
@@ -273,29 +174,10 @@ def _initialize(reg: Registration) -> None:
                                                                    ctypes.c_void_p(addr["hip"]), None),
            "rocprofiler_configure_callback_tracing_service(HIP_RUNTIME_API)")
     reg.keep += [ops, arr]
-    reg.agents = query_gpu_agents(lib)
+    reg.agents = rocprof.query_gpu_agents(lib)
     if reg.counter_setup is not None:
         reg.counter_setup(reg)
         reg.counters = True
-
-
-def declare(lib) -> None:
-    u64 = ctypes.c_uint64
-    lib.rocprofiler_force_configure.argtypes = [CONFIGURE_FN]
-    lib.rocprofiler_create_context.argtypes = [ctypes.POINTER(u64)]
-    lib.rocprofiler_create_buffer.argtypes = [u64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
-                                              ctypes.c_void_p, ctypes.POINTER(u64)]
-    lib.rocprofiler_configure_buffer_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
-                                                                 ctypes.c_size_t, u64]
-    lib.rocprofiler_configure_callback_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
-                                                                   ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
-    for fn in ("rocprofiler_start_context", "rocprofiler_stop_context", "rocprofiler_flush_buffer"):
-        getattr(lib, fn).argtypes = [u64]
-    lib.rocprofiler_query_available_agents.argtypes = [ctypes.c_int, AGENTS_CB, ctypes.c_size_t, ctypes.c_void_p]
-    lib.rocprofiler_get_timestamp.argtypes = [ctypes.POINTER(u64)]
-    lib.rocprofiler_get_thread_id.argtypes = [ctypes.POINTER(u64)]
-    lib.rocprofiler_push_external_correlation_id.argtypes = [u64, u64, u64]
-    lib.rocprofiler_pop_external_correlation_id.argtypes = [u64, u64, ctypes.POINTER(u64)]
 
 
 def register(lib, rocbuf, *, counter_setup=None) -> Registration:
@@ -308,7 +190,7 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
                                    "counters; it accepts one configuration per process, so start the counter "
                                    "session (profiler_metrics) in the first ROCm profiling session")
             return _REG
-        declare(lib)
+        rocprof.declare(lib)
         rocbuf.reset()
         rocbuf.set_agent_configs([])
         for category, kind, size in ((rocprof.CATEGORY_COUNTERS, rocprof.COUNTER_RECORD_VALUE,
@@ -321,13 +203,13 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
             layout = rocprof.callback_layout(version)
         except rocprof.RocprofAbiError as exc:
             raise BackendError(str(exc)) from None
-        kinds = {_strip(k, "ROCPROFILER_BUFFER_TRACING_"): v for k, v in rocprof.buffer_tracing_kinds(lib).items()}
+        kinds = {rocprof.strip_prefix(k, "ROCPROFILER_BUFFER_TRACING_"): v for k, v in rocprof.buffer_tracing_kinds(lib).items()}
         reg = Registration(lib=lib, rocbuf=rocbuf, buffer_kinds=kinds, counter_setup=counter_setup, version=version,
                            layout=layout)
         hip = _need(kinds, "HIP runtime API tracing", "HIP_RUNTIME_API", "HIP_API")
         reg.hip_names = rocprof.operation_names(lib, hip)
         copy_names = rocprof.operation_names(lib, _need(kinds, "memory copy tracing", "MEMORY_COPY"))
-        reg.copy_directions = {op: COPY_DIRECTIONS.get(_strip(n, "ROCPROFILER_", "MEMORY_COPY_"), 0)
+        reg.copy_directions = {op: COPY_DIRECTIONS.get(rocprof.strip_prefix(n, "ROCPROFILER_", "MEMORY_COPY_"), 0)
                                for op, n in copy_names.items()}
 
         def initialize(_finalize, _data):
@@ -347,16 +229,16 @@ def register(lib, rocbuf, *, counter_setup=None) -> Registration:
                              "layout cannot be trusted")
                 return None
             if client_id:
-                set_client_name(client_id)
+                rocprof.set_client_name(client_id)
             return ctypes.addressof(result)
 
-        init_fn, fini_fn = INITIALIZE_FN(initialize), FINALIZE_FN(lambda _data: None)
-        result = ToolConfigureResult(ctypes.sizeof(ToolConfigureResult), init_fn, fini_fn, None)
-        cfg_fn = CONFIGURE_FN(configure)
+        init_fn, fini_fn = rocprof.INITIALIZE_FN(initialize), rocprof.FINALIZE_FN(lambda _data: None)
+        result = rocprof.ToolConfigureResult(ctypes.sizeof(rocprof.ToolConfigureResult), init_fn, fini_fn, None)
+        cfg_fn = rocprof.CONFIGURE_FN(configure)
         reg.keep += [init_fn, fini_fn, result, cfg_fn, initialize, configure]
         status = lib.rocprofiler_force_configure(cfg_fn)
         if status != 0:
-            text = status_text(lib, status)
+            text = rocprof.status_text(lib, status)
             if "CONFIGURATION_LOCKED" in text.upper():
                 raise BackendError("rocprofiler-sdk is already configured (ROCPROFILER_STATUS_ERROR_CONFIGURATION_"
                                    "LOCKED): the ROCm backend must be started before HIP initialises (before the "
@@ -378,24 +260,6 @@ def _stop_at_exit(reg: Registration) -> None:
         pass
 
 
-def _rows(blob: tuple[int, bytes], layout) -> np.ndarray:
-    """One (stride, rows) group from ``rocbuf.split`` as a structured array.
-
-    ``layout`` is a ctypes mirror (records without a size field) or a ``rocprof.KNOWN_LAYOUTS``
-    kind, whose mirror each record's own leading ``u64 size`` picks (SDK 0.x or 1.x).
-    """
-    stride, data = blob
-    n = len(data) // stride if stride else 0
-    if isinstance(layout, str):
-        sizes = np.ndarray((n,), dtype="<u8", buffer=data, strides=(stride,)) if n else np.zeros(0, "<u8")
-        layout = rocprof.layout_for(layout, sizes)
-    dtype = rocprof.numpy_dtype(layout)
-    if n and stride < dtype.itemsize:
-        raise rocprof.RocprofAbiError(f"{layout.__name__}: {stride}-byte rows, the mirrored layout needs "
-                                      f"{dtype.itemsize}")
-    return np.ndarray((n,), dtype=dtype, buffer=data, strides=(stride,)).copy() if n else np.zeros(0, dtype)
-
-
 class RocprofActivityApi(Session):
     """HIP API, kernel dispatch and memory copy tracing with inter-stream dependencies."""
 
@@ -414,7 +278,7 @@ class RocprofActivityApi(Session):
         self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
         self.correlation_failures = array.array("q", [0, 0])  # failed push/pop calls, last status
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._stats_base: dict[str, int] = {}
         self._errors: list[str] = []
         self.packed: list[bytes] = []
@@ -456,11 +320,10 @@ class RocprofActivityApi(Session):
         self.reg.kernel_names.update(self.rocbuf.drain_kernel_symbols())
         now = self.rocbuf.stats()
         stats = {k: v - self._stats_base.get(k, 0) for k, v in now.items()}
-        for key, reason in (("dropped", "rocm records dropped by rocprofiler"),
-                            ("malformed", "rocm records with an implausible size"),
-                            ("queue_failures", "rocm buffers lost (out of memory)")):
-            if stats[key]:
-                self._dropped[reason] = int(stats[key])
+        for key, kind, reason in (("dropped", "records", "dropped by rocprofiler"),
+                                  ("malformed", "records", "with an implausible size"),
+                                  ("queue_failures", "buffers", "lost (out of memory)")):
+            self._dropped.set(reason, stats[key], kind=kind)
 
     @property
     def correlation_hooks(self):
@@ -510,7 +373,7 @@ class RocprofActivityApi(Session):
 
         def get(kind, what):
             blob = groups.get((trace, kind))
-            return self.to_epoch(_rows(blob, what)) if blob else None
+            return self.to_epoch(rows_of(blob, what)) if blob else None
 
         copies = get(k["MEMORY_COPY"], "memory copy")
         if copies is not None and len(copies):
@@ -528,15 +391,14 @@ class RocprofActivityApi(Session):
         failed, last = self.correlation_failures
         if failed:
             self._errors.append(f"{failed} external-correlation push/pop call(s) failed (last: "
-                                f"{status_text(self.lib, int(last))}): device work inside those record_function "
+                                f"{rocprof.status_text(self.lib, int(last))}): device work inside those record_function "
                                 "ranges is not linked to them (no External id)")
             self.correlation_failures[0] = 0
         rec, groups = self.records()
         groups = {key: blob for key, blob in groups.items() if key[0] != rocprof.CATEGORY_TRACING}  # decoded in rec
         self.decoder.process(builder, window, rec, release=True)
         self.process_counters(builder, window, rec, groups)
-        for reason, n in self._dropped.items():
-            builder.count_dropped(reason, n)
+        self._dropped.write(builder)
 
     def process_counters(self, builder, window, rec: RocmRecords, groups: dict) -> None:
         return None
@@ -545,4 +407,4 @@ class RocprofActivityApi(Session):
         return list(self._errors)
 
     def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)
+        return self._dropped.labels()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...activity import ActivityType
 from ..base import Backend, BackendError, ProbeResult, Session
-from . import rocprof
+from ...vendors import rocprofiler as rocprof
 
 SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                        ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})

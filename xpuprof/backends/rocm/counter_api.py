@@ -20,17 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..base import BackendError
-from . import rocprof
-from .activity_api import RocprofActivityApi, _check, _rows
-from .decode import RocmRecords, VENDOR
-
-COUNTERS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                               ctypes.c_void_p)
-CONFIG_FUNCTIONS = ("rocprofiler_create_counter_config", "rocprofiler_create_profile_config")
-COUNTING_FUNCTIONS = ("rocprofiler_configure_buffer_dispatch_counting_service",
-                      "rocprofiler_configure_buffered_dispatch_counting_service",
-                      "rocprofiler_configure_buffered_dispatch_profile_counting_service")
-
+from ...vendors import rocprofiler as rocprof
+from ..common import count_dropped, keep_in_window, kept
+from .activity_api import RocprofActivityApi, _check
+from .emit import VENDOR
+from .records import RocmRecords, rows_of
 
 def validate_offline(requested: list[str]) -> None:
     """Names no rocm catalog knows are rejected when every catalog is complete; else left to the device."""
@@ -46,26 +40,6 @@ def validate_offline(requested: list[str]) -> None:
                              else "") for n in bad]
         raise BackendError(f"unknown ROCm counter(s): {'; '.join(hints)}. Known counters: "
                            f"`xpuprof metrics --vendor rocm`")
-
-
-def agent_counters(lib, agent: int) -> dict[str, int]:
-    """Counter name -> counter id for one agent (rocprofiler_iterate_agent_supported_counters)."""
-    ids: list[int] = []
-
-    def on_ids(_agent, counter_ids, n, _data):
-        ids.extend(int(counter_ids[i]) for i in range(n))
-        return 0
-
-    cb = COUNTERS_CB(on_ids)
-    _check(lib, lib.rocprofiler_iterate_agent_supported_counters(ctypes.c_uint64(agent), cb, None),
-           "rocprofiler_iterate_agent_supported_counters")
-    out = {}
-    for cid in ids:
-        info = rocprof.CounterInfoPrefix()
-        if lib.rocprofiler_query_counter_info(ctypes.c_uint64(cid), rocprof.COUNTER_INFO_VERSION_0,
-                                              ctypes.byref(info)) == 0 and info.name:
-            out[info.name.decode()] = cid
-    return out
 
 
 def _first(lib, names: tuple[str, ...], what: str):
@@ -92,11 +66,11 @@ class RocprofCounterApi(RocprofActivityApi):
     def _setup(self, reg) -> None:
         """Runs inside rocprofiler's initialize: configs per GPU agent + the dispatch counting service."""
         lib = reg.lib
-        create = _first(lib, CONFIG_FUNCTIONS, "counter config function")
-        configure = _first(lib, COUNTING_FUNCTIONS, "dispatch counting service")
+        create = _first(lib, rocprof.CONFIG_FUNCTIONS, "counter config function")
+        configure = _first(lib, rocprof.COUNTING_FUNCTIONS, "dispatch counting service")
         pairs = []
         for agent in reg.agents:
-            available = agent_counters(lib, agent)
+            available = rocprof.agent_counters(lib, agent)
             bad = [m for m in self.metrics if m not in available]
             if bad:
                 hints = [f"{m!r}" + (f" (did you mean {', '.join(c)}?)"
@@ -121,8 +95,8 @@ class RocprofCounterApi(RocprofActivityApi):
         val_blob = groups.get((cat, rocprof.COUNTER_RECORD_VALUE))
         if not hdr_blob or not val_blob:
             return
-        headers = self.to_epoch(_rows(hdr_blob, "dispatch counting"))
-        values = _rows(val_blob, rocprof.CounterRecord)  # fixed size (no size field; set_fixed_size)
+        headers = self.to_epoch(rows_of(hdr_blob, "dispatch counting"))
+        values = rows_of(val_blob, rocprof.CounterRecord)  # fixed size (no size field; set_fixed_size)
         names = getattr(self.reg, "counter_names", self.counter_names)
         inst, inv = np.unique(values["id"], return_inverse=True)
         cid = np.empty(len(inst), np.int64)
@@ -137,17 +111,15 @@ class RocprofCounterApi(RocprofActivityApi):
         pos = np.minimum(pos, len(order) - 1)
         matched = info["dispatch_id"][order][pos] == values["dispatch_id"]
         row = order[pos]
-        builder.count_dropped("rocm counter values without a dispatch header", int((~matched).sum()))
+        count_dropped(builder, VENDOR, "without a dispatch header", int((~matched).sum()), kind="counter values")
         metrics = {}
         for counter, name in names.items():
             m = matched & (counter_of == counter)
             metrics[name] = np.bincount(row[m], weights=values["counter_value"][m], minlength=len(headers))
-        keep = np.asarray(window.contains(headers["start_timestamp"].astype(np.int64)), bool) if window is not None \
-            else np.ones(len(headers), bool)
-        builder.count_dropped("rocm counter dispatches out of window", int((~keep).sum()))
-        if not keep.any():
+        keep = keep_in_window(builder, window, headers["start_timestamp"], VENDOR, "counter dispatches")
+        if keep is not None and not keep.any():
             return
-        headers, info = headers[keep], info[keep]
+        headers, info = kept(headers, keep), kept(info, keep)
         corr = headers["correlation_id"]["internal"].astype(np.int64)
         dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
         from ..demangle import demangle
@@ -156,5 +128,5 @@ class RocprofCounterApi(RocprofActivityApi):
         builder.add_per_kernel_metrics(
             kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
             end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
-            metrics={k: v[keep] for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
+            metrics={k: kept(v, keep) for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
             extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})

@@ -15,6 +15,7 @@ from ...activity import ActivityType
 from ...clock import MONOTONIC_TO_EPOCH_NS
 from ...host.recorder import Int64Log, log_array
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
+from ..common import OUT_OF_WINDOW
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
 from .timeline import METRICS, metric_values, simulate
 
@@ -92,7 +93,7 @@ class SimSession(Session):
         ext, tid, enter, exit_ = self._leaf_ranges()
         inside = window.contains(enter)
         if (~inside).any():
-            self._dropped["out of window"] = int((~inside).sum())
+            self._dropped[OUT_OF_WINDOW] = int((~inside).sum())
             ext, tid, enter, exit_ = ext[inside], tid[inside], enter[inside], exit_[inside]
         n = len(ext)
         if n == 0:

@@ -218,7 +218,7 @@ class _XpuWriter(_Writer):
 
 
 class _CudaWriter(_Writer):
-    """As backends/cuda/decode.py writes CUPTI's records: cbid on calls, Kineto's kernel args with
+    """As backends/cuda/emit.py writes CUPTI's records: cbid on calls, Kineto's kernel args with
     occupancy, Stream Sync rows at tid stream + 1000000, metrics as PM-sampling counter tracks."""
 
     CONTEXT = 1
@@ -282,7 +282,7 @@ class _CudaWriter(_Writer):
 
 
 class _HipWriter(_Writer):
-    """As backends/rocm/decode.py writes rocprofiler-sdk's records: cid and hip_stream on calls,
+    """As backends/rocm/emit.py writes rocprofiler-sdk's records: cid and hip_stream on calls,
     dispatch args (hsa_queue, kind) on kernels, Stream Sync rows spanning the call, counters as
     RocprofCounterApi writes them."""
 

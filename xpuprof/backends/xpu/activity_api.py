@@ -32,9 +32,12 @@ from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
 from ..base import BackendError, ProcessWindow, Session
-from . import early_load, pti
-from .decode import DecodedRecords, PtiWalker, decode_buffers
-from .emit import ApiNameCache, KernelTable, RecordContext, StringCache, write_records
+from ..common import SessionDrops
+from ...vendors import pti
+from . import early_load
+from .records import DecodedRecords, PtiWalker, decode_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import VENDOR, KernelTable, write_records
 
 log = logging.getLogger("xpuprof")
 
@@ -110,7 +113,7 @@ class XpuptiActivityApi(Session):
         self.clock_offset_ns: int | None = None
         self.enabled_views: list[pti.ViewKind] = []
         self._errors: list[str] = []
-        self._dropped: dict[str, int] = {}
+        self._dropped = SessionDrops(VENDOR)
         self._external_corr = ActivityType.EXTERNAL_CORRELATION in with_external_correlation(self.types)
         # (failed push/pop calls, last PTI result): written by the C record_function, read at process()
         self.correlation_failures = array.array("q", [0, 0])
@@ -188,12 +191,18 @@ class XpuptiActivityApi(Session):
             self.clock_offset_ns = measure_clock_offset(self.lib)
         stats = self._ptibuf.stats()
         if stats["request_failures"]:
-            self._dropped["xpu: PTI buffers not allocated (records lost)"] = int(stats["request_failures"])
+            self._dropped.set("PTI buffers not allocated (records lost)", stats["request_failures"])
         if stats["queue_failures"]:
-            self._dropped["xpu: completed PTI buffers lost (out of memory)"] = int(stats["queue_failures"])
+            self._dropped.set("completed PTI buffers lost (out of memory)", stats["queue_failures"])
 
-    def decode(self) -> DecodedRecords:
-        return decode_buffers(self.buffers, PtiWalker(self.lib.next_record_address()))
+    def decode(self, window: ProcessWindow | None = None, *, release: bool = False) -> DecodedRecords:
+        """The emit stage's columns of every buffer collected (``records.decode_records``): inside
+        ``window`` only, when given; ``release``: the buffers are handed over and freed as read."""
+        win = None if window is None else (int(window.start_ns), int(window.end_ns), int(self.clock_offset_ns or 0))
+        buffers = self.buffers
+        if release:
+            self.buffers = []
+        return decode_records(buffers, PtiWalker(self.lib.next_record_address()), window=win, release=release)
 
     def context(self) -> RecordContext:
         return RecordContext(pti_version=self.lib.version(), clock_offset_ns=int(self.clock_offset_ns or 0),
@@ -210,14 +219,12 @@ class XpuptiActivityApi(Session):
     def process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
-        if path:
-            records = self.decode()
-        else:  # nothing reads the raw buffers after this: each is freed once decoded
-            buffers, self.buffers = self.buffers, []
-            records = decode_buffers(buffers, PtiWalker(self.lib.next_record_address()), release=True)
-            del buffers
+        # Without a capture to save, nothing reads the raw buffers after this: each is freed once read.
+        records = self.decode(window, release=not path)
         self.decode_seconds = time.perf_counter() - t0
-        self.counts_decoded = {int(k): len(v) for k, v in records.by_kind.items()}
+        self.counts_decoded = {int(k): len(v) + records.out_of_window.get(int(k), 0)
+                               for k, v in records.by_kind.items()}
+        self.counts_decoded.update({int(k): n for k, n in records.out_of_window.items() if k not in records.by_kind})
         self.counts_decoded.update({-int(k): n for k, n in records.unknown.items()})
         range_threads = None
         if path and window is not None and window.range_threads is not None:
@@ -229,8 +236,7 @@ class XpuptiActivityApi(Session):
         failed = self._correlation_failure_report()
         if failed:
             self._errors.append(failed)
-        for reason, n in self._dropped.items():
-            builder.count_dropped(reason, n)
+        self._dropped.write(builder)
         if path:
             from .capture import save
 
@@ -292,4 +298,4 @@ class XpuptiActivityApi(Session):
         return list(self._errors)
 
     def dropped_records(self) -> dict[str, int]:
-        return dict(self._dropped)
+        return self._dropped.labels()

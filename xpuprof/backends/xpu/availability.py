@@ -7,12 +7,11 @@ finally PTI's core library itself. The parent never loads PTI for this.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 
 from ..base import ProbeResult
 from ..probe import run_probe
-from . import levelzero, pti
+from ...vendors import levelzero, pti
 
 STAGE_OK = "ok"
 NULL_DEVICE_NAME = levelzero.NULL_DEVICE_NAME  # what Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports
@@ -115,7 +114,4 @@ def probe(timeout: float = 60.0) -> ProbeResult:
 
 def pti_version_string(path=None) -> str:
     """``ptiVersionString`` without initializing PTI's core (safe in-process)."""
-    lib = ctypes.CDLL(str(path or pti.find_pti_library()))
-    fn = lib.ptiVersionString
-    fn.restype = ctypes.c_char_p
-    return (fn() or b"").decode("utf-8", "replace")
+    return pti.version_string(path)

@@ -7,7 +7,8 @@ from typing import ClassVar
 
 from ...activity import ActivityType
 from ..base import Backend, BackendError, ProbeResult, Session
-from . import availability, pti
+from ...vendors import pti
+from . import availability
 from .activity_api import SUPPORTED_TYPES, XpuptiActivityApi
 
 
@@ -52,7 +53,7 @@ class XpuBackend(Backend):
             if missing is not None:
                 raise BackendError(f"Intel PTI needs LD_LIBRARY_PATH to include {missing} when the process starts; "
                                    "run through the `xpuprof` command (it re-executes itself) or export it first")
-            from . import levelzero
+            from ...vendors import levelzero
 
             devices = levelzero.gpu_devices()
         kwargs = dict(device_uuids=[d.uuid for d in devices], device_names={d.index: d.name for d in devices},

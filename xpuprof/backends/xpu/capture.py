@@ -18,9 +18,10 @@ import orjson
 from ...activity import ActivityType, parse_activity_types
 from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
-from . import pti
-from .decode import DecodedRecords, LayoutWalker, decode_buffers
-from .emit import ApiNameCache, EmitResult, RecordContext, StringCache, write_records
+from ...vendors import pti
+from .records import DecodedRecords, LayoutWalker, decode_records
+from .context import ApiNameCache, RecordContext, StringCache
+from .emit import EmitResult, write_records
 
 MAGIC = b"XPUPROF-PTI-RAW 1\n"
 
@@ -115,13 +116,15 @@ def load(path) -> Capture:
     return Capture(buffers, ctx, sizes, types, window, threads)
 
 
-def decode(capture: Capture) -> DecodedRecords:
-    return decode_buffers(capture.buffers, LayoutWalker(capture.record_sizes))
+def decode(capture: Capture, window: ProcessWindow | None = None) -> DecodedRecords:
+    win = None if window is None else (int(window.start_ns), int(window.end_ns), int(capture.context.clock_offset_ns))
+    return decode_records(capture.buffers, LayoutWalker(capture.record_sizes), window=win)
 
 
 def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
     """Feed a capture through the same decoder and writer as a live session."""
     cap = load(path)
-    records = decode(cap)
-    return write_records(records, cap.context, builder, cap.window if use_window else None,
-                         cap.types if types is None else frozenset(types), range_threads=cap.range_threads)
+    window = cap.window if use_window else None
+    records = decode(cap, window)
+    return write_records(records, cap.context, builder, window, cap.types if types is None else frozenset(types),
+                         range_threads=cap.range_threads)

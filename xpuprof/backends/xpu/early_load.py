@@ -21,7 +21,6 @@ shared library with ctypes.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
 
@@ -63,15 +62,9 @@ def sycl_initialized(maps_path: str = "/proc/self/maps") -> list[str]:
 
 def _view_library_path() -> Path | None:
     """The view library without slow searches (no ldconfig): explicit path, the wheel, oneAPI."""
-    from . import pti  # numpy + ctypes only
+    from ...vendors.pti_locate import installed_view_library  # no numpy, ctypes.util or importlib.metadata
 
-    explicit = os.environ.get(pti.PTI_LIBRARY_ENV)
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    for p in pti._wheel_candidates() + pti._oneapi_candidates():
-        if p.is_file():
-            return p
-    return None
+    return installed_view_library()
 
 
 def _disabled() -> str | None:
@@ -121,8 +114,10 @@ def preload_view_library() -> str:
         _status = "not loaded early: intel-pti is not installed"
         return _status
     _decide(path)
+    from ...vendors.pti_locate import preload
+
     try:
-        ctypes.CDLL(str(path))  # RTLD_LOCAL: XPTI dlopens it by path; no symbol interposition
+        preload(path)
     except OSError as exc:
         _status = f"not loaded early: {exc}"
         return _status

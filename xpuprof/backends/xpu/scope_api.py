@@ -21,9 +21,10 @@ from . import emit
 from .activity_api import XpuptiActivityApi
 from .metrics_scope import (KernelTable, MetricsScope, MetricsScopeError, ScopeResults, bind_scope_functions,
                             check_scope_request, emit_scope_metrics, ensure_metrics_env, kernel_metric_args,
-                            null_device_metrics_message, validate_offline)
-from .levelzero import NULL_DEVICE_NAME
+                            validate_offline)
 from ... import catalogs
+from ...vendors.levelzero import NULL_DEVICE_NAME
+from ...vendors.pti_metrics import null_device_metrics_message
 
 # PTI's sample enables these views for the scope callbacks to fire; kernels are also what records join on.
 SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})

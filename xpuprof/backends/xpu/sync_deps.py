@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dependencies import DependencyResolver
-from . import pti
+from ...vendors import pti
 
 RECORD_TYPES = (pti.SYNC_TYPES.index("GPU_BARRIER_EXECUTION"), pti.SYNC_TYPES.index("GPU_BARRIER_MEMORY"))
 WAIT_TYPES = (pti.SYNC_TYPES.index("HOST_EVENT"),)
@@ -36,10 +36,10 @@ def sync_dependency_args(builder, syncs: np.ndarray, start_ns: np.ndarray, pid, 
     ``start_ns`` is the rows' epoch start (the flow endpoints), ``pid``/``tid`` their row.
     """
     resolver = resolver or DependencyResolver("xpu")
-    kind = syncs["_synch_type"].astype(np.int64)
-    event = syncs["_event_handle"].astype(np.uint64)
-    corr = syncs["_correlation_id"].astype(np.int64)
-    queue = syncs["_queue_handle"].astype(np.uint64).view(np.int64)
+    kind = syncs["_synch_type"].astype(np.int64, copy=False)
+    event = syncs["_event_handle"].astype(np.uint64, copy=False)
+    corr = syncs["_correlation_id"].astype(np.int64, copy=False)
+    queue = syncs["_queue_handle"].astype(np.uint64, copy=False).view(np.int64)
     tid_col = np.broadcast_to(np.asarray(tid, dtype=np.int64), corr.shape)
     start_ns = np.asarray(start_ns, dtype=np.int64)
 

@@ -17,8 +17,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...activity import ActivityType, category_name
-from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, SliceBatch, Span, _category_ids, _constant,
-                      _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
+from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, Span, _category_ids,
+                      _constant, _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
+from .dropped import DroppedRecords, drop_label
 from .strings import StringTable, json_safe
 
 FLUSH_EVERY = 65536
@@ -46,7 +47,7 @@ class TraceBuilder:
         self.distributed_info: dict | None = None
         self.window_start_ns: int = 0
         self.window_end_ns: int = 0
-        self.dropped: dict[str, int] = {}
+        self.dropped = DroppedRecords()
         self.warnings: list[str] = []
         self._lock = threading.RLock()
         self._pending_slices: list = []
@@ -69,14 +70,14 @@ class TraceBuilder:
 
     def add_slices(self, *, names, ts, dur, pid, tid, cat, args: Mapping[str, Any] | None = None,
                    external_id=None, vendor: str = "", name_ids: np.ndarray | None = None,
-                   row_args: list | None = None) -> None:
+                   row_args: list | RowArgs | None = None) -> None:
         """Bulk complete events. Every column has one row per event; ``pid``/``tid`` may be scalars.
 
         ``names``: sequence of str (interned here) or None with ``name_ids`` already interned
         through ``builder.strings``. ``args``: arg name -> column (see ``ArgColumn``); numeric
         numpy arrays, 2-D arrays (written as lists), sequences of str, or ``ArgColumn`` with a
         ``present`` mask for args only some rows carry. ``row_args``: per row, one JSON object
-        already encoded (bytes, from ``encode_json``) or None.
+        already encoded (bytes, from ``encode_json``) or None; or a ``RowArgs`` (all of them in one blob).
         """
         ts = np.asarray(ts)
         n = len(ts)
@@ -317,11 +318,15 @@ class TraceBuilder:
             self.spans.append(Span(json_safe(name), int(start_ns), int(end_ns), int(op_count), int(iteration),
                                    json_safe(prefix)))
 
-    def count_dropped(self, reason: str, n: int = 1) -> None:
-        """Records lost or discarded (buffer exhaustion, out of window, unmatched ...)."""
-        if n:
-            with self._lock:
-                self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+    def drop(self, source: str, reason: str, count: int = 1, *, kind: str = "") -> None:
+        """Records of ``source`` lost or discarded for ``reason`` (``dropped.py``)."""
+        with self._lock:
+            self.dropped.add(drop_label(source, reason, kind), reason, count)
+
+    def count_dropped(self, label: str, n: int = 1) -> None:
+        """Records lost, under a label with no structured reason (reported as unexpected)."""
+        with self._lock:
+            self.dropped.add(label, label, n)
 
     def warn(self, message: str) -> None:
         with self._lock:

@@ -173,7 +173,47 @@ def batch_nbytes(batch) -> int:
                     total += 0 if col.present is None else _held(col.present)
                 elif isinstance(col, np.ndarray):
                     total += _held(col)
+        elif isinstance(v, RowArgs):
+            total += v.nbytes
     return total
+
+
+class RowArgs:
+    """Per-row args objects as JSON text in one blob (the host recorder's args area): row ``i`` is
+    ``blob[starts[i]:starts[i] + lens[i]]``, a whole object, ``{}`` or nothing (length 0) meaning no
+    args. Indexing and iterating give a row's bytes or None, like the list form of ``row_args``; the
+    writer reads the columns as they are (no Python object per row)."""
+
+    __slots__ = ("blob", "starts", "lens")
+
+    def __init__(self, blob, starts: np.ndarray, lens: np.ndarray) -> None:
+        self.blob = np.frombuffer(blob, dtype=np.uint8) if not isinstance(blob, np.ndarray) else blob
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.lens = np.asarray(lens, dtype=np.int64)
+        if self.starts.shape != self.lens.shape:
+            raise ValueError(f"row args: {len(self.starts)} starts for {len(self.lens)} lengths")
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> bytes | None:
+        n = int(self.lens[i])
+        if n <= 2:  # nothing, or "{}"
+            return None
+        start = int(self.starts[i])
+        return self.blob[start:start + n].tobytes()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def inner(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each object's members without its braces: (blob, starts, lens), lens 0 = none."""
+        some = self.lens > 2
+        return self.blob, self.starts + some, np.where(some, self.lens - 2, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.blob.nbytes + self.starts.nbytes + self.lens.nbytes
 
 
 # ----------------------------------------------------------------------------- batches
@@ -190,7 +230,7 @@ class SliceBatch:
     legacy_cat: np.ndarray  # int32 ids of the vendor category
     external_id: np.ndarray  # int64, 0 = none ("External id" is written first in args)
     args: dict[str, ArgColumn] = field(default_factory=dict)
-    row_args: list | None = None  # per-row pre-encoded orjson bytes or None (scalar host events)
+    row_args: list | RowArgs | None = None  # per-row pre-encoded JSON objects (bytes or None), host events
 
     def __len__(self) -> int:
         return len(self.ts)

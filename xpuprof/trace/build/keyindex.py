@@ -48,15 +48,29 @@ def _as_u64(keys) -> np.ndarray:
     return np.ascontiguousarray(a.astype(np.uint64, copy=False) if a.dtype != np.uint64 else a)
 
 
+def first_rows(offsets: np.ndarray, span: int) -> np.ndarray:
+    """For offsets in [0, span): a table of ``span`` int64 entries, each the first row holding that
+    offset, ``len(offsets)`` where no row does. One pass (C); ``minimum.at`` without the C part
+    (numpy leaves the order of repeated fancy-index writes unspecified)."""
+    n = len(offsets)
+    first_at = np.full(span, n, np.int64)
+    native = _native()
+    off = np.ascontiguousarray(offsets, dtype=np.int64)
+    if native is not None and hasattr(native, "first_rows"):
+        native.first_rows(off, first_at)
+    else:
+        np.minimum.at(first_at, off, np.arange(n, dtype=np.int64))
+    return first_at
+
+
 def _dense(keys: np.ndarray, lo: int, span: int) -> Factorized:
     """Keys in [lo, lo + span): a lookup table instead of a hash (sorted uniq)."""
     n = len(keys)
     # int32 rows and offsets where they fit (the usual case): half the temporaries of intp.
     small = np.int32 if max(n, span) < 1 << 31 else np.intp
-    off = (keys - np.uint64(lo)).astype(small)
-    first_at = np.full(span, n, small)
-    # minimum.at: the earliest row per key, well defined however numpy orders repeated writes.
-    np.minimum.at(first_at, off, np.arange(n, dtype=small))
+    off = (keys - np.uint64(lo)).astype(np.int64)
+    first_at = first_rows(off, span)
+    off = off.astype(small)
     present = first_at < n
     lut = np.cumsum(present, dtype=small) - 1
     uniq = (np.flatnonzero(present).astype(np.uint64) + np.uint64(lo))

@@ -15,8 +15,9 @@ Two renderings of the same events:
   cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
   and is the reference the tests compare the vectorized output against.
 
-The file is written to ``<path>.tmp`` in chunks and renamed atomically; ``.gz`` paths are
-gzip-compressed (python-isal when installed, zlib otherwise): see ``sinks``.
+The file is written in chunks through ``outputs.output_file`` (atomically, for a regular file); chunks
+render (and, for ``.gz`` paths, compress: python-isal when installed, zlib otherwise) on worker threads
+and are written in file order by the worker holding the next one: see ``sinks``.
 """
 from __future__ import annotations
 
@@ -24,25 +25,26 @@ import json
 import logging
 import math
 import os
-from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 import orjson
 
+from ... import diagnostics
 from ...clock import BASE_TIME_NS
+from ...cpus import WRITER_THREADS_ENV, free_cpus
 from ...outputs import output_file
 from ..build.builder import TraceBuilder
 from ..build.columns import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
 from .rows import sanitize_tids
-from .rows_native import PooledChunk, make_writer
-from .sinks import _BackgroundWriter, _DeflatingRenderer, _gc_paused, _open_sink, _ParallelGzipSink, _RenderThreads
+from .rows_native import DeferredChunk, PooledChunk, make_writer
+from .sinks import ChunkSink, gc_paused, gzip_codec
 
 SPANS_PID = "Spans"
 SPANS_SORT_INDEX = 0x20000000
 GENERIC_CHUNK_EVENTS = 32768
-MAX_WRITER_THREADS = 4  # rendering / compressing threads; more only contend for memory bandwidth
+MAX_WRITER_THREADS = 4  # rendering / compressing threads; more only contend for memory bandwidth and the file
 INT64_MIN = -(1 << 63)
 
 
@@ -305,11 +307,11 @@ def _header(builder: TraceBuilder) -> bytes:
 
 
 def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool,
-                  renderer: Executor | None = None) -> Iterator[bytes | np.ndarray | PooledChunk | Future]:
+                  defer: bool = False) -> Iterator[bytes | np.ndarray | PooledChunk | DeferredChunk]:
     builder.flush()
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
-    fast = make_writer(strings, legacy, renderer=renderer) if columnar else None
+    fast = make_writer(strings, legacy, defer=defer) if columnar else None
 
     def batches(group, fast_method, generic):
         # The columnar writer where it can take the batch (with the generic path for the rows it
@@ -334,13 +336,16 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool,
 
 
 def writer_threads() -> int:
-    """How many threads render (and compress) a trace: the CPUs this process may run on, at most
-    ``MAX_WRITER_THREADS``."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_WRITER_THREADS))
+    """How many threads render (and compress) a trace: the CPUs free for this process now (see
+    ``cpus.free_cpus``), at most ``MAX_WRITER_THREADS``; ``XPUPROF_WRITER_THREADS`` fixes the count."""
+    fixed = os.environ.get(WRITER_THREADS_ENV, "").strip()
+    if fixed:
+        if fixed.isdigit() and int(fixed) >= 1:
+            return int(fixed)
+        diagnostics.warn_once(logging.getLogger("xpuprof"), ("writer-threads", fixed),
+                              "xpuprof: %s=%r is not a whole number >= 1; the trace writer sizes its threads "
+                              "to the free CPUs instead", WRITER_THREADS_ENV, fixed)
+    return max(1, min(free_cpus(), MAX_WRITER_THREADS))
 
 
 def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = True, gzip_level: int = 1,
@@ -349,8 +354,8 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
 
     ``.gz`` names are gzip-compressed. ``columnar=False`` renders every event through the
     generic dict path (same events, slower; kept as the reference for tests). ``threads``: how
-    many threads render chunks and compress (default ``writer_threads()``); the bytes written
-    are the same for any count (a ``.gz`` decompresses to the same bytes).
+    many threads render chunks and compress (default ``writer_threads()``; 1 = the calling thread
+    alone); the bytes written are the same for any count.
     """
     threads = writer_threads() if threads is None else max(1, int(threads))
     path = Path(path)
@@ -369,30 +374,20 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
 def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, legacy_categories: bool,
            columnar: bool, trace_name: str, end_ns: int) -> None:
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
-    with output_file(path) as dest:
-        executor = _RenderThreads(threads) if threads > 1 else None
-        renderer = executor
-        with _gc_paused(), _open_sink(dest, gz, gzip_level, threads) as sink:
-            if isinstance(sink, _ParallelGzipSink):
-                renderer = _DeflatingRenderer(executor, sink)
-            out = _BackgroundWriter(sink)
-            try:
-                out.write(_header(builder))
-                for body in _event_bodies(builder, legacy_categories, columnar, renderer):
-                    if isinstance(body, (bytes, PooledChunk, Future)):
-                        out.write(body)
-                    elif len(body):
-                        out.write(memoryview(body).cast("B"))
-                closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
-                           "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
-                out.write(orjson.dumps(closing) + b"\n], ")
-                out.write(b'"traceName": ' + encode_json(trace_name) + b"}\n")
-            finally:
-                try:
-                    out.close()
-                finally:
-                    if executor is not None:
-                        executor.shutdown(wait=True)
+    with output_file(path) as dest, gc_paused():
+        sink = ChunkSink(dest, threads, gzip_codec(gzip_level) if gz else None)
+        try:
+            sink.put(_header(builder))
+            for body in _event_bodies(builder, legacy_categories, columnar, defer=True):
+                if isinstance(body, DeferredChunk) or len(body):  # a deferred render's size is not known yet
+                    sink.put(body)
+            closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
+                       "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
+            sink.put(orjson.dumps(closing) + b"\n], " + b'"traceName": ' + encode_json(trace_name) + b"}\n")
+        except BaseException:
+            sink.abort()
+            raise
+        sink.close()
 
 
 __all__ = ["iter_event_chunks", "micros_bytes", "rel_ns", "sanitize_tids", "write_chrome_trace"]

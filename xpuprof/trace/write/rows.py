@@ -15,13 +15,14 @@ handed to the generic path (``fallback``) instead of widening every row of the c
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterator
 
 import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..build.columns import CounterBatch, FlowBatch, SliceBatch
+from ..build.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
 from .value_text import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, micros_matrix, number_matrix,
                          ragged_matrix, vector_matrix)
 
@@ -165,14 +166,23 @@ def _ts_matrix(ts: np.ndarray, sel) -> np.ndarray:
 ROW_ARGS_MAX_BYTES = 256
 
 
+_EXTERNAL_ID_KEY = re.compile(rb'"External id"')
+
+
 def _row_args_fit(b: SliceBatch) -> bool:
     """Every row's args are short, and none repeats a key the writer adds (the generic path merges)."""
-    return not b.args and all(a is None or (len(a) <= ROW_ARGS_MAX_BYTES and b'"External id"' not in a)
-                              for a in b.row_args)
+    if b.args:
+        return False
+    if isinstance(b.row_args, RowArgs):  # one scan of the blob, no Python object per row
+        return bool((b.row_args.lens <= ROW_ARGS_MAX_BYTES).all()) and \
+            _EXTERNAL_ID_KEY.search(b.row_args.blob) is None
+    return all(a is None or (len(a) <= ROW_ARGS_MAX_BYTES and b'"External id"' not in a) for a in b.row_args)
 
 
-def _row_args_blob(row_args: list) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """The objects' inner text (without braces) in one blob: (blob, starts, lens); lens 0 = none."""
+def _row_args_blob(row_args) -> tuple[bytes | np.ndarray, np.ndarray, np.ndarray]:
+    """The objects' inner text (without braces): (blob, starts, lens); lens 0 = none."""
+    if isinstance(row_args, RowArgs):
+        return row_args.inner()
     inner = [a[1:-1] if a else b"" for a in row_args]
     lens = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
     return b"".join(inner), np.cumsum(lens) - lens, lens

@@ -3,14 +3,14 @@ layout), and the choice of layout (``make_writer``).
 
 Each chunk of rows is described as a list of column segments (``_Segments``) and rendered in one C
 loop, compact and variable width (~160 B/event), with the GIL released; chunks go into pooled
-buffers (``BufferPool``) the file writer hands back once written. Without the C part the
+buffers (``BufferPool``) the file writer hands back once written. With ``defer`` a chunk comes as a
+``DeferredChunk``, the render still to run (the file writer's workers run it). Without the C part the
 fixed-width numpy layout of ``rows`` renders the same events.
 """
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Executor
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import orjson
@@ -62,6 +62,13 @@ class _Segments:
             buf = bytearray(-used + (-used >> 2))
             used = _rowfmt.render(n, self.segs, buf)
         return PooledChunk(buf, used, pool)
+
+
+class DeferredChunk(NamedTuple):
+    """A chunk described but not rendered yet: ``render(*args)`` gives its ``PooledChunk`` (in C, without
+    the GIL, on whichever thread runs it)."""
+    render: Callable
+    args: tuple
 
 
 class PooledChunk:
@@ -169,21 +176,20 @@ _ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.s
 class CompactWriter(FixedWidthWriter):
     """Compact rows rendered by ``xpuprof._native.rowfmt``; same eligibility and events.
 
-    Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written. With a
-    ``renderer`` (an executor), each chunk comes as a future of its ``PooledChunk`` instead: the
-    Python side only describes the chunk, the C loop formats it on the executor's threads (it
-    holds no GIL), so several chunks render at once; the consumer resolves them in order.
+    Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written. With
+    ``defer``, each comes as a ``DeferredChunk`` instead: the Python side only describes the chunk, and
+    the consumer runs the C loop on its own threads (it holds no GIL), so several chunks render at once.
     """
 
-    def __init__(self, strings: list[str], legacy: bool, renderer: Executor | None = None) -> None:
+    def __init__(self, strings: list[str], legacy: bool, defer: bool = False) -> None:
         super().__init__(strings, legacy)
         self.pool = BufferPool()
-        self.renderer = renderer
+        self.defer = defer
 
     def _render(self, segs: _Segments, sel: slice):
-        if self.renderer is None:
+        if not self.defer:
             return segs.render(sel.stop - sel.start, self.pool)
-        return self.renderer.submit(segs.render, sel.stop - sel.start, self.pool)
+        return DeferredChunk(segs.render, (sel.stop - sel.start, self.pool))
 
     def _id_seg(self, segs: _Segments, col: np.ndarray, sel: slice, prefix: bytes, tid: bool) -> None:
         v = _chunk(col, sel)
@@ -232,10 +238,8 @@ class CompactWriter(FixedWidthWriter):
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
         step = self._chunk_rows(COMPACT_ROW_BYTES + 16 * len(b.args))
         row_args = None
-        if b.row_args is not None:  # each row's pre-encoded members as its own token
-            blob, starts, lens = _row_args_blob(b.row_args)
-            offsets = np.append(starts, starts[-1] + lens[-1] if len(lens) else 0)
-            row_args = (blob, offsets, lens)
+        if b.row_args is not None:  # each row's pre-encoded members, copied from their blob
+            row_args = _row_args_blob(b.row_args)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
             segs = _Segments()
@@ -268,8 +272,8 @@ class CompactWriter(FixedWidthWriter):
                 if k is None:
                     segs.add(_rowfmt.INT, col, prefix=key, mask=mask, flags=entry)
                 elif k is _ROW_ARGS:
-                    segs.add(_rowfmt.TOKENS, col[0], col[1], np.arange(sel.start, sel.stop, dtype=np.int64),
-                             prefix=b"," if optional or j else b"", mask=mask, flags=entry)
+                    segs.add(_rowfmt.SPANS, col[0], col[1][sel], col[2][sel], prefix=b"," if optional or j else b"",
+                             mask=mask, flags=entry)
                 else:
                     self._arg(segs, col, sel, key, mask, str_args.get(k), entry)
             if entries:
@@ -345,17 +349,17 @@ LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or
 
 
 def make_writer(strings: list[str], legacy: bool, layout: str | None = None,
-                renderer: Executor | None = None) -> FixedWidthWriter:
+                defer: bool = False) -> FixedWidthWriter:
     """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
 
-    ``renderer``: an executor the compact layout renders its chunks on (see ``CompactWriter``).
+    ``defer``: the compact layout hands its chunks over unrendered (see ``CompactWriter``).
     """
     layout = layout or LAYOUT or ("compact" if _rowfmt is not None else "fixed")
     if layout == "compact":
         if _rowfmt is None:
             raise RuntimeError("compact trace layout needs the C part xpuprof._native.rowfmt, which is not built "
                                "(rebuild with `python setup.py build_ext --inplace`); valid layouts: fixed")
-        return CompactWriter(strings, legacy, renderer)
+        return CompactWriter(strings, legacy, defer)
     if layout == "fixed":
         return FixedWidthWriter(strings, legacy)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")

@@ -1,235 +1,279 @@
-"""Where the Chrome writer's bytes go: the output file, one gzip stream or gzip members deflated in
-parallel, on a background thread that writes (and compresses) chunks while the next one renders.
+"""Where the Chrome writer's bytes go: worker threads render (and gzip-deflate) chunks, and whichever
+worker holds the next chunk in file order writes it; there is no writer thread.
 
-Render threads (``_RenderThreads``) take chunks to render off the writer's thread; with parallel
-gzip each rendered chunk is deflated on its render thread (``_DeflatingRenderer``) and the
-members are joined in file order.
+The producer (the thread calling ``write_chrome_trace``) describes chunks and hands them over in file
+order (``ChunkSink.put``): rows rendered already (generic rows, header), or a deferred render
+(``DeferredChunk``) that a worker runs in C without the GIL. A worker that finishes a chunk files it
+under its sequence number; if no other worker is writing, it writes every chunk that is next in file
+order, then goes back to rendering. So render threads never wait for one another, the bytes written are
+the ones just rendered (still in cache), and one write runs at a time: the kernel serializes buffered
+writes to one file anyway (ext4, XFS, btrfs and tmpfs hold the inode lock across the copy), and a
+second writer would only spin on that lock, burning the CPU the others render on. Writes are plain
+``write()``s in file order, so the same path serves regular files, pipes, FIFOs and character devices,
+and a descriptor's shared offset (``>> log``, ``/dev/stdout``) advances as it would for any writer.
+
+``.gz``: with python-isal each chunk is deflated on its worker right after it renders, as one segment
+of a single gzip member (a raw deflate stream ended by a sync flush, so segments concatenate; the
+member's CRC is combined in file order); the 32 KiB window lost at each multi-MB chunk boundary costs
+well under 1 % of the size. Without isal (zlib has no ``crc32_combine``) one zlib stream compresses
+the chunks in file order as they are written.
+
+Workers are plain daemon threads, not a ``ThreadPoolExecutor``: that one refuses new work once the
+interpreter starts shutting down, and traces are often written from ``atexit`` handlers.
 """
 from __future__ import annotations
 
 import gc
+import os
 import queue
 import struct
 import threading
-from concurrent.futures import Executor, Future
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
 
 from ...outputs import Destination, open_output
-from .rows_native import PooledChunk
+from .rows_native import DeferredChunk, PooledChunk
 
-# ----------------------------------------------------------------------------- sinks
-class _GzipSink:
-    """One gzip stream (wbits=31) fed whole chunks: a compressobj call per multi-MB chunk.
-
-    Cheaper than a GzipFile's per-write bookkeeping; isal and zlib both release the GIL while
-    compressing, so the writer thread compresses while the next chunk renders.
-    """
-
-    def __init__(self, tmp: Destination, compressobj) -> None:
-        self._file = open_output(tmp, buffering=0)
-        self._comp = compressobj
-
-    def write(self, data) -> None:
-        out = self._comp.compress(data)
-        if out:
-            self._file.write(out)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        try:
-            if exc_type is None:
-                self._file.write(self._comp.flush())
-        finally:
-            self._file.close()
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
+_STOP = object()
 
 
-class _ParallelGzipSink:
-    """One gzip member written as independently deflated segments, so chunks compress on the
-    render threads, each right after it renders (pigz's layout, without its shared dictionary).
-
-    Each segment is a raw deflate stream ended by a sync flush (byte aligned, not final), so the
-    segments concatenate into one valid deflate stream; the member's CRC is combined from each
-    segment's. Losing the 32 KiB of context at each multi-MB chunk boundary costs well under 1 %
-    of the size. python-isal's own threaded writer (``igzip_threaded``) hands 1 MiB blocks
-    between four Python threads and copies each; fused with rendering, this one reached 0.6-0.8
-    of isal alone where that one reached 0.5-0.65 here (2026-11-24, 2-core VM).
-    """
-
-    HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
-
-    def __init__(self, tmp: Destination, zlib_module, level: int) -> None:
-        self._zlib, self._level = zlib_module, level
-        self._file = open_output(tmp, buffering=0)
-        self._file.write(self.HEADER)
-        self._crc = 0
-        self._size = 0
-
-    def deflate(self, data) -> "Deflated":
-        """A segment: safe on any thread (isal releases the GIL while it compresses)."""
-        z = self._zlib
-        comp = z.compressobj(self._level, z.DEFLATED, -15)
-        return Deflated(comp.compress(data) + comp.flush(z.Z_SYNC_FLUSH), z.crc32(data), len(data))
-
-    def write(self, data) -> None:  # text rendered on the writer's own path: deflated here
-        self.write_deflated(self.deflate(data))
-
-    def write_deflated(self, seg: "Deflated") -> None:
-        self._crc = self._zlib.crc32_combine(self._crc, seg.crc, seg.size)
-        self._size += seg.size
-        self._file.write(seg.data)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        try:
-            if exc_type is None:
-                z = self._zlib
-                self._file.write(z.compressobj(self._level, z.DEFLATED, -15).flush())  # the final block
-                self._file.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
-        finally:
-            self._file.close()
-
-
-class Deflated(NamedTuple):
+class Segment(NamedTuple):
+    """A deflated chunk: its compressed bytes, and the CRC and size of what it holds."""
     data: bytes
     crc: int
     size: int
 
 
-class _DeflatingRenderer(Executor):
-    """Submits each chunk's render, then its deflate, as one task: the chunk is compressed while
-    still in cache, and its pooled buffer goes back as soon as it is compressed."""
+# ----------------------------------------------------------------------------- gzip codecs
+class _SegmentedGzip:
+    """One gzip member made of independently deflated segments (python-isal: thread safe, GIL free)."""
 
-    def __init__(self, executor: Executor, sink: _ParallelGzipSink) -> None:
-        self._executor, self._sink = executor, sink
+    parallel = True
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        def render_and_deflate():
-            chunk = fn(*args, **kwargs)
-            try:
-                return self._sink.deflate(chunk.view())
-            finally:
-                chunk.release()
+    def __init__(self, isal_zlib, level: int) -> None:
+        self._z, self._level = isal_zlib, max(0, min(int(level), 3))
+        self._crc = 0
+        self._size = 0
 
-        return self._executor.submit(render_and_deflate)
+    def header(self) -> bytes:
+        return GZIP_HEADER
 
+    def deflate(self, data) -> Segment:
+        """On any worker, right after the chunk renders."""
+        z = self._z
+        comp = z.compressobj(self._level, z.DEFLATED, -15)
+        return Segment(comp.compress(data) + comp.flush(z.Z_SYNC_FLUSH), z.crc32(data), len(data))
 
-class _RenderThreads(Executor):
-    """A few daemon threads running submitted calls, for chunk rendering and deflating (the C
-    formatter and isal hold no GIL while they work).
+    def in_order(self, seg: Segment) -> bytes:
+        """In file order, as the segment is written: the member's CRC and size."""
+        self._crc = self._z.crc32_combine(self._crc, seg.crc, seg.size)
+        self._size += seg.size
+        return seg.data
 
-    Not a ``ThreadPoolExecutor``: that one refuses new work once the interpreter starts shutting
-    down, and traces are often written from ``atexit`` handlers.
-    """
-
-    def __init__(self, threads: int) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"xpuprof-render-{i}", daemon=True)
-                         for i in range(threads)]
-        for t in self._threads:
-            t.start()
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            future, fn, args, kwargs = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to whoever waits on the future
-                future.set_exception(exc)
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        future: Future = Future()
-        self._jobs.put((future, fn, args, kwargs))
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
-        if wait:
-            for t in self._threads:
-                t.join()
+    def trailer(self) -> bytes:
+        z = self._z
+        final = z.compressobj(self._level, z.DEFLATED, -15).flush()  # an empty final block
+        return final + struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)
 
 
-def _open_sink(tmp: Destination, gz: bool, level: int, threads: int = 1):
-    if not gz:
-        return open_output(tmp, buffering=0)
+class _StreamGzip:
+    """One zlib stream fed in file order, as chunks are written (the fallback without python-isal)."""
+
+    parallel = False
+
+    def __init__(self, zlib_module, level: int) -> None:
+        self._comp = zlib_module.compressobj(level, zlib_module.DEFLATED, 31)
+
+    def header(self) -> bytes:
+        return b""
+
+    def in_order(self, data) -> bytes:
+        return self._comp.compress(data)
+
+    def trailer(self) -> bytes:
+        return self._comp.flush()
+
+
+def gzip_codec(level: int):
     try:
         from isal import isal_zlib  # python-isal: several times faster than zlib at the same ratio
-        level = max(0, min(int(level), 3))
-        if threads > 1 and hasattr(isal_zlib, "crc32_combine"):
-            return _ParallelGzipSink(tmp, isal_zlib, level)
-        comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, 31)
     except ImportError:
         import zlib
-        comp = zlib.compressobj(max(1, min(int(level), 9)), zlib.DEFLATED, 31)
-    return _GzipSink(tmp, comp)
+
+        return _StreamGzip(zlib, max(1, min(int(level), 9)))
+    if not hasattr(isal_zlib, "crc32_combine"):  # python-isal before 1.0
+        return _StreamGzip(isal_zlib, max(0, min(int(level), 3)))
+    return _SegmentedGzip(isal_zlib, level)
 
 
-class _BackgroundWriter:
-    """Writes (and compresses) chunks on a second thread while the next chunk renders.
+# ----------------------------------------------------------------------------- the sink
+class ChunkSink:
+    """Chunks handed over in file order, rendered/deflated by ``threads`` workers, written in order by
+    whichever worker holds the next one. At most ``depth`` chunks are in flight (memory bound).
+    ``threads`` = 1: no worker; each chunk is rendered, deflated and written on the caller's thread as
+    it is handed over (one free CPU: a second thread would only take turns with the first)."""
 
-    File writes and isal/zlib compression release the GIL, so on a 2-core box rendering and
-    I/O overlap. At most ``depth`` chunks wait, which bounds memory.
-    """
-
-    def __init__(self, sink, depth: int = 3) -> None:
-        self._sink = sink
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+    def __init__(self, dest: Destination, threads: int, gz=None, depth: int | None = None) -> None:
+        self._file = open_output(dest, buffering=0)
+        self._fd = self._file.fileno()
+        self._gz = gz
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._slots = threading.Semaphore(depth or 2 * threads + 1)
+        self._lock = threading.Lock()
+        self._all_written = threading.Condition(self._lock)
+        self._ready: dict[int, tuple[Any, Callable | None]] = {}
+        self._next_write = 0
+        self._submitted = 0
+        self._writing = False
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="xpuprof-trace-writer", daemon=True)
-        self._thread.start()
+        self._inline = threads <= 1
+        self._workers = [] if self._inline else [
+            threading.Thread(target=self._work, name=f"xpuprof-render-{i}", daemon=True) for i in range(int(threads))]
+        if gz is not None:
+            try:
+                self._write(gz.header())
+            except BaseException:
+                self._file.close()
+                raise
+        for t in self._workers:
+            t.start()
 
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if isinstance(item, Future):  # a chunk rendering on another thread: taken in file order
-                try:
-                    item = item.result()
-                except BaseException as exc:
-                    if self._error is None:
-                        self._error = exc
-                    continue
-                if isinstance(item, Deflated):
-                    if self._error is None:
-                        try:
-                            self._sink.write_deflated(item)
-                        except BaseException as exc:
-                            self._error = exc
-                    continue
-            pooled = isinstance(item, PooledChunk)
-            if self._error is None:
-                try:
-                    self._sink.write(item.view() if pooled else item)
-                except BaseException as exc:  # re-raised on the producing thread
-                    self._error = exc
-            if pooled:
-                item.release()
-
-    def write(self, data) -> None:
+    # ------------------------------------------------------------------ producer side
+    def put(self, item) -> None:
+        """Hand over the next chunk: bytes-like, a numpy array, a ``PooledChunk`` or a ``DeferredChunk``."""
+        self._slots.acquire()
         if self._error is not None:
+            self._slots.release()
             raise self._error
-        self._queue.put(data)
+        seq = self._submitted
+        self._submitted += 1
+        if self._inline:
+            self._run(seq, item)
+            if self._error is not None:
+                raise self._error
+        else:
+            self._jobs.put((seq, item))
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        """Wait until every chunk is written, write the gzip trailer; raises the first failure."""
+        try:
+            with self._lock:
+                while self._next_write < self._submitted:
+                    self._all_written.wait()
+        finally:
+            self._stop_workers()
+        try:
+            if self._error is not None:
+                raise self._error
+            if self._gz is not None:
+                self._write(self._gz.trailer())
+        finally:
+            self._file.close()
+
+    def abort(self) -> None:
+        """The producer failed: workers skip what is left, then stop; nothing more is written."""
+        with self._lock:
+            if self._error is None:
+                self._error = _Aborted()
+        try:
+            with self._lock:
+                while self._next_write < self._submitted:
+                    self._all_written.wait()
+        finally:
+            self._stop_workers()
+            self._file.close()
+
+    def _stop_workers(self) -> None:
+        for _ in self._workers:
+            self._jobs.put((-1, _STOP))
+        for t in self._workers:
+            t.join()
+        self._workers = []
+
+    # ------------------------------------------------------------------ worker side
+    def _work(self) -> None:
+        while True:
+            seq, item = self._jobs.get()
+            if item is _STOP:
+                return
+            self._run(seq, item)
+
+    def _run(self, seq: int, item) -> None:
+        payload, release = None, None
+        if self._error is None:
+            try:
+                payload, release = self._produce(item)
+            except BaseException as exc:  # re-raised on the producing thread
+                self._fail(exc)
+        elif isinstance(item, PooledChunk):
+            item.release()
+        self._deliver(seq, payload, release)
+
+    def _produce(self, item):
+        """The chunk's bytes to write (deflated when the codec runs in parallel), and what frees them."""
+        if isinstance(item, DeferredChunk):
+            item = item.render(*item.args)
+        if isinstance(item, PooledChunk):
+            data, release = item.view(), item.release
+        elif isinstance(item, np.ndarray):
+            data, release = memoryview(item).cast("B"), None
+        else:
+            data, release = item, None
+        if self._gz is not None and self._gz.parallel:
+            try:
+                return self._gz.deflate(data), None
+            finally:
+                if release is not None:
+                    release()
+        return data, release
+
+    def _deliver(self, seq: int, payload, release) -> None:
+        """File the chunk; become the writer unless another worker is writing now."""
+        with self._lock:
+            self._ready[seq] = (payload, release)
+            if self._writing:
+                return
+            self._writing = True
+        while True:
+            with self._lock:
+                entry = self._ready.pop(self._next_write, None)
+                if entry is None:
+                    self._writing = False
+                    return
+            payload, release = entry
+            try:
+                if payload is not None and self._error is None:
+                    self._write(self._gz.in_order(payload) if self._gz is not None else payload)
+            except BaseException as exc:
+                self._fail(exc)
+            finally:
+                if release is not None:
+                    release()
+                with self._lock:
+                    self._next_write += 1
+                    self._all_written.notify_all()
+                self._slots.release()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = exc
+
+    def _write(self, data) -> None:
+        view = memoryview(data)
+        while len(view):  # a write may take part of it (a pipe, a signal)
+            view = view[os.write(self._fd, view):]
+
+
+class _Aborted(Exception):
+    """The producer gave up; what it raised is what the caller sees."""
 
 
 @contextmanager
-def _gc_paused():
+def gc_paused():
     # The generic path builds many short-lived dicts; GC passes over them are pure overhead.
     was = gc.isenabled()
     gc.disable()
@@ -238,5 +282,3 @@ def _gc_paused():
     finally:
         if was:
             gc.enable()
-
-

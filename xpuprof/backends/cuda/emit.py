@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
@@ -19,12 +19,13 @@ from ...activity import ActivityType
 from ...trace.build.columns import stored_once
 from ...trace.build.keyindex import distinct_rows, factorize
 from ..demangle import demangle
+from ..common import (CorrelationMap, add_flow_ends, bandwidth, count_dropped, intern_keys, keep_in_window, kept,
+                      name_stream_rows)
 from ..dependencies import DependencyResolver
-from ..flows import add_flow_ends
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk, gather_fields, gather_rows)
+                      RawChunk, gather_kinds)
 
 VENDOR = "cuda"
 STREAM_SYNC_TID_OFFSET = 1_000_000
@@ -68,33 +69,12 @@ def api_display_name(raw: str) -> str:
     return _VERSION_SUFFIX.sub("", raw)
 
 
-def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray, default: int) -> np.ndarray:
-    """Vectorized dict lookup over a sorted key column."""
-    if not len(keys_sorted):
-        return np.full(len(query), default, np.int64)
-    pos = np.minimum(np.searchsorted(keys_sorted, query), len(keys_sorted) - 1)
-    return np.where(keys_sorted[pos] == query, values[pos], default).astype(np.int64)
-
-
-def _table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keys = np.asarray(keys, np.int64)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], np.asarray(values, np.int64)[order]
-
-
 @dataclass
 class DecodeOptions:
     activities: frozenset = field(default_factory=lambda: frozenset(ActivityType))
     display_sync_wait_events: bool = True
     sm_count: dict = field(default_factory=dict)  # device -> SM count ("blocks per SM")
     device_props: dict = field(default_factory=dict)  # device -> Kineto deviceProperties entry (occupancy)
-
-
-def _packed(rows: np.ndarray, narrow: np.dtype) -> np.ndarray:
-    out = np.empty(len(rows), narrow)
-    for name in narrow.names:
-        out[name] = rows[name]
-    return out
 
 
 def _ints(rows: np.ndarray, name: str) -> np.ndarray:
@@ -110,16 +90,6 @@ def _triple(rows: np.ndarray, prefix: str) -> np.ndarray:
     return np.stack(xyz, 1)
 
 
-def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
-    return rows if mask.all() else rows[mask]
-
-
-def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    """Every chunk's records of one kind, gathered straight into one array."""
-    return gather_kinds(list(chunks), (kind,))[kind]
-
-
 # Every record field the decoder reads (a kernel record is 248 bytes; the fields read, 118).
 READ_FIELDS = frozenset({
     "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
@@ -128,66 +98,6 @@ READ_FIELDS = frozenset({
     "priority", "copy_kind", "src_kind", "dst_kind", "bytes", "src_device_id", "dst_device_id", "src_context_id",
     "dst_context_id", "memory_kind", "cbid", "process_id", "thread_id", "type", "cuda_event_id", "event_id",
     "external_kind", "external_id", "overhead_kind", "object_kind", "object_id"})
-
-
-def _narrow(dt: np.dtype, fields: frozenset | None) -> np.dtype:
-    """The record layout with only ``fields`` (packed), or the layout itself when it has no others."""
-    if fields is None or all(n in fields for n in dt.names):
-        return dt
-    return np.dtype([(n, dt.fields[n][0]) for n in dt.names if n in fields])
-
-
-def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | None = None,
-                 release: bool = False) -> dict[int, np.ndarray | None]:
-    """Each kind's records from every chunk, gathered straight into one array per kind
-    (np.concatenate of structured arrays copies field by field: most of the decode time).
-
-    Chunk by chunk, every kind at once: with ``release`` each list entry is set to None once its
-    records are gathered, so its bytes are freed there and then and the records are held once,
-    not twice, at the peak. ``fields``: keep only these fields of each record (the decoder's
-    READ_FIELDS); None keeps CUPTI's whole layout."""
-    kinds = tuple(kinds)
-    layout: dict[int, np.dtype | None] = {}  # kind -> its one record layout, None where buffers differ
-    count = dict.fromkeys(kinds, 0)
-    for c in chunks:
-        if c is None:
-            continue
-        for k in kinds:
-            if k in c.dtypes:
-                n = int(np.count_nonzero(c.kinds == k))
-                if n:
-                    count[k] += n
-                    layout[k] = c.dtypes[k] if layout.get(k, c.dtypes[k]) == c.dtypes[k] else None
-    out = {k: np.empty(count[k], _narrow(layout[k], fields)) if layout.get(k) is not None else None for k in kinds}
-    pos = dict.fromkeys(kinds, 0)
-    mixed: dict[int, list[np.ndarray]] = {k: [] for k in kinds if count[k] and layout.get(k) is None}
-    for i, c in enumerate(chunks):
-        if c is None:
-            continue
-        for k in kinds:
-            if not count[k] or k not in c.dtypes:
-                continue
-            if k in mixed:  # layouts differ between buffers: field by field
-                rows = c.rows([k])
-                if rows is not None:
-                    narrow = _narrow(rows.dtype, fields)
-                    mixed[k].append(rows if narrow is rows.dtype else _packed(rows, narrow))
-                continue
-            offs = c.offsets_of([k])
-            if len(offs):
-                part = out[k][pos[k]:pos[k] + len(offs)]
-                if part.dtype == layout[k]:
-                    gather_rows(c.data, offs, layout[k], part)
-                    c.to_epoch(part)
-                else:  # only the fields read
-                    gather_fields(c.data, offs, layout[k], part)
-                    c.to_epoch(part)
-                pos[k] += len(offs)
-        if release:
-            chunks[i] = None
-    for k, parts in mixed.items():
-        out[k] = np.concatenate(parts)
-    return {k: v if v is not None and len(v) else None for k, v in out.items()}
 
 
 class CuptiDecoder:
@@ -257,35 +167,37 @@ class CuptiDecoder:
         add_flow_ends(builder, device_parts, host_parts)
 
     # ------------------------------------------------------------------ pass 1
-    def _external_map(self, rows):
+    @staticmethod
+    def _external_map(rows) -> CorrelationMap:
+        """correlation id -> External id of the CPU op (CUSTOM0) that launched it."""
         if rows is None:
-            return _table(np.empty(0), np.empty(0))
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
         m = rows["external_kind"] == EXTERNAL_KIND_CUSTOM0
-        return _table(rows["correlation_id"][m], rows["external_id"][m].astype(np.int64))
+        return CorrelationMap(rows["correlation_id"][m], rows["external_id"][m])
 
     def _external_ids(self, corr: np.ndarray) -> np.ndarray:
-        return _lookup(*self._ext, corr.astype(np.int64), 0)
+        return self._ext.lookup(corr)
 
     @staticmethod
-    def _context_map(parts):
+    def _context_map(parts) -> CorrelationMap:
+        """context id -> its device (the first record naming the context)."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return _table(np.empty(0), np.empty(0))
-        ctx = np.concatenate([p["context_id"].astype(np.int64) for p in parts])
-        dev = np.concatenate([p["device_id"].astype(np.int64) for p in parts])
-        ctx, first = np.unique(ctx, return_index=True)
-        return ctx, dev[first]
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+        return CorrelationMap(np.concatenate([p["context_id"].astype(np.int64) for p in parts]),
+                              np.concatenate([p["device_id"].astype(np.int64) for p in parts]))
 
     def _devices_of(self, ctx: np.ndarray) -> np.ndarray:
-        return _lookup(*self._ctx_dev, ctx.astype(np.int64), 0)
+        return self._ctx_dev.lookup(ctx)
 
     @staticmethod
-    def _api_start_map(*parts):
+    def _api_start_map(*parts) -> CorrelationMap:
+        """correlation id -> start of the runtime/driver call carrying it."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return _table(np.empty(0), np.empty(0))
-        return _table(np.concatenate([p["correlation_id"] for p in parts]),
-                      np.concatenate([p["start"].astype(np.int64) for p in parts]))
+            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+        return CorrelationMap(np.concatenate([p["correlation_id"].astype(np.int64) for p in parts]),
+                              np.concatenate([p["start"].astype(np.int64) for p in parts]))
 
     @staticmethod
     def _event_handles(ctx: np.ndarray, event_id: np.ndarray) -> np.ndarray:
@@ -297,7 +209,7 @@ class CuptiDecoder:
         # else the cudaEventRecord call's start.
         dts = rows["device_timestamp"].astype(np.int64) if "device_timestamp" in rows.dtype.names else \
             np.zeros(len(rows), np.int64)
-        return np.where(dts > 0, dts, _lookup(*api_start, rows["correlation_id"].astype(np.int64), 0))
+        return np.where(dts > 0, dts, api_start.lookup(rows["correlation_id"]))
 
     def _event_device(self, rows) -> np.ndarray:
         if "device_id" in rows.dtype.names:
@@ -312,24 +224,12 @@ class CuptiDecoder:
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
-    def _in_window(builder, window, start, what: str) -> np.ndarray:
-        if window is None:
-            return np.ones(len(start), bool)
-        m = np.asarray(window.contains(start.astype(np.int64)), bool)
-        builder.count_dropped(f"cuda {what} out of window", int((~m).sum()))
-        return m
+    def _in_window(builder, window, start, kind: str) -> np.ndarray | None:
+        return keep_in_window(builder, window, start, VENDOR, kind)
 
     @staticmethod
     def _field(rows, name, default=0):
         return rows[name].astype(np.int64) if name in rows.dtype.names else np.full(len(rows), default, np.int64)
-
-    @staticmethod
-    def _bandwidth(nbytes: np.ndarray, dur: np.ndarray):
-        from ...trace.build.columns import ArgColumn
-
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)  # bytes/ns == GB/s
-        return ArgColumn("num", bw, dur > 0)
 
     def _graph_channel_args(self, rows) -> dict:
         out = {}
@@ -343,7 +243,7 @@ class CuptiDecoder:
     def _kernels(self, builder, window, rows, names, device_parts, busy) -> None:
         if not self._want(ActivityType.CONCURRENT_KERNEL):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
         if not len(rows):
             return
         ptrs = factorize(rows["name"])  # one pass; demangled once per distinct name
@@ -379,7 +279,7 @@ class CuptiDecoder:
     def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -390,15 +290,15 @@ class CuptiDecoder:
         # copy/src/dst kinds are u8 in every memcpy record: one label per distinct triple.
         combo = (rows["copy_kind"].astype(np.int64) << 16) | (rows["src_kind"].astype(np.int64) << 8) | \
             rows["dst_kind"].astype(np.int64)
-        uniq, inv = np.unique(combo, return_inverse=True)
-        labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in uniq.tolist()]
-        return labels, inv.reshape(-1)
+        f = factorize(combo)  # linear: np.unique would sort the whole column
+        labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in f.uniq.tolist()]
+        return labels, f.codes
 
     def _memcpy_p2p(self, builder, window, rows, device_parts, busy) -> None:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
         if not self._want(ActivityType.GPU_MEMCPY):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
@@ -411,7 +311,7 @@ class CuptiDecoder:
                 "toDevice": rows["dst_device_id"].astype(np.int64),
                 "fromContext": rows["src_context_id"].astype(np.int64), "inContext": rows["context_id"].astype(np.int64),
                 "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
                            cat=ActivityType.GPU_MEMCPY, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
@@ -422,12 +322,12 @@ class CuptiDecoder:
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
             return
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "memset"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "memset"))
         if not len(rows):
             return
-        uniq, inv = np.unique(rows["memory_kind"].astype(np.int64), return_inverse=True)
-        labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in uniq.tolist()]
-        self._copy_like(builder, rows, labels, inv.reshape(-1), ActivityType.GPU_MEMSET, device_parts, busy)
+        f = factorize(rows["memory_kind"])
+        labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in f.uniq.tolist()]
+        self._copy_like(builder, rows, labels, f.codes, ActivityType.GPU_MEMSET, device_parts, busy)
 
     def _copy_like(self, builder, rows, labels, inv, cat, device_parts, busy) -> None:
         name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
@@ -436,7 +336,7 @@ class CuptiDecoder:
             rows["correlation_id"].astype(np.int64)
         nbytes = rows["bytes"].astype(np.int64)
         args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": self._bandwidth(nbytes, end - start)}
+                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
                            args=args, external_id=self._external_ids(corr), vendor=VENDOR)
@@ -447,7 +347,7 @@ class CuptiDecoder:
     def _events(self, builder, window, rows, api_start, device_parts) -> None:
         ts = self._event_ts(rows, api_start)
         m = self._in_window(builder, window, ts, "cuda event")
-        rows, ts = rows[m], ts[m]
+        rows, ts = kept(rows, m), kept(ts, m)
         if not len(rows):
             return
         dev, stream, corr = self._event_device(rows), rows["stream_id"].astype(np.int64), \
@@ -460,7 +360,7 @@ class CuptiDecoder:
         device_parts.append((corr, ts, stored_once(dev), stored_once(stream)))
 
     def _syncs(self, builder, window, rows, busy, device_parts) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "sync"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "sync"))
         kind = rows["type"].astype(np.int64)
         ctx = rows["context_id"].astype(np.int64)
         dev = self._devices_of(ctx)
@@ -472,7 +372,7 @@ class CuptiDecoder:
             keep &= ~waits
         else:  # Kineto #908: a wait is shown only where its stream ran work in the window
             keep &= ~waits | np.isin((dev << 32) | np.maximum(stream, 0), busy)
-        builder.count_dropped("cuda stream wait event on idle stream", int((~keep & waits).sum()))
+        count_dropped(builder, VENDOR, "on idle stream", int((~keep & waits).sum()), kind="stream wait event")
         rows, kind, ctx, dev, stream = rows[keep], kind[keep], ctx[keep], dev[keep], stream[keep]
         if not len(rows):
             return
@@ -504,25 +404,23 @@ class CuptiDecoder:
 
     @staticmethod
     def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
-        for d, s in distinct_rows(dev, stream):
-            if (d, s) not in builder.thread_names:
-                builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
+        for d, _ in name_stream_rows(builder, dev, stream, "stream {} ".format):
             if d not in builder.process_names:
                 builder.set_process_name(d, f"GPU {d}", label=f"GPU {d}", sort_index=5_000_000 + d)
 
     # ------------------------------------------------------------------ host rows
     def _api(self, builder, window, rows, kind, host_parts) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
         if not len(rows):
             return
-        cbid_u, inv = np.unique(rows["cbid"], return_inverse=True)
-        labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbid_u.tolist()]
+        cbids = factorize(rows["cbid"])
+        labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbids.uniq.tolist()]
         if kind == KIND_RUNTIME:
             keep_u = np.array([lbl not in DROPPED_RUNTIME for lbl in labels], bool)
         else:
             keep_u = np.array([lbl in KEPT_DRIVER for lbl in labels], bool)
-        keep = keep_u[inv.reshape(-1)]
-        rows, inv = rows[keep], inv.reshape(-1)[keep]
+        keep = keep_u[cbids.codes]
+        rows, inv = kept(rows, keep), kept(cbids.codes, keep)
         if not len(rows):
             return
         name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
@@ -536,12 +434,10 @@ class CuptiDecoder:
         host_parts.append((corr, start, stored_once(pid), stored_once(tid)))
 
     def _overhead(self, builder, window, rows) -> None:
-        rows = _kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
+        rows = kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
         if not len(rows):
             return
-        uniq, inv = np.unique(rows["overhead_kind"].astype(np.int64), return_inverse=True)
-        labels = [OVERHEAD_KINDS.get(k, "Unrecognized") for k in uniq.tolist()]
-        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv.reshape(-1)]
+        name_ids = intern_keys(builder, rows["overhead_kind"], lambda k: OVERHEAD_KINDS.get(k, "Unrecognized"))
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         # object_id is a union: {process_id, thread_id} only for process/thread objects, {device,
         # context, stream} otherwise. Only a thread object names a thread; the rest go to tid 0,

@@ -25,7 +25,6 @@ the device the calling thread last launched on; device 0 before any launch).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,9 +32,11 @@ from ...activity import ActivityType
 from ...trace.build.columns import ArgColumn, hex_column, stored_once
 from ...trace.build.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
+from ...vendors import rocprofiler as rocprof
+from ..common import CorrelationMap, add_flow_ends, bandwidth, count_dropped, keep_in_window, kept, name_stream_rows
 from ..dependencies import DependencyResolver
-from ..flows import add_flow_ends
-from . import rocprof
+from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_RECORD, OP_STREAM_SYNC,
+                      OP_STREAM_WAIT, SYNC_TYPES, RocmRecords)
 
 VENDOR = "rocm"
 SUPPRESSED = frozenset({"hipGetDevice", "hipSetDevice", "hipGetLastError", "__hipPushCallConfiguration",
@@ -45,53 +46,19 @@ SUPPRESSED = frozenset({"hipGetDevice", "hipSetDevice", "hipGetLastError", "__hi
 COPY_NAMES = {1: ("HtoH", "Host", "Host"), 2: ("HtoD", "Host", "Device"), 3: ("DtoH", "Device", "Host"),
               4: ("DtoD", "Device", "Device")}
 
-# HIP event operations captured from the HIP API arguments (by the C callback part).
-EVENT_OP_DTYPE = np.dtype([("correlation_id", "<u8"), ("op", "u1"), ("event", "<u8"), ("stream", "<u8")])
-OP_RECORD, OP_STREAM_WAIT, OP_EVENT_SYNC, OP_LAUNCH = 1, 2, 3, 4  # OP_LAUNCH: only the stream
-OP_STREAM_SYNC, OP_DEVICE_SYNC = 5, 6
-SYNC_TYPES = {OP_STREAM_WAIT: "Stream Wait Event", OP_EVENT_SYNC: "Event Sync", OP_STREAM_SYNC: "Stream Sync",
-              OP_DEVICE_SYNC: "Device Sync"}
 STREAM_SYNC_TID_OFFSET = 1_000_000  # as CUDA's Stream Sync rows
 _NO_STREAM_OPS = (OP_EVENT_SYNC, OP_DEVICE_SYNC)
 
 
-@dataclass
-class RocmRecords:
-    hip_api: np.ndarray | None = None  # rocprof.HIP_API_DTYPE (SDK 0.x) or HIP_API_V1_DTYPE (1.x)
-    dispatch: np.ndarray | None = None  # rocprof.DISPATCH_DTYPE
-    copies: np.ndarray | None = None  # rocprof.COPY_DTYPE (0.x) or COPY_V1_DTYPE (1.x)
-    event_ops: np.ndarray | None = None  # EVENT_OP_DTYPE
-    api_names: dict[int, str] = field(default_factory=dict)  # HIP operation -> function name
-    kernel_names: dict[int, str] = field(default_factory=dict)  # kernel_id -> symbol
-    agent_device: dict[int, int] = field(default_factory=dict)  # agent handle -> device index
-    dropped: int = 0
-
-
-class StreamTable:
+class StreamTable(CorrelationMap):
     """correlation id -> the HIP stream its call named (launches and event records whose arguments
-    were captured), looked up for whole columns; an id captured twice keeps its last stream."""
+    were captured), -1 where none was; an id captured twice keeps its last stream."""
 
     def __init__(self, corr: np.ndarray, stream: np.ndarray) -> None:
-        order = np.argsort(np.asarray(corr).astype(np.int64), kind="stable")
-        self.corr = np.asarray(corr).astype(np.int64)[order]
-        self.stream = np.asarray(stream).astype(np.int64)[order]
+        super().__init__(corr, stream, default=-1, last=True)
 
     def __bool__(self) -> bool:
-        return len(self.corr) > 0
-
-    def lookup(self, corr: np.ndarray) -> np.ndarray:
-        """Each id's stream handle, -1 where none was captured."""
-        corr = np.asarray(corr).astype(np.int64)
-        if not len(self.corr):
-            return np.full(len(corr), -1, np.int64)
-        pos = np.searchsorted(self.corr, corr, side="right") - 1  # the last of equal ids
-        pos_c = np.maximum(pos, 0)
-        return np.where((pos >= 0) & (self.corr[pos_c] == corr), self.stream[pos_c], -1)
-
-
-def _kept(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """rows[mask], without copying every record when the mask keeps them all (the usual case)."""
-    return rows if mask.all() else rows[mask]
+        return len(self) > 0
 
 
 def _triple(xyz: np.ndarray) -> np.ndarray:
@@ -193,7 +160,7 @@ class RocprofDecoder:
         record array is dropped from it once written (kernel dispatches keep only the three fields
         device-sync rows read), so memory holds the records about once at any time."""
         if rec.dropped:
-            builder.count_dropped("rocm records dropped by rocprofiler", rec.dropped)
+            count_dropped(builder, VENDOR, "dropped by rocprofiler", rec.dropped, kind="records")
         ops = rec.event_ops if rec.event_ops is not None else np.zeros(0, EVENT_OP_DTYPE)
         stream_of = self.stream_of(rec)  # correlation id -> HIP stream handle, for kernels
         device_parts, host_parts = [], []
@@ -212,17 +179,15 @@ class RocprofDecoder:
         add_flow_ends(builder, device_parts, host_parts)
 
     @staticmethod
-    def _window(builder, window, start, what) -> np.ndarray:
-        m = np.asarray(window.contains(start), bool) if window is not None else np.ones(len(start), bool)
-        builder.count_dropped(f"rocm {what} out of window", int((~m).sum()))
-        return m
+    def _window(builder, window, start, kind) -> np.ndarray | None:
+        return keep_in_window(builder, window, start, VENDOR, kind)
 
     def _dispatches(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.dispatch
         rocprof.check_sizes(rows["size"], "kernel dispatch")
         start = rows["start_timestamp"].astype(np.int64)
         keep = self._window(builder, window, start, "kernel")
-        rows, start = _kept(rows, keep), _kept(start, keep)
+        rows, start = kept(rows, keep), kept(start, keep)
         del keep
         if not len(rows):
             return
@@ -249,7 +214,7 @@ class RocprofDecoder:
     def _copies(self, builder, window, rec, stream_of, device_parts) -> None:
         rows = rec.copies
         rocprof.check_sizes(rows["size"], "memory copy")
-        rows = _kept(rows, self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy"))
+        rows = kept(rows, self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy"))
         if not len(rows):
             return
         op = rows["operation"].astype(np.int64)
@@ -263,24 +228,23 @@ class RocprofDecoder:
         known = hip_stream >= 0
         self._stream_device.update(distinct_rows(hip_stream[known], np.broadcast_to(dev, known.shape)[known]))
         tid = stored_once(self.logical_stream(dev, np.where(known, hip_stream, -2)))
-        uo, inv = np.unique(op, return_inverse=True)
+        ops = factorize(op)  # linear: np.unique would sort the whole column
         labels = [f"Memcpy {COPY_NAMES.get(o, ('Unknown', 'Unknown', 'Unknown'))[0]} "
                   f"({COPY_NAMES.get(o, ('', 'Unknown', ''))[1]} -> {COPY_NAMES.get(o, ('', '', 'Unknown'))[2]})"
-                  for o in uo.tolist()]
-        kinds = [COPY_NAMES.get(o, ("Unknown",))[0] for o in uo.tolist()]
+                  for o in ops.uniq.tolist()]
+        kinds = [COPY_NAMES.get(o, ("Unknown",))[0] for o in ops.uniq.tolist()]
+        inv = ops.codes
         start = rows["start_timestamp"].astype(np.int64) + 1
         end = rows["end_timestamp"].astype(np.int64)
         nbytes = rows["bytes"].astype(np.int64)
         dur = end - start
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bw = np.where(dur > 0, nbytes / np.maximum(dur, 1), 0.0)
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv.reshape(-1)], ts=start, dur=dur, pid=dev,
                            tid=tid, cat=ActivityType.GPU_MEMCPY, vendor=VENDOR, external_id=self.external_ids(rows),
                            args={
                                "device": dev, "stream": tid, "correlation": corr,
                                "kind": ArgColumn("str", _intern(builder, kinds)[inv.reshape(-1)]),
-                               "bytes": nbytes, "memory bandwidth (GB/s)": ArgColumn("num", bw, dur > 0)})
+                               "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, dur)})
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 
@@ -303,6 +267,7 @@ class RocprofDecoder:
                             self.hip_stream_ids(rec_ops["stream"]), ts=np.where(hit, start_all[idx], 0),
                             pid=self.pid, tid=np.where(hit, tid_all[idx], 0))
         keep = self._window(builder, window, start_all, "hip api")
+        keep = np.ones(len(rows), bool) if keep is None else keep
         ops_f = factorize(rows["operation"])
         labels = [rec.api_names.get(int(o), f"hip operation {int(o)}") for o in rows["operation"][ops_f.first].tolist()]
         keep &= ~np.array([lbl in SUPPRESSED for lbl in labels], bool)[ops_f.codes]
@@ -379,6 +344,4 @@ class RocprofDecoder:
 
     @staticmethod
     def _rows(builder, dev, tid) -> None:
-        for d, s in distinct_rows(dev, tid):
-            if (d, s) not in builder.thread_names:
-                builder.set_thread_name(d, s, f"stream {s} ", sort_index=s)
+        name_stream_rows(builder, dev, tid, "stream {} ".format)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-PTI_LIBRARY_ENV = "XPUPROF_PTI_LIBRARY"  # explicit path to a libpti_view.so (or an ABI-compatible double)
+from .pti_locate import PTI_LIBRARY_ENV, oneapi_candidates, wheel_candidates
+
 PTI_MAX_DEVICE_UUID_SIZE = 16
 PTI_MAX_PCI_ADDRESS_SIZE = 16
 
@@ -240,28 +241,9 @@ class PtiNotFound(RuntimeError):
     """No libpti_view.so: the message says where xpuprof looked and how to install it."""
 
 
-def _wheel_candidates() -> list[Path]:
-    found: list[Path] = []
-    try:
-        from importlib import metadata
-
-        dist = metadata.distribution("intel-pti")
-        for f in dist.files or ():
-            if f.name.startswith("libpti_view.so"):
-                found.append(Path(dist.locate_file(f)).resolve())
-    except Exception:  # intel-pti not installed, or metadata unreadable
-        pass
-    for prefix in dict.fromkeys([sys.prefix, sys.base_prefix]):
-        found.append(Path(prefix) / "lib" / "libpti_view.so")
-    return found
-
-
-def _oneapi_candidates() -> list[Path]:
-    roots = [os.environ.get("ONEAPI_ROOT", ""), "/opt/intel/oneapi"]
-    out = []
-    for root in filter(None, roots):
-        out += [Path(root) / "pti" / "latest" / "lib" / "libpti_view.so", Path(root) / "lib" / "libpti_view.so"]
-    return out
+# The light search (no importlib.metadata, no numpy) that `import xpuprof` runs too: locate.py.
+_wheel_candidates = wheel_candidates
+_oneapi_candidates = oneapi_candidates
 
 
 def find_pti_library() -> Path:
@@ -378,6 +360,19 @@ def _pti_string(fn, code: int, table: tuple[str, ...]) -> str:
         if text:
             return text.decode("utf-8", "replace")
     return table_name(table, code)
+
+
+def load_cdll(path: Path | None = None) -> ctypes.CDLL:
+    """The PTI view library as a plain ctypes library (the metrics API's functions are bound by
+    ``vendors.pti_metrics``); ``path`` defaults to ``find_pti_library()``."""
+    return ctypes.CDLL(str(find_pti_library() if path is None else path))
+
+
+def version_string(path: Path | None = None) -> str:
+    """``ptiVersionString`` without initializing PTI's core (safe in-process, even without a driver)."""
+    fn = load_cdll(path).ptiVersionString
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode("utf-8", "replace")
 
 
 class PtiLibrary:

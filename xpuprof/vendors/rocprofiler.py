@@ -36,6 +36,10 @@ class RocprofNotFound(RuntimeError):
     """librocprofiler-sdk.so is not installed or not on the loader path."""
 
 
+class RocprofError(RuntimeError):
+    """A rocprofiler-sdk call that failed; the message names the call and rocprofiler's status."""
+
+
 class RocprofAbiError(RuntimeError):
     """A record whose size does not match the mirrored layout."""
 
@@ -253,3 +257,154 @@ def operation_names(lib, kind: int) -> dict[int, str]:
     cb = OP_CB(on_op)
     lib.rocprofiler_iterate_buffer_tracing_kind_operations(kind, cb, None)
     return found
+
+
+def strip_prefix(name: str, *prefixes: str) -> str:
+    for p in prefixes:
+        if name.startswith(p):
+            return name[len(p):]
+    return name
+
+
+def callback_tracing_kinds(lib) -> dict[str, int]:
+    found: dict[str, int] = {}
+
+    def on_kind(kind, _data):
+        name, length = ctypes.c_char_p(), ctypes.c_uint64()
+        if lib.rocprofiler_query_callback_tracing_kind_name(kind, ctypes.byref(name), ctypes.byref(length)) == 0 \
+                and name.value:
+            found[strip_prefix(name.value.decode(), "ROCPROFILER_CALLBACK_TRACING_")] = int(kind)
+        return 0
+
+    cb = KIND_CB(on_kind)
+    lib.rocprofiler_iterate_callback_tracing_kinds(cb, None)
+    return found
+
+
+def callback_operation_names(lib, kind: int) -> dict[str, int]:
+    found: dict[str, int] = {}
+
+    def on_op(k, op, _data):
+        name, length = ctypes.c_char_p(), ctypes.c_uint64()
+        if lib.rocprofiler_query_callback_tracing_kind_operation_name(k, op, ctypes.byref(name),
+                                                                     ctypes.byref(length)) == 0 and name.value:
+            found[strip_prefix(name.value.decode(), "ROCPROFILER_")] = int(op)
+        return 0
+
+    cb = OP_CB(on_op)
+    lib.rocprofiler_iterate_callback_tracing_kind_operations(kind, cb, None)
+    return found
+
+
+def status_text(lib, status: int) -> str:
+    parts = []
+    for fn in ("rocprofiler_get_status_name", "rocprofiler_get_status_string"):
+        f = getattr(lib, fn, None)
+        if f is not None:
+            f.restype = ctypes.c_char_p
+            s = f(status)
+            if s:
+                parts.append(s.decode(errors="replace"))
+    return " / ".join(parts) or f"status {status}"
+
+
+def query_gpu_agents(lib) -> list[int]:
+    """GPU agent handles in rocprofiler's order; device index = position (logical GPU id)."""
+    gpus: list[int] = []
+
+    def on_agents(_version, agents, n, _data):
+        for i in range(n):
+            a = ctypes.cast(agents[i], ctypes.POINTER(AgentPrefix)).contents
+            if a.type == AGENT_TYPE_GPU:
+                gpus.append(int(a.id))
+        return 0
+
+    cb = AGENTS_CB(on_agents)
+    status = lib.rocprofiler_query_available_agents(AGENT_INFO_VERSION_0, cb, ctypes.sizeof(AgentPrefix), None)
+    if status != 0:
+        raise RocprofError(f"rocprofiler_query_available_agents failed: {status_text(lib, status)}")
+    return gpus
+
+
+# ----------------------------------------------------------------------------- tool registration
+# C signatures (registration.h, fwd.h, agent.h).
+CONFIGURE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p)
+INITIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+FINALIZE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+AGENTS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                             ctypes.c_void_p)
+AGENT_INFO_VERSION_0 = 1  # ROCPROFILER_AGENT_INFO_VERSION_0 (agent.h)
+AGENT_TYPE_GPU = 2  # ROCPROFILER_AGENT_TYPE_GPU (fwd.h)
+CLIENT_NAME = b"xpuprof"  # module constant: rocprofiler keeps the pointer
+
+
+class ToolConfigureResult(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("initialize", INITIALIZE_FN), ("finalize", FINALIZE_FN),
+                ("tool_data", ctypes.c_void_p)]
+
+
+class AgentPrefix(ctypes.Structure):
+    """The leading fields of rocprofiler_agent_v0_t (we ask for this many bytes only)."""
+    _fields_ = [("size", ctypes.c_uint64), ("id", ctypes.c_uint64), ("type", ctypes.c_int32),
+                ("cpu_cores_count", ctypes.c_uint32)]
+
+
+def set_client_name(client_id: int) -> None:
+    """Set ``rocprofiler_client_id_t::name`` in either layout of registration.h.
+
+    Older SDKs: ``{const char* name; u32 handle}``; newer ones put ``size_t size`` first. A
+    leading word that is a small struct size (not a pointer, which is NULL or an address) means
+    the newer layout, where ``name`` follows it.
+    """
+    words = ctypes.cast(client_id, ctypes.POINTER(ctypes.c_uint64))
+    slot = 1 if 0 < words[0] < 4096 else 0
+    ctypes.cast(client_id, ctypes.POINTER(ctypes.c_char_p))[slot] = CLIENT_NAME
+
+
+def declare(lib) -> None:
+    u64 = ctypes.c_uint64
+    lib.rocprofiler_force_configure.argtypes = [CONFIGURE_FN]
+    lib.rocprofiler_create_context.argtypes = [ctypes.POINTER(u64)]
+    lib.rocprofiler_create_buffer.argtypes = [u64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.POINTER(u64)]
+    lib.rocprofiler_configure_buffer_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
+                                                                 ctypes.c_size_t, u64]
+    lib.rocprofiler_configure_callback_tracing_service.argtypes = [u64, ctypes.c_int, ctypes.c_void_p,
+                                                                   ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+    for fn in ("rocprofiler_start_context", "rocprofiler_stop_context", "rocprofiler_flush_buffer"):
+        getattr(lib, fn).argtypes = [u64]
+    lib.rocprofiler_query_available_agents.argtypes = [ctypes.c_int, AGENTS_CB, ctypes.c_size_t, ctypes.c_void_p]
+    lib.rocprofiler_get_timestamp.argtypes = [ctypes.POINTER(u64)]
+    lib.rocprofiler_get_thread_id.argtypes = [ctypes.POINTER(u64)]
+    lib.rocprofiler_push_external_correlation_id.argtypes = [u64, u64, u64]
+    lib.rocprofiler_pop_external_correlation_id.argtypes = [u64, u64, ctypes.POINTER(u64)]
+
+
+# ----------------------------------------------------------------------------- counters
+COUNTERS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                               ctypes.c_void_p)
+CONFIG_FUNCTIONS = ("rocprofiler_create_counter_config", "rocprofiler_create_profile_config")
+COUNTING_FUNCTIONS = ("rocprofiler_configure_buffer_dispatch_counting_service",
+                      "rocprofiler_configure_buffered_dispatch_counting_service",
+                      "rocprofiler_configure_buffered_dispatch_profile_counting_service")
+
+
+def agent_counters(lib, agent: int) -> dict[str, int]:
+    """Counter name -> counter id for one agent (rocprofiler_iterate_agent_supported_counters)."""
+    ids: list[int] = []
+
+    def on_ids(_agent, counter_ids, n, _data):
+        ids.extend(int(counter_ids[i]) for i in range(n))
+        return 0
+
+    cb = COUNTERS_CB(on_ids)
+    status = lib.rocprofiler_iterate_agent_supported_counters(ctypes.c_uint64(agent), cb, None)
+    if status != 0:
+        raise RocprofError(f"rocprofiler_iterate_agent_supported_counters failed: {status_text(lib, status)}")
+    out = {}
+    for cid in ids:
+        info = CounterInfoPrefix()
+        if lib.rocprofiler_query_counter_info(ctypes.c_uint64(cid), COUNTER_INFO_VERSION_0,
+                                              ctypes.byref(info)) == 0 and info.name:
+            out[info.name.decode()] = cid
+    return out

@@ -1,12 +1,15 @@
-"""Vectorized decoding of PTI view buffers into numpy structured arrays, one per record kind.
+"""The records stage of the XPU pipeline: PTI view buffers -> record columns, one set per kind.
 
 Two steps per buffer:
 1. *locate*: the byte offset of every record. Live buffers are walked with PTI's own
    ``ptiViewGetNextRecord`` (PTI knows its strides; the reference forbids guessing them), called
-   from C (``xpuprof._native.ptibuf.walk``) so no Python runs per record. Replayed captures are
+   from C (``xpuprof._native.records.walk``) so no Python runs per record. Replayed captures are
    walked with the record-size table saved alongside them (``LayoutWalker``).
-2. *gather*: for each kind, the records' bytes are gathered in one numpy ``take`` over the
-   buffer viewed as uint64 words and reinterpreted with the kind's structured dtype.
+2. *decode*: ``decode_records`` takes the fields the emit stage reads (``EMITTED_FIELDS``) straight
+   from the buffers into one typed column per field (``backends/record_columns.py``, in C): counted
+   first so every column is allocated once, the capture window applied on the way, each buffer
+   released once read. ``decode_buffers`` instead gathers whole records into structured arrays
+   (every field, PTI's layout), for layout checks and tools.
 
 Kinds the decoder has no layout for are skipped and counted (``DecodedRecords.unknown``).
 """
@@ -17,7 +20,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from . import pti
+from ...vendors import pti
+from ..record_columns import ColumnPlan, KindPlan, RecordColumns, decode_columns
 
 Walker = Callable[[bytes], np.ndarray]
 
@@ -31,14 +35,14 @@ _native_module = _NATIVE_UNSET
 
 
 def _native():
-    """The C helper module, or None when it is not built (the numpy fallbacks then apply)."""
+    """The C records module, or None when it is not built (the numpy fallbacks then apply)."""
     global _native_module
     if _native_module is _NATIVE_UNSET:
         try:
-            from ..._native import ptibuf
+            from ..._native import records
         except ImportError:
-            ptibuf = None
-        _native_module = ptibuf
+            records = None
+        _native_module = records
     return _native_module
 
 
@@ -48,7 +52,7 @@ class PtiWalker:
     def __init__(self, next_record_address: int) -> None:
         native = _native()
         if native is None:
-            raise BufferDecodeError("xpuprof._native.ptibuf is not built; rebuild xpuprof "
+            raise BufferDecodeError("xpuprof._native.records is not built; rebuild xpuprof "
                                     "(`python setup.py build_ext --inplace`) to walk live PTI buffers")
         self._walk = native.walk
         self._address = int(next_record_address)
@@ -116,15 +120,24 @@ class LayoutWalker:
 
 @dataclass
 class DecodedRecords:
-    """Structured arrays by view kind, plus counts of records the decoder skipped."""
+    """Records by view kind (structured arrays from ``decode_buffers``, ``RecordColumns`` from
+    ``decode_records``), plus counts of records the decoder skipped. ``windowed``: the decode
+    applied the capture window already; ``out_of_window`` and ``misordered`` (records ending before
+    they start, counted over all records) are then its counts by kind."""
 
-    by_kind: dict[int, np.ndarray] = field(default_factory=dict)
+    by_kind: dict[int, np.ndarray | RecordColumns] = field(default_factory=dict)
     unknown: dict[int, int] = field(default_factory=dict)
     buffers: int = 0
+    windowed: bool = False
+    out_of_window: dict[int, int] = field(default_factory=dict)
+    misordered: dict[int, int] = field(default_factory=dict)
+    empty: Callable[[int], object] | None = field(default=None, repr=False)
 
-    def get(self, kind: int) -> np.ndarray:
+    def get(self, kind: int):
         got = self.by_kind.get(int(kind))
-        return got if got is not None else np.empty(0, dtype=pti.record_dtype(kind))
+        if got is not None:
+            return got
+        return self.empty(int(kind)) if self.empty is not None else np.empty(0, dtype=pti.record_dtype(kind))
 
     @property
     def record_count(self) -> int:
@@ -232,3 +245,69 @@ def decode_buffers(buffers: Iterable[bytes], walker: Walker, *, release: bool = 
 def decode_buffer(buf: bytes, walker: Walker) -> DecodedRecords:
     """Decode one buffer (see ``decode_buffers``)."""
     return decode_buffers([buf], walker)
+
+
+# ----------------------------------------------------------------------------- columns
+# The fields the emit stage reads, per record kind: what decode_records takes from the buffers. A
+# new per-kernel arg (kernel resources, submission intervals ...) is a field named here plus its
+# column in emit.write_kernels; a kernel-name filter would drop rows by the ``_name`` pointer
+# column before the emit stage, between the two (one interning of the distinct names decides).
+_API = ("_start_timestamp", "_end_timestamp", "_api_group", "_api_id", "_process_id", "_thread_id",
+        "_correlation_id")
+_COPY_COMMON = ("_start_timestamp", "_end_timestamp", "_append_timestamp", "_submit_timestamp", "_sycl_queue_id",
+                "_correlation_id", "_context_handle", "_queue_handle", "_name", "_mem_op_id", "_bytes")
+EMITTED_FIELDS: dict[int, tuple[str, ...]] = {
+    pti.ViewKind.DEVICE_GPU_KERNEL: ("_start_timestamp", "_end_timestamp", "_append_timestamp", "_submit_timestamp",
+                                     "_sycl_task_begin_timestamp", "_sycl_enqk_begin_timestamp", "_device_uuid",
+                                     "_sycl_queue_id", "_name", "_correlation_id", "_source_file_name",
+                                     "_source_line_number", "_context_handle", "_queue_handle", "_kernel_id",
+                                     "_sycl_node_id", "_sycl_invocation_id"),
+    pti.ViewKind.RUNTIME_API: _API,
+    pti.ViewKind.DRIVER_API: _API,
+    pti.ViewKind.EXTERNAL_CORRELATION: ("_correlation_id", "_external_id", "_external_kind"),
+    pti.ViewKind.DEVICE_GPU_MEM_COPY: _COPY_COMMON + ("_device_uuid", "_memcpy_type", "_mem_src", "_mem_dst"),
+    pti.ViewKind.DEVICE_GPU_MEM_FILL: _COPY_COMMON + ("_device_uuid", "_mem_type", "_value_for_set"),
+    pti.ViewKind.DEVICE_GPU_MEM_COPY_P2P: ("_start_timestamp", "_end_timestamp", "_src_uuid", "_dst_uuid",
+                                           "_sycl_queue_id", "_memcpy_type", "_correlation_id", "_context_handle",
+                                           "_queue_handle", "_mem_op_id", "_bytes"),
+    pti.ViewKind.DEVICE_SYNCHRONIZATION: ("_start_timestamp", "_end_timestamp", "_thread_id", "_api_group",
+                                          "_api_id", "_correlation_id", "_synch_type", "_context_handle",
+                                          "_queue_handle", "_event_handle", "_number_wait_events", "_return_code"),
+    pti.ViewKind.COLLECTION_OVERHEAD: ("_overhead_start_timestamp_ns", "_overhead_end_timestamp_ns",
+                                       "_overhead_kind", "_overhead_duration_ns", "_overhead_count",
+                                       "_overhead_thread_id"),
+    pti.ViewKind.DEVICE_CPU_KERNEL: (),  # decoded (a known kind), not written: Kineto draws no CPU kernels
+    pti.ViewKind.COMMUNICATION: ("_start_timestamp", "_end_timestamp", "_name", "_communicator_id", "_send_size",
+                                 "_recv_size", "_process_id", "_thread_id"),
+}
+# Pointers and handles stay uint64 columns (interned by address, written as hex); every other
+# integer field becomes int64.
+POINTER_FIELDS = frozenset({"_name", "_source_file_name", "_queue_handle", "_context_handle", "_event_handle"})
+_PLAN: ColumnPlan | None = None
+
+
+def column_plan() -> ColumnPlan:
+    """The PTI column plan: every kind of ``EMITTED_FIELDS`` with its record layout."""
+    global _PLAN
+    if _PLAN is None:
+        kinds = []
+        for kind, fields in EMITTED_FIELDS.items():
+            layout = pti.record_dtype(kind)
+            start = "_overhead_start_timestamp_ns" if "_overhead_start_timestamp_ns" in fields else (
+                "_start_timestamp" if "_start_timestamp" in fields else None)
+            end = start and start.replace("start", "end")
+            kinds.append(KindPlan(int(kind), layout, fields, start, end))
+        _PLAN = ColumnPlan(kinds, POINTER_FIELDS)
+    return _PLAN
+
+
+def decode_records(buffers: list, walker: Walker, *, window: tuple[int, int, int] | None = None,
+                   release: bool = False) -> DecodedRecords:
+    """The emit stage's columns of every record in ``buffers`` (see the module docstring).
+    ``window``: (start ns, end ns, clock offset ns); records starting outside it are not kept, only
+    counted. ``release``: the caller hands ``buffers`` over (each entry is dropped once read)."""
+    plan = column_plan()
+    got = decode_columns(buffers, walker, plan, window=window, release=release, error=BufferDecodeError)
+    by_kind = {k: v for k, v in got.by_kind.items()}
+    return DecodedRecords(by_kind=by_kind, unknown=got.unknown, buffers=got.buffers, windowed=window is not None,
+                          out_of_window=got.out_of_window, misordered=got.misordered, empty=plan.empty)

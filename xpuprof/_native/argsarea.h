@@ -1,0 +1,294 @@
+/* ArgsArea: the JSON text of host ranges' args, encoded at the call into one growing byte area.
+ *
+ * Included by hostrec.c (after Int64Log). A range's dict args of plain values (str keys; str, int,
+ * float, bool and None values) are written here in C as one JSON object, right after the previous
+ * one: no Python object per range, no copy at stop (the trace reads the area through the buffer
+ * protocol, each range's args as [ends[k-1], ends[k]) ), no per-range Python at stop or export.
+ * Anything else (nested values, other key types, a dict subclass, a lone surrogate) is left to the
+ * caller (ARGS_UNSUPPORTED), which encodes it another way and may add the result with
+ * args_area_add. Text is what orjson writes for the same dict, up to float spelling (Python's
+ * shortest repr: 1e+16 where orjson writes 1e16; the same value), non-finite floats as null.
+ * All state is touched with the GIL held; appends while the area is exported are refused.
+ */
+#ifndef XPUPROF_ARGSAREA_H
+#define XPUPROF_ARGSAREA_H
+
+#include <math.h>
+
+enum { ARGS_ERROR = -1, ARGS_UNSUPPORTED = -2, ARGS_REFUSED = -3 };
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len, cap, exports, refused;
+    Int64LogObject *ends; /* end offset of each entry, one int64 row each */
+} ArgsAreaObject;
+
+static PyTypeObject ArgsAreaType;
+
+static int area_reserve(ArgsAreaObject *a, Py_ssize_t more) {
+    if (a->len + more <= a->cap) return 0;
+    Py_ssize_t cap = a->cap ? a->cap : 1 << 16;
+    while (cap < a->len + more) cap *= 2;
+    char *d = PyMem_RawRealloc(a->data, (size_t)cap); /* large blocks: mremap, no copy */
+    if (!d) { PyErr_NoMemory(); return -1; }
+    a->data = d;
+    a->cap = cap;
+    return 0;
+}
+
+/* Close the entry that starts at `start` (the text is in place): its index, or an ARGS_ code. */
+static int64_t area_commit(ArgsAreaObject *a, Py_ssize_t start) {
+    int refused;
+    int64_t *row = log_row(a->ends, &refused);
+    if (!row) {
+        a->len = start;
+        if (refused) { a->refused++; return ARGS_REFUSED; }
+        return ARGS_ERROR;
+    }
+    *row = a->len;
+    return a->ends->rows - 1;
+}
+
+static const char HEX_DIGITS[] = "0123456789abcdef";
+
+/* A JSON string of `n` UTF-8 bytes; the area has room for 6 * n + 2 bytes. orjson's escapes. */
+static inline char *put_json_string(char *p, const char *s, Py_ssize_t n) {
+    *p++ = '"';
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        memcpy(p, s + run, (size_t)(i - run));
+        p += i - run;
+        run = i + 1;
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        default:
+            memcpy(p, "u00", 3);
+            p[3] = HEX_DIGITS[c >> 4];
+            p[4] = HEX_DIGITS[c & 15];
+            p += 5;
+        }
+    }
+    memcpy(p, s + run, (size_t)(n - run));
+    p += n - run;
+    *p++ = '"';
+    return p;
+}
+
+/* A str as a JSON string at the end of the area; 0, or ARGS_UNSUPPORTED (lone surrogates), or -1. */
+static int area_put_str(ArgsAreaObject *a, PyObject *str) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(str, &n);
+    if (!s) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+        PyErr_Clear();
+        return ARGS_UNSUPPORTED;
+    }
+    if (area_reserve(a, 6 * n + 2) < 0) return -1;
+    a->len = put_json_string(a->data + a->len, s, n) - a->data;
+    return 0;
+}
+
+/* Decimal digits of v, written backwards ending at `end`; returns where they start. */
+static inline char *digits_before(char *end, unsigned long long v) {
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+static int area_put(ArgsAreaObject *a, const char *s, Py_ssize_t n) {
+    if (area_reserve(a, n) < 0) return -1;
+    memcpy(a->data + a->len, s, (size_t)n);
+    a->len += n;
+    return 0;
+}
+
+/* One value; 0, ARGS_UNSUPPORTED (another type, an int past uint64) or -1. */
+static int area_put_value(ArgsAreaObject *a, PyObject *v) {
+    char num[32];
+    if (v == Py_None) return area_put(a, "null", 4);
+    if (v == Py_True) return area_put(a, "true", 4);
+    if (v == Py_False) return area_put(a, "false", 5);
+    if (PyUnicode_CheckExact(v)) return area_put_str(a, v);
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        char *end = num + sizeof num, *p;
+        if (!overflow) {
+            p = digits_before(end, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x);
+            if (x < 0) *--p = '-';
+            return area_put(a, p, end - p);
+        }
+        if (overflow < 0) return ARGS_UNSUPPORTED; /* below int64: orjson refuses it too */
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+            PyErr_Clear();
+            return ARGS_UNSUPPORTED;
+        }
+        p = digits_before(end, u);
+        return area_put(a, p, end - p);
+    }
+    if (PyFloat_CheckExact(v)) {
+        double x = PyFloat_AS_DOUBLE(v);
+        if (!isfinite(x)) return area_put(a, "null", 4);
+        char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (!text) return -1;
+        int rc = area_put(a, text, (Py_ssize_t)strlen(text));
+        PyMem_Free(text);
+        return rc;
+    }
+    return ARGS_UNSUPPORTED;
+}
+
+/* A dict of plain values as one entry: its index, ARGS_UNSUPPORTED (the area unchanged),
+ * ARGS_REFUSED, or ARGS_ERROR with an exception set. */
+static int64_t args_area_encode(ArgsAreaObject *a, PyObject *dict) {
+    if (a->exports) { a->refused++; return ARGS_REFUSED; }
+    Py_ssize_t start = a->len, pos = 0;
+    PyObject *k, *v;
+    int rc = area_put(a, "{", 1);
+    int first = 1;
+    while (rc == 0 && PyDict_Next(dict, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k)) { rc = ARGS_UNSUPPORTED; break; }
+        if (!first && (rc = area_put(a, ",", 1)) < 0) break;
+        first = 0;
+        if ((rc = area_put_str(a, k)) != 0) break;
+        if ((rc = area_put(a, ":", 1)) < 0) break;
+        rc = area_put_value(a, v);
+    }
+    if (rc == 0) rc = area_put(a, "}", 1);
+    if (rc != 0) {
+        a->len = start;
+        return rc == ARGS_UNSUPPORTED ? ARGS_UNSUPPORTED : ARGS_ERROR;
+    }
+    return area_commit(a, start);
+}
+
+/* JSON text encoded elsewhere (bytes-like), as one entry: its index or an ARGS_ code. */
+static int64_t args_area_add(ArgsAreaObject *a, PyObject *text) {
+    if (a->exports) { a->refused++; return ARGS_REFUSED; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return ARGS_ERROR;
+    Py_ssize_t start = a->len;
+    int rc = area_put(a, (const char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (rc < 0) return ARGS_ERROR;
+    return area_commit(a, start);
+}
+
+/* ---------------------------------------------------------------- the Python type */
+static int area_init(ArgsAreaObject *self, PyObject *a, PyObject *kw) {
+    if (!PyArg_ParseTuple(a, ":ArgsArea")) return -1;
+    if (self->exports || (self->ends && self->ends->exports)) {
+        PyErr_SetString(PyExc_BufferError, "ArgsArea is exported");
+        return -1;
+    }
+    PyObject *ends = PyObject_CallFunction((PyObject *)&Int64LogType, "n", (Py_ssize_t)1);
+    if (!ends) return -1;
+    Py_XSETREF(self->ends, (Int64LogObject *)ends);
+    PyMem_RawFree(self->data);
+    self->data = NULL;
+    self->len = self->cap = self->refused = 0;
+    return 0;
+}
+
+static void area_dealloc(ArgsAreaObject *self) {
+    PyMem_RawFree(self->data);
+    Py_XDECREF(self->ends);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int area_ready(ArgsAreaObject *self) {
+    if (self->ends) return 0;
+    PyErr_SetString(PyExc_ValueError, "ArgsArea was not initialized");
+    return -1;
+}
+
+static PyObject *index_or_none(ArgsAreaObject *self, int64_t k) {
+    if (k == ARGS_ERROR) return NULL;
+    if (k == ARGS_UNSUPPORTED) Py_RETURN_NONE;
+    return PyLong_FromLongLong(k); /* >= 0, or ARGS_REFUSED */
+}
+
+static PyObject *area_encode(ArgsAreaObject *self, PyObject *dict) {
+    if (area_ready(self) < 0) return NULL;
+    if (!PyDict_CheckExact(dict)) Py_RETURN_NONE;
+    return index_or_none(self, args_area_encode(self, dict));
+}
+
+static PyObject *area_add(ArgsAreaObject *self, PyObject *text) {
+    if (area_ready(self) < 0) return NULL;
+    return index_or_none(self, args_area_add(self, text));
+}
+
+static Py_ssize_t area_len(ArgsAreaObject *self) { return self->ends ? self->ends->rows : 0; }
+
+static int area_getbuffer(ArgsAreaObject *self, Py_buffer *view, int flags) {
+    static char empty = 0;
+    if (flags & PyBUF_WRITABLE) { PyErr_SetString(PyExc_BufferError, "ArgsArea is read-only"); return -1; }
+    if (PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : &empty, self->len, 1, flags) < 0) return -1;
+    self->exports++;
+    return 0;
+}
+
+static void area_releasebuffer(ArgsAreaObject *self, Py_buffer *view) { self->exports--; }
+
+static PyObject *area_get_ends(ArgsAreaObject *self, void *closure) {
+    if (area_ready(self) < 0) return NULL;
+    Py_INCREF(self->ends);
+    return (PyObject *)self->ends;
+}
+
+static PyBufferProcs area_as_buffer = {(getbufferproc)area_getbuffer, (releasebufferproc)area_releasebuffer};
+static PySequenceMethods area_as_sequence = {.sq_length = (lenfunc)area_len};
+
+static PyMethodDef area_methods[] = {
+    {"encode", (PyCFunction)area_encode, METH_O,
+     "encode(dict) -> the new entry's index, or None when a key or value is not a plain JSON one "
+     "(negative: refused while exported)."},
+    {"add", (PyCFunction)area_add, METH_O, "add(json_bytes) -> the new entry's index (negative: refused)."},
+    {NULL},
+};
+
+static PyMemberDef area_members[] = {
+    {"refused", T_PYSSIZET, offsetof(ArgsAreaObject, refused), READONLY,
+     "entries refused because the area was exported at the time"},
+    {NULL},
+};
+
+static PyGetSetDef area_getset[] = {
+    {"ends", (getter)area_get_ends, NULL, "Int64Log(1): each entry's end offset in the area", NULL},
+    {NULL},
+};
+
+static PyTypeObject ArgsAreaType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "xpuprof._native.hostrec.ArgsArea",
+    .tp_basicsize = sizeof(ArgsAreaObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ArgsArea(): JSON objects one after another in one C buffer (the bytes through the buffer "
+              "protocol, each entry's end in .ends).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)area_init,
+    .tp_dealloc = (destructor)area_dealloc,
+    .tp_methods = area_methods,
+    .tp_members = area_members,
+    .tp_getset = area_getset,
+    .tp_as_buffer = &area_as_buffer,
+    .tp_as_sequence = &area_as_sequence,
+};
+
+#endif
