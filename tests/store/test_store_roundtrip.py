@@ -55,6 +55,36 @@ def test_export_parquet_equals_convert_of_the_json_it_would_write(tmp_path, chun
     assert_same_rows(tables(tmp_path / "direct"), tables(tmp_path / "converted"))
 
 
+@pytest.mark.parametrize("with_external_id", [False, True])
+def test_row_args_from_one_blob_are_written_as_the_json_writer_writes_them(tmp_path, with_external_id):
+    """Host ranges' args as the recorder hands them (RowArgs: one blob, a span per row; empty and {}
+    mean none); an "External id" among them takes the generic path, which merges it."""
+    import numpy as np
+
+    from xpuprof.clock import BASE_TIME_NS
+    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.build.columns import RowArgs
+
+    objs = [b'{"i":1}', b"", b"{}", b'{"s":"x","v":[1,2]}', b'{"f":0.5}'] * 40
+    if with_external_id:
+        objs[7] = b'{"External id":77,"j":2}'
+    blob = b"junk" + b"".join(objs)
+    lens = np.array([len(o) for o in objs])
+    starts = 4 + np.cumsum(lens) - lens
+    b = TraceBuilder(pid=1)
+    n = len(objs)
+    b.add_slices(names=[f"range{i % 3}" for i in range(n)], ts=BASE_TIME_NS + 10**9 + np.arange(n) * 1000,
+                 dur=np.full(n, 500), pid=1, tid=1, cat="user_annotation", external_id=np.arange(n) % 5,
+                 row_args=RowArgs(blob, starts, lens))
+    write_store(b, tmp_path / "direct", rank=0)
+    write_chrome_trace(b, tmp_path / "t.json")
+    convert_trace(tmp_path / "t.json", tmp_path / "converted", rank=0)
+    direct = tables(tmp_path / "direct")
+    assert_same_rows(direct, tables(tmp_path / "converted"))
+    args = direct["slices"]["args"].to_pylist()
+    assert args[0] == '{"i":1}' and args[1] is None and args[2] is None and json.loads(args[3]) == {"s": "x", "v": [1, 2]}
+
+
 def test_profile_export_parquet_equals_convert(sim_metrics, tmp_path):
     prof, trace, store = sim_metrics
     convert_trace(trace, tmp_path / "c", rank=0)

@@ -17,9 +17,9 @@ import orjson
 
 from ...clock import BASE_TIME_NS
 from ..build.builder import TraceBuilder
-from ..build.columns import CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
+from ..build.columns import CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, encode_json
 from .chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_events
-from .rows import _fast_arg, _key
+from .rows import _EXTERNAL_ID_KEY, _fast_arg, _key, _row_args_blob
 from .rows_native import CompactWriter, _mask, _rowfmt, _Segments, _TokenTable
 from ..store_schema import FLOAT_ARGS, INT_ARGS, RANK_SOURCES
 from .arrowcols import (ArgColumns, dict_column, float_column, int_column, ints, strings, text_dict_column,
@@ -166,7 +166,8 @@ class _BuilderRows:
         per row, ``\\n`` for none); None when a column needs the generic path."""
         if _rowfmt is None or not all(_fast_arg(b.args[k]) for k in keys):
             return None
-        if b.row_args is not None and (b.args or any(a is not None and b'"External id"' in a for a in b.row_args)):
+        row_args = None if b.row_args is None else _row_args_part(b.row_args, sel)
+        if row_args is not None and (b.args or _mentions_external_id(row_args)):
             return None  # the generic path merges these (one object per row)
         segs = _Segments()
         items = []
@@ -181,14 +182,11 @@ class _BuilderRows:
             mask = _mask(None if col.present is None else col.present[sel])
             if mask is not False:
                 items.append((k, col, mask))
-        if b.row_args is not None:
-            inner = [a[1:-1] if a else b"" for a in b.row_args[sel]]
-            lens = np.fromiter(map(len, inner), np.int64, len(inner))
-            offsets = np.zeros(len(inner) + 1, np.int64)
-            np.cumsum(lens, out=offsets[1:])
-            mask = _mask(lens > 0)
+        if row_args is not None:  # each row's members copied from one blob (the host recorder's args area)
+            spans = _row_args_blob(row_args)
+            mask = _mask(spans[2] > 0)
             if mask is not False:
-                items.append(("", (b"".join(inner), offsets), mask))
+                items.append(("", spans, mask))
         if items:
             optional = any(m is not None for _, _, m in items)
             entry = _rowfmt.ENTRY if optional else 0
@@ -202,8 +200,8 @@ class _BuilderRows:
                     segs.add(_rowfmt.INT, col, prefix=b'"External id":' if first else b',"External id":', mask=mask,
                              flags=entry)
                 elif k == "":
-                    segs.add(_rowfmt.TOKENS, col[0], col[1], np.arange(len(col[1]) - 1, dtype=np.int64),
-                             prefix=b"" if first else b",", mask=mask, flags=entry)
+                    segs.add(_rowfmt.SPANS, col[0], col[1], col[2], prefix=b"" if first else b",", mask=mask,
+                             flags=entry)
                 else:
                     key = _key(k) if first else b"," + _key(k)
                     CompactWriter._arg(segs, col, sel, key, mask, tables.get(k), entry)
@@ -218,7 +216,7 @@ class _BuilderRows:
         ts = _rel(_part(b.ts, sel))
         cols = self._common(b, sel, ts)
         scope = np.asarray(_part(b.scope, sel))
-        row_args = b.row_args[sel] if b.row_args is not None else None
+        row_args = _row_args_part(b.row_args, sel) if b.row_args is not None else None
         args = None
         if row_args is not None:
             args = [None if a is None or a == b"{}" else a.decode() for a in row_args]
@@ -358,3 +356,17 @@ def _chunks(n: int):
     for lo in range(0, n, CHUNK_ROWS):
         yield slice(lo, min(lo + CHUNK_ROWS, n))
 
+
+def _row_args_part(row_args, sel: slice):
+    """Rows ``sel`` of a batch's pre-encoded args: a list's slice, or a RowArgs over the same blob."""
+    if isinstance(row_args, RowArgs):
+        return RowArgs(row_args.blob, row_args.starts[sel], row_args.lens[sel])
+    return row_args[sel]
+
+
+def _mentions_external_id(row_args) -> bool:
+    """Whether a row's pre-encoded args may hold "External id" (which the writer also adds): the
+    generic path merges those."""
+    if isinstance(row_args, RowArgs):
+        return _EXTERNAL_ID_KEY.search(row_args.blob) is not None
+    return any(a is not None and b'"External id"' in a for a in row_args)
