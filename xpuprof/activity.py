@@ -95,8 +95,8 @@ for _alias, _target in _ALIASES.items():
 _BY_NAME: dict[str, ActivityType] = {m.value: m for m in ActivityType}
 _BY_NAME.update({alias.lower(): ActivityType[target] for alias, target in _ALIASES.items()})
 
-# Vendor-specific category names that HTA and TensorBoard key on (legacy_categories=True).
-_LEGACY_CATEGORY: dict[tuple[ActivityType, str], str] = {
+# Vendor-specific category names that HTA and TensorBoard key on (the default; vendor_categories=False writes the generic ones).
+_VENDOR_CATEGORY: dict[tuple[ActivityType, str], str] = {
     (ActivityType.RUNTIME, "cuda"): "cuda_runtime",
     (ActivityType.RUNTIME, "rocm"): "cuda_runtime",  # Kineto's ROCm path writes cuda_runtime
     (ActivityType.RUNTIME, "xpu"): "xpu_runtime",
@@ -143,8 +143,8 @@ _PLUGIN_RESOLVERS: list = []
 _PLUGIN_NAMES: list = []  # callables returning the declared names, for error messages
 
 
-def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool = False) -> str:
-    """The `cat` string for an activity: generic by default, Kineto `main`'s vendor names with legacy=True."""
+def category_name(activity: ActivityType | str, vendor: str = "", vendor_spelling: bool = False) -> str:
+    """The `cat` string for an activity: generic by default, Kineto `main`'s vendor names with vendor_spelling=True."""
     if isinstance(activity, PluginActivityType):
         return activity.value
     if isinstance(activity, str):
@@ -154,8 +154,8 @@ def category_name(activity: ActivityType | str, vendor: str = "", legacy: bool =
             return activity  # a free-form category (e.g. "Trace", "ac2g") passes through
         if isinstance(activity, PluginActivityType):
             return activity.value
-    if legacy:
-        return _LEGACY_CATEGORY.get((activity, vendor.lower()), activity.value)
+    if vendor_spelling:
+        return _VENDOR_CATEGORY.get((activity, vendor.lower()), activity.value)
     return activity.value
 
 
@@ -178,7 +178,7 @@ def _spelling_classes() -> dict[ActivityType, frozenset[str]]:
     own = {m: {m.value} for m in ActivityType}
     for alias, target in _ALIASES.items():
         own[ActivityType[target]].add(alias.lower())
-    for (member, _vendor), cat in _LEGACY_CATEGORY.items():
+    for (member, _vendor), cat in _VENDOR_CATEGORY.items():
         own[member].add(cat)
     classes = {m: frozenset(names) for m, names in own.items()}
     merged = True
@@ -255,11 +255,18 @@ _GROUPS_TEXT = f"Group names: {', '.join(ACTIVITY_GROUPS)} (torch.profiler.Profi
 
 def parse_activity_types(items) -> frozenset[ActivityType]:
     """Parse an iterable of names, group names ("cpu", "xpu", ...), members or torch ProfilerActivity
-    members (or a comma string); one error names every bad word."""
+    members (or a comma string), and torch's ``{ProfilerActivity: [type names]}`` filters; one error names
+    every bad word."""
     if isinstance(items, (str, ActivityType)):
         items = [items]
     words: list = []
     for item in items:
+        if isinstance(item, dict):
+            # torch.profiler's activity filters, {ProfilerActivity.CUDA: ["GPU_MEMCPY", "CUDA_RUNTIME"]}: only the
+            # named types of that group ({CUDA: []} collects nothing for it)
+            for names in item.values():
+                words.extend([names] if isinstance(names, str) else list(names))
+            continue
         if not isinstance(item, (str, ActivityType)) and hasattr(item, "name"):
             item = str(item.name)  # torch.profiler.ProfilerActivity.CPU and friends
         if isinstance(item, str):

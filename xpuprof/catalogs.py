@@ -364,7 +364,7 @@ def validate_selection(requested: Sequence[str], groups: Mapping[str, Iterable[s
     if unknown:
         lines = []
         for n in unknown:
-            close = _close_matches(n, index)
+            close = close_matches(n, index)
             if close:
                 hint = "; ".join(f"{c} (group {', '.join(index[c])})" for c in close)
                 lines.append(f"  {n!r}: did you mean {hint}?")
@@ -388,7 +388,8 @@ def validate_selection(requested: Sequence[str], groups: Mapping[str, Iterable[s
         f"pick metrics from one group (see `xpuprof metrics --group <G>`)")
 
 
-def _close_matches(name: str, index: Mapping[str, list[str]]) -> list[str]:
+def close_matches(name: str, index: Iterable[str]) -> list[str]:
+    """Up to 4 names of ``index`` close to ``name``: the same name in another case first, then by spelling."""
     by_lower = {k.lower(): k for k in index}
     out: list[str] = []
     if name.lower() in by_lower:

@@ -4,10 +4,49 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import re
 import sys
 
 from . import __version__, commands
+
+_LITERAL = re.compile(r"``(.+?)``", re.S)
+EXIT_CLOSED_STDOUT = 128 + 13  # the status of a process killed by SIGPIPE, as any Unix tool in a closed pipe
+
+
+def plain(text: str | None) -> str | None:
+    """Docstring markup (``literal``) as the plain text a terminal shows."""
+    return _LITERAL.sub(r"\1", text) if text else text
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter without breaking words at hyphens (``--by-rank`` stays whole)."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        return textwrap.fill(self._whitespace_matcher.sub(" ", text).strip(), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Every description and help text of ``parser`` and its subcommands as plain text."""
+    parser.formatter_class = _HelpFormatter
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                _plain_help(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,10 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
         if info.name.startswith("_"):
             continue
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
+    _plain_help(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a closed stdout (``xpuprof devices | head``) ends it quietly."""
+    try:
+        try:
+            status = _main(argv)
+        except SystemExit:  # argparse's --help, --version and usage errors: their output is flushed here too
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # inside the try: an EPIPE on the last buffered bytes is the same case
+        return status
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so the interpreter's own final flush
+        # does not raise again at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_CLOSED_STDOUT
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not getattr(args, "func", None):

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 
 def _measure_offset() -> int:
     # Bracket the epoch read between two monotonic reads and take the midpoint.
@@ -28,13 +26,6 @@ MONOTONIC_TO_EPOCH_NS: int = _measure_offset()
 def now_ns() -> int:
     """Current time, epoch ns, from the monotonic clock."""
     return time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
-
-
-def monotonic_to_epoch(ns):
-    """Convert CLOCK_MONOTONIC ns (scalar or array) to epoch ns."""
-    if isinstance(ns, np.ndarray):
-        return ns.astype(np.int64, copy=False) + np.int64(MONOTONIC_TO_EPOCH_NS)
-    return int(ns) + MONOTONIC_TO_EPOCH_NS
 
 
 # Kineto floors the trace's base time to a ~3 month bucket (7,889,238 s), once per process.

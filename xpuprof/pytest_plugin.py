@@ -84,6 +84,7 @@ def pytest_runtest_setup(item) -> None:
         if ours:
             ok, reason = probe_device(name)
             if not ok:
+                item._xpuprof_device_skip = True
                 pytest.skip(f"{name} device not available: {reason}")
 
 
@@ -91,6 +92,10 @@ def pytest_runtest_setup(item) -> None:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if report.skipped and getattr(item, "_xpuprof_device_skip", False) and isinstance(report.longrepr, tuple):
+        # A device marker is a skip mark: report it at the test, as pytest does for skipif, not at this file.
+        filename, line = item.reportinfo()[:2]
+        report.longrepr = (str(filename), (line or 0) + 1, report.longrepr[2])
     setattr(item, f"_xpuprof_report_{report.when}", report)
 
 

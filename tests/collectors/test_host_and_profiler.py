@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -53,21 +54,23 @@ def test_done_when_host_telemetry_tracks(tmp_path):
     prof = _run_until_samples(["cpu_utilization", "process_rss"], n=4)
     trace = trace_of(prof, tmp_path)
     host = counters(trace, "host")
-    assert len(host) >= 4
     assert {e["cat"] for e in host} == {HOST_COUNTER_CATEGORY}
     assert {e["pid"] for e in host} == {prof.builder.pid}  # the host's row
-    ts = [e["ts"] for e in host]
-    assert ts == sorted(ts) and len(set(ts)) == len(ts)  # monotonic
-    for e in host:
-        assert set(e["args"]) == {"cpu_utilization", "process_rss"}
-        assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in e["args"].values())
-        assert 0 <= e["args"]["cpu_utilization"] <= 100 * (len(__import__("os").sched_getaffinity(0)) + 64)
-        assert e["args"]["process_rss"] > 1e6  # a Python process is megabytes
+    rss = [e for e in host if "process_rss" in e["args"]]
+    cpu = [e for e in host if "cpu_utilization" in e["args"]]  # every other sample or so: a rate needs its span
+    assert len(rss) >= 4 and cpu
+    for track, metric in ((rss, "process_rss"), (cpu, "cpu_utilization")):
+        ts = [e["ts"] for e in track]
+        assert ts == sorted(ts) and len(set(ts)) == len(ts)  # monotonic
+        assert all(isinstance(e["args"][metric], (int, float)) and math.isfinite(e["args"][metric]) for e in track)
+    assert all(0 <= e["args"]["cpu_utilization"] <= 100 for e in cpu)
+    assert all(e["args"]["process_rss"] > 1e6 for e in rss)  # a Python process is megabytes
     meta = trace["collectors"]["host"]
     assert meta["interval_ms"] == 10.0 and meta["metrics"] == {"cpu_utilization": "%", "process_rss": "B"}
-    assert meta["samples"] == len(host)
+    assert meta["samples"] == len(rss)
     assert "collector_errors" not in trace
     # the window covers the samples
+    ts = sorted(e["ts"] for e in host)
     span = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["cat"] == "Trace"][0]
     assert span["ts"] <= ts[0] and ts[-1] <= span["ts"] + span["dur"] + 1
 
@@ -85,16 +88,18 @@ def test_interval_is_configurable_and_validated(tmp_path):
         ExperimentalConfig(metrics_interval_ms=0)
 
 
-def test_every_host_metric_reads_a_number():
+def test_every_host_metric_reads_a_number(monkeypatch):
     from xpuprof.collectors.host import HostCollector
 
     c = HostCollector([m.name for m in HostCollector.metrics()])
     c.open()
     try:
+        real = time.monotonic_ns
+        monkeypatch.setattr(time, "monotonic_ns", lambda: real() + 10**9)  # the rates' span has passed
         row = c.read()
     finally:
         c.close()
-    assert len(row) == 5 and all(math.isfinite(v) for v in row)
+    assert len(row) == 5 and all(math.isfinite(v) for v in row[1:])
 
 
 class _Energy(Collector):
@@ -169,3 +174,64 @@ def test_starved_sampling_is_reported_not_silent(tmp_path):
     trace = trace_of(prof, tmp_path)
     msg = trace["collector_errors"]["slow"][0]
     assert "asked every 2 ms" in msg and "sparser than asked" in msg
+
+
+def test_cpu_rates_are_gaps_until_a_span_they_can_measure_has_passed(monkeypatch):
+    """The kernel counts CPU time in clock ticks: a rate over a shorter span is not a measurement."""
+    import psutil
+
+    from xpuprof.collectors.host import HostCollector
+
+    base = psutil.cpu_times()
+    ticks = [0.0]  # busy and idle seconds added on every CPU-time read
+    monkeypatch.setattr(psutil, "cpu_times", lambda: base._replace(user=base.user + ticks[0], idle=base.idle + 3 * ticks[0]))
+    clock = [10_000_000_000]
+    monkeypatch.setattr(time, "monotonic_ns", lambda: clock[0])
+    c = HostCollector(["cpu_utilization", "process_cpu_utilization", "process_rss"], interval_s=0.010)
+    c.open()
+    try:
+        first = c.read()  # right after open(): nothing elapsed
+        clock[0] += 2_000_000  # two samples ~2 ms apart
+        ticks[0] = 0.01
+        close = c.read()
+        clock[0] += 1_000_000_000  # a measurable span since the last rate
+        ticks[0] = 0.25
+        later = c.read()
+    finally:
+        c.close()
+    for row in (first, close):
+        assert math.isnan(row[0]) and math.isnan(row[1]), row  # gaps, never a made-up 0.0
+        assert row[2] > 1e6  # the other metrics are read every sample
+    assert later[0] == 25.0  # 0.25 s busy of 1.0 s counted, over the whole span since open()
+    assert math.isfinite(later[1]) and later[1] >= 0
+
+
+def test_a_span_without_ticks_is_a_gap_not_zero(monkeypatch):
+    import psutil
+
+    from xpuprof.collectors.host import HostCollector
+
+    frozen = psutil.cpu_times()
+    monkeypatch.setattr(psutil, "cpu_times", lambda: frozen)  # no tick counted on any CPU
+    clock = [10_000_000_000]
+    monkeypatch.setattr(time, "monotonic_ns", lambda: clock[0])
+    c = HostCollector(["cpu_utilization"], interval_s=0.010)
+    c.open()
+    try:
+        clock[0] += 1_000_000_000
+        (value,) = c.read()
+    finally:
+        c.close()
+    assert math.isnan(value)
+
+
+def test_host_rates_in_a_trace_are_a_span_apart(tmp_path):
+    import os
+
+    prof = _run_until_samples(["cpu_utilization", "process_rss"], n=12)
+    host = counters(trace_of(prof, tmp_path), "host")
+    cpu = [e["ts"] for e in host if "cpu_utilization" in e["args"]]
+    rss = [e for e in host if "process_rss" in e["args"]]
+    assert len(rss) >= 12 and len(cpu) >= 2
+    span_us = 0.9 * max(0.010, 2 / os.sysconf("SC_CLK_TCK")) * 1e6  # two clock ticks, or the interval
+    assert min(b - a for a, b in zip(cpu, cpu[1:])) >= span_us * 0.99  # the read's midpoint, not its start

@@ -35,9 +35,9 @@ def _trace_with(values, path: Path) -> Path:
 def test_report_json_table_and_html_show_telemetry(tmp_path, capsys):
     trace = _trace_with([3.0], tmp_path / "a.pt.trace.json")
     assert main(["report", str(trace), "--format", "json"]) == 0
-    tel = orjson.loads(capsys.readouterr().out)["telemetry"]
+    tel = orjson.loads(capsys.readouterr().out)["tables"]["telemetry"]["rows"]
     assert tel == [{"track": "steps", "pid": "host", "metric": "step_value", "samples": 1, "mean": 3.0,
-                    "peak": 3.0, "min": 3.0}]
+                    "peak": 3.0, "min": 3.0, "unit": "1"}]
     assert main(["report", str(trace)]) == 0
     assert "Telemetry (counter tracks)" in capsys.readouterr().out
     assert main(["report", str(trace), "--format", "html"]) == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -76,7 +77,8 @@ def _spin(ns: int) -> None:
         pass
 
 
-def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps: int = STEPS_RECORDED + 1) -> TraceFacts:
+def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps: int = STEPS_RECORDED + 1,
+                    worker_name: str | None = None) -> TraceFacts:
     """One schedule cycle of the sim backend through the public API; returns the trace it wrote."""
     out.mkdir(parents=True, exist_ok=True)
     activities = ["cpu", "cuda" if vendor != "xpu" else "xpu"] + (["xpu_scope_profiler"] if metrics else [])
@@ -84,7 +86,7 @@ def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps:
     exp = xpuprof.ExperimentalConfig(profiler_metrics=list(metrics)) if metrics else None
     with xpuprof.profile(activities=activities, backends=["sim"], config=cfg, experimental_config=exp,
                          schedule=xpuprof.schedule(wait=0, warmup=1, active=STEPS_RECORDED, repeat=1),
-                         on_trace_ready=xpuprof.trace_handler(str(out))) as prof:
+                         on_trace_ready=xpuprof.trace_handler(str(out), worker_name=worker_name)) as prof:
         for _ in range(steps):
             for i in range(len(LAYER_NS)):
                 with xpuprof.record_function(f"layer{i}"):
@@ -98,7 +100,7 @@ def profile_sim_run(out: Path, *, vendor: str, metrics=(), seed: int = 0, steps:
 
 @pytest.fixture(scope="session")
 def sim_cuda(tmp_path_factory) -> TraceFacts:
-    """CUDA-flavoured sim, default options (no legacy_categories), schedule, syncs, one rank."""
+    """CUDA-flavoured sim, default options (vendor category names), schedule, syncs, one rank."""
     return profile_sim_run(tmp_path_factory.mktemp("sim_cuda"), vendor="cuda")
 
 
@@ -144,7 +146,9 @@ def sim_two_ranks(tmp_path_factory) -> list[TraceFacts]:
             mp.setenv("LOCAL_RANK", str(rank))
             mp.setenv("LOCAL_WORLD_SIZE", "2")
             sub = out / f"r{rank}"
-            facts.append(profile_sim_run(sub, vendor="cuda", seed=rank))
+            # each rank a process of its own in a real job: the default worker name <host>_<pid> differs
+            worker = f"{socket.gethostname()}_{900000 + rank}"
+            facts.append(profile_sim_run(sub, vendor="cuda", seed=rank, worker_name=worker))
     for f in facts:  # one logdir holding both ranks, as a job writes them
         (out / f.path.name).write_bytes(f.path.read_bytes())
     return [dataclasses.replace(read_trace(out / f.path.name), queues_up=True) for f in facts]

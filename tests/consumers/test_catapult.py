@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 XPROF_WHEEL = "xprof==2.24.2"
 BUNDLE_IN_WHEEL = "xprof/static/trace_viewer_index.js"
 CACHE_PATH = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xpuprof" / "xprof-2.24.2" / \

@@ -22,6 +22,8 @@ if int(pd.__version__.split(".")[0]) >= 3:
 
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync")
 
 

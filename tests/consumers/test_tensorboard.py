@@ -21,6 +21,8 @@ pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not instal
 from torch_tb_profiler import io as tb_io  # noqa: E402
 from torch_tb_profiler.profiler.loader import RunLoader  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def _load(logdir):
     """The run TensorBoard would show for ``logdir``: {(worker, span): RunProfile}."""

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).parent / "lint-imports"
 needs_linter = pytest.mark.skipif(not LINT.exists(), reason=f"import-linter is not installed ({LINT}); "

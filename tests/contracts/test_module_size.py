@@ -12,7 +12,6 @@ MAX_CLASS_LINES = 350
 
 # path relative to xpuprof/ (module) or "path:Class" -> the most lines it may have until it is split.
 KNOWN_OVER = {
-    "plugins/c_abi.py": 648,
 }
 
 

@@ -1,4 +1,4 @@
-"""ActivityType: canonical names, deprecated aliases, parsing, defaults, legacy categories."""
+"""ActivityType: canonical names, deprecated aliases, parsing, defaults, vendor category names."""
 import pytest
 
 from xpuprof.activity import ActivityType, category_name, default_activity_types, parse_activity_types
@@ -60,11 +60,11 @@ def test_parse_activity_types_lists_every_bad_word():
         parse_activity_types(["bad1", "kernel", "bad2"])
 
 
-def test_category_names_generic_and_legacy():
+def test_category_names_generic_and_vendor():
     assert category_name(ActivityType.RUNTIME, "cuda") == "runtime"
-    assert category_name(ActivityType.RUNTIME, "cuda", legacy=True) == "cuda_runtime"
-    assert category_name(ActivityType.DRIVER, "xpu", legacy=True) == "xpu_driver"
-    assert category_name("ac2g", legacy=True) == "ac2g"
+    assert category_name(ActivityType.RUNTIME, "cuda", vendor_spelling=True) == "cuda_runtime"
+    assert category_name(ActivityType.DRIVER, "xpu", vendor_spelling=True) == "xpu_driver"
+    assert category_name("ac2g", vendor_spelling=True) == "ac2g"
 
 
 def test_category_spellings_are_one_filter():

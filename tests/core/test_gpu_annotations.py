@@ -1,6 +1,7 @@
 """gpu_user_annotation slices: one per (device, stream, annotation), enclosing its device ops."""
 import numpy as np
 
+from slice_tables import slice_table
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.trace import TraceBuilder
@@ -8,7 +9,7 @@ from xpuprof.trace.build.gpu_annotations import add_gpu_user_annotations
 
 
 def _ann_slices(builder):
-    t = builder.slice_table(ActivityType.GPU_USER_ANNOTATION)
+    t = slice_table(builder, ActivityType.GPU_USER_ANNOTATION)
     return sorted(zip(t["name"].tolist(), t["ts"].tolist(), t["dur"].tolist(), t["pid"].tolist(), t["tid"].tolist()))
 
 
@@ -42,8 +43,8 @@ def test_profile_with_sim_draws_annotations_on_device_rows():
     with xpuprof.profile(backends=["sim"]) as prof:
         with xpuprof.record_function("outer_step"):
             np.ones(64).sum()
-    t = prof.builder.slice_table(ActivityType.GPU_USER_ANNOTATION)
-    kernels = prof.builder.slice_table(ActivityType.CONCURRENT_KERNEL)
+    t = slice_table(prof.builder, ActivityType.GPU_USER_ANNOTATION)
+    kernels = slice_table(prof.builder, ActivityType.CONCURRENT_KERNEL)
     assert len(kernels["name"]) and "outer_step" in set(t["name"].tolist())
     # each annotation slice encloses the kernels on its row
     for name, ts, dur, pid, tid in zip(t["name"], t["ts"], t["dur"], t["pid"], t["tid"]):
@@ -55,4 +56,4 @@ def test_not_selected_means_not_drawn():
     with xpuprof.profile(backends=["sim"], activities=["kernel", "user_annotation", "runtime"]) as prof:
         with xpuprof.record_function("outer_step"):
             pass
-    assert len(prof.builder.slice_table(ActivityType.GPU_USER_ANNOTATION)["name"]) == 0
+    assert len(slice_table(prof.builder, ActivityType.GPU_USER_ANNOTATION)["name"]) == 0

@@ -6,6 +6,9 @@ from hypothesis import strategies as st
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
 from xpuprof.trace.write import rows_native as columnar_mod
+import pytest
+
+pytestmark = pytest.mark.slow
 
 LAYOUTS = ["fixed"] + (["compact"] if columnar_mod._rowfmt is not None else [])
 

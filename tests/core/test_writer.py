@@ -17,6 +17,8 @@ from xpuprof.trace.write import rows_native as columnar_mod
 from xpuprof.trace.write import sinks as sinks_mod
 from xpuprof.trace.build.columns import hex_column
 
+pytestmark = pytest.mark.slow
+
 
 def write(b, tmp_path, name="t.json", **kw):
     path = write_chrome_trace(b, tmp_path / name, **kw)
@@ -34,8 +36,8 @@ def layout(request, monkeypatch):
 
 @pytest.mark.parametrize("legacy", [False, True])
 def test_columnar_output_equals_generic(mixed, tmp_path, legacy, layout):
-    _, fast = write(mixed, tmp_path, "fast.json", legacy_categories=legacy)
-    _, ref = write(mixed, tmp_path, "ref.json", legacy_categories=legacy, columnar=False)
+    _, fast = write(mixed, tmp_path, "fast.json", vendor_categories=legacy)
+    _, ref = write(mixed, tmp_path, "ref.json", vendor_categories=legacy, columnar=False)
     assert fast["traceEvents"] == ref["traceEvents"]
     assert len(fast["traceEvents"]) == mixed.event_count() + 9  # + 5 M rows, 3 span rows, window end
 
@@ -146,7 +148,7 @@ def test_vendor_categories_by_default_generic_on_request(tmp_path):
     b.add_slice("zeDrv", BASE_TIME_NS, 1, 1, 1, cat="driver", vendor="xpu")
     cats = {e["cat"] for e in write(b, tmp_path, "a.json")[1]["traceEvents"] if e["ph"] == "X"}
     assert cats == {"cuda_runtime", "xpu_driver"}
-    cats = {e["cat"] for e in write(b, tmp_path, "b.json", legacy_categories=False)[1]["traceEvents"]
+    cats = {e["cat"] for e in write(b, tmp_path, "b.json", vendor_categories=False)[1]["traceEvents"]
             if e["ph"] == "X"}
     assert cats == {"runtime", "driver"}
 

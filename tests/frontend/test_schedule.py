@@ -1,5 +1,6 @@
 import pytest
 
+from slice_tables import slice_table
 import xpuprof
 from xpuprof import ProfilerAction as A
 
@@ -33,7 +34,7 @@ def test_schedule_rejects_bad_values(kwargs, word):
 
 
 def _step_names(builder):
-    t = builder.slice_table("user_annotation")
+    t = slice_table(builder, "user_annotation")
     return sorted(n for n in t["name"].tolist() if n.startswith("ProfilerStep#"))
 
 
@@ -53,7 +54,7 @@ def test_steps_drive_cycles_and_trace_ready():
 def test_ranges_outside_active_steps_are_not_recorded():
     seen = []
     prof = xpuprof.profile(activities=["user_annotation"], schedule=xpuprof.schedule(wait=2, warmup=0, active=1),
-                           on_trace_ready=lambda p: seen.append(sorted(p.builder.slice_table()["name"].tolist())))
+                           on_trace_ready=lambda p: seen.append(sorted(slice_table(p.builder)["name"].tolist())))
     with prof:
         for i in range(3):
             with xpuprof.record_function(f"step{i}"):
@@ -72,7 +73,7 @@ def test_stop_inside_active_cycle_still_delivers_trace():
     prof.step()
     prof.stop()
     assert len(ready) == 1
-    assert "only" in prof.builder.slice_table()["name"].tolist()
+    assert "only" in slice_table(prof.builder)["name"].tolist()
 
 
 def test_without_schedule_everything_is_one_trace_and_no_step_ranges():
@@ -83,7 +84,7 @@ def test_without_schedule_everything_is_one_trace_and_no_step_ranges():
                 pass
             prof.step()
     assert len(ready) == 1
-    names = prof.builder.slice_table()["name"].tolist()
+    names = slice_table(prof.builder)["name"].tolist()
     assert names.count("r") == 3 and not any(n.startswith("ProfilerStep") for n in names)
 
 

@@ -2,6 +2,7 @@ import threading
 
 import pytest
 
+from slice_tables import slice_table
 import xpuprof
 
 
@@ -96,7 +97,7 @@ def test_sim_is_deterministic():
             for i in range(10):
                 with xpuprof.record_function("op"):
                     pass
-        t = prof.builder.slice_table("kernel")
+        t = slice_table(prof.builder, "kernel")
         return t["name"].tolist(), t["dur"].tolist()
 
     assert kernels() == kernels()
@@ -107,12 +108,12 @@ def test_sim_is_never_selected_unless_named():
         with xpuprof.record_function("x"):
             pass
     assert "sim" not in prof.builder.metadata["backends"]
-    assert len(prof.builder.slice_table("kernel")["name"]) == 0
+    assert len(slice_table(prof.builder, "kernel")["name"]) == 0
 
 
 def test_sim_respects_selected_activities():
     with xpuprof.profile(activities=["user_annotation", "kernel"], backends=["sim"]) as prof:
         with xpuprof.record_function("op"):
             pass
-    cats = set(prof.builder.slice_table()["cat"].tolist())
+    cats = set(slice_table(prof.builder)["cat"].tolist())
     assert cats == {"user_annotation", "kernel"}

@@ -84,7 +84,7 @@ def run_profile(names, tmp_path: Path, config: ProfilerConfig | None = None, fil
         s.process(builder, window)
         for k, v in s.metadata().items():
             builder.set_metadata(k, v)
-    path = write_chrome_trace(builder, tmp_path / file_name, legacy_categories=not config.generic_categories)
+    path = write_chrome_trace(builder, tmp_path / file_name, vendor_categories=not config.generic_categories)
     return load_valid_trace(path), builder, sessions
 
 

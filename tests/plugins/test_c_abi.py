@@ -11,11 +11,14 @@ import pytest
 from plugintest_helpers import (EXAMPLES, GOOD_PY_BACKEND, HERE, INCLUDE, build_plugin, compiler, events,
                                 python_plugin, run_profile)
 
+from slice_tables import slice_table
 from xpuprof.activity import ActivityType, default_activity_types
 from xpuprof.backends import registry as core
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.plugins import c_abi, faults
+from xpuprof.plugins import c_abi, c_builder, c_structs, faults
 from xpuprof.plugins import registry as plugin_registry
+
+pytestmark = pytest.mark.slow
 
 FAULT_SOURCE = HERE / "fault_plugin.c"
 HEADER = INCLUDE / "xpuprof_plugin.h"
@@ -25,15 +28,15 @@ def test_header_enum_matches_the_binding():
     text = HEADER.read_text()
     found = {int(v): k for k, v in re.findall(r"XPUPROF_ACTIVITY_(\w+) = (\d+)", text)}
     assert found.pop(0) == "INVALID"
-    assert {code: ActivityType[name] for code, name in found.items()} == c_abi.ACTIVITY_CODES
-    assert f"#define XPUPROF_PLUGIN_ABI_VERSION {c_abi.ABI_VERSION}u" in text
-    assert f'#define XPUPROF_PLUGIN_REGISTER_SYMBOL "{c_abi.REGISTER_SYMBOL}"' in text
+    assert {code: ActivityType[name] for code, name in found.items()} == c_structs.ACTIVITY_CODES
+    assert f"#define XPUPROF_PLUGIN_ABI_VERSION {c_structs.ABI_VERSION}u" in text
+    assert f'#define XPUPROF_PLUGIN_REGISTER_SYMBOL "{c_structs.REGISTER_SYMBOL}"' in text
 
 
 STRUCTS = {
-    "XpuprofSlice": c_abi.XpuprofSlice, "XpuprofCounter": c_abi.XpuprofCounter, "XpuprofFlow": c_abi.XpuprofFlow,
-    "XpuprofDeviceRow": c_abi.XpuprofDeviceRow, "XpuprofResourceRow": c_abi.XpuprofResourceRow,
-    "XpuprofTraceBuilderApi": c_abi.XpuprofTraceBuilderApi, "XpuprofPluginInterface": c_abi.XpuprofPluginInterface,
+    "XpuprofSlice": c_structs.XpuprofSlice, "XpuprofCounter": c_structs.XpuprofCounter, "XpuprofFlow": c_structs.XpuprofFlow,
+    "XpuprofDeviceRow": c_structs.XpuprofDeviceRow, "XpuprofResourceRow": c_structs.XpuprofResourceRow,
+    "XpuprofTraceBuilderApi": c_structs.XpuprofTraceBuilderApi, "XpuprofPluginInterface": c_structs.XpuprofPluginInterface,
 }
 
 
@@ -130,13 +133,13 @@ def test_every_builder_function(plugin_dir, tmp_path, monkeypatch):
     assert destroyed() == 1  # destroy ran exactly once, after process
 
 
-def test_legacy_categories_use_the_privateuse1_vendor(plugin_dir, tmp_path, monkeypatch):
+def test_vendor_categories_use_the_privateuse1_vendor(plugin_dir, tmp_path, monkeypatch):
     _fault_dir(plugin_dir, "clegacy")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
     _, builder, _ = run_profile(["clegacy"], tmp_path)
     from xpuprof.trace.write.chrome import write_chrome_trace
     from plugintest_helpers import load_valid_trace
-    trace = load_valid_trace(write_chrome_trace(builder, tmp_path / "legacy.json", legacy_categories=True))
+    trace = load_valid_trace(write_chrome_trace(builder, tmp_path / "legacy.json", vendor_categories=True))
     assert events(trace, "X", name="synthLaunchKernel")[0]["cat"] == "privateuse1_runtime"
 
 
@@ -236,8 +239,8 @@ def test_each_malformed_slice_reason(mutate, message):
     from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
-    bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
-    s = c_abi.XpuprofSlice(ctypes.sizeof(c_abi.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k", None)
+    bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
+    s = c_structs.XpuprofSlice(ctypes.sizeof(c_structs.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k", None)
     mutate(s)
     assert bridge.api.add_slice(bridge.api.builder, ctypes.addressof(s)) == -1
     assert bridge.malformed == 1 and message in bridge.first_reason
@@ -249,11 +252,11 @@ def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
     from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
-    bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
-    s = c_abi.XpuprofSlice(ctypes.sizeof(c_abi.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k\xff", None)
+    bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
+    s = c_structs.XpuprofSlice(ctypes.sizeof(c_structs.XpuprofSlice), 6, 0, 10, 20, 1, 1, 0, b"k\xff", None)
     assert bridge.api.add_slice(bridge.api.builder, ctypes.addressof(s)) == 0
     assert bridge.malformed == 0 and builder.event_count() == 1
-    assert list(builder.slice_table()["name"]) == ["k\ufffd"] and builder.strings.invalid_utf8 == 1
+    assert list(slice_table(builder)["name"]) == ["k\ufffd"] and builder.strings.invalid_utf8 == 1
 
 
 def test_bulk_slice_reasons():
@@ -261,10 +264,10 @@ def test_bulk_slice_reasons():
     from xpuprof.trace.build.builder import TraceBuilder
 
     builder = TraceBuilder()
-    bridge = c_abi._BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset({ActivityType.CONCURRENT_KERNEL}),
+    bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset({ActivityType.CONCURRENT_KERNEL}),
                                   "t")
-    size = ctypes.sizeof(c_abi.XpuprofSlice)
-    arr = (c_abi.XpuprofSlice * 5)(*[c_abi.XpuprofSlice(size, 6, 0, 10 + i, 20 + i, 1, 2, 0, b"k", None)
+    size = ctypes.sizeof(c_structs.XpuprofSlice)
+    arr = (c_structs.XpuprofSlice * 5)(*[c_structs.XpuprofSlice(size, 6, 0, 10 + i, 20 + i, 1, 2, 0, b"k", None)
                                       for i in range(5)])
     arr[1].name = b"\xff"  # kept as U+FFFD and counted (issue 14), not malformed
     arr[2].args_json = b"[]"
@@ -273,6 +276,6 @@ def test_bulk_slice_reasons():
     assert bridge.api.add_slices(bridge.api.builder, ctypes.addressof(arr), 5) == -1
     assert bridge.malformed == 2
     assert bridge.first_reason == "add_slices: slices[4].start_ns is not epoch nanoseconds > 0"
-    assert sorted(builder.slice_table()["name"]) == ["k", "\ufffd"]
+    assert sorted(slice_table(builder)["name"]) == ["k", "\ufffd"]
     assert builder.strings.invalid_utf8 == 1
     assert builder.dropped == {"plugin t: runtime not enabled": 1}

@@ -159,18 +159,13 @@ def test_builtin_names_need_replace():
     assert "cuda" in core.BUILTIN_BACKENDS and "cuda" not in core.registered()
 
 
-def test_registrations_before_initialization_are_kept_and_forwarded():
-    assert not plugin_registry.is_initialized()
+def test_a_backend_registered_before_first_use_is_there_at_first_use():
     register_backend(make_backend("early"))
-    assert plugin_registry.pending() == ["early"]
-    assert "early" not in core.registered()  # not forwarded yet
     with pytest.raises(BackendRegistrationError):
-        register_backend(make_backend("early"))  # a pending name is taken too
-    names = core.backend_names()  # first use initializes
-    assert "early" in names and plugin_registry.pending() == []
-    assert plugin_registry.is_initialized()
-    register_backend(make_backend("late"))  # after initialization: straight through
-    assert "late" in core.registered()
+        register_backend(make_backend("early"))  # the name is taken from the start
+    assert "early" in core.backend_names()  # first use discovers entry points; the early one stays
+    register_backend(make_backend("late"))
+    assert "late" in core.backend_names()
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -1,5 +1,5 @@
 """Backend switches (XPUPROF_DISABLE_BACKENDS, disabled_backends, KINETO_DISABLE_CUPTI) and the
-rows ``xpuprof devices`` shows (disabled / available / unavailable / plugin-provided)."""
+rows ``xpuprof devices`` shows (disabled / available / unavailable / plugin-provided / failed)."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +18,8 @@ def test_env_and_config_switches(monkeypatch):
         "cuda": "disabled by XPUPROF_DISABLE_BACKENDS",
         "rocm": "disabled by the config key disabled_backends",
     }
-    assert core.enabled_backend_names(config) == ["sim"]
+    probes = core.probe_all(config)
+    assert [n for n, p in probes.items() if not p.details.get("disabled")] == ["sim"]
 
 
 def test_disabled_backends_are_not_probed(monkeypatch):
@@ -47,29 +48,25 @@ def test_unknown_disabled_name_warns_once_with_the_valid_names(monkeypatch, capl
     monkeypatch.setenv("XPUPROF_DISABLE_BACKENDS", "cdua")
     caplog.set_level(logging.WARNING, logger="xpuprof.backends")
     core.probe_all()
-    core.enabled_backend_names()
+    core.probe_all()
     (record,) = caplog.records
     assert record.getMessage() == ("warning: cannot disable unknown backend(s) 'cdua'; known backends: "
                                    "xpu, cuda, rocm, sim")
 
 
-def test_describe_backends_rows(plugin_dir, monkeypatch):
+def test_device_rows_say_disabled_plugin_and_failed_to_load(plugin_dir, monkeypatch):
+    from xpuprof.commands.devices import collect_rows
+
     python_plugin(plugin_dir, "good.py", GOOD_PY_BACKEND.format(name="synthdev"))
     python_plugin(plugin_dir, "broken.py", "import nope_not_here\n")
     monkeypatch.setenv("XPUPROF_PLUGIN_PATH", str(plugin_dir))
-    rows = core.describe_backends(ProfilerConfig(disabled_backends=["xpu"]))
-    by_name = {r["name"]: r for r in rows}
-    assert by_name["xpu"]["status"] == "disabled"
-    assert by_name["xpu"]["reason"] == "disabled by the config key disabled_backends"
-    assert by_name["xpu"]["source"] == "built-in" and by_name["xpu"]["activities"] == []
-    assert by_name["sim"]["status"] == "available" and by_name["sim"]["explicit_only"] is True
-    assert by_name["synthdev"] == {
-        "name": "synthdev", "status": "available", "reason": "available", "source": "plugin",
-        "origin": f"python plugin {plugin_dir / 'good.py'}", "explicit_only": False, "activities": ["kernel"],
-        "details": {}}
+    monkeypatch.setenv("XPUPROF_DISABLE_BACKENDS", "xpu")
+    by_name = {r.backend: r for r in collect_rows()}
+    assert not by_name["xpu"].available and by_name["xpu"].reason == "disabled by XPUPROF_DISABLE_BACKENDS"
+    assert by_name["sim"].available and any("used only when named" in n for n in by_name["sim"].notes)
+    assert by_name["synthdev"].available
     for name in ("cuda", "rocm"):  # built-ins that cannot run here say why
-        assert by_name[name]["status"] in ("available", "unavailable") and by_name[name]["reason"]
-    (failed,) = [r for r in rows if r["name"] == ""]
-    assert failed["status"] == "unavailable" and failed["source"] == "plugin"
-    assert failed["origin"] == f"python plugin {plugin_dir / 'broken.py'}"
-    assert failed["reason"].startswith("failed to load: ModuleNotFoundError: No module named 'nope_not_here'")
+        assert by_name[name].reason
+    failed = by_name[f"python plugin {plugin_dir / 'broken.py'}"]
+    assert not failed.available
+    assert failed.reason.startswith("failed to load: ModuleNotFoundError: No module named 'nope_not_here'")

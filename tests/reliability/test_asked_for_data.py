@@ -214,3 +214,24 @@ def test_run_dry_run_checks_metric_names(tmp_path, capsys):
     good.write_text("name: ok\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"
                     "iterations: 1\nbackends: [sim]\nmetrics: {names: [GpuTime]}\n")
     assert main(["run", str(good), "--dry-run"]) == 0, capsys.readouterr().err
+
+
+def test_run_dry_run_checks_metric_names_with_the_sim(tmp_path, capsys):
+    """The sim checks its own metric names: --dry-run asks it, with the close match."""
+    from xpuprof.cli import main
+
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("name: s\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"
+                   "iterations: 1\nbackends: [sim]\nmetrics: {names: [GpuTimme, XVE_ACTIVE]}\n"
+                   f"output: {{dir: {tmp_path / 'out'}}}\n")
+    assert main(["run", str(cfg), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "point 's'" in err and "'GpuTimme'" in err and "did you mean 'GpuTime'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_profile_start_names_the_close_sim_metric(tmp_path):
+    prof = xpuprof.profile(activities=["cpu", "kernel"], backends=["sim"],
+                           experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["xve_active"]))
+    with pytest.raises(BackendError, match="did you mean 'XVE_ACTIVE'"):
+        prof.start()

@@ -29,6 +29,8 @@ from xpuprof.host.recorder import PurePythonRecordFunction
 from xpuprof.trace.build.strings import MAX_STRING_CHARS
 from xpuprof.trace.write.chrome import write_chrome_trace
 
+pytestmark = pytest.mark.slow
+
 SEED = 14_2026
 N_RECORD_C, N_RECORD_PY, N_INSTANT, N_THREADS, N_PLUGIN = 4_000, 2_000, 2_000, 40, 2_500
 N_METADATA = 40

@@ -15,6 +15,8 @@ from xpuprof.outputs import OutputError, write_output_bytes
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
+pytestmark = pytest.mark.slow
+
 
 def _builder():
     b = TraceBuilder(pid=1)

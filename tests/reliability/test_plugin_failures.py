@@ -21,6 +21,8 @@ from plugintest_helpers import HERE as PLUGIN_TESTS, build_plugin, python_plugin
 import xpuprof  # noqa: E402
 from xpuprof.cli import main as cli_main  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 RAISING_PY = '''
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import Backend, ProbeResult, Session

@@ -26,6 +26,8 @@ from plugintest_helpers import HERE as PLUGIN_TESTS, build_plugin, python_plugin
 import xpuprof  # noqa: E402
 from xpuprof.plugins import faults  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 DEADLINE_S = 1.5  # short, yet the calls that do not hang finish within it on a loaded 2-core machine (0.5 s flaked there)
 FAILSAFE_S = 20.0
 GATE = "xpuprof_test_hang_gate"

@@ -8,6 +8,9 @@ import threading
 import orjson
 
 import xpuprof
+import pytest
+
+pytestmark = pytest.mark.slow
 
 THREADS, RANGES = 8, 10_000
 

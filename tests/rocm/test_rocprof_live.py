@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from slice_tables import slice_table
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import BackendError, ProcessWindow
 from xpuprof.vendors import rocprofiler as rocprof
@@ -12,6 +13,8 @@ from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
+
+pytestmark = pytest.mark.slow
 
 ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                  ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
@@ -85,7 +88,7 @@ def test_end_to_end_kernels_copies_api_and_dependencies(sdk):
     assert b.dropped.get("rocm records dropped by rocprofiler") == 3  # the double reports drop_count 3
     from xpuprof.clock import now_ns
 
-    ts = b.slice_table("kernel")["ts"]
+    ts = slice_table(b, "kernel")["ts"]
     assert ((now_ns() - ts) < 60 * 10**9).all() and (ts <= now_ns()).all()  # monotonic stamps aligned to epoch
     assert session.reg.version == sdk and session.reg.layout == sdk[0]
 

@@ -1,4 +1,4 @@
-"""Issue 14, smaller CLI items: rich markup must not eat [brackets] in messages, `--top` refuses
+"""Smaller CLI items: rich markup must not eat [brackets] in messages, `--top` refuses
 negatives (`--top -1` used to drop the last row), a bad `--set` key is blamed on the --set (not on a
 YAML line), and `report --by-rank` splits a merged trace by rank."""
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_run_top_all_shows_every_row(tmp_path, capsys):
                          "schedule: {wait: 0, warmup: 0, active: 2, repeat: 1}\nactivities: [user_annotation]\n")
     assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress", "--top", "all"]) == 0
     out = capsys.readouterr().out
-    assert "top 2 of 2 kernels/ops" in out and "ProfilerStep#*" in out and "gemm[numpy]" in out
+    assert "top 2 of 2 host ranges" in out and "ProfilerStep#*" in out and "gemm[numpy]" in out
 
 
 @pytest.mark.parametrize("override, blamed", [
@@ -86,12 +86,12 @@ def test_report_by_rank_splits_a_merged_trace(rank_traces, tmp_path, capsys):
 
     data = json.loads(capsys.readouterr().out)
     assert data["ranks"] == [0, 1]
-    by = {(k["rank"], k["name"]): k["calls"] for k in data["kernels"]}
+    by = {(k["rank"], k["name"]): k["calls"] for k in data["tables"]["by_name"]["rows"]}
     assert by[(0, "gemm_kernel")] == 6 and by[(1, "gemm_kernel")] == 6 and len(by) == 6
     # The same numbers as reporting the two rank files themselves.
     assert main(["report", *map(str, rank_traces), "--by-rank", "--format", "json"]) == 0
     direct = json.loads(capsys.readouterr().out)
-    assert {(k["rank"], k["name"]): k["calls"] for k in direct["kernels"]} == by
+    assert {(k["rank"], k["name"]): k["calls"] for k in direct["tables"]["by_name"]["rows"]} == by
 
 
 def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, capsys):
@@ -107,3 +107,44 @@ def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, 
     link.symlink_to(real)
     assert main(["report", str(rank_traces[0]), "--format", "csv", "-o", str(link)]) == 0
     assert link.is_symlink() and real.read_text().startswith("kernel,calls,") and not list(tmp_path.glob("*.tmp"))
+
+
+def _subparsers():
+    import argparse
+
+    from xpuprof.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return parser, sub.choices
+
+
+def test_help_texts_are_plain_text(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    parser, commands = _subparsers()
+    assert len(commands) >= 7
+    for name, p in [("xpuprof", parser), *commands.items()]:
+        text = p.format_help()
+        assert "``" not in text, (name, text)
+        assert not any(line.rstrip().endswith("-") and not line.rstrip().endswith(" -") for line in text.splitlines()
+                       if not line.lstrip().startswith("-")), (name, text)  # no word cut at a hyphen
+
+
+@pytest.mark.slow  # a fresh interpreter per command
+@pytest.mark.parametrize("argv", [["devices", "--json"], ["devices"], ["metrics"], ["metrics", "--format", "json"],
+                                  ["--help"], ["report", "--help"]])
+def test_a_closed_stdout_ends_quietly(argv):
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: every write is EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xpuprof", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == "", proc.stderr
+    # as if killed by SIGPIPE, like any Unix tool in a closed pipe; argparse's help drops what it cannot write
+    assert proc.returncode == (0 if "--help" in argv else 141)

@@ -59,13 +59,15 @@ def test_missing_and_bad_inputs(tmp_path, capsys):
 def test_cli_formats(rank_traces, tmp_path, capsys):
     assert main(["report", str(rank_traces[0])]) == 0
     out = capsys.readouterr().out
-    assert "gemm_kernel" in out and "XVE_STALL [percent]" in out and "300.000 us" in out
+    assert "gemm_kernel" in out and "XVE_STALL" in out and "300.000 us" in out
+    gemm = next(line for line in out.splitlines() if "gemm_kernel" in line)
+    assert gemm.count(" %") == 6  # two metrics' mean, min and max, each with its unit
     assert main(["report", str(rank_traces[0]), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert rows[0]["kernel"] == "gemm_kernel" and rows[0]["calls"] == "6" and "XVE_STALL::percent" in rows[0]
     assert main(["report", *map(str, rank_traces), "--format", "json", "--by-rank", "--top", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ranks"] == [0, 1] and len(data["kernels"]) == 2 and {k["rank"] for k in data["kernels"]} == {0, 1}
+    assert data["ranks"] == [0, 1] and len(data["tables"]["by_name"]["rows"]) == 2 and {k["rank"] for k in data["tables"]["by_name"]["rows"]} == {0, 1}
 
 
 def test_host_only_trace_summarizes_annotations(tmp_path, make_trace):
@@ -82,6 +84,7 @@ def _chromium():
     pytest.skip("no headless browser: install Debian's chromium (apt-get install -y chromium) to check the HTML report")
 
 
+@pytest.mark.slow  # a headless browser
 def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     browser = _chromium()
     out = tmp_path / "report.html"
@@ -132,3 +135,162 @@ def test_cat_takes_either_spelling_of_a_category(tmp_path, monkeypatch, capsys, 
     assert set(rep.table.cat.tolist()) == {written}
     assert main(["report", str(path), "--cat", asked, "--format", "csv"]) == 0
     assert "cudaLaunchKernel,6," in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- what a report holds
+def _nested_host_trace(path):
+    """Three steps of 10 ms, each holding forward (6 ms) holding aten::mm (4 ms); a 1 ms gap after each."""
+    from xpuprof.clock import BASE_TIME_NS
+    from xpuprof.trace import TraceBuilder, write_chrome_trace
+
+    b = TraceBuilder(pid=77)
+    t = BASE_TIME_NS + 1_000_000_000
+    for step in range(3):
+        b.add_slice(f"ProfilerStep#{step}", t, 10_000_000, 77, 5, cat="user_annotation")
+        b.add_slice("forward", t + 1_000_000, 6_000_000, 77, 5, cat="user_annotation")
+        b.add_slice("aten::mm", t + 2_000_000, 4_000_000, 77, 5, cat="cpu_op")
+        t += 11_000_000
+    b.set_window(BASE_TIME_NS + 1_000_000_000, t)
+    return write_chrome_trace(b, path)
+
+
+def test_a_host_report_is_titled_by_what_it_holds_and_splits_self_from_inclusive(tmp_path, capsys):
+    trace = _nested_host_trace(tmp_path / "host.pt.trace.json")
+    assert main(["report", str(trace)]) == 0
+    text = capsys.readouterr().out
+    assert "Kernel" not in text and text.startswith("Host ranges and operators")
+    assert "30.000 ms" in text.splitlines()[0]  # the time the ranges cover: 3 x 10 ms, not 60 ms of nesting
+    header = next(line for line in text.splitlines() if "Name" in line)
+    assert "Self" in header and "Total" in header
+    rep = build_report([trace])
+    rows = {s.name: s for s in rep.stats}
+    assert rows["ProfilerStep#*"].total_ns == 30_000_000 and rows["ProfilerStep#*"].self_ns == 12_000_000
+    assert rows["forward"].self_ns == 6_000_000 and rows["aten::mm"].self_ns == 12_000_000
+    assert sum(s.pct for s in rep.stats) == pytest.approx(100.0)
+    assert rows["ProfilerStep#*"].pct == pytest.approx(40.0)
+    assert rep.total_ns == 30_000_000 and rep.inclusive_ns == 60_000_000
+
+
+def test_self_times_are_the_same_read_as_columns_or_as_events(tmp_path, monkeypatch):
+    from xpuprof.trace.read import scan as scan_mod
+
+    trace = _nested_host_trace(tmp_path / "host.pt.trace.json")
+    fast = {s.name: (s.self_ns, s.total_ns) for s in build_report([trace]).stats}
+    monkeypatch.setattr(scan_mod, "_native_module", None)
+    assert {s.name: (s.self_ns, s.total_ns) for s in build_report([trace]).stats} == fast
+
+
+def test_long_kernel_names_are_elided_in_the_middle_one_line_per_row(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    from xpuprof.activity import ActivityType
+    from xpuprof.clock import BASE_TIME_NS
+    from xpuprof.trace import TraceBuilder, write_chrome_trace
+
+    long_name = "void at::native::elementwise_kernel<" + "float, " * 40 + "4>(int, Functor_add_end)"
+    b = TraceBuilder(pid=9)
+    ts = BASE_TIME_NS + 10**9 + np.arange(3, dtype=np.int64) * 100_000
+    b.add_slices(names=[long_name, long_name, "short_kernel"], ts=ts, dur=np.full(3, 9_000), pid=1_000_000, tid=1,
+                 cat=ActivityType.CONCURRENT_KERNEL)
+    b.set_window(int(ts[0]), int(ts[-1]) + 9_000)
+    trace = write_chrome_trace(b, tmp_path / "k.pt.trace.json")
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["report", str(trace)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 120
+    (row,) = [line for line in lines if "void at::native::" in line]
+    assert "Functor_add_end)" in row and "…" in row  # its start and its end, the middle elided
+    assert len([line for line in lines if line.startswith("│")]) == 2  # one line per kernel
+
+
+def test_json_report_is_one_versioned_document(rank_traces, capsys):
+    from xpuprof.analysis.report_schema import SCHEMA, VERSION
+
+    assert main(["report", *map(str, rank_traces), "--format", "json", "--by-rank"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == SCHEMA == "xpuprof.report" and doc["version"] == VERSION == 1
+    assert doc["title"] == "Kernels" and doc["categories"] == ["kernel"] and doc["nested"] is False
+    table = doc["tables"]["by_name"]
+    keys = [c["key"] for c in table["columns"]]
+    for row in table["rows"]:
+        assert set(row) <= set(keys), set(row) - set(keys)
+        assert row["self_ns"] == row["total_ns"]  # device work does not nest
+    assert doc["totals"]["rows"] == sum(r["calls"] for r in table["rows"])
+    assert doc["filters"]["by_rank"] is True and doc["units"] == {"XVE_STALL": "percent", "GPU_BUSY": "percent"}
+
+
+def test_report_schema_doc_names_every_key(rank_traces, tmp_path, capsys):
+    from pathlib import Path
+
+    from xpuprof.analysis.report_schema import by_name_columns
+
+    doc_text = (Path(__file__).resolve().parents[2] / "docs" / "report-schema.md").read_text()
+    assert main(["report", *map(str, rank_traces), "--format", "json", "--by-rank"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for key in [*doc, *doc["totals"], *doc["filters"]]:
+        assert f"`{key}`" in doc_text, key
+    for col in by_name_columns(build_report(rank_traces, by_rank=True)):
+        assert f"`{col['key']}`" in doc_text, col["key"]
+
+
+def test_diff_reads_the_json_report(rank_traces, tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for trace, out in zip(rank_traces, (a, b)):
+        assert main(["report", str(trace), "--format", "json", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(a), str(b), "--format", "json"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert {k["name"] for k in data["kernels"]} == {"gemm_kernel", "axpy_kernel", "reduce_kernel"}
+
+
+# ----------------------------------------------------------------------------- HTML
+def _dump_dom(out):
+    browser = _chromium()
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
+                          capture_output=True, text=True, timeout=120).stdout
+
+
+@pytest.mark.slow  # a headless browser
+def test_html_charts_are_drawn_whole_with_units(tmp_path, make_trace):
+    import re
+
+    long_name = "void gemm_kernel<" + "bf16, " * 30 + "128>(params)"
+    trace = make_trace(tmp_path / "k.pt.trace.json", 0,
+                       kernels={long_name: (4, 90_000_000), "tiny": (1, 1_000), "mid_kernel": (2, 4_000_000)})
+    out = tmp_path / "r.html"
+    assert main(["report", str(trace), "--format", "html", "-o", str(out)]) == 0
+    dom = _dump_dom(out)
+    clipped = re.findall(r'data-clipped="(\d+)"', dom)
+    assert len(clipped) == 3 and set(clipped) == {"0"}, clipped  # bar chart and two histograms, nothing cut off
+    assert "[percent]" in dom  # the histograms' x axis names the metric's unit
+    assert "kernels</text>" in dom and "time per name" in dom
+
+
+def test_html_shows_bytes_in_human_units(tmp_path):
+    import numpy as np
+
+    from xpuprof.activity import ActivityType
+    from xpuprof.analysis.html import render
+    from xpuprof.clock import BASE_TIME_NS
+    from xpuprof.trace import TraceBuilder, write_chrome_trace
+
+    b = TraceBuilder(pid=9)
+    ts = BASE_TIME_NS + 10**9 + np.arange(4, dtype=np.int64) * 1_000_000
+    b.add_slices(names=["copy_kernel"] * 4, ts=ts, dur=np.full(4, 500_000), pid=1_000_000, tid=1,
+                 cat=ActivityType.CONCURRENT_KERNEL)
+    b.add_per_kernel_metrics(kernel_names=["copy_kernel"] * 4, start_ns=ts, end_ns=ts + 500_000, pid=1_000_000, tid=1,
+                             metrics={"GPU_MEMORY_BYTE_READ": np.full(4, 2.441e8)},
+                             units={"GPU_MEMORY_BYTE_READ": "bytes"})
+    b.set_window(int(ts[0]), int(ts[-1]) + 500_000)
+    trace = write_chrome_trace(b, tmp_path / "bytes.pt.trace.json")
+    page = render(build_report([trace]))
+    assert "232.8 MiB" in page and "e+08" not in page
+
+
+def test_html_of_operators(tmp_path):
+    trace = _nested_host_trace(tmp_path / "host.pt.trace.json")
+    out = tmp_path / "ops.html"
+    assert main(["report", str(trace), "--by", "op", "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert 'id="time-per-op"' in page and 'id="operators"' in page and "aten::mm" in page
+    assert "Self Host" in page

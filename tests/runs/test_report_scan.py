@@ -63,7 +63,7 @@ def test_builder_traces_with_metrics_ranks_and_telemetry(tmp_path, monkeypatch):
     for p in paths:
         _scanned_exactly(p)
     fast = _same_both_ways(monkeypatch, paths)
-    assert fast[0]["kernels"] and fast[2]  # kernels with per-kernel metric units
+    assert fast[0]["tables"]["by_name"]["rows"] and fast[2]  # kernels with per-kernel metric units
     _same_both_ways(monkeypatch, paths, by_rank=True, sort_by="XVE_STALL::percent max")
     _same_both_ways(monkeypatch, paths, name="gemm|axpy", start_ms=0.001, end_ms=1e9, top=2)
     merged = tmp_path / "all.merged.json"
@@ -85,7 +85,7 @@ def test_a_profiled_run_with_host_ranges_and_spans(tmp_path, monkeypatch):
         path = prof.export_chrome_trace(tmp_path / name)
         _scanned_exactly(path)
         fast = _same_both_ways(monkeypatch, [path])
-        assert sum(k["calls"] for k in fast[0]["kernels"]) == 301
+        assert sum(k["calls"] for k in fast[0]["tables"]["by_name"]["rows"]) == 301
 
 
 def _kineto_like(rng: np.random.Generator) -> dict:
@@ -135,7 +135,7 @@ def test_hand_made_traces_of_other_writers(tmp_path, monkeypatch, indent, seed):
     path = _write(tmp_path / "k.json", doc, indent=indent)
     _scanned_exactly(path)  # the odd events are read whole; the file still takes the column path
     fast = _same_both_ways(monkeypatch, [path])
-    assert fast[0]["telemetry"] and fast[0]["ranks"] == [3]
+    assert fast[0]["tables"]["telemetry"]["rows"] and fast[0]["ranks"] == [3]
     _same_both_ways(monkeypatch, [path], categories=["cpu_op", "user_annotation"])
     _same_both_ways(monkeypatch, [path], categories=["nonexistent"])
 
@@ -149,7 +149,7 @@ def test_spellings_the_columns_do_not_hold_are_read_whole(tmp_path, monkeypatch)
     path = tmp_path / "esc.json"
     path.write_text(text)
     fast = _same_both_ways(monkeypatch, [path])
-    assert fast[0]["kernels"][0]["calls"] == 3
+    assert fast[0]["tables"]["by_name"]["rows"][0]["calls"] == 3
     bare = _write(tmp_path / "bare.json", base * 3)  # the bare-array form
     _scanned_exactly(bare)
     _same_both_ways(monkeypatch, [bare])

@@ -38,6 +38,7 @@ def test_missing_library_is_a_clear_error(library):
         make_builtin("gemm", library, "auto", {"n": 8})
 
 
+@pytest.mark.slow  # imports torch
 def test_torch_gemm_runs_when_installed():
     torch = pytest.importorskip("torch")
     wl = make_builtin("gemm", "torch", "cpu", {"n": 8, "dtype": "float32"})

@@ -24,7 +24,7 @@ def test_defaults_and_profiler_config():
     (pt,) = cfg.points
     assert (pt.warmup, pt.iterations, pt.repeats, pt.device) == (1, 5, 1, "auto")
     assert pt.workload.kind == "builtin" and pt.workload.library == "numpy"
-    assert pt.output.dir == Path("traces/bench") and pt.output.worker_name == "bench"
+    assert pt.output.dir == Path("traces/bench") and pt.output.worker_name is None  # trace_file_name: <host>_<pid>
     pc = pt.profiler_config()
     assert pc.experimental.profiler_metrics == ["XVE_STALL"] and pc.experimental.max_scopes == 7
     assert [a.value for a in pc.activities] == ["kernel"]

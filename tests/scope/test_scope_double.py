@@ -6,6 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from slice_tables import slice_table
 from xpuprof.activity import ActivityType
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.config.options import ExperimentalConfig
@@ -66,7 +67,7 @@ def test_emit_counters_step_to_zero_and_metrics_slices(scope_double):
     assert cb.values["GpuTime"].tolist()[:4] == [1000.0, 0.0, 2000.0, 0.0]
     assert cb.values["XVE_ACTIVE"].tolist()[:4] == [12.5, 0.0, 50.0, 0.0]
     assert b.strings.strings[cb.cat[0]] == ActivityType.XPU_SCOPE_PROFILER.value
-    table = b.slice_table()
+    table = slice_table(b)
     assert table["name"].tolist() == ["metrics: gemm", "metrics: relu", "metrics: scripted_kernel"]
     assert table["ts"].tolist()[:2] == [999, 4999] and table["dur"].tolist()[:2] == [1002, 2002]
     # unmatched record: after the previous one, on device 0 / resource 0
@@ -155,9 +156,9 @@ def test_unmatched_records_chain_after_the_previous_one(scope_double):
     res, _ = _run(scope_double, ["GpuTime"], [42, 7, 43, 44], [[1], [2], [3], [4]])
     b = TraceBuilder(pid=1)
     assert ms.emit_scope_metrics(b, res, _kernels()) == 3
-    table = b.slice_table()
+    table = slice_table(b)
     # 42: after all kernels (last end 7000); 7: its kernel (1000-2000); 43, 44: 2 ns after the previous end + 1
     assert table["ts"].tolist() == [7003, 999, 2002, 2006] and table["dur"].tolist() == [3, 1002, 3, 3]
     b2 = TraceBuilder(pid=1)
     assert ms.emit_scope_metrics(b2, res, ms.KernelTable.empty()) == 4
-    assert b2.slice_table()["ts"].tolist() == [1, 5, 9, 13]
+    assert slice_table(b2)["ts"].tolist() == [1, 5, 9, 13]

@@ -29,7 +29,7 @@ def sim_metrics(tmp_path_factory):
     """(profile, its JSON trace, its store) of an XPU-flavoured sim run with per-kernel metrics and
     host telemetry."""
     out = tmp_path_factory.mktemp("sim_metrics")
-    prof = profile_sim(vendor="xpu", metrics=["GpuTime", "XVE_ACTIVE", "cpu_utilization"])
+    prof = profile_sim(vendor="xpu", metrics=["GpuTime", "XVE_ACTIVE", "process_rss"])
     trace = prof.export_chrome_trace(out / "w.0.pt.trace.json")
     store = out / "store"
     prof.export_parquet(store)

@@ -19,6 +19,8 @@ from xpuprof.trace.write.parquet import write_store
 
 from storehelp import synthetic_rank
 
+pytestmark = pytest.mark.slow  # real DuckDB analyses over generated and converted stores
+
 
 @pytest.fixture(scope="module")
 def random_store(tmp_path_factory):

@@ -14,6 +14,8 @@ from xpuprof.analysis.engines import open_engine
 
 from storehelp import HTA_DATA, HTA_SETS
 
+pytestmark = pytest.mark.slow  # HTA 0.5 and real DuckDB on HTA's traces
+
 hta = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed (the CI installs "
                                                        "HolisticTraceAnalysis with pandas<3)")
 

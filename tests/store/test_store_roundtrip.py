@@ -168,6 +168,7 @@ def _write_rank(args) -> str:
         return str(exc)
 
 
+@pytest.mark.slow  # writer processes
 def test_concurrent_writers_of_distinct_ranks_never_clash_and_one_rank_is_written_once(tmp_path):
     store = tmp_path / "s"
     ctx = multiprocessing.get_context("spawn")

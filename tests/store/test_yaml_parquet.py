@@ -12,6 +12,8 @@ import pytest
 
 from xpuprof.trace.read.store import open_store
 
+pytestmark = pytest.mark.slow  # xpuprof run in fresh processes
+
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sim.yaml"
 
 

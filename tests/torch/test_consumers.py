@@ -17,6 +17,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import xpuprof  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 class LaunchEveryOp(TorchDispatchMode):
     def __init__(self, launch):

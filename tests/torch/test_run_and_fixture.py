@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI installs
 
 from xpuprof.cli import main  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -20,6 +20,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = textwrap.dedent("""
     import ctypes, json, logging, sys
     out, before, after = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])

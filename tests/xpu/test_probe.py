@@ -14,6 +14,8 @@ from xpuprof.backends.probe import run_probe
 from xpuprof.backends.xpu import availability
 from xpuprof.vendors import levelzero, pti
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 
 

@@ -6,11 +6,14 @@ import os
 
 import pytest
 
+from slice_tables import slice_table
 from xpuprof.activity import ActivityType
 from xpuprof.backends.probe import run_probe
 from xpuprof.backends.xpu import availability
 from xpuprof.vendors import pti
 from xpuprof.backends.xpu.backend import XpuBackend
+
+pytestmark = pytest.mark.slow
 
 
 def _wheel_path():
@@ -117,7 +120,7 @@ def test_real_kernel_links_to_its_host_call(tmp_path):
     session.stop()
     b = TraceBuilder()
     session.process(b, ProcessWindow(session.start_ns, now_ns()))
-    k = b.slice_table("kernel")
+    k = slice_table(b, "kernel")
     assert len(k["ts"]) >= 1
     assert len(session.kernels) >= 1
     flows = [f for batch in b.flows for f in batch.flow_id.tolist()]

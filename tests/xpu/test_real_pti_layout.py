@@ -26,9 +26,9 @@ CORE = WHEEL.resolve().parent / "pti" / "libpti.so" if WHEEL else None
 CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 NM = shutil.which("nm")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     WHEEL is None or CORE is None or not CORE.exists() or CC is None or NM is None,
-    reason="needs the intel-pti wheel (pip install --no-deps intel-pti intel-cmplr-lib-rt), a C compiler and nm")
+    reason="needs the intel-pti wheel (pip install --no-deps intel-pti intel-cmplr-lib-rt), a C compiler and nm")]
 
 _OVERRIDES = {
     "zeInit": "int zeInit(uint32_t f) { return 0; }",

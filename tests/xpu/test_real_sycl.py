@@ -36,7 +36,7 @@ def _missing() -> str | None:
 
 
 MISSING = _missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"real SYCL tier: {MISSING}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=f"real SYCL tier: {MISSING}")]
 
 SCRIPT = textwrap.dedent("""
     import json, logging, sys, time

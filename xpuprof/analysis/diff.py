@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from .report import KernelStat, ReportError, build_report
+from .report_schema import SCHEMA, main_rows
 
 TIME_FIELDS = ("avg", "total", "min", "max")
 
@@ -34,11 +35,12 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
             raise DiffError(f"{p}: not valid JSON ({exc})") from None
         if isinstance(data, dict) and isinstance(data.get("points"), list):
             return {str(pt.get("label", i)): _rows(p, pt.get("kernels")) for i, pt in enumerate(data["points"])}
-        if isinstance(data, dict) and isinstance(data.get("kernels"), list):
-            return {"": _rows(p, data["kernels"])}
+        rows = main_rows(data) if isinstance(data, dict) else None
+        if rows is not None:
+            return {"": _rows(p, rows)}
         if not (isinstance(data, dict) and "traceEvents" in data):
             raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
-                            "JSON (\"kernels\")")
+                            f"JSON (\"schema\": \"{SCHEMA}\")")
     try:
         return {"": build_report([p]).stats}
     except ReportError as exc:
@@ -65,7 +67,9 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
         except orjson.JSONDecodeError as exc:
             raise DiffError(f"{p}: not valid JSON ({exc})") from None
         if isinstance(data, dict) and "traceEvents" not in data:
-            rows = data.get("telemetry") or []
+            rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") if data.get("schema") == SCHEMA \
+                else data.get("telemetry")
+            rows = rows or []
             return {f"{r['track']} [{r['pid']}] {r['metric']}": (float(r["mean"]), float(r["peak"]))
                     for r in rows if isinstance(r, dict)}
     try:

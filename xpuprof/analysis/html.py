@@ -1,8 +1,13 @@
-"""Self-contained HTML report: kernel table, a time-per-kernel bar chart and one histogram per
-metric, all inline SVG (no scripts or styles fetched at view time).
+"""Self-contained HTML report: the per-name table, a time-per-name bar chart and one histogram per
+metric (``xpuprof report --format html``), or the operator table (``--by op``), all inline SVG (no
+scripts or styles fetched at view time).
 
-A short inline script records the laid-out size of each chart into ``data-rendered`` attributes
-after load, so a headless browser's ``--dump-dom`` shows that the charts were really drawn.
+Charts are laid out for their text: labels use a monospace font whose advance is known
+(``CHAR_W`` per character), names are elided in the middle to a fixed budget, and the chart is as
+wide as its labels need, so nothing is clipped. Values carry their units (``text.format_value``).
+A short inline script records each chart's laid-out size and any text outside it into
+``data-rendered`` / ``data-clipped`` attributes, so a headless browser's ``--dump-dom`` shows
+that the charts were drawn whole.
 """
 from __future__ import annotations
 
@@ -11,24 +16,32 @@ from typing import Sequence
 
 import numpy as np
 
-from .report import KernelStat, Report
+from .report import NameStat, Report
 from .summary import format_ns
+from .text import elide_middle, format_value
 
 BAR_COLOR = "#2f6fde"
 HIST_COLOR = "#e07b39"
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1d1f}
-h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-table{border-collapse:collapse;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
-th{background:#f3f3f3}td.name,th.name{text-align:left;max-width:520px;overflow-wrap:anywhere}
-.chart text{font-size:11px;fill:#333}.meta{color:#666;font-size:12px}
+FONT_PX = 11
+CHAR_W = 0.62 * FONT_PX  # a monospace advance is 0.6em; a little slack for font differences
+NAME_CHARS = 56  # bar labels longer than this are elided in the middle (the table has the whole name)
+_CSS = f"""
+body{{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1d1f}}
+h1{{font-size:20px}}h2{{font-size:16px;margin-top:28px}}
+table{{border-collapse:collapse;font-size:13px}}th,td{{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}}
+th{{background:#f3f3f3}}td.name,th.name{{text-align:left;max-width:520px;overflow-wrap:anywhere}}
+.chart text{{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:{FONT_PX}px;fill:#333}}
+.chart .axis{{fill:#666}}.meta{{color:#666;font-size:12px}}
 """
 _SCRIPT = """
 window.addEventListener('load',function(){
   document.querySelectorAll('svg.chart').forEach(function(svg){
     var widths=[];svg.querySelectorAll('rect.bar').forEach(function(r){widths.push(r.getBBox().width.toFixed(1));});
-    var box=svg.getBoundingClientRect();
+    var box=svg.getBoundingClientRect(), view=svg.viewBox.baseVal, clipped=0;
+    svg.querySelectorAll('text').forEach(function(t){var b=t.getBBox();
+      if(b.x<view.x-0.5||b.y<view.y-0.5||b.x+b.width>view.x+view.width+0.5||b.y+b.height>view.y+view.height+0.5)clipped++;});
     svg.setAttribute('data-rendered', Math.round(box.width)+'x'+Math.round(box.height)+':'+widths.join(','));
+    svg.setAttribute('data-clipped', String(clipped));
   });
   document.body.setAttribute('data-charts', String(document.querySelectorAll('svg.chart[data-rendered]').length));
 });
@@ -39,68 +52,103 @@ def _esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _text_w(text: str) -> float:
+    return len(text) * CHAR_W
 
 
-def _short(name: str, n: int = 48) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"
-
-
-def bar_chart(stats: Sequence[KernelStat], *, width: int = 860, row: int = 20, chart_id: str = "time-per-kernel") -> str:
-    """Horizontal bars: total time per kernel."""
-    label_w, pad = 330, 90
-    height = row * len(stats) + 30
-    peak = max((s.total_ns for s in stats), default=1) or 1
-    parts = [f'<svg class="chart" id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="time per kernel">']
-    for i, s in enumerate(stats):
+def bar_chart(labels: Sequence[str], values: Sequence[float], notes: Sequence[str], *, what: str,
+              min_width: int = 860, row: int = 20, chart_id: str = "time-per-kernel") -> str:
+    """Horizontal bars, one per label: ``values`` (ns) as bar lengths, ``notes`` printed after each bar."""
+    shown = [elide_middle(str(n), NAME_CHARS) for n in labels]
+    label_w = max([_text_w(s) for s in shown] + [40.0]) + 12
+    note_w = max([_text_w(s) for s in notes] + [0.0]) + 10
+    plot_w = max(240.0, min_width - label_w - note_w)
+    width = int(label_w + plot_w + note_w + 4)
+    height = row * len(labels) + 52
+    peak = max(values, default=1) or 1
+    parts = [f'<svg class="chart" id="{_esc(chart_id)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(what)}">']
+    for i, (name, label, value, note) in enumerate(zip(labels, shown, values, notes)):
         y = 10 + i * row
-        w = max(1.0, (width - label_w - pad) * s.total_ns / peak)
-        parts.append(f'<text x="{label_w - 6}" y="{y + row * 0.65:.1f}" text-anchor="end">{_esc(_short(s.name))}</text>')
-        parts.append(f'<rect class="bar" x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row - 5}" '
-                     f'fill="{BAR_COLOR}"><title>{_esc(s.name)}: {_esc(format_ns(s.total_ns))}</title></rect>')
-        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">{_esc(format_ns(s.total_ns))} '
-                     f'({s.pct:.1f}%)</text>')
-    parts.append("</svg>")
+        w = max(1.0, plot_w * value / peak)
+        parts.append(f'<text x="{label_w - 6:.1f}" y="{y + row * 0.65:.1f}" text-anchor="end">{_esc(label)}'
+                     f'<title>{_esc(name)}</title></text>')
+        parts.append(f'<rect class="bar" x="{label_w:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 5}" '
+                     f'fill="{BAR_COLOR}"><title>{_esc(name)}: {_esc(note)}</title></rect>')
+        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">{_esc(note)}</text>')
+    axis_y = 10 + len(labels) * row + 4
+    parts.append(f'<line x1="{label_w:.1f}" y1="{axis_y}" x2="{label_w + plot_w:.1f}" y2="{axis_y}" stroke="#888"/>')
+    parts.append(f'<text class="axis" x="{label_w:.1f}" y="{axis_y + 14}">0</text>')
+    parts.append(f'<text class="axis" x="{label_w + plot_w:.1f}" y="{axis_y + 14}" text-anchor="end">'
+                 f'{_esc(format_ns(peak))}</text>')
+    parts.append(f'<text class="axis" x="{label_w + plot_w / 2:.1f}" y="{axis_y + 28}" text-anchor="middle">'
+                 f'{_esc(what)}</text></svg>')
     return "".join(parts)
 
 
-def histogram(values: np.ndarray, *, title: str, bins: int = 20, width: int = 420, height: int = 180,
-              chart_id: str = "") -> str:
-    """Distribution of one metric over kernel instances."""
+def histogram(values: np.ndarray, *, title: str, unit: str = "", bins: int = 20, width: int = 460,
+              height: int = 200, chart_id: str = "") -> str:
+    """Distribution of one metric over kernel instances: x in the metric's unit, y in kernels."""
     values = values[np.isfinite(values)]
     counts, edges = np.histogram(values, bins=bins) if len(values) else (np.zeros(bins, int), np.linspace(0, 1, bins + 1))
-    left, bottom, top_pad = 40, 30, 10
-    plot_w, plot_h = width - left - 10, height - bottom - top_pad
-    peak = counts.max() or 1
+    peak = int(counts.max()) or 1
+    left = _text_w(f"{peak:,}") + 14
+    bottom, top_pad, right = 44, 10, 10 + _text_w(format_value(float(edges[-1]), unit)) / 2
+    plot_w, plot_h = width - left - right, height - bottom - top_pad
     bw = plot_w / bins
     parts = [f'<svg class="chart" id="{_esc(chart_id)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">']
     for i, c in enumerate(counts.tolist()):
         h = plot_h * c / peak
+        lo, hi = format_value(float(edges[i]), unit), format_value(float(edges[i + 1]), unit)
         parts.append(f'<rect class="bar" x="{left + i * bw:.1f}" y="{top_pad + plot_h - h:.1f}" width="{max(bw - 1, 1):.1f}" '
-                     f'height="{h:.1f}" fill="{HIST_COLOR}"><title>[{edges[i]:.4g}, {edges[i + 1]:.4g}): {c}</title></rect>')
-    parts.append(f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - 10}" y2="{top_pad + plot_h}" stroke="#888"/>')
-    parts.append(f'<text x="{left}" y="{height - 8}">{edges[0]:.4g}</text>')
-    parts.append(f'<text x="{width - 10}" y="{height - 8}" text-anchor="end">{edges[-1]:.4g}</text>')
-    parts.append(f'<text x="4" y="{top_pad + 10}">{peak}</text></svg>')
+                     f'height="{h:.1f}" fill="{HIST_COLOR}"><title>{_esc(lo)} to {_esc(hi)}: {c:,} kernels</title></rect>')
+    base = top_pad + plot_h
+    parts.append(f'<line x1="{left:.1f}" y1="{base}" x2="{left + plot_w:.1f}" y2="{base}" stroke="#888"/>')
+    parts.append(f'<text class="axis" x="{left:.1f}" y="{base + 14}" text-anchor="middle">'
+                 f'{_esc(format_value(float(edges[0]), unit))}</text>')
+    parts.append(f'<text class="axis" x="{left + plot_w:.1f}" y="{base + 14}" text-anchor="middle">'
+                 f'{_esc(format_value(float(edges[-1]), unit))}</text>')
+    parts.append(f'<text class="axis" x="{left + plot_w / 2:.1f}" y="{base + 32}" text-anchor="middle">'
+                 f'{_esc(title)}{_esc(f" [{unit}]" if unit else "")}</text>')
+    parts.append(f'<text class="axis" x="{left - 6:.1f}" y="{top_pad + 10}" text-anchor="end">{peak:,}</text>')
+    parts.append(f'<text class="axis" x="{left - 6:.1f}" y="{base}" text-anchor="end">0</text>')
+    parts.append(f'<text class="axis" x="{left + 4:.1f}" y="{top_pad + 10}">kernels</text></svg>')
     return "".join(parts)
+
+
+def _table(head: Sequence[tuple[str, str]], rows: Sequence[Sequence], table_id: str) -> str:
+    """``head``: (label, class); a row cell is text, or (text, title) shown with its exact value on hover."""
+    out = ["<tr>" + "".join(f'<th class="{c}">{_esc(h)}</th>' for h, c in head) + "</tr>"]
+    for row in rows:
+        tds = []
+        for (_, cls), cell in zip(head, row):
+            text, hover = cell if isinstance(cell, tuple) else (cell, None)
+            title = f' title="{_esc(hover)}"' if hover is not None else ""
+            tds.append(f'<td class="{cls}"{title}>{_esc(text)}</td>')
+        out.append(f"<tr>{''.join(tds)}</tr>")
+    return f'<table id="{_esc(table_id)}">' + "".join(out) + "</table>"
 
 
 def kernel_table(report: Report) -> str:
     metrics = report.metric_names
     by_rank = any(s.rank is not None for s in report.stats)
-    head = ([("Rank", "")] if by_rank else []) + [("Kernel", "name"), ("Calls", ""), ("Total", ""), ("%", ""),
-                                                   ("Avg", ""), ("Min", ""), ("Max", "")]
     units = report.table.units
+    name_head = "Kernel" if set(report.categories) <= {"kernel"} else "Name"
+    head = ([("Rank", "")] if by_rank else []) + [(name_head, "name"), ("Calls", "")]
+    head += [(h, "") for h in (("Self", "Self %", "Total") if report.nests else ("Total", "%"))]
+    head += [("Avg", ""), ("Min", ""), ("Max", "")]
     head += [(f"{m} [{units[m]}]" if units.get(m) else m, "") for m in metrics]
-    rows = ["<tr>" + "".join(f'<th class="{c}">{_esc(h)}</th>' for h, c in head) + "</tr>"]
+    rows = []
     for s in report.stats:
-        cells = ([str(s.rank)] if by_rank else []) + [None, str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
-                                                      format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
-        cells += [f"{s.metrics[m]:.4g}" if m in s.metrics else "" for m in metrics]
-        tds = "".join(f'<td class="name">{_esc(s.name)}</td>' if c is None else f"<td>{_esc(c)}</td>" for c in cells)
-        rows.append(f"<tr>{tds}</tr>")
-    return '<table id="kernels">' + "".join(rows) + "</table>"
+        cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
+        cells += ([format_ns(s.self_ns or 0), f"{s.pct:.2f}", format_ns(s.total_ns)] if report.nests
+                  else [format_ns(s.total_ns), f"{s.pct:.2f}"])
+        cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
+        cells += [(format_value(s.metrics[m], units.get(m, "")), f"{s.metrics[m]!r}") if m in s.metrics else ""
+                  for m in metrics]
+        rows.append(cells)
+    return _table(head, rows, "kernels")
 
 
 STRAGGLER_COLOR = "#d62728"
@@ -142,29 +190,69 @@ def ranks_section(result) -> list[str]:
             result.html_table("stragglers")]
 
 
-def render(report: Report, *, title: str = "xpuprof kernel report", ranks=None) -> str:
+def _page(title: str, sections: list[str]) -> str:
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+            + "".join(sections) + f"<script>{_SCRIPT}</script></body></html>")
+
+
+def render(report: Report, *, title: str | None = None, ranks=None) -> str:
     """The whole report as one HTML string; ``ranks``: a stragglers result (a store's per-rank view)."""
+    title = title or f"xpuprof report: {report.title}"
+    covered = (f"{_esc(format_ns(report.total_ns))} covered (self time: nested rows are not counted twice)"
+               if report.nests else f"{_esc(format_ns(report.total_ns))} total")
     sections = [f"<h1>{_esc(title)}</h1>",
                 f'<p class="meta">{len(report.sources)} trace(s)'
                 + (f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else "")
-                + f", {len(report.table)} kernel instances, {_esc(format_ns(report.total_ns))} total. Sources: "
+                + f", {len(report.table):,} rows, {covered}. Sources: "
                 + ", ".join(_esc(s) for s in report.sources) + "</p>"]
+    noun = report.title.lower()
     if report.stats:
-        sections += ["<h2>Time per kernel</h2>", bar_chart(report.stats), "<h2>Kernels</h2>", kernel_table(report)]
+        stats: list[NameStat] = report.stats
+        values = [float(s.self_ns if report.nests and s.self_ns is not None else s.total_ns) for s in stats]
+        what = f"{'self' if report.nests else 'total'} time per name"
+        notes = [f"{format_ns(v)} ({s.pct:.1f}%)" for v, s in zip(values, stats)]
+        sections += [f"<h2>{_esc(report.title)}: {'self' if report.nests else 'total'} time</h2>",
+                     bar_chart([s.name for s in stats], values, notes, what=what),
+                     f"<h2>{_esc(report.title)}</h2>", kernel_table(report)]
     else:
-        sections.append("<p>No kernels matched.</p>")
+        sections.append(f"<p>No {_esc(noun)} matched.</p>")
     if report.telemetry:
         from .telemetry import sparkline
 
-        cells = "".join(f'<figure class="telemetry"><figcaption>{_esc(t.key)}: mean {t.mean:.4g}, peak {t.peak:.4g}'
-                        f" ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>" for t in report.telemetry)
+        cells = "".join(
+            f'<figure class="telemetry"><figcaption>{_esc(t.key)}: mean {_esc(format_value(t.mean, t.unit))}, '
+            f'peak {_esc(format_value(t.peak, t.unit))} ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>'
+            for t in report.telemetry)
         sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
     if ranks is not None:
         sections += ranks_section(ranks)
     for i, m in enumerate(report.table.metrics):
         unit = report.table.units.get(m, "")
         sections += [f"<h2>Distribution of {_esc(m)}{' [' + _esc(unit) + ']' if unit else ''}</h2>",
-                     histogram(report.table.metrics[m], title=f"{m} distribution", chart_id=f"metric-{i}")]
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
-            + "".join(sections) + f"<script>{_SCRIPT}</script></body></html>")
+                     histogram(report.table.metrics[m], title=m, unit=unit, chart_id=f"metric-{i}")]
+    return _page(title, sections)
+
+
+def render_ops(rows, *, sources: Sequence[str], title: str = "xpuprof report: operators") -> str:
+    """``--by op``: self host time per operator as bars, and torch's key_averages columns as a table."""
+    sections = [f"<h1>{_esc(title)}</h1>",
+                f'<p class="meta">{len(sources)} trace(s), {len(rows):,} operator names, '
+                f'{sum(r.calls for r in rows):,} calls. Sources: ' + ", ".join(_esc(s) for s in sources) + "</p>"]
+    if not rows:
+        sections.append("<p>No operators recorded: profile torch code with 'cpu_op' in activities.</p>")
+        return _page(title, sections)
+    host_sum = sum(r.self_host_ns for r in rows) or 1.0
+    dev_sum = sum(r.self_device_ns for r in rows) or 1.0
+    notes = [f"{format_ns(r.self_host_ns)} ({100 * r.self_host_ns / host_sum:.1f}%)" for r in rows]
+    sections += ["<h2>Self host time per operator</h2>",
+                 bar_chart([r.name for r in rows], [r.self_host_ns for r in rows], notes, chart_id="time-per-op",
+                           what="self host time per operator"),
+                 "<h2>Operators</h2>",
+                 _table([("Name", "name"), ("Calls", ""), ("Self Host", ""), ("Self Host %", ""), ("Host Total", ""),
+                         ("Self Device", ""), ("Self Device %", ""), ("Device Total", "")],
+                        [[r.name, f"{r.calls:,}", format_ns(r.self_host_ns), f"{100 * r.self_host_ns / host_sum:.2f}",
+                          format_ns(r.host_total_ns), format_ns(r.self_device_ns),
+                          f"{100 * r.self_device_ns / dev_sum:.2f}", format_ns(r.device_total_ns)] for r in rows],
+                        "operators")]
+    return _page(title, sections)

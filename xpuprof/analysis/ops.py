@@ -9,7 +9,6 @@ interval join (``trace.build.intervals``), device time by External id through on
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -187,36 +186,27 @@ class OpSummary:
 
     def table(self, sort_by: str = "host_total", row_limit: int | None = None, width: int | None = None) -> str:
         """torch's key_averages table: self/total host time and self/total device time per op name."""
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
+        from .text import Column, render_table
 
         rows = self.rows(sort_by)
-        out = io.StringIO()
-        console = Console(file=out, width=width or 1000, force_terminal=False, color_system=None, highlight=False)
         if not rows:
-            console.print("(no operators recorded: profile torch code with 'cpu_op' in activities)")
-            return out.getvalue()
+            return "(no operators recorded: profile torch code with 'cpu_op' in activities)\n"
         shown = rows[:row_limit] if row_limit and row_limit > 0 else rows
         host_sum = sum(r.self_host_ns for r in rows) or 1.0
         dev_sum = sum(r.self_device_ns for r in rows) or 1.0
         title = f"Operators: {len(rows)} names, {sum(r.calls for r in rows)} calls"
         if len(shown) < len(rows):
             title += f" (top {len(shown)} by {sort_by})"
-        t = Table(title=escape(title), title_justify="left")
-        t.add_column("Name", overflow="fold", max_width=80, min_width=min(40, max(len(r.name) for r in shown)))
-        for col in ("Self Host %", "Self Host", "Host Total", "Host Avg", "Self Device", "Self Device %",
-                    "Device Total", "Device Avg", "Calls"):
-            t.add_column(col, justify="right", no_wrap=True)
-        for r in shown:
-            t.add_row(escape(r.name), f"{100 * r.self_host_ns / host_sum:.2f}%", format_ns(r.self_host_ns),
-                      format_ns(r.host_total_ns), format_ns(r.host_total_ns / r.calls), format_ns(r.self_device_ns),
-                      f"{100 * r.self_device_ns / dev_sum:.2f}%", format_ns(r.device_total_ns),
-                      format_ns(r.device_total_ns / r.calls), str(r.calls))
-        console.print(t)
-        console.print(f"Self host time total: {format_ns(host_sum)}; self device time total: "
-                      f"{format_ns(dev_sum if any(r.self_device_ns for r in rows) else 0)}")
-        return out.getvalue()
+        columns = [Column("Name", "left", shrink=True, min_width=24)] + [Column(h) for h in (
+            "Self Host %", "Self Host", "Host Total", "Host Avg", "Self Device", "Self Device %", "Device Total",
+            "Device Avg", "Calls")]
+        cells = [[r.name, f"{100 * r.self_host_ns / host_sum:.2f}%", format_ns(r.self_host_ns),
+                  format_ns(r.host_total_ns), format_ns(r.host_total_ns / r.calls), format_ns(r.self_device_ns),
+                  f"{100 * r.self_device_ns / dev_sum:.2f}%", format_ns(r.device_total_ns),
+                  format_ns(r.device_total_ns / r.calls), str(r.calls)] for r in shown]
+        return (render_table(columns, cells, title=title, width=width)
+                + f"Self host time total: {format_ns(host_sum)}; self device time total: "
+                  f"{format_ns(dev_sum if any(r.self_device_ns for r in rows) else 0)}\n")
 
     def __str__(self) -> str:
         return self.table()

@@ -1,12 +1,15 @@
-"""Kernel tables from trace files: load (one or many, across ranks), filter by name regex and
-time window, and aggregate per kernel name with per-kernel metric columns.
+"""``xpuprof report``'s numbers: load trace files (one or many, across ranks), filter by name regex
+and time window, and aggregate per name: calls, inclusive and self time, per-kernel metric columns.
 
-Reads traces through ``xpuprof.trace.read.load``; knows no vendor. Per-kernel metrics are the
-``metrics: <kernel>`` slices every backend writes through ``TraceBuilder.add_per_kernel_metrics``
-(args ``"<metric>::<unit>"``); they are joined back onto their kernel rows.
+Reads traces through ``xpuprof.trace.read``; knows no vendor. The rows are device work (kernels,
+copies, fills) by default, host ranges and ops when a trace has none (``event_table``); host rows
+nest, so their self time (``nesting``) is what adds up. Per-kernel metrics are the ``metrics:
+<kernel>`` slices every backend writes through ``TraceBuilder.add_per_kernel_metrics`` (args
+``"<metric>::<unit>"``), joined back onto their kernel rows.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,24 +17,15 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..activity import category_spellings
 from ..trace.read.load import TraceLoadError, load
-from ..trace.read.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents, scan
+from ..trace.read.scan import DOUBLE, INT, TS, ScannedEvents, scan
+from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
+                          STEP_GROUP, EventTable, ReportError)
 
-DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
-METRICS_PREFIX = "metrics: "
-NON_METRIC_ARGS = frozenset({"kernel_id", "External id"})  # ids Kineto puts on "metrics: <kernel>" slices
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
-_STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
-STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
 # ``xpuprof merge`` gives rank r's rows pids (r + 1) * stride + i, and the file a "mergedRanks" key.
 MERGED_RANK_PID_STRIDE = 1_000_000_000
-
-
-class ReportError(ValueError):
-    """Bad report input (no traces found, a bad regex, an empty window); the message says which."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -135,278 +129,15 @@ def load_traces(paths: Iterable[str | Path]) -> list[TraceFile]:
     return traces
 
 
-# ----------------------------------------------------------------------------- event table
+# ----------------------------------------------------------------------------- per-name stats
 @dataclass
-class EventTable:
-    """Slices (one row each) as columns; ``metrics`` holds NaN where a row has no value."""
+class NameStat:
+    """One row of the report: the rows of one name (of one rank with ``by_rank``)."""
 
-    name: np.ndarray  # object (str)
-    cat: np.ndarray  # object (str)
-    ts_ns: np.ndarray  # int64, absolute epoch ns
-    dur_ns: np.ndarray  # int64
-    rank: np.ndarray  # int64, -1 = no rank
-    rel_ns: np.ndarray  # int64, ns since the start of the row's trace (for time windows)
-    metrics: dict[str, np.ndarray] = field(default_factory=dict)
-    units: dict[str, str] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ts_ns)
-
-    @classmethod
-    def empty(cls) -> "EventTable":
-        return cls(np.array([], object), np.array([], object), *(np.array([], np.int64) for _ in range(4)))
-
-    @classmethod
-    def from_trace(cls, trace: TraceFile, categories: Sequence[str] | None = None) -> "EventTable":
-        """Slices of the given categories (None: device categories, or host ones when a trace has none)."""
-        events = trace.data["traceEvents"]
-        slices = [e for e in events if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
-        if not slices:
-            return cls.empty()
-        base = trace.base_ns
-        start_ns = base + int(round(min(e["ts"] for e in slices) * 1000))
-        metric_rows = [e for e in slices if str(e.get("name", "")).startswith(METRICS_PREFIX)]
-        kernels = [e for e in slices if not str(e.get("name", "")).startswith(METRICS_PREFIX)]
-        cats = _choose_categories(kernels, categories)
-        rows = [e for e in kernels if e.get("cat") in cats]
-        n = len(rows)
-        ts = np.fromiter((base + int(round(e["ts"] * 1000)) for e in rows), np.int64, n)
-        table = cls(
-            name=np.array([_group_name(str(e.get("name", ""))) for e in rows], dtype=object),
-            cat=np.array([str(e.get("cat", "")) for e in rows], dtype=object),
-            ts_ns=ts,
-            dur_ns=np.fromiter((int(round(float(e.get("dur", 0)) * 1000)) for e in rows), np.int64, n),
-            rank=trace.row_ranks([e.get("pid") for e in rows]),
-            rel_ns=ts - start_ns,
-        )
-        table._join_metrics(rows, metric_rows, base)
-        return table
-
-    @classmethod
-    def from_scan(cls, trace: TraceFile, sc: ScannedEvents, categories: Sequence[str] | None = None
-                  ) -> "EventTable | None":
-        """``from_trace``'s rows from event columns (``trace.read.scan``), exactly. Events the columns do
-        not hold exactly (a string pid, say) are read whole and go through ``from_trace``'s own
-        expressions. None when ``from_trace`` must decide (it would raise, or ints would outgrow int64)."""
-        base = trace.base_ns
-        ph_x = sc.ph == ord("X")
-        simple = np.flatnonzero(ph_x & ~sc.complex & (sc.kind[:, TS] != ABSENT))
-        # Events read whole: unusual fields on a slice, or a "ph" the columns may not hold.
-        odd = []
-        for i in np.flatnonzero(sc.complex & (ph_x | (sc.ph == 0xFF) | (sc.ph == 0))).tolist():
-            e = sc.event(i)
-            if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)):
-                if not (e.get("cat") is None or isinstance(e.get("cat"), str)):
-                    return None  # from_trace decides (an unhashable category raises there)
-                odd.append((i, e))
-        if not len(simple) and not odd:
-            return cls.empty()
-        strings = list(sc.strings)
-        extra: dict[str, int] = {}
-
-        def string_id(text: str) -> int:
-            got = extra.get(text)
-            if got is None:
-                got = extra[text] = len(strings)
-                strings.append(text)
-            return got
-
-        kinds = sc.kind[simple]
-        ts_int = kinds[:, TS] == INT
-        ts_i, ts_f = sc.ints(TS)[simple], sc.floats(TS)[simple]
-        limit = (2**62 - abs(base)) // 1000  # ts * 1000 + base stays inside int64
-        if (np.abs(ts_i[ts_int]) > limit).any() or not (np.abs(ts_f[~ts_int]) < limit).all():
-            return None
-        dur_kind = kinds[:, DUR]
-        dur_f = np.where(dur_kind == INT, sc.ints(DUR)[simple].astype(np.float64),
-                         np.where(dur_kind == DOUBLE, sc.floats(DUR)[simple], 0.0))
-        if not np.isfinite(dur_f).all():
-            return None
-        # Per slice, in file order: the simple ones first, then the odd ones, then sorted by event.
-        firsts = [int(ts_i[ts_int].min())] if ts_int.any() else []
-        firsts += [float(ts_f[~ts_int].min())] if (~ts_int).any() else []
-        firsts += [e["ts"] for _, e in odd]
-        start_ns = base + int(round(min(firsts) * 1000))
-        absent_name = string_id("")  # str(e.get("name", "")) of an event without a name
-        o_name = np.array([string_id(str(e.get("name", ""))) for _, e in odd], np.int64)
-        o_cat = np.array([-1 if e.get("cat") is None else string_id(e["cat"]) for _, e in odd], np.int64)
-        o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
-        o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
-        if any(abs(v) >= 2**62 for v in o_ts + o_dur):
-            return None  # from_trace decides
-        o_ts, o_dur = np.array(o_ts, np.int64), np.array(o_dur, np.int64)
-        simple_names = np.where(sc.name[simple] >= 0, sc.name[simple], absent_name)
-        simple_ts = np.where(ts_int, ts_i * 1000, np.rint(ts_f * 1000).astype(np.int64)) + base
-        del ts_i, ts_f
-        simple_dur = np.rint(dur_f * 1000).astype(np.int64)
-        del dur_f
-        if odd:  # the odd slices inserted at their places in file order (usually one or two)
-            odd_idx = np.array([i for i, _ in odd], np.int64)
-            at = np.searchsorted(simple, odd_idx)
-            names = np.insert(simple_names, at, o_name)
-            cat_ids = np.insert(sc.cat[simple], at, o_cat)
-            ts_all = np.insert(simple_ts, at, o_ts)
-            dur_all = np.insert(simple_dur, at, o_dur)
-            is_odd = np.insert(np.zeros(len(simple), bool), at, True)
-            row_event = np.insert(simple, at, odd_idx)
-            raw_name_ids = np.insert(sc.name[simple], at, 0)
-        else:
-            names, cat_ids, ts_all, dur_all = simple_names, sc.cat[simple], simple_ts, simple_dur
-            is_odd, row_event, raw_name_ids = np.zeros(len(simple), bool), simple, sc.name[simple]
-        del simple_names, simple_ts, simple_dur
-
-        text = np.array(strings, dtype=object)
-        is_metric = np.array([t.startswith(METRICS_PREFIX) for t in strings], bool)[names]
-        kern = ~is_metric
-        present = {None if c < 0 else strings[c] for c in np.unique(cat_ids[kern]).tolist()}
-        cats = _wanted_categories(categories) if categories else ((present & set(DEVICE_CATEGORIES))
-                                                   or (present & set(HOST_CATEGORIES)))
-        wanted = np.array([c in cats for c in strings] + [None in cats], bool)  # [-1]: no category
-        rows = kern & wanted[cat_ids]
-        ts = ts_all[rows]
-        odd_at = {i: e for i, e in odd}
-
-        def values(field: int, key: str) -> list:
-            """The field's value per row as from_trace's e.get(key) gives it."""
-            ev = row_event[rows]
-            k = sc.kind[ev, field].tolist()
-            iv, fv = sc.ints(field)[ev].tolist(), sc.floats(field)[ev].tolist()
-            return [odd_at[e].get(key) if o else a if kk == INT else b if kk == DOUBLE else None
-                    for e, o, kk, a, b in zip(ev.tolist(), is_odd[rows].tolist(), k, iv, fv)]
-
-        if trace.merged_ranks:
-            rank = trace.row_ranks(values(PID, "pid"))
-        else:
-            rank = np.full(len(ts), -1 if trace.rank is None else trace.rank, np.int64)
-        grouped = np.array([_group_name(t) for t in strings], dtype=object)
-        cat_text = np.array([*strings, ""], dtype=object)  # str(e.get("cat", "")): "" when absent
-        table = cls(name=grouped[names[rows]], cat=cat_text[cat_ids[rows]], ts_ns=ts, dur_ns=dur_all[rows],
-                    rank=rank, rel_ns=ts - start_ns)
-        metric_rows = np.flatnonzero(is_metric)
-        if len(metric_rows) and rows.any():
-            raw_names = [odd_at[e].get("name") if o else (sc.strings[n] if n >= 0 else None) for e, o, n in
-                         zip(row_event[rows].tolist(), is_odd[rows].tolist(), raw_name_ids[rows].tolist())]
-            row_keys = [{"pid": p, "tid": t, "name": n} for p, t, n in
-                        zip(values(PID, "pid"), values(TID, "tid"), raw_names)]
-            metric_events = [odd_at[e] if o else sc.event(e) for e, o in
-                             zip(row_event[metric_rows].tolist(), is_odd[metric_rows].tolist())]
-            table._join_metrics(row_keys, metric_events, base)
-        del text
-        return table
-
-    @classmethod
-    def from_builder(cls, builder, rank: int | None = None) -> "EventTable | None":
-        """The rows ``from_trace`` would read back from this builder's written trace (default categories),
-        without reading the file (``xpuprof run`` summarizes each trace it has just written). None when
-        the builder holds per-kernel metric slices: those are joined from the written trace instead."""
-        builder.flush()
-        strings = builder.strings.strings
-        if any(s.startswith(METRICS_PREFIX) for s in strings):
-            return None
-
-        def pick(cats: Sequence[str]):
-            ids = [builder.strings.intern(c) for c in cats]
-            parts = [(b, np.isin(b.cat, ids)) for b in builder.slices]
-            return [(b, m) for b, m in parts if m.any()]
-
-        parts = pick(DEVICE_CATEGORIES) or pick(HOST_CATEGORIES)
-        if not parts:
-            return cls.empty()
-        text = np.array(builder.strings.strings, dtype=object)
-        grouped = np.array([_group_name(s) for s in text.tolist()], dtype=object)  # once per distinct string
-        ts = np.concatenate([np.asarray(b.ts[m], np.int64) for b, m in parts])
-        return cls(name=grouped[np.concatenate([b.name[m] for b, m in parts])],
-                   cat=text[np.concatenate([b.cat[m] for b, m in parts])], ts_ns=ts,
-                   dur_ns=np.concatenate([np.asarray(b.dur[m], np.int64) for b, m in parts]),
-                   rank=np.full(len(ts), -1 if rank is None else rank, np.int64), rel_ns=ts - ts.min())
-
-    def _join_metrics(self, rows: list[dict], metric_rows: list[dict], base: int) -> None:
-        if not metric_rows or not rows:
-            return
-        # A metrics slice starts 1 ns before its kernel on the same row, named "metrics: <kernel>".
-        index = {(e.get("pid"), e.get("tid"), str(e.get("name")), int(self.ts_ns[i])): i for i, e in enumerate(rows)}
-        cols: dict[str, np.ndarray] = {}
-        for m in metric_rows:
-            pid, tid, kname = m.get("pid"), m.get("tid"), str(m["name"])[len(METRICS_PREFIX):]
-            start = base + int(round(m["ts"] * 1000)) + 1
-            # µs floats with 3 decimals lose ±1 ns at epoch magnitudes: accept the neighbours.
-            i = next((index[k] for k in ((pid, tid, kname, start + d) for d in (0, -1, 1)) if k in index), None)
-            if i is None:
-                continue
-            for arg, value in (m.get("args") or {}).items():
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or arg in NON_METRIC_ARGS:
-                    continue
-                metric, _, unit = arg.partition("::")
-                col = cols.get(metric)
-                if col is None:
-                    col = cols[metric] = np.full(len(rows), np.nan)
-                    self.units[metric] = unit
-                col[i] = float(value)
-        self.metrics = cols
-
-    @classmethod
-    def concat(cls, tables: Sequence["EventTable"]) -> "EventTable":
-        tables = [t for t in tables if len(t)]
-        if not tables:
-            return cls.empty()
-        names = list(dict.fromkeys(m for t in tables for m in t.metrics))
-        units: dict[str, str] = {}
-        for t in tables:
-            units.update(t.units)
-        return cls(
-            *(np.concatenate([getattr(t, f) for t in tables]) for f in ("name", "cat", "ts_ns", "dur_ns", "rank", "rel_ns")),
-            metrics={m: np.concatenate([t.metrics.get(m, np.full(len(t), np.nan)) for t in tables]) for m in names},
-            units=units,
-        )
-
-    def take(self, mask: np.ndarray) -> "EventTable":
-        return EventTable(self.name[mask], self.cat[mask], self.ts_ns[mask], self.dur_ns[mask], self.rank[mask],
-                          self.rel_ns[mask], {k: v[mask] for k, v in self.metrics.items()}, dict(self.units))
-
-    def filter(self, *, name: str | None = None, start_ms: float | None = None, end_ms: float | None = None,
-               ranks: Iterable[int] | None = None) -> "EventTable":
-        """Rows whose name matches the regex (search), that start inside [start_ms, end_ms) of their trace."""
-        mask = np.ones(len(self), bool)
-        if name:
-            try:
-                rx = re.compile(name)
-            except re.error as exc:
-                raise ReportError(f"--name {name!r} is not a valid regular expression: {exc}") from None
-            mask &= np.fromiter((rx.search(n) is not None for n in self.name), bool, len(self))
-        if start_ms is not None:
-            mask &= self.rel_ns >= int(start_ms * 1e6)
-        if end_ms is not None:
-            mask &= self.rel_ns < int(end_ms * 1e6)
-        if ranks is not None:
-            mask &= np.isin(self.rank, list(ranks))
-        return self.take(mask)
-
-
-def _group_name(name: str) -> str:
-    return STEP_GROUP if _STEP_NAME.match(name) else name
-
-
-def _wanted_categories(categories: Sequence[str]) -> set[str]:
-    """The categories asked for, each with its other spellings (``runtime`` is also ``cuda_runtime``,
-    ``xpu_runtime``, ...: traces carry the vendor's names by default, the generic ones on request)."""
-    return {c for name in categories for c in category_spellings(name)}
-
-
-def _choose_categories(slices: list[dict], categories: Sequence[str] | None) -> set[str]:
-    if categories:
-        return _wanted_categories(categories)
-    present = {e.get("cat") for e in slices}
-    device = present & set(DEVICE_CATEGORIES)
-    return device or (present & set(HOST_CATEGORIES))
-
-
-# ----------------------------------------------------------------------------- kernel stats
-@dataclass
-class KernelStat:
     name: str
     calls: int
-    total_ns: int
-    pct: float
+    total_ns: int  # inclusive: nested rows counted inside their parents
+    pct: float  # self time as a share of every row's self time (the shares add up to 100)
     avg_ns: float
     min_ns: int
     max_ns: int
@@ -414,10 +145,13 @@ class KernelStat:
     metrics: dict[str, float] = field(default_factory=dict)  # mean per kernel instance
     metric_min: dict[str, float] = field(default_factory=dict)
     metric_max: dict[str, float] = field(default_factory=dict)
+    self_ns: int | None = None  # total minus the rows nested directly inside (device work: = total)
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "calls": self.calls, "total_ns": self.total_ns, "pct": round(self.pct, 4),
              "avg_ns": round(self.avg_ns, 3), "min_ns": self.min_ns, "max_ns": self.max_ns, "metrics": self.metrics}
+        if self.self_ns is not None:
+            d["self_ns"] = self.self_ns
         if self.metric_min:
             d["metric_min"], d["metric_max"] = self.metric_min, self.metric_max
         if self.rank is not None:
@@ -425,84 +159,183 @@ class KernelStat:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "KernelStat":
+    def from_dict(cls, d: dict) -> "NameStat":
         return cls(str(d["name"]), int(d["calls"]), int(d["total_ns"]), float(d.get("pct", 0.0)),
                    float(d["avg_ns"]), int(d.get("min_ns", 0)), int(d.get("max_ns", 0)), d.get("rank"),
                    {k: float(v) for k, v in (d.get("metrics") or {}).items()},
                    {k: float(v) for k, v in (d.get("metric_min") or {}).items()},
-                   {k: float(v) for k, v in (d.get("metric_max") or {}).items()})
+                   {k: float(v) for k, v in (d.get("metric_max") or {}).items()},
+                   int(d["self_ns"]) if d.get("self_ns") is not None else None)
 
 
-def kernel_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
-                 top: int | None = None) -> list[KernelStat]:
-    """One row per kernel name (per (rank, name) with ``by_rank``), grouped by ``analysis.summary``."""
-    from .summary import Summary
+KernelStat = NameStat  # the name it had while the report held kernels only
+
+
+def name_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
+               top: int | None = None) -> list[NameStat]:
+    """One row per name (per (rank, name) with ``by_rank``): one grouping pass over the rows, sums and
+    extremes by ``np.bincount`` / ``ufunc.at``, one Python object per name."""
+    from .summary import unique_inverse
 
     if not len(table):
         return []
-    # Group on the kernel category so per-kernel metrics attach; the real category is not a key here.
-    keys = table.name if not by_rank else np.array([f"{r}\x00{n}" for r, n in zip(table.rank, table.name)], object)
-    labels = {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}
-    samples = {}
-    for m, col in table.metrics.items():
-        ok = np.isfinite(col)
-        samples[labels[m]] = (keys[ok], col[ok])
-    summary = Summary(np.full(len(table), "kernel", dtype=object), keys, table.dur_ns.astype(np.float64), samples)
-    grand = float(table.dur_ns.sum()) or 1.0
+    if table.self_ns is None:
+        table.with_self_times()
+    if by_rank:  # (rank, name) pairs: names first, then their codes paired with the rank
+        names, name_codes = unique_inverse(table.name)
+        from ..trace.build.keyindex import factorize_pairs
+
+        pairs = factorize_pairs(table.rank, name_codes)
+        codes = pairs.codes.astype(np.int64)
+        key_rank = table.rank[pairs.first]
+        key_name = names[name_codes[pairs.first]]
+    else:
+        key_name, codes = unique_inverse(table.name)
+        key_rank = np.full(len(key_name), -1, np.int64)
+    k = len(key_name)
+    dur = table.dur_ns.astype(np.int64)
+    calls = np.bincount(codes, minlength=k)
+    total = np.bincount(codes, weights=dur, minlength=k)
+    own = np.bincount(codes, weights=table.self_ns, minlength=k)
+    lo = np.full(k, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(k, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, codes, dur)
+    np.maximum.at(hi, codes, dur)
+    per_metric = {m: _metric_stats(codes, col, k) for m, col in table.metrics.items()}
+    grand = float(table.self_ns.sum()) or 1.0
     rows = []
-    for r in summary.rows("kernel", "name"):
-        rank, name = (int(r.name.split("\x00", 1)[0]), r.name.split("\x00", 1)[1]) if by_rank else (None, r.name)
-        rows.append(KernelStat(name, r.calls, int(r.total_ns), 100.0 * r.total_ns / grand, r.avg_ns, int(r.min_ns),
-                               int(r.max_ns), None if rank is None or rank < 0 else rank,
-                               {m: float(r.metrics[labels[m]][0]) for m in table.metrics if labels[m] in r.metrics},
-                               {m: float(r.metrics[labels[m]][1]) for m in table.metrics if labels[m] in r.metrics},
-                               {m: float(r.metrics[labels[m]][2]) for m in table.metrics if labels[m] in r.metrics}))
-    return order_stats(rows, summary, labels, sort_by, top)
-
-
-def order_stats(rows: list[KernelStat], summary, labels: dict[str, str], sort_by: str,
-                top: int | None) -> list[KernelStat]:
-    """``rows`` sorted as ``--sort`` says (``summary``: a ``Summary`` with the metric labels) and cut to ``top``."""
-    order = {"total": lambda r: (-r.total_ns, r.name), "calls": lambda r: (-r.calls, r.name),
-             "avg": lambda r: (-r.avg_ns, r.name), "max": lambda r: (-r.max_ns, r.name),
-             "name": lambda r: (r.name, r.rank or 0)}
-    if sort_by not in order:
-        # A metric column: "<metric>[::<unit>][ mean|min|max]" (rows without the metric last).
-        try:
-            key = summary._sort_key(sort_by)
-        except ValueError:
-            key = None
-        if not isinstance(key, tuple):
-            valid = list(order) + [c for c in summary.sort_columns() if c in labels.values() or " " in c]
-            raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
-        metric = {v: k for k, v in labels.items()}[key[0]]
-        column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[key[1]]
-        order[sort_by] = lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name)
-    rows.sort(key=order[sort_by])
+    for i, name in enumerate(key_name.tolist()):
+        mean = {m: float(v[0][i]) for m, v in per_metric.items() if v[3][i]}
+        rows.append(NameStat(str(name), int(calls[i]), int(total[i]), 100.0 * own[i] / grand, total[i] / calls[i],
+                             int(lo[i]), int(hi[i]), None if key_rank[i] < 0 else int(key_rank[i]), mean,
+                             {m: float(v[1][i]) for m, v in per_metric.items() if v[3][i]},
+                             {m: float(v[2][i]) for m, v in per_metric.items() if v[3][i]}, int(own[i])))
+    rows.sort(key=_order(sort_by, {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}))
     return rows[:top] if top else rows
+
+
+def _metric_stats(codes: np.ndarray, col: np.ndarray, k: int):
+    """(mean, min, max, present) per key over the rows that have a value."""
+    ok = np.isfinite(col)
+    c, v = codes[ok], col[ok]
+    n = np.bincount(c, minlength=k)
+    mean = np.bincount(c, weights=v, minlength=k) / np.maximum(n, 1)
+    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
+    np.minimum.at(lo, c, v)
+    np.maximum.at(hi, c, v)
+    return mean, lo, hi, n > 0
+
+
+_METRIC_STATS = ("mean", "min", "max")
+
+
+def _order(sort_by: str, labels: dict[str, str]):
+    """The sort key of ``--sort``: a base column, or a metric column "<metric>[::<unit>][ mean|min|max]"
+    (rows without the metric last)."""
+    # ties broken by name, then rank (--by-rank): the same order however the rows were grouped
+    order = {"total": lambda r: (-r.total_ns, r.name, r.rank or 0), "self": lambda r: (-(r.self_ns or 0), r.name, r.rank or 0),
+             "calls": lambda r: (-r.calls, r.name, r.rank or 0), "avg": lambda r: (-r.avg_ns, r.name, r.rank or 0),
+             "max": lambda r: (-r.max_ns, r.name, r.rank or 0), "name": lambda r: (r.name, r.rank or 0)}
+    if sort_by in order:
+        return order[sort_by]
+    low = str(sort_by).strip().lower()
+    for metric, label in labels.items():
+        short = label.split("::", 1)[0].lower()
+        for stat in _METRIC_STATS:
+            if low in (f"{label.lower()} {stat}", f"{short} {stat}", f"{label.lower()}.{stat}", f"{short}.{stat}"):
+                break
+        else:
+            if low not in (label.lower(), short):
+                continue
+            stat = "mean"
+        column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[stat]
+        return lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name, r.rank or 0)
+    valid = list(order) + [c for label in labels.values() for c in (label, *(f"{label} {s}" for s in _METRIC_STATS))]
+    raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
+
+
+kernel_stats = name_stats
+
+
+# What a report holds, by category: the words its title and the tables use.
+_NOUNS = {"kernel": "kernels", "gpu_memcpy": "copies", "gpu_memset": "fills", "user_annotation": "host ranges",
+          "cpu_op": "operators", "gpu_user_annotation": "device ranges", "runtime": "runtime calls",
+          "driver": "driver calls", "python_function": "Python functions", "cuda_sync": "synchronizations",
+          "xpu_sync": "synchronizations"}
+
+
+def _canonical(category: str) -> str:
+    from ..activity import ActivityType
+
+    try:
+        return ActivityType.parse(category).value
+    except ValueError:
+        return category
+
+
+_NOUN_ORDER = {c: i for i, c in enumerate(_NOUNS)}
+
+
+def category_order(category: str) -> tuple[int, str]:
+    """Sort key of categories: the order of ``_NOUNS`` (kernels first), then by name."""
+    return _NOUN_ORDER.get(_canonical(category), len(_NOUN_ORDER)), str(category)
+
+
+def describe_categories(categories) -> str:
+    """'Kernels and copies', 'Host ranges', ...: what rows of these categories are."""
+
+    words = []
+    for cat in sorted(categories, key=category_order):
+        word = _NOUNS.get(_canonical(cat), str(cat))
+        if word not in words:
+            words.append(word)
+    if not words:
+        return "Rows"
+    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return text[:1].upper() + text[1:]
 
 
 @dataclass
 class Report:
-    """What ``xpuprof report`` prints: the kernel rows plus what they came from."""
+    """What ``xpuprof report`` prints: the rows per name plus what they came from."""
 
-    stats: list[KernelStat]
+    stats: list[NameStat]
     table: EventTable  # the filtered rows (for plots)
     sources: list[str]
     ranks: list[int]
-    total_ns: int
+    total_ns: int  # the time the rows cover: the sum of self times (nested rows are not counted twice)
     telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
+    filters: dict = field(default_factory=dict)  # what was asked for (the JSON document names it)
     ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
 
     @property
     def metric_names(self) -> list[str]:
         return list(dict.fromkeys(m for s in self.stats for m in s.metrics))
 
+    @functools.cached_property
+    def categories(self) -> list[str]:
+        """The categories of the rows, kernels before copies and fills, host ranges before operators (the
+        title's order), whatever order the traces or a store hold them in."""
+        return sorted(self.table.categories(), key=category_order) if len(self.table) else []
+
+    @functools.cached_property
+    def nests(self) -> bool:
+        """Whether the rows can nest (host ranges, ops): then self and inclusive time differ."""
+        return bool(self.categories) and not self.table.holds_device_work
+
+    @functools.cached_property
+    def title(self) -> str:
+        return describe_categories(self.categories) if self.categories else "Kernels"
+
+    @functools.cached_property
+    def inclusive_ns(self) -> int:
+        return self.table.inclusive_ns
+
     def to_dict(self) -> dict:
-        return {"sources": self.sources, "ranks": self.ranks, "total_ns": self.total_ns,
-                "units": {m: self.table.units.get(m, "") for m in self.metric_names},
-                "kernels": [s.to_dict() for s in self.stats],
-                "telemetry": [t.to_dict() for t in self.telemetry]}
+        """The versioned JSON document (``docs/report-schema.md``)."""
+        from .report_schema import report_document
+
+        return report_document(self)
 
 
 def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | None = None, name: str | None = None,
@@ -515,14 +348,21 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
         trace, table = _read_for_report(path, categories)
         traces.append(trace)
         tables.append(table)
-    table = EventTable.concat(tables)
+    # Self times before filtering: a row's own time does not depend on which other names are shown.
+    table = EventTable.concat(tables).with_self_times()
     table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
-    stats = kernel_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
+    stats = name_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
     ranks = sorted({r for t in traces for r in (t.merged_ranks or ([t.rank] if t.rank is not None else []))})
-    from .telemetry import telemetry_series_of
+    from .telemetry import collector_units, telemetry_series_of
 
-    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.dur_ns.sum()) if len(table) else 0,
-                  telemetry_series_of(t.telemetry_part() for t in traces))
+    telemetry = telemetry_series_of(t.telemetry_part() for t in traces)
+    units = collector_units(t.data for t in traces)
+    for series in telemetry:
+        series.unit = units.get((series.track, series.metric), "")
+    filters = {"categories": list(categories) if categories else None, "name": name, "start_ms": start_ms,
+               "end_ms": end_ms, "by_rank": by_rank, "sort": sort_by, "top": top}
+    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.self_ns.sum()) if len(table) else 0,
+                  telemetry, filters)
 
 
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:
@@ -534,9 +374,9 @@ def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["Tra
         raise ReportError(str(exc)) from None
     if sc is not None:
         trace = ScannedTraceFile(path, sc.header, rank_of(sc.header, path), sc)
-        table = EventTable.from_scan(trace, sc, categories)
+        trace.keep_telemetry_only()  # read now: the table is built after the document's bytes go
+        table = EventTable.from_scan(trace, sc, categories, release=True)
         if table is not None:
-            trace.keep_telemetry_only()  # the document's bytes and columns are no longer needed
             return trace, table
     del sc
     try:

@@ -19,8 +19,9 @@ import orjson
 
 from ..trace.read.store import open_store
 from ..trace.store_schema import INT_ARGS
-from .report import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS, KernelStat, Report,
-                     ReportError, _group_name, _wanted_categories, order_stats)
+from .event_table import (DEVICE_CATEGORIES, DEVICE_WORK, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,
+                          ReportError, _group_name, _wanted_categories)
+from .report import NameStat, Report, _metric_stats, _order
 
 # ts as the JSON reader computes it: base + rint(float(ts_us) * 1000), ts_us being the number the
 # trace's text parses to (frame.us: whole µs and ns remainder converted apart).
@@ -28,13 +29,23 @@ _REPORT_TS = "(m.base_time_ns + round_even((({c} // 1000)::DOUBLE + ({c} % 1000)
 
 
 class StoreTable:
-    """What a Report keeps of its rows: the count, per-instance metric values (HTML histograms), units."""
+    """What a Report keeps of its rows: the count, their categories, inclusive time, per-instance metric
+    values (HTML histograms) and units; the rows themselves stay in the store."""
 
-    def __init__(self, rows: int, total_ns: int, metrics: dict[str, np.ndarray], units: dict[str, str]) -> None:
-        self._rows, self.total_ns, self.metrics, self.units = rows, total_ns, metrics, units
+    def __init__(self, rows: int, inclusive_ns: int, categories: Sequence[str], metrics: dict[str, np.ndarray],
+                 units: dict[str, str]) -> None:
+        self._rows, self.inclusive_ns, self._categories = rows, inclusive_ns, list(categories)
+        self.metrics, self.units = metrics, units
 
     def __len__(self) -> int:
         return self._rows
+
+    def categories(self) -> list[str]:
+        return list(self._categories)
+
+    @property
+    def holds_device_work(self) -> bool:
+        return any(c in DEVICE_WORK for c in self._categories)
 
 
 def _rows_sql(params: dict) -> str:
@@ -51,7 +62,8 @@ def _rows_sql(params: dict) -> str:
         SELECT rank, cat FROM present WHERE cat IN ({dev})
         UNION ALL SELECT rank, cat FROM present WHERE cat IN ({host}) AND rank NOT IN (SELECT rank FROM has_dev)"""
     return f"""
-    SELECT s.rank, CASE WHEN m.rank_source = 'default' THEN -1 ELSE s.rank END AS rk, coalesce(s.name, '') AS name, coalesce(s.dur, 0) AS dur, s.pid, s.pid_label, s.tid, s.tid_label,
+    SELECT s.rank, CASE WHEN m.rank_source = 'default' THEN -1 ELSE s.rank END AS rk, coalesce(s.name, '') AS name,
+           s.cat, coalesce(s.dur, 0) AS dur, s.pid, s.pid_label, s.tid, s.tid_label,
            {_REPORT_TS.format(c='s.ts')} AS ts, s.idx
     FROM slices s JOIN ranks m ON s.rank = m.rank JOIN ({chosen}) c ON s.rank = c.rank AND s.cat = c.cat
     WHERE NOT starts_with(coalesce(s.name, ''), '{METRICS_PREFIX}')"""
@@ -68,7 +80,12 @@ def task(con, ranks: Sequence[int], params: dict) -> dict:
     if params["end_ns"] is not None:
         window.append(f"r.ts - st.start < {int(params['end_ns'])}")
     where = " AND ".join(window) or "TRUE"
-    con.execute(f"CREATE TEMP TABLE rep AS SELECT r.* FROM ({rows}) r JOIN starts st USING (rank) WHERE {where}")
+    # Self times before the window: a row's own time does not depend on which rows are shown.
+    con.execute(f"CREATE TEMP TABLE chosen AS {rows}")
+    own = _host_self_times(con)
+    con.execute(f"""CREATE TEMP TABLE rep AS SELECT r.*, {'coalesce(o.self_ns, r.dur)' if own else 'r.dur'} AS self_ns
+                    FROM chosen r JOIN starts st USING (rank) {'LEFT JOIN own o USING (rank, idx)' if own else ''}
+                    WHERE {where}""")
     names = [n for (n,) in con.execute("SELECT DISTINCT name FROM rep").fetchall()]
     grouped = {n: _group_name(n) for n in names}
     if params["name"]:
@@ -81,12 +98,33 @@ def task(con, ranks: Sequence[int], params: dict) -> dict:
     con.register("gmap", pa.Table.from_arrays([strings(list(grouped)), strings(list(grouped.values()))],
                                               names=["name", "grouped"]))
     rank_key = "rep.rk" if params["by_rank"] else "-1"  # rk: -1 for a rank the trace did not name
-    stats = con.execute(f"""SELECT {rank_key} AS rk, g.grouped, count(*), sum(dur), min(dur), max(dur)
+    stats = con.execute(f"""SELECT {rank_key} AS rk, g.grouped, count(*), sum(dur), min(dur), max(dur), sum(self_ns)
                             FROM rep JOIN gmap g ON rep.name = g.name GROUP BY ALL""").fetchall()
+    cats = [c for (c,) in con.execute("SELECT DISTINCT rep.cat FROM rep JOIN gmap g ON rep.name = g.name").fetchall()]
     metrics = []
     if con.execute(f"SELECT count(*) FROM slices WHERE starts_with(name, '{METRICS_PREFIX}')").fetchone()[0]:
         metrics = _metric_rows(con, rank_key)
-    return {"stats": stats, "metrics": metrics}
+    return {"stats": stats, "metrics": metrics, "categories": cats}
+
+
+def _host_self_times(con) -> bool:
+    """Table ``own`` (rank, idx, self_ns) for the chosen host rows, which nest: each one's duration minus
+    the rows directly inside it on its thread (``analysis.nesting``, as for trace files). False when the
+    chosen rows are device work only (their self time is their duration)."""
+    device = ", ".join("'" + c.replace("'", "''") + "'" for c in sorted(DEVICE_WORK))
+    got = con.execute(f"""SELECT rank, idx, ts, dur,
+                                 dense_rank() OVER (ORDER BY rank, pid, pid_label, tid, tid_label) AS thread
+                          FROM chosen WHERE cat NOT IN ({device})""").fetchnumpy()
+    if not len(got["idx"]):
+        return False
+    import pyarrow as pa
+
+    from .nesting import self_times
+
+    own = self_times(np.asarray(got["thread"], np.int64), np.asarray(got["ts"], np.int64),
+                     np.asarray(got["dur"], np.int64))
+    con.register("own", pa.table({"rank": np.asarray(got["rank"]), "idx": np.asarray(got["idx"]), "self_ns": own}))
+    return True
 
 
 def _metric_rows(con, rank_key: str) -> list[tuple]:
@@ -125,7 +163,6 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
                        ranks: Sequence[int] | None = None) -> Report:
     """The report of the store's ranks (``ranks``: only these)."""
     from .engines import open_engine
-    from .summary import Summary
 
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
@@ -139,12 +176,13 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
               "end_ns": None if end_ms is None else int(end_ms * 1e6), "by_rank": by_rank}
     st = engine.store if engine is not None else open_store(store)
     shown = st.ranks if ranks is None else sorted(ranks)
-    totals: dict[tuple, list] | None = None
+    got = None
     if start_ms is None and end_ms is None:
-        # Without a time window the rank summaries hold every number, unless metric slices must be joined.
-        totals = _totals_from_summaries(st, shown, params)
+        # Without a time window the rank summaries hold every number, unless metric slices must be
+        # joined or host rows nest (their self times need the events).
+        got = _totals_from_summaries(st, shown, params)
     parts: list = []
-    if totals is None:
+    if got is None:
         own = engine is None
         engine = open_engine(st) if own else engine
         try:
@@ -152,45 +190,53 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
         finally:
             if own:
                 engine.close()
-        totals = {}
+        totals: dict[tuple, list] = {}
+        cats: set[str] = set()
         for part in parts:
-            for rk, grouped, n, total, lo, hi in part["stats"]:
-                _accumulate(totals, (rk, grouped), n, int(total), lo, hi)
+            cats.update(part["categories"])
+            for rk, grouped, n, total, lo, hi, self_ns in part["stats"]:
+                _accumulate(totals, (rk, grouped), n, int(total), lo, hi, int(self_ns))
+    else:
+        totals, cats = got
     telemetry = _telemetry(st, shown)
+    keys = sorted(totals, key=lambda k: (k[1], k[0]))
     instances = sum(v[0] for v in totals.values())
-    grand = sum(v[1] for v in totals.values())
+    inclusive = sum(v[1] for v in totals.values())
+    grand = sum(v[4] for v in totals.values())
     metric_rows = sorted((r for part in parts for r in part["metrics"]), key=lambda r: (r[2], r[3]))
-    labels, units, samples, per_instance = _metrics(metric_rows, by_rank)
-    summary = Summary(np.array([], object), np.array([], object), np.array([]), samples)
-    sample_rows = {r.name: r for r in Summary(np.full(len(totals), "kernel", object),
-                                              np.array([_key(k, by_rank) for k in totals], object),
-                                              np.zeros(len(totals)), samples).rows("kernel", "name")} if samples else {}
-    rows = []  # in the order the trace reader's grouping gives them (its sort is stable)
-    for (rk, grouped), (n, total, lo, hi) in sorted(totals.items(), key=lambda kv: _key(kv[0], by_rank)):
-        got = sample_rows.get(_key((rk, grouped), by_rank))
-        m = {k: got.metrics[labels[k]] for k in labels if got is not None and labels[k] in got.metrics}
-        rows.append(KernelStat(grouped, n, total, 100.0 * total / (float(grand) or 1.0), total / n, int(lo), int(hi),
-                               rk if by_rank and rk >= 0 else None, {k: float(v[0]) for k, v in m.items()},
-                               {k: float(v[1]) for k, v in m.items()}, {k: float(v[2]) for k, v in m.items()}))
-    stats = order_stats(rows, summary, labels, sort_by, top)
+    labels, units, per_metric, per_instance = _metrics(metric_rows, {k: i for i, k in enumerate(keys)})
+    rows = []
+    for i, key in enumerate(keys):
+        rk, grouped = key
+        n, total, lo, hi, own_ns = totals[key]
+        stat = {m: (float(v[0][i]), float(v[1][i]), float(v[2][i])) for m, v in per_metric.items() if v[3][i]}
+        rows.append(NameStat(grouped, n, total, 100.0 * own_ns / (float(grand) or 1.0), total / n, int(lo), int(hi),
+                             rk if by_rank and rk >= 0 else None, {m: v[0] for m, v in stat.items()},
+                             {m: v[1] for m, v in stat.items()}, {m: v[2] for m, v in stat.items()}, own_ns))
+    rows.sort(key=_order(sort_by, labels))
+    stats = rows[:top] if top else rows
     named = [r for r in shown if st.meta(r).get("rank_source") != "default"]  # as trace files without one
-    return Report(stats, StoreTable(instances, grand, per_instance, units),
-                  [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry)
+    filters = {"categories": list(categories) if categories else None, "name": name, "start_ms": start_ms,
+               "end_ms": end_ms, "by_rank": by_rank, "sort": sort_by, "top": top}
+    return Report(stats, StoreTable(instances, inclusive, sorted(cats), per_instance, units),
+                  [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry, filters)
 
 
-def _accumulate(totals: dict, key: tuple, n: int, total: int, lo, hi) -> None:
+def _accumulate(totals: dict, key: tuple, n: int, total: int, lo, hi, self_ns: int) -> None:
     got = totals.get(key)
     if got is None:
-        totals[key] = [n, total, lo, hi]
+        totals[key] = [n, total, lo, hi, self_ns]
     else:
         got[0] += n
         got[1] += total
         got[2], got[3] = min(got[2], lo), max(got[3], hi)
+        got[4] += self_ns
 
 
-def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> dict | None:
-    """The report's per (rank key, grouped name) totals from the ranks' slice summaries (no event read);
-    None when a rank has per-kernel metric slices (those need the events)."""
+def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> tuple[dict, set] | None:
+    """The report's per (rank key, grouped name) totals and the categories shown, from the ranks' slice
+    summaries (no event read); None when a rank has per-kernel metric slices or the rows chosen could
+    nest (host ranges and ops: their self times need the events)."""
     rows = {}
     for r in ranks:
         m = st.meta(r)
@@ -204,11 +250,14 @@ def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> dict | Non
     rx = re.compile(params["name"]) if params["name"] else None
     grouped: dict[str, str | None] = {}
     totals: dict[tuple, list] = {}
+    shown: set[str] = set()
     for r, got in rows.items():
         cats = wanted
         if cats is None:  # as the trace reader: device categories, else host ones
             present = {g["cat"] for g in got}
             cats = (present & set(DEVICE_CATEGORIES)) or (present & set(HOST_CATEGORIES))
+        if any(g["cat"] in cats and g["cat"] not in DEVICE_WORK for g in got):
+            return None
         rk = -1 if not params["by_rank"] or st.meta(r).get("rank_source") == "default" else r
         for g in got:
             if g["cat"] is None or g["cat"] not in cats:
@@ -219,16 +268,14 @@ def _totals_from_summaries(st, ranks: Sequence[int], params: dict) -> dict | Non
                 grouped[name] = key if rx is None or rx.search(key) is not None else None
             key = grouped[name]
             if key is not None:
-                _accumulate(totals, (rk, key), g["count"], g["total_ns"], g["min_ns"], g["max_ns"])
-    return totals
+                _accumulate(totals, (rk, key), g["count"], g["total_ns"], g["min_ns"], g["max_ns"], g["total_ns"])
+                shown.add(g["cat"])
+    return totals, shown
 
 
-def _key(k: tuple, by_rank: bool) -> str:
-    return f"{k[0]}\x00{k[1]}" if by_rank else k[1]
-
-
-def _metrics(metric_rows: list, by_rank: bool):
-    """Metric labels, units, Summary samples and the per-instance values, in the JSON reader's order."""
+def _metrics(metric_rows: list, key_index: dict[tuple, int]):
+    """Metric labels, units, per-key (mean, min, max, present) and the per-instance values, in the JSON
+    reader's order of metrics."""
     order: dict[str, str] = {}
     for *_, values in metric_rows:
         for arg in values:
@@ -236,15 +283,12 @@ def _metrics(metric_rows: list, by_rank: bool):
             order.setdefault(metric, unit)
     labels = {m: f"{m}::{u}" if u else m for m, u in order.items()}
     per_instance = {m: np.full(len(metric_rows), np.nan) for m in order}
-    keys = np.array([_key((r[0], r[1]), by_rank) for r in metric_rows], object)
+    codes = np.fromiter((key_index[(r[0], r[1])] for r in metric_rows), np.int64, len(metric_rows))
     for i, (*_, values) in enumerate(metric_rows):
         for arg, v in values.items():
             per_instance[arg.partition("::")[0]][i] = float(v)
-    samples = {}
-    for m, col in per_instance.items():
-        ok = np.isfinite(col)
-        samples[labels[m]] = (keys[ok], col[ok])
-    return labels, dict(order), samples, per_instance
+    per_metric = {m: _metric_stats(codes, col, len(key_index)) for m, col in per_instance.items()}
+    return labels, dict(order), per_metric, per_instance
 
 
 def _telemetry(st, ranks: Sequence[int]) -> list:
@@ -253,9 +297,9 @@ def _telemetry(st, ranks: Sequence[int]) -> list:
 
     from ..trace.read.arrow import to_numpy
     from ..trace.write.arrowcols import int_column
-    from .telemetry import TELEMETRY_CATEGORIES, telemetry_series_of
+    from .telemetry import TELEMETRY_CATEGORIES, collector_units, telemetry_series_of
 
-    parts = []
+    parts, with_telemetry = [], []
     for r in ranks:
         pf = pq.ParquetFile(st.partitions[r].file("counters"))
         if not pf.metadata.num_rows:
@@ -277,7 +321,15 @@ def _telemetry(st, ranks: Sequence[int]) -> list:
             e["args"][row["metric"]] = row["value"]
         first = st.meta(r).get("first_ts_ns")
         parts.append((list(events.values()), _us(first) if first is not None else 0.0))
-    return telemetry_series_of(parts) if parts else []
+        with_telemetry.append(r)
+    if not parts:
+        return []
+    series = telemetry_series_of(parts)
+    # units from the collectors' metadata of the ranks that have telemetry (the header is read only then)
+    units = collector_units(st.partitions[r].header for r in with_telemetry)
+    for t in series:
+        t.unit = units.get((t.track, t.metric), "")
+    return series
 
 
 def _us(ns: int) -> float:

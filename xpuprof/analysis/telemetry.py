@@ -22,6 +22,7 @@ class TelemetrySeries:
     metric: str
     ts_ms: np.ndarray  # ms since the first event of the trace
     values: np.ndarray
+    unit: str = ""  # from the trace's "collectors" metadata, when a collector wrote the track
 
     @property
     def key(self) -> str:
@@ -41,23 +42,25 @@ class TelemetrySeries:
 
     def to_dict(self) -> dict:
         return {"track": self.track, "pid": self.pid, "metric": self.metric, "samples": int(len(self.values)),
-                "mean": self.mean, "peak": self.peak, "min": self.low}
+                "mean": self.mean, "peak": self.peak, "min": self.low, "unit": self.unit}
 
 
-def telemetry_series(trace_datas: Iterable[dict]) -> list[TelemetrySeries]:
-    """Every telemetry series of the given loaded traces (``{"traceEvents": [...]}``), in first-seen order."""
-    def parts():
-        for data in trace_datas:
-            events = data.get("traceEvents") or []
-            yield events, min((float(e["ts"]) for e in events
-                               if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))), default=0.0)
-
-    return telemetry_series_of(parts())
+def collector_units(headers: Iterable[dict]) -> dict[tuple[str, str], str]:
+    """(track, metric) -> unit, from the "collectors" metadata of traces (``{name: {"metrics": {m: unit}}}``)."""
+    out: dict[tuple[str, str], str] = {}
+    for header in headers:
+        collectors = header.get("collectors") if isinstance(header, dict) else None
+        for name, info in (collectors.items() if isinstance(collectors, dict) else ()):
+            metrics = info.get("metrics") if isinstance(info, dict) else None
+            for metric, unit in (metrics.items() if isinstance(metrics, dict) else ()):
+                if isinstance(unit, str):
+                    out.setdefault((str(name), str(metric)), unit)
+    return out
 
 
 def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[TelemetrySeries]:
-    """``telemetry_series`` from (events, the trace's first timestamp) pairs: a reader that holds
-    the events as columns passes only its counter events and the first timestamp."""
+    """Every telemetry series of the traces, in first-seen order, from (events, the trace's first timestamp)
+    pairs: a reader that holds the events as columns passes only its counter events and the first timestamp."""
     cols: dict[tuple, tuple[list, list]] = {}
     for events, t0 in parts:
         for e in events:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..activity import ActivityType
 
@@ -85,17 +85,50 @@ class RangeThreads:
 
 
 @dataclass(frozen=True)
+class HostOps:
+    """torch's ops and ranges of a cycle (epoch ns, External ids as the trace writes them), for backends
+    that derive device work from the host's (the simulator). ``args(rows)``: the args torch wrote for
+    those rows (shapes, types, flops), read only for the rows asked for."""
+
+    name_table: list
+    name_codes: Any  # int64 index into name_table per row
+    cats: Any  # "cpu_op", "user_annotation", "python_function" per row
+    tid: Any
+    start_ns: Any
+    end_ns: Any
+    external_id: Any
+    args: Callable[[Any], list] = field(compare=False, repr=False, default=lambda rows: [{} for _ in rows])
+
+    def __len__(self) -> int:
+        return len(self.tid)
+
+
+@dataclass(frozen=True)
 class ProcessWindow:
     """The capture window handed to ``Session.process``: records outside it are dropped (and counted).
-    ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``)."""
+    ``range_threads`` maps the cycle's range correlation ids to their threads (see ``RangeThreads``).
+    ``paused``: (start, end) epoch-ns intervals in which this session's collection was paused
+    (``Session.pause``): ``contains`` is False inside them, so their records are dropped like those
+    outside the window. ``host_ops`` (a callable returning ``HostOps`` or None) and ``ranges`` (our
+    ranges' names and args by correlation id: ``(names, args)`` for an array of ids) are read only by
+    sources that derive device work from the host's."""
 
     start_ns: int
     end_ns: int
     range_threads: RangeThreads | None = field(default=None, compare=False, repr=False)
+    paused: tuple = ()
+    host_ops: Callable[[], HostOps | None] | None = field(default=None, compare=False, repr=False)
+    ranges: Callable[[Any], tuple[list, list]] | None = field(default=None, compare=False, repr=False)
+    # the host side (torch's allocators) reports this cycle's memory: a backend that also sees allocations
+    # (Level Zero's tracing layer) leaves them out rather than writing them twice
+    host_reports_memory: bool = False
 
     def contains(self, ts_ns, end_ns=None):
-        """Scalar or numpy mask: the record starts inside the window."""
-        return (ts_ns >= self.start_ns) & (ts_ns <= self.end_ns)
+        """Scalar or numpy mask: the record starts inside the window, outside every paused interval."""
+        inside = (ts_ns >= self.start_ns) & (ts_ns <= self.end_ns)
+        for start, end in self.paused:
+            inside = inside & ~((ts_ns >= start) & (ts_ns < end))
+        return inside
 
 
 class Session(ABC):
@@ -129,6 +162,18 @@ class Session(ABC):
         """Records lost (buffer exhaustion) or discarded (out of window, unknown kind), by reason."""
         return {}
 
+    # Pause/resume (torch's toggle_collection_dynamic, prof.pause()/resume(), PTI_ENABLE_COLLECTION). The
+    # recording cycle calls them and records the paused interval; the default stops accepting records in it
+    # (``ProcessWindow.contains`` is False there). A backend overrides them to stop its vendor's collection
+    # too (e.g. disable its views), so nothing is even buffered while paused.
+    def pause(self) -> None:
+        """Stop accepting records until ``resume`` (the default keeps collecting and drops them at process)."""
+        return None
+
+    def resume(self) -> None:
+        """Accept records again after ``pause``."""
+        return None
+
     # External correlation (Kineto's push/popCorrelationId). Sessions that link device work to
     # host annotations override these; the profiler only calls them on sessions that do.
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
@@ -144,7 +189,7 @@ class Session(ABC):
 
 
 class Backend(ABC):
-    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for legacy category names)."""
+    """A profiler backend. Subclasses set ``name`` (and ``vendor`` for the vendor category names)."""
 
     name: ClassVar[str] = ""
     vendor: ClassVar[str] = ""
@@ -163,6 +208,12 @@ class Backend(ABC):
     @abstractmethod
     def configure(self, activity_types: frozenset[ActivityType], config: "ProfilerConfig") -> Session | None:
         """A session for the selected types, or None when none of them is this backend's."""
+
+    @classmethod
+    def check_metrics(cls, names: Sequence[str]) -> None:
+        """Raise ``BackendError`` naming the metrics this backend can never collect (with close matches),
+        before anything starts: ``profile.start()`` and ``xpuprof run --dry-run`` ask it. The default checks
+        nothing: a backend whose metric names depend on the device checks them in ``configure``."""
 
 
 class BackendError(RuntimeError):

@@ -7,17 +7,14 @@ A class is checked when it is registered, so a broken collector fails at import,
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
-import re
-import threading
 from typing import Any
 
+from ..registry import RegistrationError, Registry, check_name, qualname as _qualname
 from .base import Collector, CollectorAvailability, MetricInfo
 
 ENTRY_POINT_GROUP = "xpuprof.collectors"
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
 
 # name -> "module:Class". Nothing vendor-specific is imported until a collector is asked for.
 BUILTIN_COLLECTORS: dict[str, str] = {
@@ -29,34 +26,27 @@ BUILTIN_COLLECTORS: dict[str, str] = {
 }
 
 
-class CollectorRegistrationError(ValueError):
+class CollectorRegistrationError(RegistrationError):
     """A collector name that is already taken (pass ``replace=True`` to replace it)."""
 
 
-_lock = threading.RLock()
-_registered: dict[str, type[Collector]] = {}
-_origins: dict[str, str] = {}
-_entry_points_done = False
+COLLECTORS: Registry[Collector] = Registry("collector", BUILTIN_COLLECTORS, entry_point_group=ENTRY_POINT_GROUP,
+                                           error=CollectorRegistrationError)
 log = logging.getLogger("xpuprof")
 
 # Plugin directories, load attribution and the fault log belong to the plugin layer, which installs
-# them here when imported (``xpuprof.plugins`` runs ``install_discovery``; ``import xpuprof`` does
-# that). So collectors import no plugin code and the arrows run one way: plugins -> collectors.
-_discover_providers: list = []  # fn(config) -> None: load plugin directories (which may register collectors)
+# them here when imported (``xpuprof.plugins`` does; ``import xpuprof`` brings it). So collectors
+# import no plugin code and the arrows run one way: plugins -> collectors.
 _loading_origin_provider = lambda: None  # noqa: E731  fn() -> the plugin file being loaded, or None
 _fault_reporter = None  # fn(origin, stage, reason): the plugin fault log
-_entry_point_loader = None  # fn(group, register) -> names: entry points imported under the plugin deadline
-_describe_exception = lambda exc: f"{type(exc).__name__}: {exc}"  # noqa: E731
 
 
-def install_discovery(discover, loading_origin, report_fault, describe_exception, entry_point_loader) -> None:
+def install_discovery(discover, loading_origin, report_fault, entry_point_loader) -> None:
     """Called by the plugin layer: how to load plugins and entry points, who is loading now, where
     faults go."""
-    global _loading_origin_provider, _fault_reporter, _describe_exception, _entry_point_loader
-    if discover not in _discover_providers:
-        _discover_providers.append(discover)
-    _loading_origin_provider, _fault_reporter, _describe_exception = loading_origin, report_fault, describe_exception
-    _entry_point_loader = entry_point_loader
+    global _loading_origin_provider, _fault_reporter
+    COLLECTORS.install_discovery(discover, entry_point_loader)
+    _loading_origin_provider, _fault_reporter = loading_origin, report_fault
 
 
 def report_fault(origin: str, stage: str, reason: str) -> None:
@@ -67,18 +57,11 @@ def report_fault(origin: str, stage: str, reason: str) -> None:
         log.warning("xpuprof: %s (%s): %s", origin, stage, reason)
 
 
-def _qualname(cls) -> str:
-    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
-
-
 def validate_collector_class(cls) -> None:
     """Raise ``TypeError`` naming exactly why ``cls`` cannot serve as a collector."""
     if not isinstance(cls, type) or not issubclass(cls, Collector):
         raise TypeError(f"register_collector expects a subclass of xpuprof.Collector, got {cls!r}")
-    name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise TypeError(f"{_qualname(cls)}.name must be a non-empty lowercase string of letters, digits, '_', '-' "
-                        f"or '.', got {name!r}")
+    check_name(cls)
     if cls.scope not in ("host", "device"):
         raise TypeError(f"{_qualname(cls)}.scope must be 'host' or 'device', got {cls.scope!r}")
     for method in ("metrics", "series" if cls.self_sampled else "read"):
@@ -107,66 +90,34 @@ def register_collector(cls=None, *, replace: bool = False, origin: str | None = 
         return lambda c: register_collector(c, replace=replace, origin=origin)
     validate_collector_class(cls)
     origin = origin or _loading_origin_provider() or f"register_collector({_qualname(cls)})"
-    with _lock:
-        name = cls.name
-        if _registered.get(name) is cls:
-            return cls
-        taken = _origins.get(name) or ("the built-in collectors" if name in BUILTIN_COLLECTORS else None)
-        if taken is not None and not replace:
-            raise CollectorRegistrationError(
-                f"cannot register {_qualname(cls)} from {origin}: a collector named {name!r} is already provided by "
-                f"{taken}; pass replace=True to replace it")
-        _registered[name] = cls
-        _origins[name] = origin
-    return cls
+    return COLLECTORS.register(cls, origin=origin, replace=replace)
 
 
 def unregister_collector(name: str) -> None:
-    with _lock:
-        _registered.pop(name, None)
-        _origins.pop(name, None)
+    COLLECTORS.unregister(name)
 
 
 def plugin_collectors() -> dict[str, str]:
     """name -> origin of every registered (non built-in) collector."""
-    with _lock:
-        return dict(_origins)
+    return COLLECTORS.origins()
 
 
 def discover_entry_points() -> list[str]:
     """Register every class in the ``xpuprof.collectors`` entry-point group (once per process)."""
-    global _entry_points_done
-    with _lock:
-        if _entry_points_done:
-            return []
-        _entry_points_done = True
-    if _entry_point_loader is None:  # the plugin layer (``import xpuprof`` brings it) discovers them
-        return []
-    return _entry_point_loader(ENTRY_POINT_GROUP, register_collector)
+    return COLLECTORS.discover_entry_points(register_collector)
 
 
 def ensure_loaded(config=None) -> None:
     """Entry points and plugin directories (which may register collectors), once."""
-    discover_entry_points()
-    for discover in list(_discover_providers):
-        discover(config)
+    COLLECTORS.discover(config)
 
 
 def collector_names(config=None) -> list[str]:
-    ensure_loaded(config)
-    with _lock:
-        return list(dict.fromkeys([*BUILTIN_COLLECTORS, *_registered]))
+    return COLLECTORS.names(config)
 
 
 def get_collector_class(name: str, config=None) -> type[Collector]:
-    ensure_loaded(config)
-    with _lock:
-        if name in _registered:
-            return _registered[name]
-    if name in BUILTIN_COLLECTORS:
-        module, _, attr = BUILTIN_COLLECTORS[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
-    raise ValueError(f"unknown collector {name!r}. Known collectors: {', '.join(collector_names(config))}")
+    return COLLECTORS.get(name, config)
 
 
 def offered_metrics(config=None) -> dict[str, list[MetricInfo]]:
@@ -220,8 +171,4 @@ def describe_collectors(config=None) -> list[dict[str, Any]]:
 
 def reset() -> None:
     """Forget user collectors and rediscover entry points on next use (tests)."""
-    global _entry_points_done
-    with _lock:
-        _registered.clear()
-        _origins.clear()
-        _entry_points_done = False
+    COLLECTORS.reset()

@@ -171,9 +171,6 @@ class CollectorRun:
             except (DeadlineExceeded, Exception) as exc:
                 self._fail(c, f"close failed: {_describe(exc)}")
 
-    def sample_counts(self) -> dict[str, int]:
-        return {name: t.count for name, t in self._threads.items()}
-
     def emit(self, builder) -> None:
         """Counter series for every sample taken, on the one builder counter path."""
         summary = {}

@@ -1,9 +1,13 @@
-"""``xpuprof metrics``: list the metric collectors (telemetry sampled on a thread: which metrics,
-whether each can run here and why not) and the metric catalogs (groups, metrics, units, meanings,
-derived)."""
+"""``xpuprof metrics``: the metric catalogs (per device: groups, metrics, units, meanings, derived)
+and the metric collectors (telemetry sampled on a thread: which metrics, whether each can run here).
+
+A summary by default (one line per catalog and per collector); ``--device``/``--vendor``/``--group``
+list metrics one per line; ``--details`` gives meanings and reasons in full; ``--format json`` all of
+it as data."""
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import orjson
 
@@ -11,10 +15,13 @@ from .. import catalogs
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("metrics", help="list hardware metrics from the catalogs in metrics/")
+    p = subparsers.add_parser("metrics", help="list hardware metrics (catalogs in metrics/) and metric collectors",
+                              description=__doc__)
     p.add_argument("--vendor", choices=["xpu", "cuda", "rocm"], default=None, help="vendor directory (default: all)")
     p.add_argument("--device", default=None, help="device family, alias or device name (e.g. bmg, pvc, lnl)")
     p.add_argument("--group", default=None, help="only this metric group")
+    p.add_argument("--details", action="store_true",
+                   help="meanings, formulas and reasons in full (default: one line each, fitted to the terminal)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--collectors", action="store_true", help="only the metric collectors, not the catalogs")
     p.set_defaults(func=run)
@@ -32,32 +39,83 @@ def _collector_rows() -> list[dict]:
     return collector_registry.describe_collectors()
 
 
-def _print_collectors(rows: list[dict]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _wrapped(label: str, text: str, width: int, indent: int = 2) -> list[str]:
+    lead = " " * indent + (f"{label}: " if label else "")
+    return textwrap.wrap(text, width=width, initial_indent=lead, subsequent_indent=" " * len(lead),
+                         break_on_hyphens=False) or [lead.rstrip()]
 
-    table = Table(title="Metric collectors (sampled; ask for a metric by name, or as collector:metric)")
-    for col in ("Collector", "Scope", "Available", "Metric", "Unit", "Meaning"):
-        table.add_column(col, overflow="fold")
+
+def _collectors_text(rows: list[dict], *, details: bool, summary: bool, width: int) -> str:
+    from ..analysis.text import Column, render_table
+
+    if summary:
+        cells = [[r["name"] + (f" ({r['origin']})" if r["origin"] else ""), r["scope"],
+                  "yes" if r["status"] == "available" else "no", ", ".join(m[0] for m in r["metrics"])] for r in rows]
+        return render_table([Column("Metric collector", "left", shrink=True, min_width=12), Column("scope", "left"),
+                             Column("available", "left"), Column("metrics (by name, or collector:metric)",
+                                                                 "left", shrink=True, min_width=20, elide="end")],
+                            cells, width=width, boxed=False)
+    out = []
     for r in rows:
-        status = "yes" if r["status"] == "available" else f"no: {r['reason']}"
-        for i, (name, unit, desc) in enumerate(r["metrics"] or [("", "", "")]):
-            first = i == 0
-            table.add_row(escape(r["name"] + (f" ({r['origin']})" if first and r["origin"] else "")) if first else "",
-                          r["scope"] if first else "", escape(status) if first else "", escape(name), escape(unit),
-                          escape(desc))
-    Console().print(table)
+        status = "available" if r["status"] == "available" else f"not available: {r['reason']}"
+        head = f"{r['name']} ({r['scope']}){' from ' + r['origin'] if r['origin'] else ''}: {status}"
+        out.extend(_wrapped("", head, width, indent=0) if details else [_elide(head, width)])
+        for name, unit, desc in r["metrics"]:
+            line = f"{name} [{unit}]: {desc}" if unit else f"{name}: {desc}"
+            out.extend(_wrapped("", line, width, indent=2) if details else [_elide("  " + line, width)])
+    return "\n".join(out) + "\n"
+
+
+def _elide(text: str, width: int) -> str:
+    from ..analysis.text import elide_end
+
+    return elide_end(text, width)
+
+
+def _catalog_summary(cats: list[catalogs.Catalog], width: int) -> str:
+    from ..analysis.text import Column, render_table
+
+    cells = [[f"{c.vendor}/{c.family}", str(len(c.groups)), str(len(c.all_metric_names())), str(len(c.derived)),
+              ", ".join(c.aliases)] for c in cats]
+    return render_table([Column("Metric catalog", "left"), Column("groups"), Column("metrics"), Column("derived"),
+                         Column("also known as", "left", shrink=True, min_width=10, elide="end")],
+                        cells, width=width, boxed=False)
+
+
+def _metric_lines(rows, derived, *, details: bool, width: int) -> str:
+    from ..analysis.text import Column, render_table
+
+    if details:
+        out = []
+        for c, g, m in rows:
+            out.extend(_wrapped("", f"{c.vendor}/{c.family} {g.name} {m.name}" + (f" [{m.unit}]" if m.unit else ""),
+                                width, indent=0))
+            out.extend(_wrapped("", m.description, width, indent=4))
+        for c, d in derived:
+            out.extend(_wrapped("", f"{c.vendor}/{c.family} {d.group} {d.name} = {d.formula}"
+                                + (f" [{d.unit}]" if d.unit else ""), width, indent=0))
+            out.extend(_wrapped("", d.description, width, indent=4))
+        return "\n".join(out) + "\n"
+    cells = [[f"{c.vendor}/{c.family}", g.name, m.name, m.unit, m.description] for c, g, m in rows]
+    cells += [[f"{c.vendor}/{c.family}", d.group, d.name, d.unit, f"= {d.formula}: {d.description}"] for c, d in derived]
+    return render_table([Column("Device", "left"), Column("Group", "left", shrink=True, min_width=10),
+                         Column("Metric", "left"), Column("Unit", "left"),
+                         Column("Meaning", "left", shrink=True, min_width=8, elide="end")],
+                        cells, width=width, boxed=False)
 
 
 def run(args) -> int:
-    with_collectors = args.collectors or not (args.vendor or args.device or args.group)
+    from ..analysis.text import terminal_width
+
+    width = terminal_width()
+    filtered = bool(args.vendor or args.device or args.group)
+    with_collectors = args.collectors or not filtered
     if args.collectors:
         rows = _collector_rows()
         if args.format == "json":
             sys.stdout.write(orjson.dumps({"collectors": rows}, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            _print_collectors(rows)
+            sys.stdout.write(_collectors_text(rows, details=args.details, summary=False, width=width))
         return 0
     try:
         cats = _selected(args)
@@ -81,18 +139,14 @@ def run(args) -> int:
             out["collectors"] = _collector_rows()
         sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="Hardware metrics", show_lines=False)
-    for col in ("Device", "Group", "Metric", "Unit", "Meaning"):
-        table.add_column(col, overflow="fold")
-    for c, g, m in rows:
-        table.add_row(*map(escape, (f"{c.vendor}/{c.family}", g.name, m.name, m.unit, m.description)))
-    for c, d in derived:
-        table.add_row(*map(escape, (f"{c.vendor}/{c.family}", d.group, f"{d.name} = {d.formula}", d.unit, d.description)))
-    Console().print(table)
-    if with_collectors:
-        _print_collectors(_collector_rows())
+    if filtered or args.details:
+        sys.stdout.write(_metric_lines(rows, derived, details=args.details, width=width))
+        if with_collectors:
+            sys.stdout.write("\n" + _collectors_text(_collector_rows(), details=True, summary=False, width=width))
+        return 0
+    sys.stdout.write(_catalog_summary(cats, width) + "\n")
+    sys.stdout.write(_collectors_text(_collector_rows(), details=False, summary=True, width=width))
+    hint = ("One device's metrics: xpuprof metrics --device FAMILY [--group GROUP]; meanings in full: --details; "
+            "a collector's metrics: --collectors; everything as data: --format json")
+    sys.stdout.write("\n" + "\n".join(textwrap.wrap(hint, width=width, break_on_hyphens=False)) + "\n")
     return 0

@@ -38,7 +38,7 @@ def run(args) -> int:
     if cap.window is not None:
         builder.set_window(cap.window.start_ns, cap.window.end_ns)
     try:
-        path = write_chrome_trace(builder, out, legacy_categories=not args.generic_categories)
+        path = write_chrome_trace(builder, out, vendor_categories=not args.generic_categories)
     except OSError as exc:  # a full disk, a directory or a read-only place at -o: one line, no traceback
         print(f"xpuprof replay: {write_error_line(out, exc)}", file=sys.stderr)
         return 1

@@ -1,11 +1,12 @@
-"""``xpuprof report TRACE…``: unitrace-style kernel table (calls, total, %, avg, min, max, metric
-columns) from one or more traces (ranks together or ``--by-rank``), as a table, CSV, JSON or HTML."""
+"""``xpuprof report TRACE…``: a table per name (calls, total, self, %, avg, min, max, metric columns)
+of the kernels, copies and fills in one or more traces (ranks together or ``--by-rank``), or of the
+host ranges and ops when a trace has no device work; as a table, CSV, JSON (a versioned document,
+docs/report-schema.md) or HTML."""
 from __future__ import annotations
 
 import csv
 import io
 import sys
-from pathlib import Path
 
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.summary import format_ns
@@ -41,46 +42,77 @@ def register(subparsers) -> None:
 
 
 
+def _by_rank(report: Report) -> bool:
+    return any(s.rank is not None for s in report.stats)
+
+
 def to_csv(report: Report) -> str:
     metrics = report.metric_names
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    by_rank = any(s.rank is not None for s in report.stats)
-    w.writerow((["rank"] if by_rank else []) + ["kernel", "calls", "total_ns", "pct", "avg_ns", "min_ns", "max_ns"]
+    by_rank = _by_rank(report)
+    name = "kernel" if set(report.categories) <= {"kernel"} else "name"  # what the rows are
+    w.writerow((["rank"] if by_rank else []) + [name, "calls", "total_ns", "self_ns", "pct", "avg_ns", "min_ns",
+                                                "max_ns"]
                + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
                + [f"{m} {stat}" for m in metrics for stat in ("min", "max")])
     for s in report.stats:
-        w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, f"{s.pct:.4f}", f"{s.avg_ns:.3f}",
-                                                    s.min_ns, s.max_ns] + [s.metrics.get(m, "") for m in metrics]
+        w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, s.self_ns, f"{s.pct:.4f}",
+                                                    f"{s.avg_ns:.3f}", s.min_ns, s.max_ns]
+                   + [s.metrics.get(m, "") for m in metrics]
                    + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)])
     return buf.getvalue()
 
 
-def rich_table(report: Report, title: str = "Kernels"):
-    from rich.markup import escape
-    from rich.table import Table
+def _title(report: Report) -> str:
+    traces = f"{len(report.sources)} trace{'s' if len(report.sources) != 1 else ''}"
+    ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
+    if report.nests:
+        return (f"{report.title} ({traces}{ranks}, {len(report.table):,} rows covering {format_ns(report.total_ns)}; "
+                "self time leaves out the rows nested inside)")
+    return f"{report.title} ({traces}{ranks}, {len(report.table):,} instances, {format_ns(report.total_ns)} total)"
+
+
+def text_table(report: Report, width: int | None = None) -> str:
+    """The per-name table as text: one line per name, names elided in the middle to fit ``width``."""
+    from ..analysis.text import Column, format_value, render_table
 
     metrics = report.metric_names
-    by_rank = any(s.rank is not None for s in report.stats)
-    t = Table(title=escape(title), title_justify="left")
-    if by_rank:
-        t.add_column("Rank", justify="right")
-    t.add_column("Kernel", overflow="fold", max_width=60)
-    for col in ("Calls", "Total", "%", "Avg", "Min", "Max"):
-        t.add_column(col, justify="right")
+    by_rank = _by_rank(report)
+    kernels_only = set(report.categories) <= {"kernel"}
+    columns = ([Column("Rank")] if by_rank else []) + [
+        Column("Kernel" if kernels_only else "Name", "left", shrink=True, min_width=24)]
+    columns += [Column(h) for h in (("Calls", "Self", "Self %", "Total", "Avg", "Min", "Max") if report.nests
+                                    else ("Calls", "Total", "%", "Avg", "Min", "Max"))]
     for m in metrics:
-        unit = report.table.units.get(m)
-        t.add_column(escape(f"{m} [{unit}]" if unit else m), justify="right")
-        t.add_column(escape(f"{m} min"), justify="right")
-        t.add_column(escape(f"{m} max"), justify="right")
+        columns += [Column(m), Column(f"{m} min"), Column(f"{m} max")]  # the values carry the unit
+    rows = []
     for s in report.stats:
-        t.add_row(*([str(s.rank)] if by_rank else []), escape(s.name), str(s.calls), format_ns(s.total_ns), f"{s.pct:.2f}",
-                  format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns),
-                  *[f"{d[m]:.4g}" if m in d else "" for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)])
-    return t
+        cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
+        if report.nests:
+            cells += [format_ns(s.self_ns or 0), f"{s.pct:.2f}", format_ns(s.total_ns)]
+        else:
+            cells += [format_ns(s.total_ns), f"{s.pct:.2f}"]
+        cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
+        cells += [format_value(d[m], report.table.units.get(m, "")) if m in d else ""
+                  for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)]
+        rows.append(cells)
+    return render_table(columns, rows, title=_title(report), width=width)
 
 
-def render(report: Report, fmt: str) -> str:
+def telemetry_table(report: Report, width: int | None = None) -> str:
+    from ..analysis.text import Column, render_table
+
+    columns = [Column("Track", "left", shrink=True), Column("Row"), Column("Metric", "left", shrink=True),
+               Column("Samples"), Column("Mean"), Column("Peak"), Column("Min")]
+    from ..analysis.text import format_value
+
+    rows = [[t.track, str(t.pid), t.metric, str(len(t.values)), *(format_value(v, t.unit) for v in (t.mean, t.peak, t.low))]
+            for t in report.telemetry]
+    return render_table(columns, rows, title="Telemetry (counter tracks)", width=width)
+
+
+def render(report: Report, fmt: str, width: int | None = None) -> str:
     if fmt == "csv":
         return to_csv(report)
     if fmt == "json":
@@ -89,24 +121,13 @@ def render(report: Report, fmt: str) -> str:
         from ..analysis.html import render as render_html
 
         return render_html(report, ranks=report.ranks_view)
-    from rich.console import Console
+    from ..analysis.text import terminal_width
 
-    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
-    ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
-    console.print(rich_table(report, title=f"Kernels ({len(report.sources)} trace(s){ranks}, "
-                                           f"{len(report.table)} instances, {format_ns(report.total_ns)} total)"))
+    width = width or terminal_width(default=200)  # a file or a pipe: 200 columns; a terminal: its width
+    text = text_table(report, width)
     if report.telemetry:
-        from rich.markup import escape
-        from rich.table import Table
-
-        tel = Table(title="Telemetry (counter tracks)", title_justify="left")
-        for col in ("Track", "Row", "Metric", "Samples", "Mean", "Peak", "Min"):
-            tel.add_column(col, justify="left" if col in ("Track", "Metric") else "right")
-        for t in report.telemetry:
-            tel.add_row(escape(t.track), str(t.pid), escape(t.metric), str(len(t.values)), f"{t.mean:.4g}", f"{t.peak:.4g}",
-                        f"{t.low:.4g}")
-        console.print(tel)
-    return console.export_text()
+        text += "\n" + telemetry_table(report, width)
+    return text
 
 
 def op_report(args) -> str:
@@ -115,8 +136,6 @@ def op_report(args) -> str:
     from ..analysis.report import expand_paths
     from ..trace.read.load import TraceLoadError, events
 
-    if args.format == "html":
-        raise ReportError("--by op writes table, csv or json (html is the kernel report)")
     from ..trace.read.store import is_store
 
     if any(is_store(t) for t in args.traces):
@@ -139,6 +158,10 @@ def op_report(args) -> str:
     except ValueError as exc:
         raise ReportError(str(exc)) from None
     rows = rows[:args.top] if args.top else rows
+    if args.format == "html":
+        from ..analysis.html import render_ops
+
+        return render_ops(rows, sources=[str(p) for p in expand_paths(args.traces)])
     if args.format == "json":
         return encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
@@ -148,7 +171,9 @@ def op_report(args) -> str:
         for r in rows:
             w.writerow([r.name, r.calls, r.self_host_ns, r.host_total_ns, r.self_device_ns, r.device_total_ns])
         return buf.getvalue()
-    return ops.table(sort_by=sort, row_limit=args.top, width=200)
+    from ..analysis.text import terminal_width
+
+    return ops.table(sort_by=sort, row_limit=args.top, width=terminal_width(default=200))
 
 
 def _build(args) -> Report:

@@ -75,10 +75,10 @@ def _kernels(result):
 
 def _store_kernels(partitions) -> list:
     """The kernel rows of this process's store partitions (one per trace), merged by name."""
-    from ..analysis.report import KernelStat
+    from ..analysis.report import NameStat
     from ..analysis.store_report import build_store_report
 
-    merged: dict[str, KernelStat] = {}
+    merged: dict[str, NameStat] = {}
     for part in partitions:
         rank = int(part.name.split("=", 1)[1])
         for s in build_store_report(part.parent, ranks=[rank]).stats:
@@ -91,11 +91,12 @@ def _store_kernels(partitions) -> list:
             got.metric_min = {m: min(got.metric_min.get(m, v), v) for m, v in s.metric_min.items()}
             got.metric_max = {m: max(got.metric_max.get(m, v), v) for m, v in s.metric_max.items()}
             got.calls, got.total_ns = n, got.total_ns + s.total_ns
+            got.self_ns = (got.self_ns or 0) + (s.self_ns or 0)
             got.min_ns, got.max_ns = min(got.min_ns, s.min_ns), max(got.max_ns, s.max_ns)
             got.avg_ns = got.total_ns / n
-    grand = sum(s.total_ns for s in merged.values()) or 1
+    grand = sum(s.self_ns or 0 for s in merged.values()) or 1
     for s in merged.values():
-        s.pct = 100.0 * s.total_ns / grand
+        s.pct = 100.0 * (s.self_ns or 0) / grand
     return sorted(merged.values(), key=lambda s: (-s.total_ns, s.name))
 
 
@@ -126,7 +127,7 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
 def _check_stores(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
     """A parquet run's stores must not already hold this process's rank (an earlier run into --out)."""
     from .. import rank as rank_env
-    from ..workloads.runner import store_name, trace_dir
+    from ..workloads.runner import store_name, store_worker, trace_dir
 
     info = rank_env.distributed_info() if any(pt.output.format == "parquet" for pt in cfg.points) else None
     env = os.environ.get("RANK", "")
@@ -134,7 +135,7 @@ def _check_stores(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
     for pt in cfg.points:
         if pt.output.format != "parquet":
             continue
-        store = trace_dir(pt, multi_point) / store_name(pt.output.worker_name, 0)
+        store = trace_dir(pt, multi_point) / store_name(store_worker(pt), 0)
         if (store / f"rank={rank}").exists():
             return (f"{store} already holds rank {rank} (from an earlier run?); remove it or choose another --out")
     return None
@@ -182,16 +183,19 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int 
         if not r["kernels"]:
             continue
         shown = r["kernels"] if top is None else r["kernels"][:top]
-        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} kernels/ops"),
-                  title_justify="left")
-        for col in ("Name", "Calls", "Total", "%", "Avg", "Min", "Max"):
+        nests = any(row.get("self_ns", row["total_ns"]) != row["total_ns"] for row in r["kernels"])
+        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} "
+                               + ("host ranges/ops (self time leaves out the rows nested inside)" if nests
+                                  else "kernels/ops")), title_justify="left")
+        for col in ("Name", "Calls", *(("Self",) if nests else ()), "Total", "%", "Avg", "Min", "Max"):
             k.add_column(col, justify="left" if col == "Name" else "right", overflow="fold")
         metrics = list(dict.fromkeys(m for row in r["kernels"] for m in row["metrics"]))
         for m in metrics:
             k.add_column(escape(m), justify="right")
         for row in shown:
-            k.add_row(escape(row["name"]), str(row["calls"]), format_ns(row["total_ns"]), f"{row['pct']:.1f}",
-                      format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
+            k.add_row(escape(row["name"]), str(row["calls"]),
+                      *((format_ns(row.get("self_ns", row["total_ns"])),) if nests else ()), format_ns(row["total_ns"]),
+                      f"{row['pct']:.1f}", format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
                       *[f"{row['metrics'][m]:.4g}" if m in row["metrics"] else "" for m in metrics])
         console.print(k)
 

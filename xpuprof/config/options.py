@@ -53,6 +53,14 @@ class ProfilerConfig:
     experimental: ExperimentalConfig = field(default_factory=ExperimentalConfig)
     record_shapes: bool = False
     with_stack: bool = False
+    # torch.profiler's: [memory] events of every allocator torch reports (and Level Zero allocations without
+    # torch), torch's FLOP estimate on the ops it counts, module hierarchy on ops
+    profile_memory: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    # fields of torch's _ExperimentalConfig that torch's own op recorder honours (verbose, profile_all_threads,
+    # capture_overload_names, expose_kineto_event_metadata, trace_only): passed to it as given
+    torch_experimental: dict[str, Any] = field(default_factory=dict)
     python_functions: bool = False  # python_function tracing is off unless asked for
     backends: list[str] | None = None  # explicit allow-list (e.g. ["sim"]); None = every available one
     disabled_backends: list[str] = field(default_factory=list)

@@ -54,10 +54,10 @@ METRICS_KEYS: dict[str, tuple] = {
 }
 OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
-    "worker_name": ("str", None, "first part of trace file names (default: <name>)"),
+    "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
     "format": ("str", "json", "json: Kineto JSON trace files; parquet: a trace store per trace, this rank's partition "
-                              "(<worker_name>.store; docs/store.md)"),
+                              "(<worker_name, else name>.store; docs/store.md)"),
     "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
     "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
 }
@@ -198,7 +198,7 @@ class RunNames:
 @dataclass
 class OutputSpec:
     dir: Path
-    worker_name: str
+    worker_name: str | None  # None: trace_file_name's default, <host>_<pid>
     compression: str = "none"
     legacy_categories: bool = False
     generic_categories: bool = False
@@ -432,7 +432,7 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
     if fmt == "parquet" and out["compression"] != "none":
         ck.fail(("output", "compression"), "compression applies to json traces; a parquet store is compressed "
                                            "(zstd) already: remove output.compression or use output.format: json")
-    output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or name, out["compression"],
+    output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or None, out["compression"],
                         out["legacy_categories"], out.get("generic_categories", False), fmt)
 
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()) or name

@@ -177,15 +177,32 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
     _saved.clear()
 
 
-class TorchOpRecorder:
-    """One recording cycle of torch's CPU-only profiler."""
+# Args torch writes with record_shapes (dropped from the trace when only the simulator asked for shapes).
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
-    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, guard: TorchProfilerGuard) -> None:
+
+class TorchOpRecorder:
+    """One recording cycle of torch's CPU-only profiler.
+
+    ``record_shapes``/``with_stack``/``profile_memory``/``with_flops``/``with_modules`` and ``experimental``
+    (the torch-side fields of torch's ``_ExperimentalConfig``) are what torch.profiler passes its own recorder.
+    ``shapes_for_sim``: shapes are recorded for the simulator's kernel sizes although the user did not ask
+    for them; they are kept out of the trace. ``result``: torch's result of the cycle (``events()``,
+    ``export_memory_timeline`` read it) until the next cycle starts."""
+
+    def __init__(self, torch, *, record_shapes: bool, with_stack: bool, guard: TorchProfilerGuard,
+                 profile_memory: bool = False, with_flops: bool = False, with_modules: bool = False,
+                 experimental: dict | None = None, shapes_for_sim: bool = False) -> None:
         self.torch = torch
         self.record_shapes = record_shapes
         self.with_stack = with_stack
+        self.profile_memory = profile_memory
+        self.with_flops = with_flops
+        self.with_modules = with_modules
+        self.experimental = dict(experimental or {})
+        self.shapes_for_sim = shapes_for_sim and not (record_shapes or with_flops)
         self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
-        self._result = None
+        self.result = None
         self._running = False
 
     def start(self) -> None:
@@ -193,9 +210,11 @@ class TorchOpRecorder:
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
         import torch._C._autograd as autograd
 
-        # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental)
-        cfg = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, self.with_stack, False, False,
-                             _ExperimentalConfig())
+        # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental);
+        # torch's FLOP estimate needs the shapes (torch.autograd.profiler.profile sets them too)
+        shapes = self.record_shapes or self.with_flops or self.shapes_for_sim
+        cfg = ProfilerConfig(ProfilerState.KINETO, shapes, self.profile_memory, self.with_stack, self.with_flops,
+                             self.with_modules, _ExperimentalConfig(**self.experimental))
         activities = {ProfilerActivity.CPU}
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)
@@ -205,27 +224,34 @@ class TorchOpRecorder:
         if not self._running:
             return
         self._running = False
-        self._result = self.torch._C._autograd._disable_profiler()
+        self.result = self.torch._C._autograd._disable_profiler()
 
     def abort(self) -> None:
         try:
             self.stop()
         finally:
-            self._result = None
+            self.result = None
+
+    def toggle(self, enable: bool) -> None:
+        """torch's own toggle_collection_dynamic for its CPU ops (and their [memory] events)."""
+        if self._running:
+            from torch._C._profiler import ProfilerActivity
+            import torch._C._autograd as autograd
+
+            autograd._toggle_collection_dynamic(enable, {ProfilerActivity.CPU})
 
     def read_trace(self) -> bytes:
         """torch's Kineto trace of the cycle as JSON bytes (written by torch's C++ exporter, read back once);
-        empty when there is none."""
-        if self._result is None:
+        empty when there is none. The result itself stays for events() and the memory timeline."""
+        if self.result is None:
             return b""
         fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")
         os.close(fd)
         try:
-            self._result.save(path)
+            self.result.save(path)
             with open(path, "rb") as f:
                 return f.read()
         finally:
-            self._result = None
             os.unlink(path)
 
 
@@ -245,19 +271,21 @@ class TorchOps:
     """
 
     @classmethod
-    def from_trace_bytes(cls, raw: bytes, id_base: int) -> "TorchOps":
+    def from_trace_bytes(cls, raw: bytes, id_base: int, *, drop_shapes: bool = False) -> "TorchOps":
+        """``drop_shapes``: torch's shape args stay out of the trace (``op_args`` still has them)."""
         if not raw:
             return cls({"traceEvents": []}, id_base)
         from ..trace.read import scan
 
         scanned = scan.scan_bytes(raw)
-        ops = cls._from_scan(raw, scanned, id_base) if scanned is not None else None
-        return ops if ops is not None else cls(orjson.loads(raw), id_base)
+        ops = cls._from_scan(raw, scanned, id_base, drop_shapes) if scanned is not None else None
+        return ops if ops is not None else cls(orjson.loads(raw), id_base, drop_shapes=drop_shapes)
 
     @classmethod
-    def _from_scan(cls, raw: bytes, sc, id_base: int) -> "TorchOps | None":
+    def _from_scan(cls, raw: bytes, sc, id_base: int, drop_shapes: bool = False) -> "TorchOps | None":
         from .._native import tracescan
         from ..trace.read.scan import DUR, ID, INT, PID, TID, TS
+        from .torch_memory import MemoryEvents
 
         table = {text: i for i, text in enumerate(sc.strings)}
         op_cats = [table[c] for c in OP_CATEGORIES if c in table]
@@ -270,11 +298,14 @@ class TorchOps:
                 or (kind[:, PID] != INT).any() or (kind[:, TID] != INT).any()
                 or (sc.kind[frows, ID] != INT).any()):
             return None  # shaped in a way the columns do not hold exactly: the general path decides
-        ints, present, others, complex_rows = tracescan.members(raw, np.ascontiguousarray(sc.args_span[rows]),
-                                                                tuple(k.encode() for k in INT_ARGS),
-                                                                tuple(k.encode() for k in _DROPPED_ARGS))
+        spans, int_keys = np.ascontiguousarray(sc.args_span[rows]), tuple(k.encode() for k in INT_ARGS)
+        dropped = _DROPPED_ARGS + (SHAPE_ARGS if drop_shapes else ())
+        ints, present, others, complex_rows = tracescan.members(raw, spans, int_keys,
+                                                                tuple(k.encode() for k in dropped))
         if any(complex_rows):
             return None
+        all_args = tracescan.members(raw, spans, int_keys, tuple(k.encode() for k in _DROPPED_ARGS))[2] \
+            if drop_shapes else others
         base_ns = int(sc.header.get("baseTimeNanoseconds", 0))
         ints = np.frombuffer(ints, np.int64).reshape(len(rows), len(INT_ARGS))
         present = np.frombuffer(present, np.uint8).reshape(len(rows), len(INT_ARGS)).astype(bool)
@@ -296,9 +327,13 @@ class TorchOps:
         ops.flow_ts = _us_to_epoch_ns(sc.numbers(TS)[frows], base_ns)
         ops.flow_pid, ops.flow_tid = sc.ints(PID)[frows], sc.ints(TID)[frows]
         ops.flow_start = sc.ph[frows] == ord("s")
+        ops.all_args = all_args
+        ops.memory = MemoryEvents.from_scan(raw, sc, lambda us: _us_to_epoch_ns(us, base_ns))
         return ops
 
-    def __init__(self, trace: dict, id_base: int) -> None:
+    def __init__(self, trace: dict, id_base: int, *, drop_shapes: bool = False) -> None:
+        from .torch_memory import MemoryEvents
+
         base_ns = int(trace.get("baseTimeNanoseconds", 0))
         events = trace.get("traceEvents") or []
         keep = [e for e in events if e.get("ph") == "X" and e.get("cat") in OP_CATEGORIES]
@@ -315,15 +350,24 @@ class TorchOps:
         args = [e.get("args") or _NO_ARGS for e in keep]
         ext = np.array([a.get("External id", 0) for a in args], np.int64)
         self.external_id = np.where(ext > 0, ext + id_base, 0)
-        self.num_args, self.row_args = _split_args(args)
+        self.all_args = _split_args(args)[1]
+        self.num_args, self.row_args = _split_args(args, SHAPE_ARGS if drop_shapes else ())
         self.flow_id = np.array([e["id"] for e in flows], np.int64)
         self.flow_ts = _us_to_epoch_ns(np.array([e["ts"] for e in flows], np.float64), base_ns)
         self.flow_pid = np.array([e["pid"] for e in flows], np.int64)
         self.flow_tid = np.array([e["tid"] for e in flows], np.int64)
         self.flow_start = np.array([e["ph"] == "s" for e in flows], bool)
+        self.memory = MemoryEvents.from_events(events, lambda us: _us_to_epoch_ns(us, base_ns))
 
     def __len__(self) -> int:
         return len(self.name_codes)
+
+    def op_args(self, rows) -> list[dict]:
+        """The args torch wrote for ops ``rows`` (shapes and types included, whether or not the trace keeps
+        them), without the integer ones: read for the few ops a caller asks about (the simulator)."""
+        if self.all_args is None:
+            return [{} for _ in rows]
+        return [orjson.loads(self.all_args[i]) if self.all_args[i] is not None else {} for i in rows]
 
     def add_to(self, builder: TraceBuilder, pid: int) -> set[int]:
         """Slices on the calling threads' rows (torch's pid is this process: ours), fwdbwd flows."""
@@ -356,10 +400,10 @@ class TorchOps:
         return self.tid[sel], self.ts[sel], self.ts[sel] + self.dur[sel], self.external_id[sel]
 
 
-def _split_args(args: list) -> tuple[dict, list | None]:
+def _split_args(args: list, drop: tuple = ()) -> tuple[dict, list | None]:
     """Kineto's args as integer columns (ids, sequence numbers: one list pass per key, no per-event
     encoding) and, for the rest (shapes, types, concrete inputs), one encoded object per row."""
-    keys = set().union(*args) - {"External id", *_DROPPED_ARGS} if args else set()
+    keys = set().union(*args) - {"External id", *_DROPPED_ARGS, *drop} if args else set()
     numeric: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     rest = []
     for key in sorted(keys):

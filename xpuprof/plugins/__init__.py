@@ -10,10 +10,18 @@ from .registry import BackendRegistrationError, register_backend, unregister_bac
 
 
 def _discover(config=None) -> None:
-    """Forward early registrations, discover entry points and load plugin directories (idempotent)."""
+    """Discover backend entry points and load plugin directories (idempotent)."""
     from . import loader
 
     _plugin_registry.initialize()
+    loader.load_plugins(config)
+
+
+def _discover_collectors(config=None) -> None:
+    """Discover collector entry points and load plugin directories (idempotent)."""
+    from . import loader
+
+    _collectors.discover_entry_points()
     loader.load_plugins(config)
 
 
@@ -21,19 +29,11 @@ def _load_failures() -> list[tuple[str, str]]:
     return [(f.origin, f.reason) for f in faults.faults() if f.stage == "load"]
 
 
-# The plugin layer registers its discovery into the core registry (which imports no plugin code).
-_core.install_discovery(_discover, _plugin_registry.plugin_backends, _load_failures)
-
-
-def _load_plugin_dirs(config=None) -> None:
-    from . import loader
-
-    loader.load_plugins(config)
-
-
-# ... and into the collector registry (collectors, too, import no plugin code).
-_collectors.install_discovery(_load_plugin_dirs, _plugin_registry.loading_origin, faults.report,
-                              faults.describe_exception, entry_points.load_group)
+# The plugin layer hands its discovery down to the registries (which import no plugin code).
+_core.BACKENDS.install_discovery(_discover, entry_points.load_group)
+_core.install_load_failures(_load_failures)
+_collectors.install_discovery(_discover_collectors, _plugin_registry.loading_origin, faults.report,
+                              entry_points.load_group)
 
 __all__ = ["BackendRegistrationError", "PluginFault", "faults", "register_backend", "unregister_backend",
            "validate_backend_class"]

@@ -15,11 +15,12 @@ from __future__ import annotations
 # DEVICE_GROUP and ACTIVITY_GROUPS (torch's groups) live in activity.py, with the one parser of activity lists.
 from ..activity import ACTIVITY_GROUPS, DEVICE_GROUP, ActivityType, default_activity_types
 from .api import ProfilerAction, profile, schedule, trace_file_name, trace_handler
+from .events import FinishedCycle
 from .selection import (HOST_ACTIVITIES, METRIC_ACTIVITIES, parse_activities, plan_collectors, select_backends,
                         with_metric_activities)
 
 __all__ = ["ACTIVITY_GROUPS", "DEVICE_GROUP", "HOST_ACTIVITIES", "METRIC_ACTIVITIES", "SPAN_NAME", "ActivityType",
-           "ProfilerAction", "default_activity_types", "parse_activities", "plan_collectors", "profile", "schedule",
+           "FinishedCycle", "ProfilerAction", "default_activity_types", "parse_activities", "plan_collectors", "profile", "schedule",
            "select_backends", "trace_file_name", "trace_handler", "with_metric_activities"]
 
 

@@ -7,7 +7,6 @@ active cycle. One profile records in a process at a time.
 """
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import threading
@@ -19,80 +18,47 @@ from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import recorder
+from . import torch_compat
 from .cycle import RecordingCycle
+from .events import FinishedCycle, use_device_of
+from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
+from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
     from ..trace.build.builder import TraceBuilder
 
 log = logging.getLogger("xpuprof")
 
-
-# ----------------------------------------------------------------------------- schedule
-class ProfilerAction(enum.Enum):
-    NONE = 0
-    WARMUP = 1
-    RECORD = 2
-    RECORD_AND_SAVE = 3
-
-
-def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0) -> Callable[[int], ProfilerAction]:
-    """torch.profiler.schedule: skip ``skip_first`` steps, then cycles of wait/warmup/active steps.
-
-    ``repeat`` = 0 cycles forever. The last active step of a cycle returns RECORD_AND_SAVE.
-    """
-    for label, value, least in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1),
-                                ("repeat", repeat, 0), ("skip_first", skip_first, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"schedule {label} must be an integer >= {least}, got {value!r}")
-    cycle = wait + warmup + active
-
-    def schedule_fn(step: int) -> ProfilerAction:
-        if step < skip_first:
-            return ProfilerAction.NONE
-        step -= skip_first
-        if repeat > 0 and step // cycle >= repeat:
-            return ProfilerAction.NONE
-        mod = step % cycle
-        if mod < wait:
-            return ProfilerAction.NONE
-        if mod < wait + warmup:
-            return ProfilerAction.WARMUP
-        return ProfilerAction.RECORD if mod < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
-
-    schedule_fn.params = dict(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
-    return schedule_fn
-
-
-def _always_record(_step: int) -> ProfilerAction:
-    return ProfilerAction.RECORD
+__all__ = ["ProfilerAction", "profile", "schedule", "trace_file_name", "trace_handler"]
 
 
 # ----------------------------------------------------------------------------- trace files
-def trace_file_name(worker_name: str, *, rank: int | None = None, use_gzip: bool = False,
-                    pid: int | None = None, ts_ns: int | None = None) -> str:
-    """``<worker>.<pid>[.rank<r>].<ts>.pt.trace.json[.gz]`` (TensorBoard's plugin globs *.pt.trace.json*)."""
-    worker = str(worker_name).replace(os.sep, "_").replace("/", "_") or "worker"
-    pid = os.getpid() if pid is None else pid
+def default_worker_name(host: str | None = None, pid: int | None = None) -> str:
+    """torch's default worker name, ``<host>_<pid>``: TensorBoard reads the node and the process from it."""
+    import socket  # the host name of a file name: not needed at `import xpuprof`
+
+    return f"{host or socket.gethostname()}_{os.getpid() if pid is None else pid}"
+
+
+def trace_file_name(worker_name: str | None = None, *, use_gzip: bool = False, ts_ns: int | None = None,
+                    host: str | None = None, pid: int | None = None) -> str:
+    """The one naming rule of every trace file xpuprof writes for a worker (``trace_handler``, ``xpuprof run``,
+    the on-demand path): ``<worker>.<ts ns>.pt.trace.json[.gz]`` as torch's tensorboard_trace_handler names
+    it, the worker ``<host>_<pid>`` by default. The rank is not in the name: it is in the trace
+    (``distributedInfo``), where TensorBoard's distributed view and HTA read it."""
+    worker = str(worker_name) if worker_name else default_worker_name(host, pid)
+    worker = worker.replace(os.sep, "_").replace("/", "_")
     ts = time.time_ns() if ts_ns is None else ts_ns
-    rank_part = f".rank{int(rank)}" if rank is not None else ""
-    return f"{worker}.{pid}{rank_part}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
+    return f"{worker}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
-
-def _rank_of(builder: TraceBuilder | None) -> int | None:
-    info = builder.distributed_info if builder is not None else None
-    if info is None and builder is not None:
-        info = builder.metadata.get("distributedInfo")
-    if info is None:
-        from .assemble import launcher_distributed_info
-
-        info = launcher_distributed_info()
-    if isinstance(info, Mapping) and info.get("rank") is not None:
-        return int(info["rank"])
-    env = os.environ.get("RANK")  # a bare RANK without WORLD_SIZE still names the file
-    return int(env) if env is not None and env.strip().isdigit() else None
+def _make_trace_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # pathlib's recursion chains one error per missing parent: say it once
+        raise type(exc)(exc.errno, exc.strerror, exc.filename) from None
 
 
 def _store_rank(builder: TraceBuilder) -> tuple[int | None, str]:
@@ -100,21 +66,26 @@ def _store_rank(builder: TraceBuilder) -> tuple[int | None, str]:
     info = builder.distributed_info if builder.distributed_info is not None else builder.metadata.get("distributedInfo")
     if isinstance(info, Mapping) and isinstance(info.get("rank"), int):
         return None, "distributedInfo"
-    rank = _rank_of(builder)
-    return (rank, "environment") if rank is not None else (None, "default")
+    env = os.environ.get("RANK")  # a bare RANK without WORLD_SIZE (distributedInfo needs both) still names it
+    return (int(env), "environment") if env is not None and env.strip().isdigit() else (None, "default")
 
 
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
-    """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler)."""
+    """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler;
+    torch's own handler works too).
+
+    The directory is created here, so a path that cannot hold traces is one ``ValueError`` before the
+    workload runs, not an error after it."""
     directory = Path(dir_name)
+    try:
+        _make_trace_dir(directory)
+    except OSError as exc:
+        raise ValueError(f"trace_handler: cannot write traces into {str(directory)!r}: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if exc.filename and exc.filename != str(directory) else "")) from None
 
     def handler(prof: "profile") -> Path:
-        import socket  # the host name of a file name: not needed at `import xpuprof`
-
-        directory.mkdir(parents=True, exist_ok=True)
-        name = trace_file_name(worker_name or prof.worker_name or socket.gethostname(),
-                               rank=_rank_of(prof.builder), use_gzip=use_gzip)
-        return prof.export_chrome_trace(directory / name)
+        _make_trace_dir(directory)  # again: it may have been removed since
+        return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip))
 
     return handler
 
@@ -124,14 +95,19 @@ _running: "profile | None" = None  # the one profile recording in this process
 _running_lock = threading.Lock()
 
 
-class profile:
-    """Profile a block or a loop of steps; see the module docstring and the README."""
+class profile(TorchResultsMethods):
+    """Profile a block or a loop of steps: torch.profiler.profile's arguments and methods (every keyword it
+    accepts; docs/torch-profiler-compat.md), plus ``backends``, ``config`` and ``worker_name``."""
 
-    def __init__(self, activities=None, schedule: Callable[[int], ProfilerAction] | None = None,
+    def __init__(self, activities=None, schedule: Callable[[int], Any] | None = None,
                  on_trace_ready: Callable[["profile"], Any] | None = None,
-                 experimental_config: ExperimentalConfig | None = None, record_shapes: bool = False,
+                 experimental_config: Any = None, record_shapes: bool = False,
                  with_stack: bool = False, backends: Iterable[str] | None = None,
-                 config: ProfilerConfig | None = None, worker_name: str | None = None) -> None:
+                 config: ProfilerConfig | None = None, worker_name: str | None = None, *,
+                 profile_memory: bool = False, with_flops: bool = False, with_modules: bool = False,
+                 execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: bool | None = None,
+                 custom_trace_id_callback: Callable[[], str] | None = None,
+                 post_processing_timeout_s: float | None = None) -> None:
         from ..deadline import default_deadline_s
 
         default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S: one DeadlineConfigError before anything starts
@@ -139,12 +115,27 @@ class profile:
         changes: dict[str, Any] = {}
         if activities is not None or config is None:
             changes["activities"] = parse_activities(activities)
+        if use_cuda is not None:  # torch's deprecated switch (FutureWarning as torch gives it)
+            changes["activities"] = torch_compat.use_cuda_activities(use_cuda, changes.get("activities", base.activities))
         if experimental_config is not None:
-            changes["experimental"] = experimental_config
-        if record_shapes:
-            changes["record_shapes"] = True
-        if with_stack:
-            changes["with_stack"] = True
+            if torch_compat.is_torch_experimental_config(experimental_config):
+                torch_changes = torch_compat.experimental_changes(experimental_config,
+                                                                  changes.get("activities", base.activities))
+                torch_changes["custom"] = {**base.custom, **torch_changes.get("custom", {})}
+                changes.update(torch_changes)
+            elif isinstance(experimental_config, ExperimentalConfig):
+                changes["experimental"] = experimental_config
+            else:
+                raise TypeError(f"experimental_config must be an xpuprof.ExperimentalConfig or torch's "
+                                f"torch._C._profiler._ExperimentalConfig, not {type(experimental_config).__name__}")
+        for key, value in (("record_shapes", record_shapes), ("with_stack", with_stack),
+                           ("profile_memory", profile_memory), ("with_flops", with_flops),
+                           ("with_modules", with_modules)):
+            if value:
+                changes[key] = True
+        if post_processing_timeout_s is not None and not post_processing_timeout_s >= 0:
+            raise ValueError(f"post_processing_timeout_s must be a non-negative number of seconds, got "
+                             f"{post_processing_timeout_s!r}")
         if backends is not None:
             if isinstance(backends, str):
                 backends = [backends]
@@ -155,10 +146,14 @@ class profile:
         self.config = with_metric_activities(self.config)
         for name in self.config.backends or ():
             registry.get_backend_class(name, self.config)  # unknown backend name: fail before anything starts
-        self.schedule = schedule or _always_record
+        self.schedule = schedule or always_record
         self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready
         self.worker_name = worker_name
+        self.execution_trace_observer = execution_trace_observer or torch_compat.execution_trace_observer_from_env()
+        self.acc_events = bool(acc_events)
+        self.custom_trace_id_callback = custom_trace_id_callback
+        self.post_processing_timeout_s = post_processing_timeout_s
         self.metadata: dict[str, Any] = {}  # merged into every trace (e.g. distributedInfo from a launcher)
         self.builder: TraceBuilder | None = None  # the last completed trace
         self.last_trace_path: Path | None = None
@@ -166,6 +161,9 @@ class profile:
         self.current_action = ProfilerAction.NONE
         self._backends: list[Backend] | None = None
         self._recording = RecordingCycle(self.config, self._collector_plan)  # the sources of the current cycle
+        self._finished: list[FinishedCycle] = []  # the last cycle's results (every cycle's with acc_events)
+        self._trace_id = ""
+        self._toggled_off: frozenset = frozenset()  # activities toggle_collection_dynamic paused
         self._cycle = 0
         self._step_rf: recorder.record_function | None = None
         self._started = False
@@ -180,7 +178,11 @@ class profile:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None:
             self._block_error = f"{exc_type.__name__}: {exc}"
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            if self.execution_trace_observer is not None:
+                self.execution_trace_observer.cleanup()
         return False
 
     # ------------------------------------------------------------------ public API
@@ -188,6 +190,8 @@ class profile:
         global _running
         if self._started:
             raise RuntimeError("this profile is already started")
+        # The schedule is checked once, before anything starts: torch's ProfilerAction or ours, else one error.
+        first = as_action(self.schedule(0), 0)
         with _running_lock:
             other = _running
             if other is not None and other is not self:
@@ -201,7 +205,7 @@ class profile:
             _running = self
         self._started = True
         self.step_num = 0
-        self.current_action = self.schedule(self.step_num)
+        self.current_action = first
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
@@ -233,20 +237,22 @@ class profile:
         """Mark the end of one training/benchmark step (drives the schedule)."""
         if not self._started:
             raise RuntimeError("profile.step() called before start()")
+        nxt = as_action(self.schedule(self.step_num + 1), self.step_num + 1)  # checked before anything changes
         self._exit_step()
         prev = self.current_action
         self.step_num += 1
-        self.current_action = self.schedule(self.step_num)
+        self.current_action = nxt
         self._transit(prev, self.current_action)
         self._enter_step()
 
-    def export_chrome_trace(self, path) -> Path:
-        """Write the last completed trace (``.json`` or ``.json.gz``)."""
+    def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
+        """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
+        between its C++ and Python exporters of one format) writes the same file: there is one writer here."""
         if self.builder is None:
             raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
         from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
 
-        out = write_chrome_trace(self.builder, path, legacy_categories=not self.config.generic_categories)
+        out = write_chrome_trace(self.builder, path, vendor_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
         return out
@@ -260,17 +266,26 @@ class profile:
 
         rank, source = _store_rank(self.builder)
         out = write_store(self.builder, path, rank=rank, rank_source=source, replace=replace,
-                          legacy_categories=not self.config.generic_categories)
+                          vendor_categories=not self.config.generic_categories)
         self.last_trace_path = out
         log.info("xpuprof: trace stored as %s", out)
         return out
 
-    def key_averages(self, group_by: str = "name"):
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False, *, group_by: str | None = None):
         """A summary of the last trace (``.table(sort_by=..., row_limit=...)``).
 
-        ``group_by="name"``: every category's slices by name (kernels, runtime calls, ranges, ops).
-        ``group_by="op"``: torch's operator table: self/total host time and the device time of the
-        kernels each op launched (self) and its nested ops launched (total)."""
+        ``group_by="name"`` (the default): every category's slices by name (kernels, runtime calls, ranges,
+        ops). ``group_by="op"``: torch's operator table: self/total host time and the device time of the
+        kernels each op launched (self) and its nested ops launched (total). torch's groupings
+        (``group_by_input_shape``, ``group_by_stack_n``, ``group_by_overload_name``) return torch's own
+        averages of ``events()``, as torch.profiler's key_averages does."""
+        if group_by_input_shape or group_by_stack_n or group_by_overload_name:
+            if group_by is not None:
+                raise ValueError("key_averages: group_by= is xpuprof's summary; torch's group_by_input_shape/"
+                                 "group_by_stack_n/group_by_overload_name group torch's events(): use one or the other")
+            return self._torch_key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name)
+        group_by = "name" if group_by is None else group_by
         if group_by not in ("name", "op"):
             raise ValueError(f"key_averages(group_by={group_by!r}): valid values are 'name' and 'op'")
         if self.builder is None:
@@ -360,22 +375,34 @@ class profile:
         from ..trace.write import chrome  # noqa: F401
 
         self._select()
+        self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback)  # one per cycle, as torch's
         self._recording.prepare(self._backends)
 
     def _start_trace(self) -> None:
         if not self._recording.sessions and self._backends is None:
             self._prepare_trace()
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.start()
         self._recording.start()
+        if self._toggled_off:  # paused by toggle_collection_dynamic until resumed, across cycles
+            self._recording.pause(self._toggled_off)
 
     def _stop_trace(self) -> None:
         cycle = self._recording
         if not cycle.recording:
             return
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.stop()
         window, errors = cycle.stop()
         from .assemble import build_trace  # loaded by _prepare_trace already
 
         self.builder = build_trace(cycle, window, errors, iteration=self._cycle, block_error=self._block_error,
-                                   no_device_reasons=self._no_device_reasons, metadata=self.metadata)
+                                   no_device_reasons=self._no_device_reasons, metadata=self.metadata,
+                                   trace_id=self._trace_id)
+        done = FinishedCycle(self.builder, self.config, cycle.torch_ops.result if cycle.torch_ops else None,
+                             cycle.torch_id_base, use_device_of(self.builder, [n for n, _ in cycle.sessions],
+                                                                str(self.config.custom.get("sim_vendor", "xpu"))))
+        self._finished = self._finished + [done] if self.acc_events else [done]
         cycle.clear()
         self._cycle += 1
 

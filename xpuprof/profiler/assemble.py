@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import orjson
 
 from .. import diagnostics
 from ..activity import ActivityType
@@ -24,7 +26,9 @@ from ..trace.build.builder import TraceBuilder
 from ..trace.build.columns import RowArgs, encode_json
 from ..trace.build.gpu_annotations import add_gpu_user_annotations
 from . import selection
-from .cycle import RecordingCycle
+from .assemble_torch import add_torch_keys, add_torch_ops, host_view, outside, read_torch_ops
+from .cycle import HOST_SOURCE, RecordingCycle
+from .torch_compat import torch_distributed_info
 
 log = logging.getLogger("xpuprof")
 
@@ -43,15 +47,22 @@ def launcher_distributed_info() -> dict | None:
 
 def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, list[str]], *, iteration: int,
                 block_error: str | None, no_device_reasons: dict[str, str],
-                metadata: Mapping[str, Any]) -> TraceBuilder:
+                metadata: Mapping[str, Any], trace_id: str = "") -> TraceBuilder:
     """The trace of ``cycle``, stopped over ``window``; ``errors``: each backend's stop errors so far."""
     config = cycle.config
     builder = TraceBuilder()
     builder.set_window(window.start_ns, window.end_ns)
+    torch_ops, torch_note = read_torch_ops(cycle)
+    host_paused = cycle.paused_intervals(HOST_SOURCE, window.end_ns)
+    # the simulator launches from torch's ops only when they are in the trace (and linked to its calls)
+    host_ops = host_view(torch_ops, host_paused) if torch_ops is not None and \
+        ActivityType.CPU_OP in config.activities else None
+    window = replace(window, host_ops=(lambda: host_ops), ranges=range_lookup(cycle.recorder),
+                     host_reports_memory=bool(config.profile_memory and cycle.torch_ops is not None))
     for name, session in cycle.sessions:
         before = dict(builder.dropped)
         try:
-            session.process(builder, window)
+            session.process(builder, replace(window, paused=cycle.paused_intervals(name, window.end_ns)))
         except Exception as exc:
             errors.setdefault(name, []).append(f"process failed: {type(exc).__name__}: {exc}")
             log.exception("xpuprof: backend %s failed to process its records", name)
@@ -71,18 +82,20 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
             errors.setdefault(name, []).append(f"error report failed: {type(exc).__name__}: {exc}")
     if cycle.collectors is not None:
         cycle.collectors.emit(builder)
-    tids = _add_host_events(cycle, builder)
+    tids = _add_host_events(cycle, builder, host_paused)
     if ActivityType.GPU_USER_ANNOTATION in config.activities:
         # Before the op linking: device work still carries the innermost record_function's id, the
         # user correlation Kineto keeps apart from the op one.
         add_gpu_user_annotations(builder)
-    tids |= _add_torch_ops(cycle, builder)
+    tids |= add_torch_ops(cycle, builder, torch_ops, torch_note, host_paused)
     if cycle.pytracer is not None:
         tids |= cycle.pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
     _add_rows(cycle, builder, tids)
     builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=cycle.recorder.range_count(),
                      iteration=iteration)
     builder.set_metadata("backends", [name for name, _ in cycle.sessions])
+    add_torch_keys(builder, config, trace_id)
+    add_paused_spans(builder, cycle, window.end_ns)
     plugin_errors = selection.plugin_errors(config, {name for name, _ in cycle.sessions})
     for source in (cycle.setup_errors, plugin_errors):
         for name, msgs in source.items():
@@ -92,8 +105,6 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
         builder.set_metadata("plugin_load_errors", {origin: reason for origin, reason in load_failures})
     if cycle.not_collected:
         builder.set_metadata("activities_not_collected", dict(cycle.not_collected))
-    if config.trace_id:
-        builder.set_metadata("trace_id", config.trace_id)
     if config.group_trace_id:
         builder.set_metadata("group_trace_id", config.group_trace_id)
     errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
@@ -121,14 +132,65 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
         else:
             builder.set_metadata(key, value)
     if "distributedInfo" not in metadata:
-        launched = launcher_distributed_info()
-        if launched is not None:  # under torchrun/MPI/Slurm every trace says its rank (HTA reads it)
+        # torch.distributed's process groups as torch.profiler writes them, else the launcher's variables:
+        # under torchrun/MPI/Slurm every trace says its rank (HTA and TensorBoard read it)
+        launched = torch_distributed_info() or launcher_distributed_info()
+        if launched is not None:
             builder.set_distributed_info(launched)
     builder.flush()
     return builder
 
 
-def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
+def range_lookup(rec: recorder.HostRecorder | None):
+    """``ProcessWindow.ranges``: our ranges' (names, args dicts) for an array of correlation ids (a name ""
+    and no args for an id no finished range has)."""
+    def lookup(ids):
+        ids = np.asarray(ids, np.int64)
+        names, args = [""] * len(ids), [{} for _ in range(len(ids))]
+        rows = recorder.log_array(rec.ranges) if rec is not None and rec.range_count() else None
+        if rows is None or not len(ids):
+            return names, args
+        order = np.argsort(rows[:, 3], kind="stable")
+        pos = np.minimum(np.searchsorted(rows[order, 3], ids), len(order) - 1)
+        for i, (p, cid) in enumerate(zip(pos.tolist(), ids.tolist())):
+            row = rows[order[p]]
+            if row[3] != cid:
+                continue
+            name = rec.names[row[4]]
+            names[i] = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+            key = int(row[5])
+            if key == recorder.NO_ARGS:
+                continue
+            try:
+                if key >= 0:  # JSON in the args area
+                    blob, ends = recorder.area_arrays(rec.args_area)
+                    start = int(ends[key - 1]) if key else 0
+                    args[i] = orjson.loads(blob[start:int(ends[key])].tobytes())
+                else:  # kept as the object given
+                    args[i] = dict(rec.args[recorder.object_key(key)])
+            except Exception:  # args JSON cannot hold: the range keeps its note in the trace
+                pass
+        return names, args
+    return lookup
+
+
+def add_paused_spans(builder: TraceBuilder, cycle: RecordingCycle, end_ns: int) -> None:
+    """Each interval in which a source was paused (toggle_collection_dynamic): a slice on the "Spans" row
+    and the trace's ``collection_paused`` metadata (sources, start and duration in the trace's µs)."""
+    from ..clock import BASE_TIME_NS
+
+    notes = []
+    for name in cycle.paused:
+        for start, end in cycle.paused_intervals(name, end_ns):
+            builder.add_slice(f"xpuprof collection paused: {name}", start, end - start, "Spans", "paused",
+                              cat="Trace")
+            notes.append({"source": name, "ts": round((start - BASE_TIME_NS) / 1000, 3),
+                          "dur": round((end - start) / 1000, 3)})
+    if notes:
+        builder.set_metadata("collection_paused", notes)
+
+
+def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple = ()) -> set[int]:
     rec = cycle.recorder
     pid = builder.pid
     tids: set[int] = set()
@@ -138,8 +200,10 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
     # Each distinct name (ranges and instants share the table) interned once.
     name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
     if n and ActivityType.USER_ANNOTATION in cycle.config.activities:
-        # Columns straight from the C records.
+        # Columns straight from the C records (ranges started while host collection was paused left out).
         rec_arr = recorder.log_array(rec.ranges)
+        if paused:
+            rec_arr = rec_arr[outside(rec_arr[:, 0] + MONOTONIC_TO_EPOCH_NS, paused)]
         args_idx = rec_arr[:, 5]
         plain = args_idx == recorder.NO_ARGS
         idx = slice(None) if plain.all() else np.flatnonzero(plain)
@@ -205,40 +269,6 @@ def _range_args(rec: recorder.HostRecorder, keys: np.ndarray) -> tuple[RowArgs, 
         extra.append(text)
         at += len(text)
     return RowArgs(np.concatenate([blob, np.frombuffer(b"".join(extra), np.uint8)]), starts, lens), bad
-
-
-def _add_torch_ops(cycle: RecordingCycle, builder: TraceBuilder) -> set[int]:
-    """torch's ops and ranges of this cycle, and every runtime call linked to the innermost torch op
-    running on its thread when it was made (none when it was made in no op)."""
-    from ..host import torch_ops
-
-    if cycle.torch_ops is None:
-        if ActivityType.CPU_OP in cycle.config.activities and torch_ops.torch_if_imported() is not None:
-            # torch came in after the cycle started: its ops could not be recorded (said, never silent)
-            note = "torch was imported after this recording cycle started; start the profile after importing torch"
-            builder.set_metadata("torch_ops_not_recorded", note)
-            diagnostics.warn_once(log, ("torch-late",), "xpuprof: PyTorch ops (cpu_op) not recorded: %s", note)
-        return set()
-    try:
-        ops = torch_ops.TorchOps.from_trace_bytes(cycle.torch_ops.read_trace(),
-                                                  id_base=recorder.reserve_correlation_id())
-    except Exception as exc:  # torch's result unreadable: the rest of the trace stays, and says so
-        why = f"torch's profiler result could not be read: {type(exc).__name__}: {exc}"
-        builder.set_metadata("torch_ops_not_recorded", why)
-        log.warning("xpuprof: PyTorch ops (cpu_op) not recorded in this trace: %s", why)
-        return set()
-    tids = ops.add_to(builder, builder.pid)
-    n_ops = int((ops.cats == "cpu_op").sum())
-    summary = {"ops": n_ops, "record_shapes": cycle.config.record_shapes, "with_stack": cycle.config.with_stack}
-    if n_ops:
-        # As Kineto: a call's External id is the innermost torch op's on its thread, none outside ops (our
-        # ranges, like torch's, are user ranges; their gpu_user_annotation was drawn before this). A
-        # cycle that ran no torch op (torch merely imported) keeps our ranges' ids, as without torch.
-        linked, outside = torch_ops.link_runtime_calls(builder, *ops.linkable(),
-                                                       explicit_zero=cycle.config.generic_categories)
-        summary.update(runtime_calls_linked=linked, runtime_calls_outside_ops=outside)
-    builder.set_metadata("torch_ops", summary)
-    return tids
 
 
 def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int]) -> None:

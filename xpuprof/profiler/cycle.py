@@ -14,6 +14,9 @@ from ..config.options import ProfilerConfig
 from ..host import recorder
 from .selection import _plugin_failed, activities_not_collected
 
+# toggle_collection_dynamic's host side: torch's op recorder (its ops, ranges and [memory] events) and our ranges
+HOST_SOURCE = "host"
+HOST_TOGGLED = frozenset({ActivityType.CPU_OP, ActivityType.USER_ANNOTATION, ActivityType.CPU_INSTANT_EVENT})
 _RANGE_TID = recorder.RANGE_FIELDS.index("tid")
 _RANGE_CORRELATION = recorder.RANGE_FIELDS.index("correlation_id")
 
@@ -25,13 +28,17 @@ class RecordingCycle:
         self.config = config
         self.collector_plan = collector_plan  # collector -> metric names (profiler.selection.plan_collectors)
         self.sessions: list[tuple[str, Session]] = []
+        self.session_types: dict[str, frozenset[ActivityType]] = {}  # what each session was configured for
         self.recorder: recorder.HostRecorder | None = None
         self.pytracer = None
         self.torch_ops = None  # torch's CPU-only profiler for this cycle (host.torch_ops), when torch is in use
         self.torch_guard = None  # keeps a conflicting torch.profiler from starting during this cycle
         self.torch_ops_note: str | None = None
+        self.torch_id_base = 0  # torch's External ids were moved above this in the last trace (assemble_torch)
         self.collectors = None
         self.window_start = 0
+        # paused intervals [start, end or None] (epoch ns) per source: a session's name, or HOST_SOURCE
+        self.paused: dict[str, list[list]] = {}
         self.setup_errors: dict[str, list[str]] = {}  # named backends that took no part in this cycle: why
         self.not_collected: dict[str, str] = {}  # asked-for activities no backend in use records: why
 
@@ -42,6 +49,7 @@ class RecordingCycle:
     def prepare(self, backends: list[Backend]) -> None:
         """Configure one session per backend that records any requested activity (warmup)."""
         self.sessions = []
+        self.session_types: dict[str, frozenset[ActivityType]] = {}
         self.setup_errors = {}
         device_types = self.config.activities
         named = set(self.config.backends or ())
@@ -60,6 +68,7 @@ class RecordingCycle:
             session = backend.configure(types, self.config)
             if session is not None:
                 self.sessions.append((backend.name, session))
+                self.session_types[backend.name] = types
                 served |= types
             elif backend.name in named and not _plugin_failed(backend.name):
                 self.setup_errors.setdefault(backend.name, []).append("took no part: configure() declined")
@@ -71,6 +80,7 @@ class RecordingCycle:
         corr = [s for _, s in self.sessions if s.wants_correlation]
         self.recorder = recorder.HostRecorder(correlation_sessions=corr)
         self.window_start = now_ns()
+        self.paused = {}
         started: list[tuple[str, Session]] = []
         try:
             if torch_ops is not None:
@@ -106,7 +116,8 @@ class RecordingCycle:
         torch = torch_ops.torch_if_imported()
         if torch is None:
             return None, None
-        records_ops = ActivityType.CPU_OP in self.config.activities
+        # torch's [memory] events come from the same recorder as its ops
+        records_ops = ActivityType.CPU_OP in self.config.activities or self.config.profile_memory
         # every backend but the simulator traces through a vendor API (CUPTI, PTI, roctracer, a plugin's)
         owner = ", ".join(name for name, _ in self.sessions if name != "sim")
         if not records_ops and not owner:
@@ -115,8 +126,12 @@ class RecordingCycle:
         guard.check_not_running()
         if not records_ops:
             return guard, None
-        return guard, torch_ops.TorchOpRecorder(torch, record_shapes=self.config.record_shapes,
-                                                with_stack=self.config.with_stack, guard=guard)
+        cfg = self.config
+        return guard, torch_ops.TorchOpRecorder(torch, record_shapes=cfg.record_shapes, with_stack=cfg.with_stack,
+                                                guard=guard, profile_memory=cfg.profile_memory,
+                                                with_flops=cfg.with_flops, with_modules=cfg.with_modules,
+                                                experimental=cfg.torch_experimental,
+                                                shapes_for_sim=any(name == "sim" for name, _ in self.sessions))
 
     def _start_collectors(self):
         from ..collectors import registry as collector_registry
@@ -180,6 +195,54 @@ class RecordingCycle:
 
         window = ProcessWindow(self.window_start, end, RangeThreads(range_threads) if rec is not None else None)
         return window, errors
+
+    # ------------------------------------------------------------------ pause / resume
+    def sources_of(self, activities: frozenset[ActivityType] | None) -> list[str]:
+        """The sources recording ``activities`` (None: every device source): session names, and HOST_SOURCE
+        (torch's ops and our ranges) for host activities."""
+        names = [name for name, _ in self.sessions if activities is None or self.session_types.get(name, frozenset())
+                 & activities]
+        if activities is not None and activities & HOST_TOGGLED:
+            names.append(HOST_SOURCE)
+        return names
+
+    def pause(self, activities: frozenset[ActivityType] | None = None) -> list[str]:
+        """Stop accepting records of ``activities`` (None: every device source) until ``resume``: each
+        session's ``pause()``, torch's op recorder toggled off for host activities, and the interval noted
+        (its records are dropped at processing and the trace marks it). Returns the sources paused."""
+        paused = []
+        for name in self.sources_of(activities):
+            spans = self.paused.setdefault(name, [])
+            if spans and spans[-1][1] is None:
+                continue  # already paused
+            if name == HOST_SOURCE:
+                if self.torch_ops is not None:
+                    self.torch_ops.toggle(False)
+            else:
+                dict(self.sessions)[name].pause()
+            spans.append([now_ns(), None])
+            paused.append(name)
+        return paused
+
+    def resume(self, activities: frozenset[ActivityType] | None = None) -> list[str]:
+        """Accept records of ``activities`` again (None: every paused source). Returns the sources resumed."""
+        resumed = []
+        for name in self.sources_of(activities) if activities is not None else list(self.paused):
+            spans = self.paused.get(name)
+            if not spans or spans[-1][1] is not None:
+                continue
+            if name == HOST_SOURCE:
+                if self.torch_ops is not None:
+                    self.torch_ops.toggle(True)
+            else:
+                dict(self.sessions)[name].resume()
+            spans[-1][1] = now_ns()
+            resumed.append(name)
+        return resumed
+
+    def paused_intervals(self, name: str, end_ns: int) -> tuple:
+        """``name``'s paused (start, end) intervals; one still open at stop ends at ``end_ns``."""
+        return tuple((s, e if e is not None else end_ns) for s, e in self.paused.get(name, ()))
 
     def clear(self) -> None:
         """Drop the stopped sources (their records are in the trace now)."""

@@ -109,7 +109,12 @@ def _check_metrics_collectable(config: ProfilerConfig, backends: list[Backend]) 
     """Metric names left for the device, and no chosen backend that collects metrics: one clear error
     before anything starts (never a trace that silently lacks what was asked for)."""
     metrics = config.experimental.profiler_metrics
-    if not metrics or any(type(b).supported_activities() & METRIC_ACTIVITIES for b in backends):
+    collecting = [b for b in backends if type(b).supported_activities() & METRIC_ACTIVITIES]
+    if not metrics:
+        return
+    if collecting:
+        for b in collecting:  # names a backend can never collect fail here, with close matches
+            type(b).check_metrics(metrics)
         return
     if backends:
         why = f"the backends in use ({', '.join(b.name for b in backends)}) collect no hardware metrics"
@@ -139,7 +144,7 @@ def _unknown_in_catalogs(metrics) -> str:
         return f"(the metric names could not be checked against the catalogs: {exc})\n"
     lines = []
     for name in dict.fromkeys(n for n in names if n not in index):
-        close = catalogs._close_matches(name, index)
+        close = catalogs.close_matches(name, index)
         hint = "did you mean " + "; ".join(f"{c} ({', '.join(dict.fromkeys(index[c]))})" for c in close) + "?" \
             if close else "no similar metric in any catalog"
         lines.append(f"  {name!r}: {hint}")

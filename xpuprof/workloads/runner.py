@@ -51,6 +51,12 @@ def store_name(worker_name: str, k: int) -> str:
     return f"{worker}.store" if k == 0 else f"{worker}.{k}.store"
 
 
+def store_worker(point: RunPoint) -> str:
+    """The worker part of a point's store names: the worker given, else the run's name (one store that
+    every rank's process shares; the default worker, <host>_<pid>, differs per process)."""
+    return point.output.worker_name or point.name
+
+
 def store_handler(directory: Path, worker_name: str) -> Callable:
     """An ``on_trace_ready`` callback writing each trace into its own store (``store_name``)."""
     count = itertools.count()
@@ -110,7 +116,7 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
 
     dist = rank_env.distributed_info()
     if point.output.format == "parquet":
-        handler = store_handler(trace_dir(point, multi_point), point.output.worker_name)
+        handler = store_handler(trace_dir(point, multi_point), store_worker(point))
     else:
         handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
                                 use_gzip=point.output.use_gzip)
@@ -145,10 +151,13 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                                             "repeat": repeat, "workload": workload.name, "device": workload.device})
             if dist is not None:
                 prof.add_metadata("distributedInfo", dist)
+            # a built-in's work per step (flops, bytes) rides on each iteration's range: the sim sizes its
+            # kernels from it, and a reader of the trace can compute rates
+            work = {k: workload.info[k] for k in ("flops", "bytes") if isinstance(workload.info.get(k), (int, float))}
             try:
                 for i in range(point.iterations):
                     t0 = time.perf_counter_ns()
-                    with record_function(workload.name, {"iteration": i, "repeat": repeat}):
+                    with record_function(workload.name, {"iteration": i, "repeat": repeat, **work}):
                         with cut():  # a signal ends this range here; what was recorded is kept
                             workload.step()
                             workload.sync()

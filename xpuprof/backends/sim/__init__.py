@@ -1,12 +1,14 @@
 """A deterministic simulated accelerator, for demos and end-to-end pipeline tests.
 
-Every innermost host range (``record_function``) recorded while the session runs "launches"
-work: runtime calls on the host thread inside the range (a launch; every 4th range a
-host-to-device copy first, every 8th a stream synchronize after) and a kernel (and the copy) on a
-simulated device with one in-order queue. Device timing, kernel names and per-kernel metrics come
-from a seeded generator, so the same host activity always gives the same device activity. Traces
-say ``"backend": "sim"``; the registry never selects this backend unless it is named
-(``backends=["sim"]``).
+Host activity "launches" device work (the rule is in ``launches``): every innermost computing
+aten op when the cycle recorded torch ops, else every innermost range (``record_function``, ours or
+torch's); collectives launch communication kernels on their own stream. Each launch makes runtime
+calls on the host thread inside its interval (a launch; for ranges every 4th a host-to-device copy
+first, every 8th a stream synchronize after) and a kernel (and the copy) on a simulated device with
+an in-order compute queue and a communication queue. Kernel durations follow each launch's work
+(FLOPs and bytes from torch's shapes or the range's args) with a seeded jitter, so the same host
+activity always gives the same device activity. Traces say ``"backend": "sim"`` and ``"simulated":
+true``; the registry never selects this backend unless it is named (``backends=["sim"]``).
 
 The timeline is physically plausible, whatever the threads and range lengths:
 - every call lies inside the range it was made in (the ranges are the user's real timestamps);
@@ -22,19 +24,21 @@ The timeline is physically plausible, whatever the threads and range lengths:
 ``sim_vendor`` picks which vendor's trace this is (``SIM_FLAVOURS``): call names, categories,
 rows and args as our real backend for that vendor writes them.
 
-Modules: ``timeline`` (the physics: host calls, the queue, metric values), ``records`` (the
-timeline as one vendor's rows), ``backend`` (SimBackend, SimSession).
+Modules: ``launches`` (what launches what, and how much work it is), ``timeline`` (the physics: host
+calls, the queues, metric values), ``records`` (the timeline as one vendor's rows), ``backend``
+(SimBackend, SimSession).
 """
 from __future__ import annotations
 
 from .backend import SimBackend, SimSession
 from .records import (BLOCK, CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, REGISTERS_PER_THREAD, SIM_FLAVOURS,
                       SimFlavour)
-from .timeline import (COPY_CALL_NS, COPY_EVERY, DEVICE_ID, KERNELS, LAUNCH_CALL_NS, LAUNCH_LATENCY_NS, METRICS,
+from .launches import KERNEL_CLASSES, Launches
+from .timeline import (COPY_CALL_NS, COPY_EVERY, DEVICE_ID, LAUNCH_CALL_NS, LAUNCH_LATENCY_NS, METRICS,
                        MIN_CALL_NS, MIN_ITEM_NS, QUEUE_GAP_NS, SYNC_CALL_NS, SYNC_EVERY, SYNC_RETURN_NS,
                        SYNC_ROW_INSET_NS, HostCalls, Timeline, plan_host_calls, run_queue)
 
 __all__ = ["BLOCK", "COPY_CALL_NS", "COPY_EVERY", "CUDA_DEVICE_PROPERTIES", "DEVICE_ID", "DEVICE_PROPERTIES",
-           "KERNELS", "LAUNCH_CALL_NS", "LAUNCH_LATENCY_NS", "METRICS", "MIN_CALL_NS", "MIN_ITEM_NS", "QUEUE_GAP_NS",
+           "KERNEL_CLASSES", "LAUNCH_CALL_NS", "Launches", "LAUNCH_LATENCY_NS", "METRICS", "MIN_CALL_NS", "MIN_ITEM_NS", "QUEUE_GAP_NS",
            "REGISTERS_PER_THREAD", "SIM_FLAVOURS", "SYNC_CALL_NS", "SYNC_EVERY", "SYNC_RETURN_NS", "SYNC_ROW_INSET_NS",
            "HostCalls", "SimBackend", "SimFlavour", "SimSession", "Timeline", "plan_host_calls", "run_queue"]

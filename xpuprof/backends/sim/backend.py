@@ -1,7 +1,8 @@
 """SimBackend and SimSession: the simulated accelerator as a backend (used only when named).
 
-The session collects host range enter/exit marks while it runs; ``process`` turns the innermost
-ranges into a simulated timeline (``timeline``) written as one vendor's records (``records``).
+The session collects host range enter/exit marks while it runs; ``process`` turns the cycle's torch ops
+(or, without any, its innermost ranges) into launches (``launches``), a simulated timeline (``timeline``)
+and one vendor's records (``records``).
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import numpy as np
 from ...activity import ActivityType
 from ...clock import MONOTONIC_TO_EPOCH_NS
 from ...host.recorder import Int64Log, log_array
+from ...trace.build.intervals import innermost_containing
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
+from .launches import Launches, from_ops, from_ranges, innermost
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
 from .timeline import METRICS, metric_values, simulate
 
@@ -61,54 +64,80 @@ class SimSession(Session):
             self.correlation_log.append(-1, threading.get_native_id(), time.monotonic_ns())
 
     # ------------------------------------------------------------------ processing
-    def _leaf_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(external id, tid, enter ns, exit ns) of ranges with no nested range, in enter order."""
+    def _ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(external id, tid, enter ns, exit ns) of every range marked while the session ran (epoch ns);
+        ranges still open at stop end there."""
         marks = log_array(self.correlation_log).ravel().tolist()
         stacks: dict[int, list] = {}
-        leaves = []
+        done = []
         end_default = self._stop_ns - MONOTONIC_TO_EPOCH_NS
         for i in range(0, len(marks), 3):
             cid, tid, t = marks[i], marks[i + 1], marks[i + 2]
             stack = stacks.setdefault(tid, [])
             if cid > 0:
-                if stack:
-                    stack[-1][3] = False  # the enclosing range has a child: not a leaf
-                stack.append([cid, tid, t, True])
+                stack.append((cid, tid, t))
             elif stack:
-                c, tt, t0, leaf = stack.pop()
-                if leaf:
-                    leaves.append((c, tt, t0, t))
-        for stack in stacks.values():  # ranges still open at stop end there
-            for c, tt, t0, leaf in stack:
-                if leaf:
-                    leaves.append((c, tt, t0, end_default))
-        if not leaves:
+                c, tt, t0 = stack.pop()
+                done.append((c, tt, t0, t))
+        done += [(c, tt, t0, end_default) for stack in stacks.values() for c, tt, t0 in stack]
+        if not done:
             e = np.array([], np.int64)
             return e, e, e, e
-        leaves.sort(key=lambda r: (r[2], r[0]))
-        arr = np.array(leaves, dtype=np.int64)
+        arr = np.array(done, dtype=np.int64)
         return arr[:, 0], arr[:, 1], arr[:, 2] + MONOTONIC_TO_EPOCH_NS, arr[:, 3] + MONOTONIC_TO_EPOCH_NS
 
+    def _range_launches(self, window: ProcessWindow, ops) -> Launches:
+        """Innermost ranges, ours and torch's (``user_annotation`` rows of ``ops``), launch (launches.py)."""
+        ext, tid, enter, exit_ = self._ranges()
+        names, args = (window.ranges(ext) if window.ranges is not None and len(ext)
+                       else ([""] * len(ext), [{}] * len(ext)))
+        if ops is not None and len(ops):
+            rows = np.flatnonzero(ops.cats == "user_annotation")
+            if len(rows):
+                ext = np.concatenate([ext, ops.external_id[rows]])
+                tid = np.concatenate([tid, ops.tid[rows]])
+                enter = np.concatenate([enter, ops.start_ns[rows]])
+                exit_ = np.concatenate([exit_, ops.end_ns[rows]])
+                names = list(names) + [ops.name_table[c] for c in ops.name_codes[rows].tolist()]
+                args = list(args) + ops.args(rows.tolist())
+        leaf = np.flatnonzero(innermost(tid, enter, exit_))
+        return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf], [names[i] or "kernel" for i in leaf.tolist()],
+                           [args[i] for i in leaf.tolist()])
+
     def process(self, builder, window: ProcessWindow) -> None:
-        ext, tid, enter, exit_ = self._leaf_ranges()
-        inside = window.contains(enter)
+        ops = window.host_ops() if window.host_ops is not None else None
+        launches = from_ops(ops) if ops is not None else None
+        if launches is not None:
+            # As a device tracer sees them: each launch carries the innermost range of ours around it (the
+            # user correlation gpu_user_annotation is drawn from); the profiler then links each call to the
+            # innermost torch op around it, the launching op (its calls lie in that op's own time).
+            ext, tid, enter, exit_ = self._ranges()
+            hit = innermost_containing(tid, enter, exit_, launches.tid, launches.enter)
+            launches.ext = np.where(hit >= 0, ext[np.maximum(hit, 0)], 0) if len(ext) else np.zeros(len(launches),
+                                                                                                    np.int64)
+        else:
+            launches = self._range_launches(window, ops)
+        inside = np.asarray(window.contains(launches.enter), bool)
         if (~inside).any():
             self._dropped[OUT_OF_WINDOW] = int((~inside).sum())
-            ext, tid, enter, exit_ = ext[inside], tid[inside], enter[inside], exit_[inside]
-        n = len(ext)
-        if n == 0:
+            keep = np.flatnonzero(inside)
+            launches = Launches(launches.ext[keep], launches.tid[keep], launches.enter[keep], launches.exit_[keep],
+                                [launches.names[i] for i in keep.tolist()], launches.work_ns[keep],
+                                launches.grid_x[keep], launches.bytes[keep], launches.comm[keep],
+                                launches.synthetic_copies)
+        if len(launches) == 0:
             return
         rng = np.random.default_rng(self.seed)
-        timeline = simulate(ext, tid, enter, exit_, rng)
+        timeline = simulate(launches, rng)
         duration = timeline.k_end - timeline.k_start
-        metrics = metric_values(self.metrics, timeline.kind, duration, rng) if self.metrics else {}
+        metrics = metric_values(self.metrics, timeline.work_bytes, timeline.comm, duration, rng) if self.metrics else {}
         write_timeline(self, builder, timeline, metrics)
 
     def device_properties(self) -> list[dict[str, Any]]:
         return [dict(CUDA_DEVICE_PROPERTIES if self.flavour.name == "cuda" else DEVICE_PROPERTIES)]
 
     def metadata(self) -> dict[str, Any]:
-        return {"backend": "sim", "sim_seed": self.seed, "sim_vendor": self.flavour.name}
+        return {"backend": "sim", "simulated": True, "sim_seed": self.seed, "sim_vendor": self.flavour.name}
 
     def errors(self) -> list[str]:
         return list(self._errors)
@@ -132,6 +161,16 @@ class SimBackend(Backend):
                           ActivityType.CUDA_SYNC, ActivityType.XPU_SYNC, ActivityType.EXTERNAL_CORRELATION}
                          | _METRIC_ACTIVITIES)
 
+    @classmethod
+    def check_metrics(cls, names) -> None:
+        from ...catalogs import close_matches
+
+        unknown = [m for m in dict.fromkeys(names) if m not in METRICS]
+        if unknown:
+            named = "; ".join(f"{m!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)"
+                                           if (close := close_matches(m, METRICS)) else "") for m in unknown)
+            raise BackendError(f"the sim backend cannot count {named}. Valid metrics: {', '.join(METRICS)}")
+
     def configure(self, activity_types, config) -> SimSession | None:
         types = frozenset(activity_types) & self.supported_activities()
         if not types:
@@ -139,10 +178,7 @@ class SimBackend(Backend):
         metrics: list[str] = []
         requested = list(config.experimental.profiler_metrics)
         if requested and types & _METRIC_ACTIVITIES:
-            unknown = [m for m in requested if m not in METRICS]
-            if unknown:
-                raise BackendError(f"the sim backend cannot count {', '.join(map(repr, unknown))}. "
-                                   f"Valid metrics: {', '.join(METRICS)}")
+            self.check_metrics(requested)
             metrics = requested
         seed = config.custom.get("sim_seed", 0)
         try:

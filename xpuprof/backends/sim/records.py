@@ -11,7 +11,7 @@ from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
 from ...trace.build.columns import hex_column
 from ..cuda.occupancy import occupancy_args
-from .timeline import DEVICE_ID, KERNELS, METRICS, SYNC_ROW_INSET_NS, Timeline
+from .timeline import DEVICE_ID, METRICS, SYNC_ROW_INSET_NS, Timeline
 
 BLOCK = (256, 1, 1)
 REGISTERS_PER_THREAD = 64
@@ -43,17 +43,20 @@ class SimFlavour:
     calls: dict
     call_ids: dict
     stream: int
+    comm_stream: int  # the collectives' stream (NCCL's own stream; XPU: its own queue)
 
 
 SIM_FLAVOURS = {
     "xpu": SimFlavour("xpu", "xpu", {"copy": "urEnqueueUSMMemcpy", "launch": "urEnqueueKernelLaunch",
-                                     "sync": "urQueueFinish"}, {}, 1),
+                                     "sync": "urQueueFinish"}, {}, 1, 2),
     # cbids of cudaMemcpyAsync_v3020, cudaLaunchKernel_v7000, cudaStreamSynchronize_v3020
     "cuda": SimFlavour("cuda", "cuda", {"copy": "cudaMemcpyAsync", "launch": "cudaLaunchKernel",
-                                        "sync": "cudaStreamSynchronize"}, {"copy": 41, "launch": 211, "sync": 131}, 7),
+                                        "sync": "cudaStreamSynchronize"}, {"copy": 41, "launch": 211, "sync": 131}, 7,
+                       20),
     # rocprofiler-sdk's ROCPROFILER_HIP_RUNTIME_API_ID_* of these calls (hip/runtime_api_id.h)
     "hip": SimFlavour("hip", "rocm", {"copy": "hipMemcpyAsync", "launch": "hipLaunchKernel",
-                                      "sync": "hipStreamSynchronize"}, {"copy": 268, "launch": 214, "sync": 346}, 1),
+                                      "sync": "hipStreamSynchronize"}, {"copy": 268, "launch": 214, "sync": 346}, 1,
+                      2),
 }
 
 
@@ -81,7 +84,7 @@ class _Writer(ABC):
             self.flow_ends(corr[m] + 1, t.copy_start[m], DEVICE_ID, self.flavour.stream)
         if ActivityType.CONCURRENT_KERNEL in self.want:
             self.kernels(corr)
-            self.flow_ends(corr, t.k_start, DEVICE_ID, self.flavour.stream)
+            self.flow_ends(corr, t.k_start, DEVICE_ID, self.kernel_streams())
             if self.metrics:
                 self.write_metrics()
         if (ActivityType.GPU_MEMCPY in self.want and t.has_copy.any()) or ActivityType.CONCURRENT_KERNEL in self.want:
@@ -112,9 +115,17 @@ class _Writer(ABC):
 
     def launch_geometry(self) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.timeline)
-        grid = np.stack([np.array([k[2] for k in KERNELS], np.int64)[self.timeline.kind], np.ones(n, np.int64),
-                         np.ones(n, np.int64)], axis=1)
+        grid = np.stack([np.asarray(self.timeline.grid_x, np.int64), np.ones(n, np.int64), np.ones(n, np.int64)],
+                        axis=1)
         return grid, np.tile(np.array(BLOCK, np.int64), (n, 1))
+
+    def kernel_streams(self) -> np.ndarray:
+        """Each kernel's stream: the compute stream, or the communication stream for a collective."""
+        return np.where(self.timeline.comm, self.flavour.comm_stream, self.flavour.stream).astype(np.int64)
+
+    def stream_rows(self) -> list[int]:
+        """The streams this timeline's device work uses (named in the device rows)."""
+        return [self.flavour.stream] + ([self.flavour.comm_stream] if self.timeline.comm.any() else [])
 
     @staticmethod
     def bandwidth(nbytes, dur) -> np.ndarray:
@@ -166,10 +177,10 @@ class _XpuWriter(_Writer):
         return {"appended": us(appended - BASE_TIME_NS), "appended_rel_to_start": us(appended - start),
                 "submitted": us(submitted - BASE_TIME_NS), "submitted_rel_to_start": us(submitted - start)}
 
-    def _handles(self, k) -> dict:
+    def _handles(self, k, streams=None) -> dict:
+        q = np.full(k, self.flavour.stream) if streams is None else streams
         return {"device": np.full(k, DEVICE_ID), "context": hex_column(np.full(k, self.CONTEXT)),
-                "sycl queue": np.full(k, self.flavour.stream), "l0 queue": hex_column(np.full(k, self.L0_QUEUE)),
-                "stream": np.full(k, self.flavour.stream)}
+                "sycl queue": q, "l0 queue": hex_column(self.L0_QUEUE + (q - self.flavour.stream)), "stream": q}
 
     def copies(self, m, corr) -> None:
         t, k = self.timeline, int(m.sum())
@@ -184,11 +195,11 @@ class _XpuWriter(_Writer):
     def kernels(self, corr) -> None:
         t, n = self.timeline, len(self.timeline)
         ids = np.arange(1, n + 1)  # PTI's kernel ids, which the scope profiler's records join on
-        args = {"correlation": corr, **self._queue_args(t.launch_ts, t.launch_dur, t.k_start), **self._handles(n),
-                "kernel_id": ids, "sycl_node_id": ids, "sycl_invocation_id": ids}
+        streams = self.kernel_streams()
+        args = {"correlation": corr, **self._queue_args(t.launch_ts, t.launch_dur, t.k_start),
+                **self._handles(n, streams), "kernel_id": ids, "sycl_node_id": ids, "sycl_invocation_id": ids}
         args.update({f"{m}::{METRICS[m]}": v for m, v in self.metrics.items()})  # as the scope profiler's writer
-        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.flavour.stream, ActivityType.CONCURRENT_KERNEL,
-                    args)
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, streams, ActivityType.CONCURRENT_KERNEL, args)
 
     def syncs(self, m, corr) -> None:
         t, k = self.timeline, int(m.sum())
@@ -203,18 +214,19 @@ class _XpuWriter(_Writer):
         self.builder.set_process_name(self.SYNC_PID, "XPU Sync and Overhead", sort_index=1_048_576)
 
     def device_rows(self) -> None:
-        q = self.flavour.stream
-        self.builder.set_thread_name(DEVICE_ID, q, f"Stream {q}", sort_index=q)
+        for q in self.stream_rows():
+            self.builder.set_thread_name(DEVICE_ID, q, f"Stream {q}", sort_index=q)
         self.builder.set_process_name(DEVICE_ID, f"XPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
 
     def write_metrics(self) -> None:
         t = self.timeline
         self.builder.add_per_kernel_metrics(kernel_names=t.kernel_names, start_ns=t.k_start, end_ns=t.k_end,
-                                            pid=DEVICE_ID, tid=self.flavour.stream, metrics=self.metrics,
+                                            pid=DEVICE_ID, tid=self.kernel_streams(), metrics=self.metrics,
                                             units={m: METRICS[m] for m in self.metrics}, counter_name="xpu",
                                             vendor=self.vendor,
                                             extra_args={"kernel_id": np.arange(1, len(t) + 1),
-                                                        "queue": hex_column(np.full(len(t), self.L0_QUEUE))})
+                                                        "queue": hex_column(self.L0_QUEUE + self.kernel_streams()
+                                                                            - self.flavour.stream)})
 
 
 class _CudaWriter(_Writer):
@@ -244,13 +256,12 @@ class _CudaWriter(_Writer):
         t, n = self.timeline, len(self.timeline)
         grid, block = self.launch_geometry()
         dev, regs, smem = np.full(n, DEVICE_ID), np.full(n, REGISTERS_PER_THREAD), np.zeros(n, np.int64)
+        streams = self.kernel_streams()
         args = {"queued": np.zeros(n, np.int64), "device": dev, "context": np.full(n, self.CONTEXT),
-                "stream": np.full(n, self.flavour.stream), "correlation": corr, "registers per thread": regs,
-                "shared memory": smem,
+                "stream": streams, "correlation": corr, "registers per thread": regs, "shared memory": smem,
                 **occupancy_args(dev, grid, block, regs, smem, smem, {DEVICE_ID: CUDA_DEVICE_PROPERTIES}),
                 "grid": grid, "block": block, **self._graph_args(n), "priority": np.zeros(n, np.int64)}
-        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.flavour.stream, ActivityType.CONCURRENT_KERNEL,
-                    args)
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, streams, ActivityType.CONCURRENT_KERNEL, args)
 
     def syncs(self, m, corr) -> None:
         t, k = self.timeline, int(m.sum())
@@ -264,8 +275,8 @@ class _CudaWriter(_Writer):
                                      sort_index=self.flavour.stream)
 
     def device_rows(self) -> None:
-        s = self.flavour.stream
-        self.builder.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
+        for s in self.stream_rows():
+            self.builder.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
         self.builder.set_process_name(DEVICE_ID, f"GPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
 
     def write_metrics(self) -> None:
@@ -307,11 +318,11 @@ class _HipWriter(_Writer):
     def kernels(self, corr) -> None:
         t, n = self.timeline, len(self.timeline)
         grid, block = self.launch_geometry()
-        args = {"device": np.full(n, DEVICE_ID), "stream": np.full(n, self.flavour.stream),
-                "hsa_queue": hex_column(np.full(n, self.HSA_QUEUE)), "correlation": corr,
+        streams = self.kernel_streams()
+        args = {"device": np.full(n, DEVICE_ID), "stream": streams,
+                "hsa_queue": hex_column(self.HSA_QUEUE + streams - self.flavour.stream), "correlation": corr,
                 "kind": ["Dispatch Kernel"] * n, "grid": grid, "block": block, "shared memory": np.zeros(n, np.int64)}
-        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, self.flavour.stream, ActivityType.CONCURRENT_KERNEL,
-                    args)
+        self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, streams, ActivityType.CONCURRENT_KERNEL, args)
 
     def syncs(self, m, corr) -> None:
         t, k = self.timeline, int(m.sum())
@@ -323,14 +334,14 @@ class _HipWriter(_Writer):
         self.builder.set_thread_name(DEVICE_ID, row, f"stream {self.flavour.stream} (sync)", sort_index=row)
 
     def device_rows(self) -> None:
-        s = self.flavour.stream
-        self.builder.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
+        for s in self.stream_rows():
+            self.builder.set_thread_name(DEVICE_ID, s, f"stream {s} ", sort_index=s)
         self.builder.set_process_name(DEVICE_ID, f"GPU {DEVICE_ID}", label="sim", sort_index=5_000_000 + DEVICE_ID)
 
     def write_metrics(self) -> None:
         t = self.timeline
         self.builder.add_per_kernel_metrics(kernel_names=t.kernel_names, start_ns=t.k_start, end_ns=t.k_end,
-                                            pid=DEVICE_ID, tid=self.flavour.stream, metrics=self.metrics,
+                                            pid=DEVICE_ID, tid=self.kernel_streams(), metrics=self.metrics,
                                             counter_name="rocm", vendor=self.vendor,
                                             extra_args={"correlation": t.corr_launch,
                                                         "dispatch_id": np.arange(1, len(t) + 1)})

@@ -1,10 +1,11 @@
 """The simulated device's physics: when each host call is made and when its device work runs.
 
-Every innermost host range "launches" work: runtime calls on the host thread inside the range (a
-launch; every 4th range a host-to-device copy first, every 8th a stream synchronize after) and a
-kernel (and the copy) on one in-order queue. Kernel durations and per-kernel metric values come from
-a seeded generator, so the same host activity always gives the same timeline. The rules that keep it
-physically plausible are in the package docstring (``xpuprof.backends.sim``).
+Every launch (``launches``: which host activity launches what) makes runtime calls on the host thread
+inside its interval (a launch; in range mode every 4th a host-to-device copy first, every 8th a stream
+synchronize after) and a kernel on the compute queue, or on the communication queue for a collective.
+Kernel durations follow each launch's work with a seeded jitter, so the same host activity always gives
+the same timeline. The rules that keep it physically plausible are in the package docstring
+(``xpuprof.backends.sim``).
 """
 from __future__ import annotations
 
@@ -33,15 +34,6 @@ SYNC_RETURN_NS = 400
 SYNC_ROW_INSET_NS = 100  # the device-side sync row lies this far inside its call at both ends
 MIN_ITEM_NS = 1
 _NEVER = np.iinfo(np.int64).min // 4  # "no work yet": far before any timestamp, safe to add to
-
-# (kernel name, base duration ns, grid x, bytes read per launch)
-KERNELS = (
-    ("sim_gemm_f32_128x128", 48_000, 512, 6 << 20),
-    ("sim_elementwise_add_f32", 9_000, 1024, 8 << 20),
-    ("sim_softmax_f32", 14_000, 256, 2 << 20),
-    ("sim_layernorm_f32", 12_000, 256, 2 << 20),
-    ("sim_reduce_sum_f32", 7_000, 128, 4 << 20),
-)
 
 # The metrics this device can count, with units (ExperimentalConfig.profiler_metrics picks some).
 METRICS: dict[str, str] = {
@@ -149,11 +141,14 @@ def _compressed(submit, latency, dur, gap, waits_for, deadline) -> tuple[np.ndar
 
 @dataclass
 class Timeline:
-    """Everything the writers need, one row per range (epoch ns)."""
+    """Everything the writers need, one row per launch (epoch ns)."""
 
     ext: np.ndarray
     tid: np.ndarray
-    kind: np.ndarray
+    names: list
+    comm: np.ndarray  # bool: a communication kernel, on the communication stream
+    grid_x: np.ndarray
+    work_bytes: np.ndarray
     has_copy: np.ndarray
     has_sync: np.ndarray
     copy_ts: np.ndarray
@@ -172,30 +167,42 @@ class Timeline:
         return len(self.ext)
 
     @property
-    def corr_launch(self) -> np.ndarray:  # the simulated runtime's ids: consecutive per range
+    def corr_launch(self) -> np.ndarray:  # the simulated runtime's ids: consecutive per launch
         return 1 + 3 * np.arange(len(self.ext))
 
     @property
     def kernel_names(self) -> list[str]:
-        return [KERNELS[k][0] for k in self.kind.tolist()]
+        return list(self.names)
 
 
-def simulate(ext: np.ndarray, tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, rng) -> Timeline:
-    """The timeline of the leaf ranges (external id, tid, enter, exit epoch ns; in enter order):
-    each range's calls, the queue's copies and kernels, and when each sync returns."""
-    n = len(ext)
+SYNC_OPS = ("sim__local_scalar_dense",)  # .item(): a device-to-host read waits for the queue
+
+
+def simulate(launches, rng) -> Timeline:
+    """The timeline of ``launches`` (``launches.Launches``, sorted by host start): each launch's calls,
+    the compute queue's copies and kernels, the communication queue's kernels (each after the compute
+    work submitted before it, as a collective waits for its input), and when each sync returns."""
+    n = len(launches)
     idx = np.arange(n)
-    kind = idx % len(KERNELS)
-    k_dur = (np.array([k[1] for k in KERNELS], np.int64)[kind] * rng.uniform(0.85, 1.15, n)).astype(np.int64)
-    host = plan_host_calls(enter, exit_, idx % COPY_EVERY == 0, idx % SYNC_EVERY == SYNC_EVERY - 1)
-    copy_bytes = (np.array([k[3] for k in KERNELS], np.int64)[kind] // 4) * host.has_copy
+    enter, exit_ = launches.enter, launches.exit_
+    comm = np.asarray(launches.comm, bool)
+    k_dur = np.maximum((launches.work_ns * rng.uniform(1 - 0.05, 1 + 0.05, n)).astype(np.int64), MIN_ITEM_NS)
+    if launches.synthetic_copies:
+        want_copy = (idx % COPY_EVERY == 0) & ~comm
+        want_sync = (idx % SYNC_EVERY == SYNC_EVERY - 1) & ~comm
+    else:
+        want_copy = np.zeros(n, bool)
+        want_sync = np.isin(np.array(launches.names, dtype=object), SYNC_OPS) if n else np.zeros(0, bool)
+    host = plan_host_calls(enter, exit_, want_copy, want_sync)
+    copy_bytes = (launches.bytes // 4) * host.has_copy
     copy_dur = np.where(host.has_copy, 2_000 + copy_bytes // 20, 0)  # ~20 GB/s
 
-    # The queue: copies and kernels in the order their calls were made (any thread).
+    # The compute queue: copies and compute kernels in the order their calls were made (any thread).
     c_rows = np.flatnonzero(host.has_copy)
-    submit = np.concatenate([host.copy_ts[c_rows], host.launch_ts])
-    latency = np.concatenate([host.copy_dur[c_rows], host.launch_dur]) + LAUNCH_LATENCY_NS
-    dur = np.concatenate([copy_dur[c_rows], k_dur])
+    k_rows = np.flatnonzero(~comm)
+    submit = np.concatenate([host.copy_ts[c_rows], host.launch_ts[k_rows]])
+    latency = np.concatenate([host.copy_dur[c_rows], host.launch_dur[k_rows]]) + LAUNCH_LATENCY_NS
+    dur = np.concatenate([copy_dur[c_rows], k_dur[k_rows]])
     order = np.lexsort((np.arange(len(submit)), submit))
     s_rows = np.flatnonzero(host.has_sync)
     s_order = s_rows[np.lexsort((s_rows, host.sync_ts[s_rows]))]
@@ -207,22 +214,43 @@ def simulate(ext: np.ndarray, tid: np.ndarray, enter: np.ndarray, exit_: np.ndar
     c_start = np.zeros(n, np.int64)
     c_end = np.zeros(n, np.int64)
     c_start[c_rows], c_end[c_rows] = item_start[:nc], item_end[:nc]
-    k_start, k_end = item_start[nc:], item_end[nc:]
+    k_start, k_end = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    k_start[k_rows], k_end[k_rows] = item_start[nc:], item_end[nc:]
+    m_rows = np.flatnonzero(comm)
+    if len(m_rows):
+        k_start[m_rows], k_end[m_rows] = _comm_queue(host.launch_ts[m_rows], host.launch_dur[m_rows] + LAUNCH_LATENCY_NS,
+                                                     k_dur[m_rows], submit[order], end)
     sync_end = host.sync_return.copy()
     sync_end[s_order] = np.maximum(host.sync_return[s_order], drained + SYNC_RETURN_NS)
 
-    return Timeline(ext=ext, tid=tid, kind=kind, has_copy=host.has_copy, has_sync=host.has_sync,
-                    copy_ts=host.copy_ts, copy_dur=host.copy_dur, launch_ts=host.launch_ts,
-                    launch_dur=host.launch_dur, sync_ts=host.sync_ts, sync_end=sync_end,
-                    copy_start=c_start, copy_end=c_end, copy_bytes=copy_bytes, k_start=k_start, k_end=k_end)
+    return Timeline(ext=launches.ext, tid=launches.tid, names=list(launches.names), comm=comm,
+                    grid_x=launches.grid_x, work_bytes=launches.bytes, has_copy=host.has_copy,
+                    has_sync=host.has_sync, copy_ts=host.copy_ts, copy_dur=host.copy_dur, launch_ts=host.launch_ts,
+                    launch_dur=host.launch_dur, sync_ts=host.sync_ts, sync_end=sync_end, copy_start=c_start,
+                    copy_end=c_end, copy_bytes=copy_bytes, k_start=k_start, k_end=k_end)
 
 
-def metric_values(metrics: list[str], kind: np.ndarray, dur: np.ndarray, rng) -> dict[str, np.ndarray]:
-    """Per-kernel values of ``metrics`` (names of METRICS) for kernels of ``kind`` lasting ``dur`` ns."""
-    n = len(kind)
+def _comm_queue(submit, latency, dur, compute_submit, compute_end) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of collectives on their in-order queue: each after its call and after the compute items
+    submitted before it have ended (sorted ``compute_submit``; ``compute_end`` in that order)."""
+    order = np.lexsort((np.arange(len(submit)), submit))
+    before = np.searchsorted(compute_submit, submit[order], side="right")
+    done = np.maximum.accumulate(compute_end) if len(compute_end) else np.zeros(0, np.int64)
+    ready = np.where(before > 0, done[np.maximum(before - 1, 0)] if len(done) else _NEVER, _NEVER)
+    effective = np.maximum(submit[order] + latency[order], ready) - latency[order]
+    st, en = _in_order(effective, latency[order], dur[order], np.full(len(order), QUEUE_GAP_NS), _NEVER)
+    start, end = np.empty_like(st), np.empty_like(en)
+    start[order], end[order] = st, en
+    return start, end
+
+
+def metric_values(metrics: list[str], work_bytes: np.ndarray, comm: np.ndarray, dur: np.ndarray,
+                  rng) -> dict[str, np.ndarray]:
+    """Per-kernel values of ``metrics`` (names of METRICS) for kernels moving ``work_bytes`` in ``dur`` ns."""
+    n = len(dur)
     freq = 1600.0 * rng.uniform(0.95, 1.0, n)
-    active = np.clip(np.array([85.0, 55.0, 62.0, 60.0, 45.0])[kind] + rng.normal(0, 3, n), 0, 100)
-    read = np.array([k[3] for k in KERNELS], np.float64)[kind]
+    active = np.clip(np.where(comm, 20.0, 70.0) + rng.normal(0, 3, n), 0, 100)
+    read = np.asarray(work_bytes, np.float64)
     values = {
         "GpuTime": dur.astype(np.float64),
         "GpuCoreClocks": np.round(dur * freq / 1000.0),

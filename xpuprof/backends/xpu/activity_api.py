@@ -119,6 +119,8 @@ class XpuptiActivityApi(Session):
         self.correlation_failures = array.array("q", [0, 0])
         self.strings = StringCache.live()
         self.api_names = ApiNameCache(lookup=self.lib.api_name)
+        self.allocations = None  # Level Zero allocations while profile_memory=True (allocations.py)
+        self._memory_info: dict | None = None
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
         if buffer_bytes:
             self._ptibuf.set_buffer_size(int(buffer_bytes))
@@ -176,6 +178,20 @@ class XpuptiActivityApi(Session):
     def start(self) -> None:
         self.clock_offset_ns = measure_clock_offset(self.lib)
         self.start_ns = now_ns()
+        if getattr(self.config, "profile_memory", False):
+            self._start_allocations()
+
+    def _start_allocations(self) -> None:
+        from .allocations import AllocationTracerError, LevelZeroAllocations
+
+        try:
+            tracer = LevelZeroAllocations()
+            tracer.start()
+        except AllocationTracerError as exc:  # asked for and not given: said, in the trace too
+            self._memory_info = {"events": 0, "not_recorded": str(exc)}
+            self._errors.append(f"profile_memory: {exc}")
+            return
+        self.allocations = tracer
 
     def flush(self) -> None:
         """``ptiFlushAllViews`` and move every completed buffer out of the C queue."""
@@ -185,6 +201,8 @@ class XpuptiActivityApi(Session):
         self.buffers.extend(self._ptibuf.drain())
 
     def stop(self) -> None:
+        if self.allocations is not None:
+            self.allocations.stop()
         self.flush()
         self.disable()
         if self.clock_offset_ns is None:
@@ -233,6 +251,9 @@ class XpuptiActivityApi(Session):
             ext_ids = np.unique(records.get(pti.ViewKind.EXTERNAL_CORRELATION)["_external_id"].astype(np.int64))
             range_threads = (ext_ids, window.range_threads.lookup(ext_ids))
         self.process_records(records, builder, window)
+        if self.allocations is not None:
+            self._memory_info = self.allocations.write(builder, window, host_reports_memory=bool(
+                getattr(window, "host_reports_memory", False)))
         failed = self._correlation_failure_report()
         if failed:
             self._errors.append(failed)
@@ -292,6 +313,8 @@ class XpuptiActivityApi(Session):
             meta["xpu_test_device"] = f"device {', '.join(map(str, notes))}: {next(iter(notes.values()))}"
         if self.runtime_problem:
             meta["xpu_runtime_calls_missing"] = self.runtime_problem
+        if self._memory_info is not None:
+            meta["levelzero_memory_events"] = dict(self._memory_info)
         return meta
 
     def errors(self) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...activity import ActivityType, category_name
+from ...activity import ActivityType
 from .columns import (_SCOPES, CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, Span, _category_ids,
                       _constant, _encode_args, _external_id_column, _i64, _row_column, _to_arg_column, batch_nbytes)
 from .dropped import DroppedRecords, drop_label
@@ -60,8 +60,8 @@ class TraceBuilder:
     def add_slice(self, name, ts_ns: int, dur_ns: int, pid, tid, cat="user_annotation", args: Mapping | None = None,
                   *, external_id: int = 0, vendor: str = "") -> None:
         """One complete event (host code). ``args`` is a dict of JSON-able values."""
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
-        row = (self.strings.intern(name), int(ts_ns), int(dur_ns), pid, tid, cat_id, legacy_id, int(external_id or 0),
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor)
+        row = (self.strings.intern(name), int(ts_ns), int(dur_ns), pid, tid, cat_id, vendor_id, int(external_id or 0),
                _encode_args(args))
         with self._lock:
             self._pending_slices.append(row)
@@ -89,7 +89,7 @@ class TraceBuilder:
             raise ValueError(f"names has {len(name_ids)} rows, expected {n}")
         if row_args is not None and len(row_args) != n:
             raise ValueError(f"row_args has {len(row_args)} rows, expected {n}")
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor)
         batch = SliceBatch(
             ts=_i64(ts, n, "ts"),
             dur=np.maximum(_i64(dur, n, "dur"), 0),
@@ -97,7 +97,7 @@ class TraceBuilder:
             tid=_row_column(tid, n),
             name=np.asarray(name_ids, dtype=np.int32),
             cat=_constant(cat_id, n, np.int32),
-            legacy_cat=_constant(legacy_id, n, np.int32),
+            vendor_cat=_constant(vendor_id, n, np.int32),
             external_id=_external_id_column(external_id, n),
             args={json_safe(k): _to_arg_column(v, n, self.strings) for k, v in (args or {}).items()},
             row_args=row_args,
@@ -110,13 +110,13 @@ class TraceBuilder:
         if not rows:
             return
         self._pending_slices = []
-        name, ts, dur, pid, tid, cat, legacy, ext, enc = zip(*rows)
+        name, ts, dur, pid, tid, cat, vendor, ext, enc = zip(*rows)
         n = len(rows)
         self.slices.append(SliceBatch(
             ts=np.array(ts, dtype=np.int64), dur=np.maximum(np.array(dur, dtype=np.int64), 0),
             pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
             name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
-            legacy_cat=np.array(legacy, dtype=np.int32), external_id=np.array(ext, dtype=np.int64),
+            vendor_cat=np.array(vendor, dtype=np.int32), external_id=np.array(ext, dtype=np.int64),
             row_args=list(enc) if any(e is not None for e in enc) else None,
         ))
 
@@ -125,8 +125,8 @@ class TraceBuilder:
                     *, scope: str = "t", vendor: str = "") -> None:
         if scope not in _SCOPES:
             raise ValueError(f"instant scope must be one of 't', 'g', 'p', not {scope!r}")
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
-        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, legacy_id, _SCOPES[scope], _encode_args(args))
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
+        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, vendor_id, _SCOPES[scope], _encode_args(args))
         with self._lock:
             self._pending_instants.append(row)
             if len(self._pending_instants) >= FLUSH_EVERY:
@@ -146,10 +146,10 @@ class TraceBuilder:
         scope = np.array(scope, dtype=np.uint8)  # a copy: never a view on a caller's buffer
         if not np.isin(scope, list(_SCOPES.values())).all():
             raise ValueError("instant scope codes must be ord('t'), ord('g') or ord('p')")
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor) if cat else (0, 0)
         batch = InstantBatch(ts=_i64(ts, n, "ts"), pid=_row_column(pid, n), tid=_row_column(tid, n),
                              name=np.asarray(name_ids, dtype=np.int32), cat=_constant(cat_id, n, np.int32),
-                             legacy_cat=_constant(legacy_id, n, np.int32), scope=scope,
+                             vendor_cat=_constant(vendor_id, n, np.int32), scope=scope,
                              row_args=row_args if row_args is not None and any(a is not None for a in row_args)
                              else None)
         with self._lock:
@@ -161,20 +161,20 @@ class TraceBuilder:
         if not rows:
             return
         self._pending_instants = []
-        name, ts, pid, tid, cat, legacy, scope, enc = zip(*rows)
+        name, ts, pid, tid, cat, vendor, scope, enc = zip(*rows)
         n = len(rows)
         self.instants.append(InstantBatch(
             ts=np.array(ts, dtype=np.int64), pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
             name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
-            legacy_cat=np.array(legacy, dtype=np.int32), scope=np.array(scope, dtype=np.uint8),
+            vendor_cat=np.array(vendor, dtype=np.int32), scope=np.array(scope, dtype=np.uint8),
             row_args=list(enc) if any(e is not None for e in enc) else None,
         ))
 
     # ------------------------------------------------------------------ counters
     def add_counter(self, name, ts_ns: int, values: Mapping[str, float], pid, tid=0, cat="gpu_pm_counter",
                     *, vendor: str = "") -> None:
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
-        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, legacy_id,
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor)
+        row = (self.strings.intern(name), int(ts_ns), pid, tid, cat_id, vendor_id,
                {json_safe(k): float(v) for k, v in values.items()})
         with self._lock:
             self._pending_counters.append(row)
@@ -192,7 +192,7 @@ class TraceBuilder:
             return
         names = (_constant(self.strings.intern(name), n, np.int32) if isinstance(name, (str, bytes))
                  else self.strings.intern_many(name))
-        cat_id, legacy_id = _category_ids(self.strings, cat, vendor)
+        cat_id, vendor_id = _category_ids(self.strings, cat, vendor)
         cols = {}
         for k, v in values.items():
             arr = np.asarray(v, dtype=np.float64)
@@ -200,7 +200,7 @@ class TraceBuilder:
                 raise ValueError(f"counter {k!r} has shape {arr.shape}, expected ({n},)")
             cols[json_safe(k)] = arr
         batch = CounterBatch(ts=_i64(ts, n, "ts"), pid=_row_column(pid, n), tid=_row_column(tid, n), name=names,
-                             cat=_constant(cat_id, n, np.int32), legacy_cat=_constant(legacy_id, n, np.int32),
+                             cat=_constant(cat_id, n, np.int32), vendor_cat=_constant(vendor_id, n, np.int32),
                              values=cols)
         with self._lock:
             self.counters.append(batch)
@@ -243,12 +243,12 @@ class TraceBuilder:
         if not rows:
             return
         self._pending_counters = []
-        name, ts, pid, tid, cat, legacy, vals = zip(*rows)
+        name, ts, pid, tid, cat, vendor, vals = zip(*rows)
         n = len(rows)
         self.counters.append(CounterBatch(
             ts=np.array(ts, dtype=np.int64), pid=_row_column(list(pid), n), tid=_row_column(list(tid), n),
             name=np.array(name, dtype=np.int32), cat=np.array(cat, dtype=np.int32),
-            legacy_cat=np.array(legacy, dtype=np.int32), values={}, row_values=list(vals)))
+            vendor_cat=np.array(vendor, dtype=np.int32), values={}, row_values=list(vals)))
 
     # ------------------------------------------------------------------ flows
     def add_flow(self, flow_id: int, ts_ns: int, pid, tid, *, start: bool, cat: str = "ac2g") -> None:
@@ -353,22 +353,3 @@ class TraceBuilder:
         """Bytes held by the columns (for the memory-per-event benchmark); shared constants count once."""
         self.flush()
         return sum(batch_nbytes(b) for group in (self.slices, self.instants, self.counters, self.flows) for b in group)
-
-    def slice_table(self, cat: str | ActivityType | None = None) -> dict[str, np.ndarray]:
-        """All slices (optionally of one category) as columns: name (str objects), ts, dur, pid, tid, cat."""
-        self.flush()
-        want = None if cat is None else self.strings.intern(category_name(cat) if isinstance(cat, ActivityType) else cat)
-        parts = [b for b in self.slices if want is None or (b.cat == want).any()]
-        if not parts:
-            return {k: np.array([], dtype=object if k in ("name", "cat") else np.int64)
-                    for k in ("name", "ts", "dur", "pid", "tid", "cat")}
-        strings = np.array(self.strings.strings, dtype=object)
-        masks = [np.ones(len(b), bool) if want is None else b.cat == want for b in parts]
-        return {
-            "name": np.concatenate([strings[b.name[m]] for b, m in zip(parts, masks)]),
-            "ts": np.concatenate([b.ts[m] for b, m in zip(parts, masks)]),
-            "dur": np.concatenate([b.dur[m] for b, m in zip(parts, masks)]),
-            "pid": np.concatenate([b.pid[m].astype(object) for b, m in zip(parts, masks)]),
-            "tid": np.concatenate([b.tid[m].astype(object) for b, m in zip(parts, masks)]),
-            "cat": np.concatenate([strings[b.cat[m]] for b, m in zip(parts, masks)]),
-        }

@@ -227,7 +227,7 @@ class SliceBatch:
     tid: np.ndarray
     name: np.ndarray  # int32 string ids
     cat: np.ndarray  # int32 ids of the generic category
-    legacy_cat: np.ndarray  # int32 ids of the vendor category
+    vendor_cat: np.ndarray  # int32 ids of the vendor category
     external_id: np.ndarray  # int64, 0 = none ("External id" is written first in args)
     args: dict[str, ArgColumn] = field(default_factory=dict)
     row_args: list | RowArgs | None = None  # per-row pre-encoded JSON objects (bytes or None), host events
@@ -243,7 +243,7 @@ class InstantBatch:
     tid: np.ndarray
     name: np.ndarray
     cat: np.ndarray
-    legacy_cat: np.ndarray
+    vendor_cat: np.ndarray
     scope: np.ndarray  # 't' / 'g' / 'p' as uint8 codes
     row_args: list | None = None
 
@@ -260,7 +260,7 @@ class CounterBatch:
     tid: np.ndarray
     name: np.ndarray
     cat: np.ndarray
-    legacy_cat: np.ndarray
+    vendor_cat: np.ndarray
     values: dict[str, np.ndarray]
     row_values: list | None = None  # scalar path: per-row dict of metric -> float
 
@@ -295,14 +295,14 @@ class Span:
 
 def _category_ids(strings: StringTable, cat, vendor: str) -> tuple[int, int]:
     if isinstance(cat, ActivityType):
-        return strings.intern(category_name(cat)), strings.intern(category_name(cat, vendor, legacy=True))
+        return strings.intern(category_name(cat)), strings.intern(category_name(cat, vendor, vendor_spelling=True))
     text = str(cat)
     try:
         at = ActivityType.parse(text)
     except ValueError:
         sid = strings.intern(text)
         return sid, sid
-    return strings.intern(category_name(at)), strings.intern(category_name(at, vendor, legacy=True))
+    return strings.intern(category_name(at)), strings.intern(category_name(at, vendor, vendor_spelling=True))
 
 
 _SCOPES = {"t": ord("t"), "g": ord("g"), "p": ord("p")}

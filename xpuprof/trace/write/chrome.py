@@ -113,8 +113,8 @@ def _indices(sel, n: int) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- generic events
-def generic_slice_events(b: SliceBatch, strings: list[str], legacy: bool, sel, fmt_ns: Callable) -> list[dict]:
-    cats = b.legacy_cat if legacy else b.cat
+def generic_slice_events(b: SliceBatch, strings: list[str], vendor_categories: bool, sel, fmt_ns: Callable) -> list[dict]:
+    cats = b.vendor_cat if vendor_categories else b.cat
     ts, dur = fmt_ns(rel_ns(b.ts[sel])), fmt_ns(np.maximum(b.dur[sel], 0))
     pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
     names = [strings[i] for i in b.name[sel].tolist()]
@@ -139,11 +139,11 @@ def generic_slice_events(b: SliceBatch, strings: list[str], legacy: bool, sel, f
     return out
 
 
-def generic_instant_events(b: InstantBatch, strings: list[str], legacy: bool, fmt_ns: Callable,
+def generic_instant_events(b: InstantBatch, strings: list[str], vendor_categories: bool, fmt_ns: Callable,
                            sel=slice(None), *, raw_args: bool = False) -> list[dict]:
     """The rows ``sel`` selects. ``raw_args``: splice each row's encoded args as they are (the file
     writer) instead of parsing them into dicts (readers of ``iter_event_chunks``)."""
-    cats = b.legacy_cat if legacy else b.cat
+    cats = b.vendor_cat if vendor_categories else b.cat
     ts = fmt_ns(rel_ns(b.ts[sel]))
     pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
     row_args = [b.row_args[i] for i in _indices(sel, len(b))] if b.row_args is not None else None
@@ -159,8 +159,8 @@ def generic_instant_events(b: InstantBatch, strings: list[str], legacy: bool, fm
     return out
 
 
-def generic_counter_events(b: CounterBatch, strings: list[str], legacy: bool, sel, fmt_ns: Callable) -> list[dict]:
-    cats = b.legacy_cat if legacy else b.cat
+def generic_counter_events(b: CounterBatch, strings: list[str], vendor_categories: bool, sel, fmt_ns: Callable) -> list[dict]:
+    cats = b.vendor_cat if vendor_categories else b.cat
     ts = fmt_ns(rel_ns(b.ts[sel]))
     pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
     names = [strings[i] for i in b.name[sel].tolist()]
@@ -230,7 +230,7 @@ def _chunks(n: int, size: int) -> Iterator[slice]:
         yield slice(lo, min(lo + size, n))
 
 
-def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = True,
+def iter_event_chunks(builder: TraceBuilder, *, vendor_categories: bool = True,
                       fmt_ns: Callable = _floats) -> Iterator[list[dict]]:
     """Every trace event as lists of dicts, in file order (without the closing instant).
 
@@ -241,13 +241,13 @@ def iter_event_chunks(builder: TraceBuilder, *, legacy_categories: bool = True,
     yield meta_events(builder, fmt_ns)
     for b in builder.slices:
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-            yield generic_slice_events(b, strings, legacy_categories, sel, fmt_ns)
+            yield generic_slice_events(b, strings, vendor_categories, sel, fmt_ns)
     for b in builder.instants:
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-            yield generic_instant_events(b, strings, legacy_categories, fmt_ns, sel)
+            yield generic_instant_events(b, strings, vendor_categories, fmt_ns, sel)
     for b in builder.counters:
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-            yield generic_counter_events(b, strings, legacy_categories, sel, fmt_ns)
+            yield generic_counter_events(b, strings, vendor_categories, sel, fmt_ns)
     for b in builder.flows:
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
             yield generic_flow_events(b, strings, sel, fmt_ns)
@@ -306,12 +306,12 @@ def _header(builder: TraceBuilder) -> bytes:
     return b"".join(parts)
 
 
-def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool,
+def _event_bodies(builder: TraceBuilder, vendor_categories: bool, columnar: bool,
                   defer: bool = False) -> Iterator[bytes | np.ndarray | PooledChunk | DeferredChunk]:
     builder.flush()
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
-    fast = make_writer(strings, legacy, defer=defer) if columnar else None
+    fast = make_writer(strings, vendor_categories, defer=defer) if columnar else None
 
     def batches(group, fast_method, generic):
         # The columnar writer where it can take the batch (with the generic path for the rows it
@@ -325,12 +325,12 @@ def _event_bodies(builder: TraceBuilder, legacy: bool, columnar: bool,
                     yield render(sel)
 
     yield from batches(builder.slices, "slices",
-                       lambda b, sel: generic_slice_events(b, strings, legacy, sel, _fragments))
+                       lambda b, sel: generic_slice_events(b, strings, vendor_categories, sel, _fragments))
     for b in builder.instants:  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-            yield encode_events(generic_instant_events(b, strings, legacy, _fragments, sel, raw_args=True))
+            yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
     yield from batches(builder.counters, "counters",
-                       lambda b, sel: generic_counter_events(b, strings, legacy, sel, _fragments))
+                       lambda b, sel: generic_counter_events(b, strings, vendor_categories, sel, _fragments))
     yield from batches(builder.flows, "flows", lambda b, sel: generic_flow_events(b, strings, sel, _fragments))
     yield encode_events(span_events(builder, _fragments))
 
@@ -348,7 +348,7 @@ def writer_threads() -> int:
     return max(1, min(free_cpus(), MAX_WRITER_THREADS))
 
 
-def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool = True, gzip_level: int = 1,
+def write_chrome_trace(builder: TraceBuilder, path, *, vendor_categories: bool = True, gzip_level: int = 1,
                        columnar: bool = True, threads: int | None = None) -> Path:
     """Write the builder as a Kineto-compatible trace; returns the final path.
 
@@ -363,7 +363,7 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     trace_name = str(path).replace("\\", "/").replace("\n", "")
     end_ns = builder.window_end_ns or builder.window_start_ns
     try:
-        _write(builder, path, gz, gzip_level, threads, legacy_categories, columnar, trace_name, end_ns)
+        _write(builder, path, gz, gzip_level, threads, vendor_categories, columnar, trace_name, end_ns)
     except OSError as exc:
         if exc.filename is None and exc.errno is not None:  # a write() error (a full disk) names no file
             exc.filename = str(path)
@@ -371,14 +371,14 @@ def write_chrome_trace(builder: TraceBuilder, path, *, legacy_categories: bool =
     return path
 
 
-def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, legacy_categories: bool,
+def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, vendor_categories: bool,
            columnar: bool, trace_name: str, end_ns: int) -> None:
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
     with output_file(path) as dest, gc_paused():
         sink = ChunkSink(dest, threads, gzip_codec(gzip_level) if gz else None)
         try:
             sink.put(_header(builder))
-            for body in _event_bodies(builder, legacy_categories, columnar, defer=True):
+            for body in _event_bodies(builder, vendor_categories, columnar, defer=True):
                 if isinstance(body, DeferredChunk) or len(body):  # a deferred render's size is not known yet
                     sink.put(body)
             closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",

@@ -33,7 +33,7 @@ _SCOPES = {ord("t"): "t", ord("g"): "g", ord("p"): "p"}
 
 
 def write_store(builder: TraceBuilder, path, *, rank: int | None = None, rank_source: str = "given",
-                replace: bool = False, legacy_categories: bool = True, trace_name: str | None = None) -> Path:
+                replace: bool = False, vendor_categories: bool = True, trace_name: str | None = None) -> Path:
     """Writes the builder as rank ``rank`` of the store at ``path`` (created when new); returns the
     rank's partition directory. ``rank`` None: the builder's ``distributedInfo`` rank, else 0
     (``rank_source`` "default", said in the rank's metadata)."""
@@ -46,7 +46,7 @@ def write_store(builder: TraceBuilder, path, *, rank: int | None = None, rank_so
     if rank_source not in RANK_SOURCES:
         raise ValueError(f"rank_source {rank_source!r}: valid values are {', '.join(RANK_SOURCES)}")
     with RankWriter(path, int(rank), replace=replace, compression="lz4") as writer:
-        rows = _BuilderRows(builder, int(rank), legacy_categories)
+        rows = _BuilderRows(builder, int(rank), vendor_categories)
         rows.write(writer)
         name = trace_name if trace_name is not None else str(Path(path))
         return writer.commit(int(rank), rows.metadata(rank_source, name))
@@ -62,10 +62,10 @@ def _part(col: np.ndarray, sel: slice) -> np.ndarray:
 
 
 class _BuilderRows:
-    def __init__(self, builder: TraceBuilder, rank: int, legacy: bool) -> None:
+    def __init__(self, builder: TraceBuilder, rank: int, vendor: bool) -> None:
         self.b = builder
         self.rank = rank
-        self.legacy = legacy
+        self.vendor = vendor
         self.strings = builder.strings.strings
         self._tokens: dict[int, bytes] = {}
         self.meta = meta_events(builder, lambda ns: [v / 1000.0 for v in np.asarray(ns).tolist()])
@@ -93,7 +93,7 @@ class _BuilderRows:
                 "ts": int_column(ts), "pid": pid, "pid_label": pid_label, "tid": tid, "tid_label": tid_label}
 
     def _categories(self, b, sel: slice, null_empty: bool = False):
-        ids = _part(b.legacy_cat if self.legacy else b.cat, sel)
+        ids = _part(b.vendor_cat if self.vendor else b.cat, sel)
         null = (np.asarray(ids) == 0) if null_empty else None
         return dict_column(ids, self.strings, null=None if null is None or not null.any() else null)
 
@@ -119,7 +119,7 @@ class _BuilderRows:
         dur = np.maximum(np.asarray(_part(b.dur, sel), np.int64), 0)
         cols.update(dur=int_column(dur), name=dict_column(_part(b.name, sel), self.strings),
                     cat=self._categories(b, sel))
-        w.summary.add(self.strings, _part(b.name, sel), self.strings, _part(b.legacy_cat if self.legacy else b.cat, sel),
+        w.summary.add(self.strings, _part(b.name, sel), self.strings, _part(b.vendor_cat if self.vendor else b.cat, sel),
                       dur)
         cols.update(self._args(b, sel).arrow())
         w.write("slices", cols)
@@ -148,7 +148,7 @@ class _BuilderRows:
         text = self._args_text(b, sel, keys, external_id)
         n = sel.stop - sel.start
         if text is None:
-            events = generic_slice_events(b, self.strings, self.legacy, sel, lambda ns: [0] * len(ns))
+            events = generic_slice_events(b, self.strings, self.vendor, sel, lambda ns: [0] * len(ns))
             objs = [ev.get("args") for ev in events]
             if not external_id or len(keys) != len(b.args):
                 objs = [{k: v for k, v in o.items() if k in keys} if o else o for o in objs]
@@ -250,7 +250,7 @@ class _BuilderRows:
         tid, tid_label = where_columns(np.asarray(_part(b.tid, sel))[which], tid=True)
         w.write("counters", {"idx": int_column(idx[which]), "ts": int_column(ts[which]),
                              "name": dict_column(np.asarray(_part(b.name, sel))[which], self.strings),
-                             "cat": dict_column(np.asarray(_part(b.legacy_cat if self.legacy else b.cat, sel))[which],
+                             "cat": dict_column(np.asarray(_part(b.vendor_cat if self.vendor else b.cat, sel))[which],
                                                 self.strings),
                              "pid": pid, "pid_label": pid_label, "tid": tid, "tid_label": tid_label,
                              "metric": metric, "value": float_column(values)})

@@ -195,9 +195,9 @@ def _key(name: str) -> bytes:
 class FixedWidthWriter:
     """Renders bulk batches; ``can_write`` says which ones it handles exactly."""
 
-    def __init__(self, strings: list[str], legacy: bool) -> None:
+    def __init__(self, strings: list[str], vendor_categories: bool) -> None:
         self.strings = strings
-        self.legacy = legacy
+        self.vendor_categories = vendor_categories
         self._encoded: dict[int, bytes] = {}
 
     def encode(self, sid: int) -> bytes:
@@ -293,7 +293,7 @@ class FixedWidthWriter:
 
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.encode)
+        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
         name = _StringColumn(b.name, self.encode)
         str_args = {k: _StringColumn(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
         columns = [cat, name, *str_args.values()]
@@ -367,7 +367,7 @@ class FixedWidthWriter:
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.legacy_cat if self.legacy else b.cat, self.encode)
+        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
         name = _StringColumn(b.name, self.encode)
         columns = [cat, name]
         step = self._chunk_rows(90 + cat.width + name.width + 24 * len(b.values))

@@ -181,8 +181,8 @@ class CompactWriter(FixedWidthWriter):
     the consumer runs the C loop on its own threads (it holds no GIL), so several chunks render at once.
     """
 
-    def __init__(self, strings: list[str], legacy: bool, defer: bool = False) -> None:
-        super().__init__(strings, legacy)
+    def __init__(self, strings: list[str], vendor_categories: bool, defer: bool = False) -> None:
+        super().__init__(strings, vendor_categories)
         self.pool = BufferPool()
         self.defer = defer
 
@@ -230,7 +230,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ slices
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.encode)
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
         name = _TokenTable(b.name, self.encode)
         str_args = {k: _TokenTable(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
         keys = {k: b"," + _key(k) for k in b.args}
@@ -302,7 +302,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.legacy_cat if self.legacy else b.cat, self.encode)
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
         name = _TokenTable(b.name, self.encode)
         keys = [(_key(k), v) for k, v in b.values.items()]
         step = self._chunk_rows(COMPACT_ROW_BYTES)
@@ -348,7 +348,7 @@ class CompactWriter(FixedWidthWriter):
 LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or "fixed"
 
 
-def make_writer(strings: list[str], legacy: bool, layout: str | None = None,
+def make_writer(strings: list[str], vendor_categories: bool, layout: str | None = None,
                 defer: bool = False) -> FixedWidthWriter:
     """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
 
@@ -359,9 +359,9 @@ def make_writer(strings: list[str], legacy: bool, layout: str | None = None,
         if _rowfmt is None:
             raise RuntimeError("compact trace layout needs the C part xpuprof._native.rowfmt, which is not built "
                                "(rebuild with `python setup.py build_ext --inplace`); valid layouts: fixed")
-        return CompactWriter(strings, legacy, defer)
+        return CompactWriter(strings, vendor_categories, defer)
     if layout == "fixed":
-        return FixedWidthWriter(strings, legacy)
+        return FixedWidthWriter(strings, vendor_categories)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")
 
 

@@ -88,12 +88,6 @@ def micros_matrix(ns: np.ndarray) -> np.ndarray:
     return out
 
 
-def micros_text(ns: int) -> bytes:
-    """The same format for one value (generic path, metadata rows)."""
-    ns = int(ns)
-    return b"%d.%03d" % (ns // 1000, ns % 1000)
-
-
 def ragged_matrix(blob: np.ndarray, starts: np.ndarray, lens: np.ndarray, min_width: int = 1) -> np.ndarray:
     """Rows ``blob[starts[i] : starts[i] + lens[i]]``, left-aligned and space-padded."""
     n = len(starts)
@@ -107,12 +101,6 @@ def ragged_matrix(blob: np.ndarray, starts: np.ndarray, lens: np.ndarray, min_wi
     idx = starts.astype(itype)[:, None] + cols
     np.minimum(idx, itype(len(blob) - 1), out=idx)
     return np.where(cols >= lens.astype(itype)[:, None], np.uint8(SPACE), blob[idx])
-
-
-def token_matrix(tokens: list[bytes]) -> np.ndarray:
-    lens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    blob = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    return ragged_matrix(blob, np.cumsum(lens) - lens, lens)
 
 
 def _nonfinite_token(x: float) -> bytes:
