@@ -14,7 +14,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
-from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi, session_class
+from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi
 from xpuprof.catalogs import MetricSelectionError
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
@@ -33,7 +33,7 @@ def _config(metrics=("GpuTime", "XVE_ACTIVE"), **exp):
 
 def run_session(double, tmp_path, *, config=None, iterations=6, orphans=(), types=TYPES):
     config = config or _config()
-    api = session_class(types)(types, config, library=double.lib, device_uuids=[UUID0])
+    api = XpuptiActivityScopeApi(types, config, library=double.lib, device_uuids=[UUID0])
     for kernel_id in orphans:
         double.c.scope_double_add_orphan(kernel_id)
     api.start()
@@ -47,11 +47,6 @@ def run_session(double, tmp_path, *, config=None, iterations=6, orphans=(), type
 
 def _x(trace, cat="kernel"):
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
-
-
-def test_session_class_only_loads_scope_api_when_selected():
-    assert session_class(TYPES) is XpuptiActivityScopeApi
-    assert session_class(TYPES - {ActivityType.XPU_SCOPE_PROFILER}) is XpuptiActivityApi
 
 
 def test_kernels_counters_slices_and_args(full_double, tmp_path):
@@ -228,3 +223,14 @@ def test_backend_sets_zet_enable_metrics_before_level_zero(full_double, monkeypa
     finally:
         session.scope.disable()
         session.disable()
+
+
+def test_metrics_of_kernels_the_name_filter_dropped_are_not_orphans(full_double, tmp_path):
+    config = ProfilerConfig(activities=TYPES, experimental=ExperimentalConfig(profiler_metrics=["GpuTime"]),
+                            exclude_kernels=["relu"])
+    api, builder, trace = run_session(full_double, tmp_path, config=config)
+    kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
+    metric_slices = [e for e in _x(trace, "xpu_scope_profiler") if e["name"].startswith("metrics: ")]
+    assert {k["name"] for k in kernels} == {"gemm_kernel<float>"}
+    assert [s["name"] for s in metric_slices] == ["metrics: gemm_kernel<float>"] * 3
+    assert api.unmatched == 0 and "xpu_scope_unmatched_kernel" not in trace.get("dropped_records", {})

@@ -88,3 +88,31 @@ def test_html_report_of_a_store_has_a_per_rank_view(capsys, sim_ranks, tmp_path)
     assert 'id="step-time-per-rank"' in page and 'id="stragglers"' in page
     assert len(re.findall(r">rank \d+</text>", page)) == 4
     assert 'id="kernels"' in page  # the kernel table as for trace files
+
+
+@pytest.mark.parametrize("options", [[], ["--by-rank"]])
+def test_xpu_kernel_resources_and_submission_intervals_reach_the_store_report(capsys, sim_ranks, tmp_path, options):
+    """The XPU backend's per-trace metadata (kernel resources, submission interval sums) is in each rank's
+    header: the store's report shows the same columns and tables as the JSON files'."""
+    from xpuprof.analysis.intervals import METADATA_KEY as INTERVALS
+    from xpuprof.analysis.resources import METADATA_KEY as RESOURCES
+
+    traces, _ = sim_ranks
+    files = []
+    for rank in range(2):
+        doc = json.loads((traces / f"w.rank{rank}.pt.trace.json").read_text())
+        names = sorted({e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"})
+        assert names, "the sim ranks have kernels"
+        doc[RESOURCES] = {"kernels": [{"name": n, "simd_width": 16 * (1 + rank), "slm_bytes": 1024 * i}
+                                      for i, n in enumerate(names)]}
+        doc[INTERVALS] = {"names": names, "queued": {"count": [3] * len(names), "total": [300.0 + rank] * len(names)},
+                          "submit": {"count": [3] * len(names), "total": [90.0 * (i + 1) for i in range(len(names))]}}
+        files.append(tmp_path / f"x.rank{rank}.pt.trace.json")
+        files[-1].write_text(json.dumps(doc))
+    store = tmp_path / "x.store"
+    assert main(["convert", *map(str, files), "-o", str(store)]) == 0
+    capsys.readouterr()
+    a = report_json(capsys, files, options)
+    b = report_json(capsys, [store], options)
+    assert "kernel_resources" in a["tables"] and any("queued_avg_ns" in r for r in rows(a))
+    assert_same_report(a, b)

@@ -147,7 +147,20 @@ def _trace(api, records, window, writer_cls, tmp_path, name):
     return trace, result, ctx.device_uuids
 
 
+def _intervals_by_name(trace):
+    """xpu_submission_intervals lists kernel names in interning order, which the two paths may differ in:
+    compared per name."""
+    iv = trace.pop("xpu_submission_intervals", None)
+    if iv is None:
+        return None
+    order = sorted(range(len(iv["names"])), key=iv["names"].__getitem__)
+    return {k: ([v[i] for i in order] if k == "names" else
+                {f: [c[i] for i in order] for f, c in v.items()} if isinstance(v, dict) else v)
+            for k, v in iv.items()}
+
+
 def _same(a, b):
+    assert _intervals_by_name(a[0]) == _intervals_by_name(b[0])
     assert a[0] == b[0]  # every event, in order, and the metadata (dropped counts included)
     ka, kb = a[1].kernels, b[1].kernels
     for f in ("kernel_id", "start_ns", "end_ns", "device", "queue", "name"):

@@ -38,6 +38,8 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
         rows = main_rows(data) if isinstance(data, dict) else None
         if rows is not None:
             return {"": _rows(p, rows)}
+        if isinstance(data, dict) and "stall_reasons" in (data.get("tables") or {}):
+            return {"": []}  # `report --stalls` JSON: stall shares only (analysis.stall_diff)
         if not (isinstance(data, dict) and "traceEvents" in data):
             raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
                             f"JSON (\"schema\": \"{SCHEMA}\")")

@@ -139,6 +139,10 @@ def kernel_table(report: Report) -> str:
     head += [(h, "") for h in (("Self", "Self %", "Total") if report.nests else ("Total", "%"))]
     head += [("Avg", ""), ("Min", ""), ("Max", "")]
     head += [(f"{m} [{units[m]}]" if units.get(m) else m, "") for m in metrics]
+    from .intervals import COLUMNS as INTERVALS
+
+    intervals = INTERVALS if report.intervals else ()
+    head += [(label, "") for _k, label, *_ in intervals]
     rows = []
     for s in report.stats:
         cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
@@ -147,6 +151,8 @@ def kernel_table(report: Report) -> str:
         cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
         cells += [(format_value(s.metrics[m], units.get(m, "")), f"{s.metrics[m]!r}") if m in s.metrics else ""
                   for m in metrics]
+        iv = report.interval_of(s)
+        cells += [format_ns(iv[k]) if k in iv else "" for k, *_ in intervals]
         rows.append(cells)
     return _table(head, rows, "kernels")
 
@@ -225,6 +231,12 @@ def render(report: Report, *, title: str | None = None, ranks=None) -> str:
             f'peak {_esc(format_value(t.peak, t.unit))} ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>'
             for t in report.telemetry)
         sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
+    if report.resources:
+        from .resources import COLUMNS as RESOURCES
+
+        head = [("Kernel", "name")] + [(f"{label} [{unit}]" if unit else label, "") for _k, label, unit, _m in RESOURCES]
+        rows = [[r["kernel"], *[str(r.get(k, "")) for k, *_ in RESOURCES]] for r in report.resources]
+        sections += ["<h2>Kernel resources</h2>", _table(head, rows, "kernel-resources")]
     if ranks is not None:
         sections += ranks_section(ranks)
     for i, m in enumerate(report.table.metrics):

@@ -306,7 +306,12 @@ class Report:
     total_ns: int  # the time the rows cover: the sum of self times (nested rows are not counted twice)
     telemetry: list = field(default_factory=list)  # analysis.telemetry.TelemetrySeries
     filters: dict = field(default_factory=dict)  # what was asked for (the JSON document names it)
+    resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
+    intervals: dict = field(default_factory=dict)  # (rank, name) -> analysis.intervals columns (XPU traces)
     ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
+
+    def interval_of(self, stat: "NameStat") -> dict:
+        return self.intervals.get((stat.rank, stat.name)) or {}
 
     @property
     def metric_names(self) -> list[str]:
@@ -361,8 +366,14 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
         series.unit = units.get((series.track, series.metric), "")
     filters = {"categories": list(categories) if categories else None, "name": name, "start_ms": start_ms,
                "end_ms": end_ms, "by_rank": by_rank, "sort": sort_by, "top": top}
+    from .intervals import METADATA_KEY as INTERVALS_KEY, combine
+    from .resources import METADATA_KEY as RESOURCES_KEY, resource_rows
+
+    resources = resource_rows((t.data.get(RESOURCES_KEY) for t in traces), [s.name for s in stats])
+    windowed = start_ms is not None or end_ms is not None  # the interval sums cover whole traces
+    intervals = {} if windowed else combine(((t.rank, t.data.get(INTERVALS_KEY)) for t in traces), by_rank)
     return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.self_ns.sum()) if len(table) else 0,
-                  telemetry, filters)
+                  telemetry, filters, resources, intervals)
 
 
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:

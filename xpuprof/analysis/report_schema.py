@@ -48,11 +48,20 @@ def by_name_columns(report: "Report") -> list[dict[str, str]]:
                            "per-kernel metric: mean over the rows that have it, by metric name"))
         cols.append(column("metric_min", "Metric min", "see units", "per-kernel metric: smallest value"))
         cols.append(column("metric_max", "Metric max", "see units", "per-kernel metric: largest value"))
+    if report.intervals:
+        from .intervals import COLUMNS as INTERVALS
+
+        cols += [column(key, label, unit, meaning) for key, label, unit, meaning in INTERVALS]
     return cols
 
 
 def report_document(report: "Report") -> dict[str, Any]:
-    tables = {MAIN_TABLE: table(report.title, by_name_columns(report), [s.to_dict() for s in report.stats])}
+    tables = {MAIN_TABLE: table(report.title, by_name_columns(report),
+                                [s.to_dict() | report.interval_of(s) for s in report.stats])}
+    if report.resources:
+        from .resources import resources_table
+
+        tables["kernel_resources"] = resources_table(report.resources)
     if report.telemetry:
         tables["telemetry"] = table("Telemetry (counter tracks)", [
             column("track", "Track"), column("pid", "Row"), column("metric", "Metric"),

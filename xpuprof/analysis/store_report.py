@@ -198,7 +198,8 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
                 _accumulate(totals, (rk, grouped), n, int(total), lo, hi, int(self_ns))
     else:
         totals, cats = got
-    telemetry = _telemetry(st, shown)
+    headers = _headers(st, shown)
+    telemetry = _telemetry(st, shown, headers)
     keys = sorted(totals, key=lambda k: (k[1], k[0]))
     instances = sum(v[0] for v in totals.values())
     inclusive = sum(v[1] for v in totals.values())
@@ -218,8 +219,26 @@ def build_store_report(store, *, categories: Sequence[str] | None = None, name: 
     named = [r for r in shown if st.meta(r).get("rank_source") != "default"]  # as trace files without one
     filters = {"categories": list(categories) if categories else None, "name": name, "start_ms": start_ms,
                "end_ms": end_ms, "by_rank": by_rank, "sort": sort_by, "top": top}
+    from .intervals import METADATA_KEY as INTERVALS_KEY, combine
+    from .resources import METADATA_KEY as RESOURCES_KEY, resource_rows
+
+    resources = resource_rows((headers[r].get(RESOURCES_KEY) for r in shown), [s.name for s in stats])
+    windowed = start_ms is not None or end_ms is not None  # the interval sums cover whole traces
+    intervals = {} if windowed else combine(((r if r in named else None, headers[r].get(INTERVALS_KEY))
+                                             for r in shown), by_rank)
     return Report(stats, StoreTable(instances, inclusive, sorted(cats), per_instance, units),
-                  [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry, filters)
+                  [str(Path(st.path) / f"rank={r}") for r in shown], named, grand, telemetry, filters, resources,
+                  intervals)
+
+
+def _headers(st, ranks: Sequence[int]) -> dict[int, dict]:
+    """Each rank's trace header (its top-level keys), read by a few threads (pyarrow reads without the GIL)."""
+    if len(ranks) <= 4:
+        return {r: st.partitions[r].header for r in ranks}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(8, len(ranks))) as pool:
+        return dict(zip(ranks, pool.map(lambda r: st.partitions[r].header, ranks)))
 
 
 def _accumulate(totals: dict, key: tuple, n: int, total: int, lo, hi, self_ns: int) -> None:
@@ -291,7 +310,7 @@ def _metrics(metric_rows: list, key_index: dict[tuple, int]):
     return labels, dict(order), per_metric, per_instance
 
 
-def _telemetry(st, ranks: Sequence[int]) -> list:
+def _telemetry(st, ranks: Sequence[int], headers: dict[int, dict]) -> list:
     """The ranks' telemetry tracks (counters of the telemetry categories), as trace files give them."""
     import pyarrow.parquet as pq
 
@@ -325,8 +344,8 @@ def _telemetry(st, ranks: Sequence[int]) -> list:
     if not parts:
         return []
     series = telemetry_series_of(parts)
-    # units from the collectors' metadata of the ranks that have telemetry (the header is read only then)
-    units = collector_units(st.partitions[r].header for r in with_telemetry)
+    # units from the collectors' metadata of the ranks that have telemetry
+    units = collector_units(headers[r] for r in with_telemetry)
     for t in series:
         t.unit = units.get((t.track, t.metric), "")
     return series

@@ -1,6 +1,8 @@
 """``xpuprof diff A B``: per-kernel time and metric deltas between two runs (traces, trace
 directories, ``summary.jsonl`` files or report JSON). Exits 1 when a kernel got slower by more
-than ``--threshold`` percent, 2 on unusable input, 0 otherwise."""
+than ``--threshold`` percent or, with EU stall samples on both sides (XPU traces recorded with stall
+sampling, or ``report --stalls`` JSON), a stall reason's share of a kernel's samples grew by more than
+``--threshold`` points; 2 on unusable input, 0 otherwise."""
 from __future__ import annotations
 
 import io
@@ -17,7 +19,9 @@ def register(subparsers) -> None:
     p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON")
     p.add_argument("b", metavar="B", help="candidate, same kinds as A")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="a kernel slower by more than PCT percent is a regression (default 5)")
+                   help="a kernel slower by more than PCT percent is a regression (default 5); with EU stall samples "
+                        "on both sides, a stall reason whose share of a kernel's samples grew by more than PCT "
+                        "points is flagged too")
     p.add_argument("--field", default="avg", choices=TIME_FIELDS, help="time compared per kernel (default avg)")
     p.add_argument("--min-us", type=float, default=0.0, metavar="US",
                    help="ignore kernels faster than US microseconds on both sides")
@@ -67,15 +71,44 @@ def run(args) -> int:
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
+    from ..analysis.stall_diff import diff_stalls, load_stall_side
+
+    stalls = diff_stalls(load_stall_side(args.a), load_stall_side(args.b), threshold_points=args.threshold)
+    grew = [r for r in stalls if r["status"] == "grew"]
     if args.format == "json":
         out = result.to_dict()
         out["telemetry"] = telemetry
+        if stalls:
+            out["stalls"] = {"threshold_points": args.threshold, "grew": len(grew), "rows": stalls}
         sys.stdout.write(encode_json(out).decode() + "\n")
     else:
         sys.stdout.write(_table(result, args.all))
         if telemetry:
             sys.stdout.write(_telemetry_table(telemetry))
-    return 1 if result.regressions else 0
+        if stalls:
+            sys.stdout.write(_stall_table(stalls, args.threshold, args.all))
+    return 1 if result.regressions or grew else 0
+
+
+def _stall_table(rows: list[dict], threshold: float, show_all: bool) -> str:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    shown = [r for r in rows if show_all or r["status"] != "same"]
+    grew = sum(r["status"] == "grew" for r in rows)
+    t = Table(title=f"EU stall reasons: share of each kernel's samples, B vs A (threshold {threshold:g} points), "
+                    f"{grew} grew", title_justify="left")
+    for col in ("Kernel", "Reason", "Status", "A %", "B %", "Δ points", "Samples A/B"):
+        t.add_column(col, justify="left" if col in ("Kernel", "Reason", "Status") else "right")
+    for r in shown:
+        t.add_row(escape(r["kernel"]), escape(r["reason"]), r["status"], f"{r['a_pct']:.1f}", f"{r['b_pct']:.1f}",
+                  f"{r['delta_points']:+.1f}", f"{r['a_samples']}/{r['b_samples']}")
+    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
+    console.print(t)
+    if not shown:
+        console.print("no stall reason's share changed by more than the threshold")
+    return console.export_text()
 
 
 def _telemetry_table(rows: list[dict]) -> str:

@@ -35,6 +35,11 @@ def register(subparsers) -> None:
     p.add_argument("--by", default="kernel", choices=("kernel", "op"),
                    help="kernel: the kernel table (default); op: PyTorch operators by name, as torch's "
                         "key_averages() table (self/total host time, device time of the kernels each op launched)")
+    p.add_argument("--stalls", action="store_true",
+                   help="XPU EU stall samples instead of times: per kernel its stall-reason mix and hottest source "
+                        "lines (traces recorded with stall sampling)")
+    p.add_argument("--lines", type=top_count, default=5, metavar="N",
+                   help="with --stalls: the N hottest source lines per kernel (default 5; 'all')")
     p.add_argument("--format", default="table", choices=FORMATS)
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=run)
@@ -55,13 +60,21 @@ def to_csv(report: Report) -> str:
     w.writerow((["rank"] if by_rank else []) + [name, "calls", "total_ns", "self_ns", "pct", "avg_ns", "min_ns",
                                                 "max_ns"]
                + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
-               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")])
+               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")] + _interval_keys(report))
     for s in report.stats:
         w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, s.self_ns, f"{s.pct:.4f}",
                                                     f"{s.avg_ns:.3f}", s.min_ns, s.max_ns]
                    + [s.metrics.get(m, "") for m in metrics]
-                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)])
+                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)]
+                   + [report.interval_of(s).get(key, "") for key in _interval_keys(report)])
     return buf.getvalue()
+
+
+def _interval_keys(report: Report) -> list[str]:
+    """The submission-interval columns (unitrace -s) when the traces carry them."""
+    from ..analysis.intervals import COLUMNS
+
+    return [key for key, *_ in COLUMNS] if report.intervals else []
 
 
 def _title(report: Report) -> str:
@@ -86,6 +99,8 @@ def text_table(report: Report, width: int | None = None) -> str:
                                     else ("Calls", "Total", "%", "Avg", "Min", "Max"))]
     for m in metrics:
         columns += [Column(m), Column(f"{m} min"), Column(f"{m} max")]  # the values carry the unit
+    intervals = _interval_keys(report)
+    columns += [Column(label) for label in ("Queued", "Submit")[:len(intervals)]]
     rows = []
     for s in report.stats:
         cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
@@ -96,6 +111,8 @@ def text_table(report: Report, width: int | None = None) -> str:
         cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
         cells += [format_value(d[m], report.table.units.get(m, "")) if m in d else ""
                   for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)]
+        iv = report.interval_of(s)
+        cells += [format_ns(iv[k]) if k in iv else "" for k in intervals]
         rows.append(cells)
     return render_table(columns, rows, title=_title(report), width=width)
 
@@ -127,7 +144,34 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
     text = text_table(report, width)
     if report.telemetry:
         text += "\n" + telemetry_table(report, width)
+    if report.resources:
+        from ..analysis.resources import resources_text
+
+        text += "\n" + resources_text(report.resources, width)
     return text
+
+
+def stall_report(args) -> str:
+    """``--stalls``: the EU stall report in the chosen format."""
+    from ..analysis import stalls, stalls_render
+
+    unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
+                   if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
+    if unsupported:
+        raise ReportError(f"{', '.join(unsupported)} do not apply to --stalls (stall samples have no timestamps); "
+                          "--stalls takes --name, --by-rank, --top, --lines, --format and -o")
+    report = stalls.read_stalls(args.traces, by_rank=args.by_rank, name=args.name)
+    if args.format == "json":
+        doc = stalls.document(report, top=args.top, lines=args.lines,
+                              filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
+        return encode_json(doc).decode() + "\n"
+    if args.format == "csv":
+        return stalls_render.to_csv(report, top=args.top, lines=args.lines)
+    if args.format == "html":
+        return stalls_render.to_html(report, top=args.top, lines=args.lines)
+    from ..analysis.text import terminal_width
+
+    return stalls_render.text(report, top=args.top, lines=args.lines, width=terminal_width(default=200))
 
 
 def op_report(args) -> str:
@@ -206,6 +250,13 @@ def _build(args) -> Report:
 
 
 def run(args) -> int:
+    if getattr(args, "stalls", False):
+        try:
+            text = stall_report(args)
+        except ReportError as exc:
+            print(f"xpuprof report: {exc}", file=sys.stderr)
+            return 2
+        return _emit(args, text)
     if getattr(args, "by", "kernel") == "op":
         try:
             text = op_report(args)

@@ -41,7 +41,45 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     p.add_argument("--top", type=top_count, default=10, metavar="N",
                    help="kernels shown per point in the summary (a positive integer, or 'all')")
+    xpu = p.add_argument_group("XPU (unitrace's flags; added to the config's kernels: and stall_sampling:)")
+    xpu.add_argument("--include-kernels", action="append", default=[], metavar="REGEXES",
+                     help='keep only kernels whose name matches one of the comma-separated regexes (quote an item '
+                          'holding a comma: foo,"a{1,3}"); repeatable')
+    xpu.add_argument("--exclude-kernels", action="append", default=[], metavar="REGEXES",
+                     help="drop kernels whose name matches one of the regexes; repeatable")
+    xpu.add_argument("--include-kernels-file", action="append", default=[], metavar="FILE",
+                     help="file of include patterns (one or more per line, # comments)")
+    xpu.add_argument("--exclude-kernels-file", action="append", default=[], metavar="FILE",
+                     help="file of exclude patterns")
+    xpu.add_argument("--stall-sampling", action="store_true",
+                     help="sample EU stalls per kernel and instruction (an Intel GPU that supports it)")
+    xpu.add_argument("--stall-sampling-period-ns", type=int, default=None, metavar="NS",
+                     help="EU stall sampling period (default: PTI's, 100000 ns)")
     p.set_defaults(func=run)
+
+
+def apply_xpu_flags(cfg: BenchmarkConfig, args) -> None:
+    """The unitrace-style flags onto every point (raises ConfigError naming a bad pattern or file)."""
+    from ..config.kernel_filter import KernelFilter, KernelFilterError, read_filter_file, split_filter_list
+
+    try:
+        include = [p for text in args.include_kernels for p in split_filter_list(text)]
+        exclude = [p for text in args.exclude_kernels for p in split_filter_list(text)]
+        include += [p for f in args.include_kernels_file for p in read_filter_file(f)]
+        exclude += [p for f in args.exclude_kernels_file for p in read_filter_file(f)]
+        KernelFilter(tuple(include), tuple(exclude))
+    except KernelFilterError as exc:
+        raise ConfigError(str(exc)) from None
+    period = args.stall_sampling_period_ns
+    if period is not None and not 0 <= period <= 0xFFFFFFFF:
+        raise ConfigError(f"--stall-sampling-period-ns must be from 0 (PTI's default) to {0xFFFFFFFF}, got {period}")
+    for pt in cfg.points:
+        pt.include_kernels = [*pt.include_kernels, *include]
+        pt.exclude_kernels = [*pt.exclude_kernels, *exclude]
+        if args.stall_sampling or period is not None:
+            pt.experimental.stall_sampling = True
+        if period is not None:
+            pt.experimental.stall_sampling_period_ns = period
 
 
 def _point_record(result, kernels) -> dict:
@@ -211,10 +249,11 @@ def run(args) -> int:
 
         default_deadline_s()  # checked once, before any point (each point's profile() would fail alike)
         cfg = load_config(args.config, overrides=args.overrides, out_dir=args.out, names=run_names())
+        apply_xpu_flags(cfg, args)
     except (ConfigError, DeadlineConfigError) as exc:
         print(f"xpuprof run: {exc}", file=sys.stderr)
         return 2
-    if any(pt.experimental.profiler_metrics for pt in cfg.points):
+    if any(pt.experimental.profiler_metrics or pt.experimental.stall_sampling for pt in cfg.points):
         # Level Zero reads ZET_ENABLE_METRICS once, when the workload initializes it (a dpnp/torch import,
         # a first queue): set it now, before any workload is built, so metric collection can start later.
         os.environ.setdefault("ZET_ENABLE_METRICS", "1")

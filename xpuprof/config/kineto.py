@@ -119,6 +119,11 @@ class KinetoConfig:
         self.xpupti_profiler_metrics: list[str] = []
         self.xpupti_profiler_enable_per_kernel = False
         self.xpupti_profiler_max_scopes = 0
+        # xpuprof's XPU extension keys: EU stall sampling (PTI PC sampling), kernel name filters
+        self.xpupti_stall_sampling = False
+        self.xpupti_stall_sampling_period_ns = 0
+        self.xpupti_include_kernels: list[str] = []  # unitrace's list syntax: a,"b,c"
+        self.xpupti_exclude_kernels: list[str] = []
 
     # ------------------------------------------------------------------ public API
     def set_on_demand(self, on_demand: bool = True) -> None:
@@ -287,6 +292,16 @@ class KinetoConfig:
             self.xpupti_profiler_enable_per_kernel = to_bool(value)
         elif key == "XPUPTI_PROFILER_MAX_SCOPES":
             self.xpupti_profiler_max_scopes = to_int(value, INT64_MAX)
+        elif key == "XPUPTI_STALL_SAMPLING":
+            self.xpupti_stall_sampling = to_bool(value)
+        elif key == "XPUPTI_STALL_SAMPLING_PERIOD_NS":
+            self.xpupti_stall_sampling_period_ns = to_int(value, 0xFFFFFFFF)
+        elif key in ("XPUPTI_INCLUDE_KERNELS", "XPUPTI_EXCLUDE_KERNELS"):
+            from .kernel_filter import KernelFilter, split_filter_list
+
+            patterns = split_filter_list(value)
+            KernelFilter(tuple(patterns))  # a bad pattern is this line's error
+            setattr(self, key.lower(), patterns)
         else:
             return False
         return True

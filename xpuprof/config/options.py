@@ -24,6 +24,8 @@ class ExperimentalConfig:
     pm_sampling_interval_us: int = 1000  # CUPTI PM sampling period
     metrics_device: int = 0  # device whose metric groups are configured
     metrics_interval_ms: float = 10.0  # sampling interval of metric collectors (host/device telemetry)
+    stall_sampling: bool = False  # XPU: EU stall sampling (PTI PC sampling), per kernel and instruction
+    stall_sampling_period_ns: int = 0  # its sampling period; 0 = PTI's default (100000 ns)
 
     def __post_init__(self) -> None:
         if isinstance(self.profiler_metrics, str):
@@ -37,6 +39,12 @@ class ExperimentalConfig:
         if not 0 < interval < float("inf"):
             raise ValueError(f"metrics_interval_ms must be a positive number of milliseconds, got {self.metrics_interval_ms!r}")
         self.metrics_interval_ms = interval
+        if not isinstance(self.stall_sampling, bool):
+            raise ValueError(f"stall_sampling must be True or False, got {self.stall_sampling!r}")
+        period = self.stall_sampling_period_ns
+        if isinstance(period, bool) or not isinstance(period, int) or not 0 <= period <= 0xFFFFFFFF:
+            raise ValueError("stall_sampling_period_ns must be an integer number of ns from 0 (PTI's default, "
+                             f"100000) to {0xFFFFFFFF}, got {period!r}")
 
     @property
     def effective_max_scopes(self) -> int:
@@ -75,12 +83,28 @@ class ProfilerConfig:
     trace_id: str = ""
     group_trace_id: str = ""
     raw_capture_path: str | None = None  # XPU: save drained PTI buffers for replay
+    # Kernel name filters (regexes searched in the name; unitrace's --include-kernels/--exclude-kernels):
+    # kept = (no include or one matches) and no exclude matches. Applied as device records are decoded.
+    include_kernels: list[str] = field(default_factory=list)
+    exclude_kernels: list[str] = field(default_factory=list)
     custom: dict[str, Any] = field(default_factory=dict)  # CUSTOM_CONFIG and backend-specific options
 
     def __post_init__(self) -> None:
         self.activities = parse_activity_types(self.activities) if self.activities else default_activity_types()
         if isinstance(self.experimental, dict):
             self.experimental = ExperimentalConfig(**self.experimental)
+        from .kernel_filter import KernelFilter, normalize_patterns
+
+        self.include_kernels = normalize_patterns(self.include_kernels, "include_kernels")
+        self.exclude_kernels = normalize_patterns(self.exclude_kernels, "exclude_kernels")
+        KernelFilter.of(self.include_kernels, self.exclude_kernels)  # a bad pattern fails here, naming it
+
+    @property
+    def kernel_filter(self):
+        """The compiled ``KernelFilter``, or None when no kernel is filtered."""
+        from .kernel_filter import KernelFilter
+
+        return KernelFilter.of(self.include_kernels, self.exclude_kernels)
 
     def with_changes(self, **changes) -> "ProfilerConfig":
         return replace(self, **changes)
@@ -110,6 +134,8 @@ class ProfilerConfig:
                 profiler_metrics=list(kc.xpupti_profiler_metrics),
                 profiler_measure_per_kernel=kc.xpupti_profiler_enable_per_kernel,
                 max_scopes=kc.xpupti_profiler_max_scopes,
+                stall_sampling=kc.xpupti_stall_sampling,
+                stall_sampling_period_ns=kc.xpupti_stall_sampling_period_ns,
             ),
             record_shapes=kc.report_input_shapes,
             with_stack=kc.with_stack,
@@ -117,6 +143,8 @@ class ProfilerConfig:
             python_functions=kc.activity_types_explicit and ActivityType.PYTHON_FUNCTION in activities,
             max_gpu_buffer_bytes=kc.activities_max_gpu_buffer_size,
             display_cuda_sync_wait_events=kc.activities_display_cuda_sync_wait_events,
+            include_kernels=list(kc.xpupti_include_kernels),
+            exclude_kernels=list(kc.xpupti_exclude_kernels),
             trace_id=kc.request_trace_id,
             group_trace_id=kc.request_group_trace_id,
             custom=custom,

@@ -52,6 +52,17 @@ METRICS_KEYS: dict[str, tuple] = {
     "device": ("int0", 0, "device whose metric groups are configured"),
     "interval_ms": ("int+", 10, "sampling interval of metric collectors (host and device telemetry)"),
 }
+STALL_SAMPLING_KEYS: dict[str, tuple] = {
+    "enabled": ("bool", True, "XPU: sample EU stalls per kernel and instruction (PTI PC sampling; "
+                              "`stall_sampling: true` is short for this)"),
+    "period_ns": ("int0", 0, "sampling period in ns (0 = PTI's default, 100000)"),
+}
+KERNEL_FILTER_KEYS: dict[str, tuple] = {
+    "include": ("patterns", [], "regexes: keep only kernels whose name matches one (unitrace's --include-kernels)"),
+    "exclude": ("patterns", [], "regexes: drop kernels whose name matches one (unitrace's --exclude-kernels)"),
+    "include_file": ("str", None, "file of include patterns (unitrace's --include-kernels-file)"),
+    "exclude_file": ("str", None, "file of exclude patterns (unitrace's --exclude-kernels-file)"),
+}
 OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
     "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
@@ -73,6 +84,8 @@ SCHEMA: dict[str, Any] = {
     "activities": ("strlist", None, "activity types (default: xpuprof's defaults)"),
     "record_shapes": ("bool", False, "record input shapes of ops"),
     "metrics": METRICS_KEYS,
+    "stall_sampling": STALL_SAMPLING_KEYS,
+    "kernels": KERNEL_FILTER_KEYS,
     "backends": ("strlist", None, "backends to use (default: every available one; sim only if listed)"),
     "custom": ("map", None, "backend-specific options, passed through (e.g. sim_vendor: cuda, sim_seed: 1)"),
     "output": OUTPUT_KEYS,
@@ -230,10 +243,14 @@ class RunPoint:
     backends: list[str] | None
     output: OutputSpec
     custom: dict[str, Any] = field(default_factory=dict)
+    include_kernels: list[str] = field(default_factory=list)
+    exclude_kernels: list[str] = field(default_factory=list)
 
     def profiler_config(self) -> ProfilerConfig:
         kwargs: dict[str, Any] = dict(experimental=self.experimental, record_shapes=self.record_shapes,
                                       backends=self.backends, custom=dict(self.custom),
+                                      include_kernels=list(self.include_kernels),
+                                      exclude_kernels=list(self.exclude_kernels),
                                       legacy_categories=self.output.legacy_categories,
                                       generic_categories=self.output.generic_categories)
         if self.activities:
@@ -344,6 +361,15 @@ class _Checker:
             if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
                 self.fail(path, f"must be a list of strings, not {value!r}")
             return [str(v) for v in value]
+        if kind == "patterns":
+            from .kernel_filter import KernelFilter, KernelFilterError, normalize_patterns
+
+            try:
+                patterns = normalize_patterns(value, "a kernel filter")
+                KernelFilter(tuple(patterns))
+            except KernelFilterError as exc:
+                self.fail(path, str(exc))
+            return patterns
         if kind == "map":
             if value is None:
                 return {}
@@ -398,6 +424,8 @@ def _slug(index: int, params: Mapping[str, Any]) -> str:
 
 def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: Path | None,
                  default_name: str, names: RunNames | None) -> RunPoint:
+    if isinstance(data, dict) and isinstance(data.get("stall_sampling"), bool):
+        data = {**data, "stall_sampling": {"enabled": data["stall_sampling"]}}  # `stall_sampling: true`
     top = ck.section(data, SCHEMA, ())
     if top["workload"] is None:
         ck.fail(("workload",), "missing: every config needs a workload (builtin, callable or script)")
@@ -420,7 +448,9 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
                                       max_scopes=metrics["max_scopes"],
                                       pm_sampling_interval_us=metrics["sampling_interval_us"],
                                       metrics_device=metrics["device"],
-                                      metrics_interval_ms=metrics.get("interval_ms", 10))
+                                      metrics_interval_ms=metrics.get("interval_ms", 10),
+                                      **_stall_fields(top["stall_sampling"]))
+    include, exclude = _kernel_filters(ck, top["kernels"], base_dir)
 
     name = top["name"] or default_name
     out = top["output"] or {k: spec[1] for k, spec in OUTPUT_KEYS.items()}
@@ -440,8 +470,38 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
                     workload=workload, device=top["device"], warmup=top["warmup"], iterations=top["iterations"],
                     repeats=top["repeats"], schedule=top["schedule"], activities=top["activities"],
                     record_shapes=top["record_shapes"], experimental=experimental, backends=top["backends"],
-                    custom=dict(top["custom"] or {}),
+                    custom=dict(top["custom"] or {}), include_kernels=include, exclude_kernels=exclude,
                     output=output)
+
+
+def _stall_fields(section: dict | None) -> dict[str, Any]:
+    if not section:
+        return {}
+    return {"stall_sampling": bool(section["enabled"]), "stall_sampling_period_ns": int(section["period_ns"])}
+
+
+def _kernel_filters(ck: _Checker, section: dict | None, base_dir: Path | None) -> tuple[list[str], list[str]]:
+    """(include, exclude) patterns: the lists plus the patterns of their files (read now, checked now)."""
+    from .kernel_filter import KernelFilter, KernelFilterError, read_filter_file
+
+    if not section:
+        return [], []
+    out = []
+    for key in ("include", "exclude"):
+        patterns = list(section[key])
+        name = section[f"{key}_file"]
+        if name:
+            path = Path(name)
+            if not path.is_absolute() and base_dir is not None:
+                path = base_dir / path
+            try:
+                more = read_filter_file(path)
+                KernelFilter(tuple(more))
+            except KernelFilterError as exc:
+                ck.fail(("kernels", f"{key}_file"), str(exc))
+            patterns += more
+        out.append(patterns)
+    return out[0], out[1]
 
 
 def parse_config(text: str, source: str = "<string>", *, base_dir: Path | None = None,

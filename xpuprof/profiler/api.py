@@ -21,6 +21,7 @@ from ..host import recorder
 from . import torch_compat
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
+from .pausing import Pausing
 from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
@@ -169,6 +170,7 @@ class profile(TorchResultsMethods):
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
+        self._pausing = Pausing()  # pause()/resume() and PTI_ENABLE_COLLECTION, across cycles
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> "profile":
@@ -243,7 +245,21 @@ class profile(TorchResultsMethods):
         self.step_num += 1
         self.current_action = nxt
         self._transit(prev, self.current_action)
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION, as the program may have set it since
+        self._pausing.apply(self._recording, self._toggled_off)
         self._enter_step()
+
+    def pause(self) -> None:
+        """Stop collecting (every device session and our ranges) until ``resume()``; the paused span is
+        marked in the trace. Lasts across recording cycles of a schedule until resumed."""
+        self._pausing.by_user = True
+        self._pausing.apply(self._recording)
+
+    def resume(self) -> None:
+        """Collect again after ``pause()`` (``PTI_ENABLE_COLLECTION=0`` still keeps collection paused, and
+        what ``toggle_collection_dynamic`` turned off stays off)."""
+        self._pausing.by_user = False
+        self._pausing.apply(self._recording, self._toggled_off)
 
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
         """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
@@ -386,6 +402,9 @@ class profile(TorchResultsMethods):
         self._recording.start()
         if self._toggled_off:  # paused by toggle_collection_dynamic until resumed, across cycles
             self._recording.pause(self._toggled_off)
+        self._pausing.new_cycle()
+        self._pausing.read_env()  # PTI_ENABLE_COLLECTION=0 at start: the cycle starts paused
+        self._pausing.apply(self._recording, self._toggled_off)
 
     def _stop_trace(self) -> None:
         cycle = self._recording

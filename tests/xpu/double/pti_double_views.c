@@ -187,7 +187,10 @@ int xpd_emit_locked(const void *record, size_t size) {
 }
 
 /* ------------------------------------------------------------------ the PTI view API */
-const char *ptiVersionString(void) { return "0.99.0-xpuprof-double"; }
+static const char *double_version = "0.99.0-xpuprof-double";
+const char *ptiVersionString(void) { return double_version; }
+/* A test can make the double claim a real release (NULL: back to the double's own version). */
+void xpd_set_version(const char *version) { double_version = version ? version : "0.99.0-xpuprof-double"; }
 
 /* PTI 1.2.0's wording for memory types (older releases said MEMORY/HOST/DEVICE/SHARED): the
  * backend must take these names from the library, as Kineto does, not from its own table. */
@@ -206,6 +209,14 @@ const char *ptiResultTypeToString(pti_result r) {
         case 5: return "PTI_ERROR_EXTERNAL_ID_QUEUE_EMPTY";
         case 7: return "PTI_ERROR_BAD_API_ID";
         case 200: return "PTI_ERROR_INTERNAL";
+        case 250: return "PTI_ERROR_PC_SAMPLING_ALREADY_ENABLED";
+        case 252: return "PTI_ERROR_PC_SAMPLING_ALREADY_CONFIGURED";
+        case 253: return "PTI_ERROR_PC_SAMPLING_ALREADY_STARTED";
+        case 254: return "PTI_ERROR_PC_SAMPLING_NOT_STARTED";
+        case 255: return "PTI_ERROR_PC_SAMPLING_ALREADY_STOPPED";
+        case 256: return "PTI_ERROR_PC_SAMPLING_NOT_STOPPED";
+        case 257: return "PTI_ERROR_PC_SAMPLING_UNSUPPORTED";
+        case 258: return "PTI_ERROR_PC_SAMPLING_CONFIGURATION_FAIL";
         default: return "PTI_ERROR_UNKNOWN_RESULT";
     }
 }
@@ -524,9 +535,14 @@ int xpd_wait_idle(void) {
     return 0;
 }
 
+/* pti_double_pcsampling.c, when linked in; hidden, so this library's own (never another double's) */
+extern void pcs_double_reset_local(void) __attribute__((weak, visibility("hidden")));
+
 /* Forget all state between tests. */
 void xpd_reset(void) {
     xpd_wait_idle();
+    if (pcs_double_reset_local) pcs_double_reset_local();
+    double_version = "0.99.0-xpuprof-double"; /* not through xpd_set_version: another double could answer */
     pthread_mutex_lock(&xpd_lock);
     complete_current_locked();
     on_request = NULL;

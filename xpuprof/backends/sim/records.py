@@ -198,6 +198,10 @@ class _XpuWriter(_Writer):
         streams = self.kernel_streams()
         args = {"correlation": corr, **self._queue_args(t.launch_ts, t.launch_dur, t.k_start),
                 **self._handles(n, streams), "kernel_id": ids, "sycl_node_id": ids, "sycl_invocation_id": ids}
+        # the submission intervals (unitrace -s) as backends/xpu/kernel_columns writes them
+        appended = np.minimum(t.launch_ts + t.launch_dur // 2, t.k_start)
+        submitted = np.minimum(appended + t.launch_dur // 4, t.k_start)
+        args.update({"queued (us)": (submitted - appended) / 1000.0, "submit to start (us)": (t.k_start - submitted) / 1000.0})
         args.update({f"{m}::{METRICS[m]}": v for m, v in self.metrics.items()})  # as the scope profiler's writer
         self.slices(t.kernel_names, t.k_start, t.k_end, DEVICE_ID, streams, ActivityType.CONCURRENT_KERNEL, args)
 

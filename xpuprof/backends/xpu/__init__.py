@@ -6,5 +6,10 @@
   (per-kernel metrics, ``metrics_scope``) derived from it in its own file.
 - ``backend``: ``XpuBackend`` (probe, supported activities, session choice).
 
-The PTI ABI itself is ``xpuprof.vendors.pti`` / ``pti_metrics`` / ``levelzero``.
+Beside them: ``kernel_columns`` (the kernel name filter and submission intervals in the emit stage),
+``stall_sampling`` / ``stall_emit`` / ``stall_session`` (EU stall sampling through PTI's PC sampling) and
+``kernel_resources`` (Level Zero kernel properties at kernel creation).
+
+The PTI ABI itself is ``xpuprof.vendors.pti`` / ``pti_metrics`` / ``pti_pc_sampling`` / ``levelzero`` /
+``levelzero_tracing``.
 """

@@ -17,6 +17,12 @@ Life cycle (each step a method subclasses may override, calling ``super()``):
 ``XpuptiActivityScopeApi`` (``scope_api.py``) extends this class: it enables metrics scope in
 ``enable()``, starts/stops collection around ``start()``/``stop()``, and in ``process()`` runs the
 base first, then joins its metric records to ``self.kernels``.
+
+Parts every session may carry, each in its own module: EU stall sampling (``stall_session``, when the
+config asks: enabled after the views, started/stopped with them, read at ``process()``), kernel
+resources (``kernel_resources``: the process's Level Zero tracer, when kernels are recorded) and the
+kernel name filter (the config's, applied by ``emit``). ``pause()``/``resume()`` disable and enable the
+views (the recording cycle's pause/resume).
 """
 from __future__ import annotations
 
@@ -38,8 +44,11 @@ from . import early_load
 from .records import DecodedRecords, PtiWalker, decode_records
 from .context import ApiNameCache, RecordContext, StringCache
 from .emit import VENDOR, KernelTable, write_records
+from .kernel_resources import ResourcesPart
+from .stall_session import StallPart
 
 log = logging.getLogger("xpuprof")
+_PROCESS_LOADER = object()  # read kernel resources through the process's Level Zero loader
 
 # Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
 VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
@@ -93,7 +102,10 @@ class XpuptiActivityApi(Session):
 
     def __init__(self, activity_types: frozenset[ActivityType], config: Any = None, *,
                  library: pti.PtiLibrary | None = None, device_uuids: list[bytes] | None = None,
-                 device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None) -> None:
+                 device_names: dict[int, str] | None = None, device_properties: list[dict] | None = None,
+                 ze_loader=None) -> None:
+        """``library``/``ze_loader``: a PTI and a Level Zero loader other than the process's (tests); kernel
+        resources are read through the process's loader when PTI is, else through ``ze_loader`` if given."""
         self.types = frozenset(activity_types)
         self.config = config
         if library is None:
@@ -124,6 +136,9 @@ class XpuptiActivityApi(Session):
         buffer_bytes = getattr(config, "custom", {}).get("xpu_buffer_bytes") if config is not None else None
         if buffer_bytes:
             self._ptibuf.set_buffer_size(int(buffer_bytes))
+        self.stall = StallPart.from_config(config, self.lib, list(self.device_names.values()))
+        self._ze_loader = ze_loader if ze_loader is not None or library is not None else _PROCESS_LOADER
+        self.resources: ResourcesPart | None = None
         self.enable()
 
     # ------------------------------------------------------------------ hooks
@@ -157,6 +172,15 @@ class XpuptiActivityApi(Session):
             code = self.lib.ptiViewEnableRuntimeApiClass(1, int(pti.ApiClass.GPU_OPERATION_CORE), int(pti.ApiGroup.ALL))
             if code != pti.Result.SUCCESS:
                 self._errors.append(f"ptiViewEnableRuntimeApiClass: {self.lib.result_name(code)}")
+        if ActivityType.CONCURRENT_KERNEL in self.types and self._ze_loader is not None:
+            # as early as possible: a kernel's resources can only be read when it is created
+            self.resources = ResourcesPart(None if self._ze_loader is _PROCESS_LOADER else self._ze_loader)
+        if self.stall is not None:  # after the kernel view, which PTI's sampler needs
+            try:
+                self.stall.enable()
+            except BaseException:
+                self.disable()
+                raise
 
     def _hint(self, err: pti.PtiError) -> str:
         if err.code == pti.Result.ERROR_NOT_IMPLEMENTED:
@@ -175,9 +199,27 @@ class XpuptiActivityApi(Session):
                 self.lib.ptiViewDisable(int(view))
             self._views_on = False
 
+    def pause(self) -> None:
+        """PTI collects nothing while paused: its views are disabled (records already in flight may still
+        come; the cycle drops those that start in the paused span). PTI's EU stall sampling cannot pause."""
+        self.disable()
+        if self.stall is not None:
+            self.stall.note_paused()
+
+    def resume(self) -> None:
+        if self._views_on:
+            return
+        for view in self.enabled_views:
+            code = self.lib.ptiViewEnable(int(view))
+            if code != pti.Result.SUCCESS:
+                self._errors.append(f"view {view.name} not enabled again after a pause: {self.lib.result_name(code)}")
+        self._views_on = True
+
     def start(self) -> None:
         self.clock_offset_ns = measure_clock_offset(self.lib)
         self.start_ns = now_ns()
+        if self.stall is not None:
+            self.stall.start()
         if getattr(self.config, "profile_memory", False):
             self._start_allocations()
 
@@ -201,6 +243,8 @@ class XpuptiActivityApi(Session):
         self.buffers.extend(self._ptibuf.drain())
 
     def stop(self) -> None:
+        if self.stall is not None:
+            self.stall.stop()
         if self.allocations is not None:
             self.allocations.stop()
         self.flush()
@@ -228,13 +272,38 @@ class XpuptiActivityApi(Session):
                              strings=self.strings, api_names=self.api_names,
                              memory_type_name=self.lib.memory_type_name, memcpy_type_name=self.lib.memcpy_type_name)
 
+    @property
+    def kernel_filter(self):
+        """The config's kernel name filter (``config.kernel_filter.KernelFilter``), or None."""
+        return getattr(self.config, "kernel_filter", None) if self.config is not None else None
+
+    def kernel_arg_sources(self, builder) -> list:
+        """More arg columns for the kernel slices (``RecordWriter``'s kernel_args): each kernel's resources
+        and EU stall mix."""
+        def text_of(i):
+            return builder.strings.strings[i]
+        parts = [p.kernel_args(text_of) for p in (self.resources, self.stall) if p is not None]
+        return [p for p in parts if p is not None]
+
     def process_records(self, records: DecodedRecords, builder, window: ProcessWindow | None) -> None:
         # process() is done with the records once written: each kind is freed as soon as it is.
-        result = write_records(records, self.context(), builder, window, self.types, release_records=True)
+        result = write_records(records, self.context(), builder, window, self.types, release_records=True,
+                               kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
     def process(self, builder, window: ProcessWindow) -> None:
+        try:
+            if self.stall is not None:
+                self.stall.collect(self.kernel_filter.keep if self.kernel_filter is not None else None)
+            self._process(builder, window)
+            if self.resources is not None:
+                self.resources.finish(builder)
+        finally:
+            if self.stall is not None:
+                self.stall.finish(builder)
+
+    def _process(self, builder, window: ProcessWindow) -> None:
         t0 = time.perf_counter()
         path = getattr(self.config, "raw_capture_path", None) if self.config is not None else None
         # Without a capture to save, nothing reads the raw buffers after this: each is freed once read.
@@ -318,7 +387,7 @@ class XpuptiActivityApi(Session):
         return meta
 
     def errors(self) -> list[str]:
-        return list(self._errors)
+        return list(self._errors) + (self.stall.errors() if self.stall is not None else [])
 
     def dropped_records(self) -> dict[str, int]:
         return self._dropped.labels()

@@ -10,6 +10,7 @@ from ..base import Backend, BackendError, ProbeResult, Session
 from ...vendors import pti
 from . import availability
 from .activity_api import SUPPORTED_TYPES, XpuptiActivityApi
+from .stall_session import prepare_metrics_env, wants_stall_sampling
 
 
 class XpuBackend(Backend):
@@ -42,6 +43,10 @@ class XpuBackend(Backend):
             # A request without metric names is said as such, before anything about the environment.
             check_scope_request(getattr(config, "experimental", None) or ExperimentalConfig())
             ensure_metrics_env()  # ZET_ENABLE_METRICS=1 before levelzero.gpu_devices() initializes Level Zero
+        if wants_stall_sampling(config):
+            # PTI samples the kernels its kernel view sees, and stalls are joined to kernel slices by name
+            selected |= {ActivityType.CONCURRENT_KERNEL}
+            prepare_metrics_env()  # ZET_ENABLE_METRICS=1 while Level Zero is not initialized yet
         explicit = bool(os.environ.get(pti.PTI_LIBRARY_ENV))
         devices = []
         if not explicit:

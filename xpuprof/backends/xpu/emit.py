@@ -26,7 +26,10 @@ from ...vendors import pti
 from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
+from ..common import keep_in_window, kept
 from .context import RecordContext
+from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
+                             submission_summary)
 from .rows import VENDOR, RowWriter
 from .records import DecodedRecords
 from .sync_deps import sync_dependency_args
@@ -97,19 +100,20 @@ class _ExternalIds(CorrelationMap):
 
 
 class RecordWriter(RowWriter):
-    """Writes one ``DecodedRecords`` into a builder. Subclass hooks: ``write_<kind>`` methods."""
+    """Writes ``DecodedRecords`` into a builder. Hooks: ``write_<kind>``; ``kernel_args``: f(records, name ids) -> args."""
 
     def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
                  types: frozenset[ActivityType], *, release_records: bool = False,
-                 range_threads: RangeThreads | None = None) -> None:
+                 range_threads: RangeThreads | None = None, kernel_args=(), kernel_filter=None) -> None:
         super().__init__(ctx, builder, window, types)
+        self.kernel_args = list(kernel_args)
+        self.name_filter = KernelNameFilter(kernel_filter) if kernel_filter is not None else None
         self.range_threads = range_threads if range_threads is not None else getattr(window, "range_threads", None)
         self.thread_sources: dict[str, int] = {}  # how runtime records without a thread got one
         self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
 
-    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
-        """Hook: more arg columns for the kernel slices, one row per kernel (the scope profiler's
-        per-kernel metric values). The base writer adds none."""
+    def extra_kernel_args(self, k: np.ndarray, name_ids: np.ndarray) -> dict:
+        """Hook: more arg columns for the kernel slices ``k`` (the scope profiler's metrics); here none."""
         return {}
 
     # ------------------------------------------------------------------ the whole batch
@@ -123,7 +127,11 @@ class RecordWriter(RowWriter):
             for kind, what, _start, _end in WINDOWED:
                 if records.misordered.get(int(kind)):
                     self.errors.append(f"{records.misordered[int(kind)]} {what} records end before they start")
-            return [records.get(kind) for kind, *_ in WINDOWED]
+            rows = [records.get(kind) for kind, *_ in WINDOWED]
+            if self.window is not None and self.window.paused:  # paused spans: the decode knows start/end only
+                rows = [kept(r, keep_in_window(self.b, self.window, self._epoch(r[s]), VENDOR)) if s else r
+                        for r, (_k, _w, s, _e) in zip(rows, WINDOWED)]
+            return rows
         return [self._in_window(records.get(kind), start, end, what) for kind, what, start, end in WINDOWED]
 
     def write(self, records: DecodedRecords) -> EmitResult:
@@ -132,6 +140,7 @@ class RecordWriter(RowWriter):
         ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
         want = self.types
         rt, drv, kern, cpy, p2p, fill, sync, over, comm = self._windowed(records)
+        kern = filter_kernels(self, kern, self.name_filter)  # before the flows: none ends on a dropped kernel
         if self.release_records:
             # This writer now holds the only references: each kind's records are freed once written,
             # so the decoded records and the builder's columns are not held whole together.
@@ -210,8 +219,12 @@ class RecordWriter(RowWriter):
             args["source_line_number"] = ArgColumn("num", k["_source_line_number"].astype(np.int64, copy=False), has_src)
         args.update({"kernel_id": k["_kernel_id"].astype(np.int64, copy=False), "sycl_node_id": k["_sycl_node_id"].astype(np.int64, copy=False),
                      "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64, copy=False)})
-        args.update(self.extra_kernel_args(k["_kernel_id"].astype(np.uint64, copy=False)))
+        for extra in (self.extra_kernel_args, submission_args, *self.kernel_args):
+            args.update(extra(k, name_ids))
         self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
+        intervals = submission_summary(k, name_ids, self.b.strings.strings.__getitem__)
+        if intervals:
+            self.b.set_metadata(INTERVALS_METADATA_KEY, intervals)
         self._device_rows(pid, tid)
         self._flow(flow_end, start, pid, tid, corr, start=False)
         order = np.argsort(k["_kernel_id"], kind="stable")
@@ -392,9 +405,11 @@ class RecordWriter(RowWriter):
 
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
                   window: ProcessWindow | None, types: frozenset[ActivityType], *,
-                  release_records: bool = False, range_threads: RangeThreads | None = None) -> EmitResult:
+                  release_records: bool = False, range_threads: RangeThreads | None = None, kernel_args=(),
+                  kernel_filter=None) -> EmitResult:
     """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
     ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it).
-    ``range_threads``: the ranges' threads by correlation id (else the window's)."""
-    return RecordWriter(ctx, builder, window, types, release_records=release_records,
-                        range_threads=range_threads).write(records)
+    ``range_threads``: the ranges' threads by correlation id (else the window's); ``kernel_args``, ``kernel_filter``:
+    RecordWriter's."""
+    return RecordWriter(ctx, builder, window, types, release_records=release_records, range_threads=range_threads,
+                        kernel_args=kernel_args, kernel_filter=kernel_filter).write(records)

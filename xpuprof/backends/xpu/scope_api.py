@@ -1,6 +1,6 @@
 """XpuptiActivityScopeApi: the plain PTI views plus per-kernel hardware metrics (PTI metrics scope).
 
-Loaded only when the ``xpu_scope_profiler`` activity type is selected (``session_class``). Kineto's
+Loaded only when the ``xpu_scope_profiler`` activity type is selected (``XpuBackend.create``). Kineto's
 XpuptiScopeProfilerSession order: views first (PTI needs kernel/copy/fill tracing for the scope
 callbacks to fire), then at configure time the metric names are validated - against the device's
 PTI metric groups when a device answers, else the ``metrics/xpu`` catalogs - and the scope is
@@ -30,20 +30,15 @@ from ...vendors.pti_metrics import null_device_metrics_message
 SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})
 
 
-def session_class(activity_types) -> type[XpuptiActivityApi]:
-    """The session class for a selection: the scope API only when ``xpu_scope_profiler`` is in it."""
-    return XpuptiActivityScopeApi if ActivityType.XPU_SCOPE_PROFILER in frozenset(activity_types) else XpuptiActivityApi
-
-
 class _MetricArgsWriter(emit.RecordWriter):
     """RecordWriter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
 
-    def __init__(self, results: ScopeResults | None, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, results: ScopeResults | None, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.results = results
 
-    def extra_kernel_args(self, kernel_ids: np.ndarray) -> dict:
-        return {} if self.results is None else kernel_metric_args(self.results, kernel_ids)
+    def extra_kernel_args(self, k: np.ndarray, name_ids: np.ndarray) -> dict:
+        return {} if self.results is None else kernel_metric_args(self.results, k["_kernel_id"].astype(np.uint64))
 
 
 class XpuptiActivityScopeApi(XpuptiActivityApi):
@@ -80,6 +75,8 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
         except BaseException:
             if self.scope is not None:
                 self.scope.disable()
+            if self.stall is not None:
+                self.stall.abandon()
             self.disable()
             raise
 
@@ -129,7 +126,8 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
             super().stop()
 
     def process_records(self, records, builder, window) -> None:
-        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types)
+        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types,
+                                   kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
         result = writer.write(records)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
@@ -137,7 +135,7 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
     def process(self, builder, window) -> None:
         try:
             try:
-                self.results = self.scope.collect()
+                self.results = _without_filtered(self.scope.collect(), self.kernel_filter)
             except MetricsScopeError as exc:
                 self.results = None
                 self._errors.append(f"per-kernel metrics not collected: {exc}")
@@ -152,6 +150,20 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
         out = super().metadata()
         out["xpu_scope_metrics"] = list(self.metric_names)
         return out
+
+
+def _without_filtered(results: ScopeResults, kernel_filter) -> ScopeResults:
+    """The metric records of the kernels the name filter keeps (the others have no kernel slice)."""
+    if kernel_filter is None or not len(results):
+        return results
+    names = np.asarray(results.kernel_names, dtype=object)
+    uniq, inverse = np.unique(names, return_inverse=True)
+    keep = np.array([kernel_filter.keep(str(n)) for n in uniq.tolist()], bool)[inverse.reshape(-1)]
+    if keep.all():
+        return results
+    return ScopeResults(results.kernel_ids[keep], results.queues[keep], names[keep].tolist(),
+                        {m: v[keep] for m, v in results.values.items()}, results.metadata, results.group,
+                        results.warnings)
 
 
 def _join_table(k: emit.KernelTable) -> KernelTable:

@@ -1,0 +1,135 @@
+"""Kernel name filters (unitrace's ``--include-kernels`` / ``--exclude-kernels`` and their ``-file``
+variants), as regular expressions searched in each kernel's name.
+
+A kernel is kept when no include pattern is given or one of them matches, and no exclude pattern
+matches (unitrace: the excluded are taken out of the included). A plain word is a regex that matches
+names containing it, so unitrace's substring lists work unchanged.
+
+Lists are written as unitrace writes them: comma-separated, an item in double quotes may hold commas
+(``foo,"bar,with,comma",baz``; ``\\"`` is a quote inside one). Files hold such lists, one or more per
+line; blank lines and lines starting with ``#`` are skipped.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+MAX_FILTER_FILE_BYTES = 16 << 20
+
+
+class KernelFilterError(ValueError):
+    """A pattern that does not compile or a filter list/file that cannot be read; the message says which."""
+
+
+def split_filter_list(text: str) -> list[str]:
+    """``a,"b,c",d`` -> ["a", "b,c", "d"] (unitrace's syntax); empty items are dropped."""
+    out, cur, quoted, i = [], [], False, 0
+    text = str(text)
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] == '"':
+            cur.append('"')
+            i += 2
+            continue
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    if quoted:
+        raise KernelFilterError(f"kernel filter list {text!r} has an unclosed double quote")
+    out.append("".join(cur))
+    return [item.strip() for item in out if item.strip()]
+
+
+def read_filter_file(path) -> list[str]:
+    """The patterns of a unitrace-style filter file."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_FILTER_FILE_BYTES:
+            raise KernelFilterError(f"kernel filter file {p} is larger than {MAX_FILTER_FILE_BYTES >> 20} MiB")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KernelFilterError(f"cannot read kernel filter file {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise KernelFilterError(f"kernel filter file {p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    out: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            out.extend(split_filter_list(line))
+        except KernelFilterError as exc:
+            raise KernelFilterError(f"{p}:{number}: {exc}") from None
+    return out
+
+
+def normalize_patterns(value, what: str) -> list[str]:
+    """A list of patterns from a list/tuple of strings or one unitrace-style list string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return split_filter_list(value)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise KernelFilterError(f"{what} must be a list of regular expressions (strings), not {value!r}")
+    return [v for v in value if v]
+
+
+def compile_patterns(patterns: Iterable[str], what: str) -> list[re.Pattern]:
+    out = []
+    for p in patterns:
+        try:
+            out.append(re.compile(p))
+        except re.error as exc:
+            raise KernelFilterError(f"{what} pattern {p!r} is not a valid regular expression: {exc}") from None
+    return out
+
+
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+def _one_search(patterns: list[re.Pattern]) -> list[re.Pattern]:
+    """The patterns as one alternation (one search per name instead of one per pattern) when that means
+    the same: not when a pattern refers to a group by number or name (the alternation renumbers them)."""
+    if len(patterns) < 2 or any(_BACKREF.search(p.pattern) or p.groupindex for p in patterns):
+        return patterns
+    try:
+        return [re.compile("|".join(f"(?:{p.pattern})" for p in patterns))]
+    except re.error:  # e.g. flags set inside one pattern that Python wants at the start
+        return patterns
+
+
+@dataclass(frozen=True)
+class KernelFilter:
+    """Compiled include/exclude patterns. ``keep(name)`` per distinct name; ``keep_many`` for a list."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_inc", _one_search(compile_patterns(self.include, "include_kernels")))
+        object.__setattr__(self, "_exc", _one_search(compile_patterns(self.exclude, "exclude_kernels")))
+
+    @classmethod
+    def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> "KernelFilter | None":
+        """None when nothing is filtered (the decode path then does no work at all)."""
+        if not include and not exclude:
+            return None
+        return cls(tuple(include), tuple(exclude))
+
+    def keep(self, name: str) -> bool:
+        if self._inc and not any(p.search(name) for p in self._inc):
+            return False
+        return not any(p.search(name) for p in self._exc)
+
+    def keep_many(self, names: Iterable[str]) -> list[bool]:
+        return [self.keep(n) for n in names]
+
+    def describe(self) -> dict:
+        return {"include": list(self.include), "exclude": list(self.exclude)}
