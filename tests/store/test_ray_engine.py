@@ -40,7 +40,13 @@ def _start_cluster():
 @pytest.fixture(scope="module")
 def cluster():
     saved = {k: os.environ.get(k) for k in RAY_ENV}
-    os.environ.update(RAY_ENV)
+    os.environ.update(RAY_ENV)  # for the node processes this starts
+    # ray (imported above) read the variable at import: its driver side must see it too, or it advertises
+    # the host's network address, which a sandbox may not route
+    from ray._private import ray_constants
+
+    saved_cluster_mode = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
     head = None
     try:
         try:
@@ -59,6 +65,7 @@ def cluster():
             ray.shutdown()
         if head is not None:
             head.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = saved_cluster_mode
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -110,9 +117,14 @@ def test_the_cli_joins_ray_address(cluster, eight_ranks, tmp_path):
     assert outs["ray"] == outs["duckdb"] and outs["ray"].startswith("[")
 
 
-def test_without_an_address_a_local_cluster_starts_and_stops(eight_ranks, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(RAY_ENV)
+@pytest.mark.parametrize("loopback_env", [True, False], ids=["loopback-env-set", "ray-imported-first"])
+def test_without_an_address_a_local_cluster_starts_and_stops(eight_ranks, tmp_path, loopback_env):
+    """Loopback only either way: with Ray's cluster mode off in the environment, or with ray imported
+    before the engine (it read the environment then; the engine turns the mode off for its nodes and
+    for the driver)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in RAY_ENV}
+    if loopback_env:
+        env.update(RAY_ENV)
     code = (
         "import sys, json, ray\n"
         "from xpuprof.analysis.engines import open_engine\n"

@@ -28,12 +28,18 @@ LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def _ray(loopback: bool = False):
-    if loopback and "ray" not in sys.modules:
+    imported = "ray" in sys.modules
+    if loopback:  # the node and worker processes a local cluster starts read it from the environment
         os.environ.setdefault(LOOPBACK_ENV, "0")
     try:
         import ray
     except ImportError:
         raise EngineError("the ray engine needs the ray package: pip install 'xpuprof[scale]'") from None
+    if loopback and imported and os.environ.get(LOOPBACK_ENV) == "0" and not ray.is_initialized():
+        # ray read the variable when it was imported, before this: its driver side must see it as well
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
     return ray
 
 
