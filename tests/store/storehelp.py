@@ -15,8 +15,8 @@ HTA_SETS = {"trace_filter": 2, "ns_resolution_trace": 1, "amd_trace": 1, "simple
 
 
 def core_builders():
-    """tests/core's builder of every batch and arg kind (loaded by path: conftests are not importable)."""
-    spec = importlib.util.spec_from_file_location("core_builders", Path(__file__).parents[1] / "core" / "conftest.py")
+    """tests/trace's builder of every batch and arg kind (loaded by path: conftests are not importable)."""
+    spec = importlib.util.spec_from_file_location("core_builders", Path(__file__).parents[1] / "trace" / "conftest.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -167,9 +167,10 @@ def _check_stores(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
     from .. import rank as rank_env
     from ..workloads.runner import store_name, store_worker, trace_dir
 
-    info = rank_env.distributed_info() if any(pt.output.format == "parquet" for pt in cfg.points) else None
-    env = os.environ.get("RANK", "")
-    rank = info["rank"] if info and isinstance(info.get("rank"), int) else int(env) if env.strip().isdigit() else 0
+    if not any(pt.output.format == "parquet" for pt in cfg.points):
+        return None
+    rank = rank_env.process_rank()  # unusable launcher variables: said once, read as one process
+    rank = 0 if rank is None else rank
     for pt in cfg.points:
         if pt.output.format != "parquet":
             continue

@@ -74,9 +74,20 @@ class _BuilderRows:
 
     def encode(self, sid: int) -> bytes:
         tok = self._tokens.get(sid)
-        if tok is None:
-            tok = self._tokens[sid] = orjson.dumps(self.strings[sid])
+        if tok is None:  # an exact-size copy: orjson's result keeps a 4 KiB buffer
+            tok = self._tokens[sid] = bytes(memoryview(orjson.dumps(self.strings[sid])))
         return tok
+
+    def tokens(self, used: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """JSON tokens of the string ids ``used`` as one blob and offsets (what the JSON writer's string
+        columns take): bulk strings escaped together, the others cached one by one."""
+        table = self.b.strings
+        if hasattr(table, "json_tokens"):
+            return table.json_tokens(used, self.encode)
+        toks = [self.encode(int(i)) for i in np.asarray(used).tolist()]
+        offsets = np.zeros(len(toks) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, toks), np.int64, len(toks)), out=offsets[1:])
+        return b"".join(toks), offsets
 
     def _index(self, n: int) -> np.ndarray:
         out = np.arange(self.idx, self.idx + n, dtype=np.int64)
@@ -176,7 +187,7 @@ class _BuilderRows:
             mask = _mask(ext != 0)
             if mask is not False:
                 items.append((None, ext, mask))
-        tables = {k: _TokenTable(b.args[k].values, self.encode) for k in keys if b.args[k].kind == "str"}
+        tables = {k: _TokenTable(b.args[k].values, self.tokens) for k in keys if b.args[k].kind == "str"}
         for k in keys:
             col = b.args[k]
             mask = _mask(None if col.present is None else col.present[sel])
