@@ -62,6 +62,8 @@ BREAKS = [
     ("host/recorder.py", "from ..backends import registry as _up", "xpuprof.backends.registry", "layers run one way"),
     ("outputs.py", "from .trace.build import builder as _up", "xpuprof.trace.build.builder", "layers run one way"),
     ("diagnostics.py", "from .plugins import faults as _up", "xpuprof.plugins.faults", "layers run one way"),
+    ("analysis/report.py", "import duckdb as _heavy", "duckdb", "duckdb, pyarrow and ray"),
+    ("profiler/api.py", "import pyarrow.parquet as _heavy", "pyarrow", "duckdb, pyarrow and ray"),
     ("collectors/xpu_metrics.py", "from ..backends.xpu import metrics_scope as _up",
      "xpuprof.backends.xpu.metrics_scope", "collectors import no backend"),
     ("vendors/pti.py", "from ..backends.xpu import emit as _up", "xpuprof.backends.xpu.emit",
@@ -95,7 +97,8 @@ def test_breaking_a_contract_fails_naming_both_modules(tmp_path, module, line, i
     assert any(importer in ln and imported in ln and "->" in ln for ln in out.splitlines()), out[-3000:]
 
 
-VENDOR_MODULES = ("torch", "dpctl", "dpnp", "cupti", "pynvml", "pyzes", "amdsmi", "cuda", "intel_pti")
+VENDOR_MODULES = ("torch", "dpctl", "dpnp", "cupti", "pynvml", "pyzes", "amdsmi", "cuda", "intel_pti", "duckdb", "pyarrow",
+                  "ray")
 
 
 def _vendor_modules_after(imports: str) -> list[str]:
@@ -124,6 +127,15 @@ def test_every_xpuprof_module_imports_its_vendor_package_lazily():
                 importlib.import_module(info.name)
     """).replace("\n", "\n        ")
     assert _vendor_modules_after(walk) == []
+
+
+def test_the_store_and_its_commands_import_no_scale_package():
+    # The scale extra (duckdb, pyarrow, ray) is imported when a store is read or written, never before.
+    assert _vendor_modules_after("import xpuprof; xpuprof.profile; import xpuprof.trace.write.parquet, "
+                                 "xpuprof.trace.read.store, xpuprof.analysis.engines, xpuprof.analysis.cluster, "
+                                 "xpuprof.analysis.store_report, xpuprof.commands.analyze, "
+                                 "xpuprof.commands.convert; from xpuprof.cli import build_parser; "
+                                 "build_parser()") == []
 
 
 # Vendor ABIs live in xpuprof/vendors/: a ctypes struct, callback type or library load anywhere in a

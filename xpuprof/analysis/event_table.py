@@ -331,6 +331,11 @@ class EventTable:
         return np.array([c in _DEVICE_WORK for c in uniq.tolist()], bool)[codes]
 
     @property
+    def inclusive_ns(self) -> int:
+        """The rows' durations added up (nested rows counted inside their parents too)."""
+        return int(self.dur_ns.sum()) if len(self) else 0
+
+    @property
     def holds_device_work(self) -> bool:
         return any(c in _DEVICE_WORK for c in self.categories())
 
@@ -353,7 +358,8 @@ class EventTable:
         return self.take(mask)
 
 
-_DEVICE_WORK = frozenset(c for name in DEVICE_CATEGORIES for c in category_spellings(name))
+DEVICE_WORK = frozenset(c for name in DEVICE_CATEGORIES for c in category_spellings(name))  # rows that never nest
+_DEVICE_WORK = DEVICE_WORK
 
 
 def _key(value):

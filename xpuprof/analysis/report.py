@@ -262,9 +262,10 @@ _METRIC_STATS = ("mean", "min", "max")
 def _order(sort_by: str, labels: dict[str, str]):
     """The sort key of ``--sort``: a base column, or a metric column "<metric>[::<unit>][ mean|min|max]"
     (rows without the metric last)."""
-    order = {"total": lambda r: (-r.total_ns, r.name), "self": lambda r: (-(r.self_ns or 0), r.name),
-             "calls": lambda r: (-r.calls, r.name), "avg": lambda r: (-r.avg_ns, r.name),
-             "max": lambda r: (-r.max_ns, r.name), "name": lambda r: (r.name, r.rank or 0)}
+    # ties broken by name, then rank (--by-rank): the same order however the rows were grouped
+    order = {"total": lambda r: (-r.total_ns, r.name, r.rank or 0), "self": lambda r: (-(r.self_ns or 0), r.name, r.rank or 0),
+             "calls": lambda r: (-r.calls, r.name, r.rank or 0), "avg": lambda r: (-r.avg_ns, r.name, r.rank or 0),
+             "max": lambda r: (-r.max_ns, r.name, r.rank or 0), "name": lambda r: (r.name, r.rank or 0)}
     if sort_by in order:
         return order[sort_by]
     low = str(sort_by).strip().lower()
@@ -278,7 +279,7 @@ def _order(sort_by: str, labels: dict[str, str]):
                 continue
             stat = "mean"
         column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[stat]
-        return lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name)
+        return lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name, r.rank or 0)
     valid = list(order) + [c for label in labels.values() for c in (label, *(f"{label} {s}" for s in _METRIC_STATS))]
     raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
 
@@ -302,13 +303,19 @@ def _canonical(category: str) -> str:
         return category
 
 
+_NOUN_ORDER = {c: i for i, c in enumerate(_NOUNS)}
+
+
+def category_order(category: str) -> tuple[int, str]:
+    """Sort key of categories: the order of ``_NOUNS`` (kernels first), then by name."""
+    return _NOUN_ORDER.get(_canonical(category), len(_NOUN_ORDER)), str(category)
+
+
 def describe_categories(categories) -> str:
     """'Kernels and copies', 'Host ranges', ...: what rows of these categories are."""
 
     words = []
-    order = list(_NOUNS)
-    canonical_order = lambda c: order.index(c) if c in order else len(order)  # noqa: E731
-    for cat in sorted(categories, key=lambda c: canonical_order(_canonical(c))):
+    for cat in sorted(categories, key=category_order):
         word = _NOUNS.get(_canonical(cat), str(cat))
         if word not in words:
             words.append(word)
@@ -331,6 +338,7 @@ class Report:
     filters: dict = field(default_factory=dict)  # what was asked for (the JSON document names it)
     resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
     intervals: dict = field(default_factory=dict)  # (rank, name) -> analysis.intervals columns (XPU traces)
+    ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
 
     def interval_of(self, stat: "NameStat") -> dict:
         return self.intervals.get((stat.rank, stat.name)) or {}
@@ -341,8 +349,9 @@ class Report:
 
     @functools.cached_property
     def categories(self) -> list[str]:
-        """The categories of the rows, in first-seen order."""
-        return self.table.categories() if len(self.table) else []
+        """The categories of the rows, kernels before copies and fills, host ranges before operators (the
+        title's order), whatever order the traces or a store hold them in."""
+        return sorted(self.table.categories(), key=category_order) if len(self.table) else []
 
     @functools.cached_property
     def nests(self) -> bool:
@@ -355,7 +364,7 @@ class Report:
 
     @functools.cached_property
     def inclusive_ns(self) -> int:
-        return int(self.table.dur_ns.sum()) if len(self.table) else 0
+        return self.table.inclusive_ns
 
     def to_dict(self) -> dict:
         """The versioned JSON document (``docs/report-schema.md``)."""

@@ -19,7 +19,8 @@ FORMATS = ("table", "csv", "json", "html")
 def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="kernel summary table from trace files (any number of ranks)",
                               description=__doc__)
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.json/.json.gz) or directories of them")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace files (.json/.json.gz) or directories of them, or one trace store (xpuprof convert)")
     p.add_argument("--top", type=top_count, default=None, metavar="N",
                    help="only the N busiest kernels (a positive integer, or 'all': the default)")
     p.add_argument("--name", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
@@ -136,7 +137,7 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
     if fmt == "html":
         from ..analysis.html import render as render_html
 
-        return render_html(report)
+        return render_html(report, ranks=report.ranks_view)
     from ..analysis.text import terminal_width
 
     width = width or terminal_width(default=200)  # a file or a pipe: 200 columns; a terminal: its width
@@ -179,6 +180,10 @@ def op_report(args) -> str:
     from ..analysis.report import expand_paths
     from ..trace.read.load import TraceLoadError, events
 
+    from ..trace.read.store import is_store
+
+    if any(is_store(t) for t in args.traces):
+        raise ReportError("--by op reads trace files; for a trace store use the kernel report or `xpuprof analyze`")
     unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
     if unsupported:
@@ -218,6 +223,35 @@ def op_report(args) -> str:
     return ops.table(sort_by=sort, row_limit=args.top, width=terminal_width(default=200))
 
 
+def _build(args) -> Report:
+    """The kernel report of trace files, or of a trace store (one STORE given)."""
+    from ..trace.read.store import is_store
+
+    stores = [t for t in args.traces if is_store(t)]
+    if not stores:
+        return build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                            by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+    if len(args.traces) > 1:
+        raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
+                          "traces into it with `xpuprof convert`)")
+    from ..analysis.engines import EngineError
+    from ..analysis.store_report import build_store_report
+    from ..trace.read.store import StoreError
+
+    try:
+        report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
+                                    end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+        if args.format == "html":  # the per-rank view: step time per rank, stragglers
+            from ..analysis.cluster import stragglers
+            from ..analysis.engines import open_engine
+
+            with open_engine(stores[0]) as engine:
+                report.ranks_view = stragglers.run(engine)[0]
+    except (StoreError, EngineError) as exc:
+        raise ReportError(str(exc)) from None
+    return report
+
+
 def run(args) -> int:
     if getattr(args, "stalls", False):
         try:
@@ -234,8 +268,7 @@ def run(args) -> int:
             return 2
         return _emit(args, text)
     try:
-        report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                              by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+        report = _build(args)
     except ReportError as exc:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2

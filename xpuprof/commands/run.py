@@ -101,12 +101,41 @@ def _kernels(result):
     try:
         if len(result.tables) == len(result.traces) and all(t is not None for t in result.tables):
             return kernel_stats(EventTable.concat(result.tables))  # from memory: no trace read back
+        if all(p.parent.name.endswith(".store") for p in result.traces):  # rank partitions of stores
+            return _store_kernels(result.traces)
         return build_report(result.traces).stats
     except ReportError as exc:
         result.error = result.error or f"cannot summarize traces: {exc}"
     except RunInterrupted as exc:  # a second signal while reading the traces back
         result.error = result.error or f"kernel summary abandoned on a second {exc.signal_name}"
     return []
+
+
+def _store_kernels(partitions) -> list:
+    """The kernel rows of this process's store partitions (one per trace), merged by name."""
+    from ..analysis.report import NameStat
+    from ..analysis.store_report import build_store_report
+
+    merged: dict[str, NameStat] = {}
+    for part in partitions:
+        rank = int(part.name.split("=", 1)[1])
+        for s in build_store_report(part.parent, ranks=[rank]).stats:
+            got = merged.get(s.name)
+            if got is None:
+                merged[s.name] = s
+                continue
+            n = got.calls + s.calls  # metric means weighted by calls (instances with the metric, per trace)
+            got.metrics = {m: (got.metrics.get(m, v) * got.calls + v * s.calls) / n for m, v in s.metrics.items()}
+            got.metric_min = {m: min(got.metric_min.get(m, v), v) for m, v in s.metric_min.items()}
+            got.metric_max = {m: max(got.metric_max.get(m, v), v) for m, v in s.metric_max.items()}
+            got.calls, got.total_ns = n, got.total_ns + s.total_ns
+            got.self_ns = (got.self_ns or 0) + (s.self_ns or 0)
+            got.min_ns, got.max_ns = min(got.min_ns, s.min_ns), max(got.max_ns, s.max_ns)
+            got.avg_ns = got.total_ns / n
+    grand = sum(s.self_ns or 0 for s in merged.values()) or 1
+    for s in merged.values():
+        s.pct = 100.0 * (s.self_ns or 0) / grand
+    return sorted(merged.values(), key=lambda s: (-s.total_ns, s.name))
 
 
 def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
@@ -130,6 +159,24 @@ def check_outputs_writable(cfg: BenchmarkConfig, multi_point: bool) -> str | Non
         output_target(cfg.points[0].output.dir / summary_name())
     except OutputError as exc:
         return str(exc)
+    return _check_stores(cfg, multi_point)
+
+
+def _check_stores(cfg: BenchmarkConfig, multi_point: bool) -> str | None:
+    """A parquet run's stores must not already hold this process's rank (an earlier run into --out)."""
+    from .. import rank as rank_env
+    from ..workloads.runner import store_name, store_worker, trace_dir
+
+    if not any(pt.output.format == "parquet" for pt in cfg.points):
+        return None
+    rank = rank_env.process_rank()  # unusable launcher variables: said once, read as one process
+    rank = 0 if rank is None else rank
+    for pt in cfg.points:
+        if pt.output.format != "parquet":
+            continue
+        store = trace_dir(pt, multi_point) / store_name(store_worker(pt), 0)
+        if (store / f"rank={rank}").exists():
+            return (f"{store} already holds rank {rank} (from an earlier run?); remove it or choose another --out")
     return None
 
 

@@ -68,6 +68,8 @@ OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
     "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
+    "format": ("str", "json", "json: Kineto JSON trace files; parquet: a trace store per trace, this rank's partition "
+                              "(<worker_name, else name>.store; docs/store.md)"),
     "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
     "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
 }
@@ -92,6 +94,7 @@ SCHEMA: dict[str, Any] = {
 }
 REQUIRED_TOP = ("workload",)
 COMPRESSIONS = ("none", "gzip")
+OUTPUT_FORMATS = ("json", "parquet")
 
 
 # ----------------------------------------------------------------------------- loading with positions
@@ -217,6 +220,7 @@ class OutputSpec:
     compression: str = "none"
     legacy_categories: bool = False
     generic_categories: bool = False
+    format: str = "json"
 
     @property
     def use_gzip(self) -> bool:
@@ -461,8 +465,14 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
     out = top["output"] or {k: spec[1] for k, spec in OUTPUT_KEYS.items()}
     if out["compression"] not in COMPRESSIONS:
         ck.fail(("output", "compression"), f"unknown compression {out['compression']!r}; valid: {', '.join(COMPRESSIONS)}")
+    fmt = out.get("format") or "json"
+    if fmt not in OUTPUT_FORMATS:
+        ck.fail(("output", "format"), f"unknown output format {fmt!r}; valid: {', '.join(OUTPUT_FORMATS)}")
+    if fmt == "parquet" and out["compression"] != "none":
+        ck.fail(("output", "compression"), "compression applies to json traces; a parquet store is compressed "
+                                           "(zstd) already: remove output.compression or use output.format: json")
     output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or None, out["compression"],
-                        out["legacy_categories"], out.get("generic_categories", False))
+                        out["legacy_categories"], out.get("generic_categories", False), fmt)
 
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()) or name
     return RunPoint(index=index, params=dict(params), label=label, slug=_slug(index, params), name=name,

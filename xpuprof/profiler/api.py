@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..backends import registry
 from ..backends.base import Backend
@@ -60,6 +60,30 @@ def _make_trace_dir(directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # pathlib's recursion chains one error per missing parent: say it once
         raise type(exc)(exc.errno, exc.strerror, exc.filename) from None
+
+
+def _store_rank(builder: TraceBuilder) -> tuple[int | None, str]:
+    """The rank a store partition gets and where it came from (None: the builder's distributedInfo)."""
+    info = builder.distributed_info if builder.distributed_info is not None else builder.metadata.get("distributedInfo")
+    if isinstance(info, Mapping) and isinstance(info.get("rank"), int):
+        return None, "distributedInfo"
+    from .. import rank as rank_env
+
+    rank = rank_env.bare_rank()  # a bare RANK without WORLD_SIZE (distributedInfo needs both) still names it
+    return (rank, "environment") if rank is not None else (None, "default")
+
+
+def _export_store(builder: TraceBuilder | None, path, replace: bool, vendor_categories: bool) -> Path:
+    """``profile.export_parquet``: the trace as its rank's partition of the store at ``path``."""
+    if builder is None:
+        raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+    from ..trace.write.parquet import write_store
+
+    rank, source = _store_rank(builder)
+    out = write_store(builder, path, rank=rank, rank_source=source, replace=replace,
+                      vendor_categories=vendor_categories)
+    log.info("xpuprof: trace stored as %s", out)
+    return out
 
 
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
@@ -292,6 +316,12 @@ class profile(TorchResultsMethods):
         self.last_trace_path = out
         log.info("xpuprof: trace written to %s", out)
         return out
+
+    def export_parquet(self, path, *, replace: bool = False) -> Path:
+        """Write the last completed trace as this rank's partition of the trace store at ``path``
+        (docs/store.md); returns the partition's directory. Needs pyarrow (``xpuprof[scale]``)."""
+        self.last_trace_path = _export_store(self.builder, path, replace, not self.config.generic_categories)
+        return self.last_trace_path
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *, group_by: str | None = None):

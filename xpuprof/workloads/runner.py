@@ -3,6 +3,7 @@ iterations ``repeats`` times (one trace per recording cycle) and time every iter
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,29 @@ class TraceWriteError(OSError):
 
 def trace_dir(point: RunPoint, multi_point: bool) -> Path:
     return point.output.dir / point.slug if multi_point else point.output.dir
+
+
+def store_name(worker_name: str, k: int) -> str:
+    """The store of a point's k-th trace: every rank of a distributed run writes its partition there."""
+    worker = str(worker_name).replace("/", "_") or "worker"
+    return f"{worker}.store" if k == 0 else f"{worker}.{k}.store"
+
+
+def store_worker(point: RunPoint) -> str:
+    """The worker part of a point's store names: the worker given, else the run's name (one store that
+    every rank's process shares; the default worker, <host>_<pid>, differs per process)."""
+    return point.output.worker_name or point.name
+
+
+def store_handler(directory: Path, worker_name: str) -> Callable:
+    """An ``on_trace_ready`` callback writing each trace into its own store (``store_name``)."""
+    count = itertools.count()
+
+    def handler(prof) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        return prof.export_parquet(directory / store_name(worker_name, next(count)))
+
+    return handler
 
 
 def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Callable[[], None] | None = None,
@@ -91,8 +115,11 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
             workload.sync()
 
     dist = rank_env.distributed_info()
-    handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
-                            use_gzip=point.output.use_gzip)
+    if point.output.format == "parquet":
+        handler = store_handler(trace_dir(point, multi_point), store_worker(point))
+    else:
+        handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
+                                use_gzip=point.output.use_gzip)
 
     def ready(prof) -> None:
         if guard is not None and guard.signum is not None:  # landed while the trace was built: it says so too

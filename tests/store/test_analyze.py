@@ -1,0 +1,190 @@
+"""``xpuprof analyze``: percentiles from mergeable histograms within 1 % of exact, partials that
+combine exactly whatever the grouping of ranks, stragglers found, and every output format."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from xpuprof.analysis.cluster import ANALYSES, kernels, run_analysis
+from xpuprof.analysis.engines import open_engine
+from xpuprof.cli import main
+from xpuprof.clock import BASE_TIME_NS
+from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.write.parquet import write_store
+
+from storehelp import synthetic_rank
+
+pytestmark = pytest.mark.slow  # real DuckDB analyses over generated and converted stores
+
+
+@pytest.fixture(scope="module")
+def random_store(tmp_path_factory):
+    """6 ranks of kernels with log-normal durations (seeded), each launched by a runtime call."""
+    store = tmp_path_factory.mktemp("random") / "store"
+    rng = np.random.default_rng(7)
+    for rank in range(6):
+        n = 3000
+        b = TraceBuilder(pid=rank)
+        ts = BASE_TIME_NS + 10**9 + np.cumsum(rng.integers(1_000, 50_000, n))
+        dur = np.maximum(1, rng.lognormal(10, 1.2, n).astype(np.int64))  # ~ 20 µs median, long tail
+        corr = np.arange(n) + 1
+        names = np.array(["gemm", "conv", "ncclKernel_AllGather", "softmax"])[rng.integers(0, 4, n)]
+        b.add_slices(names=["cudaLaunchKernel"] * n, ts=ts - 500, dur=400, pid=rank, tid=1, cat="cuda_runtime",
+                     args={"correlation": corr})
+        b.add_slices(names=list(names), ts=ts, dur=dur, pid=rank, tid=7, cat="kernel",
+                     args={"correlation": corr, "stream": np.full(n, 7)})
+        b.set_distributed_info({"rank": rank})
+        write_store(b, store)
+    return store
+
+
+def exact_durations(store) -> dict[str, np.ndarray]:
+    """HTA's µs durations per kernel name, from the rows (whole µs inwards), all ranks."""
+    out: dict[str, list] = {}
+    for rank in range(6):
+        t = pq.read_table(store / f"rank={rank}" / "slices.parquet").to_pydict()
+        for name, cat, ts, dur in zip(t["name"], t["cat"], t["ts"], t["dur"]):
+            if cat == "kernel":
+                out.setdefault(name, []).append((ts + dur) // 1000 - (-(-ts // 1000)))
+    return {k: np.array(v, float) for k, v in out.items()}
+
+
+def test_percentiles_within_one_percent_of_exact(random_store):
+    exact = exact_durations(random_store)
+    with open_engine(random_store) as engine:
+        rows = {r["name"]: r for r in run_analysis("kernels", engine).rows}
+    assert set(rows) == set(exact)
+    for name, values in exact.items():
+        r = rows[name]
+        assert r["calls"] == len(values) and r["sum_us"] == values.sum()
+        assert (r["min_us"], r["max_us"]) == (values.min(), values.max())
+        assert r["std_us"] == pytest.approx(values.std(ddof=1), rel=1e-12)
+        for p in (50, 90, 99):
+            want = np.percentile(values, p, method="inverted_cdf")
+            assert abs(r[f"p{p}_us"] - want) <= 0.01 * want, (name, p, r[f"p{p}_us"], want)
+
+
+def test_partials_of_any_rank_grouping_combine_to_the_same_answer(random_store):
+    params = {"steps_filter": False, "include_last_step": False, "by_rank": False, "include_memory": True}
+    with open_engine(random_store) as engine:
+        whole = kernels._groups(engine.run(kernels.task, params))
+        parts = [p for group in ([0, 1], [2], [3, 4, 5]) for p in engine.run(kernels.task, params, ranks=group)]
+        split = kernels._groups(parts)
+    assert whole.keys() == split.keys()
+    for key in whole:
+        assert whole[key].row() == split[key].row(), key
+
+
+@pytest.mark.parametrize("which", ["random", "trace_filter"])
+def test_the_duckdb_engine_in_rank_groups_gives_the_one_group_answer(which, random_store, hta_stores):
+    """The duckdb engine runs groups of ranks one after the other (memory of one group): a group per
+    rank gives the answers one group of all ranks gives, for every analysis."""
+    store = random_store if which == "random" else hta_stores["trace_filter"]
+    variants = [{}, {"by_rank": True}] if which == "random" else [{}]
+    with open_engine(store, group_events=10**9) as whole, open_engine(store, group_events=1) as split:
+        for name in ANALYSES:
+            for options in variants if name == "kernels" else [{}]:
+                one = run_analysis(name, whole, **options)
+                many = run_analysis(name, split, **options)
+                assert one.rows == many.rows, (name, options)
+                assert one.notes == many.notes
+        assert len(whole.nodes) == 1 and len(split.nodes) == len(split.store.ranks) > 1
+
+
+def test_stragglers_are_the_slow_rank_and_the_late_one(tmp_path):
+    store = tmp_path / "s"
+    for rank in range(8):
+        step = 11_500_000 if rank == 5 else 10_000_000 + rank * 1_000  # rank 5: 15 % slower steps
+        start = BASE_TIME_NS + 10**9 + (4_000_000 if rank == 2 else rank * 2_000)  # rank 2: starts 4 ms late
+        write_store(synthetic_rank(rank, steps=5, step_ns=step, start_ns=start, kernels_per_step=4), store)
+    with open_engine(store) as engine:
+        result = run_analysis("stragglers", engine)
+    flagged = [r["rank"] for r in result.rows if r["straggler"]]
+    assert flagged == [2, 5]
+    rows = {r["rank"]: r for r in result.rows}
+    assert rows[5]["vs_median_pct"] > 10 and rows[2]["start_lag_us"] > 3000
+    assert all(r["steps"] == 5 for r in result.rows)
+
+
+def test_stragglers_without_steps_say_so(tmp_path):
+    b = TraceBuilder(pid=1)
+    b.add_slice("k", BASE_TIME_NS + 10, 10, 1, 1, cat="kernel")
+    write_store(b, tmp_path / "s")
+    with open_engine(tmp_path / "s") as engine:
+        result = run_analysis("stragglers", engine)
+    assert result.rows == [] and "no ProfilerStep#N" in result.notes[0]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "table", "html"])
+def test_every_analysis_in_every_format(random_store, capsys, fmt, tmp_path):
+    for analysis in ("temporal", "kernels", "kernel-types", "idle", "overlap", "queue", "launch", "memory-bw",
+                     "stragglers"):
+        out = tmp_path / f"{analysis}.{fmt}"
+        assert main(["analyze", str(random_store), analysis, "--format", fmt, "-o", str(out)]) == 0, analysis
+        text = out.read_text()
+        if fmt == "json":
+            rows = json.loads(text)
+            assert isinstance(rows, list)
+            if analysis == "temporal":
+                assert [r["rank"] for r in rows] == list(range(6))
+                assert {"rank", "idle_us", "compute_us", "non_compute_us", "kernel_us"} <= set(rows[0])
+        elif fmt == "csv":
+            rows = list(csv.DictReader(io.StringIO(text)))
+            if analysis == "queue":
+                assert len(rows) == 6 and rows[0]["stream"] == "7"
+        elif fmt == "html":
+            assert text.startswith("<!DOCTYPE html>") and f'id="{analysis}"' in text
+    capsys.readouterr()
+
+
+def test_group_events_on_the_command_line(random_store, capsys):
+    assert main(["analyze", str(random_store), "temporal", "--format", "json"]) == 0
+    whole = capsys.readouterr().out
+    assert main(["analyze", str(random_store), "temporal", "--format", "json", "--group-events", "1"]) == 0
+    assert capsys.readouterr().out == whole
+    assert main(["analyze", str(random_store), "temporal", "--engine", "ray", "--group-events", "1"]) == 2
+    assert capsys.readouterr().err.strip() == ("xpuprof analyze: --group-events is the duckdb engine's (Ray's "
+                                               "groups are its tasks)")
+    assert main(["analyze", str(random_store), "temporal", "--group-events", "0"]) == 2
+    assert "group_events must be positive" in capsys.readouterr().err
+
+
+STEP_VARIANTS = {  # the step events of a rank: (name, cat, has a duration)
+    "two timed steps": [("ProfilerStep#1", "user_annotation", True), ("ProfilerStep#2", "user_annotation", True)],
+    "two untimed steps": [("ProfilerStep#1", "user_annotation", False), ("ProfilerStep#2", "user_annotation", False)],
+    "one timed, one untimed": [("ProfilerStep#1", "user_annotation", True), ("ProfilerStep#2", "cpu_op", False)],
+    "steps in Trace": [("ProfilerStep#1", "Trace", True), ("ProfilerStep#2", "Trace", True)],
+    "uncategorized steps": [("ProfilerStep#1", None, True), ("ProfilerStep#2", None, True)],
+    "one step": [("ProfilerStep#1", "user_annotation", True)],
+    "a step category": [("step", "ProfilerStep", True), ("ProfilerStep#2", "user_annotation", True)],
+}
+
+
+@pytest.mark.parametrize("variant", list(STEP_VARIANTS))
+def test_the_step_filter_decision_from_summaries_is_the_events_one(variant, tmp_path):
+    """Whether HTA's step filter applies is read from the ranks' slice summaries when they settle it;
+    it is always what the events say (untimed, uncategorized and "Trace" steps are not HTA's)."""
+    from xpuprof.analysis.cluster.frame import step_symbols, steps_params
+
+    events = [{"ph": "X", "name": "gemm", "cat": "kernel", "ts": 100, "dur": 5, "pid": 0, "tid": 7,
+               "args": {"stream": 7, "correlation": 1}},
+              {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ts": 90, "dur": 5, "pid": 1, "tid": 1,
+               "args": {"correlation": 1}}]
+    for i, (name, cat, timed) in enumerate(STEP_VARIANTS[variant]):
+        e = {"ph": "X", "name": name, "ts": 50 + 100 * i, "pid": 1, "tid": 1}
+        if cat is not None:
+            e["cat"] = cat
+        if timed:
+            e["dur"] = 90
+        events.append(e)
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}))
+    assert main(["convert", str(src), "-o", str(tmp_path / "s")]) == 0
+    with open_engine(tmp_path / "s") as engine:
+        symbols = {s for part in engine.run(step_symbols) for s in part}
+        assert steps_params(engine)["steps_filter"] == (len(symbols) >= 2)

@@ -1,0 +1,101 @@
+"""``xpuprof analyze STORE ANALYSIS``: cluster-scale analyses over a trace store (``xpuprof convert``,
+``profile.export_parquet``), HTA-compatible, on DuckDB in this process (default) or on a Ray cluster.
+
+Analyses: temporal, kernels, kernel-types, idle, overlap, queue, launch, memory-bw (HTA 0.5's
+definitions and numbers) and stragglers. Times are µs, as HTA gives them."""
+from __future__ import annotations
+
+import sys
+
+
+def register(subparsers) -> None:
+    from ..analysis.cluster import ANALYSES, FORMATS
+    from ..analysis.engines import ENGINES
+    from ._options import top_count
+
+    p = subparsers.add_parser("analyze", help="analyses over a trace store (any number of ranks; DuckDB or Ray)",
+                              description=__doc__)
+    p.add_argument("store", metavar="STORE", help="a trace store directory")
+    p.add_argument("analysis", metavar="ANALYSIS", choices=list(ANALYSES),
+                   help="; ".join(f"{a.name}: {a.help}" for a in ANALYSES.values()))
+    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--engine", default="duckdb", choices=ENGINES,
+                   help="duckdb: embedded, this process (default); ray: tasks over a Ray cluster (RAY_ADDRESS, "
+                        "--ray-address, or a local one on 127.0.0.1)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="the Ray cluster to join (default: RAY_ADDRESS)")
+    p.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="DuckDB's memory limit per process, e.g. 2GB (default: XPUPROF_DUCKDB_MEMORY or 1GB; it "
+                        "spills to disk beyond)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="DuckDB threads per process")
+    p.add_argument("--group-events", type=int, default=None, metavar="N",
+                   help="duckdb: slices per group of ranks, the groups run one after the other (default: "
+                        "XPUPROF_GROUP_EVENTS or 2000000; memory follows one group's size)")
+    g = p.add_argument_group("analysis options (each analysis takes the ones HTA's method of that name takes)")
+    g.add_argument("--include-last-step", action="store_const", const=True, default=None,
+                   help="keep the last ProfilerStep (HTA drops it when there are several)")
+    g.add_argument("--by-rank", action="store_const", const=True, default=None,
+                   help="kernels: HTA's per-rank table (with its folding into 'others')")
+    g.add_argument("--top", type=lambda s: -1 if s.strip().lower() == "all" else top_count(s), default=None,
+                   metavar="N",
+                   help="kernels: the N busiest names per kernel type, the rest as 'others' ('all': no folding; "
+                        "--by-rank: default 10, HTA's)")
+    g.add_argument("--duration-ratio", type=float, default=None, metavar="R", help="kernels --by-rank: HTA's ratio")
+    g.add_argument("--no-memory", dest="include_memory", action="store_const", const=False, default=None,
+                   help="kernels, kernel-types: leave memory kernels out")
+    g.add_argument("--events", action="store_const", const=True, default=None,
+                   help="launch: one row per launch (HTA's table) instead of per-rank statistics")
+    g.add_argument("--runtime-cutoff", type=float, default=None, metavar="US", help="launch: runtime outlier, µs")
+    g.add_argument("--launch-delay-cutoff", type=float, default=None, metavar="US", help="launch: delay outlier, µs")
+    g.add_argument("--no-memory-events", dest="include_memory_events", action="store_const", const=False,
+                   default=None, help="launch: leave cudaMemcpyAsync/cudaMemsetAsync out")
+    g.add_argument("--consecutive-kernel-delay", type=float, default=None, metavar="US",
+                   help="idle: a gap shorter than this is kernel wait (HTA's default 30)")
+    g.add_argument("--threshold-pct", type=float, default=None, metavar="PCT",
+                   help="stragglers: how much slower than the median rank counts (default 5)")
+    g.add_argument("--z", type=float, default=None, metavar="Z", help="stragglers: robust z-score bound (default 3.5)")
+    p.set_defaults(func=run)
+
+
+OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_memory", "events", "runtime_cutoff",
+           "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "z")
+
+
+def run(args) -> int:
+    from ..analysis.cluster import AnalysisError, run_analysis
+    from ..analysis.engines import EngineError, open_engine
+    from ..trace.read.store import StoreError
+
+    options = {k: getattr(args, k) for k in OPTIONS}
+    engine_opts = {"memory_limit": args.memory_limit}
+    if args.threads is not None:
+        engine_opts["threads"] = args.threads
+    if args.group_events is not None:
+        if args.engine != "duckdb":
+            print("xpuprof analyze: --group-events is the duckdb engine's (Ray's groups are its tasks)", file=sys.stderr)
+            return 2
+        engine_opts["group_events"] = args.group_events
+    if args.engine == "ray" and args.ray_address:
+        engine_opts["address"] = args.ray_address
+    try:
+        with open_engine(args.store, args.engine, **engine_opts) as engine:
+            result = run_analysis(args.analysis, engine, **options)
+    except (StoreError, EngineError, AnalysisError) as exc:
+        print(f"xpuprof analyze: {exc}", file=sys.stderr)
+        return 2
+    text = result.render(args.format)
+    if args.format != "table":
+        for note in result.notes:
+            print(f"xpuprof analyze: note: {note}", file=sys.stderr)
+    if args.output:
+        from ..outputs import write_error_line, write_output_bytes
+
+        try:
+            write_output_bytes(args.output, text.encode("utf-8"))
+        except OSError as exc:
+            print(f"xpuprof analyze: {write_error_line(args.output, exc)}", file=sys.stderr)
+            return 1
+        print(f"xpuprof analyze: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,97 @@
+"""``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
+any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
+
+Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read (not recursively, as
+HTA reads a trace directory). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
+in its file name, else its position among the inputs (the rank's metadata says which). A store that
+exists gets the ranks it lacks; a rank it has is refused unless ``--replace``. A bad input gets one
+line and the others are still converted (exit status 2 then)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet)",
+                              description=__doc__)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files (.json/.json.gz) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="STORE", help="the store directory (created when new)")
+    p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
+    p.add_argument("--rank", type=int, default=None, metavar="N",
+                   help="the rank of the one INPUT (default: from the trace, its name or its position)")
+    p.set_defaults(func=run)
+
+
+def expand_inputs(inputs: list[str], store: Path) -> tuple[list[Path], list[str]]:
+    """(files in order, one error line per input that names nothing to convert)."""
+    files: list[Path] = []
+    errors: list[str] = []
+    store = store.resolve()
+    for text in inputs:
+        p = Path(text)
+        if p.is_dir():
+            if p.resolve() == store:
+                errors.append(f"{p}: is the output store itself")
+                continue
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith((".json", ".json.gz")))
+            if not found:
+                errors.append(f"{p}: directory holds no *.json or *.json.gz files")
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            errors.append(f"{p}: no such trace file or directory")
+    return files, errors
+
+
+def _installed(package: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def run(args) -> int:
+    from ..trace.write.kineto_store import ConvertError, convert_trace
+    from ..trace.write.rankwriter import StoreWriteError, prepare_store
+
+    if not _installed("pyarrow"):  # checked before any input is read
+        print("xpuprof convert: a trace store needs the pyarrow package: pip install 'xpuprof[scale]'",
+              file=sys.stderr)
+        return 2
+    store = Path(args.output)
+    files, errors = expand_inputs(args.inputs, store)
+    for line in errors:
+        print(f"xpuprof convert: {line}", file=sys.stderr)
+    if args.rank is not None and len(files) != 1:
+        print(f"xpuprof convert: --rank names the rank of one input; {len(files)} inputs given", file=sys.stderr)
+        return 2
+    if args.rank is not None and args.rank < 0:
+        print(f"xpuprof convert: --rank must be 0 or more, not {args.rank}", file=sys.stderr)
+        return 2
+    try:
+        prepare_store(store)
+    except (StoreWriteError, OSError) as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    taken: dict[int, str] = {}
+    done = 0
+    for position, path in enumerate(files):
+        try:
+            got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace, taken=taken)
+        except ConvertError as exc:
+            print(f"xpuprof convert: {exc}", file=sys.stderr)
+            errors.append(str(exc))
+            continue
+        except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
+            print(f"xpuprof convert: {path}: cannot write {store}: {exc.strerror or exc}", file=sys.stderr)
+            errors.append(str(exc))
+            continue
+        done += 1
+        print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
+              f"from {got.rank_source})", file=sys.stderr)
+    print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
+    return 2 if errors else 0

@@ -1,0 +1,190 @@
+"""Opening a trace store: its manifest, its rank partitions and their metadata, checked.
+
+A bad store gets one clear line (``StoreError``): not a store (or a trace file given instead),
+another schema version, a partition whose files are missing or truncated (Parquet files end with
+the ``PAR1`` magic: a cut file does not), or mixed ranks (a partition whose metadata names another
+rank than its directory).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..store_schema import FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES
+
+_RANK_DIR = re.compile(re.escape(RANK_DIR_PREFIX) + r"(-?\d+)$")
+PARQUET_MAGIC = b"PAR1"
+HEAVY_META = ("header_json", "metadata_events_json")  # read when asked (RankPartition.header ...)
+
+
+class StoreError(ValueError):
+    """A store that cannot be read; the message names the path and what is wrong."""
+
+
+@dataclass
+class RankPartition:
+    rank: int
+    path: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def file(self, table: str) -> Path:
+        return self.path / f"{table}.parquet"
+
+    @property
+    def header(self) -> dict:
+        """The trace's top-level keys (read from the metadata file when asked: they can be large)."""
+        return json.loads(self._heavy("header_json") or "{}")
+
+    @property
+    def metadata_events(self) -> list:
+        return json.loads(self._heavy("metadata_events_json") or "[]")
+
+    def _heavy(self, column: str):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.file(RANKS_TABLE)).read(columns=[column]).column(0)[0].as_py()
+
+
+@dataclass
+class Store:
+    path: Path
+    partitions: dict[int, RankPartition]
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.partitions)
+
+    def files(self, table: str, ranks: Iterable[int] | None = None) -> list[str]:
+        ranks = self.ranks if ranks is None else ranks
+        return [str(self.partitions[r].file(table)) for r in ranks]
+
+    def meta(self, rank: int) -> dict[str, Any]:
+        return self.partitions[rank].meta
+
+
+def is_store(path) -> bool:
+    """Whether ``path`` is a directory holding a store manifest (cheap: for choosing a reader)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def open_store(path, *, read_meta: bool = True) -> Store:
+    """The store at ``path``, its partitions checked; ``read_meta`` also reads each rank's metadata."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such store")
+    if path.is_file():
+        raise StoreError(f"{path} is a file, not a trace store (a store is a directory; convert a trace with "
+                         f"`xpuprof convert {path} -o STORE`)")
+    manifest = path / MANIFEST
+    try:
+        data = json.loads(manifest.read_bytes())
+    except FileNotFoundError:
+        raise StoreError(f"{path} is not a trace store (no {MANIFEST}; `xpuprof convert` writes one)") from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{manifest} is unreadable: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise StoreError(f"{manifest} does not describe an {FORMAT}")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise StoreError(f"{path} has store schema version {data.get('schema_version')!r}; this xpuprof reads "
+                         f"version {SCHEMA_VERSION}")
+    partitions: dict[int, RankPartition] = {}
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.name == MANIFEST:
+            continue  # writers' private partitions in progress, and the manifest
+        m = _RANK_DIR.match(entry.name)
+        if not m or not entry.is_dir():
+            raise StoreError(f"{path} holds {entry.name!r}, which is no rank partition ({RANK_DIR_PREFIX}<rank>/); "
+                             "a store holds only its manifest and rank partitions")
+        part = RankPartition(int(m.group(1)), Path(entry.path))
+        for table in (*TABLES, RANKS_TABLE):
+            _check_parquet(part.file(table))
+        partitions[part.rank] = part
+    if not partitions:
+        raise StoreError(f"{path} holds no ranks yet")
+    if read_meta:
+        _read_meta(path, partitions)
+    return Store(path, partitions)
+
+
+def _check_parquet(file: Path) -> None:
+    try:
+        size = file.stat().st_size
+        with open(file, "rb") as f:
+            head = f.read(4)
+            f.seek(max(size - 4, 0))
+            tail = f.read(4)
+    except FileNotFoundError:
+        raise StoreError(f"{file.parent} is missing {file.name}: an incomplete rank partition") from None
+    except OSError as exc:
+        raise StoreError(f"{file} is unreadable: {exc.strerror or exc}") from None
+    if size < 12 or head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+        raise StoreError(f"{file} is not a complete Parquet file ({size} bytes; truncated or corrupt)")
+
+
+def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise StoreError("reading a trace store needs the pyarrow package: pip install 'xpuprof[scale]'") from None
+
+    def read(part: RankPartition):
+        file = part.file(RANKS_TABLE)
+        try:
+            pf = pq.ParquetFile(file)
+            version = (pf.schema_arrow.metadata or {}).get(SCHEMA_VERSION_KEY)
+            rows = pf.read(columns=[c for c in pf.schema_arrow.names if c not in HEAVY_META]).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            return StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
+                              f"{str(exc).splitlines()[0]}")
+        return version, rows
+
+    parts = list(partitions.values())
+    if len(parts) > 4:  # pyarrow reads without the GIL: a few threads overlap the small reads
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(8, len(parts))) as pool:
+            results = list(pool.map(read, parts))
+    else:
+        results = [read(part) for part in parts]
+    for part, got in zip(parts, results):  # checked in rank order: the first bad partition is named
+        file = part.file(RANKS_TABLE)
+        if isinstance(got, StoreError):
+            raise got
+        version, rows = got
+        if version is not None and version != str(SCHEMA_VERSION).encode():
+            raise StoreError(f"{file} has store schema version {version.decode()}; this xpuprof reads version "
+                             f"{SCHEMA_VERSION}")
+        if len(rows) != 1:
+            raise StoreError(f"{file} holds {len(rows)} rows; a rank's metadata is one row")
+        meta = rows[0]
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            raise StoreError(f"{file} has store schema version {meta.get('schema_version')!r}; this xpuprof reads "
+                             f"version {SCHEMA_VERSION}")
+        if meta.get("rank") != part.rank:
+            raise StoreError(f"{part.path} holds rank {meta.get('rank')}'s data (its {file.name} says so): mixed "
+                             f"ranks; a partition {RANK_DIR_PREFIX}<r> holds rank r only")
+        part.meta = meta
+
+
+def check_data_files(store: Store, ranks: Iterable[int] | None = None) -> None:
+    """Reads every data file's footer (schema version, readable): for a check before a long query."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for r in store.ranks if ranks is None else ranks:
+        for table in TABLES:
+            file = store.partitions[r].file(table)
+            try:
+                md = pq.read_schema(file).metadata or {}
+            except (pa.ArrowException, OSError) as exc:
+                raise StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
+                                 f"{str(exc).splitlines()[0]}") from None
+            version = md.get(SCHEMA_VERSION_KEY)
+            if version is not None and version != str(SCHEMA_VERSION).encode():
+                raise StoreError(f"{file} has store schema version {version.decode()}; this xpuprof reads version "
+                                 f"{SCHEMA_VERSION}")
