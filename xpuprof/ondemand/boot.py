@@ -67,11 +67,12 @@ class WholeRun:
 
     def _torch_imported(self, torch) -> None:
         from ..host import torch_ops
+        from ..profiler.api import record_torch_ops_from_now
         from .capture import quiet_kineto
 
         torch_ops.record_other_threads(True, yield_to=self._yield_to_program)  # every thread's ops
         try:
-            quiet_kineto(self.prof.record_torch_ops_from_now)()
+            quiet_kineto(lambda: record_torch_ops_from_now(self.prof))()
         finally:
             torch_ops.record_other_threads(False)
 

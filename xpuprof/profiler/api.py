@@ -352,12 +352,6 @@ class profile(TorchResultsMethods):
         """A top-level key for every trace this profile writes."""
         self.metadata[str(key)] = value
 
-    def record_torch_ops_from_now(self) -> bool:
-        """torch was imported while this profile records (``xpuprof exec`` starts recording before the program
-        imports anything): record its ops from now on, on the calling thread (torch's recorder is per thread).
-        False when nothing records, torch is absent, or its ops are already recorded."""
-        return self._recording.record_torch_ops_from_now()
-
     # ------------------------------------------------------------------ steps
     def _enter_step(self) -> None:
         if self.record_steps:
@@ -496,3 +490,10 @@ def _keep_write_failure(prof: profile, exc: OSError) -> None:
     prof.trace_ready_errors.append(why)
     prof._unreported_errors.append(why)
     log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)
+
+
+def record_torch_ops_from_now(prof: profile) -> bool:
+    """torch was imported while ``prof`` records (``xpuprof exec`` starts recording before the program imports
+    anything): record its ops from now on, on the calling thread (torch's recorder is per thread). False when
+    nothing records, torch is absent, or its ops are already recorded."""
+    return prof._recording.record_torch_ops_from_now()
