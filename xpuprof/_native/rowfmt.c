@@ -66,23 +66,32 @@ static const char DIGITS2[201] =
     "8081828384858687888990919293949596979899";
 static const char HEXDIG[17] = "0123456789abcdef";
 
+static inline int decimal_digits(uint64_t v) {
+    int n = 1;
+    for (;;) {
+        if (v < 10) return n;
+        if (v < 100) return n + 1;
+        if (v < 1000) return n + 2;
+        if (v < 10000) return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* Digits written in place, last first: rendering them into a scratch buffer and copying that out
+ * read back bytes just stored one or two at a time, a store-forwarding stall per number (the
+ * writer's costliest instruction on XPU rows). */
 static inline char *put_u64(char *p, uint64_t v) {
-    char buf[40]; /* digits end at buf + 24; one fixed 32-byte copy (within buf: q >= buf + 4) */
-    char *end = buf + 24, *q = end;
+    char *end = p + decimal_digits(v), *q = end;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         q -= 2;
         memcpy(q, DIGITS2 + 2 * r, 2);
     }
-    if (v >= 10) {
-        q -= 2;
-        memcpy(q, DIGITS2 + 2 * v, 2);
-    } else {
-        *--q = (char)('0' + v);
-    }
-    memcpy(p, q, 32); /* the output keeps COPY_SLACK spare bytes */
-    return p + (end - q);
+    if (v >= 10) memcpy(q - 2, DIGITS2 + 2 * v, 2);
+    else q[-1] = (char)('0' + v);
+    return end;
 }
 
 static inline char *put_i64(char *p, int64_t v) {
