@@ -3,6 +3,7 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.analysis.summary import Summary
+from xpuprof.clock import now_ns
 from xpuprof.trace.build.builder import TraceBuilder
 from xpuprof.trace.read.load import events
 from xpuprof.trace.write.chrome import write_chrome_trace
@@ -90,3 +91,25 @@ def test_table_takes_either_spelling_of_a_category():
         assert "cuda_runtime: 1 names" in text and "cudaLaunchKernel" in text and "kernel: " not in text, asked
     both = s.table(categories=["kernel", "runtime"])
     assert "kernel: 1 names" in both and "cuda_runtime: 1 names" in both
+
+
+def test_nested_ranges_share_their_time_once(tmp_path):
+    """A range inside another on the same thread: the % column is each name's share of the category's
+    self time, so the shares add to 100 and the outer range is not counted twice."""
+    b = TraceBuilder(pid=1)
+    base = now_ns()  # trace files hold times after their base time
+    for step in range(2):  # step 1000 ns holding forward 600 ns holding mm 200 ns; another thread alone
+        t0 = base + step * 2000
+        b.add_slice("step", t0, 1000, 1, 1, "user_annotation")
+        b.add_slice("forward", t0 + 100, 600, 1, 1, "user_annotation")
+        b.add_slice("mm", t0 + 200, 200, 1, 1, "user_annotation")
+    b.add_slice("loader", base, 400, 1, 2, "user_annotation")
+    for source in (Summary.from_builder(b), Summary.from_events(events(write_chrome_trace(b, tmp_path / "t.json")))):
+        rows = {r.name: r for r in source.rows("user_annotation")}
+        assert sum(r.percent for r in rows.values()) == pytest.approx(100.0)
+        assert rows["step"].total_ns == pytest.approx(2000) and rows["step"].self_ns == pytest.approx(800)
+        assert rows["forward"].self_ns == pytest.approx(800) and rows["mm"].self_ns == pytest.approx(400)
+        assert rows["loader"].self_ns == pytest.approx(400)
+        assert rows["step"].percent == pytest.approx(100 * 800 / 2400)
+        assert "Self" in source.table()
+

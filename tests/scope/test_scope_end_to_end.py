@@ -14,7 +14,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
-from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi, session_class
+from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi
 from xpuprof.catalogs import MetricSelectionError
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
@@ -33,7 +33,7 @@ def _config(metrics=("GpuTime", "XVE_ACTIVE"), **exp):
 
 def run_session(double, tmp_path, *, config=None, iterations=6, orphans=(), types=TYPES):
     config = config or _config()
-    api = session_class(types)(types, config, library=double.lib, device_uuids=[UUID0])
+    api = XpuptiActivityScopeApi(types, config, library=double.lib, device_uuids=[UUID0])
     for kernel_id in orphans:
         double.c.scope_double_add_orphan(kernel_id)
     api.start()
@@ -47,11 +47,6 @@ def run_session(double, tmp_path, *, config=None, iterations=6, orphans=(), type
 
 def _x(trace, cat="kernel"):
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
-
-
-def test_session_class_only_loads_scope_api_when_selected():
-    assert session_class(TYPES) is XpuptiActivityScopeApi
-    assert session_class(TYPES - {ActivityType.XPU_SCOPE_PROFILER}) is XpuptiActivityApi
 
 
 def test_kernels_counters_slices_and_args(full_double, tmp_path):

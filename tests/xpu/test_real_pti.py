@@ -35,7 +35,7 @@ needs_wheel = pytest.mark.skipif(WHEEL is None, reason="intel-pti is not install
 @needs_wheel
 def test_wheel_version_and_result_names(monkeypatch):
     monkeypatch.delenv(pti.PTI_LIBRARY_ENV, raising=False)
-    version = availability.pti_version_string(WHEEL)
+    version = pti.version_string(WHEEL)
     assert version.count(".") == 2 and version.split(".")[0].isdigit()
     lib = pti.PtiLibrary.load(WHEEL)
     assert lib.version() == version

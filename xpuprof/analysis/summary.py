@@ -1,7 +1,8 @@
 """The summary table: kernels, copies, runtime calls and host ranges grouped by name.
 
-One section per category (kernel first, host ranges last) with calls, total, % of the
-category's total, avg, min, max; kernels also get mean/min/max columns for every per-kernel
+One section per category (kernel first, host ranges last) with calls, total, self (where ranges of
+the category nest on a thread), % (the name's share of the category's self time, so the shares add
+to 100 and a range holding another is not counted twice), avg, min, max; kernels also get mean/min/max columns for every per-kernel
 metric found (``metrics: <kernel>`` slices, or ``"<metric>::<unit>"`` args on the kernels).
 Built from a ``TraceBuilder`` (``profile.key_averages()``) or from loaded trace events
 (``xpuprof report``), vectorized with numpy either way.
@@ -52,6 +53,7 @@ class SummaryRow:
     avg_ns: float
     min_ns: float
     max_ns: float
+    self_ns: float = 0.0  # total minus the same category's ranges nested directly inside (device work: = total)
     # metric label ("<metric>::<unit>" or "<metric>") -> (mean, min, max)
     metrics: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
@@ -61,7 +63,7 @@ class SummaryRow:
             return self.name
         if column in ("calls", "percent"):
             return getattr(self, column)
-        if column in ("total", "avg", "min", "max"):
+        if column in ("total", "avg", "min", "max", "self"):
             return getattr(self, f"{column}_ns")
         label, stat = column
         got = self.metrics.get(label)
@@ -69,7 +71,7 @@ class SummaryRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"category": self.category, "name": self.name, "calls": self.calls, "total_ns": self.total_ns,
-                "percent": self.percent, "avg_ns": self.avg_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
+                "self_ns": self.self_ns, "percent": self.percent, "avg_ns": self.avg_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
                 "metrics": {k: dict(zip(_STATS, v)) for k, v in self.metrics.items()}}
 
 
@@ -117,16 +119,47 @@ def _group(keys: np.ndarray, values: np.ndarray):
     return uniq, counts, sums, mins, maxs
 
 
+_DEVICE_WORK = frozenset(c for name in ("kernel", "gpu_memcpy", "gpu_memset") for c in category_spellings(name))
+
+
+def _self_times(cats: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per row its duration minus the durations of the same category's rows directly inside it on its
+    thread; device work does not nest (its self time is its duration)."""
+    from .nesting import self_times
+
+    own = dur.copy()
+    if not len(dur):
+        return own
+    cat_u, cat_i = unique_inverse(cats)
+    host = np.array([c not in _DEVICE_WORK for c in cat_u.tolist()], bool)[cat_i]
+    if host.any():
+        th = np.asarray(thread, np.int64)[host]
+        key = cat_i[host].astype(np.int64) * (int(th.max()) + 1) + th  # nesting within one category
+        own[host] = self_times(key, np.asarray(ts, np.int64)[host], dur[host].astype(np.int64))
+    return own
+
+
+def thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """A dense integer per distinct (pid, tid) row, whatever the values' types."""
+    pid_u, pid_i = unique_inverse(np.asarray(pid, dtype=object))
+    tid_u, tid_i = unique_inverse(np.asarray(tid, dtype=object))
+    return pid_i.astype(np.int64) * max(len(tid_u), 1) + tid_i
+
+
 class Summary:
     """Grouped slices; ``table()`` renders it, ``rows()``/``to_dicts()`` give the numbers."""
 
     def __init__(self, categories: Sequence[str], names: Sequence[str], dur_ns: np.ndarray,
-                 metric_samples: Mapping[str, tuple[Sequence[str], np.ndarray]] | None = None) -> None:
+                 metric_samples: Mapping[str, tuple[Sequence[str], np.ndarray]] | None = None, *,
+                 ts_ns: np.ndarray | None = None, thread: np.ndarray | None = None) -> None:
+        """``ts_ns`` and ``thread`` (an integer per row naming its (pid, tid) row) give self times; without
+        them a row's self time is its duration."""
         self._rows: list[SummaryRow] = []
         self.metric_labels: list[str] = []
         cats = np.asarray(categories, dtype=object)
         nms = np.asarray(names, dtype=object)
         dur = np.asarray(dur_ns, dtype=np.float64)
+        own = dur if ts_ns is None or thread is None else _self_times(cats, np.asarray(thread), np.asarray(ts_ns), dur)
         # Rows to skip are decided once per distinct category and name, not once per row.
         cat_u, cat_i = unique_inverse(cats)
         name_u, name_i = unique_inverse(nms)
@@ -134,7 +167,7 @@ class Summary:
         keep_name = np.array([not str(n).startswith(METRICS_PREFIX) for n in name_u.tolist()], bool)
         keep = keep_cat[cat_i] & keep_name[name_i] if len(cats) else np.zeros(0, bool)
         if not keep.all():  # the distinct values of the rows kept, as np.unique over them gives
-            cat_i, name_i, dur = cat_i[keep], name_i[keep], dur[keep]
+            cat_i, name_i, dur, own = cat_i[keep], name_i[keep], dur[keep], own[keep]
             cat_u, cat_i = _used(cat_u, cat_i)
             name_u, name_i = _used(name_u, name_i)
         if len(dur):
@@ -145,12 +178,15 @@ class Summary:
             name_i = remap.reshape(-1)[name_i.reshape(-1)]
             key = cat_i.reshape(-1).astype(np.int64) * len(name_u) + name_i.reshape(-1)
             uniq, calls, sums, mins, maxs = _group(key, dur)
-            cat_tot = np.bincount(uniq // len(name_u), weights=sums, minlength=len(cat_u))
-            for k, c, s, lo, hi in zip(uniq.tolist(), calls.tolist(), sums.tolist(), mins.tolist(), maxs.tolist()):
+            selfs = np.bincount(np.searchsorted(uniq, key), weights=own, minlength=len(uniq))
+            cat_tot = np.bincount(uniq // len(name_u), weights=selfs, minlength=len(cat_u))
+            for k, c, s, o, lo, hi in zip(uniq.tolist(), calls.tolist(), sums.tolist(), selfs.tolist(), mins.tolist(),
+                                          maxs.tolist()):
                 ci, ni = divmod(k, len(name_u))
                 tot = cat_tot[ci]
                 self._rows.append(SummaryRow(str(cat_u[ci]), str(name_u[ni]), int(c), float(s),
-                                             float(100.0 * s / tot) if tot else 0.0, float(s / c), float(lo), float(hi)))
+                                             float(100.0 * o / tot) if tot else 0.0, float(s / c), float(lo), float(hi),
+                                             float(o)))
         self._attach_metrics(metric_samples or {})
 
     def _attach_metrics(self, samples: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
@@ -176,13 +212,16 @@ class Summary:
     def from_builder(cls, builder) -> "Summary":
         builder.flush()
         strings = np.array(builder.strings.strings, dtype=object)
-        cats, names, durs = [], [], []
+        cats, names, durs, starts, pids, tids = [], [], [], [], [], []
         samples: dict[str, tuple[list, list]] = {}
         for b in builder.slices:
             bnames = strings[b.name]
             cats.append(strings[b.cat])
             names.append(bnames)
             durs.append(b.dur)
+            starts.append(b.ts)
+            pids.append(b.pid.astype(object))
+            tids.append(b.tid.astype(object))
             is_metric_row = np.fromiter((str(n).startswith(METRICS_PREFIX) for n in bnames.tolist()), bool, len(b))
             kernel_names = np.array([n[len(METRICS_PREFIX):] if m else n
                                      for n, m in zip(bnames.tolist(), is_metric_row.tolist())], dtype=object)
@@ -208,12 +247,13 @@ class Summary:
         if not cats:
             return cls([], [], np.zeros(0))
         merged = {k: (np.concatenate(ks), np.concatenate(vs)) for k, (ks, vs) in samples.items()}
-        return cls(np.concatenate(cats), np.concatenate(names), np.concatenate(durs), merged)
+        return cls(np.concatenate(cats), np.concatenate(names), np.concatenate(durs), merged,
+                   ts_ns=np.concatenate(starts), thread=thread_codes(np.concatenate(pids), np.concatenate(tids)))
 
     @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> "Summary":
         """From Chrome trace events (``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``."""
-        cats, names, durs = [], [], []
+        cats, names, durs, starts, pids, tids = [], [], [], [], [], []
         samples: dict[str, tuple[list, list]] = {}
         for ev in events:
             if ev.get("ph") != "X":
@@ -222,6 +262,9 @@ class Summary:
             cats.append(str(ev.get("cat", "")))
             names.append(name)
             durs.append(float(ev.get("dur") or 0.0) * 1000.0)
+            starts.append(float(ev.get("ts") or 0.0) * 1000.0)
+            pids.append(_hashable(ev.get("pid")))
+            tids.append(_hashable(ev.get("tid")))
             args = ev.get("args")
             if not args:
                 continue
@@ -235,7 +278,8 @@ class Summary:
                     ks.append(kernel)
                     vs.append(float(v))
         merged = {k: (np.array(ks, dtype=object), np.array(vs, np.float64)) for k, (ks, vs) in samples.items()}
-        return cls(cats, names, np.array(durs, np.float64), merged)
+        return cls(cats, names, np.array(durs, np.float64), merged, ts_ns=np.round(np.array(starts, np.float64)),
+                   thread=thread_codes(pids, tids) if cats else None)
 
     @classmethod
     def from_trace(cls, path) -> "Summary":
@@ -316,7 +360,8 @@ class Summary:
             table = Table(title=escape(title), title_justify="left", show_lines=False)
             table.add_column("Name", overflow="fold", max_width=80,
                              min_width=min(40, max(len(r.name) for r in shown)))
-            for h in ("Calls", "Total", "%", "Avg", "Min", "Max"):
+            nests = any(abs(r.total_ns - r.self_ns) > 0.5 for r in rows)
+            for h in ("Calls", "Total") + (("Self",) if nests else ()) + ("%", "Avg", "Min", "Max"):
                 table.add_column(h, justify="right", no_wrap=True)
             for m in labels:
                 metric, _, unit = m.partition("::")
@@ -324,8 +369,9 @@ class Summary:
                 for s in _STATS:
                     table.add_column(escape(f"{head}\n{s}"), justify="right", no_wrap=True)
             for r in shown:
-                cells = [escape(r.name), str(r.calls), format_ns(r.total_ns), f"{r.percent:.1f}", format_ns(r.avg_ns),
-                         format_ns(r.min_ns), format_ns(r.max_ns)]
+                cells = [escape(r.name), str(r.calls), format_ns(r.total_ns)] + (
+                    [format_ns(r.self_ns)] if nests else []) + [f"{r.percent:.1f}", format_ns(r.avg_ns),
+                                                                format_ns(r.min_ns), format_ns(r.max_ns)]
                 for m in labels:
                     got = r.metrics.get(m)
                     cells += [format_number(v) for v in got] if got else ["-"] * 3
@@ -335,6 +381,11 @@ class Summary:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _hashable(value):
+    """A pid or tid as a grouping key (an unhashable JSON value by its text)."""
+    return value if isinstance(value, (int, float, str, type(None))) else repr(value)
 
 
 def format_ns(ns: float) -> str:

@@ -146,14 +146,6 @@ class DependencyResolver:
     def add_record(self, handle: int, corr_id: int, stream: int, *, ts: int = 0, pid: int = 0, tid: int = 0) -> None:
         self.add_records([handle], [corr_id], [stream], ts=[ts], pid=[pid], tid=[tid])
 
-    def history(self, handle: int) -> list[tuple[int, int]]:
-        """(correlation id, stream) records of one handle, oldest first."""
-        hid = self._handle_ids.get(int(handle))
-        if hid is None:
-            return []
-        lo, hi = np.searchsorted(self._keys, [hid << CORR_BITS, (hid + 1) << CORR_BITS])
-        return list(zip((self._keys[lo:hi] & _CORR_MASK).tolist(), self._stream[lo:hi].tolist()))
-
     # ------------------------------------------------------------------ waits
     def resolve(self, handles, corr_ids) -> Resolution:
         """For each wait (handle, correlation id): the latest record with a smaller correlation id."""

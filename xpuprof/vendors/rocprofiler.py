@@ -112,10 +112,6 @@ class CounterInfoPrefix(ctypes.Structure):
                 ("block", ctypes.c_char_p), ("expression", ctypes.c_char_p)]
 
 
-class RecordHeader(ctypes.Structure):
-    _fields_ = [("category", u32), ("kind", u32), ("payload", ctypes.c_void_p)]
-
-
 def numpy_dtype(struct: type[ctypes.Structure]) -> np.dtype:
     """The ctypes mirror as a numpy structured dtype (same offsets and size)."""
     dt = np.dtype(struct)

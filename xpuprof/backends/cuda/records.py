@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import mmap
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
@@ -212,11 +211,6 @@ def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | No
     for k, parts in mixed.items():
         out[k] = np.concatenate(parts)
     return {k: v if v is not None and len(v) else None for k, v in out.items()}
-
-
-def concat_rows(chunks: Iterable[RawChunk], kind: int) -> np.ndarray | None:
-    """Every chunk's records of one kind, gathered straight into one array."""
-    return gather_kinds(list(chunks), (kind,))[kind]
 
 
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:

@@ -112,6 +112,3 @@ def probe(timeout: float = 60.0) -> ProbeResult:
     return ProbeResult(res.available, reason, details)
 
 
-def pti_version_string(path=None) -> str:
-    """``ptiVersionString`` without initializing PTI's core (safe in-process)."""
-    return pti.version_string(path)

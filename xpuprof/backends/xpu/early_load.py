@@ -148,9 +148,3 @@ def runtime_capture_problem() -> str | None:
 
 def status() -> str:
     return _status
-
-
-def _reset_for_tests() -> None:
-    global _verdict, _status
-    _verdict, _status = None, "not attempted"
-    _initialized_seen.clear()

@@ -242,9 +242,6 @@ def decode_buffers(buffers: Iterable[bytes], walker: Walker, *, release: bool = 
     return result
 
 
-def decode_buffer(buf: bytes, walker: Walker) -> DecodedRecords:
-    """Decode one buffer (see ``decode_buffers``)."""
-    return decode_buffers([buf], walker)
 
 
 # ----------------------------------------------------------------------------- columns

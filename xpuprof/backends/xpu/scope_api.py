@@ -1,6 +1,6 @@
 """XpuptiActivityScopeApi: the plain PTI views plus per-kernel hardware metrics (PTI metrics scope).
 
-Loaded only when the ``xpu_scope_profiler`` activity type is selected (``session_class``). Kineto's
+Loaded only when the ``xpu_scope_profiler`` activity type is selected (``XpuBackend.create``). Kineto's
 XpuptiScopeProfilerSession order: views first (PTI needs kernel/copy/fill tracing for the scope
 callbacks to fire), then at configure time the metric names are validated - against the device's
 PTI metric groups when a device answers, else the ``metrics/xpu`` catalogs - and the scope is
@@ -28,11 +28,6 @@ from ...vendors.pti_metrics import null_device_metrics_message
 
 # PTI's sample enables these views for the scope callbacks to fire; kernels are also what records join on.
 SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})
-
-
-def session_class(activity_types) -> type[XpuptiActivityApi]:
-    """The session class for a selection: the scope API only when ``xpu_scope_profiler`` is in it."""
-    return XpuptiActivityScopeApi if ActivityType.XPU_SCOPE_PROFILER in frozenset(activity_types) else XpuptiActivityApi
 
 
 class _MetricArgsWriter(emit.RecordWriter):
