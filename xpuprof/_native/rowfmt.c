@@ -66,7 +66,7 @@ static const char DIGITS2[201] =
     "8081828384858687888990919293949596979899";
 static const char HEXDIG[17] = "0123456789abcdef";
 
-static inline int decimal_digits(uint64_t v) {
+static inline int decimal_digits32(uint32_t v) {
     int n = 1;
     for (;;) {
         if (v < 10) return n;
@@ -80,11 +80,11 @@ static inline int decimal_digits(uint64_t v) {
 
 /* Digits written in place, last first: rendering them into a scratch buffer and copying that out
  * read back bytes just stored one or two at a time, a store-forwarding stall per number (the
- * writer's costliest instruction on XPU rows). */
-static inline char *put_u64(char *p, uint64_t v) {
-    char *end = p + decimal_digits(v), *q = end;
+ * writer's costliest instruction on XPU rows). 32-bit arithmetic where the value allows. */
+static inline char *put_u32(char *p, uint32_t v) {
+    char *end = p + decimal_digits32(v), *q = end;
     while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
+        unsigned r = v % 100;
         v /= 100;
         q -= 2;
         memcpy(q, DIGITS2 + 2 * r, 2);
@@ -92,6 +92,28 @@ static inline char *put_u64(char *p, uint64_t v) {
     if (v >= 10) memcpy(q - 2, DIGITS2 + 2 * v, 2);
     else q[-1] = (char)('0' + v);
     return end;
+}
+
+/* Exactly 8 digits (leading zeros kept) of v < 10^8. */
+static inline void put8(char *q, uint32_t v) {
+    uint32_t hi = v / 10000, lo = v % 10000;
+    memcpy(q, DIGITS2 + 2 * (hi / 100), 2);
+    memcpy(q + 2, DIGITS2 + 2 * (hi % 100), 2);
+    memcpy(q + 4, DIGITS2 + 2 * (lo / 100), 2);
+    memcpy(q + 6, DIGITS2 + 2 * (lo % 100), 2);
+}
+
+static inline char *put_u64(char *p, uint64_t v) {
+    if (v <= UINT32_MAX) return put_u32(p, (uint32_t)v);
+    if (v < 10000000000000000ULL) { /* 10^16: the head fits 32 bits, then 8 digits */
+        p = put_u32(p, (uint32_t)(v / 100000000));
+        put8(p, (uint32_t)(v % 100000000));
+        return p + 8;
+    }
+    p = put_u32(p, (uint32_t)(v / 10000000000000000ULL));
+    put8(p, (uint32_t)(v / 100000000 % 100000000));
+    put8(p + 8, (uint32_t)(v % 100000000));
+    return p + 16;
 }
 
 static inline char *put_i64(char *p, int64_t v) {
