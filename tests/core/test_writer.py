@@ -490,3 +490,13 @@ def test_rowfmt_integers_at_every_digit_count_and_the_extremes():
                                                                              None, 0)])
         assert [int(line[1:-1]) for line in out.decode().splitlines()] == values
         assert out.decode().splitlines() == [f"[{v}]" for v in values]
+
+
+@pytest.mark.skipif(rows_native_mod._rowfmt is None, reason="xpuprof._native.rowfmt is not built")
+def test_rowfmt_hex_handles_are_16_digits_of_every_byte():
+    fmt = rows_native_mod._rowfmt
+    values = [0, 1, 0xFF, 0x100, 0x0123456789ABCDEF, 0xFEDCBA9876543210, 2**64 - 1] + [1 << k for k in range(64)]
+    col = np.array(values, dtype=np.uint64)
+    out = fmt.render(len(col), [(fmt.HEX, 0, b"", col, None, None, None, 0), (fmt.LIT, 0, b"\n", None, None, None,
+                                                                           None, 0)])
+    assert out.decode().splitlines() == [f'"0x{v:016x}"' for v in values]

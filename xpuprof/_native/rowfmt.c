@@ -64,7 +64,7 @@ static const char DIGITS2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
-static const char HEXDIG[17] = "0123456789abcdef";
+static char HEX2[512]; /* "00".."ff": the two hex digits of each byte, filled at import */
 
 static inline int decimal_digits32(uint32_t v) {
     int n = 1;
@@ -331,7 +331,9 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
             case K_HEX: {
                 uint64_t v = ((const uint64_t *)s->a.buf)[AT(s->na, i)];
                 p[0] = '"', p[1] = '0', p[2] = 'x';
-                for (int k = 0; k < 16; k++) p[3 + k] = HEXDIG[(v >> (60 - 4 * k)) & 15];
+                /* two digits per store, straight into the row (bytes built on the stack and copied
+                 * out as one 16-byte load stall on store forwarding) */
+                for (int k = 0; k < 8; k++) memcpy(p + 3 + 2 * k, HEX2 + 2 * ((v >> (56 - 8 * k)) & 0xff), 2);
                 p[19] = '"';
                 p += 20;
                 break;
@@ -436,6 +438,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.rowf
                                     "Compact JSON event rows from numpy columns.", -1, methods};
 
 PyMODINIT_FUNC PyInit_rowfmt(void) {
+    for (int b = 0; b < 256; b++) {
+        HEX2[2 * b] = "0123456789abcdef"[b >> 4];
+        HEX2[2 * b + 1] = "0123456789abcdef"[b & 15];
+    }
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     static const struct { const char *name; int value; } consts[] = {
