@@ -3,6 +3,7 @@
 The fast tier (``pytest -m "not slow"``) does not even import the files marked slow as a whole
 (``pytestmark = pytest.mark.slow``): several import torch, HTA or hypothesis, seconds each.
 """
+import os
 import re
 import sys
 from pathlib import Path
@@ -10,6 +11,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make slice_tables importable
 
 pytest_plugins = ["pytester"]
+
+# Text tables fit COLUMNS when it is set (pytest-xdist sets 80 in its workers): tests see what a pipe
+# or a file gets unless they set a width themselves.
+os.environ.pop("COLUMNS", None)
 
 _SLOW_FILE = re.compile(r"^pytestmark = \[?pytest\.mark\.slow\b", re.M)
 

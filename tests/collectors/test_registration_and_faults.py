@@ -87,14 +87,14 @@ def test_registered_by_plugin_directory(tmp_path):
     assert rows["dirqueue"]["source"] == "plugin" and rows["dirqueue"]["metrics"][0][:2] == ("dir_queue_depth", "items")
 
 
-def test_readme_example_runs(tmp_path):
-    """The README's 20-line user collector, executed as written."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    start = readme.index("<!-- collector-example -->")
-    block = readme[start:].split("```python\n", 1)[1].split("```", 1)[0]
+def test_docs_collector_example_runs(tmp_path):
+    """docs/collectors.md's 20-line user collector, executed as written."""
+    page = (Path(__file__).parents[2] / "docs" / "collectors.md").read_text()
+    start = page.index("<!-- collector-example -->")
+    block = page[start:].split("```python\n", 1)[1].split("```", 1)[0]
     assert len(block.strip().splitlines()) <= 20
-    ns: dict = {"__name__": "readme_example"}
-    exec(compile(block, "README.md", "exec"), ns)
+    ns: dict = {"__name__": "docs_collector_example"}
+    exec(compile(block, "docs/collectors.md", "exec"), ns)
     trace = trace_of(ns["prof"], tmp_path)
     assert counters(trace)
 

@@ -150,30 +150,44 @@ def test_invalid_utf8_names_are_replaced_and_counted_from_c_and_python(tmp_path,
     assert "dropped_records" not in trace or not any("malformed" in k for k in trace["dropped_records"])
 
 
-def _readme_example() -> str:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Use it from Python", 1)[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+# A first-contact script: host work plus a per-kernel XPU metric, on a machine without an XPU.
+GPU_METRIC_EXAMPLE = """\
+import numpy as np
+import xpuprof
+
+a = np.random.default_rng(0).random((256, 256))
+
+with xpuprof.profile(
+    activities=["cpu", "xpu"],
+    schedule=xpuprof.schedule(wait=1, warmup=1, active=3, repeat=1),
+    on_trace_ready=xpuprof.trace_handler("traces"),
+    experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"]),
+) as prof:
+    for step in range(6):
+        with xpuprof.record_function("matmul"):
+            a = a @ a / 256
+        xpuprof.instant("step done", {"step": step})
+        prof.step()
+"""
 
 
-def test_the_readme_example_says_why_it_cannot_collect_gputime_here(tmp_path, monkeypatch, caplog):
-    """The README's own example asks for xpu + GpuTime; with no device backend it used to give host
-    ranges only, with no word. It must stop with the reason, as the README says; without the metrics
-    it records host ranges, warns once and says why in the trace."""
+def test_xpu_metrics_without_a_device_backend_say_why_at_start(tmp_path, monkeypatch, caplog):
+    """xpu + GpuTime with no device backend stops at start with the reason; without the metrics the
+    same script records host ranges, warns once and says why in the trace."""
     monkeypatch.chdir(tmp_path)
     # "warns once" is per process: an earlier test in the same run may already have said it
     diagnostics.reset()
-    code = _readme_example()
+    code = GPU_METRIC_EXAMPLE
     assert 'profiler_metrics=["GpuTime"]' in code
     namespace: dict = {}
     with pytest.raises(BackendError, match="metrics 'GpuTime' were requested but nothing can collect them"):
-        exec(compile(code, "README example", "exec"), namespace)
+        exec(compile(code, "example", "exec"), namespace)
     assert "step" not in namespace, "the example's loop ran before the error (it must fail at start)"
     assert not list(tmp_path.rglob("*.json"))
     host_only = code.replace('    experimental_config=xpuprof.ExperimentalConfig(profiler_metrics=["GpuTime"]),\n', "")
     assert host_only != code
     with caplog.at_level(logging.WARNING):
-        exec(compile(host_only, "README example", "exec"), {})
+        exec(compile(host_only, "example", "exec"), {})
     (trace_path,) = (tmp_path / "traces").glob("*.pt.trace.json")
     trace = json.loads(trace_path.read_text())
     assert set(trace["device_backends_unavailable"]) >= {"xpu", "cuda", "rocm"}
