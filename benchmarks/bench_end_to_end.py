@@ -20,7 +20,7 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
 - ``rf-sim``: ns per ``record_function`` enter+exit while a sim device session links every range
   (correlation marks), minus an empty loop, best of 5; host-only recording too.
 - ``args-mem``: bytes of peak RSS per stored range whose args are a small dict, after recording,
-  after ``stop()`` and after the write (issue 14 item 3; target <= 250 B).
+  after ``stop()`` and after the write.
 - ``args-export``: stop + export of ``--n`` ranges that all carry a small dict arg against the same
   ranges without args, alternated fresh processes (goal: >= 0.6x the events/s).
 - ``under-load``: how much stop + export slows while ``--hogs`` CPU-bound processes (a Python busy

@@ -1,5 +1,5 @@
 """What recording PyTorch ops costs per op: xpuprof.profile() against torch.profiler's own CPU-only
-profiler on the same workload (issue 12's bound: at most 1.5x), and a Python dispatch-mode recorder
+profiler on the same workload, and a Python dispatch-mode recorder
 (the alternative mechanism, measured to justify the choice).
 
     python benchmarks/bench_torch_ops.py [--runs 3] [--sizes 50,200]

@@ -86,13 +86,7 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .deadline import DeadlineConfigError
-
-    try:
-        return int(args.func(args) or 0)
-    except DeadlineConfigError as exc:  # a configuration error of the environment: one line, never a traceback
-        print(f"xpuprof {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return int(args.func(args) or 0)
 
 
 def console_main() -> int:

@@ -6,9 +6,14 @@ cannot kill a thread); it holds no lock of ours.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
+
+from . import diagnostics
 from typing import Any, Callable
+
+log = logging.getLogger("xpuprof")
 
 ENV_DEADLINE = "XPUPROF_PLUGIN_DEADLINE_S"
 DEFAULT_DEADLINE_S = 10.0
@@ -21,15 +26,10 @@ class DeadlineExceeded(TimeoutError):
     """A call that did not return within its deadline."""
 
 
-class DeadlineConfigError(ValueError):
-    """``XPUPROF_PLUGIN_DEADLINE_S`` is not a usable number of seconds (one configuration error, raised
-    before anything starts: profile(), ``xpuprof run``, plugin loading)."""
-
-
 def default_deadline_s() -> float:
     """``XPUPROF_PLUGIN_DEADLINE_S`` or 10 s; ``inf`` (or anything above ``MAX_DEADLINE_S``) means no
-    practical limit and is capped at ``MAX_DEADLINE_S``. Not a number, NaN, zero or negative:
-    ``DeadlineConfigError``."""
+    practical limit and is capped at ``MAX_DEADLINE_S``. Not a number, NaN, zero or negative: said once
+    (a warning naming the value) and the default used - a profile is never lost to a bad setting."""
     raw = os.environ.get(ENV_DEADLINE, "").strip()
     if not raw:
         return DEFAULT_DEADLINE_S
@@ -38,18 +38,16 @@ def default_deadline_s() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0:  # NaN fails this too
-        raise DeadlineConfigError(f"{ENV_DEADLINE}={raw!r} is not a deadline: set a number of seconds > 0 "
-                                  f"(default {DEFAULT_DEADLINE_S:g}), or inf for no practical limit")
+        diagnostics.warn_once(log, ("bad-setting", ENV_DEADLINE, raw),
+                              "xpuprof: %s=%r is not a deadline (a number of seconds > 0, or inf for no practical "
+                              "limit); using the default %g s", ENV_DEADLINE, raw, DEFAULT_DEADLINE_S)
+        return DEFAULT_DEADLINE_S
     return min(value, MAX_DEADLINE_S)
 
 
 def deadline_or_default_s() -> float:
-    """``default_deadline_s()``, or the default when the setting is bad: for the garbage collector and
-    exit paths, which must neither raise nor hang (the bad setting is reported where a run starts)."""
-    try:
-        return default_deadline_s()
-    except DeadlineConfigError:
-        return DEFAULT_DEADLINE_S
+    """``default_deadline_s()`` (kept for the garbage collector and exit paths, which must never raise)."""
+    return default_deadline_s()
 
 
 def call_with_deadline(fn: Callable[..., Any], *args, timeout_s: float | None = None, what: str = "") -> Any:

@@ -9,8 +9,11 @@ The result feeds the trace's ``distributedInfo`` block and the ``.rank<r>`` part
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
+
+from . import diagnostics
 from typing import Mapping
 
 # launcher name, rank var, size var, local-rank var (optional), local-size var (optional)
@@ -27,8 +30,17 @@ _LAUNCHERS: tuple[tuple[str, str, str, str, str], ...] = (
 )
 
 
+MAX_RANKS = 1 << 31  # no launcher runs more processes; larger values are garbage, not ranks
+
+log = logging.getLogger("xpuprof")
+
+
 class RankEnvError(ValueError):
     """Launcher variables that are present but not usable (not integers, rank >= world size)."""
+
+
+def _warn_once(message: str) -> None:
+    diagnostics.warn_once(log, ("bad-setting", "rank", message), "xpuprof: %s", message)
 
 
 @dataclass(frozen=True)
@@ -57,10 +69,11 @@ def _int(env: Mapping[str, str], var: str) -> int:
     text = env[var].strip()
     # Slurm writes per-node task counts like "4(x2)"; the leading count is the local size.
     head = text.split("(", 1)[0].split(",", 1)[0]
-    try:
-        return int(head)
-    except ValueError:
-        raise RankEnvError(f"environment variable {var}={text!r} is not an integer") from None
+    # ASCII digits only: str.isdigit() and int() accept other scripts' digits ('²' passes one, fails the other)
+    if not (head.isascii() and head.isdigit()) or int(head) >= MAX_RANKS:
+        raise RankEnvError(f"environment variable {var}={text[:40]!r} is not a rank or size (an integer "
+                           f"0..{MAX_RANKS - 1})")
+    return int(head)
 
 
 def detect(env: Mapping[str, str] | None = None) -> RankInfo | None:
@@ -72,10 +85,27 @@ def detect(env: Mapping[str, str] | None = None) -> RankInfo | None:
         rank, size = _int(env, rank_var), _int(env, size_var)
         if size < 1 or not 0 <= rank < size:
             raise RankEnvError(f"{launcher}: {rank_var}={rank} is not within {size_var}={size}")
-        local = _int(env, local_var) if local_var and local_var in env else rank
-        local_size = _int(env, local_size_var) if local_size_var and local_size_var in env else size
+        local, local_size = rank, size
+        try:  # the local pair is secondary: a bad one falls back to the global pair, said once
+            if local_var and local_var in env:
+                local = _int(env, local_var)
+            if local_size_var and local_size_var in env:
+                local_size = _int(env, local_size_var)
+        except RankEnvError as exc:
+            _warn_once(f"{exc}; the local rank and size are taken as the global ones ({rank} of {size})")
+            local, local_size = rank, size
         return RankInfo(rank, size, local, local_size, launcher)
     return None
+
+
+def detect_or_none(env: Mapping[str, str] | None = None) -> RankInfo | None:
+    """``detect``, with unusable launcher variables said once (a warning naming them) and read as no
+    launcher: a process with a garbage ``RANK`` still profiles and writes its trace."""
+    try:
+        return detect(env)
+    except RankEnvError as exc:
+        _warn_once(f"ignoring launcher rank variables: {exc}")
+        return None
 
 
 def distributed_info(env: Mapping[str, str] | None = None, backend: str = "") -> dict | None:
@@ -94,11 +124,20 @@ def process_rank(env: Mapping[str, str] | None = None) -> int | None:
     """This process's rank: the launcher's, else a bare integer ``RANK``; None for a single process (or
     launcher variables that are not usable: the profiler warns about those where it reads them)."""
     env = os.environ if env is None else env
-    try:
-        info = detect(env)
-    except RankEnvError:
-        info = None
+    info = detect_or_none(env)
     if info is not None:
         return info.rank
-    bare = env.get("RANK", "").strip()
-    return int(bare) if bare.isdigit() else None
+    return bare_rank(env)
+
+
+def bare_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """A bare ``RANK`` (without ``WORLD_SIZE``) as an integer, or None; a value that is not one is said
+    once and ignored."""
+    env = os.environ if env is None else env
+    if "RANK" not in env:
+        return None
+    try:
+        return _int(env, "RANK")
+    except RankEnvError as exc:
+        _warn_once(f"{exc}; ignored (the trace is named without a rank)")
+        return None

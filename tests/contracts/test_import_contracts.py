@@ -1,4 +1,4 @@
-"""Issue 18: the layer rules, written down as import-linter contracts (pyproject [tool.importlinter])
+"""The layer rules, written down as import-linter contracts (pyproject [tool.importlinter])
 and checked here so CI runs them; and the vendor packages `import xpuprof` must never load.
 
 import-linter (not a hand-written import walker) because it reads every import statement, lazy

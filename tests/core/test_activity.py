@@ -49,7 +49,7 @@ def test_defaults_are_kinetos_15_types_without_counter_collection():
     assert isinstance(d, frozenset) and len(d) == 15
     assert d is default_activity_types()
     assert ActivityType.RUNTIME in d and ActivityType.CUDA_EVENT in d
-    # gpu_pm_counter switches counter collection on: only a metrics request adds it (issue 11)
+    # gpu_pm_counter switches counter collection on: only a metrics request adds it
     assert ActivityType.GPU_PM_COUNTER not in d
     assert ActivityType.XPU_SCOPE_PROFILER not in d and ActivityType.COLLECTIVE_COMM not in d
 

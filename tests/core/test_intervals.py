@@ -1,4 +1,4 @@
-"""Issue 12: the vectorized joins over nested host intervals (op <- runtime call, op <- parent op)
+"""The vectorized joins over nested host intervals (op <- runtime call, op <- parent op)
 agree with a brute-force search on random nested scopes."""
 from __future__ import annotations
 

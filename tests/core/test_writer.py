@@ -142,7 +142,7 @@ def test_spans_rows(mixed, tmp_path):
 
 
 def test_vendor_categories_by_default_generic_on_request(tmp_path):
-    """Issue 13: the default is what Kineto main / torch.profiler write (HTA keys on cuda_runtime)."""
+    """The default is what Kineto main / torch.profiler write (HTA keys on cuda_runtime)."""
     b = TraceBuilder(pid=1)
     b.add_slices(names=["cudaLaunchKernel"], ts=[BASE_TIME_NS], dur=[1], pid=1, tid=1, cat="cuda_runtime",
                  vendor="cuda")

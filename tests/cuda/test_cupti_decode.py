@@ -348,7 +348,7 @@ def test_kernel_queued_is_cuptis_raw_value_and_occupancy_args():
 
 
 def test_bulk_rows_gathered_from_many_buffers_equal_the_per_buffer_rows(monkeypatch):
-    """Issue 15: kinds gathered straight into one array (C gather when built, numpy otherwise) equal
+    """Kinds gathered straight into one array (C gather when built, numpy otherwise) equal
     the per-buffer structured rows concatenated, clock offsets included."""
     rng = np.random.default_rng(3)
     chunks = []
@@ -425,7 +425,7 @@ def _every_kind_chunks(seed):
 
 @pytest.mark.parametrize("native", [True, False], ids=["C gather", "numpy gather"])
 def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_path, native):
-    """Issue 15 (memory): the decode keeps only the fields it reads (READ_FIELDS), frees each buffer
+    """The decode keeps only the fields it reads (READ_FIELDS), frees each buffer
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
     from xpuprof.backends import common as flows

@@ -1,4 +1,4 @@
-"""Issue 11 item 2: torch-style device groups, and metrics requests that select metric collection."""
+"""Torch-style device groups, and metrics requests that select metric collection."""
 from __future__ import annotations
 
 import pytest
@@ -77,7 +77,7 @@ def test_metrics_that_nothing_can_collect_are_one_clear_error(monkeypatch):
 
 
 def test_device_work_asked_for_but_no_backend_is_said_once_and_recorded(monkeypatch, caplog):
-    """Issue 11 item 5: host activity only, because no device backend can run, is never silent."""
+    """Host activity only, because no device backend can run, is never silent."""
     from xpuprof import profiler
 
     if profiler.select_backends(xpuprof.ProfilerConfig(activities=["cpu_op", "kernel"])):

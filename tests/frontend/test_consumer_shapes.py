@@ -1,4 +1,4 @@
-"""Issue 13: traces shaped as the consumers (HTA, TensorBoard, Catapult) need them.
+"""Traces shaped as the consumers (HTA, TensorBoard, Catapult) need them.
 
 - default categories are Kineto main's / torch.profiler's vendor names (HTA matches `^(.+)_runtime`
   and only `cuda_runtime` for launch analysis); the generic names on request;
@@ -100,7 +100,7 @@ def test_device_work_waits_only_for_its_own_stream(tmp_path, seed):
         prev_end[row] = e["ts"] + e["dur"]
 
 
-# --- physical plausibility: the rules every sim trace keeps (issue 13 audit: A, B) ----------------
+# --- physical plausibility: the rules every sim trace keeps ----------------
 
 DEVICE_CATS = ("kernel", "gpu_memcpy")
 SYNC_CATS = ("cuda_sync", "xpu_sync")
@@ -229,10 +229,10 @@ def _sim_events_from_ranges(ranges, vendor="cuda", seed=0, metrics=()):
     session.start()
     marks = []
     for cid, (thread, enter, exit_) in enumerate(ranges, start=1):
-        marks += [(enter, 0, cid, thread), (exit_, 1, -1, thread)]
+        marks += [(enter, 0, cid, thread), (exit_, 1, -cid, thread)]
     t0 = 10**12
-    for t, _, cid, thread in sorted(marks):
-        session.correlation_log.append(cid, thread, t0 + t)
+    for t, _, cid, thread in sorted(marks):  # (id, thread, ns, parent id) on enter, (-id, thread, ns, 0) on exit
+        session.correlation_log.append(cid, thread, t0 + t, 0)
     session.stop()
     b = TraceBuilder(pid=4321)
     session.process(b, ProcessWindow(0, 2**62))

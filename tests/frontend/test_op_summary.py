@@ -1,4 +1,4 @@
-"""Issue 12: operators grouped by name (``key_averages(group_by="op")``, ``xpuprof report --by op``):
+"""Operators grouped by name (``key_averages(group_by="op")``, ``xpuprof report --by op``):
 self/total host time from nesting on each thread, self/total device time from the kernels whose
 External id is the op's. A hand-built trace with known numbers (no torch needed)."""
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_instant_rejects_bad_scope():
         xpuprof.instant("x", scope="q")
 
 
-def test_range_left_open_across_stop_is_not_recorded_into_a_later_trace():
+def test_range_left_open_across_stop_ends_there_and_is_not_recorded_into_a_later_trace():
     prof = xpuprof.profile(activities=["cpu"])
     prof.start()
     rf = xpuprof.record_function("straddle")
@@ -70,7 +70,11 @@ def test_range_left_open_across_stop_is_not_recorded_into_a_later_trace():
     prof.stop()
     rf.__exit__(None, None, None)
     assert recorder.active_recorder() is None
-    assert "straddle" not in slice_table(prof.builder)["name"].tolist()
+    assert slice_table(prof.builder)["name"].tolist().count("straddle") == 1  # closed at stop ("truncated")
+    assert prof.builder.metadata["truncated_ranges"]["count"] == 1
+    with xpuprof.profile(activities=["cpu"]) as later:
+        pass
+    assert "straddle" not in slice_table(later.builder)["name"].tolist()
 
 
 def test_python_function_tracing_is_opt_in():
@@ -141,7 +145,7 @@ def test_c_constructor_errors_are_clear():
 
 
 def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range(tmp_path):
-    """Issue 15: stop() reads the C records as columns; the events must be exactly those the
+    """stop() reads the C records as columns; the events must be exactly those the
     per-range path (builder.add_slice with the original args) writes."""
     import json
 

@@ -10,7 +10,7 @@
  *   FAULT_MALFORMED          mix malformed items among the good ones in process_events
  *   FAULT_PROBE_NO           probe says unavailable
  *   FAULT_HANG "stage"       block in that call until the test calls cfault_release(): register, query,
- *                            probe, create, start, stop, process (a hanging plugin; process writes a slice
+ *                            probe, create, start, stop, process, destroy (a hanging plugin; process writes a slice
  *                            "late_kernel" after its release, which must be ignored)
  *   FAULT_BAD_UTF8           one kernel slice (single and bulk) named with invalid UTF-8 bytes
  * Without switches it writes a device row, a resource row, two kernel slices linked by a flow
@@ -128,6 +128,7 @@ static int create(const int32_t *enabled, size_t n, const char *config_json, Xpu
 }
 
 static int destroy(XpuprofPluginProfiler *p) {
+    hang_if("destroy");
     free(p);
     destroyed_count++;
     return 0;

@@ -57,7 +57,7 @@ def run_profile(names, tmp_path: Path, config: ProfilerConfig | None = None, fil
 
     Mirrors what the profiler does for backend sessions; returns (trace dict, builder, sessions).
     """
-    # Kineto's defaults plus counter tracks (gpu_pm_counter is no default: issue 11), which the
+    # Kineto's defaults plus counter tracks (gpu_pm_counter is no default), which the
     # counter-writing example plugins need.
     config = config or ProfilerConfig(activities=default_activity_types() | {ActivityType.GPU_PM_COUNTER})
     sessions = []

@@ -214,7 +214,7 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
     caplog.set_level(logging.WARNING, logger="xpuprof.plugins")
     trace, _, sessions = run_profile(["cmal"], tmp_path)
     names = [e["name"] for e in events(trace, "X")]
-    # the invalid UTF-8 name is kept with U+FFFD (issue 14), not dropped
+    # the invalid UTF-8 name is kept with U+FFFD, not dropped
     assert sorted(names) == sorted(["synthLaunchKernel", "gemm_kernel", "after_bad", "bulk_survivor",
                                     "\ufffd\ufffd broken"] + ["bulk_kernel"] * 3)
     assert trace["invalid_utf8_names"] == 1
@@ -269,7 +269,7 @@ def test_bulk_slice_reasons():
     size = ctypes.sizeof(c_structs.XpuprofSlice)
     arr = (c_structs.XpuprofSlice * 5)(*[c_structs.XpuprofSlice(size, 6, 0, 10 + i, 20 + i, 1, 2, 0, b"k", None)
                                       for i in range(5)])
-    arr[1].name = b"\xff"  # kept as U+FFFD and counted (issue 14), not malformed
+    arr[1].name = b"\xff"  # kept as U+FFFD and counted, not malformed
     arr[2].args_json = b"[]"
     arr[3].activity_type = 8  # runtime: valid but not enabled -> dropped, not malformed
     arr[4].start_ns = -5

@@ -1,9 +1,9 @@
-"""Issue 14 item 9: asked-for data that silently was not collected. Unknown metric names were
-accepted when no device backend ran to check them (Python API, Kineto text, YAML); now the
+"""Asked-for data that cannot be collected is never silent. Metric names are checked even when no
+device backend runs to check them (Python API, Kineto text, YAML): the
 catalogs in metrics/ check them and one error names each unknown name with close matches. A
 requested activity group (or a type outside the groups) that no backend in use records is warned
 about once and listed in the trace (activities_not_collected). Plus the smaller item: a C
-plugin's invalid UTF-8 name used to drop the whole event while the Python API replaced the bad
+plugin's invalid UTF-8 name must not drop the whole event while the Python API replaced the bad
 bytes; both now replace (U+FFFD) and count (invalid_utf8_names)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14 item 2: one bad args value must never lose the trace. Every good range recorded before
+"""One bad args value must never lose the trace. Every good range recorded before
 and after is kept; the bad one is kept too, with a note saying why its args could not be written,
 and the trace's metadata counts them."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 14 follow-up: a range, instant or thread name that is not a str (a list, an object whose
-``__str__`` raises, None, a number) used to be accepted at the call and to make ``stop()`` raise (an
-unhashable name, a failing ``str()``), losing every range recorded. Now it is one TypeError at the call
+"""A range, instant or thread name that is not a str (a list, an object whose
+``__str__`` raises, None, a number) must not reach ``stop()`` (an unhashable name, a failing
+``str()``) and lose every range recorded: it is one TypeError at the call
 naming the bad type, and the trace keeps everything else; a str subclass is stored as its plain str
 value (its own ``__hash__``, ``__eq__`` and ``__str__`` never run later). Range and instant names may
 also be bytes (written as UTF-8, bad bytes replaced); thread names must be a str."""

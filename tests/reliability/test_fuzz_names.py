@@ -1,4 +1,4 @@
-"""Standing suite (issue 14): fuzzed names and args through every public path, written by the C and
+"""Fuzzed names and args through every public path, written by the C and
 the pure-Python writers (and gzip), each output parsed by json AND orjson, every name round-tripped.
 
 Paths: ``record_function`` (C fast path and the pure-Python class), ``instant``, metadata, thread names

@@ -1,5 +1,5 @@
-"""Issue 14 item 4: two profile() sessions at once used to lose data silently (the inner stop
-uninstalled the one global recorder). The second start is refused with a clear error, before
+"""Two profile() sessions at once must not lose data silently (an inner stop would uninstall the
+one global recorder). The second start is refused with a clear error, before
 anything changes, and the first session keeps everything in its window."""
 from __future__ import annotations
 

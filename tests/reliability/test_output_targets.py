@@ -1,4 +1,4 @@
-"""Issue 14 item 1: writing an output never replaces what stands at the target unless it is a
+"""Writing an output never replaces what stands at the target unless it is a
 regular file. Symlinks are followed (the link stays), character devices and FIFOs are written
 directly, directories are refused with one clear error; regular files stay atomic."""
 from __future__ import annotations
@@ -73,17 +73,16 @@ def test_regular_file_stays_atomic_on_failure(tmp_path, monkeypatch):
     class Boom(RuntimeError):
         pass
 
-    real_open = open
+    import xpuprof.outputs as outputs
 
-    def failing_open(path, mode="r", *a, **k):
-        f = real_open(path, mode, *a, **k)
-        if "w" in mode and str(path).endswith(".tmp"):
-            f.close()
-            raise Boom("disk full")
-        return f
+    real_open_output = outputs.open_output
 
-    import builtins
-    monkeypatch.setattr(builtins, "open", failing_open)
+    def failing_open_output(dest, *a, **k):  # the write fails once the temporary file exists
+        f = real_open_output(dest, *a, **k)
+        f.close()
+        raise Boom("disk full")
+
+    monkeypatch.setattr(outputs, "open_output", failing_open_output)
     with pytest.raises(Boom):
         write_output_bytes(target, b'{"new": 1}')
     monkeypatch.undo()
@@ -120,13 +119,13 @@ def _read_all(fd: int, got: dict) -> threading.Thread:
     return t
 
 
-@pytest.mark.parametrize("form", ["/proc/self/fd/{fd}", "/dev/fd/{fd}", f"/proc/{os.getpid()}/fd/{{fd}}"])
+@pytest.mark.parametrize("form", ["/proc/self/fd/{fd}", "/dev/fd/{fd}", "/proc/{pid}/fd/{fd}"])
 def test_a_pipe_named_by_its_descriptor_is_written_through_it(form):
     r, w = os.pipe()
     got: dict = {}
     reader = _read_all(r, got)
     try:
-        write_chrome_trace(_builder(), form.format(fd=w))
+        write_chrome_trace(_builder(), form.format(fd=w, pid=os.getpid()))
         os.fstat(w)  # still open: the writer closed its own duplicate only
     finally:
         os.close(w)

@@ -1,5 +1,5 @@
-"""Issue 14 item 7: a hanging plugin used to hang the profiled program forever (a sleep at import,
-in probe, configure, start, stop or process), with no trace written. Every plugin call now has a
+"""A hanging plugin (a sleep at import, in probe, configure, start, stop or process) must not hang
+the profiled program or cost its trace. Every plugin call has a
 deadline (XPUPROF_PLUGIN_DEADLINE_S, 1.5 s here): the call is abandoned on a daemon thread, the
 plugin is reported in the trace with the phase and the deadline and disabled for the rest of the
 process, and the trace is finished with everything else.
@@ -202,8 +202,7 @@ def test_the_deadline_is_configurable_and_checked(monkeypatch):
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "2.5")
     assert default_deadline_s() == 2.5
     monkeypatch.setenv("XPUPROF_PLUGIN_DEADLINE_S", "soon")
-    with pytest.raises(ValueError, match="XPUPROF_PLUGIN_DEADLINE_S='soon' is not a deadline: set a number of seconds"):
-        default_deadline_s()
+    assert default_deadline_s() == 10.0  # not a number: said once (tests/reliability/test_deadline_setting.py)
 
 
 def test_faults_of_an_abandoned_plugin_name_the_phase_once(gate, tmp_path):

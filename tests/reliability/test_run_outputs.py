@@ -1,4 +1,4 @@
-"""Issue 14 item 6: `xpuprof run` checks that its outputs can be written BEFORE the workload runs
+"""`xpuprof run` checks that its outputs can be written BEFORE the workload runs
 (read-only directory, a file where the directory should be, summary.jsonl a directory), says so in
 one line (no traceback), and on a full disk leaves the earlier summary.jsonl intact and no temp file."""
 from __future__ import annotations

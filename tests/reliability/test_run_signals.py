@@ -1,7 +1,7 @@
-"""Issue 14 item 5: SIGINT/SIGTERM sent to a real ``xpuprof run`` process at several points.
+"""SIGINT/SIGTERM sent to a real ``xpuprof run`` process at several points.
 
 Each case waits for something observable (a marker file the workload writes after N iterations, or the
-trace's ``.tmp`` file appearing while it is written), polled with a bounded deadline, then signals.
+trace's temporary file appearing while it is written), polled with a bounded deadline, then signals.
 Expected every time: no traceback, a valid trace of what was recorded, ``summary.jsonl`` written and
 saying it was interrupted, the files named on stdout, exit status 128 + signum, no ``*.tmp`` left.
 """
@@ -133,7 +133,7 @@ def test_signal_during_the_workload_writes_the_recording_marked_interrupted(tmp_
 def test_sigterm_during_the_trace_write_finishes_the_write(tmp_path):
     n = 60_000
     proc, _marker, out = _start(tmp_path, iterations=n, marker_after=0)
-    _wait_for(lambda: list(out.glob("*.pt.trace.json.tmp")), proc, "the trace's temporary file")
+    _wait_for(lambda: list(out.glob("*.pt.trace.json.*.tmp")), proc, "the trace's temporary file")
     proc.send_signal(signal.SIGTERM)
     rc, stdout, stderr = _finish(proc)
     summary = _check_common(out, rc, stdout, stderr, signal.SIGTERM)
@@ -146,7 +146,7 @@ def test_sigterm_during_the_trace_write_finishes_the_write(tmp_path):
 
 def test_second_signal_during_the_write_abandons_it_and_leaves_no_temp_file(tmp_path):
     proc, _marker, out = _start(tmp_path, iterations=60_000, marker_after=0)
-    _wait_for(lambda: list(out.glob("*.pt.trace.json.tmp")), proc, "the trace's temporary file")
+    _wait_for(lambda: list(out.glob("*.pt.trace.json.*.tmp")), proc, "the trace's temporary file")
     proc.send_signal(signal.SIGINT)
     # Signals of one kind coalesce until handled: send the second after the first was seen.
     seen = _read_stderr_until(proc, "SIGINT received")
@@ -208,7 +208,7 @@ def test_signal_during_the_last_trace_write_starts_no_further_repeat(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-m", "xpuprof", "run", str(cfg), "--out", str(out), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    _wait_for(lambda: list(out.glob("*.pt.trace.json.tmp")), proc, "repeat 1's temporary trace file")
+    _wait_for(lambda: list(out.glob("*.pt.trace.json.*.tmp")), proc, "repeat 1's temporary trace file")
     proc.send_signal(signal.SIGTERM)
     rc, stdout, stderr = _finish(proc)
     summary = _check_common(out, rc, stdout, stderr, signal.SIGTERM)

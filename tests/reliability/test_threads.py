@@ -1,4 +1,4 @@
-"""Standing suite (issue 14): 8 threads x 10,000 ranges at once: every range kept, each on its own
+"""8 threads x 10,000 ranges at once: every range kept, each on its own
 thread's row, that row named after its thread, ranges on one row in order and properly nested."""
 from __future__ import annotations
 

@@ -295,7 +295,7 @@ def _seeded_records(seed):
 
 
 def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch):
-    """Issue 15 (memory): the session hands its records over (release: each array dropped once
+    """The session hands its records over (release: each array dropped once
     written, dispatches cut to the three fields device syncs read) and one-value columns are
     stored once. Keeping every array whole gives the same events, in the same order."""
     from xpuprof.backends import common as flows

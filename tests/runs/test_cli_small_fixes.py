@@ -1,5 +1,5 @@
 """Smaller CLI items: rich markup must not eat [brackets] in messages, `--top` refuses
-negatives (`--top -1` used to drop the last row), a bad `--set` key is blamed on the --set (not on a
+negatives (`--top -1` must not drop the last row), a bad `--set` key is blamed on the --set (not on a
 YAML line), and `report --by-rank` splits a merged trace by rank."""
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_report_by_rank_splits_a_merged_trace(rank_traces, tmp_path, capsys):
 
 
 def test_report_output_is_atomic_and_refuses_a_directory(rank_traces, tmp_path, capsys):
-    """Issue 14 item 6: every output atomic; `report -o DIR` used to end in an IsADirectoryError traceback."""
+    """Every output atomic; `report -o DIR` is one line, not an IsADirectoryError traceback."""
     target = tmp_path / "a_dir"
     target.mkdir()
     assert main(["report", str(rank_traces[0]), "-o", str(target)]) == 1

@@ -52,7 +52,7 @@ def test_duplicate_ranks_and_cli(tmp_path, capsys, make_trace):
 
 
 def test_a_merged_view_cannot_be_named_like_a_rank_trace(tmp_path):
-    """Issue 13: TensorBoard parses every *.pt.trace.json in a logdir (a merged file crashed its
+    """TensorBoard parses every *.pt.trace.json in a logdir (a merged file crashed its
     overview) and HTA reads one rank per file; the merged view is refused under such a name."""
     from xpuprof.analysis.merge import MergeError
 

@@ -41,7 +41,7 @@ def test_device_markers_skip_with_probe_reason(pytester):
 
 
 def test_other_projects_plain_device_markers_are_left_alone(pytester):
-    """Issue 14: another suite's `cuda` test was skipped by xpuprof. Plain markers are acted on only for
+    """Another suite's `cuda` test was skipped by xpuprof. Plain markers are acted on only for
     tests that use xpuprof; the namespaced xpuprof_<device> markers always."""
     from xpuprof.pytest_plugin import probe_device
 
@@ -76,7 +76,7 @@ def test_other_projects_plain_device_markers_are_left_alone(pytester):
 
 
 def test_annotations_count_each_host_range_once(pytester):
-    """Issue 14: annotations(name=...) counted the gpu_user_annotation device copies too (3 for 1)."""
+    """annotations(name=...) counted the gpu_user_annotation device copies too (3 for 1)."""
     pytester.makepyfile("""
         import pytest
         import xpuprof

@@ -26,7 +26,7 @@ def test_single_process_has_no_rank():
 
 
 def test_bad_values_are_clear_errors():
-    with pytest.raises(rank.RankEnvError, match="RANK='x' is not an integer"):
+    with pytest.raises(rank.RankEnvError, match=r"RANK='x' is not a rank or size \(an integer 0\.\."):
         rank.detect({"RANK": "x", "WORLD_SIZE": "2"})
     with pytest.raises(rank.RankEnvError, match="RANK=4 is not within WORLD_SIZE=2"):
         rank.detect({"RANK": "4", "WORLD_SIZE": "2"})

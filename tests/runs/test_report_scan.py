@@ -1,4 +1,4 @@
-"""Issue 15: ``xpuprof report`` reads traces as event columns (C scanner, no dict per event) and must
+"""``xpuprof report`` reads traces as event columns (C scanner, no dict per event) and must
 give exactly what the general reader (orjson over the whole file) gives, on every kind of trace;
 invalid input must still get the general reader's error."""
 from __future__ import annotations

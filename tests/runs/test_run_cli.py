@@ -105,7 +105,7 @@ def test_dry_run_lists_points(tmp_path, capsys):
 
 
 def test_run_sets_zet_enable_metrics_before_the_workload_builds_when_metrics_are_asked(tmp_path, monkeypatch, capsys):
-    """Issue 11 item 3: Level Zero reads ZET_ENABLE_METRICS when the workload initializes it, so the
+    """Level Zero reads ZET_ENABLE_METRICS when the workload initializes it, so the
     launcher must set it before the workload is built, not when the profiler configures a session."""
     monkeypatch.delenv("ZET_ENABLE_METRICS", raising=False)
     (tmp_path / "envprobe_wl.py").write_text(

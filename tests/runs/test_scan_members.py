@@ -1,5 +1,5 @@
 """tracescan.members: the C split of objects into integer columns and the other members' text
-(used to read torch's Kineto file at stop), against a Python reference on seeded random objects."""
+(as torch's Kineto file is read at stop), against a Python reference on seeded random objects."""
 from __future__ import annotations
 
 import json

@@ -189,8 +189,8 @@ def test_profile_front_end_with_the_xpu_backend(full_double, tmp_path, monkeypat
 
 
 def test_scope_profiler_without_metric_names_says_so_even_when_level_zero_is_loaded(full_double, monkeypatch):
-    """The missing names are the user's first problem: said before the ZET_ENABLE_METRICS check (which
-    used to answer first when Level Zero was already loaded)."""
+    """The missing names are the user's first problem: said before the ZET_ENABLE_METRICS check, also when Level Zero
+    is already loaded."""
     from xpuprof.backends.xpu.backend import XpuBackend
 
     monkeypatch.setenv(pti.PTI_LIBRARY_ENV, str(full_double.path))

@@ -1,4 +1,4 @@
-"""torch-op tests (issue 12): each module skips itself with the reason when torch is absent.
+"""torch-op tests: each module skips itself with the reason when torch is absent.
 
 ``launcher``: a test backend whose launches are real calls on the calling thread (``launch(name)``
 records a runtime call while it runs, with the id of the range around it, and a kernel after it),

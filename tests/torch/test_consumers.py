@@ -1,4 +1,4 @@
-"""Issue 12: consumers of torch-op traces. TensorBoard's profiler plugin (torch-tb-profiler) builds its
+"""Consumers of torch-op traces. TensorBoard's profiler plugin (torch-tb-profiler) builds its
 operator view from our trace with every runtime call correlated to an operator; HTA attributes kernels
 to aten ops. The MLP runs under a dispatch mode that makes every aten op launch a "kernel" through the
 ``launcher`` test backend, as ops on a GPU do; other launches happen inside user ranges but in no op

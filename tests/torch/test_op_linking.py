@@ -1,4 +1,4 @@
-"""Issue 12: device work linked to the torch op that launched it.
+"""Device work linked to the torch op that launched it.
 
 The sim backend launches only inside our own record_function ranges, so the ``launcher`` test
 backend (conftest) is used: a custom torch op calls ``launch()`` while it runs, as a CUDA/XPU op

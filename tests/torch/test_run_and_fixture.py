@@ -1,4 +1,4 @@
-"""Issue 12: the front ends get torch ops too: ``xpuprof run`` on configs/torch_cpu.yaml and the
+"""The front ends get torch ops too: ``xpuprof run`` on configs/torch_cpu.yaml and the
 pytest fixture (``xpuprof_trace.annotations(name="aten::mm")``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12: torch's operators in xpuprof's trace (cat cpu_op), with shapes, stacks, torch's own ranges
+"""Torch's operators in xpuprof's trace (cat cpu_op), with shapes, stacks, torch's own ranges
 and fwdbwd flows; equal to what torch.profiler records for the same code."""
 from __future__ import annotations
 

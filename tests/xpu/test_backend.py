@@ -107,7 +107,7 @@ def test_explicit_library_that_does_not_exist(monkeypatch):
 
 def test_out_of_window_records_are_counted_in_the_trace_and_logged_below_warning(pti_double, monkeypatch, caplog,
                                                                                  tmp_path):
-    """Issue 11 item 5: a schedule's warmup step records what the active step then drops as out of window;
+    """A schedule's warmup step records what the active step then drops as out of window;
     that is expected, so it is in the trace's dropped_records but never a WARNING (it was, every cycle)."""
     import json
 
@@ -131,7 +131,7 @@ def test_out_of_window_records_are_counted_in_the_trace_and_logged_below_warning
 
 
 def test_a_null_driver_device_is_said_in_its_device_properties_and_the_trace_metadata(pti_double):
-    """Issue 11 item 5: the trace only said deviceProperties name 'Null Device' (the real-stack check:
+    """The trace only said deviceProperties name 'Null Device' (the real-stack check:
     tests/xpu/test_real_sycl.py::test_the_trace_and_the_metrics_collector_say_the_null_device_is_a_test_device)."""
     from dataclasses import replace
 

@@ -60,7 +60,7 @@ def test_replay_command(pti_double, tmp_path, run_session, capsys):
     assert {"kernel", "xpu_runtime", "xpu_driver", "gpu_memcpy"} <= cats
     bad = tmp_path / "bad.ptiraw"
     bad.write_bytes(b"nope")
-    assert main(["replay", str(bad)]) == 1
+    assert main(["replay", str(bad)]) == 2
     assert "is not an xpuprof PTI capture" in capsys.readouterr().err
 
 

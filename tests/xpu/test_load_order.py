@@ -1,4 +1,4 @@
-"""Issue 11 item 1: PTI's view library must be loaded before the SYCL runtime *initializes*.
+"""PTI's view library must be loaded before the SYCL runtime *initializes*.
 
 ``import xpuprof`` loads it (the view library only) whenever it is installed, even when SYCL is
 already mapped (``import dpnp`` maps libsycl/libur_loader and initializes nothing). Only an
@@ -93,7 +93,7 @@ def _said_once_and_in_every_trace(out):
 def test_sycl_mapped_but_not_initialized_still_loads_pti_at_import_and_says_nothing(stand_ins, pti_double_path,
                                                                                   tmp_path):
     """`import dpnp; import xpuprof`: SYCL is mapped, not initialized. Loading PTI then is in time, and
-    a cycle without runtime calls is no reason for a warning (it used to be a false alarm)."""
+    a cycle without runtime calls is no reason for a warning."""
     out = _run(tmp_path, pti_double_path, before=[stand_ins["sycl"], stand_ins["ur_loader"]])
     assert out["status"].startswith("loaded at import:"), out["status"]
     _said_nothing(out)

@@ -69,6 +69,9 @@ def test_prof_pause_and_resume_mark_the_span_and_record_only_outside_it(xpu_prof
         with xpuprof.record_function("while paused"):
             assert pti_double.workload_holding_gil(3) == 0
         prof.resume()
+        resumed = now_ns()
+        while now_ns() < resumed + 100_000:
+            pass  # the double dates a workload's records up to 30 µs before its call: not into the paused span
         with xpuprof.record_function("after"):
             assert pti_double.workload_holding_gil(2) == 0
     trace = written(prof, tmp_path)

@@ -1,4 +1,4 @@
-"""Issue 15: the XPU process path interns names, filters the window and finds flows/external ids in
+"""The XPU process path interns names, filters the window and finds flows/external ids in
 linear time (a hash of the distinct keys, dense correlation tables) instead of sorting whole columns.
 
 The previous (np.unique-based) implementation is kept below verbatim as the reference: on a realistic

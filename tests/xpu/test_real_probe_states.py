@@ -1,4 +1,4 @@
-"""The XPU probe's states, each for real (issue 11): the real intel-pti 1.2.0 wheel, the real Level Zero
+"""The XPU probe's states, each for real: the real intel-pti 1.2.0 wheel, the real Level Zero
 loader + null driver in ../shared/level-zero (or $XPUPROF_LEVEL_ZERO_DIR). Every state runs in a fresh
 process because the loader search path (LD_LIBRARY_PATH) is read once, at process start.
 """

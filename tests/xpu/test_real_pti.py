@@ -128,7 +128,7 @@ def test_real_kernel_links_to_its_host_call(tmp_path):
 
 
 def test_the_null_driver_device_is_usable_but_said_to_be_a_test_device(monkeypatch):
-    """Issue 11 item 5, against the real loader + null driver in ../shared/level-zero."""
+    """The real loader + null driver in ../shared/level-zero."""
     from pathlib import Path
 
     import os

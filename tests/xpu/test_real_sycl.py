@@ -1,7 +1,7 @@
 """The real stack, no double: intel-pti 1.2.0 + the Level Zero loader and null driver in
 ../shared/level-zero + dpctl on the OpenCL CPU device (real SYCL/UR calls, real timestamps).
 
-Issue 11: the usual user script must record runtime calls linked to its ranges, whatever the import
+The usual user script must record runtime calls linked to its ranges, whatever the import
 order xpuprof can control, and say so loudly (warning + trace metadata) where it cannot (SYCL already
 initialized before PTI). Each order runs in a fresh process: PTI can abort, and load order is per process.
 """
@@ -383,7 +383,7 @@ PYTEST_USER_SUITE = textwrap.dedent("""
 
 
 def test_the_pytest_plugin_loads_pti_before_a_suite_starts_sycl(tmp_path):
-    """Issue 11: the pytest plugin loads early, so a suite that imports dpctl and makes a queue at
+    """The pytest plugin loads early, so a suite that imports dpctl and makes a queue at
     collection still gets its runtime calls (pytest autoloads the plugin through its entry point)."""
     (tmp_path / "test_suite.py").write_text(PYTEST_USER_SUITE)
     env = dict(_stack_env(), TRACE_OUT=str(tmp_path / "trace_path.txt"))

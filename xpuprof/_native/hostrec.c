@@ -3,14 +3,14 @@
  * A pure-Python context manager costs ~0.7 us per enter+exit on a small machine, over the
  * 0.5 us budget. Here enter/exit are C methods: enter reads the monotonic clock and takes a
  * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
- * into the recorder's Int64Log - no Python object per range. A name is looked up in a dict
- * keyed by the name object (its hash is cached) and gets an index the first time it is seen;
- * dict args are encoded as JSON into the recorder's ArgsArea (argsarea.h), other args objects go to
- * a list. stop() reads the log and the area as numpy arrays.
- * External correlation: a per-thread stack of open ids lives here; sessions that hand over a
- * correlation_log (an Int64Log of (id or -1, tid, ns) marks) get marks written in C, sessions
- * that hand over correlation_hooks (their vendor library's C push/pop entry points) get those
- * called from C, other sessions get their push/pop_correlation_id methods called.
+ * into the recorder's Int64Log - no Python object per range. A name gets an index in the
+ * recorder's NameTable (nametable.h: distinct names as UTF-8 text in one buffer) the first time it
+ * is seen; dict args are encoded as JSON into the recorder's ArgsArea (argsarea.h), other args
+ * objects go to a list. stop() reads the log and the area as numpy arrays.
+ * External correlation (correlation.h): the logical range follows contextvars; each thread's open
+ * ranges are mirrored for the sessions - a correlation_log (an Int64Log of (id or -id, tid, ns,
+ * parent id) marks) written in C, correlation_hooks (the vendor library's C push/pop entry points)
+ * called from C, or the session's push/pop_correlation_id methods.
  * All state is touched with the GIL held.
  */
 #define _GNU_SOURCE /* syscall(SYS_gettid) */
@@ -51,150 +51,18 @@ static void after_fork_child(void) {
 }
 
 
-/* ---------------------------------------------------------------- Int64Log
- * Rows of `width` int64 values in one growing C array; exported read-only through the buffer
- * protocol (np.frombuffer) as n*width int64. Appends while a buffer is exported are refused
- * (the memory could move), counted in `refused`. */
-typedef struct {
-    PyObject_HEAD
-    int64_t *data;
-    Py_ssize_t rows, cap, width, exports, refused;
-    Py_ssize_t shape; /* rows*width while exported (rows cannot change then) */
-} Int64LogObject;
-
-static PyTypeObject Int64LogType;
-
-static int log_reserve(Int64LogObject *log) {
-    if (log->rows < log->cap) return 0;
-    Py_ssize_t cap = log->cap ? log->cap * 2 : 4096;
-    /* realloc of large blocks is mremap on glibc: no copy, no doubled peak */
-    int64_t *d = PyMem_RawRealloc(log->data, (size_t)cap * (size_t)log->width * sizeof(int64_t));
-    if (!d) { PyErr_NoMemory(); return -1; }
-    log->data = d;
-    log->cap = cap;
-    return 0;
-}
-
-/* One row; returns a pointer to its `width` slots or NULL (exception set, or refused: *refused=1). */
-static inline int64_t *log_row(Int64LogObject *log, int *refused) {
-    *refused = 0;
-    if (log->exports) { log->refused++; *refused = 1; return NULL; }
-    if (log_reserve(log) < 0) return NULL;
-    return log->data + (log->rows++) * log->width;
-}
-
-static int log_init(Int64LogObject *self, PyObject *a, PyObject *kw) {
-    static char *kwlist[] = {"width", NULL};
-    Py_ssize_t width;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, "n:Int64Log", kwlist, &width)) return -1;
-    if (width < 1 || width > 64) { PyErr_SetString(PyExc_ValueError, "Int64Log width must be 1..64"); return -1; }
-    if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported"); return -1; }
-    PyMem_RawFree(self->data);
-    self->data = NULL;
-    self->rows = self->cap = self->refused = 0;
-    self->width = width;
-    return 0;
-}
-
-static void log_dealloc(Int64LogObject *self) {
-    PyMem_RawFree(self->data);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *log_append(Int64LogObject *self, PyObject *const *a, Py_ssize_t n) {
-    if (n != self->width) {
-        PyErr_Format(PyExc_TypeError, "Int64Log.append takes %zd ints, got %zd", self->width, n);
-        return NULL;
-    }
-    int64_t tmp[64];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        tmp[i] = PyLong_AsLongLong(a[i]);
-        if (tmp[i] == -1 && PyErr_Occurred()) return NULL;
-    }
-    int refused;
-    int64_t *row = log_row(self, &refused);
-    if (!row) { if (refused) Py_RETURN_FALSE; return NULL; }
-    memcpy(row, tmp, (size_t)n * sizeof(int64_t));
-    Py_RETURN_TRUE;
-}
-
-static PyObject *log_clear(Int64LogObject *self, PyObject *unused) {
-    if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported: release the array first"); return NULL; }
-    PyMem_RawFree(self->data);
-    self->data = NULL;
-    self->rows = self->cap = self->refused = 0;
-    Py_RETURN_NONE;
-}
-
-static Py_ssize_t log_len(Int64LogObject *self) { return self->rows; }
-
-static int log_getbuffer(Int64LogObject *self, Py_buffer *view, int flags) {
-    static int64_t empty = 0;
-    if (flags & PyBUF_WRITABLE) { PyErr_SetString(PyExc_BufferError, "Int64Log is read-only"); return -1; }
-    view->obj = (PyObject *)self;
-    Py_INCREF(self);
-    view->buf = self->data ? (void *)self->data : (void *)&empty;
-    view->len = self->rows * self->width * (Py_ssize_t)sizeof(int64_t);
-    view->readonly = 1;
-    view->itemsize = sizeof(int64_t);
-    view->format = (flags & PyBUF_FORMAT) ? "q" : NULL;
-    view->ndim = 1;
-    view->shape = NULL;
-    if (flags & PyBUF_ND) {
-        self->shape = self->rows * self->width;
-        view->shape = &self->shape;
-    }
-    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? &view->itemsize : NULL;
-    view->suboffsets = NULL;
-    view->internal = NULL;
-    self->exports++;
-    return 0;
-}
-
-static void log_releasebuffer(Int64LogObject *self, Py_buffer *view) { self->exports--; }
-
-static PyBufferProcs log_as_buffer = {(getbufferproc)log_getbuffer, (releasebufferproc)log_releasebuffer};
-static PySequenceMethods log_as_sequence = {.sq_length = (lenfunc)log_len};
-
-static PyMethodDef log_methods[] = {
-    {"append", (PyCFunction)(void (*)(void))log_append, METH_FASTCALL,
-     "Append one row of `width` ints; False when refused (the log is exported)."},
-    {"clear", (PyCFunction)log_clear, METH_NOARGS, "Drop every row and free the memory."},
-    {NULL},
-};
-
-static PyMemberDef log_members[] = {
-    {"width", T_PYSSIZET, offsetof(Int64LogObject, width), READONLY, "int64 values per row"},
-    {"refused", T_PYSSIZET, offsetof(Int64LogObject, refused), READONLY,
-     "rows refused because the log was exported at the time"},
-    {NULL},
-};
-
-static PyTypeObject Int64LogType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "xpuprof._native.hostrec.Int64Log",
-    .tp_basicsize = sizeof(Int64LogObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Int64Log(width): rows of `width` int64 values in one C array; np.frombuffer reads them.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)log_init,
-    .tp_dealloc = (destructor)log_dealloc,
-    .tp_methods = log_methods,
-    .tp_members = log_members,
-    .tp_as_buffer = &log_as_buffer,
-    .tp_as_sequence = &log_as_sequence,
-};
-
+#include "int64log.h"
 #include "argsarea.h" /* ArgsArea: dict args encoded at the call (uses Int64Log) */
+#include "nametable.h"
 
 /* ---------------------------------------------------------------- the active recorder */
 enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 #define MAX_SESSIONS 16
-#define STACK_DEPTH 256
+#define MARK_WIDTH 4
 
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
-static PyObject *name_index = NULL;   /* recorder.name_index: name object -> int index */
-static PyObject *name_list = NULL;    /* recorder.names: index -> name object */
+static Int64LogObject *truncated = NULL; /* recorder.truncated: ranges still open when recording stopped */
+static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
 static PyObject *args_list = NULL;    /* recorder.args: args kept as objects (see append_range) */
 static ArgsAreaObject *args_area = NULL; /* recorder.args_area: args encoded at the call */
 /* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
@@ -221,18 +89,22 @@ static thread_id_fn hook_thread_ids[MAX_SESSIONS]; /* NULL for the first shape *
 static Py_buffer hook_failures[MAX_SESSIONS];
 static int n_hooks = 0;
 
-static __thread int64_t cid_stack[STACK_DEPTH];
-static __thread int cid_depth = 0;
-static __thread uint64_t stack_generation = 0;
-
-typedef struct {
+typedef struct RangeObject {
     PyObject_HEAD
     PyObject *name;
     PyObject *args;
-    PyObject *rec; /* recorder at enter (strong ref) while open and recording */
+    PyObject *rec;    /* recorder at enter (strong ref) while open and recording */
+    PyObject *parent; /* the enclosing range in the entering context (strong ref), when correlating */
+    PyObject *frame;  /* the entering context's frame (correlation.h), while open and correlating */
     int64_t t0;
     int64_t cid;
+    long tid;         /* the entering thread: the range is drawn on its row */
+    int closed, linked;
+    struct RangeObject *open_prev, *open_next; /* the recorder's open ranges (correlation.h) */
 } RangeObject;
+
+static PyTypeObject RangeType;
+#include "correlation.h"
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
 /* encode(args) -> exact-size JSON bytes: a dict's args are stored encoded (~60 B instead of the
@@ -330,6 +202,8 @@ static int range_traverse(RangeObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->name);
     Py_VISIT(self->args);
     Py_VISIT(self->rec);
+    Py_VISIT(self->parent);
+    Py_VISIT(self->frame);
     return 0;
 }
 
@@ -337,104 +211,41 @@ static int range_clear(RangeObject *self) {
     Py_CLEAR(self->name);
     Py_CLEAR(self->args);
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->parent);
+    Py_CLEAR(self->frame);
     return 0;
 }
 
 static void range_dealloc(RangeObject *self) {
     PyObject_GC_UnTrack(self);
+    open_unlink(self); /* entered, never exited, dropped: no longer open */
     range_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A correlation mark (id on enter, -1 on exit) to every session that takes them in C; the push/pop
- * methods of the others. Returns -1 with an exception set. */
-static int correlate(int64_t cid, int64_t t) {
-    long tid = native_tid();
-    for (int i = 0; i < n_mark_logs; i++) {
-        int refused;
-        int64_t *row = log_row(mark_logs[i], &refused);
-        if (!row) {
-            if (refused) continue; /* counted in the log's `refused` */
-            return -1;
-        }
-        row[0] = cid;
-        row[1] = tid;
-        row[2] = t;
-    }
-    for (int i = 0; i < n_hooks; i++) {
-        uint64_t popped = 0, thread = 0;
-        int rc;
-        if (hook_thread_ids[i]) {
-            rc = hook_thread_ids[i](&thread);
-            if (rc == 0)
-                rc = cid > 0 ? ((ctx_push_hook_fn)push_hooks[i])(hook_kinds[i], thread, (uint64_t)cid)
-                             : ((ctx_pop_hook_fn)pop_hooks[i])(hook_kinds[i], thread, &popped);
-        } else {
-            rc = cid > 0 ? ((push_hook_fn)push_hooks[i])((uint32_t)hook_kinds[i], (uint64_t)cid)
-                         : ((pop_hook_fn)pop_hooks[i])((uint32_t)hook_kinds[i], &popped);
-        }
-        if (rc != 0) {
-            int64_t *failed = (int64_t *)hook_failures[i].buf;
-            failed[0]++;
-            failed[1] = rc;
-        }
-    }
-    for (int i = 0; i < n_push_fns; i++) {
-        PyObject *r;
-        if (cid > 0) {
-            PyObject *c = PyLong_FromLongLong(cid);
-            if (!c) return -1;
-            r = PyObject_CallOneArg(push_fns[i], c);
-            Py_DECREF(c);
-        } else {
-            r = PyObject_CallNoArgs(pop_fns[i]);
-        }
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
-}
-
-static inline void stack_sync(void) {
-    if (stack_generation != generation) { /* a new recorder: ranges left open in the old one are gone */
-        cid_depth = 0;
-        stack_generation = generation;
-    }
+/* Opens the range for the active recorder (a range object entered again starts over). */
+static int open_for_recorder(RangeObject *self) {
+    open_unlink(self);
+    self->cid = ++last_correlation_id;
+    self->t0 = mono_ns();
+    self->tid = native_tid();
+    self->closed = 0;
+    Py_INCREF(recorder);
+    Py_XSETREF(self->rec, recorder);
+    open_link(self);
+    /* after the start time: linked work lies inside the range */
+    return track_correlation ? corr_enter(self) : 0;
 }
 
 static PyObject *range_enter(RangeObject *self, PyObject *unused) {
-    if (recorder != NULL) {
-        self->cid = ++last_correlation_id;
-        self->t0 = mono_ns();
-        Py_INCREF(recorder);
-        Py_XSETREF(self->rec, recorder);
-        if (track_correlation) { /* after the start time: linked work lies inside the range */
-            stack_sync();
-            if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = self->cid;
-            cid_depth++;
-            if (correlate(self->cid, mono_ns()) < 0) return NULL;
-        }
-    }
+    if (recorder != NULL && open_for_recorder(self) < 0) return NULL;
     Py_INCREF(self);
     return (PyObject *)self;
 }
 
-/* The name's index in the recorder's name table, adding it the first time. */
-static int64_t name_slot(PyObject *name) {
-    PyObject *idx = PyDict_GetItemWithError(name_index, name); /* str or bytes: checked when the range was made */
-    if (idx) return PyLong_AsLongLong(idx);
-    if (PyErr_Occurred()) return -1;
-    Py_ssize_t n = PyList_GET_SIZE(name_list);
-    idx = PyLong_FromSsize_t(n);
-    if (!idx) return -1;
-    int rc = PyDict_SetItem(name_index, name, idx);
-    Py_DECREF(idx);
-    if (rc < 0 || PyList_Append(name_list, name) < 0) return -1;
-    return n;
-}
-
-static int append_range(RangeObject *self, int64_t t1, long tid) {
-    int64_t name = name_slot(self->name);
+static int append_range(RangeObject *self, int64_t t1, Int64LogObject *log) {
+    int64_t name = nt_intern(name_table, self->name); /* str or bytes: checked when the range was made */
+    if (name == -2) { ranges->refused++; return 0; } /* the cycle's names were exported: it has ended */
     if (name < 0) return -1;
     /* args: entry k >= 0 of the args area (a dict encoded here, or by the Python encoder when it holds
      * more than plain values); -1 none; -2 - j: object j of args_list (anything else, encoded at stop). */
@@ -462,11 +273,11 @@ static int append_range(RangeObject *self, int64_t t1, long tid) {
         }
     }
     int refused;
-    int64_t *row = log_row(ranges, &refused);
+    int64_t *row = log_row(log, &refused);
     if (!row) return refused ? 0 : -1;
     row[F_T0] = self->t0;
     row[F_T1] = t1;
-    row[F_TID] = tid;
+    row[F_TID] = self->tid;
     row[F_CID] = self->cid;
     row[F_NAME] = name;
     row[F_ARGS] = args;
@@ -482,13 +293,12 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(rec);
         Py_RETURN_FALSE;
     }
-    if (track_correlation) {
-        stack_sync();
-        if (cid_depth > 0) cid_depth--;
-        if (correlate(-1, mono_ns()) < 0) goto fail;
-    }
-    int64_t t1 = mono_ns();
+    open_unlink(self);
     long tid = native_tid();
+    if (tid != self->tid) n_cross_thread++; /* drawn on the entering thread's row; said in the trace */
+    self->closed = 1;
+    if (track_correlation && corr_exit(self, tid) < 0) goto fail;
+    int64_t t1 = mono_ns();
     if (named_generation != generation) {
         PyObject *t = PyLong_FromLong(tid);
         if (!t) goto fail;
@@ -498,7 +308,7 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(r);
         named_generation = generation;
     }
-    if (ranges != NULL && append_range(self, t1, tid) < 0) goto fail;
+    if (ranges != NULL && append_range(self, t1, ranges) < 0) goto fail;
     Py_DECREF(rec);
     Py_RETURN_FALSE;
 fail:
@@ -548,12 +358,14 @@ static PyTypeObject RangeType = {
 };
 
 static void forget_recorder(void) {
+    while (open_head) open_unlink(open_head); /* ranges still open belong to no trace from here on */
+    reset_lifetimes();
     Py_CLEAR(recorder);
     Py_CLEAR(ranges);
-    Py_CLEAR(name_index);
-    Py_CLEAR(name_list);
-    Py_CLEAR(args_list);
+    Py_CLEAR(truncated);
+    Py_CLEAR(name_table);
     Py_CLEAR(args_area);
+    Py_CLEAR(args_list);
     for (int i = 0; i < n_mark_logs; i++) Py_CLEAR(mark_logs[i]);
     for (int i = 0; i < n_push_fns; i++) { Py_CLEAR(push_fns[i]); Py_CLEAR(pop_fns[i]); }
     for (int i = 0; i < n_hooks; i++) PyBuffer_Release(&hook_failures[i]);
@@ -614,8 +426,8 @@ static int take_hooks(PyObject *s) {
     return 1;
 }
 
-/* set_recorder(recorder): take recorder.ranges/name_index/names/args and, per session in
- * recorder.sessions, its correlation_log (an Int64Log(3)) or its push/pop_correlation_id. */
+/* set_recorder(recorder): take recorder.ranges/names/args and, per session in
+ * recorder.sessions, its correlation_log (an Int64Log(4)) or its push/pop_correlation_id. */
 static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     forget_recorder();
     if (rec == Py_None) Py_RETURN_NONE;
@@ -626,8 +438,13 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
         PyErr_SetString(PyExc_ValueError, "recorder.ranges must be an Int64Log(6)");
         goto fail;
     }
-    if (!(name_index = attr_of_type(rec, "name_index", &PyDict_Type, "a dict"))) goto fail;
-    if (!(name_list = attr_of_type(rec, "names", &PyList_Type, "a list"))) goto fail;
+    if (!(name_table = (NameTableObject *)attr_of_type(rec, "names", &NameTableType, "a NameTable"))) goto fail;
+    truncated = (Int64LogObject *)attr_of_type(rec, "truncated", &Int64LogType, "an Int64Log");
+    if (!truncated) goto fail;
+    if (truncated->width != RANGE_WIDTH) {
+        PyErr_SetString(PyExc_ValueError, "recorder.truncated must be an Int64Log(6)");
+        goto fail;
+    }
     if (!(args_list = attr_of_type(rec, "args", &PyList_Type, "a list"))) goto fail;
     if (!(args_area = (ArgsAreaObject *)attr_of_type(rec, "args_area", &ArgsAreaType, "an ArgsArea"))) goto fail;
     sessions = PyObject_GetAttrString(rec, "sessions");
@@ -648,7 +465,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) { Py_DECREF(seq); goto fail; }
             PyErr_Clear();
         }
-        if (lg && PyObject_TypeCheck(lg, &Int64LogType) && ((Int64LogObject *)lg)->width == 3) {
+        if (lg && PyObject_TypeCheck(lg, &Int64LogType) && ((Int64LogObject *)lg)->width == MARK_WIDTH) {
             mark_logs[n_mark_logs++] = (Int64LogObject *)lg;
             continue;
         }
@@ -672,28 +489,67 @@ fail:
     return NULL;
 }
 
-/* The pure-Python record_function keeps its ids on the same per-thread stack. */
-static PyObject *stack_push(PyObject *mod, PyObject *cid) {
+/* The pure-Python record_function takes part through a handle: a range object with no name, whose
+ * correlation is this module's (the logical range, the threads' stacks, the sessions). */
+static PyObject *correlation_enter(PyObject *mod, PyObject *cid) {
     int64_t v = PyLong_AsLongLong(cid);
     if (v == -1 && PyErr_Occurred()) return NULL;
-    stack_sync();
-    if (cid_depth < STACK_DEPTH) cid_stack[cid_depth] = v;
-    cid_depth++;
+    RangeObject *h = (RangeObject *)RangeType.tp_alloc(&RangeType, 0);
+    if (!h) return NULL;
+    if (recorder != NULL && track_correlation) {
+        h->cid = v;
+        h->t0 = mono_ns();
+        h->tid = native_tid();
+        Py_INCREF(recorder);
+        h->rec = recorder;
+        if (corr_enter(h) < 0) { Py_DECREF(h); return NULL; }
+    }
+    return (PyObject *)h;
+}
+
+static PyObject *correlation_exit(PyObject *mod, PyObject *h) {
+    if (!PyObject_TypeCheck(h, &RangeType)) {
+        PyErr_SetString(PyExc_TypeError, "correlation_exit takes the handle correlation_enter returned");
+        return NULL;
+    }
+    RangeObject *r = (RangeObject *)h;
+    if (r->rec == NULL || r->rec != recorder || !track_correlation) Py_RETURN_NONE;
+    long tid = native_tid();
+    if (tid != r->tid) n_cross_thread++;
+    Py_CLEAR(r->rec);
+    if (corr_exit(r, tid) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
-static PyObject *stack_pop(PyObject *mod, PyObject *unused) {
-    stack_sync();
-    if (cid_depth > 0) cid_depth--;
-    Py_RETURN_NONE;
+/* close_open_ranges(end_ns): every range still open is recorded into recorder.truncated as ending
+ * at end_ns (the window's end) and closed; a later exit of it records nothing more. Returns the count. */
+static PyObject *close_open_ranges(PyObject *mod, PyObject *end_obj) {
+    int64_t end = PyLong_AsLongLong(end_obj);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n = 0;
+    while (open_head) {
+        RangeObject *r = open_head;
+        open_unlink(r);
+        if (r->rec != recorder || recorder == NULL) continue;
+        r->closed = 1;
+        Py_INCREF(r);
+        int rc = truncated != NULL ? append_range(r, end > r->t0 ? end : r->t0, truncated) : 0;
+        Py_CLEAR(r->rec);
+        Py_DECREF(r);
+        if (rc < 0) return NULL;
+        n++;
+    }
+    return PyLong_FromSsize_t(n);
 }
 
-static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
-    if (recorder == NULL || !track_correlation) return PyLong_FromLong(0);
-    stack_sync();
-    if (cid_depth == 0) return PyLong_FromLong(0);
-    /* deeper than STACK_DEPTH: the innermost stored id (the deepest ones are not kept) */
-    return PyLong_FromLongLong(cid_stack[(cid_depth <= STACK_DEPTH ? cid_depth : STACK_DEPTH) - 1]);
+/* After fork, in the child: nothing of the parent's recording goes on (the child records only if it
+ * starts its own profile). Called from os.register_at_fork(after_in_child=...). */
+static PyObject *after_fork(PyObject *mod, PyObject *unused) {
+    cached_tid = 0;
+    for (Py_ssize_t i = 0; i < tdepth; i++) Py_DECREF(tstack[i]);
+    tdepth = 0;
+    forget_recorder();
+    Py_RETURN_NONE;
 }
 
 static PyObject *set_args_encoder(PyObject *mod, PyObject *fn) {
@@ -718,14 +574,24 @@ static PyObject *next_correlation_id(PyObject *mod, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"set_recorder", set_recorder, METH_O, "Install the active HostRecorder (None: stop recording)."},
+    {"set_name_cleaner", set_name_cleaner, METH_VARARGS,
+     "Register cleaner(name) -> (clean str, had invalid UTF-8) for names that are not plain valid text, and the "
+     "longest name (in characters) stored as given."},
     {"set_args_encoder", set_args_encoder, METH_O,
      "Register encode(dict) -> JSON bytes, used to store a range's dict args compactly (None: store objects)."},
     {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
     {"next_correlation_id", next_correlation_id, METH_NOARGS, "A new process-wide correlation id."},
-    {"stack_push", stack_push, METH_O, "Push an id on this thread's correlation stack (pure-Python ranges)."},
-    {"stack_pop", stack_pop, METH_NOARGS, "Pop this thread's innermost correlation id (pure-Python ranges)."},
+    {"correlation_enter", correlation_enter, METH_O,
+     "Open a pure-Python range's correlation (its id); returns the handle correlation_exit takes."},
+    {"correlation_exit", correlation_exit, METH_O, "Close a pure-Python range's correlation."},
     {"current_correlation_id", current_correlation_id, METH_NOARGS,
-     "The innermost open range's id on this thread (0 when none is linked)."},
+     "The innermost open range's id in the calling context (0 when none is linked)."},
+    {"lifetimes", lifetimes, METH_NOARGS,
+     "Counts of this recording's ranges whose lifetimes the trace must mention (out of order, other thread, "
+     "interleaved contexts) and the deepest nesting."},
+    {"close_open_ranges", close_open_ranges, METH_O,
+     "Record every range still open as ending at end_ns (into recorder.truncated) and close it; the count."},
+    {"after_fork", after_fork, METH_NOARGS, "Forget the parent's recording in a forked child."},
     {NULL},
 };
 
@@ -734,10 +600,13 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
-    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&ArgsAreaType) < 0)
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0
+        || PyType_Ready(&FrameType) < 0 || PyType_Ready(&ArgsAreaType) < 0)
         return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
+    current_var = PyContextVar_New("xpuprof.current_range", NULL);
+    if (!current_var) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
@@ -750,6 +619,12 @@ PyMODINIT_FUNC PyInit_hostrec(void) {
     Py_INCREF(&Int64LogType);
     if (PyModule_AddObject(m, "Int64Log", (PyObject *)&Int64LogType) < 0) {
         Py_DECREF(&Int64LogType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&NameTableType);
+    if (PyModule_AddObject(m, "NameTable", (PyObject *)&NameTableType) < 0) {
+        Py_DECREF(&NameTableType);
         Py_DECREF(m);
         return NULL;
     }

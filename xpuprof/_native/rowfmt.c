@@ -443,7 +443,79 @@ done:
     return out;
 }
 
+/* json_tokens(blob, ends, ids) -> (bytes, int64 offsets as bytes): the JSON string token of each text
+ * blob[ends[i]:ends[i + 1]] for i in ids (valid UTF-8), escaped exactly as orjson escapes: '"' and '\\'
+ * backslashed, \b \t \n \f \r short, other bytes below 0x20 as \u00XX (lowercase hex), the rest
+ * (multi-byte UTF-8 included) as they are. One pass to size, one to write; no GIL while writing. */
+static inline Py_ssize_t escaped_len(unsigned char ch) {
+    if (ch >= 0x20) return (ch == '"' || ch == '\\') ? 2 : 1;
+    return (ch == '\b' || ch == '\t' || ch == '\n' || ch == '\f' || ch == '\r') ? 2 : 6;
+}
+
+static PyObject *json_tokens(PyObject *mod, PyObject *args) {
+    Py_buffer blob, ends, ids;
+    if (!PyArg_ParseTuple(args, "y*y*y*:json_tokens", &blob, &ends, &ids)) return NULL;
+    PyObject *out = NULL, *offs = NULL;
+    const unsigned char *text = blob.buf;
+    const int64_t *end = ends.buf, *id = ids.buf;
+    Py_ssize_t nends = ends.len / 8, n = ids.len / 8, total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t i = id[k];
+        if (i < 0 || i + 1 >= nends || end[i] < 0 || end[i] > end[i + 1] || end[i + 1] > blob.len) {
+            PyErr_Format(PyExc_ValueError, "json_tokens: id %lld outside the text's %zd strings", (long long)i, nends - 1);
+            goto done;
+        }
+        total += 2;
+        for (int64_t j = end[i]; j < end[i + 1]; j++) total += escaped_len(text[j]);
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    if (!out || !offs) { Py_CLEAR(out); goto done; }
+    {
+        char *w = PyBytes_AS_STRING(out);
+        int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
+        static const char hex[] = "0123456789abcdef";
+        Py_BEGIN_ALLOW_THREADS
+        char *start = w;
+        o[0] = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int64_t i = id[k];
+            *w++ = '"';
+            for (int64_t j = end[i]; j < end[i + 1]; j++) {
+                unsigned char ch = text[j];
+                if (ch >= 0x20 && ch != '"' && ch != '\\') { *w++ = (char)ch; continue; }
+                *w++ = '\\';
+                switch (ch) {
+                    case '"': *w++ = '"'; break;
+                    case '\\': *w++ = '\\'; break;
+                    case '\b': *w++ = 'b'; break;
+                    case '\t': *w++ = 't'; break;
+                    case '\n': *w++ = 'n'; break;
+                    case '\f': *w++ = 'f'; break;
+                    case '\r': *w++ = 'r'; break;
+                    default: *w++ = 'u'; *w++ = '0'; *w++ = '0'; *w++ = hex[ch >> 4]; *w++ = hex[ch & 15];
+                }
+            }
+            *w++ = '"';
+            o[k + 1] = w - start;
+        }
+        Py_END_ALLOW_THREADS
+    }
+done:
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&ids);
+    if (!out) { Py_XDECREF(offs); return NULL; }
+    PyObject *r = PyTuple_Pack(2, out, offs);
+    Py_DECREF(out);
+    Py_DECREF(offs);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"json_tokens", json_tokens, METH_VARARGS,
+     "json_tokens(blob, ends, ids) -> (tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 "
+     "texts blob[ends[i]:ends[i + 1]] for i in ids (int64), and their n + 1 int64 offsets as bytes."},
     {"render", render, METH_VARARGS,
      "render(n, segments[, into]) -> bytes: n compact JSON rows described by segments (see the module "
      "source). With a writable buffer `into`: the byte count written, or minus the size needed."},

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from ..inputs import InputError, check_json_start, read_input
 from .report import KernelStat, ReportError, build_report
 from .report_schema import SCHEMA, main_rows
 
@@ -29,13 +30,21 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:
-            data = orjson.loads(p.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        data = _read_json(p)
         if isinstance(data, dict) and isinstance(data.get("points"), list):
-            return {str(pt.get("label", i)): _rows(p, pt.get("kernels")) for i, pt in enumerate(data["points"])}
-        rows = main_rows(data) if isinstance(data, dict) else None
+            out = {}
+            for i, pt in enumerate(data["points"]):
+                if not isinstance(pt, dict):
+                    raise DiffError(f"{p}: points[{i}] is {type(pt).__name__}, not a point object")
+                label = pt.get("label", i)
+                if not isinstance(label, (str, int)) or isinstance(label, bool):
+                    raise DiffError(f"{p}: points[{i}].label is {type(label).__name__}, not a string")
+                out[str(label)] = _rows(p, pt.get("kernels"), f"points[{i}].kernels")
+            return out
+        try:
+            rows = main_rows(data) if isinstance(data, dict) else None
+        except AttributeError:  # "tables" (or a table) that is not an object
+            raise DiffError(f"{p}: its report tables are not objects of rows") from None
         if rows is not None:
             return {"": _rows(p, rows)}
         if isinstance(data, dict) and "stall_reasons" in (data.get("tables") or {}):
@@ -49,11 +58,31 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
         raise DiffError(str(exc)) from None
 
 
-def _rows(path: Path, items) -> list[KernelStat]:
+def _read_json(p: Path):
+    """A summary or report JSON, read with bounds; ``DiffError`` for what is not one."""
     try:
-        return [KernelStat.from_dict(d) for d in items or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DiffError(f"{path}: malformed kernel row ({type(exc).__name__}: {exc})") from None
+        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary")))
+    except InputError as exc:
+        raise DiffError(str(exc)) from None
+    except OSError as exc:
+        raise DiffError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise DiffError(f"{p}: not valid JSON ({exc})") from None
+
+
+def _rows(path: Path, items, where: str = "kernels") -> list[KernelStat]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise DiffError(f"{path}: {where} is {type(items).__name__}, not a list of kernel rows")
+    rows = []
+    for i, d in enumerate(items):
+        try:
+            rows.append(KernelStat.from_dict(d))
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise DiffError(f"{path}: {where}[{i}] is not a kernel row ({what})") from None
+    return rows
 
 
 def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
@@ -64,16 +93,29 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
     """
     p = Path(path)
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:
-            data = orjson.loads(p.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise DiffError(f"{p}: not valid JSON ({exc})") from None
+        data = _read_json(p)
         if isinstance(data, dict) and "traceEvents" not in data:
-            rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") if data.get("schema") == SCHEMA \
-                else data.get("telemetry")
+            try:
+                rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") \
+                    if data.get("schema") == SCHEMA else data.get("telemetry")
+            except AttributeError:  # "tables" (or its telemetry) that is not an object
+                raise DiffError(f"{p}: its telemetry table is not an object of rows") from None
             rows = rows or []
-            return {f"{r['track']} [{r['pid']}] {r['metric']}": (float(r["mean"]), float(r["peak"]))
-                    for r in rows if isinstance(r, dict)}
+            if not isinstance(rows, list):
+                raise DiffError(f"{p}: telemetry is {type(rows).__name__}, not a list")
+            out = {}
+            for i, r in enumerate(rows):
+                if not isinstance(r, dict):
+                    continue
+                try:
+                    mean, peak = r["mean"], r["peak"]
+                    if not all(type(v) in (int, float) and math.isfinite(v) for v in (mean, peak)):
+                        raise ValueError(f"mean and peak must be finite numbers, not {mean!r}, {peak!r}"[:200])
+                    out[f"{r['track']} [{r['pid']}] {r['metric']}"] = (float(mean), float(peak))
+                except (KeyError, ValueError) as exc:
+                    what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+                    raise DiffError(f"{p}: telemetry[{i}] is not a telemetry row ({what})") from None
+            return out
     try:
         report = build_report([p])
     except ReportError as exc:

@@ -23,6 +23,7 @@ DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
 METRICS_PREFIX = "metrics: "
 NON_METRIC_ARGS = frozenset({"kernel_id", "External id"})  # ids Kineto puts on "metrics: <kernel>" slices
+TIME_LIMIT_NS = 2**62  # times (ns, base included) the int64 columns hold with room for sums and differences
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
 STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
 
@@ -69,11 +70,12 @@ class EventTable:
         if not slices:
             return cls.empty()
         base = trace.base_ns
+        _check_times(trace, slices, base)
         start_ns = base + int(round(min(e["ts"] for e in slices) * 1000))
         metric_rows = [e for e in slices if str(e.get("name", "")).startswith(METRICS_PREFIX)]
         kernels = [e for e in slices if not str(e.get("name", "")).startswith(METRICS_PREFIX)]
         cats = _choose_categories(kernels, categories)
-        rows = [e for e in kernels if e.get("cat") in cats]
+        rows = [e for e in kernels if isinstance(e.get("cat"), str) and e["cat"] in cats]
         n = len(rows)
         ts = np.fromiter((base + int(round(e["ts"] * 1000)) for e in rows), np.int64, n)
         table = cls(
@@ -134,7 +136,7 @@ class EventTable:
         dur_kind = kinds[:, DUR]
         dur_f = np.where(dur_kind == INT, sc.ints(DUR)[simple].astype(np.float64),
                          np.where(dur_kind == DOUBLE, sc.floats(DUR)[simple], 0.0))
-        if not np.isfinite(dur_f).all():
+        if not (np.abs(dur_f) < limit).all():  # NaN, inf, or past int64 ns: from_trace names it
             return None
         # Per slice, in file order: the simple ones first, then the odd ones, then sorted by event.
         firsts = [int(ts_i[ts_int].min())] if ts_int.any() else []
@@ -144,8 +146,11 @@ class EventTable:
         absent_name = string_id("")  # str(e.get("name", "")) of an event without a name
         o_name = np.array([string_id(str(e.get("name", ""))) for _, e in odd], np.int64)
         o_cat = np.array([-1 if e.get("cat") is None else string_id(e["cat"]) for _, e in odd], np.int64)
-        o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
-        o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
+        try:
+            o_ts = [base + int(round(e["ts"] * 1000)) for _, e in odd]
+            o_dur = [int(round(float(e.get("dur", 0)) * 1000)) for _, e in odd]
+        except (TypeError, ValueError, OverflowError):
+            return None  # from_trace names the event
         if any(abs(v) >= 2**62 for v in o_ts + o_dur):
             return None  # from_trace decides
         o_ts, o_dur = np.array(o_ts, np.int64), np.array(o_dur, np.int64)
@@ -375,10 +380,27 @@ def _wanted_categories(categories: Sequence[str]) -> set[str]:
     return {c for name in categories for c in category_spellings(name)}
 
 
+def _check_times(trace: "TraceFile", slices: list[dict], base: int) -> None:
+    """Every slice's ts and dur a finite number of µs that fits the int64 ns columns (with the base
+    added); else one ``ReportError`` naming the file, the event and the value."""
+    limit_us = (TIME_LIMIT_NS - abs(base)) / 1000
+    for e in slices:
+        for key in ("ts", "dur"):
+            v = e.get(key, 0)
+            try:  # as the table reads them: ts a JSON number, dur anything float() takes ("1.25" too)
+                ok = abs(float(v)) < limit_us  # NaN fails this too
+            except (TypeError, ValueError, OverflowError):
+                ok = False
+            if not ok:
+                raise ReportError(f"{trace.path}: event {str(e.get('name', ''))[:80]!r} has {key} {v!r}, which is "
+                                  f"not a time a trace can hold (a finite number of microseconds below "
+                                  f"{limit_us:.3g} in magnitude)")
+
+
 def _choose_categories(slices: list[dict], categories: Sequence[str] | None) -> set[str]:
     if categories:
         return _wanted_categories(categories)
-    present = {e.get("cat") for e in slices}
+    present = {e.get("cat") for e in slices if isinstance(e.get("cat"), str)}  # a list or object is no category
     device = present & set(DEVICE_CATEGORIES)
     return device or (present & set(HOST_CATEGORIES))
 

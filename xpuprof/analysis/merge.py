@@ -20,7 +20,7 @@ import orjson
 
 from ..outputs import write_output_bytes
 from ..trace.build.columns import encode_json
-from .report import MERGED_RANK_PID_STRIDE, ReportError, TraceFile, load_traces
+from .report import MERGED_RANK_PID_STRIDE, TIME_LIMIT_NS, ReportError, TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")
 RANK_PID_STRIDE = MERGED_RANK_PID_STRIDE  # merged pid = (rank + 1) * stride + per-rank row index
@@ -76,6 +76,25 @@ def _anchor_ns(trace: TraceFile, rank: int, align: str) -> int:
     return min(_abs_ns(trace, e) for e in timed)
 
 
+def _check_events(trace: TraceFile) -> None:
+    """The fields merge computes with: times finite numbers in range, rows named by a string or an
+    integer. Anything else is one ``MergeError`` naming the file and the event."""
+    try:
+        limit_us = (TIME_LIMIT_NS - abs(trace.base_ns)) / 1000
+    except ReportError as exc:
+        raise MergeError(str(exc)) from None
+    for i, e in enumerate(trace.data["traceEvents"]):
+        for key in ("ts", "dur"):
+            if key in e and not (type(e[key]) in (int, float) and abs(e[key]) < limit_us):
+                raise MergeError(f"{trace.path}: traceEvents[{i}] has {key} {e[key]!r}, which is not a time a trace "
+                                 f"can hold (a finite number of microseconds below {limit_us:.3g} in magnitude)"[:400])
+        for key in ("pid", "tid"):
+            v = e.get(key)
+            if not (v is None or isinstance(v, str) or (type(v) is int and abs(v) < 2**63)):
+                raise MergeError(f"{trace.path}: traceEvents[{i}] has {key} {v!r}, not a string or an integer "
+                                 f"row id"[:400])
+
+
 def _assign_ranks(traces: list[TraceFile]) -> list[int]:
     ranks = []
     for i, t in enumerate(traces):
@@ -104,6 +123,8 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
         traces = load_traces(paths)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
+    for t in traces:
+        _check_events(t)
     ranks = _assign_ranks(traces)
     anchors = {r: _anchor_ns(t, r, align) for t, r in zip(traces, ranks)}
     if align == "epoch":
@@ -181,12 +202,19 @@ def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> li
     return out
 
 
+def _encode_event(e: dict) -> bytes:
+    try:
+        return orjson.dumps(e)
+    except TypeError:  # ints past 64 bits or keys orjson refuses: the forgiving encoder writes them
+        return encode_json(e)
+
+
 def _write(path: Path, header: dict, events: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     head = encode_json({k: v for k, v in header.items() if k not in ("displayTimeUnit", "baseTimeNanoseconds")})[:-1]
     tail = (b', "displayTimeUnit": "ms", "baseTimeNanoseconds": ' + str(header["baseTimeNanoseconds"]).encode()
             + b', "traceName": ' + encode_json(str(path)) + b"}\n")
-    body = b",\n".join(orjson.dumps(e) for e in events)
+    body = b",\n".join(map(_encode_event, events))
     data = head + b', "traceEvents": [\n' + body + b"\n]" + tail
     if path.name.endswith(".gz"):
         import gzip

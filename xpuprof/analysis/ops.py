@@ -9,6 +9,8 @@ interval join (``trace.build.intervals``), device time by External id through on
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -150,15 +152,17 @@ class OpSummary:
             if ev.get("ph") != "X":
                 continue
             cat = ev.get("cat")
-            if cat in OP_CATEGORIES and isinstance(ev.get("tid"), int):
+            if not isinstance(cat, str):
+                continue
+            if cat in OP_CATEGORIES and isinstance(ev.get("tid"), int) and abs(ev["tid"]) < 2**63:
                 names.append(str(ev.get("name", "")))
                 tid.append(ev["tid"])
-                ts.append(float(ev.get("ts", 0.0)))
-                dur.append(float(ev.get("dur") or 0.0))
-                ext.append(int((ev.get("args") or {}).get("External id") or 0))
+                ts.append(_micros(ev, "ts", 0.0))
+                dur.append(_micros(ev, "dur", 0.0))
+                ext.append(_external_id(ev))
             elif cat in DEVICE_CATEGORIES:
-                dev_ext.append(int((ev.get("args") or {}).get("External id") or 0))
-                dev_dur.append(float(ev.get("dur") or 0.0))
+                dev_ext.append(_external_id(ev))
+                dev_dur.append(_micros(ev, "dur", 0.0))
         us = lambda v: np.rint(np.asarray(v, np.float64) * 1000).astype(np.int64)  # noqa: E731
         return cls(names, np.asarray(tid, np.int64), us(ts), us(dur), np.asarray(ext, np.int64),
                    np.asarray(dev_ext, np.int64), us(dev_dur))
@@ -210,3 +214,27 @@ class OpSummary:
 
     def __str__(self) -> str:
         return self.table()
+
+
+MAX_MICROS = 2**62 / 1000  # times the int64 ns columns hold
+
+
+def _micros(ev: Mapping[str, Any], key: str, default: float) -> float:
+    """A time field (µs) as a float; ``ValueError`` naming the event when it is not a usable time."""
+    v = ev.get(key, default)
+    if v is None:
+        return default
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = math.nan
+    if not abs(f) < MAX_MICROS:
+        raise ValueError(f"event {str(ev.get('name', ''))[:80]!r} has {key} {v!r}, which is not a time a trace can hold "
+                         f"(a finite number of microseconds below {MAX_MICROS:.3g} in magnitude)"[:300])
+    return f
+
+
+def _external_id(ev: Mapping[str, Any]) -> int:
+    args = ev.get("args")
+    v = args.get("External id") if isinstance(args, dict) else None
+    return v if type(v) is int and 0 <= v < 2**63 else 0

@@ -10,6 +10,7 @@ nest, so their self time (``nesting``) is what adds up. Per-kernel metrics are t
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from ..trace.read.load import TraceLoadError, load
 from ..trace.read.scan import DOUBLE, INT, TS, ScannedEvents, scan
 from ..trace.read.stream import scan_stream
 from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
-                          STEP_GROUP, EventTable, ReportError)
+                          STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
 
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
@@ -38,7 +39,11 @@ class TraceFile:
 
     @property
     def base_ns(self) -> int:
-        return int(self.data.get("baseTimeNanoseconds") or 0)
+        base = self.data.get("baseTimeNanoseconds") or 0
+        if type(base) not in (int, float) or not abs(base) < TIME_LIMIT_NS:
+            raise ReportError(f"{self.path}: baseTimeNanoseconds {base!r} is not a time (an integer of "
+                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
+        return int(base)
 
     @property
     def merged_ranks(self) -> list[int]:
@@ -161,12 +166,37 @@ class NameStat:
 
     @classmethod
     def from_dict(cls, d: dict) -> "NameStat":
-        return cls(str(d["name"]), int(d["calls"]), int(d["total_ns"]), float(d.get("pct", 0.0)),
-                   float(d["avg_ns"]), int(d.get("min_ns", 0)), int(d.get("max_ns", 0)), d.get("rank"),
-                   {k: float(v) for k, v in (d.get("metrics") or {}).items()},
-                   {k: float(v) for k, v in (d.get("metric_min") or {}).items()},
-                   {k: float(v) for k, v in (d.get("metric_max") or {}).items()},
-                   int(d["self_ns"]) if d.get("self_ns") is not None else None)
+        """A row as ``to_dict`` wrote it; ``TypeError``/``ValueError``/``KeyError`` naming the field for
+        anything else (a missing field, a string, a non-finite number, an unknown shape)."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a row must be an object, not {type(d).__name__}")
+
+        def number(key: str, default=None) -> float:
+            v = d[key] if default is None else d.get(key, default)
+            if type(v) not in (int, float) or not math.isfinite(v):
+                raise ValueError(f"{key} must be a finite number, not {v!r}"[:200])
+            return v
+
+        def table(key: str) -> dict[str, float]:
+            m = d.get(key) or {}
+            if not isinstance(m, dict):
+                raise TypeError(f"{key} must be an object of metric values, not {type(m).__name__}")
+            out = {}
+            for k, v in m.items():
+                if type(v) not in (int, float) or not math.isfinite(v):
+                    raise ValueError(f"{key}[{k!r}] must be a finite number, not {v!r}"[:200])
+                out[str(k)] = float(v)
+            return out
+
+        name, rank = d["name"], d.get("rank")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        if rank is not None and type(rank) is not int:
+            raise TypeError(f"rank must be an integer, not {type(rank).__name__}")
+        self_ns = int(number("self_ns")) if d.get("self_ns") is not None else None
+        return cls(name, int(number("calls")), int(number("total_ns")), float(number("pct", 0.0)),
+                   float(number("avg_ns")), int(number("min_ns", 0)), int(number("max_ns", 0)), rank,
+                   table("metrics"), table("metric_min"), table("metric_max"), self_ns)
 
 
 KernelStat = NameStat  # the name it had while the report held kernels only

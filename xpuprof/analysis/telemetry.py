@@ -7,6 +7,8 @@ and are left to the kernel table.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -64,15 +66,19 @@ def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[T
     cols: dict[tuple, tuple[list, list]] = {}
     for events, t0 in parts:
         for e in events:
-            if not isinstance(e, dict) or e.get("ph") != "C" or e.get("cat") not in TELEMETRY_CATEGORIES:
+            if not isinstance(e, dict) or e.get("ph") != "C" or not isinstance(e.get("cat"), str) \
+                    or e["cat"] not in TELEMETRY_CATEGORIES:
                 continue
             args = e.get("args")
             if not isinstance(args, dict):
                 continue
             for metric, v in args.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                        and isinstance(e.get("ts", 0.0), (int, float)):
                     # host rows are keyed "host", not by process id, so two runs' host tracks match
                     row = "host" if e.get("cat") == "host_counter" else e.get("pid")
+                    if not isinstance(row, (str, int, float, type(None))):
+                        row = str(row)  # an unhashable pid still names a row
                     ts, vals = cols.setdefault((str(e.get("name", "")), row, str(metric)), ([], []))
                     ts.append((float(e.get("ts", 0.0)) - t0) / 1e3)
                     vals.append(float(v))

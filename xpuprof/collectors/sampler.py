@@ -2,8 +2,9 @@
 
 Each collector gets its own daemon thread that calls ``read()`` every ``interval_s`` and appends
 to flat ``array`` columns (no Python object per sample kept). The thread waits on its own
-``Event`` between samples and takes no lock the profiled program could need. A collector that
-raises is stopped and reported; one that hangs (in ``open``, ``read`` or ``close``) costs the
+``Event`` between samples and takes no lock the profiled program could need. A read that raises or
+returns no usable row is a gap, counted and named in ``collector_errors``, and sampling goes on;
+one that hangs (in ``open``, ``read`` or ``close``) costs the
 deadline of ``xpuprof.deadline`` and is reported; its samples so far are kept. Either way the
 trace is still written, and its metadata says what is missing.
 """
@@ -42,32 +43,55 @@ class _SamplingThread(threading.Thread):
         self.ts = array("q")
         self.values = array("d")
         self.count = 0  # rows complete in ts/values (a hung stop reads only these)
-        self.error: str = ""
+        self.bad_reads = 0  # reads that returned no usable row (left as gaps)
+        self.first_bad = ""
         self.read_ns = 0  # time spent inside read() (the overhead per sample is read_ns / count)
         self.started_ns = 0
         self.stopped_ns = 0
 
-    def _sample(self) -> bool:
+    def _sample(self) -> None:
+        """One reading; a bad one (an exception, None, the wrong count, a non-number) is counted and left
+        as a gap, and sampling goes on (a sensor that fails once must not end the track)."""
         t0 = time.monotonic_ns()
         try:
             row = self.collector.read()
+            t1 = time.monotonic_ns()
+            problem = self._check(row)
         except Exception as exc:
-            self.error = f"read() failed after {self.count} samples: {_describe(exc)}"
-            return False
-        t1 = time.monotonic_ns()
-        if len(row) != self.width:
-            self.error = f"read() returned {len(row)} values, expected {self.width} (one per track metric)"
-            return False
+            t1 = time.monotonic_ns()
+            problem = f"raised {_describe(exc)}"
+        self.read_ns += t1 - t0
+        if problem is not None:
+            if not self.bad_reads:
+                self.first_bad = f"at sample {self.count + self.bad_reads + 1}: read() {problem}"
+            self.bad_reads += 1
+            return
+        self.ts.append((t0 + t1) // 2)
+        self.count += 1
+
+    def _check(self, row) -> str | None:
+        """Append ``row`` to the values, or say why it is not a reading (nothing appended then)."""
+        try:
+            n = len(row)
+        except TypeError:
+            return f"returned {type(row).__name__}, not a sequence of {self.width} numbers"
+        if n != self.width:
+            return f"returned {n} values, expected {self.width} (one per track metric)"
         try:
             self.values.extend(row)
-        except TypeError as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             del self.values[self.count * self.width:]
-            self.error = f"read() returned a non-numeric value: {exc}"
-            return False
-        self.ts.append((t0 + t1) // 2)
-        self.read_ns += t1 - t0
-        self.count += 1
-        return True
+            return f"returned a non-numeric value ({type(exc).__name__}: {exc})"
+        return None
+
+    @property
+    def error(self) -> str:
+        """The bad reads, said once (empty when every read was good)."""
+        if not self.bad_reads:
+            return ""
+        total = self.bad_reads + self.count
+        return (f"{self.bad_reads} of {total} reads failed, first {self.first_bad}; those samples are gaps in its "
+                f"tracks and sampling went on")
 
     def run(self) -> None:
         interval_ns = int(self.collector.interval_s * 1e9)
@@ -75,8 +99,7 @@ class _SamplingThread(threading.Thread):
         # The first sample is one interval after open(): rates (CPU %) need a span to measure.
         next_ns = time.monotonic_ns() + interval_ns
         while not self.stop_event.wait(max(0, next_ns - time.monotonic_ns()) / 1e9):
-            if not self._sample():
-                return
+            self._sample()
             next_ns += interval_ns
             now = time.monotonic_ns()
             if next_ns < now:  # read() took longer than the interval: skip, don't burst
@@ -160,7 +183,7 @@ class CollectorRun:
                 self._fail(thread.collector, f"read() did not return within the {deadline:g} s deadline; "
                                              f"the {thread.count} samples taken before are kept")
             elif thread.error:
-                self._fail(thread.collector, thread.error + "; the samples taken before are kept")
+                self._fail(thread.collector, thread.error)
         for c in self._opened:
             if c in self._self_sampled and not abort:
                 continue  # its samples are read in emit(), then it is closed there
@@ -190,7 +213,7 @@ class CollectorRun:
                 self.errors.setdefault(c.name, []).extend(
                     f"{what} not recorded (left as gaps): {why}" for what, why in sorted(dict(gaps).items()))
             entry["samples"] = int(len(ts))
-            if thread.stopped_ns and not thread.error:
+            if thread.stopped_ns and not thread.bad_reads:
                 span_s = (thread.stopped_ns - thread.started_ns) / 1e9
                 expected = int(span_s / c.interval_s)
                 if expected >= 10 and len(ts) < expected // 2:  # sparser than asked: say so, never silently

@@ -68,12 +68,16 @@ def run(args) -> int:
         result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
                       min_ns=args.min_us * 1000.0)
         telemetry = diff_telemetry(load_telemetry(args.a), load_telemetry(args.b))
+        from ..analysis.stall_diff import diff_stalls, load_stall_side
+
+        stalls = diff_stalls(load_stall_side(args.a), load_stall_side(args.b), threshold_points=args.threshold)
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
-    from ..analysis.stall_diff import diff_stalls, load_stall_side
-
-    stalls = diff_stalls(load_stall_side(args.a), load_stall_side(args.b), threshold_points=args.threshold)
+    except Exception as exc:  # noqa: BLE001 - exit 1 means "regression": unusable input must never look like one
+        print(f"xpuprof diff: cannot compare {args.a} and {args.b}: {type(exc).__name__}: {exc}"[:2000],
+              file=sys.stderr)
+        return 2
     grew = [r for r in stalls if r["status"] == "grew"]
     if args.format == "json":
         out = result.to_dict()

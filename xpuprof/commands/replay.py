@@ -32,9 +32,9 @@ def run(args) -> int:
     try:
         cap = capture.load(args.capture)
         result = capture.replay(args.capture, builder, use_window=not args.all)
-    except (capture.CaptureError, BufferDecodeError) as exc:
+    except (capture.CaptureError, BufferDecodeError) as exc:  # bad input: one line, status 2
         print(f"xpuprof replay: {exc}", file=sys.stderr)
-        return 1
+        return 2
     if cap.window is not None:
         builder.set_window(cap.window.start_ns, cap.window.end_ns)
     try:

@@ -190,7 +190,10 @@ def op_report(args) -> str:
             evs.extend(events(path))
     except TraceLoadError as exc:
         raise ReportError(str(exc)) from None
-    ops = OpSummary.from_events(evs)
+    try:
+        ops = OpSummary.from_events(evs)
+    except ValueError as exc:  # a time no trace can hold: named with its event
+        raise ReportError(str(exc)) from None
     sort = "host_total" if args.sort == "total" else args.sort
     try:
         rows = ops.rows(sort)

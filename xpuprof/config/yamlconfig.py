@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from ..activity import parse_activity_types
+from ..inputs import InputError, read_input
 from .options import ExperimentalConfig, ProfilerConfig
 
 Path_ = tuple[str, ...]
@@ -114,15 +115,17 @@ def _positions(node, path: Path_ = (), out: dict | None = None, source: str = ""
     return out
 
 
-MAX_EXPANDED_NODES = 100_000  # a benchmark config is a few hundred nodes; alias bombs are billions
+MAX_EXPANDED_NODES = 100_000  # nodes aliases may add; a config's are a few hundred, alias bombs' billions
+MAX_CONFIG_BYTES = 16 << 20  # a config file is kilobytes; its plain size bounds its nodes
 
 
 def _check_expansion(root, source: str) -> None:
-    """Refuse, at once, aliases that refer to themselves or expand past MAX_EXPANDED_NODES.
+    """Refuse, at once, aliases that refer to themselves or add more than MAX_EXPANDED_NODES nodes.
 
     YAML aliases share nodes, so a few hundred bytes can stand for billions of nodes once anything
-    walks the document (a 300-byte bomb took 11.75 s and 1.5 GB before). Sizes are counted per
-    shared node (memoized), so this costs one pass over the text's own nodes.
+    walks the document (a 300-byte bomb took 11.75 s and 1.5 GB before). What is counted is the
+    expansion - nodes beyond those written in the text - so a long alias-free list (bounded by the
+    file's size) loads. Sizes are counted per shared node (memoized): one pass over the text's own nodes.
     """
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
@@ -134,7 +137,9 @@ def _check_expansion(root, source: str) -> None:
             children = node.value if isinstance(node, yaml.SequenceNode) else [n for kv in node.value for n in kv]
             total = 1 + sum(sizes[id(c)] for c in children)
             open_nodes.discard(key)
-            if total > MAX_EXPANDED_NODES:
+            # len(sizes) bounds the distinct nodes below this one, so a plain document is never refused,
+            # and at the root this is the exact expansion.
+            if total - len(sizes) > MAX_EXPANDED_NODES:
                 line = node.start_mark.line + 1
                 raise ConfigError(f"{source}:{line}: YAML aliases here expand to more than {MAX_EXPANDED_NODES:,} "
                                   "nodes; refusing the config (an alias bomb?)")
@@ -339,6 +344,8 @@ class _Checker:
         if kind == "str":
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 self.fail(path, f"must be a string, not {type(value).__name__}")
+            if "\x00" in str(value):  # names and paths: the OS refuses NUL (a traceback at mkdir before)
+                self.fail(path, f"must not contain a NUL character: {str(value)[:80]!r}")
             return str(value)
         if kind in ("int", "int0", "int+"):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -355,7 +362,9 @@ class _Checker:
             if isinstance(value, str):
                 value = [v.strip() for v in value.split(",") if v.strip()]
             if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
-                self.fail(path, f"must be a list of strings, not {value!r}")
+                self.fail(path, f"must be a list of strings, not {value!r}"[:300])
+            if any("\x00" in str(v) for v in value):
+                self.fail(path, "must not contain a NUL character")
             return [str(v) for v in value]
         if kind == "patterns":
             from .kernel_filter import KernelFilter, KernelFilterError, normalize_patterns
@@ -559,7 +568,9 @@ def load_config(path, *, overrides: Iterable[str] = (), out_dir: str | Path | No
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, "config file", limit=MAX_CONFIG_BYTES).decode("utf-8")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc})") from None
     return parse_config(text, str(path), base_dir=path.resolve().parent, overrides=overrides, out_dir=out_dir,

@@ -2,16 +2,22 @@
 
 While a profiler records, it installs a ``HostRecorder`` here; ``record_function`` then writes
 one fixed-size record per range (t0, t1, tid, correlation id, name index, args index) into the
-recorder's ``Int64Log`` - no Python object per range; each distinct name is stored once. When
+recorder's ``Int64Log`` - no Python object per range; each distinct name is stored once, as UTF-8
+text in the recorder's ``NameTable`` (no Python object per name either: a million distinct names
+cost what their text costs, not a dict of strings). When
 nothing records, entering and leaving a range is a global read. The profiler reads the log as
 numpy columns at stop. Enter/exit run in C (``xpuprof._native.hostrec``) when that extension is
 built, in Python otherwise; both write the same records.
 
 External correlation: every recorded range gets a process-wide correlation id. Device sessions
 that link device work to host ranges (``Session.wants_correlation``) get it on enter and exit
-(Kineto's push/popCorrelationId): written as a mark into the session's ``correlation_log``
-when it has one (in C, no call), else through its push/pop methods;
-``current_correlation_id()`` reads the innermost open id.
+(Kineto's push/popCorrelationId): written as a mark into the session's ``correlation_log`` (an
+Int64Log(4): id, thread, ns, parent id on enter; -id, thread, ns, 0 on exit) when it has one (in
+C, no call), else through its push/pop methods. ``current_correlation_id()`` is the innermost
+open range of the calling *context* (contextvars: an asyncio task's own range, a thread's own).
+Ranges closed out of order or on another thread, and ranges of interleaved contexts on one
+thread, are handled as ``_native/correlation.h`` describes and counted (``lifetimes()``); ranges
+still open when recording stops are closed at its end (``close_open_ranges``), never dropped.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import itertools
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Mapping
 
 _mono = time.monotonic_ns
@@ -29,7 +36,7 @@ try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
     from .._native import hostrec as _c
 except ImportError:
     _c = None
-if _c is not None and not hasattr(_c, "ArgsArea"):  # built from an older hostrec.c: its records differ
+if _c is not None and not (hasattr(_c, "close_open_ranges") and hasattr(_c, "ArgsArea")):  # an older build: records differ
     import warnings
 
     warnings.warn("xpuprof._native.hostrec is out of date (rebuild: python setup.py build_ext --inplace); "
@@ -38,6 +45,7 @@ if _c is not None and not hasattr(_c, "ArgsArea"):  # built from an older hostre
 
 if _c is not None:
     Int64Log = _c.Int64Log
+    NameTable = _c.NameTable
     ArgsArea = _c.ArgsArea
 else:
     class Int64Log:  # type: ignore[no-redef]
@@ -68,6 +76,27 @@ else:
         @property
         def values(self):
             return self._values
+
+    class NameTable:  # type: ignore[no-redef]
+        """The pure-Python stand-in of hostrec.NameTable: name -> id through a dict (names kept as given;
+        they are cleaned when the trace's string table interns them)."""
+
+        __slots__ = ("_ids", "names", "invalid_utf8")
+
+        def __init__(self) -> None:
+            self._ids: dict = {}
+            self.names: list = []
+            self.invalid_utf8 = 0
+
+        def intern(self, name) -> int:
+            got = self._ids.get(name)
+            if got is None:
+                got = self._ids[name] = len(self.names)
+                self.names.append(name)
+            return got
+
+        def __len__(self) -> int:
+            return len(self.names)
 
     class ArgsArea:  # type: ignore[no-redef]
         """The pure-Python stand-in of hostrec.ArgsArea: JSON objects one after another in a bytearray
@@ -127,19 +156,20 @@ def area_arrays(area) -> "tuple[np.ndarray, np.ndarray]":
 class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
-    __slots__ = ("ranges", "name_index", "names", "args", "args_area", "instants", "thread_names", "sessions",
-                 "track_correlation", "next_id", "_stacks", "record_annotations")
+    __slots__ = ("ranges", "truncated", "names", "args", "args_area", "instants", "thread_names", "sessions",
+                 "track_correlation", "next_id", "record_annotations", "_py", "_py_open", "_py_cross_thread")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
     INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
 
     def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
-        # One record per range (RANGE_FIELDS, 48 bytes); names by index into `names` (each
-        # distinct name object once, found through `name_index`); dict args as JSON in `args_area`,
-        # other args in `args` (see NO_ARGS). Nothing per range for the cyclic GC to visit.
+        # One record per range (RANGE_FIELDS, 48 bytes); names by id in `names` (each distinct name's
+        # text once); dict args as JSON in `args_area`, other args in `args` (see NO_ARGS). Nothing per
+        # range for the cyclic GC to visit.
         self.ranges = Int64Log(len(RANGE_FIELDS))
-        self.name_index: dict = {}
-        self.names: list = []
+        # Ranges still open when recording stopped, closed at the window's end (same fields).
+        self.truncated = Int64Log(len(RANGE_FIELDS))
+        self.names = NameTable()
         self.args: list = []
         self.args_area = ArgsArea()
         # One record per instant (INSTANT_FIELDS, 40 bytes), names and args in the same tables as ranges.
@@ -148,38 +178,45 @@ class HostRecorder:
         self.sessions = tuple(correlation_sessions)
         self.track_correlation = bool(self.sessions)
         self.next_id = _next_correlation_id
-        self._stacks = threading.local()
         self.record_annotations = record_annotations
+        # The pure-Python ranges' state: correlation without the C part, the ranges open now (for
+        # close_open_ranges), exits on another thread (the C part counts its own).
+        self._py = None
+        if self.track_correlation and _c is None:
+            from .correlation import PyCorrelation
 
-    # Called only when track_correlation is set (some session links device work to ranges).
-    def push(self, cid: int) -> None:
-        if _c is not None:  # one per-thread stack for both paths (a C range may nest in a Python one)
-            _c.stack_push(cid)
-        else:
-            stack = getattr(self._stacks, "ids", None)
-            if stack is None:
-                stack = self._stacks.ids = []
-            stack.append(cid)
-        for s in self.sessions:
-            log = getattr(s, "correlation_log", None)
-            if isinstance(log, Int64Log) and log.width == 3:
-                log.append(cid, _native_tid(), _mono())
-            else:
-                s.push_correlation_id(cid)
+            self._py = PyCorrelation(self.sessions)
+        self._py_open: "weakref.WeakSet" = weakref.WeakSet()
+        self._py_cross_thread = 0
 
-    def pop(self) -> None:
-        if _c is not None:
-            _c.stack_pop()
-        else:
-            stack = getattr(self._stacks, "ids", None)
-            if stack:
-                stack.pop()
-        for s in self.sessions:
-            log = getattr(s, "correlation_log", None)
-            if isinstance(log, Int64Log) and log.width == 3:
-                log.append(-1, _native_tid(), _mono())
-            else:
-                s.pop_correlation_id()
+    def close_open_ranges(self, end_ns: int) -> int:
+        """Record every range still open as ending at ``end_ns`` (into ``truncated``) and close it; a
+        later exit of it records nothing more. Call while this recorder is still installed."""
+        n = _c.close_open_ranges(int(end_ns)) if _c is not None and _recorder is self else 0
+        for r in list(self._py_open):
+            self._py_open.discard(r)
+            if r._rec is self:
+                r._rec = None
+                r._closed = True
+                idx = self.names.intern(r._name)
+                args = NO_ARGS
+                if r.args is not None:  # kept as the object: written at stop like any other kept args
+                    self.args.append(r.args)
+                    args = object_key(len(self.args) - 1)
+                self.truncated.append(r._t0, max(int(end_ns), r._t0), r._tid, r._cid, idx, args)
+                n += 1
+        return n
+
+    def lifetimes(self) -> dict[str, int]:
+        """Counts the trace states about this recording's ranges (see the module docstring)."""
+        counts = dict(_c.lifetimes()) if _c is not None and _recorder is self else {
+            "exited_out_of_order": 0, "exited_on_another_thread": 0, "entered_over_another_context": 0,
+            "max_depth": 0}
+        if self._py is not None:
+            for k, v in self._py.counts.items():
+                counts[k] = max(counts[k], v) if k == "max_depth" else counts[k] + v
+        counts["exited_on_another_thread"] += self._py_cross_thread
+        return counts
 
     def name_thread(self, tid: int) -> None:
         self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
@@ -189,10 +226,7 @@ class HostRecorder:
 
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
-        idx = self.name_index.get(name)  # a str or bytes: checked when the range was made
-        if idx is None:
-            idx = self.name_index[name] = len(self.names)
-            self.names.append(name)
+        idx = self.names.intern(name)  # a str or bytes: checked when the range was made
         key = NO_ARGS
         if args is not None:
             k = None
@@ -213,24 +247,50 @@ class HostRecorder:
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
         a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
-        idx = self.name_index.get(name)
-        if idx is None:
-            idx = self.name_index[name] = len(self.names)
-            self.names.append(name)
+        idx = self.names.intern(name)
         if args is None:
             self.instants.append(t, tid, idx, NO_ARGS, scope_code)
             return
         self.args.append(snapshot_args(args))
         self.instants.append(t, tid, idx, len(self.args) - 1, scope_code)
 
+    def name_ids_in(self, strings) -> "np.ndarray":
+        """The trace string table's id (int32) of each of this cycle's names, by name id: the C table's
+        text is handed over as one segment, without a Python object per name."""
+        import numpy as np
+
+        names = self.names
+        if _c is not None and isinstance(names, _c.NameTable):
+            ends = log_array(names.offsets)[:, 0]
+            first = strings.add_segment(np.frombuffer(names, np.uint8), ends, invalid_utf8=names.invalid_utf8)
+            return np.arange(first, first + len(names), dtype=np.int32)
+        return np.fromiter((strings.intern(x) for x in names.names), np.int32, len(names))
+
+    def name_texts(self, ids) -> list[str]:
+        """The names of name ids ``ids`` as text (a few, for lookups: the simulator's range names)."""
+        names = self.names
+        if _c is not None and isinstance(names, _c.NameTable):
+            ends = log_array(names.offsets)[:, 0]
+            view = memoryview(names)
+            return [bytes(view[int(ends[i]):int(ends[i + 1])]).decode("utf-8", "replace") for i in ids]
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+                for x in (names.names[i] for i in ids)]
+
     def current(self) -> int:
         if _c is not None:
             return _c.current_correlation_id()
-        stack = getattr(self._stacks, "ids", None)
-        return stack[-1] if stack else 0
+        return self._py.current() if self._py is not None else 0
 
 
 _args_encoder: Callable | None = None
+
+
+def _clean_name(name) -> tuple[str, bool]:
+    """A name that is not plain valid text (bytes, lone surrogates, over the string bound) as the trace
+    writes it, and whether invalid UTF-8 was replaced (counted in the trace's invalid_utf8_names)."""
+    from ..trace.build.strings import has_invalid_utf8, json_safe
+
+    return json_safe(name), has_invalid_utf8(name)
 
 
 def _encode_dict_args(args: dict) -> bytes:
@@ -281,9 +341,25 @@ def install(recorder: HostRecorder | None) -> HostRecorder | None:
         _args_encoder = _encode_dict_args
         if _c is not None:
             _c.set_args_encoder(_encode_dict_args)
+            from ..trace.build.strings import MAX_STRING_CHARS
+
+            _c.set_name_cleaner(_clean_name, MAX_STRING_CHARS)
     if _c is not None:
         _c.set_recorder(recorder)
     return previous
+
+
+def _forget_after_fork() -> None:
+    """In a forked child nothing of the parent's recording goes on: the child records only if it
+    starts its own profile (its copy of the parent's recorder belongs to no trace)."""
+    global _recorder
+    _recorder = None
+    if _c is not None:
+        _c.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def active_recorder() -> HostRecorder | None:
@@ -309,7 +385,7 @@ def checked_name(name, what: str, *, allow_bytes: bool = True):
     bad type.
 
     Checked where the name is passed: a name of another type (a list, an object whose ``__str__``
-    raises) used to reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
+    raises) would otherwise reach only ``stop()`` and lose the whole trace. A subclass becomes its plain
     value, so its own ``__hash__``/``__eq__``/``__str__`` never run later."""
     if type(name) is str or (allow_bytes and type(name) is bytes):
         return name
@@ -324,12 +400,15 @@ def checked_name(name, what: str, *, allow_bytes: bool = True):
 class PyRange:
     """The pure-Python enter/exit (used when the C extension is not built)."""
 
-    __slots__ = ("_name", "args", "_rec", "_t0", "_cid")
+    __slots__ = ("_name", "args", "_rec", "_t0", "_cid", "_tid", "_parent", "_closed", "_owner", "_h",
+                 "__weakref__")
 
     def __init__(self, name: str, args: Mapping[str, Any] | None = None) -> None:
         self._name = checked_name(name, "record_function")
         self.args = args
         self._cid = 0
+        self._rec = self._parent = self._owner = self._h = None
+        self._closed = False
 
     @property
     def name(self) -> str:
@@ -341,8 +420,15 @@ class PyRange:
         if rec is not None:
             self._cid = cid = rec.next_id()
             self._t0 = _mono()
+            self._tid = _native_tid()
+            self._closed = False
+            rec._py_open.add(self)
             if rec.track_correlation:  # after the start time: linked work lies inside the range
-                rec.push(cid)
+                if _c is not None:
+                    self._h = _c.correlation_enter(cid)
+                else:
+                    self._owner = rec._py
+                    rec._py.enter(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -351,13 +437,21 @@ class PyRange:
             self._rec = None
             if rec is not _recorder:  # the recorder was replaced while the range was open: no trace owns it
                 return False
-            if rec.track_correlation:
-                rec.pop()
-            t1 = _mono()
+            rec._py_open.discard(self)
             tid = _native_tid()
+            if rec.track_correlation:
+                if _c is not None:
+                    _c.correlation_exit(self._h)
+                    self._h = None
+                else:
+                    rec._py.exit(self, tid)
+            elif tid != self._tid:
+                rec._py_cross_thread += 1
+            self._closed = True
+            t1 = _mono()
             if tid not in rec.thread_names:  # name it now: the thread may be gone when the trace is built
                 rec.name_thread(tid)
-            rec.add_range(self._name, self._t0, t1, tid, self._cid, self.args)
+            rec.add_range(self._name, self._t0, t1, self._tid, self._cid, self.args)  # the entering thread's row
         return False
 
     @property

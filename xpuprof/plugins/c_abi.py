@@ -28,6 +28,7 @@ from .c_builder import BuilderBridge
 from .c_structs import (ABI_VERSION, ACTIVITY_CODES, DECLARED_TYPE_BASE, DECLINE, MAX_DECLARED_TYPES, MAX_TYPES,
                         MESSAGE_BUFFER, NAME_BUFFER, OK, REGISTER_SYMBOL, REQUIRED_FUNCTIONS, REQUIRED_TABLE_SIZE,
                         TABLE_SLACK, PluginCallError, PluginLoadError, XpuprofPluginInterface, field_present)
+from .isolation import destroy_c_handle
 
 # ----------------------------------------------------------------------------- plugin side
 class CPlugin:
@@ -202,27 +203,6 @@ def _config_json(config, enabled) -> dict:
     }
 
 
-def _destroy(plugin: CPlugin, handle: int, state: dict) -> None:
-    if state.get("destroyed"):
-        return
-    state["destroyed"] = True
-    if faults.abandoned(plugin.origin):
-        return  # a call of this plugin hung: it may still run on its handle, so the handle is leaked
-    from ..deadline import deadline_or_default_s
-
-    # Bounded: this also runs from the garbage collector and at exit, which must never hang on a plugin
-    # (nor raise: a bad XPUPROF_PLUGIN_DEADLINE_S set meanwhile is reported where a run starts).
-    if not plugin.lock.acquire(timeout=deadline_or_default_s()):
-        faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
-        return
-    try:
-        rc = plugin.table.destroy(handle)
-    finally:
-        plugin.lock.release()
-    if rc < 0:
-        faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
-
-
 class CPluginSession(Session):
     def __init__(self, plugin: CPlugin, handle: int, enabled: frozenset[ActivityType], vendor: str) -> None:
         self.plugin = plugin
@@ -232,7 +212,7 @@ class CPluginSession(Session):
         self._state: dict = {}
         self._errors: list[str] = []
         # destroy exactly once: after process, or when the session is dropped unprocessed.
-        self._finalizer = weakref.finalize(self, _destroy, plugin, handle, self._state)
+        self._finalizer = weakref.finalize(self, destroy_c_handle, plugin, handle, self._state)
 
     def _call(self, fn_name: str, *args) -> None:
         with self.plugin.lock:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
 from ..activity import ActivityType
 from ..backends.base import Backend, ProbeResult, ProcessWindow, Session
-from ..deadline import DeadlineExceeded, call_with_deadline, default_deadline_s
+from ..deadline import ENV_DEADLINE, DeadlineExceeded, call_with_deadline, default_deadline_s
 from . import faults
 
 
@@ -32,16 +33,37 @@ class PluginHung(RuntimeError):
         self.fault = fault
 
 
-def call_plugin(origin: str, stage: str, fn, *args):
-    """``fn(*args)`` under the plugin deadline; ``PluginHung`` when it misses it or the plugin is disabled."""
+def call_plugin(origin: str, stage: str, fn, *args, late: list | None = None):
+    """``fn(*args)`` under the plugin deadline; ``PluginHung`` when it misses it or the plugin is disabled.
+
+    A call that returns only after its deadline - one that held the interpreter lock, so the wait for
+    it could not end in time - keeps its result and is reported with its duration (appended to
+    ``late`` too, for the session's errors)."""
     why = faults.abandoned(origin)
     if why is not None:
         raise PluginHung(why)
     timeout = default_deadline_s()
+    started = time.monotonic()
     try:
-        return call_with_deadline(fn, *args, timeout_s=timeout, what=f"{origin} {stage}")
+        result = call_with_deadline(fn, *args, timeout_s=timeout, what=f"{origin} {stage}")
     except DeadlineExceeded:
         raise PluginHung(str(faults.abandon(origin, stage, timeout))) from None
+    except BaseException:
+        _check_overrun(origin, stage, started, timeout, late)
+        raise
+    _check_overrun(origin, stage, started, timeout, late)
+    return result
+
+
+def _check_overrun(origin: str, stage: str, started: float, timeout: float, late: list | None) -> None:
+    took = time.monotonic() - started
+    if took <= timeout:
+        return
+    fault = faults.report(origin, stage, f"returned after {took:.1f} s, past its {timeout:g} s deadline "
+                                         f"({ENV_DEADLINE}): it held the interpreter lock, so it could not be "
+                                         f"abandoned in time; the profiled program waited for it")
+    if late is not None and str(fault) not in late:
+        late.append(str(fault))
 
 
 class BuilderGate:
@@ -118,7 +140,7 @@ class IsolatedSession(Session):
         if (self._broken and stage in self._LIFECYCLE) or self._disabled():
             return default
         try:
-            return call_plugin(self._origin, stage, fn, *args)
+            return call_plugin(self._origin, stage, fn, *args, late=self._errors)
         except PluginHung as exc:
             self._hung = self._broken = True
             if exc.fault not in self._errors:
@@ -140,7 +162,7 @@ class IsolatedSession(Session):
             return
         if self._broken:
             try:
-                call_plugin(self._origin, "stop", self._inner.stop)
+                call_plugin(self._origin, "stop", self._inner.stop, late=self._errors)
             except PluginHung as exc:
                 self._hung = True
                 self._errors.append(exc.fault)
@@ -156,7 +178,7 @@ class IsolatedSession(Session):
             close = getattr(self._inner, "close", None)
             try:
                 if callable(close):
-                    call_plugin(self._origin, "close", close)
+                    call_plugin(self._origin, "close", close, late=self._errors)
             except PluginHung as exc:
                 self._hung = True
                 self._errors.append(exc.fault)
@@ -213,6 +235,8 @@ class IsolatedSession(Session):
 def isolate(cls: type[Backend], origin: str) -> type[Backend]:
     """A guarded subclass of ``cls`` (same name, vendor, isinstance relations)."""
 
+    late: list[str] = []  # calls outside a session that returned past their deadline: each session reports them
+
     class Isolated(cls):  # type: ignore[misc, valid-type]
         plugin_origin = origin
         plugin_class = cls
@@ -220,7 +244,7 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
         def __init__(self, *args, **kwargs) -> None:
             self._plugin_init_error = None
             try:
-                call_plugin(origin, "configure", lambda: super(Isolated, self).__init__(*args, **kwargs))
+                call_plugin(origin, "configure", lambda: super(Isolated, self).__init__(*args, **kwargs), late=late)
             except PluginHung as exc:
                 self._plugin_init_error = exc.fault
             except Exception as exc:
@@ -229,7 +253,7 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
         @classmethod
         def probe(klass) -> ProbeResult:
             try:
-                result = call_plugin(origin, "probe", super().probe)
+                result = call_plugin(origin, "probe", super().probe, late=late)
             except PluginHung as exc:
                 return ProbeResult.unavailable(f"plugin disabled: {exc.fault}", origin=origin)
             except Exception as exc:
@@ -243,7 +267,7 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
         @classmethod
         def supported_activities(klass) -> frozenset[ActivityType]:
             try:
-                types = call_plugin(origin, "supported_activities", super().supported_activities)
+                types = call_plugin(origin, "supported_activities", super().supported_activities, late=late)
                 out = frozenset(ActivityType.parse(t) for t in types)
             except PluginHung:
                 return frozenset()
@@ -256,7 +280,7 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
             if self._plugin_init_error is not None:
                 return None
             try:
-                session = call_plugin(origin, "configure", super().configure, activity_types, config)
+                session = call_plugin(origin, "configure", super().configure, activity_types, config, late=late)
             except PluginHung:
                 return None
             except Exception as exc:
@@ -268,10 +292,39 @@ def isolate(cls: type[Backend], origin: str) -> type[Backend]:
                 faults.report(origin, "configure",
                               f"configure() returned {type(session).__name__}, not a Session or None")
                 return None
-            return IsolatedSession(session, origin)
+            isolated = IsolatedSession(session, origin)
+            isolated._errors.extend(late)
+            return isolated
 
     Isolated.__name__ = cls.__name__
     Isolated.__qualname__ = cls.__qualname__
     Isolated.__module__ = cls.__module__
     Isolated.__doc__ = cls.__doc__
     return Isolated
+
+
+def destroy_c_handle(plugin, handle: int, state: dict) -> None:
+    """A C plugin's ``destroy(handle)``, once (``state``), under the deadline like every other call."""
+    if state.get("destroyed"):
+        return
+    state["destroyed"] = True
+    # Under the deadline (a plugin already abandoned is not called: its handle is leaked): this also runs
+    # from the garbage collector and at exit, which must never hang on a plugin - a crashed program exits.
+    try:
+        rc = call_plugin(plugin.origin, "destroy", _destroy_locked, plugin, handle)
+    except PluginHung:
+        return
+    if rc is not None and rc < 0:
+        faults.report(f"C plugin {plugin.path}", "destroy", f"destroy() returned {rc}")
+
+
+def _destroy_locked(plugin, handle: int) -> int | None:
+    from ..deadline import default_deadline_s
+
+    if not plugin.lock.acquire(timeout=default_deadline_s()):
+        faults.report(plugin.origin, "destroy", "not called: another call of the plugin still holds it")
+        return None
+    try:
+        return plugin.table.destroy(handle)
+    finally:
+        plugin.lock.release()

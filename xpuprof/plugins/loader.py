@@ -3,8 +3,9 @@
 Directories come from ``XPUPROF_PLUGIN_PATH`` (``os.pathsep``-separated), Kineto's
 ``KINETO_PLUGIN_LIB_DIR_PATH`` (an alias, with a one-line notice) and ``ProfilerConfig.plugin_paths``,
 in that order. Files load in a stable order (directory order, then file name). Nothing is loaded
-from a directory the user did not name, and a directory or file that another user could write
-(world-writable, or owned by someone other than the user or root) is refused with a warning.
+from a directory the user did not name, and a file another user could change is refused with a
+warning (``trust``: OpenSSH's StrictModes rule, every component up to ``/``). Python plugins are
+compiled from their source each time; ``__pycache__`` is never read or written.
 
 A Python plugin registers its backend(s) with ``xpuprof.register_backend``; a shared library
 implements the C ABI of ``xpuprof/include/xpuprof_plugin.h`` (see ``c_abi``). A plugin that
@@ -13,6 +14,7 @@ fails to load is reported once with its file and the reason, and skipped.
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import logging
 import os
@@ -26,6 +28,7 @@ from .. import diagnostics
 from . import faults
 from . import registry as plugin_registry
 from .isolation import PluginHung, call_plugin
+from .trust import untrusted
 
 log = logging.getLogger("xpuprof.plugins")
 
@@ -82,15 +85,6 @@ def plugin_dirs(config=None, environ=None) -> list[Path]:
     return out
 
 
-def writable_by_others(st: os.stat_result) -> str:
-    """Why another user could modify this file or directory ("" when nobody else can)."""
-    if st.st_mode & stat.S_IWOTH:
-        return "it is writable by every user"
-    if hasattr(os, "geteuid") and st.st_uid not in (os.geteuid(), 0):
-        return f"it is owned by another user (uid {st.st_uid})"
-    return ""
-
-
 def _is_plugin_file(path: Path) -> str | None:
     name = path.name
     if name.startswith("."):
@@ -113,9 +107,10 @@ def plugin_files(directory: Path) -> list[tuple[Path, str]]:
     if not stat.S_ISDIR(st.st_mode):
         faults.report(origin, "load", "not a directory")
         return []
-    why = writable_by_others(st)
-    if why and hasattr(os, "geteuid"):
-        faults.report(origin, "load", f"refused: {why}; plugins are only loaded from directories only you can write")
+    why = untrusted(directory)
+    if why:
+        faults.report(origin, "load", f"refused: {why}; plugins are loaded only from directories that nobody "
+                                      f"but you (or root) can write, up to /")
         return []
     out = []
     for path in sorted(directory.iterdir(), key=lambda p: p.name):
@@ -129,8 +124,8 @@ def plugin_files(directory: Path) -> list[tuple[Path, str]]:
             continue
         if not stat.S_ISREG(fst.st_mode):
             continue
-        why = writable_by_others(fst)
-        if why and hasattr(os, "geteuid"):
+        why = untrusted(path)
+        if why:
             faults.report(_origin(path, kind), "load", f"refused: {why}")
             continue
         out.append((path, kind))
@@ -141,10 +136,21 @@ def _origin(path: Path, kind: str) -> str:
     return f"{'python' if kind == 'python' else 'C'} plugin {path}"
 
 
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the plugin's source every time: bytecode in ``__pycache__`` is neither read (a ``.pyc``
+    there may be another user's) nor written (a cache the next load would have to trust)."""
+
+    def get_code(self, fullname):
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+    def set_data(self, path, data, *, _mode=0o666):  # never called by get_code above; refused all the same
+        raise NotImplementedError("plugins are never cached as bytecode")
+
+
 def _load_python(path: Path, origin: str) -> list[str]:
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     mod_name = f"xpuprof_plugin_{path.stem.replace('-', '_').replace('.', '_')}_{digest}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    spec = importlib.util.spec_from_file_location(mod_name, path, loader=_SourceOnlyLoader(mod_name, str(path)))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot create an import spec for {path}")
     module = importlib.util.module_from_spec(spec)
@@ -220,7 +226,7 @@ def load_plugins(config=None, environ=None) -> list[LoadedPlugin]:
     """Load every plugin of every named directory (idempotent: each file loads once)."""
     from ..deadline import default_deadline_s
 
-    # A bad XPUPROF_PLUGIN_DEADLINE_S is one configuration error here, not a "load failure" of every plugin.
+    # A bad XPUPROF_PLUGIN_DEADLINE_S is said once here (and the default used), not once per plugin.
     default_deadline_s()
     results = []
     for directory in plugin_dirs(config, environ):

@@ -87,6 +87,21 @@ _running: "profile | None" = None  # the one profile recording in this process
 _running_lock = threading.Lock()
 
 
+def _forget_running_after_fork() -> None:
+    """In a forked child (a DataLoader worker, a fork pool) the parent's running profile does not
+    record: the child starts clean and may start its own. The inherited object's step() and stop()
+    do nothing there (its sessions, threads and recorder belong to the parent)."""
+    global _running, _running_lock
+    _running_lock = threading.Lock()  # another thread may have held it at the fork
+    inherited, _running = _running, None
+    if inherited is not None:
+        inherited._forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_running_after_fork)
+
+
 class profile(TorchResultsMethods):
     """Profile a block or a loop of steps: torch.profiler.profile's arguments and methods (every keyword it
     accepts; docs/torch-profiler-compat.md), plus ``backends``, ``config`` and ``worker_name``."""
@@ -102,7 +117,7 @@ class profile(TorchResultsMethods):
                  post_processing_timeout_s: float | None = None) -> None:
         from ..deadline import default_deadline_s
 
-        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S: one DeadlineConfigError before anything starts
+        default_deadline_s()  # a bad XPUPROF_PLUGIN_DEADLINE_S is said once, before anything starts
         base = config if config is not None else ProfilerConfig()
         changes: dict[str, Any] = {}
         if activities is not None or config is None:
@@ -161,6 +176,11 @@ class profile(TorchResultsMethods):
         self._started = False
         self._block_error: str | None = None
         self._no_device_reasons: dict[str, str] = {}  # device work asked for, no backend ran: why
+        self._forked = False  # this object was copied into a forked child while it recorded
+        self._stopping = False
+        # on_trace_ready write failures (a full disk): logged, kept here, written into the next trace
+        self.trace_ready_errors: list[str] = []
+        self._unreported_errors: list[str] = []
         self._pausing = Pausing()  # pause()/resume() and PTI_ENABLE_COLLECTION, across cycles
 
     # ------------------------------------------------------------------ context manager
@@ -213,10 +233,15 @@ class profile(TorchResultsMethods):
     def stop(self) -> None:
         if not self._started:
             return
+        if self._forked:  # a forked child's copy of the parent's recording: nothing to stop or write here
+            self._started = False
+            return
         self._exit_step()
+        self._stopping = True  # the last trace's write failure is raised here: no later trace could say it
         try:
             self._transit(self.current_action, None)
         finally:
+            self._stopping = False
             self._started = False
             self._release_running()
 
@@ -230,6 +255,8 @@ class profile(TorchResultsMethods):
         """Mark the end of one training/benchmark step (drives the schedule)."""
         if not self._started:
             raise RuntimeError("profile.step() called before start()")
+        if self._forked:
+            return
         nxt = as_action(self.schedule(self.step_num + 1), self.step_num + 1)  # checked before anything changes
         self._exit_step()
         prev = self.current_action
@@ -244,13 +271,15 @@ class profile(TorchResultsMethods):
         """Stop collecting (every device session and our ranges) until ``resume()``; the paused span is
         marked in the trace. Lasts across recording cycles of a schedule until resumed."""
         self._pausing.by_user = True
-        self._pausing.apply(self._recording)
+        if not self._forked:  # a forked child's copy: the sessions are the parent's
+            self._pausing.apply(self._recording)
 
     def resume(self) -> None:
         """Collect again after ``pause()`` (``PTI_ENABLE_COLLECTION=0`` still keeps collection paused, and
         what ``toggle_collection_dynamic`` turned off stays off)."""
         self._pausing.by_user = False
-        self._pausing.apply(self._recording, self._toggled_off)
+        if not self._forked:
+            self._pausing.apply(self._recording, self._toggled_off)
 
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
         """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
@@ -392,8 +421,12 @@ class profile(TorchResultsMethods):
         window, errors = cycle.stop()
         from .assemble import build_trace  # loaded by _prepare_trace already
 
+        metadata = self.metadata
+        if self._unreported_errors:  # the previous trace could not be written: this one says so
+            metadata = {**metadata, "previous_trace_write_errors": list(self._unreported_errors)}
+            self._unreported_errors = []
         self.builder = build_trace(cycle, window, errors, iteration=self._cycle, block_error=self._block_error,
-                                   no_device_reasons=self._no_device_reasons, metadata=self.metadata,
+                                   no_device_reasons=self._no_device_reasons, metadata=metadata,
                                    trace_id=self._trace_id)
         done = FinishedCycle(self.builder, self.config, cycle.torch_ops.result if cycle.torch_ops else None,
                              cycle.torch_id_base, use_device_of(self.builder, [n for n, _ in cycle.sessions],
@@ -403,5 +436,27 @@ class profile(TorchResultsMethods):
         self._cycle += 1
 
     def _trace_ready(self) -> None:
-        if self.on_trace_ready is not None:
+        """``on_trace_ready(self)``; a write failure during ``step()`` is kept (``_keep_write_failure``), at
+        ``stop()`` (no next trace could say it) and from an explicit ``export_chrome_trace`` it is raised."""
+        if self.on_trace_ready is None:
+            return
+        try:
             self.on_trace_ready(self)
+        except OSError as exc:
+            if self._stopping:
+                raise
+            _keep_write_failure(self, exc)
+
+
+def _keep_write_failure(prof: profile, exc: OSError) -> None:
+    """A trace that cannot be written (a full disk, a read-only directory) during ``step()`` must not end
+    the user's loop: the failure is logged, kept in ``trace_ready_errors`` and written into the next
+    trace's metadata (``previous_trace_write_errors``)."""
+    from ..outputs import write_error_line
+
+    what = write_error_line(exc.filename, exc) if isinstance(exc.filename, str) else str(exc)
+    why = what if what.startswith("trace not written") else f"trace not written: {what}"
+    why = f"step {prof.step_num}: {why}"
+    prof.trace_ready_errors.append(why)
+    prof._unreported_errors.append(why)
+    log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)

@@ -38,11 +38,9 @@ SPAN_NAME = "xpuprof"
 def launcher_distributed_info() -> dict | None:
     """``distributedInfo`` from launcher variables (torchrun, MPI, Slurm, ...), None when not launched."""
     from .. import rank as rank_env
-    try:
-        return rank_env.distributed_info()
-    except rank_env.RankEnvError as exc:
-        log.warning("xpuprof: ignoring launcher rank variables: %s", exc)
-        return None
+
+    info = rank_env.detect_or_none()  # unusable variables: said once, never a lost trace
+    return None if info is None else info.distributed_info()
 
 
 def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, list[str]], *, iteration: int,
@@ -143,22 +141,23 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
 
 def range_lookup(rec: recorder.HostRecorder | None):
     """``ProcessWindow.ranges``: our ranges' (names, args dicts) for an array of correlation ids (a name ""
-    and no args for an id no finished range has)."""
+    and no args for an id no range has); ranges still open at stop (closed there) count."""
     def lookup(ids):
         ids = np.asarray(ids, np.int64)
         names, args = [""] * len(ids), [{} for _ in range(len(ids))]
-        rows = recorder.log_array(rec.ranges) if rec is not None and rec.range_count() else None
-        if rows is None or not len(ids):
+        logs = [recorder.log_array(log) for log in ((rec.ranges, rec.truncated) if rec is not None else ())
+                if len(log)]
+        if not logs or not len(ids):
             return names, args
+        rows = np.concatenate(logs) if len(logs) > 1 else logs[0]
         order = np.argsort(rows[:, 3], kind="stable")
         pos = np.minimum(np.searchsorted(rows[order, 3], ids), len(order) - 1)
-        for i, (p, cid) in enumerate(zip(pos.tolist(), ids.tolist())):
-            row = rows[order[p]]
-            if row[3] != cid:
-                continue
-            name = rec.names[row[4]]
-            names[i] = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-            key = int(row[5])
+        found = rows[order[pos], 3] == ids
+        hits = np.flatnonzero(found)
+        matched = rows[order[pos[hits]]]
+        for i, text in zip(hits.tolist(), rec.name_texts(matched[:, 4].tolist())):
+            names[i] = text
+        for i, key in zip(hits.tolist(), matched[:, 5].tolist()):
             if key == recorder.NO_ARGS:
                 continue
             try:
@@ -196,9 +195,8 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
     tids: set[int] = set()
     n = rec.range_count()
     bad = 0  # args JSON cannot hold, kept as a note (never a lost trace)
-    intern = builder.strings.intern
-    # Each distinct name (ranges and instants share the table) interned once.
-    name_table = np.fromiter((intern(x) for x in rec.names), np.int32, len(rec.names))
+    # Each distinct name (ranges and instants share the table) handed over once, as text (no str per name).
+    name_table = rec.name_ids_in(builder.strings)
     if n and ActivityType.USER_ANNOTATION in cycle.config.activities:
         # Columns straight from the C records (ranges started while host collection was paused left out).
         rec_arr = recorder.log_array(rec.ranges)
@@ -222,6 +220,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
                                cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=row_args)
         tid_arr = rec_arr[:, 2]
         tids.update(np.unique(tid_arr).tolist())
+    tids |= _add_range_lifetimes(cycle, builder, name_table)
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
         inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
         row_args = None
@@ -269,6 +268,59 @@ def _range_args(rec: recorder.HostRecorder, keys: np.ndarray) -> tuple[RowArgs, 
         extra.append(text)
         at += len(text)
     return RowArgs(np.concatenate([blob, np.frombuffer(b"".join(extra), np.uint8)]), starts, lens), bad
+
+
+LIFETIME_NOTES = {
+    "exited_out_of_order": "ranges exited before a range entered inside them: removed from their place, the "
+                           "enclosing ranges stay current",
+    "exited_on_another_thread": "ranges exited on a thread other than the one that entered them: drawn on the "
+                                "entering thread's row",
+    "entered_over_another_context": "ranges entered while another context's range was innermost on the same "
+                                    "thread (asyncio tasks interleaving across awaits): current_correlation_id() "
+                                    "follows each task, but a vendor library keeps one external-id stack per "
+                                    "thread, so device work launched there may be linked to the range entered "
+                                    "last on the thread",
+}
+
+
+def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_table: np.ndarray) -> set[int]:
+    """Ranges still open at stop (closed at the window's end, ``"truncated": true``) and the range
+    lifetimes the trace must mention (out of order, another thread, interleaved contexts)."""
+    rec = cycle.recorder
+    tids: set[int] = set()
+    trunc = recorder.log_array(rec.truncated)
+    if len(trunc) and ActivityType.USER_ANNOTATION in cycle.config.activities:
+        keys = trunc[:, 5]
+        own: list = [None] * len(keys)
+        has = np.flatnonzero(keys != recorder.NO_ARGS)
+        if len(has):
+            for row, args in zip(has.tolist(), _range_args(rec, keys[has].copy())[0]):
+                own[row] = args
+        marked = [_truncated_args(args) for args in own]
+        builder.add_slices(names=None, name_ids=name_table[trunc[:, 4]], ts=trunc[:, 0] + MONOTONIC_TO_EPOCH_NS,
+                           dur=trunc[:, 1] - trunc[:, 0], pid=builder.pid, tid=trunc[:, 2].copy(),
+                           cat=ActivityType.USER_ANNOTATION, external_id=trunc[:, 3].copy(), row_args=marked)
+        tids.update(np.unique(trunc[:, 2]).tolist())
+    if len(trunc):
+        builder.set_metadata("truncated_ranges", {
+            "count": int(len(trunc)), "note": "ranges still open when recording stopped: each ends at the window's "
+                                              "end and carries \"truncated\": true"})
+        diagnostics.warn_once(log, ("truncated-ranges",), "xpuprof: %d range(s) were still open when recording "
+                              "stopped; they end at the window's end, marked \"truncated\": true (e.g. a range "
+                              "spanning a schedule's step boundary)", len(trunc))
+    said = {k: int(v) for k, v in cycle.lifetimes.items() if k in LIFETIME_NOTES and v}
+    if said:
+        builder.set_metadata("range_lifetimes", {**said, "notes": {k: LIFETIME_NOTES[k] for k in said}})
+        for k in said:
+            diagnostics.warn_once(log, ("range-lifetimes", k), "xpuprof: %s", LIFETIME_NOTES[k])
+    return tids
+
+
+def _truncated_args(own: bytes | None) -> bytes:
+    """A truncated range's args JSON: ``"truncated": true`` first, then its own args (a JSON object)."""
+    if not own or own == b"{}":
+        return b'{"truncated":true}'
+    return b'{"truncated":true,' + own[1:]
 
 
 def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int]) -> None:

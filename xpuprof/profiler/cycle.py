@@ -7,6 +7,8 @@ nothing stays half-started.
 """
 from __future__ import annotations
 
+import time
+
 from ..activity import ActivityType
 from ..backends.base import Backend, ProcessWindow, RangeThreads, Session
 from ..clock import now_ns
@@ -41,6 +43,8 @@ class RecordingCycle:
         self.paused: dict[str, list[list]] = {}
         self.setup_errors: dict[str, list[str]] = {}  # named backends that took no part in this cycle: why
         self.not_collected: dict[str, str] = {}  # asked-for activities no backend in use records: why
+        self.truncated_ranges = 0  # ranges still open at stop, closed at its end (HostRecorder.truncated)
+        self.lifetimes: dict[str, int] = {}  # HostRecorder.lifetimes() at stop
 
     @property
     def recording(self) -> bool:
@@ -177,6 +181,10 @@ class RecordingCycle:
             self.torch_guard = None
         if self.torch_ops is not None:
             self.torch_ops.stop()
+        rec = self.recorder
+        if rec is not None:  # while it is installed: ranges still open end here, never dropped
+            self.truncated_ranges = rec.close_open_ranges(time.monotonic_ns())
+            self.lifetimes = rec.lifetimes()
         recorder.install(None)
         if self.collectors is not None:
             self.collectors.stop()  # its last sample lies inside the window
@@ -187,7 +195,6 @@ class RecordingCycle:
                 session.stop()
             except Exception as exc:
                 errors.setdefault(name, []).append(f"stop failed: {type(exc).__name__}: {exc}")
-        rec = self.recorder
 
         def range_threads():  # read only if a backend's records lack their thread (RangeThreads)
             rows = recorder.log_array(rec.ranges)

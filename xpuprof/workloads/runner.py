@@ -147,5 +147,7 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                 prof.add_metadata("interrupted", exc.signal_name)
         if interrupted is not None:
             raise interrupted
+        if prof.trace_ready_errors:  # a cycle's trace the disk refused at a step: the point says so
+            raise TraceWriteError(prof.trace_ready_errors[0].split(": ", 1)[-1])
         if on_repeat is not None:
             on_repeat(repeat)

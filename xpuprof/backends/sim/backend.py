@@ -36,9 +36,12 @@ class SimSession(Session):
         self.types = activity_types
         self.metrics = metrics
         self.seed = seed
-        # Marks (+cid on enter, -1 on exit, native tid, monotonic ns), written by record_function in C
-        # while the recorder is installed (between this session's start and stop): no call per range.
-        self.correlation_log = Int64Log(3)
+        # Marks (cid, native tid, monotonic ns, parent cid) on enter and (-cid, tid, ns, 0) on exit,
+        # written by record_function in C while the recorder is installed (between this session's
+        # start and stop): no call per range. The parent is the enclosing range of the entering
+        # context (an asyncio task's, a thread's), so leaves are found whatever the interleaving.
+        self.correlation_log = Int64Log(4)
+        self._pushed = threading.local()  # push/pop_correlation_id callers: each thread's open ids
         self._start_ns = 0
         self._stop_ns = 0
         self._running = False
@@ -56,39 +59,48 @@ class SimSession(Session):
         self._stop_ns = time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
 
     def push_correlation_id(self, correlation_id: int, user: bool = False) -> None:
+        stack = self._pushed.__dict__.setdefault("ids", [])
         if self._running:
-            self.correlation_log.append(int(correlation_id), threading.get_native_id(), time.monotonic_ns())
+            self.correlation_log.append(int(correlation_id), threading.get_native_id(), time.monotonic_ns(),
+                                        stack[-1] if stack else 0)
+        stack.append(int(correlation_id))
 
     def pop_correlation_id(self, user: bool = False) -> None:
-        if self._running:
-            self.correlation_log.append(-1, threading.get_native_id(), time.monotonic_ns())
+        stack = self._pushed.__dict__.setdefault("ids", [])
+        cid = stack.pop() if stack else 0
+        if self._running and cid:
+            self.correlation_log.append(-cid, threading.get_native_id(), time.monotonic_ns(), 0)
 
     # ------------------------------------------------------------------ processing
-    def _ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(external id, tid, enter ns, exit ns) of every range marked while the session ran (epoch ns);
-        ranges still open at stop end there."""
-        marks = log_array(self.correlation_log).ravel().tolist()
-        stacks: dict[int, list] = {}
-        done = []
-        end_default = self._stop_ns - MONOTONIC_TO_EPOCH_NS
-        for i in range(0, len(marks), 3):
-            cid, tid, t = marks[i], marks[i + 1], marks[i + 2]
-            stack = stacks.setdefault(tid, [])
-            if cid > 0:
-                stack.append((cid, tid, t))
-            elif stack:
-                c, tt, t0 = stack.pop()
-                done.append((c, tt, t0, t))
-        done += [(c, tt, t0, end_default) for stack in stacks.values() for c, tt, t0 in stack]
-        if not done:
+    def _ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(external id, tid, enter ns, exit ns, leaf) of every range marked while the session ran (epoch
+        ns, in enter order); ``leaf``: no other range names it as its parent. A range exited out of order,
+        on another thread or never (still open at stop: it ends there) is paired by its id."""
+        marks = log_array(self.correlation_log)
+        if not len(marks):
             e = np.array([], np.int64)
-            return e, e, e, e
-        arr = np.array(done, dtype=np.int64)
-        return arr[:, 0], arr[:, 1], arr[:, 2] + MONOTONIC_TO_EPOCH_NS, arr[:, 3] + MONOTONIC_TO_EPOCH_NS
+            return e, e, e, e, np.zeros(0, bool)
+        v = marks[:, 0]
+        enters = marks[v > 0]
+        exits = marks[v < 0]
+        cid, tid, t0, parent = enters[:, 0], enters[:, 1], enters[:, 2], enters[:, 3]
+        t1 = np.full(len(cid), self._stop_ns - MONOTONIC_TO_EPOCH_NS, np.int64)
+        order = np.argsort(cid, kind="stable")
+        at = np.searchsorted(cid[order], -exits[:, 0])
+        found = at < len(cid)
+        found[found] = cid[order][at[found]] == -exits[found, 0]
+        t1[order[at[found]]] = exits[found, 2]
+        leaf = ~np.isin(cid, parent[parent > 0])
+        rows = np.lexsort((cid, t0))
+        return (cid[rows], tid[rows], t0[rows] + MONOTONIC_TO_EPOCH_NS,
+                np.maximum(t1[rows], t0[rows]) + MONOTONIC_TO_EPOCH_NS, leaf[rows])
 
     def _range_launches(self, window: ProcessWindow, ops) -> Launches:
         """Innermost ranges, ours and torch's (``user_annotation`` rows of ``ops``), launch (launches.py)."""
-        ext, tid, enter, exit_ = self._ranges()
+        ext, tid, enter, exit_, leaf = self._ranges()
+        # Our ranges' leaves by their parents (asyncio tasks interleave ranges on one thread, so nesting
+        # in time does not tell which range holds which)
+        ext, tid, enter, exit_ = ext[leaf], tid[leaf], enter[leaf], exit_[leaf]
         names, args = (window.ranges(ext) if window.ranges is not None and len(ext)
                        else ([""] * len(ext), [{}] * len(ext)))
         if ops is not None and len(ops):
@@ -100,7 +112,10 @@ class SimSession(Session):
                 exit_ = np.concatenate([exit_, ops.end_ns[rows]])
                 names = list(names) + [ops.name_table[c] for c in ops.name_codes[rows].tolist()]
                 args = list(args) + ops.args(rows.tolist())
-        leaf = np.flatnonzero(innermost(tid, enter, exit_))
+                leaf = np.flatnonzero(innermost(tid, enter, exit_))  # torch's ranges nest in time
+                return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf],
+                                   [names[i] or "kernel" for i in leaf.tolist()], [args[i] for i in leaf.tolist()])
+        leaf = np.arange(len(ext))
         return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf], [names[i] or "kernel" for i in leaf.tolist()],
                            [args[i] for i in leaf.tolist()])
 
@@ -111,7 +126,7 @@ class SimSession(Session):
             # As a device tracer sees them: each launch carries the innermost range of ours around it (the
             # user correlation gpu_user_annotation is drawn from); the profiler then links each call to the
             # innermost torch op around it, the launching op (its calls lie in that op's own time).
-            ext, tid, enter, exit_ = self._ranges()
+            ext, tid, enter, exit_, _ = self._ranges()
             hit = innermost_containing(tid, enter, exit_, launches.tid, launches.enter)
             launches.ext = np.where(hit >= 0, ext[np.maximum(hit, 0)], 0) if len(ext) else np.zeros(len(launches),
                                                                                                     np.int64)

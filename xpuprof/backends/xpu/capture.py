@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 
 from ...activity import ActivityType, parse_activity_types
+from ...inputs import InputError, read_input
 from ...outputs import open_output, output_file
 from ..base import ProcessWindow, RangeThreads
 from ...vendors import pti
@@ -71,21 +72,52 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
     return out
 
 
+# PTI's view kinds are a small enum and its records tens to hundreds of bytes: a table outside these
+# bounds is a corrupt (or hostile) header, never allocated (a kind of 2**40 asked for a 4 TiB table).
+MAX_RECORD_KIND = 1 << 12
+MIN_RECORD_SIZE, MAX_RECORD_SIZE = 8, 1 << 16
+
+
+def _record_sizes(table) -> dict[int, int]:
+    if not isinstance(table, dict):
+        raise TypeError(f"record_sizes is {type(table).__name__}, not an object")
+    sizes = {}
+    for k, v in table.items():
+        kind, size = int(k), v
+        if not 0 <= kind < MAX_RECORD_KIND:
+            raise ValueError(f"record kind {kind} is outside 0..{MAX_RECORD_KIND - 1}")
+        if type(size) is not int or not MIN_RECORD_SIZE <= size <= MAX_RECORD_SIZE:
+            raise ValueError(f"record size {size!r} of kind {kind} is outside {MIN_RECORD_SIZE}..{MAX_RECORD_SIZE} "
+                             f"bytes")
+        sizes[kind] = size
+    return sizes
+
+
+def _check_magic(p: Path):
+    def check(first: bytes) -> None:
+        if not first.startswith(MAGIC):
+            raise CaptureError(f"{p} is not an xpuprof PTI capture (it does not start with {MAGIC!r})")
+
+    return check
+
+
 def load(path) -> Capture:
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_input(p, "PTI capture", head=_check_magic(p))
+    except InputError as exc:
+        raise CaptureError(str(exc)) from None
     except OSError as exc:
         raise CaptureError(f"cannot read PTI capture {p}: {exc.strerror or exc}") from exc
-    if not data.startswith(MAGIC):
-        raise CaptureError(f"{p} is not an xpuprof PTI capture (it does not start with {MAGIC!r})")
     nl = data.find(b"\n", len(MAGIC))
     if nl < 0:
         raise CaptureError(f"{p}: the capture header is incomplete")
     try:
         h = orjson.loads(data[len(MAGIC):nl])
         lengths = [int(n) for n in h["buffer_lengths"]]
-        sizes = {int(k): int(v) for k, v in h["record_sizes"].items()}
+        if any(n < 0 for n in lengths):
+            raise ValueError("a buffer length is negative")
+        sizes = _record_sizes(h["record_sizes"])
         ctx = RecordContext(
             pti_version=str(h["pti_version"]), clock_offset_ns=int(h["clock_offset_ns"]),
             device_uuids=[bytes.fromhex(u) for u in h["device_uuids"]],
@@ -103,8 +135,8 @@ def load(path) -> Capture:
             threads = RangeThreads.from_pairs(ids, tids)
         window = None if h.get("window") is None else ProcessWindow(int(h["window"][0]), int(h["window"][1]),
                                                                     threads)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise CaptureError(f"{p}: malformed capture header ({type(exc).__name__}: {exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - any shape of bad header (IndexError, AttributeError, ...) is one error
+        raise CaptureError(f"{p}: malformed capture header ({type(exc).__name__}: {exc})"[:2000]) from None
     body = memoryview(data)[nl + 1:]
     if sum(lengths) != len(body):
         raise CaptureError(f"{p}: the header lists {sum(lengths)} bytes of buffers but the file holds {len(body)} "
@@ -122,9 +154,15 @@ def decode(capture: Capture, window: ProcessWindow | None = None) -> DecodedReco
 
 
 def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
-    """Feed a capture through the same decoder and writer as a live session."""
+    """Feed a capture through the same decoder and writer as a live session. A capture that loads but
+    whose records cannot be decoded is ``CaptureError`` (``BufferDecodeError`` for a buffer that cannot
+    be walked), never another exception."""
     cap = load(path)
     window = cap.window if use_window else None
     records = decode(cap, window)
-    return write_records(records, cap.context, builder, window, cap.types if types is None else frozenset(types),
-                         range_threads=cap.range_threads)
+    try:
+        return write_records(records, cap.context, builder, window, cap.types if types is None else frozenset(types),
+                             range_threads=cap.range_threads)
+    except Exception as exc:  # noqa: BLE001 - records that contradict their header: one error naming the file
+        raise CaptureError(f"{path}: the capture's records do not match its header ({type(exc).__name__}: "
+                           f"{exc})"[:2000]) from None

@@ -9,14 +9,13 @@ the document is shaped in a way the scanner does not model.
 """
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from .load import TraceLoadError
+from .load import TraceLoadError, read_trace_bytes
 
 TS, DUR, PID, TID, ID = range(5)
 FIELDS = 5  # numeric fields the scanner keeps per event
@@ -72,19 +71,8 @@ class ScannedEvents:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's JSON bytes (gzip undone); the general reader reports unreadable files."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            try:
-                from isal import igzip
-                raw = igzip.decompress(raw)
-            except ImportError:
-                raw = gzip.decompress(raw)
-        except Exception as exc:  # noqa: BLE001 - truncated/corrupt: same message as load()
-            raise TraceLoadError(f"{path} is not a readable gzip file (truncated or corrupt?): "
-                                 f"{type(exc).__name__}: {exc}") from None
-    return raw
+    """The file's JSON bytes (gzip undone, bounded); ``TraceLoadError`` for what cannot be read."""
+    return read_trace_bytes(path)
 
 
 def _decode_strings(raw: bytes, ranges: np.ndarray) -> tuple[list[str], np.ndarray]:

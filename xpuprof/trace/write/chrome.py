@@ -15,9 +15,10 @@ Two renderings of the same events:
   cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
   and is the reference the tests compare the vectorized output against.
 
-The file is written in chunks through ``outputs.output_file`` (atomically, for a regular file); chunks
-render (and, for ``.gz`` paths, compress: python-isal when installed, zlib otherwise) on worker threads
-and are written in file order by the worker holding the next one: see ``sinks``.
+The file is written in chunks through ``outputs.output_file`` (a private temporary file beside it,
+renamed atomically, for a regular file); chunks render (and, for ``.gz`` paths, compress: python-isal
+when installed, zlib otherwise) on worker threads and are written in file order by the worker holding
+the next one: see ``sinks``.
 """
 from __future__ import annotations
 
@@ -311,7 +312,7 @@ def _event_bodies(builder: TraceBuilder, vendor_categories: bool, columnar: bool
     builder.flush()
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
-    fast = make_writer(strings, vendor_categories, defer=defer) if columnar else None
+    fast = make_writer(builder.strings, vendor_categories, defer=defer) if columnar else None
 
     def batches(group, fast_method, generic):
         # The columnar writer where it can take the batch (with the generic path for the rows it

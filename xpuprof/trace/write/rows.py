@@ -23,6 +23,7 @@ import orjson
 
 from ...clock import BASE_TIME_NS
 from ..build.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
+from ..build.strings import StringTable
 from .value_text import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, micros_matrix, number_matrix,
                          ragged_matrix, vector_matrix)
 
@@ -55,13 +56,16 @@ def _fast_arg(col) -> bool:
     return col.kind in ("str", "hex") and col.values.ndim == 1 and col.values.dtype.kind in "iu"
 
 
+Tokens = Callable[[np.ndarray], "tuple[bytes, np.ndarray]"]  # used ids -> (JSON tokens blob, offsets)
+
+
 class _StringColumn:
     """Interned string ids of one batch column, rendered through a table of the ids it uses."""
 
-    def __init__(self, ids: np.ndarray, encode: Callable[[int], bytes]) -> None:
+    def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
         self.constant = is_constant(ids)
         if self.constant:
-            tok = encode(int(ids[0]))
+            tok = tokens_of(np.asarray(ids[:1], np.int64))[0]
             self.const_row = np.frombuffer(tok, dtype=np.uint8).reshape(1, -1)
             self.const_long = len(tok) > LONG_STRING_BYTES
             self.width = len(tok)
@@ -71,16 +75,16 @@ class _StringColumn:
         remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
         self.local = remap[ids]
-        tokens = [encode(i) for i in used.tolist()]
-        self.lens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        blob, offsets = tokens_of(used)
+        self.lens = np.diff(offsets)
         self.long = self.lens > LONG_STRING_BYTES
         self.any_long = bool(self.long.any())
         short = self.lens[~self.long]
         self.width = int(short.max()) if len(short) else 1
-        self.blob = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-        self.starts = np.cumsum(self.lens) - self.lens
+        self.blob = np.frombuffer(blob, dtype=np.uint8)
+        self.starts = offsets[:-1]
         self.table = None
-        if len(tokens) * self.width <= TABLE_BYTES_LIMIT:
+        if len(used) * self.width <= TABLE_BYTES_LIMIT:
             clipped = np.minimum(self.lens, self.width)
             self.table = ragged_matrix(self.blob, self.starts, clipped, min_width=self.width)
 
@@ -195,16 +199,28 @@ def _key(name: str) -> bytes:
 class FixedWidthWriter:
     """Renders bulk batches; ``can_write`` says which ones it handles exactly."""
 
-    def __init__(self, strings: list[str], vendor_categories: bool) -> None:
-        self.strings = strings
+    def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool) -> None:
+        self.table = strings if isinstance(strings, StringTable) else None
+        self.strings = strings.strings if self.table is not None else strings
         self.vendor_categories = vendor_categories
         self._encoded: dict[int, bytes] = {}
 
     def encode(self, sid: int) -> bytes:
         tok = self._encoded.get(sid)
         if tok is None:
-            tok = self._encoded[sid] = orjson.dumps(self.strings[sid])
+            # An exact-size copy: orjson's result keeps a 4 KiB buffer, which held ~4 KB per cached string.
+            tok = self._encoded[sid] = bytes(memoryview(orjson.dumps(self.strings[sid])))
         return tok
+
+    def tokens(self, used: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """JSON tokens of the string ids ``used`` (distinct, ascending) as one blob and offsets; bulk
+        strings (a recorder's names) are escaped together, the others cached one by one."""
+        if self.table is not None:
+            return self.table.json_tokens(used, self.encode)
+        toks = [self.encode(int(i)) for i in used.tolist()]
+        offsets = np.zeros(len(toks) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, toks), np.int64, len(toks)), out=offsets[1:])
+        return b"".join(toks), offsets
 
     # ------------------------------------------------------------------ eligibility
     @staticmethod
@@ -293,9 +309,9 @@ class FixedWidthWriter:
 
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
-        name = _StringColumn(b.name, self.encode)
-        str_args = {k: _StringColumn(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
+        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
+        name = _StringColumn(b.name, self.tokens)
+        str_args = {k: _StringColumn(c.values, self.tokens) for k, c in b.args.items() if c.kind == "str"}
         columns = [cat, name, *str_args.values()]
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
@@ -367,8 +383,8 @@ class FixedWidthWriter:
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
-        name = _StringColumn(b.name, self.encode)
+        cat = _StringColumn(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
+        name = _StringColumn(b.name, self.tokens)
         columns = [cat, name]
         step = self._chunk_rows(90 + cat.width + name.width + 24 * len(b.values))
         keys = [(_key(k), v) for k, v in b.values.items()]
@@ -390,7 +406,7 @@ class FixedWidthWriter:
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _StringColumn(b.cat, self.encode)
+        cat = _StringColumn(b.cat, self.tokens)
         step = self._chunk_rows(100 + 2 * cat.width)
         phases = np.frombuffer(b'"f""s"', np.uint8).reshape(2, 3)
         for lo in range(0, n, step):

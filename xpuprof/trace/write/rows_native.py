@@ -17,7 +17,8 @@ import orjson
 
 from ...clock import BASE_TIME_NS
 from ..build.columns import CounterBatch, FlowBatch, SliceBatch
-from .rows import Fallback, FixedWidthWriter, _key, _row_args_blob, sanitize_tids
+from ..build.strings import StringTable
+from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
 
 try:
@@ -119,22 +120,33 @@ def _mask(present: np.ndarray | None):
 
 
 class _TokenTable:
-    """Interned string ids of one batch column as a blob of encoded tokens plus local ids."""
+    """Interned string ids of one batch column as a blob of encoded tokens plus local ids.
 
-    def __init__(self, ids: np.ndarray, encode: Callable[[int], bytes]) -> None:
+    A column whose rows mostly name strings of their own (a range per distinct name) is encoded chunk by
+    chunk instead: each chunk's tokens are made when it is described, so the whole column's tokens never
+    exist at once (they cost what the names cost again)."""
+
+    def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
         self.constant = is_constant(ids)
+        self.tokens_of = tokens_of
         if self.constant:
-            self.token = encode(int(ids[0]))
+            self.token = tokens_of(np.asarray(ids[:1], np.int64))[0]
             return
         ids = np.asarray(ids)
-        used = np.flatnonzero(np.bincount(ids, minlength=1))
-        remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int64)
-        remap[used] = np.arange(len(used), dtype=np.int64)
+        counts = np.bincount(ids, minlength=1)
+        n_used = int(np.count_nonzero(counts))
+        self.per_chunk = n_used > MAX_CHUNK_ROWS and n_used * 4 > len(ids)
+        if self.per_chunk:
+            self.ids = ids
+            return
+        used = np.flatnonzero(counts)
+        del counts
+        # int32 local ids (a batch's distinct strings fit): 4 B a row, not 8
+        remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
         self.local = remap[ids]
-        tokens = [encode(i) for i in used.tolist()]
-        self.blob = b"".join(tokens)
-        self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=self.offsets[1:])
+        del remap
+        self.blob, self.offsets = tokens_of(used)
 
     def add(self, segs: _Segments, sel: slice, prefix: bytes = b"", mask=None, flags: int = 0) -> None:
         if self.constant:
@@ -142,9 +154,13 @@ class _TokenTable:
                 segs.lit(prefix + self.token)
             else:
                 segs.add(_rowfmt.LIT, prefix=prefix + self.token, mask=mask, flags=flags)
+        elif self.per_chunk:
+            used, local = np.unique(self.ids[sel], return_inverse=True)
+            blob, offsets = self.tokens_of(used.astype(np.int64))
+            segs.add(_rowfmt.TOKENS, blob, offsets, local.astype(np.int64), prefix=prefix, mask=mask, flags=flags)
         else:
-            segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel], prefix=prefix, mask=mask,
-                     flags=flags)
+            segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel].astype(np.int64), prefix=prefix,
+                     mask=mask, flags=flags)
 
 
 def _add_number(segs: _Segments, values: np.ndarray, prefix: bytes, mask=None, flags: int = 0) -> None:
@@ -181,7 +197,7 @@ class CompactWriter(FixedWidthWriter):
     the consumer runs the C loop on its own threads (it holds no GIL), so several chunks render at once.
     """
 
-    def __init__(self, strings: list[str], vendor_categories: bool, defer: bool = False) -> None:
+    def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool, defer: bool = False) -> None:
         super().__init__(strings, vendor_categories)
         self.pool = BufferPool()
         self.defer = defer
@@ -230,9 +246,9 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ slices
     def slices(self, b: SliceBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
-        name = _TokenTable(b.name, self.encode)
-        str_args = {k: _TokenTable(c.values, self.encode) for k, c in b.args.items() if c.kind == "str"}
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
+        str_args = {k: _TokenTable(c.values, self.tokens) for k, c in b.args.items() if c.kind == "str"}
         keys = {k: b"," + _key(k) for k in b.args}
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
@@ -302,8 +318,8 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.encode)
-        name = _TokenTable(b.name, self.encode)
+        cat = _TokenTable(b.vendor_cat if self.vendor_categories else b.cat, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
         keys = [(_key(k), v) for k, v in b.values.items()]
         step = self._chunk_rows(COMPACT_ROW_BYTES)
         for lo in range(0, n, step):
@@ -319,7 +335,7 @@ class CompactWriter(FixedWidthWriter):
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
         n = len(b)
-        cat = _TokenTable(b.cat, self.encode)
+        cat = _TokenTable(b.cat, self.tokens)
         step = self._chunk_rows(COMPACT_ROW_BYTES)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
@@ -348,7 +364,7 @@ class CompactWriter(FixedWidthWriter):
 LAYOUT: str | None = None  # None: the fastest available; tests pin "compact" or "fixed"
 
 
-def make_writer(strings: list[str], vendor_categories: bool, layout: str | None = None,
+def make_writer(strings: "StringTable | list[str]", vendor_categories: bool, layout: str | None = None,
                 defer: bool = False) -> FixedWidthWriter:
     """The fastest available writer: ``compact`` (C) when built, else ``fixed`` (numpy).
 

@@ -1,0 +1,273 @@
+/* NameTable: the distinct range/instant names of one recording cycle, as UTF-8 text in one growing
+ * buffer - no Python object per name. Included by hostrec.c (one extension module).
+ *
+ * A distinct name costs its UTF-8 bytes, one offset (8 B), its hash (4 B) and a slot of an open
+ * addressing table (4 B, at most half full): ~30 B for "step 123456", where a dict of str objects
+ * cost ~130 B. Repeated names are found through a small cache of the last name objects seen (held
+ * strongly, so a pointer match is always the same object), then by hash and bytes.
+ *
+ * Names that are not plain valid text - bytes, lone surrogates, longer than the string bound - are
+ * handed to the cleaner registered from Python (json_safe) once each and stored as its result.
+ * The text is exported without a copy: the table itself is a read-only uint8 buffer (the blob) and
+ * ``offsets`` an Int64Log(1) of n+1 ends. The first export seals the table (its cycle has ended): the
+ * lookup tables are freed and no name is added again.
+ */
+#ifndef XPUPROF_NAMETABLE_H
+#define XPUPROF_NAMETABLE_H
+
+#define NT_CACHE 64 /* a power of two */
+
+typedef struct {
+    PyObject_HEAD
+    char *blob;
+    Py_ssize_t blob_len, blob_cap;
+    Int64LogObject *offsets; /* n + 1 rows: the end of each name's text (row 0 is 0) */
+    uint32_t *hashes;        /* per name: the low 32 bits of its str hash (for lookups and regrowth) */
+    uint32_t *slots;         /* name id + 1, 0 = empty; nslots is a power of two */
+    Py_ssize_t n, cap, nslots, exports;
+    int sealed;              /* exported once: the lookup tables are freed, no name is added again */
+    PyObject *slow;          /* dict: raw name (bytes, odd str) -> id, for names the cleaner fixed */
+    Py_ssize_t invalid_utf8; /* distinct raw names whose invalid UTF-8 was replaced */
+    PyObject *cache_obj[NT_CACHE];
+    int64_t cache_id[NT_CACHE];
+} NameTableObject;
+
+static PyTypeObject NameTableType;
+static PyObject *name_cleaner = NULL; /* cleaner(name) -> (clean str, had invalid UTF-8: bool) */
+static Py_ssize_t name_max_chars = 1 << 16;
+
+static int nt_grow_slots(NameTableObject *t) {
+    Py_ssize_t nslots = t->nslots ? t->nslots * 2 : 1024;
+    uint32_t *slots = PyMem_RawCalloc((size_t)nslots, sizeof(uint32_t));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    size_t mask = (size_t)nslots - 1;
+    for (Py_ssize_t id = 0; id < t->n; id++) {
+        size_t i = t->hashes[id] & mask;
+        while (slots[i]) i = (i + 1) & mask;
+        slots[i] = (uint32_t)(id + 1);
+    }
+    PyMem_RawFree(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return 0;
+}
+
+/* The id of `text` (len bytes, valid UTF-8, hash h), adding it the first time. -1 with an exception
+ * set; -2 when refused (the table is exported: a cycle that ended). */
+static int64_t nt_find_or_add(NameTableObject *t, const char *text, Py_ssize_t len, Py_hash_t h) {
+    uint32_t h32 = (uint32_t)h;
+    if (t->sealed) return -2;
+    if (t->nslots) {
+        size_t mask = (size_t)t->nslots - 1, i = h32 & mask;
+        const int64_t *ends = t->offsets->data;
+        for (uint32_t s; (s = t->slots[i]); i = (i + 1) & mask) {
+            int64_t id = (int64_t)s - 1;
+            if (t->hashes[id] == h32 && ends[id + 1] - ends[id] == len && memcmp(t->blob + ends[id], text, (size_t)len) == 0)
+                return id;
+        }
+    }
+    if (t->exports || t->offsets->exports) return -2;
+    if (t->n >= (Py_ssize_t)UINT32_MAX - 1) { PyErr_SetString(PyExc_OverflowError, "too many distinct names"); return -1; }
+    if ((t->n + 1) * 2 > t->nslots && nt_grow_slots(t) < 0) return -1;
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 1024;
+        uint32_t *hashes = PyMem_RawRealloc(t->hashes, (size_t)cap * sizeof(uint32_t));
+        if (!hashes) { PyErr_NoMemory(); return -1; }
+        t->hashes = hashes;
+        t->cap = cap;
+    }
+    if (t->blob_len + len > t->blob_cap) {
+        Py_ssize_t cap = t->blob_cap ? t->blob_cap : 1 << 16;
+        while (cap < t->blob_len + len) cap *= 2;
+        char *blob = PyMem_RawRealloc(t->blob, (size_t)cap); /* large blocks: mremap, no copy */
+        if (!blob) { PyErr_NoMemory(); return -1; }
+        t->blob = blob;
+        t->blob_cap = cap;
+    }
+    int refused;
+    int64_t *end = log_row(t->offsets, &refused);
+    if (!end) return refused ? -2 : -1;
+    memcpy(t->blob + t->blob_len, text, (size_t)len);
+    t->blob_len += len;
+    *end = t->blob_len;
+    int64_t id = t->n++;
+    t->hashes[id] = h32;
+    size_t mask = (size_t)t->nslots - 1, i = h32 & mask;
+    while (t->slots[i]) i = (i + 1) & mask;
+    t->slots[i] = (uint32_t)(id + 1);
+    return id;
+}
+
+static int64_t nt_intern_str(NameTableObject *t, PyObject *s) {
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(s, &len);
+    if (!text) return -1;
+    Py_hash_t h = PyObject_Hash(s); /* cached in the str object */
+    if (h == -1) return -1;
+    return nt_find_or_add(t, text, len, h);
+}
+
+/* A name the cleaner must see first: bytes, lone surrogates, or over the string bound. */
+static int64_t nt_intern_slow(NameTableObject *t, PyObject *name) {
+    PyObject *got = PyDict_GetItemWithError(t->slow, name);
+    if (got) return PyLong_AsLongLong(got);
+    if (PyErr_Occurred()) return -1;
+    if (!name_cleaner) {
+        PyErr_SetString(PyExc_RuntimeError, "xpuprof.host.annotations did not register its name cleaner");
+        return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(name_cleaner, name);
+    if (!r) return -1;
+    PyObject *clean;
+    int invalid;
+    if (!PyArg_ParseTuple(r, "Up", &clean, &invalid)) { Py_DECREF(r); return -1; }
+    int64_t id = nt_intern_str(t, clean);
+    Py_DECREF(r);
+    if (id < 0) return id;
+    PyObject *v = PyLong_FromLongLong(id);
+    if (!v || PyDict_SetItem(t->slow, name, v) < 0) { Py_XDECREF(v); return -1; }
+    Py_DECREF(v);
+    if (invalid) t->invalid_utf8++;
+    return id;
+}
+
+/* A range or instant name (an exact str or bytes, checked where it was passed) -> its id. */
+static int64_t nt_intern(NameTableObject *t, PyObject *name) {
+    size_t c = ((uintptr_t)name >> 4) & (NT_CACHE - 1);
+    if (t->cache_obj[c] == name) return t->cache_id[c];
+    int64_t id;
+    if (PyUnicode_CheckExact(name) && PyUnicode_GET_LENGTH(name) <= name_max_chars) {
+        id = nt_intern_str(t, name);
+        if (id == -1 && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates */
+            PyErr_Clear();
+            id = nt_intern_slow(t, name);
+        }
+    } else {
+        id = nt_intern_slow(t, name);
+    }
+    if (id >= 0) {
+        Py_INCREF(name);
+        Py_XSETREF(t->cache_obj[c], name);
+        t->cache_id[c] = id;
+    }
+    return id;
+}
+
+static PyObject *nt_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+    if (PyTuple_GET_SIZE(a) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "NameTable() takes no arguments");
+        return NULL;
+    }
+    NameTableObject *t = (NameTableObject *)type->tp_alloc(type, 0);
+    if (!t) return NULL;
+    t->slow = PyDict_New();
+    PyObject *width = PyLong_FromLong(1);
+    t->offsets = width ? (Int64LogObject *)PyObject_CallOneArg((PyObject *)&Int64LogType, width) : NULL;
+    Py_XDECREF(width);
+    int refused;
+    int64_t *first = t->offsets && t->slow ? log_row(t->offsets, &refused) : NULL;
+    if (!first) { Py_DECREF(t); return NULL; }
+    *first = 0;
+    return (PyObject *)t;
+}
+
+static int nt_traverse(NameTableObject *t, visitproc visit, void *arg) {
+    Py_VISIT(t->slow);
+    Py_VISIT(t->offsets);
+    for (int i = 0; i < NT_CACHE; i++) Py_VISIT(t->cache_obj[i]);
+    return 0;
+}
+
+static int nt_clear(NameTableObject *t) {
+    Py_CLEAR(t->slow);
+    Py_CLEAR(t->offsets);
+    for (int i = 0; i < NT_CACHE; i++) Py_CLEAR(t->cache_obj[i]);
+    return 0;
+}
+
+static void nt_dealloc(NameTableObject *t) {
+    PyObject_GC_UnTrack(t);
+    nt_clear(t);
+    PyMem_RawFree(t->blob);
+    PyMem_RawFree(t->hashes);
+    PyMem_RawFree(t->slots);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyObject *nt_intern_method(NameTableObject *t, PyObject *name) {
+    if (!PyUnicode_CheckExact(name) && !PyBytes_CheckExact(name)) {
+        PyErr_Format(PyExc_TypeError, "NameTable.intern takes a str or bytes, not %.200s", Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    int64_t id = nt_intern(t, name);
+    if (id == -2) {
+        PyErr_SetString(PyExc_BufferError, "NameTable is exported: its cycle has ended");
+        return NULL;
+    }
+    return id < 0 ? NULL : PyLong_FromLongLong(id);
+}
+
+static Py_ssize_t nt_len(NameTableObject *t) { return t->n; }
+
+static int nt_getbuffer(NameTableObject *t, Py_buffer *view, int flags) {
+    static char empty = 0;
+    if (flags & PyBUF_WRITABLE) { PyErr_SetString(PyExc_BufferError, "NameTable is read-only"); return -1; }
+    if (PyBuffer_FillInfo(view, (PyObject *)t, t->blob ? t->blob : &empty, t->blob_len, 1, flags) < 0) return -1;
+    t->exports++;
+    if (!t->sealed) { /* the cycle ended: only the text is read from here on; the lookup tables go */
+        t->sealed = 1;
+        PyMem_RawFree(t->slots);
+        PyMem_RawFree(t->hashes);
+        t->slots = NULL;
+        t->hashes = NULL;
+        t->nslots = t->cap = 0;
+    }
+    return 0;
+}
+
+static void nt_releasebuffer(NameTableObject *t, Py_buffer *view) { t->exports--; }
+
+static PyBufferProcs nt_as_buffer = {(getbufferproc)nt_getbuffer, (releasebufferproc)nt_releasebuffer};
+static PySequenceMethods nt_as_sequence = {.sq_length = (lenfunc)nt_len};
+
+static PyMethodDef nt_methods[] = {
+    {"intern", (PyCFunction)nt_intern_method, METH_O, "The id of a name (str or bytes), adding it the first time."},
+    {NULL},
+};
+
+static PyMemberDef nt_members[] = {
+    {"offsets", T_OBJECT, offsetof(NameTableObject, offsets), READONLY,
+     "Int64Log(1) of n + 1 rows: name i is blob[offsets[i]:offsets[i + 1]]"},
+    {"invalid_utf8", T_PYSSIZET, offsetof(NameTableObject, invalid_utf8), READONLY,
+     "distinct names whose invalid UTF-8 was replaced with U+FFFD"},
+    {NULL},
+};
+
+static PyTypeObject NameTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "xpuprof._native.hostrec.NameTable",
+    .tp_basicsize = sizeof(NameTableObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "NameTable(): distinct names as UTF-8 text in one buffer (the object's buffer is the text; "
+              "offsets holds the ends).",
+    .tp_new = nt_new,
+    .tp_dealloc = (destructor)nt_dealloc,
+    .tp_traverse = (traverseproc)nt_traverse,
+    .tp_clear = (inquiry)nt_clear,
+    .tp_methods = nt_methods,
+    .tp_members = nt_members,
+    .tp_as_buffer = &nt_as_buffer,
+    .tp_as_sequence = &nt_as_sequence,
+};
+
+static PyObject *set_name_cleaner(PyObject *mod, PyObject *a) {
+    PyObject *fn;
+    Py_ssize_t max_chars;
+    if (!PyArg_ParseTuple(a, "On:set_name_cleaner", &fn, &max_chars)) return NULL;
+    Py_INCREF(fn);
+    Py_XSETREF(name_cleaner, fn);
+    name_max_chars = max_chars;
+    Py_RETURN_NONE;
+}
+
+#endif
