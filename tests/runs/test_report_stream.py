@@ -162,3 +162,40 @@ def test_truncated_gzip_in_blocks(tmp_path, monkeypatch):
     monkeypatch.setattr(stream, "BLOCK", 1000)
     with pytest.raises(ReportError, match="not a readable gzip file"):
         build_report([path])
+
+
+@pytest.mark.parametrize("case", ["over-limit", "gzip-bomb", "trailing-garbage", "two-members"])
+def test_input_limits_and_gzip_oddities_read_as_the_whole_reader_does(tmp_path, monkeypatch, case):
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i % 5}", "ts": i, "dur": 1, "pid": 0, "tid": 1}
+              for i in range(2000)]
+    text = json.dumps({"traceEvents": events}).encode()
+    path = tmp_path / ("t.json" if case == "over-limit" else "t.json.gz")
+    if case == "over-limit":
+        path.write_bytes(text)
+        monkeypatch.setenv("XPUPROF_MAX_INPUT_BYTES", "4K")
+    elif case == "gzip-bomb":
+        path.write_bytes(gzip.compress(text))
+        monkeypatch.setenv("XPUPROF_MAX_INPUT_BYTES", str(len(gzip.compress(text)) + 100))
+    elif case == "trailing-garbage":
+        path.write_bytes(gzip.compress(text) + b"garbage after the member")
+    else:
+        half = len(text) // 2
+        path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    monkeypatch.setattr(stream, "BLOCK", 1000)
+    if case in ("over-limit", "gzip-bomb"):
+        assert stream.scan_stream(path, report_mod._read_whole) is None
+    try:
+        fast = _result([path])
+    except ReportError as exc:
+        fast = str(exc)
+    with monkeypatch.context() as m:
+        _general(m)
+        try:
+            slow = _result([path])
+        except ReportError as exc:
+            slow = str(exc)
+    assert fast == slow
+    if case in ("over-limit", "gzip-bomb"):
+        assert "input limit" in fast
+    else:
+        assert fast[0]["tables"]["by_name"]["rows"]

@@ -6,14 +6,16 @@ holds whole (the rest waits for the next block); the blocks' strings are merged 
 (``read_whole`` picks them per block, from the block's columns) are read then and kept as dicts.
 The top-level keys are scanned from the bytes before and after the traceEvents array.
 
-It returns None whenever the whole-document scan (``scan.scan``) must decide: the C part is not
-built, a block is not what the scanner models, or the document's shape is unusual (the bare-array
-form, "traceEvents" spelled twice, nested or escaped). Valid pieces with valid separators make a
+It returns None whenever the whole-document reader (``scan.scan``, then ``load``) must decide, so
+every refusal and error reads as theirs: the C part is not built, the path is not a regular file or
+is over the input limit (``inputs``), a read or gzip error, a block that is not what the scanner
+models, or an unusual shape (the bare-array form, "traceEvents" spelled twice, nested or escaped). Valid pieces with valid separators make a
 valid document, so the columns never depend on which of the two scans ran.
 """
 from __future__ import annotations
 
 import gzip
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,7 +23,7 @@ from typing import Callable
 import numpy as np
 import orjson
 
-from .load import TraceLoadError
+from ...inputs import max_input_bytes
 from .scan import FIELDS, ScannedEvents, _decode_strings, _native
 
 BLOCK = 16 << 20  # bytes read at a time; a block's columns are about a third of its bytes
@@ -43,31 +45,46 @@ class StreamedEvents(ScannedEvents):
             raise KeyError(f"event {i} was not read whole by scan_stream's read_whole") from None
 
 
+class _Fallback(Exception):
+    """The whole-document reader must decide (and word any error): see ``scan_stream``."""
+
+
 class _Blocks:
-    """The document's bytes in blocks (gzip undone), with the same errors as ``read_bytes``."""
+    """The document's bytes in blocks (gzip undone). Anything unusual (a read or gzip error, more
+    bytes than the input limit) raises ``_Fallback``: the whole-document reader then gives its own
+    answer or error for the same file."""
 
     def __init__(self, path: Path):
-        self.path = path
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        if gz:
-            try:
-                from isal import igzip as gzmod
-            except ImportError:
-                gzmod = gzip
-            self.f = gzmod.open(path, "rb")
-        else:
-            self.f = open(path, "rb")
+        self.path, self.total, self.limit = path, 0, max_input_bytes()
+        self.raw = self.f = open(path, "rb")
+        try:
+            gz = self.raw.read(2) == b"\x1f\x8b"
+            self.raw.seek(0)
+            if gz:
+                try:
+                    from isal import igzip as gzmod
+                except ImportError:
+                    gzmod = gzip
+                self.f = gzmod.open(self.raw, "rb")
+        except Exception:
+            self.raw.close()
+            raise
 
     def read(self) -> bytes:
         try:
-            return self.f.read(BLOCK)
-        except Exception as exc:  # noqa: BLE001 - truncated/corrupt gzip: read_bytes' message
-            raise TraceLoadError(f"{self.path} is not a readable gzip file (truncated or corrupt?): "
-                                 f"{type(exc).__name__}: {exc}") from None
+            got = self.f.read(BLOCK)
+        except Exception:  # noqa: BLE001 - corrupt, truncated or trailing data: the whole reader words it
+            raise _Fallback from None
+        self.total += len(got)
+        if self.total > self.limit:
+            raise _Fallback
+        return got
 
     def close(self) -> None:
-        self.f.close()
+        try:
+            self.f.close()
+        finally:
+            self.raw.close()
 
 
 def _array_start(head: bytes) -> int | None:
@@ -96,11 +113,17 @@ def scan_stream(path, read_whole: Callable[[ScannedEvents], np.ndarray]) -> Stre
     path = Path(path)
     if native is None or not hasattr(native, "scan_run"):
         return None
-    if not path.exists():
-        raise TraceLoadError(f"trace file not found: {path}")
-    blocks = _Blocks(path)
+    try:  # regular files within the input limit; the whole reader answers for the rest
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_input_bytes():
+            return None
+        blocks = _Blocks(path)
+    except OSError:
+        return None
     try:
         return _scan_blocks(native, blocks, read_whole)
+    except _Fallback:
+        return None
     finally:
         blocks.close()
 
