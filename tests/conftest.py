@@ -1,4 +1,4 @@
-"""Suite-wide pytest setup. pytester drives the pytest-plugin tests (tests/runs).
+"""Suite-wide pytest setup. pytester drives the pytest-plugin tests (tests/commands).
 
 The fast tier (``pytest -m "not slow"``) does not even import the files marked slow as a whole
 (``pytestmark = pytest.mark.slow``): several import torch, HTA or hypothesis, seconds each.
