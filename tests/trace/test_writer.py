@@ -11,6 +11,7 @@ import pytest
 
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
+from xpuprof.trace.write import rows_native as rows_native_mod
 from xpuprof.trace.write import chrome as chrome_mod
 from xpuprof.trace.write import rows as rows_mod
 from xpuprof.trace.write import rows_native as columnar_mod
@@ -474,3 +475,28 @@ def test_busy_elsewhere_reads_the_runnable_count(tmp_path):
     (tmp_path / "bad").write_text("garbage\n")
     assert cpus.busy_elsewhere(str(tmp_path / "bad")) == 0
     assert cpus.busy_elsewhere(str(tmp_path / "missing")) == 0
+
+
+@pytest.mark.skipif(rows_native_mod._rowfmt is None, reason="xpuprof._native.rowfmt is not built")
+def test_rowfmt_integers_at_every_digit_count_and_the_extremes():
+    """Every decimal length (each power of ten and the number before it), both signs, int64 and uint64
+    limits: the C rows spell them as Python does."""
+    fmt = rows_native_mod._rowfmt
+    ints = [0, -1, 2**63 - 1, -2**63] + [s * v for k in range(19) for v in (10**k - 1, 10**k, 10**k + 1) for s in (1, -1)]
+    uints = [0, 2**64 - 1, 2**63] + [v for k in range(20) for v in (10**k - 1, 10**k) if v < 2**64]
+    for kind, values, dtype in ((fmt.INT, ints, np.int64), (fmt.UINT, uints, np.uint64)):
+        col = np.array(values, dtype=dtype)
+        out = fmt.render(len(col), [(kind, 0, b"[", col, None, None, None, 0), (fmt.LIT, 0, b"]\n", None, None, None,
+                                                                             None, 0)])
+        assert [int(line[1:-1]) for line in out.decode().splitlines()] == values
+        assert out.decode().splitlines() == [f"[{v}]" for v in values]
+
+
+@pytest.mark.skipif(rows_native_mod._rowfmt is None, reason="xpuprof._native.rowfmt is not built")
+def test_rowfmt_hex_handles_are_16_digits_of_every_byte():
+    fmt = rows_native_mod._rowfmt
+    values = [0, 1, 0xFF, 0x100, 0x0123456789ABCDEF, 0xFEDCBA9876543210, 2**64 - 1] + [1 << k for k in range(64)]
+    col = np.array(values, dtype=np.uint64)
+    out = fmt.render(len(col), [(fmt.HEX, 0, b"", col, None, None, None, 0), (fmt.LIT, 0, b"\n", None, None, None,
+                                                                           None, 0)])
+    assert out.decode().splitlines() == [f'"0x{v:016x}"' for v in values]

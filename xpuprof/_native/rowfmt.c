@@ -30,6 +30,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <string.h>
 
 enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_SPANS, K_COUNT };
@@ -64,25 +67,56 @@ static const char DIGITS2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
-static const char HEXDIG[17] = "0123456789abcdef";
+static char HEX2[512]; /* "00".."ff": the two hex digits of each byte, filled at import */
 
-static inline char *put_u64(char *p, uint64_t v) {
-    char buf[40]; /* digits end at buf + 24; one fixed 32-byte copy (within buf: q >= buf + 4) */
-    char *end = buf + 24, *q = end;
+static inline int decimal_digits32(uint32_t v) {
+    int n = 1;
+    for (;;) {
+        if (v < 10) return n;
+        if (v < 100) return n + 1;
+        if (v < 1000) return n + 2;
+        if (v < 10000) return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* Digits written in place, last first: rendering them into a scratch buffer and copying that out
+ * read back bytes just stored one or two at a time, a store-forwarding stall per number (the
+ * writer's costliest instruction on XPU rows). 32-bit arithmetic where the value allows. */
+static inline char *put_u32(char *p, uint32_t v) {
+    char *end = p + decimal_digits32(v), *q = end;
     while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
+        unsigned r = v % 100;
         v /= 100;
         q -= 2;
         memcpy(q, DIGITS2 + 2 * r, 2);
     }
-    if (v >= 10) {
-        q -= 2;
-        memcpy(q, DIGITS2 + 2 * v, 2);
-    } else {
-        *--q = (char)('0' + v);
+    if (v >= 10) memcpy(q - 2, DIGITS2 + 2 * v, 2);
+    else q[-1] = (char)('0' + v);
+    return end;
+}
+
+/* Exactly 8 digits (leading zeros kept) of v < 10^8. */
+static inline void put8(char *q, uint32_t v) {
+    uint32_t hi = v / 10000, lo = v % 10000;
+    memcpy(q, DIGITS2 + 2 * (hi / 100), 2);
+    memcpy(q + 2, DIGITS2 + 2 * (hi % 100), 2);
+    memcpy(q + 4, DIGITS2 + 2 * (lo / 100), 2);
+    memcpy(q + 6, DIGITS2 + 2 * (lo % 100), 2);
+}
+
+static inline char *put_u64(char *p, uint64_t v) {
+    if (v <= UINT32_MAX) return put_u32(p, (uint32_t)v);
+    if (v < 10000000000000000ULL) { /* 10^16: the head fits 32 bits, then 8 digits */
+        p = put_u32(p, (uint32_t)(v / 100000000));
+        put8(p, (uint32_t)(v % 100000000));
+        return p + 8;
     }
-    memcpy(p, q, 32); /* the output keeps COPY_SLACK spare bytes */
-    return p + (end - q);
+    p = put_u32(p, (uint32_t)(v / 10000000000000000ULL));
+    put8(p, (uint32_t)(v / 100000000 % 100000000));
+    put8(p + 8, (uint32_t)(v % 100000000));
+    return p + 16;
 }
 
 static inline char *put_i64(char *p, int64_t v) {
@@ -229,7 +263,20 @@ static Py_ssize_t seg_bound(const Seg *s, Py_ssize_t n) {
 static inline int float_token(Seg *s, Py_ssize_t i, char **pp, int emit) {
     const char *text = (const char *)s->a.buf;
     Py_ssize_t at = s->cursor, end = at;
+#ifdef __SSE2__
+    /* the token's end 16 bytes at a time (a float's text is rarely longer) */
+    const __m128i comma = _mm_set1_epi8(','), close = _mm_set1_epi8(']');
+    while (end + 16 <= s->na) {
+        __m128i c = _mm_loadu_si128((const __m128i *)(text + end));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(c, comma), _mm_cmpeq_epi8(c, close)));
+        if (m) { end += __builtin_ctz(m); goto found; }
+        end += 16;
+    }
+#endif
     while (end < s->na && text[end] != ',' && text[end] != ']') end++;
+#ifdef __SSE2__
+found:
+#endif
     if (end >= s->na) return -1;
     s->cursor = end + 1;
     if (!emit) return 0;
@@ -300,7 +347,9 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
             case K_HEX: {
                 uint64_t v = ((const uint64_t *)s->a.buf)[AT(s->na, i)];
                 p[0] = '"', p[1] = '0', p[2] = 'x';
-                for (int k = 0; k < 16; k++) p[3 + k] = HEXDIG[(v >> (60 - 4 * k)) & 15];
+                /* two digits per store, straight into the row (bytes built on the stack and copied
+                 * out as one 16-byte load stall on store forwarding) */
+                for (int k = 0; k < 8; k++) memcpy(p + 3 + 2 * k, HEX2 + 2 * ((v >> (56 - 8 * k)) & 0xff), 2);
                 p[19] = '"';
                 p += 20;
                 break;
@@ -477,6 +526,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.rowf
                                     "Compact JSON event rows from numpy columns.", -1, methods};
 
 PyMODINIT_FUNC PyInit_rowfmt(void) {
+    for (int b = 0; b < 256; b++) {
+        HEX2[2 * b] = "0123456789abcdef"[b >> 4];
+        HEX2[2 * b + 1] = "0123456789abcdef"[b & 15];
+    }
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     static const struct { const char *name; int value; } consts[] = {

@@ -84,6 +84,31 @@ static int scan_document(parser *P, events *E, column *members) {
 }
 
 
+/* The scan's columns as the tuple scan() returns; frees E's columns and members. */
+static PyObject *scan_result(events *E, column *members) {
+    PyObject *result = NULL;
+    column strings = {0};
+    for (size_t i = 0; i < E->strings.count; i++) {
+        int64_t se[2] = {E->strings.start[i], E->strings.start[i] + E->strings.len[i]};
+        if (col_push(&strings, se, 16)) { free(strings.data); return PyErr_NoMemory(); }
+    }
+    PyObject *parts[10];
+    column *cols[10] = {members, &E->ph, &E->name, &E->cat, &E->kind, &E->num, &E->span, &E->complex, &strings,
+                        &E->args};
+    int ok = 1;
+    for (int i = 0; i < 10; i++) {
+        parts[i] = ok ? column_bytes(cols[i]) : NULL;
+        if (!parts[i]) ok = 0;
+    }
+    free(strings.data);
+    if (ok)
+        result = Py_BuildValue("(NnNNNNNNNNN)", parts[0], (Py_ssize_t)E->n, parts[1], parts[2], parts[3], parts[4],
+                               parts[5], parts[6], parts[7], parts[8], parts[9]);
+    else
+        for (int i = 0; i < 10; i++) Py_XDECREF(parts[i]);
+    return result;
+}
+
 static PyObject *py_scan(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -99,24 +124,92 @@ static PyObject *py_scan(PyObject *self, PyObject *arg) {
     Py_END_ALLOW_THREADS
     if (r == -2) { PyErr_NoMemory(); goto done; }
     if (r < 0) { result = Py_None; Py_INCREF(result); goto done; }
-    column strings = {0};
-    for (size_t i = 0; i < E.strings.count; i++) {
-        int64_t se[2] = {E.strings.start[i], E.strings.start[i] + E.strings.len[i]};
-        if (col_push(&strings, se, 16)) { free(strings.data); PyErr_NoMemory(); goto done; }
+    result = scan_result(&E, &members);
+done:
+    events_free(&E);
+    free(members.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ a document in pieces */
+/* 1 when buf ends inside the object that starts at p (its brackets and strings not closed), else 0. */
+static int truncated_object(const unsigned char *p, const unsigned char *end) {
+    int depth = 0;
+    while (p < end) {
+        unsigned char c = *p++;
+        if (c == '"') {
+            for (;;) {
+                const unsigned char *q = memchr(p, '"', (size_t)(end - p));
+                if (!q) return 1;
+                const unsigned char *r = q;
+                while (r > p && r[-1] == '\\') r--;
+                p = q + 1;
+                if (((q - r) & 1) == 0) break; /* an even run of backslashes: the closing quote */
+            }
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return 0;
+        }
     }
-    PyObject *parts[10];
-    column *cols[10] = {&members, &E.ph, &E.name, &E.cat, &E.kind, &E.num, &E.span, &E.complex, &strings, &E.args};
-    int ok = 1;
-    for (int i = 0; i < 10; i++) {
-        parts[i] = ok ? column_bytes(cols[i]) : NULL;
-        if (!parts[i]) ok = 0;
+    return 1;
+}
+
+/* The traceEvents array's elements from P->p on (just after '[' when first, else just after an
+ * element), as far as the buffer holds them whole. 0, with *resume where the next piece starts
+ * (after the last whole event; after ']' when *closed); -1 invalid (or not what scan() takes). */
+static int scan_run(parser *P, events *E, int first, const unsigned char **resume, int *closed) {
+    *resume = P->p;
+    *closed = 0;
+    for (;;) {
+        ws(P);
+        if (P->p >= P->end) return 0;
+        if (*P->p == ']') { *closed = 1; *resume = P->p + 1; return 0; }
+        if (!first) {
+            if (*P->p != ',') return -1;
+            P->p++;
+            ws(P);
+            if (P->p >= P->end) return 0;
+        }
+        const unsigned char *start = P->p;
+        int r = scan_event(P, E);
+        if (r == -1 && *start == '{' && truncated_object(start, P->end)) return 0;
+        if (r < 0) return r;
+        *resume = P->p;
+        first = 0;
     }
-    free(strings.data);
-    if (ok)
-        result = Py_BuildValue("(NnNNNNNNNNN)", parts[0], (Py_ssize_t)E.n, parts[1], parts[2], parts[3], parts[4],
-                               parts[5], parts[6], parts[7], parts[8], parts[9]);
-    else
-        for (int i = 0; i < 10; i++) Py_XDECREF(parts[i]);
+}
+
+/* scan_run(buf, pos, first) -> None | scan()'s tuple (no members) + (resume, closed): the events
+ * of the traceEvents array in buf from pos on that buf holds whole; offsets are into buf. pos is just
+ * after the array's '[' (first true) or just after an element. None: invalid, or not what scan()
+ * takes (the whole-document scan then decides). */
+static PyObject *py_scan_run(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    int first;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &first)) return NULL;
+    if (pos < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan_run: position outside the buffer");
+        return NULL;
+    }
+    parser P = {(const unsigned char *)view.buf + pos, (const unsigned char *)view.buf + view.len, view.buf, 0};
+    events E;
+    memset(&E, 0, sizeof E);
+    column members = {0};
+    PyObject *result = NULL, *cols = NULL;
+    const unsigned char *resume;
+    int closed, r;
+    if (strtab_init(&E.strings, P.base) < 0) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    r = scan_run(&P, &E, first, &resume, &closed);
+    Py_END_ALLOW_THREADS
+    if (r == -2) { PyErr_NoMemory(); goto done; }
+    if (r < 0) { result = Py_None; Py_INCREF(result); goto done; }
+    cols = scan_result(&E, &members);
+    if (cols) result = Py_BuildValue("(NnO)", cols, (Py_ssize_t)(resume - P.base), closed ? Py_True : Py_False);
 done:
     events_free(&E);
     free(members.data);
@@ -200,6 +293,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_O, "scan(buffer) -> None | columns of the trace's events (see the module source)"},
+    {"scan_run", py_scan_run, METH_VARARGS,
+     "scan_run(buffer, pos, first) -> None | (scan()'s columns, resume, closed) (see the source)"},
     {"members", py_members, METH_VARARGS,
      "members(buffer, spans, int_keys, drop_keys) -> (ints, present, others, complex) (see the module source)"},
     {NULL, NULL, 0, NULL},

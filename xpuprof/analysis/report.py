@@ -20,6 +20,7 @@ import numpy as np
 
 from ..trace.read.load import TraceLoadError, load
 from ..trace.read.scan import DOUBLE, INT, TS, ScannedEvents, scan
+from ..trace.read.stream import scan_stream
 from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
                           STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
 
@@ -406,11 +407,24 @@ def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | Non
                   telemetry, filters, resources, intervals)
 
 
+def _read_whole(sc: ScannedEvents) -> np.ndarray:
+    """The events the report reads whole rather than from columns: those the columns do not hold
+    exactly, telemetry counters and per-kernel metric slices (ScannedTraceFile.telemetry_part,
+    EventTable.from_scan)."""
+    from .telemetry import TELEMETRY_CATEGORIES
+
+    cat_ok = np.array([c in TELEMETRY_CATEGORIES for c in sc.strings] + [False], bool)[sc.cat]
+    metric = np.array([t.startswith(METRICS_PREFIX) for t in sc.strings] + [False], bool)[sc.name]
+    return sc.complex | ((sc.ph == ord("C")) & cat_ok) | ((sc.ph == ord("X")) & metric)
+
+
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:
     """The trace's slices as an EventTable: from event columns when the scanner can read the file
     exactly (no dict per event), else from the loaded events."""
     try:
-        sc = scan(path)
+        sc = scan_stream(path, _read_whole)  # memory bounded by a block, not the file
+        if sc is None:
+            sc = scan(path)
     except TraceLoadError as exc:
         raise ReportError(str(exc)) from None
     if sc is not None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..trace.read.load import TraceLoadError, load
 from ..trace.read.scan import scan
+from ..trace.read.stream import scan_stream
 from .report import ReportError, expand_paths, rank_of
 
 METADATA_KEY = "xpu_stall_sampling"
@@ -81,7 +82,9 @@ class StallReport:
 def _header(path: Path) -> dict:
     """The trace's top-level keys (its events are not needed)."""
     try:
-        sc = scan(path)
+        sc = scan_stream(path, lambda block: np.zeros(len(block), bool))  # no event read whole
+        if sc is None:
+            sc = scan(path)
         if sc is not None:
             return sc.header
         return load(path)
