@@ -4,6 +4,9 @@ Writes Kineto-compatible Chrome/Perfetto traces: host ops, runtime/driver calls,
 copies, syncs and per-kernel hardware metrics as counter tracks. Importing xpuprof imports no
 vendor package.
 """
+import os as _os
+import sys as _sys
+
 from .backends.xpu.early_load import preload_view_library as _preload_pti_view
 
 # Before anything else: SYCL reads PTI's hooks only when it starts, so PTI's view library (not its
@@ -18,6 +21,25 @@ from .plugins import register_backend  # noqa: E402
 from .profiler import ProfilerAction, profile, schedule, trace_handler  # noqa: E402
 
 __version__ = "0.1.0"
+
+
+def step() -> None:
+    """Mark the end of one iteration, for captures asked for by iterations (``dyno gputrace --iterations``,
+    ``xpuprof trigger --iterations``, ``xpuprof exec --iterations``) in programs that do not step a torch
+    optimizer. Counted with torch's optimizer steps as Kineto counts them (the maximum, never twice).
+    Costs nothing when no on-demand agent runs. (A profile's own schedule steps with ``prof.step()``.)"""
+    steps = _sys.modules.get("xpuprof.ondemand.steps")
+    if steps is not None:
+        steps.step()
+
+
+# Kineto's opt-in: with KINETO_USE_DAEMON set, this process registers with the on-demand daemon (dynolog)
+# as torch's Kineto would (xpuprof moves the variable to XPUPROF_KINETO_USE_DAEMON so torch's own client stays
+# off: one process, one client); without either, nothing of xpuprof.ondemand is imported.
+if "KINETO_USE_DAEMON" in _os.environ or "XPUPROF_KINETO_USE_DAEMON" in _os.environ:
+    from .ondemand import activate as _activate_ondemand
+
+    _activate_ondemand()
 
 __all__ = [
     "ActivityType",
@@ -39,5 +61,6 @@ __all__ = [
     "register_collector",
     "schedule",
     "set_thread_name",
+    "step",
     "trace_handler",
 ]

@@ -71,6 +71,10 @@ BREAKS = [
     ("backends/cuda/records.py", "from cupti import cupti as _vendor", "cupti",
      "vendor packages are imported only in vendors/"),
     ("collectors/nvml.py", "import pynvml as _vendor", "pynvml", "vendor packages are imported only in vendors/"),
+    # on-demand tracing is a front end: it drives the profiler, never the reverse
+    ("profiler/api.py", "from ..ondemand import steps as _up", "xpuprof.ondemand.steps", "layers run one way"),
+    ("backends/xpu/backend.py", "from ...ondemand import fabric as _up", "xpuprof.ondemand.fabric",
+     "backends and collectors import no front end"),
 ]
 
 

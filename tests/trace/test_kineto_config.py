@@ -187,3 +187,21 @@ def test_from_kineto_text_and_errors():
         ProfilerConfig.from_kineto("ACTIVITIES_ITERATIONS=-3")
     with pytest.raises(TypeError):
         ProfilerConfig.from_kineto(42)
+
+
+def test_request_trace_id_names_the_trace():
+    """A Kineto config's REQUEST_TRACE_ID (what a daemon's request carries) is the trace's trace_id, as
+    Kineto writes it; without one, each cycle gets torch's random id."""
+    import xpuprof
+
+    config = ProfilerConfig.from_kineto("ACTIVITY_TYPES=kernel\nREQUEST_TRACE_ID=12345\nREQUEST_GROUP_TRACE_ID=g1")
+    config.backends = ["sim"]
+    with xpuprof.profile(config=config) as prof:
+        pass
+    assert prof.builder.metadata["trace_id"] == "12345" and prof.builder.metadata["group_trace_id"] == "g1"
+    assert prof.get_trace_id() == "12345"
+    plain = ProfilerConfig.from_kineto("ACTIVITY_TYPES=kernel")
+    plain.backends = ["sim"]
+    with xpuprof.profile(config=plain) as prof:
+        pass
+    assert len(prof.builder.metadata["trace_id"]) == 32

@@ -91,7 +91,10 @@ def _run(order, tmp_path, idle_first=False):
 def _stack_env():
     env = dict(os.environ, ZE_ENABLE_NULL_DRIVER="1", OCL_ICD_FILENAMES=str(PREFIX_LIB / "libintelocl.so"),
                LD_LIBRARY_PATH=f"{LEVEL_ZERO}{os.pathsep}{PREFIX_LIB}", PYTHONPATH=str(REPO))
-    for k in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_DISABLE_BACKENDS"):
+    # PTI's view library sets the XPTI/UR variables in the environment of a process that loaded it (a pytest-xdist
+    # worker that imported xpuprof): inherited, they would switch XPTI on before the script's own order ran
+    for k in ("XPUPROF_PTI_LIBRARY", "XPUPROF_EARLY_PTI", "XPUPROF_DISABLE_BACKENDS", "XPTI_TRACE_ENABLE",
+              "XPTI_FRAMEWORK_DISPATCHER", "XPTI_SUBSCRIBERS", "UR_ENABLE_LAYERS", "INTEL_LIBITTNOTIFY64"):
         env.pop(k, None)
     return env
 

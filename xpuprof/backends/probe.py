@@ -19,6 +19,9 @@ import orjson
 from .base import ProbeResult
 
 RESULT_MARKER = "@@XPUPROF-PROBE-RESULT@@"
+# Set in the environment of xpuprof's own helper processes: they are never profiled themselves (no
+# on-demand registration, no `xpuprof exec` capture), whatever the parent's environment asks for.
+HELPER_ENV = "XPUPROF_HELPER"
 
 _CHILD = f"""
 import sys, orjson, importlib
@@ -52,7 +55,7 @@ def run_probe(module: str, function: str, args: Sequence[Any] = (), *, name: str
     cmd = [sys.executable, "-c", _CHILD, module, function, orjson.dumps(list(args)).decode()]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ if env is None else env))
+                              env={**(os.environ if env is None else env), HELPER_ENV: "1"})
     except subprocess.TimeoutExpired:
         return ProbeResult.unavailable(f"{label} probe did not finish within {timeout:g} s (hung in the vendor library)")
     except OSError as exc:

@@ -92,8 +92,10 @@ class KinetoConfig:
         self.activities_max_gpu_buffer_size = 128 * 1024 * 1024
         self.activities_display_cuda_sync_wait_events = True
         self.activities_log_file = f"/tmp/libkineto_activities_{os.getpid()}.json"
+        self.activities_log_file_set = False  # ACTIVITIES_LOG_FILE was given and accepted
         self.activities_on_demand_timestamp_ms: int | None = None
         self.profile_start_time_ms = 0  # 0 = unset; validate fills it
+        self.profile_start_time_explicit = False  # a non-zero PROFILE_START_TIME was given (validate did not fill it)
         self.profile_start_iteration = -1
         self.profile_start_iteration_roundup = -1
         self.request_trace_id = ""
@@ -186,8 +188,11 @@ class KinetoConfig:
 
     @property
     def activities_log_url(self) -> str:
-        """``file://`` URL with ``_<pid>`` before ``.pt.trace.json`` (or ``.json``), as Kineto writes it."""
+        """``file://`` URL with ``_<pid>`` before ``.pt.trace.json`` (or ``.json``), as Kineto writes it.
+        The default file already names the pid and stays as it is (Kineto's default URL)."""
         path = self.activities_log_file
+        if not self.activities_log_file_set:
+            return f"file://{path}"
         pid = f"_{os.getpid()}"
         for suffix in (".pt.trace.json", ".json"):
             at = path.find(suffix)
@@ -239,6 +244,7 @@ class KinetoConfig:
             if start and start < _now_ms() - START_TIME_MAX_AGE_MS:
                 raise KinetoConfigError(f"profile start time {start} ms is more than 10 s in the past")
             self.profile_start_time_ms = start
+            self.profile_start_time_explicit = bool(start)
         elif key == "PROFILE_START_ITERATION":
             self.profile_start_iteration = to_int(value)
         elif key == "PROFILE_START_ITERATION_ROUNDUP":
@@ -316,6 +322,7 @@ class KinetoConfig:
                 self.errors.append(f"ACTIVITIES_LOG_FILE {value!r} outside {allowed}")
                 return
         self.activities_log_file = value
+        self.activities_log_file_set = True
 
     def __repr__(self) -> str:
         types = ",".join(sorted(t.value for t in self.selected_activity_types))

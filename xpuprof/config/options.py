@@ -139,6 +139,9 @@ class ProfilerConfig:
             ),
             record_shapes=kc.report_input_shapes,
             with_stack=kc.with_stack,
+            profile_memory=kc.profile_memory,
+            with_flops=kc.with_flops,
+            with_modules=kc.with_modules,
             # python_function is in Kineto's default set; tracing Python calls stays opt-in here
             python_functions=kc.activity_types_explicit and ActivityType.PYTHON_FUNCTION in activities,
             max_gpu_buffer_bytes=kc.activities_max_gpu_buffer_size,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 
 import numpy as np
 import orjson
@@ -43,9 +44,12 @@ class TorchOpsError(RuntimeError):
 
 
 def torch_if_imported():
-    """The torch module when the program has imported it, else None (never imports torch itself)."""
+    """The torch module when the program has imported it, else None (never imports torch itself). A torch
+    still being imported (by another thread) counts as not imported yet: half of it is missing."""
     mod = sys.modules.get("torch")
-    return mod if mod is not None and hasattr(mod, "_C") else None
+    if mod is None or not hasattr(mod, "_C") or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return None
+    return mod
 
 
 def torch_profiler_running(torch) -> bool:
@@ -77,6 +81,9 @@ class TorchProfilerGuard:
         self.torch = torch
         self.records_ops = records_ops
         self.device_owner = device_owner
+        # A cycle nobody in the program asked for (an on-demand capture) gives way instead of refusing:
+        # ``yield_to(why)`` stops it, then the program's torch.profiler starts (see record_other_threads).
+        self.yield_to = getattr(_op_thread, "yield_to", None)
 
     def _ours(self) -> str:
         owns = f"backend(s) {self.device_owner} own the device tracing API (PTI/CUPTI/roctracer)"
@@ -129,8 +136,12 @@ _saved: dict = {}
 def _refuse_if_guarded(activities) -> None:
     for guard in list(_active_guards):
         why = guard.refusal(activities)
-        if why is not None:
-            raise TorchOpsError(why)
+        if why is None:
+            continue
+        if guard.yield_to is not None:
+            guard.yield_to(why)  # the on-demand cycle stops (its guard goes with it); the program's profiler starts
+            continue
+        raise TorchOpsError(why)
 
 
 def _install_guard(torch, guard: TorchProfilerGuard) -> None:
@@ -181,6 +192,44 @@ def _remove_guard(guard: TorchProfilerGuard) -> None:
 SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
+# torch's profiler keeps its callbacks per thread by default: the thread that enables it is the one
+# whose ops it records, and only that thread may disable it (another thread crashes the process: SIGSEGV,
+# torch 2.13). A thread that drives a recording cycle for other threads (an on-demand capture running
+# beside the training loop) says so for itself with ``record_other_threads``: torch's profiler then runs
+# in its all-threads mode (``_ExperimentalConfig(profile_all_threads=True)``, in torch 2.13: global
+# callbacks, started and stopped on the calling thread, every thread's ops recorded, as Kineto's own
+# on-demand mode records them); a torch without that mode runs start and stop through ``runner`` (an
+# object whose ``start(fn)``/``stop(fn)`` run ``fn`` on the thread to record). Unset: the calling thread.
+_op_thread = threading.local()
+
+
+def record_other_threads(enabled: bool, *, runner=None, yield_to=None) -> None:
+    """For the calling thread, the profiles it starts from now on: ``enabled``: record torch's ops of every
+    thread (``runner``: how to reach the main thread when this torch has no all-threads mode; without one,
+    the calling thread's ops). ``yield_to(why)``: when the program starts torch.profiler meanwhile, called to
+    stop that profile first, and the program's profiler then starts (it has priority, as Kineto's synchronous
+    requests have over its on-demand ones); without it the program's start is refused."""
+    _op_thread.all_threads = bool(enabled)
+    _op_thread.runner = runner if enabled else None
+    _op_thread.yield_to = yield_to if enabled else None
+
+
+def _all_threads_config(given: dict, *, keep_events: bool, memory: bool):
+    """torch's _ExperimentalConfig for a cycle that records every thread: ``profile_all_threads`` and, unless
+    the cycle reads torch's events back (``keep_events``: FLOP estimates), ``trace_only`` (the result is only
+    ``save()``d: torch then skips building Python event objects at stop). None: this torch has no all-threads
+    mode, or the cycle wants [memory] events (``memory``), which torch 2.13 records only in its per-thread mode."""
+    if memory:
+        return None
+    from torch._C._profiler import _ExperimentalConfig
+
+    wanted = {**given, "profile_all_threads": True, **({} if keep_events else {"trace_only": True})}
+    try:
+        return _ExperimentalConfig(**wanted)
+    except TypeError:
+        return None
+
+
 class TorchOpRecorder:
     """One recording cycle of torch's CPU-only profiler.
 
@@ -204,8 +253,29 @@ class TorchOpRecorder:
         self.guard = guard  # installed by the profiler around the cycle; its refusals name our backends
         self.result = None
         self._running = False
+        requested = getattr(_op_thread, "all_threads", False)
+        self._runner = getattr(_op_thread, "runner", None) if requested else None
+        self._experimental = (_all_threads_config(self.experimental, keep_events=with_flops, memory=profile_memory)
+                              if requested else None)
+        self.all_threads = self._experimental is not None
+        self._stop_error: str | None = None
 
     def start(self) -> None:
+        # Through the runner (the main thread) even in all-threads mode: Kineto initializes at its first start
+        # and runs torch's client init only on the thread that registered it (torch's import thread); from
+        # another thread it skips it and prints an error on stderr. Stopping may happen on any thread then.
+        if self._runner is not None:
+            try:
+                self._runner.start(self._enable)
+            except TimeoutError:
+                if not self.all_threads:
+                    raise
+                self._enable()  # the main thread is busy outside Python: start from here
+        else:
+            self._enable()
+        self._running = True
+
+    def _enable(self) -> None:
         from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
         import torch._C._autograd as autograd
@@ -213,18 +283,29 @@ class TorchOpRecorder:
         # (state, report_input_shapes, profile_memory, with_stack, with_flops, with_modules, experimental);
         # torch's FLOP estimate needs the shapes (torch.autograd.profiler.profile sets them too)
         shapes = self.record_shapes or self.with_flops or self.shapes_for_sim
+        experimental = self._experimental
+        if experimental is None:
+            experimental = _ExperimentalConfig(**self.experimental)
         cfg = ProfilerConfig(ProfilerState.KINETO, shapes, self.profile_memory, self.with_stack, self.with_flops,
-                             self.with_modules, _ExperimentalConfig(**self.experimental))
+                             self.with_modules, experimental)
         activities = {ProfilerActivity.CPU}
         autograd._prepare_profiler(cfg, activities)
         autograd._enable_profiler(cfg, activities)
-        self._running = True
+
+    def _disable(self):
+        return self.torch._C._autograd._disable_profiler()
 
     def stop(self) -> None:
         if not self._running:
             return
         self._running = False
-        self.result = self.torch._C._autograd._disable_profiler()
+        if self._runner is None or self.all_threads:
+            self.result = self._disable()
+            return
+        try:
+            self.result = self._runner.stop(self._disable)
+        except Exception as exc:  # the trace says why its ops are missing (read_trace raises it)
+            self._stop_error = f"{type(exc).__name__}: {exc}"
 
     def abort(self) -> None:
         try:
@@ -243,6 +324,8 @@ class TorchOpRecorder:
     def read_trace(self) -> bytes:
         """torch's Kineto trace of the cycle as JSON bytes (written by torch's C++ exporter, read back once);
         empty when there is none. The result itself stays for events() and the memory timeline."""
+        if self._stop_error is not None:
+            raise TorchOpsError(f"torch's profiler could not be stopped on the recorded thread: {self._stop_error}")
         if self.result is None:
             return b""
         fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")

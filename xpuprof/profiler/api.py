@@ -427,7 +427,7 @@ class profile(TorchResultsMethods):
         from ..trace.write import chrome  # noqa: F401
 
         self._select()
-        self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback)  # one per cycle, as torch's
+        self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
 
     def _start_trace(self) -> None:
@@ -490,3 +490,10 @@ def _keep_write_failure(prof: profile, exc: OSError) -> None:
     prof.trace_ready_errors.append(why)
     prof._unreported_errors.append(why)
     log.warning("xpuprof: %s (the profile goes on; the next trace records this)", why)
+
+
+def record_torch_ops_from_now(prof: profile) -> bool:
+    """torch was imported while ``prof`` records (``xpuprof exec`` starts recording before the program imports
+    anything): record its ops from now on, on the calling thread (torch's recorder is per thread). False when
+    nothing records, torch is absent, or its ops are already recorded."""
+    return prof._recording.record_torch_ops_from_now()

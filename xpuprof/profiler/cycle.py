@@ -87,12 +87,7 @@ class RecordingCycle:
         self.paused = {}
         started: list[tuple[str, Session]] = []
         try:
-            if torch_ops is not None:
-                torch_ops.start()
-                self.torch_ops = torch_ops
-            if guard is not None:
-                guard.install()
-                self.torch_guard = guard
+            self._start_torch(guard, torch_ops)
             for name, session in self.sessions:
                 session.start()
                 started.append((name, session))
@@ -108,6 +103,22 @@ class RecordingCycle:
             self.abort()
             raise
         recorder.install(self.recorder)
+
+    def record_torch_ops_from_now(self) -> bool:
+        """torch was imported while this cycle records: record its ops from now on, on the calling thread."""
+        if not self.recording or self.torch_ops is not None or self.torch_guard is not None:
+            return False
+        guard, torch_ops = self._torch_op_recorder()
+        self._start_torch(guard, torch_ops)
+        return torch_ops is not None
+
+    def _start_torch(self, guard, torch_ops) -> None:
+        if torch_ops is not None:
+            torch_ops.start()
+            self.torch_ops = torch_ops
+        if guard is not None:
+            guard.install()
+            self.torch_guard = guard
 
     def _torch_op_recorder(self):
         """(guard, recorder) for this cycle when the program uses torch: the guard whenever torch.profiler

@@ -88,9 +88,12 @@ def use_cuda_activities(use_cuda: bool, activities: frozenset[ActivityType]) -> 
     return activities | DEVICE_GROUP if use_cuda else activities - DEVICE_GROUP
 
 
-def new_trace_id(callback: Callable[[], str] | None) -> str:
-    """A cycle's trace id: the user's ``custom_trace_id_callback()``, else a random UUID as torch writes it
-    (32 upper-case hex digits)."""
+def new_trace_id(callback: Callable[[], str] | None, configured: str = "") -> str:
+    """A cycle's trace id: the user's ``custom_trace_id_callback()``, else ``configured`` (a Kineto config's
+    REQUEST_TRACE_ID: a daemon's request names its traces), else a random UUID as torch writes it (32
+    upper-case hex digits)."""
+    if callback is None and configured:
+        return configured
     if callback is None:
         import uuid
 

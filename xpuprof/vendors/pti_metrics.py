@@ -160,7 +160,8 @@ def probe_metrics(pti_path, timeout: float = 30.0) -> tuple[bool, str]:
     import subprocess
     import sys
 
-    env = dict(os.environ, ZET_ENABLE_METRICS="1")
+    # XPUPROF_HELPER (backends.probe.HELPER_ENV): xpuprof's own helper process, never profiled itself
+    env = dict(os.environ, ZET_ENABLE_METRICS="1", XPUPROF_HELPER="1")
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE, str(pti_path)], capture_output=True, text=True,
                               timeout=timeout, env=env)

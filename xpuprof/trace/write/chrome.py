@@ -350,18 +350,19 @@ def writer_threads() -> int:
 
 
 def write_chrome_trace(builder: TraceBuilder, path, *, vendor_categories: bool = True, gzip_level: int = 1,
-                       columnar: bool = True, threads: int | None = None) -> Path:
+                       columnar: bool = True, threads: int | None = None, trace_name: str | None = None) -> Path:
     """Write the builder as a Kineto-compatible trace; returns the final path.
 
     ``.gz`` names are gzip-compressed. ``columnar=False`` renders every event through the
     generic dict path (same events, slower; kept as the reference for tests). ``threads``: how
     many threads render chunks and compress (default ``writer_threads()``; 1 = the calling thread
-    alone); the bytes written are the same for any count.
+    alone); the bytes written are the same for any count. ``trace_name``: the name the trace calls
+    itself (``traceName``) when ``path`` is a staging file that is renamed into place.
     """
     threads = writer_threads() if threads is None else max(1, int(threads))
     path = Path(path)
     gz = path.name.endswith(".gz")
-    trace_name = str(path).replace("\\", "/").replace("\n", "")
+    trace_name = str(path if trace_name is None else trace_name).replace("\\", "/").replace("\n", "")
     end_ns = builder.window_end_ns or builder.window_start_ns
     try:
         _write(builder, path, gz, gzip_level, threads, vendor_categories, columnar, trace_name, end_ns)

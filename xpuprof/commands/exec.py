@@ -1,0 +1,139 @@
+"""``xpuprof exec [options] -- COMMAND [ARGS...]``: run an unmodified command with xpuprof in every Python
+process it starts (a script, ``python -m``, torchrun, mpirun/srun launching Python; their children too),
+and Intel PTI's view library preloaded so SYCL programs are captured from their first call.
+
+What is recorded (one trace per process, in --out, named host/pid with the rank inside):
+  (default)                 the whole run of each process
+  --delay S --duration S    a window of the run
+  --iterations N            N iterations (torch optimizer steps or xpuprof.step()), from --start-iteration
+  --on-demand               nothing until a request arrives: dynolog (``dyno gputrace``) or ``xpuprof trigger``
+What each trace holds: a Kineto config (--config FILE, --set KEY=VALUE: ACTIVITY_TYPES,
+XPUPTI_PROFILER_METRICS, PROFILE_WITH_STACK, ...).
+
+The command replaces this process (same pid): its exit status, output and signals are its own.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from ._options import non_negative_int, non_negative_seconds, positive_int
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("exec", help="run a command with xpuprof in every Python process it starts",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="a Kineto config file (KEY=VALUE lines)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="one more Kineto config line (repeatable; after --config, so it wins)")
+    p.add_argument("--out", default="xpuprof-traces", metavar="DIR", help="trace directory (default ./xpuprof-traces)")
+    when = p.add_argument_group("when (default: the whole run)")
+    when.add_argument("--delay", type=non_negative_seconds, default=None, metavar="S",
+                      help="start S seconds after each process starts")
+    when.add_argument("--duration", type=non_negative_seconds, default=None, metavar="S", help="record S seconds")
+    when.add_argument("--iterations", type=positive_int, default=None, metavar="N", help="record N iterations")
+    when.add_argument("--start-iteration", type=non_negative_int, default=0, metavar="K",
+                      help="with --iterations: the first one to record (default 0)")
+    when.add_argument("--on-demand", action="store_true",
+                      help="record nothing until dynolog or `xpuprof trigger` asks (each process polls)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"xpuprof exec: {msg}", file=sys.stderr)
+    return 2
+
+
+def policy_from_args(args):
+    """The ExecPolicy the options mean; ValueError with one line naming the problem."""
+    from ..config.kineto import KinetoConfig
+    from ..config.options import ProfilerConfig
+    from ..ondemand.launcher import ExecPolicy
+
+    text = ""
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ValueError(f"--config {args.config}: {exc.strerror or exc}") from None
+    for line in args.sets:
+        if "=" not in line:
+            raise ValueError(f"--set {line!r}: expected KEY=VALUE")
+        text += ("\n" if text and not text.endswith("\n") else "") + line + "\n"
+    kc = KinetoConfig()
+    if not kc.parse(text):
+        raise ValueError(f"the config does not parse: {'; '.join(kc.errors)}")
+    try:
+        ProfilerConfig.from_kineto(kc)
+    except ValueError as exc:
+        raise ValueError(f"the config cannot be recorded: {exc}") from None
+    timed = args.delay is not None or args.duration is not None
+    if sum([timed, args.iterations is not None, args.on_demand]) > 1:
+        raise ValueError("--delay/--duration, --iterations and --on-demand choose different captures: give one")
+    if args.start_iteration and args.iterations is None:
+        raise ValueError("--start-iteration needs --iterations")
+    if timed:
+        if args.duration is None:
+            raise ValueError("--delay needs --duration S (a positive number of seconds)")
+        if not args.duration:
+            raise ValueError("--duration must be a positive number of seconds")
+        return ExecPolicy(mode="window", out_dir=args.out, config_text=text, delay_s=args.delay or 0.0,
+                          duration_s=args.duration)
+    if args.iterations is not None:
+        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=args.iterations,
+                          start_iteration=args.start_iteration)
+    if args.on_demand:
+        return ExecPolicy(mode="on-demand", out_dir=args.out, config_text=text)
+    if kc.iteration_mode:  # the config itself asks for iterations (Kineto's keys)
+        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=kc.activities_iterations,
+                          start_iteration=max(0, kc.profile_start_iteration))
+    return ExecPolicy(mode="run", out_dir=args.out, config_text=text)
+
+
+def _isolating_flags(command: list[str]) -> str:
+    """The flags of a Python command that keep xpuprof's bootstrap out (-I, -E, -S), '' when none."""
+    if not os.path.basename(command[0]).startswith("python"):
+        return ""
+    found = []
+    for arg in command[1:]:
+        if not arg.startswith("-") or arg in ("-c", "-m") or arg.startswith("--"):
+            break
+        found += [f"-{c}" for c in arg[1:] if c in "IES"]
+        if any(c in arg for c in "cmWXQ"):  # an option taking a value (or ending the flags)
+            break
+    return " ".join(dict.fromkeys(found))
+
+
+def run(args) -> int:
+    from ..ondemand.launcher import child_environment
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        return _fail("no command: xpuprof exec [options] -- COMMAND [ARGS...]")
+    try:
+        policy = policy_from_args(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    env = child_environment(policy)
+    isolating = _isolating_flags(command)
+    if isolating:
+        print(f"xpuprof exec: note: {command[0]} {isolating} ignores PYTHONPATH or site: xpuprof cannot start in that "
+              "process (its children without the flag still get it; SYCL calls are still hooked by the preloaded "
+              "view library)", file=sys.stderr)
+    program = shutil.which(command[0], path=env.get("PATH")) if os.sep not in command[0] else command[0]
+    if program is None or not os.access(program, os.X_OK):
+        print(f"xpuprof exec: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(program, command, env)
+    except OSError as exc:
+        print(f"xpuprof exec: {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 126
