@@ -88,12 +88,14 @@ def apply(agent, command: str) -> str:
 
 def toggle(prof, command: str) -> str:
     """``prof.pause()`` or ``prof.resume()``; the outcome."""
+    from ..profiler.pausing import paused_by_user
+
     if command == "pause":
-        if prof.paused:
+        if paused_by_user(prof):
             return ALREADY_PAUSED
         prof.pause()
         return PAUSED
-    if not prof.paused:
+    if not paused_by_user(prof):
         return NOT_PAUSED
     prof.resume()
     return RESUMED

@@ -305,11 +305,6 @@ class profile(TorchResultsMethods):
         if not self._forked:
             self._pausing.apply(self._recording, self._toggled_off)
 
-    @property
-    def paused(self) -> bool:
-        """Whether ``pause()`` holds collection (``PTI_ENABLE_COLLECTION=0`` may pause it too)."""
-        return self._pausing.by_user
-
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
         """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
         between its C++ and Python exporters of one format) writes the same file: there is one writer here."""
