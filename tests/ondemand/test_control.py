@@ -12,6 +12,7 @@ from odhelpers import PYTHON, Program, client_env, events, load_trace, needs_dae
 
 pytestmark = pytest.mark.slow
 XPUPROF = [PYTHON, "-m", "xpuprof"]
+EMBEDDED_WAIT_S = "4"  # the embedded daemon's window: several of the programs' 1 s polls, on a loaded machine
 
 # Knows nothing of the control commands: ranges and steps until the stop file exists, a line per step.
 STEPPING_PROGRAM = """
@@ -76,13 +77,13 @@ def test_pause_and_resume_a_whole_run_capture_through_the_embedded_daemon(sockdi
     p = start_exec(sockdir)
     env = exec_env(sockdir)
     more_steps(p)
-    paused = trigger("--embedded", "--pid", str(p.pid), "--pause", env=env)
+    paused = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", env=env)
     assert paused.returncode == 0, paused.stdout + paused.stderr
     assert "embedded: 1 matched, pause sent to 1" in paused.stdout and f"pid {p.pid}: paused" in paused.stdout
     more_steps(p)
-    again = trigger("--embedded", "--pid", str(p.pid), "--pause", "--json", env=env)
+    again = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", "--json", env=env)
     assert '"outcomes"' in again.stdout and "already paused" in again.stdout and again.returncode == 0
-    resumed = trigger("--embedded", "--pid", str(p.pid), "--resume", env=env)
+    resumed = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--resume", env=env)
     assert resumed.returncode == 0 and f"pid {p.pid}: resumed" in resumed.stdout, resumed.stdout
     more_steps(p)
     assert p.finish() == 0
@@ -92,7 +93,7 @@ def test_pause_and_resume_a_whole_run_capture_through_the_embedded_daemon(sockdi
 
 def test_a_control_that_finds_no_capture_is_said_by_the_process_and_by_trigger(sockdir):
     p = start_exec(sockdir, "--on-demand")
-    proc = trigger("--embedded", "--pid", str(p.pid), "--pause", env=exec_env(sockdir))
+    proc = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", env=exec_env(sockdir))
     assert proc.returncode == 1, proc.stdout
     assert f"pid {p.pid}: no capture running" in proc.stdout
     p.err.wait(rf"pause request ignored \(pid {p.pid}\): no capture is running")

@@ -11,7 +11,8 @@ import xpuprof
 from xpuprof.cli import main
 from xpuprof.ondemand import control
 from xpuprof.ondemand.client import DaemonClient
-from xpuprof.ondemand.request import RequestError
+from xpuprof.config.kineto import KinetoConfig
+from xpuprof.ondemand.request import RequestError, from_kineto_text
 
 
 def test_control_text_round_trips_and_capture_configs_are_not_commands():
@@ -22,6 +23,18 @@ def test_control_text_round_trips_and_capture_configs_are_not_commands():
     assert control.parse("ACTIVITIES_LOG_FILE=/tmp/x.json\nACTIVITIES_DURATION_MSECS=500\n") is None
     with pytest.raises(ValueError, match="stop"):
         control.control_text("stop")
+
+
+def test_a_command_is_no_trace_request_to_a_client_that_does_not_know_it():
+    """Kineto schedules a trace for any on-demand config unless ACTIVITIES_ENABLED is false; so does a
+    request parser without control commands."""
+    text = control.control_text("pause") + "REQUEST_TRACE_ID=7\n"
+    kc = KinetoConfig()
+    kc.set_on_demand(True)
+    kc.parse(text)
+    assert kc.activities_enabled is False
+    with pytest.raises(RequestError, match="ACTIVITIES_ENABLED=false"):
+        from_kineto_text(text)
 
 
 def test_a_control_text_that_cannot_be_obeyed_is_refused_naming_what_is_wrong():

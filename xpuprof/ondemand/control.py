@@ -1,7 +1,8 @@
 """Control commands for a running capture: ``xpuprof trigger --pause`` / ``--resume``.
 
-They travel as on-demand config text (one ``XPUPROF_CONTROL=pause|resume`` line; dynolog passes the text
-through unchanged, so the request reaches every host its RPC reaches) and act on the agent's running
+They travel as on-demand config text (an ``XPUPROF_CONTROL=pause|resume`` line; dynolog passes the text
+through unchanged, so the request reaches every host its RPC reaches; ``ACTIVITIES_ENABLED=false`` beside it
+keeps Kineto's own clients from taking it for a trace request) and act on the agent's running
 capture through ``profile.pause()`` / ``resume()``: the paused span is marked in the trace as those mark it.
 A command that finds no capture recording is logged by the process (and answered to an embedded daemon
 that asked for an answer with ``XPUPROF_CONTROL_REPLY=1``).
@@ -20,6 +21,9 @@ CONTROL_KEY = "XPUPROF_CONTROL"
 REPLY_KEY = "XPUPROF_CONTROL_REPLY"  # the sender (the embedded daemon) waits for the process's answer
 COMMANDS = ("pause", "resume")
 PASSED_KEYS = {"REQUEST_TRACE_ID"}  # what a daemon adds to any config it hands out
+# Kineto's own client (torch's, or an xpuprof without control commands) takes any config text as a trace
+# request unless it says ACTIVITIES_ENABLED=false: with it, a command reaching such a process starts nothing.
+NO_TRACE_LINE = "ACTIVITIES_ENABLED=false"
 
 ANSWER_TYPE = "xctl"  # the datagram type of a process's answer (never sent to dynolog: it asks for none)
 
@@ -47,7 +51,7 @@ def control_text(command: str, *, reply: bool = False) -> str:
     """The config text that carries ``command``."""
     if command not in COMMANDS:
         raise ValueError(f"control command {command!r} is not one of {', '.join(COMMANDS)}")
-    return f"{CONTROL_KEY}={command}\n" + (f"{REPLY_KEY}=1\n" if reply else "")
+    return f"{CONTROL_KEY}={command}\n{NO_TRACE_LINE}\n" + (f"{REPLY_KEY}=1\n" if reply else "")
 
 
 def parse(text: str) -> tuple[str, bool] | None:
@@ -65,7 +69,7 @@ def parse(text: str) -> tuple[str, bool] | None:
     if command not in COMMANDS:
         raise RequestError(f"{CONTROL_KEY}={keys[CONTROL_KEY]!r} is not a control command (valid: "
                            f"{', '.join(COMMANDS)})")
-    others = sorted(set(keys) - {CONTROL_KEY, REPLY_KEY} - PASSED_KEYS)
+    others = sorted(set(keys) - {CONTROL_KEY, REPLY_KEY, "ACTIVITIES_ENABLED"} - PASSED_KEYS)
     if others:
         raise RequestError(f"{CONTROL_KEY} comes alone; this request also carries {', '.join(others)} (send a "
                            "trace request and a control command separately)")
