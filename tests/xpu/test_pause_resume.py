@@ -39,6 +39,15 @@ def xpu_profile(pti_double, monkeypatch, tmp_path):
     _libc.unsetenv(PTI_ENABLE_COLLECTION.encode())
 
 
+def _past_the_doubles_backdating(iterations: int) -> None:
+    """The PTI double dates a workload's records from (iterations + 1) x 10 µs before its call (its records
+    are all in the past when handed over): a workload right after a resume would date its first kernel
+    inside the paused span. Wait out that much of the clock (no sleep: a read of the same clock)."""
+    resumed = now_ns()
+    while now_ns() < resumed + (iterations + 1) * 10_000 + 1_000:
+        pass
+
+
 def kernels(trace):
     return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
 
@@ -69,9 +78,7 @@ def test_prof_pause_and_resume_mark_the_span_and_record_only_outside_it(xpu_prof
         with xpuprof.record_function("while paused"):
             assert pti_double.workload_holding_gil(3) == 0
         prof.resume()
-        resumed = now_ns()
-        while now_ns() < resumed + 100_000:
-            pass  # the double dates a workload's records up to 30 µs before its call: not into the paused span
+        _past_the_doubles_backdating(iterations=2)
         with xpuprof.record_function("after"):
             assert pti_double.workload_holding_gil(2) == 0
     trace = written(prof, tmp_path)
@@ -93,6 +100,7 @@ def test_pti_enable_collection_0_at_start_pauses_until_a_step_sees_1(xpu_profile
         assert pti_double.workload_holding_gil(3) == 0  # paused from the start: not recorded
         _libc.setenv(PTI_ENABLE_COLLECTION.encode(), b"1", 1)
         prof.step()  # the step reads it: collecting again
+        _past_the_doubles_backdating(iterations=2)
         assert pti_double.workload_holding_gil(2) == 0
         prof.step()
         prof.step()
@@ -111,6 +119,7 @@ def test_pause_lasts_across_cycles_until_resumed(xpu_profile, pti_double, tmp_pa
         prof.step()  # a new cycle starts: still paused
         pti_double.workload_holding_gil(2)
         prof.resume()
+        _past_the_doubles_backdating(iterations=1)
         pti_double.workload_holding_gil(1)
         prof.step()
     assert [len(kernels(t)) for t in traces] == [0, 1]
