@@ -6,8 +6,11 @@ what matched and where the traces will be. With no dynolog on this machine (and 
 acts as the daemon itself for one poll interval: the local processes of your user that poll (processes
 that imported xpuprof with KINETO_USE_DAEMON=1, or run under ``xpuprof exec --on-demand``) get the request.
 
-Exit status: 0 when at least one process was triggered, 1 when none was (no match, all busy, no daemon),
-2 for bad options.
+``--pause`` / ``--resume`` instead control the processes' running capture (a process under ``xpuprof exec``:
+its whole run, or an on-demand capture); through the embedded daemon each process's outcome is printed.
+
+Exit status: 0 when at least one process was triggered (paused or resumed), 1 when none was (no match, all
+busy, no daemon, no capture running), 2 for bad options.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from ..config.kineto import ondemand_trace_dir
 from ._options import non_negative_int, positive_int, positive_seconds, tcp_port
 
 DEFAULT_START_DELAY_S = 10.0  # dynolog's unitrace.py --start-time-delay
+CONTROL_PROCESS_LIMIT = 1 << 30  # --pause/--resume reach every matching process (dynolog reads an int32)
 
 
 def register(subparsers) -> None:
@@ -41,8 +45,9 @@ def register(subparsers) -> None:
     who.add_argument("--job-id", type=non_negative_int, default=0, help="SLURM_JOB_ID of the job (default 0)")
     who.add_argument("--pid", "--pids", dest="pids", default="0", metavar="PID[,PID...]",
                      help="processes, or ancestors of them (a launcher's pid reaches its ranks); 0 = every one")
-    who.add_argument("--process-limit", type=positive_int, default=3,
-                     help="at most this many processes per host are traced (dyno's default: 3)")
+    who.add_argument("--process-limit", type=positive_int, default=None,
+                     help="at most this many processes per host are traced (dyno's default: 3; --pause/--resume: "
+                          "every matching process)")
     what = p.add_argument_group("what to record")
     what.add_argument("--duration-ms", type=positive_int, default=500, help="trace length (default 500 ms)")
     what.add_argument("--iterations", type=positive_int, default=None, help="trace N iterations instead")
@@ -62,6 +67,13 @@ def register(subparsers) -> None:
     what.add_argument("--profile-memory", action="store_true", help="torch's [memory] events (allocations, frees)")
     what.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                       help="another Kineto config line (ACTIVITY_TYPES, XPUPTI_PROFILER_METRICS, ...)")
+    ctl = p.add_argument_group("control a running capture (instead of a trace request)")
+    ctl = ctl.add_mutually_exclusive_group()
+    ctl.add_argument("--pause", dest="control", action="store_const", const="pause",
+                     help="pause collection in the processes' running capture (xpuprof exec's whole run, or an "
+                          "on-demand capture); the paused span is marked in the trace")
+    ctl.add_argument("--resume", dest="control", action="store_const", const="resume",
+                     help="resume collection paused by --pause")
     p.add_argument("--json", action="store_true", help="print the answers as JSON")
     p.set_defaults(func=run)
 
@@ -109,6 +121,9 @@ def run(args) -> int:
     from ..ondemand import trigger
     from ..ondemand.request import RequestError, from_kineto_text
 
+    args.process_limit_given = args.process_limit is not None
+    if args.process_limit is None:
+        args.process_limit = trigger.DEFAULT_PROCESS_LIMIT
     try:
         pids = _pids(args.pids)
         hosts = _hosts(args.hosts) if args.hosts else None
@@ -116,6 +131,8 @@ def run(args) -> int:
         return _fail(str(exc))
     if hosts and (args.host or args.embedded):
         return _fail("--hosts sends to dynolog on each host; it cannot be combined with --host or --embedded")
+    if args.control:
+        return _control(trigger, args, hosts, pids)
     if args.start_time and args.start_delay:
         return _fail("--start-time and --start-delay both set the start: give one")
     for line in args.extra:
@@ -161,6 +178,73 @@ def run(args) -> int:
         except trigger.TriggerError as exc:
             results = [trigger.TriggerResult(f"{host}:{port}", error=str(exc))]
     return _report(results, log_file, args.json, start_ms)
+
+
+def _control(trigger, args, hosts, pids) -> int:
+    """``--pause`` / ``--resume``: the control text to every matching process (no process limit unless given)."""
+    from ..ondemand import control
+
+    asked = [name for name, given in (("--iterations", args.iterations), ("--start-time", args.start_time),
+                                      ("--start-delay", args.start_delay), ("--log-file", args.log_file),
+                                      ("--set", args.extra)) if given]
+    if asked:
+        return _fail(f"--{args.control} controls a running capture; {', '.join(asked)} describe a trace request "
+                     "(send that separately)")
+    text = control.control_text(args.control)
+    limit = args.process_limit if args.process_limit_given else CONTROL_PROCESS_LIMIT
+    args.process_limit = limit
+    if hosts:
+        results = _send_all(trigger, hosts, lambda host: text, args.job_id, pids, limit)
+    elif args.embedded or (args.host is None and args.port is None
+                           and not trigger.daemon_listening("localhost", trigger.DEFAULT_PORT)):
+        results = [_embedded(trigger, text, args, pids)]
+    else:
+        host, port = args.host or "localhost", args.port or trigger.DEFAULT_PORT
+        try:
+            results = [trigger.send_request(host, port, text, job_id=args.job_id, pids=pids, process_limit=limit)]
+        except trigger.TriggerError as exc:
+            results = [trigger.TriggerResult(f"{host}:{port}", error=str(exc))]
+    return _report_control(results, args.control, args.json)
+
+
+def _report_control(results, command: str, as_json: bool) -> int:
+    from ..ondemand import control
+
+    done = 0
+    out = []
+    for res in results:
+        answers = res.answers
+        if answers is None:  # through dynolog: delivered is all the protocol tells
+            done += len(res.triggered)
+        else:
+            done += sum(1 for o in answers.values() if o not in (control.NO_CAPTURE, control.NOT_RECORDING))
+        out.append({"where": res.where, "matched": res.matched, "sent": res.triggered, "busy": res.busy,
+                    "outcomes": {str(k): v for k, v in (answers or {}).items()} if answers is not None else None,
+                    "error": res.error})
+    if as_json:
+        print(json.dumps({"command": command, "results": out}, indent=2))
+        return 0 if done else 1
+    for item, res in zip(out, results):
+        where = item["where"]
+        if item["error"]:
+            print(f"{where}: {item['error']}")
+            continue
+        if not item["matched"]:
+            print(f"{where}: no process matched (check --job-id / --pid, and that the processes run under "
+                  "`xpuprof exec` or with KINETO_USE_DAEMON=1)")
+            continue
+        line = f"{where}: {len(item['matched'])} matched, {command} sent to {len(item['sent'])}"
+        if item["busy"]:
+            line += f", {item['busy']} busy (a request is still pending in that process; try again later)"
+        print(line)
+        if res.answers is None:
+            if item["sent"]:
+                print(f"    (dynolog does not carry answers back: each process logs whether a capture was running)")
+            continue
+        for pid in item["sent"]:
+            outcome = res.answers.get(pid, "no answer (the process may have exited)")
+            print(f"    pid {pid}: {outcome}")
+    return 0 if done else 1
 
 
 def _send_all(trigger, hosts, config_for, job_id, pids, limit):

@@ -7,6 +7,7 @@ Layout (one job each):
   request    Kineto on-demand config text -> a capture request
   capture    one request, run off the training thread through ``xpuprof.profile``
   agent      one capture at a time; busy notes; exit, SIGTERM and fork
+  control    ``xpuprof trigger --pause/--resume``: the config line that carries them, their outcome
   steps      iterations as Kineto counts them (``xpuprof.step()``); torchlink hooks torch's count
   torchlink  torch's own Kineto client kept from starting; KinetoStepTracker hooked
   mainthread torch's per-thread op recorder started/stopped on the main thread

@@ -7,8 +7,8 @@ capture is stopped and written (the trace says it was cut short); under ``xpupro
 handled the same way when the program left its default action in place, then the process still dies
 by SIGTERM (``install_sigterm``).
 
-Seam for control commands (pause/resume of a process under ``xpuprof exec``, a later issue): they
-would arrive through ``submit``'s caller like requests and act on ``active()``.
+Control commands (``xpuprof trigger --pause/--resume``) arrive through the poll client like requests and
+act on ``active()`` (``control``).
 """
 from __future__ import annotations
 

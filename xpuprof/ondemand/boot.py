@@ -6,8 +6,9 @@ Applies the capture policy ``xpuprof exec`` was given (``launcher.ExecPolicy``):
   window      ``--delay``/``--duration``: one capture on its own thread;
   iterations  ``--iterations N`` from ``--start-iteration``: steps counted as Kineto counts them;
   on-demand   nothing until a request arrives (dynolog, or ``xpuprof trigger`` on this machine).
-With Kineto's opt-in (``KINETO_USE_DAEMON``) the process also polls the daemon whatever the mode (a request while
-a capture runs is noted in that trace). Launchers and xpuprof's own helper processes record nothing.
+Whatever the mode the process polls the daemon (dynolog, or ``xpuprof trigger`` on this machine): a trace request
+while a capture runs is noted in that trace; ``xpuprof trigger --pause/--resume`` pauses and resumes the running
+capture (``control``). Launchers and xpuprof's own helper processes record nothing.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import threading
 import time
 
-from . import HELPER_ENV, activate, agent, launcher, requested, torchlink
+from . import HELPER_ENV, activate, agent, launcher, torchlink
 
 log = logging.getLogger("xpuprof.ondemand")
 
@@ -43,8 +44,7 @@ def main() -> None:
         ag.adopt(WholeRun(policy))
     elif policy.mode in ("window", "iterations"):
         ag.submit(policy.request())
-    if policy.mode == "on-demand" or requested():
-        activate(force=True)
+    activate(force=True)  # every mode polls: requests, and `xpuprof trigger --pause/--resume` for its capture
 
 
 class WholeRun:
@@ -59,6 +59,7 @@ class WholeRun:
         self.path = None
         self._reason = ""
         self._preempted = ""
+        self._finishing = False
         self._ignored: list[dict] = []
         self._lock = threading.Lock()
         self.prof = profile(config=self.request.config, worker_name=f"{socket.gethostname()}_{os.getpid()}")
@@ -93,6 +94,15 @@ class WholeRun:
     def stop(self, reason: str) -> None:
         self._reason = reason
 
+    def control(self, command: str) -> str:
+        """``pause`` / ``resume`` from ``xpuprof trigger`` (``control.apply``); the outcome."""
+        from . import control
+
+        with self._lock:  # finish_inline takes it before stopping the profile
+            if self.done.is_set() or self._finishing:
+                return control.NO_CAPTURE
+            return control.toggle(self.prof, command)
+
     def finish_inline(self) -> None:
         from .capture import exec_trace_name
         from .tracefile import write_in_dir
@@ -104,6 +114,7 @@ class WholeRun:
             if self._reason and self._reason != "the process exited":
                 info["stopped_early"] = f"{self._reason}: recorded until then"
             with self._lock:
+                self._finishing = True
                 if self._ignored:
                     info["requests_ignored"] = list(self._ignored)
                 if self._preempted:

@@ -111,6 +111,15 @@ class Capture:
         self.cancel.set()
         steps.notify_cancel()
 
+    def control(self, command: str) -> str:
+        """``pause`` / ``resume`` (``control.apply``) while recording; the outcome."""
+        from . import control
+
+        with self._stop_lock:  # never against a stop in progress
+            if not self._recording or self._stopped or self._prof is None:
+                return control.NOT_RECORDING
+            return control.toggle(self._prof, command)
+
     def note_ignored(self, request: CaptureRequest, why: str) -> None:
         entry = {"trace_id": request.trace_id or None, "received_ms": request.received_ms, "why": why,
                  "asked": request.describe()}

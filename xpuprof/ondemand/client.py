@@ -21,7 +21,7 @@ import threading
 import time
 
 from ..config.kineto import KinetoConfig
-from . import fabric
+from . import control, fabric
 from .request import RequestError, from_kineto_text
 
 log = logging.getLogger("xpuprof.ondemand")
@@ -170,12 +170,18 @@ class DaemonClient:
             return False
         text = dg.payload.decode("utf-8", "replace")
         if text.strip():
-            self.handle_config(text)
+            self.handle_config(text, sender=dg.sender)
         return True
 
-    def handle_config(self, text: str) -> None:
+    def handle_config(self, text: str, *, sender: str | None = None) -> None:
         log.info("xpuprof: on-demand config received:\n%s", text.strip())
         try:
+            command = control.parse(text)
+            if command is not None:
+                outcome = control.apply(self.agent, command[0])
+                if command[1] and sender is not None:
+                    self._answer(sender, command[0], outcome)
+                return
             request = from_kineto_text(text)
         except RequestError as exc:
             log.warning("xpuprof: on-demand request refused: %s", exc)
@@ -183,6 +189,17 @@ class DaemonClient:
         for key, why in request.notes.items():
             log.warning("xpuprof: on-demand request %s: %s: %s", request.describe(), key, why)
         self.agent.submit(request)
+
+    def _answer(self, sender: str, command: str, outcome: str) -> None:
+        """The outcome of a control command, to an embedded daemon that asked for it."""
+        ep = self.endpoint
+        if ep is None:
+            return
+        try:
+            ep.send(sender, fabric.encode(control.ANSWER_TYPE, control.answer_payload(os.getpid(), command,
+                                                                                    outcome)))
+        except OSError as exc:
+            log.debug("xpuprof: the answer to a %s request could not be sent: %s", command, exc)
 
     def _daemon_present(self, present: bool, exc: OSError | None = None) -> None:
         if present == self._daemon_seen:

@@ -28,11 +28,12 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from . import fabric
+from . import control, fabric
 
 DEFAULT_PORT = 1778  # dynolog's --port default
 DEFAULT_PROCESS_LIMIT = 3  # the dyno CLI's --process-limit default
 _LENGTH = struct.Struct("@i")
+ANSWER_GRACE_S = 1.0  # embedded control commands: how long past --wait the processes' answers are awaited
 
 
 class TriggerError(RuntimeError):
@@ -47,6 +48,7 @@ class TriggerResult:
     busy: int = 0
     raw: dict = field(default_factory=dict)
     error: str | None = None
+    answers: dict[int, str] | None = None  # control commands, embedded: each process's outcome
 
 
 # ----------------------------------------------------------------------------- the config text
@@ -148,18 +150,30 @@ class EmbeddedDaemon:
         targets = set(pids or [])
         everyone = not targets or targets == {0}
         result = TriggerResult("embedded")
+        wants_answers = control.parse(config) is not None
+        if wants_answers:
+            result.answers = {}
         answered: set[int] = set()
         deadline = time.monotonic() + wait_s
         own_uid = os.getuid()
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return result
+                pending = wants_answers and len(result.answers) < len(result.triggered)
+                if not pending or left <= -ANSWER_GRACE_S:  # a control's answers: a little longer
+                    return result
+                left += ANSWER_GRACE_S
             try:
                 dg = self.endpoint.receive(left)
             except ValueError:
                 continue  # a malformed datagram: dynolog drops it too
             if dg is None:
+                continue
+            mine = dg.credentials is not None and (own_uid == 0 or dg.credentials.uid == own_uid)
+            if dg.type == control.ANSWER_TYPE and wants_answers and mine:
+                answer = control.read_answer(dg.payload)
+                if answer is not None and dg.credentials.pid in result.triggered:
+                    result.answers[dg.credentials.pid] = answer["outcome"]
                 continue
             if dg.type != fabric.MSG_REQUEST:
                 continue
@@ -169,14 +183,14 @@ class EmbeddedDaemon:
                 continue
             reply = ""
             leaf = req_pids[0] if req_pids else 0
-            mine = dg.credentials is not None and (own_uid == 0 or dg.credentials.uid == own_uid)
             matches = mine and req_job == job_id and (everyone or targets.intersection(req_pids))
             if matches and leaf not in answered:
                 answered.add(leaf)
                 result.matched.append(leaf)
                 if len(result.triggered) < process_limit and config_type & fabric.CONFIG_ACTIVITIES:
                     result.triggered.append(leaf)
-                    reply = f"{config}\nREQUEST_TRACE_ID={_trace_id(leaf)}\n"
+                    reply = (f"{config}\n{control.REPLY_KEY}=1\n" if wants_answers
+                             else f"{config}\nREQUEST_TRACE_ID={_trace_id(leaf)}\n")
             try:
                 self.endpoint.send(dg.sender, fabric.encode(fabric.MSG_REQUEST, reply.encode()))
             except OSError:

@@ -77,3 +77,8 @@ class Pausing:
             self._holding = False
             if toggled_off:
                 cycle.pause(toggled_off)
+
+
+def paused_by_user(prof) -> bool:
+    """Whether ``prof.pause()`` holds ``prof``'s collection (``PTI_ENABLE_COLLECTION=0`` may pause it too)."""
+    return prof._pausing.by_user
