@@ -19,10 +19,23 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 
+# The writer renders chunks on as many threads as CPUs are free when the export starts, each with its
+# own chunk in flight: the export's peak grows with that count, so every child writes with the same two
+# threads, whatever the machine's size and load when it runs.
+WRITER_THREADS = "2"
+
+
+def _child_env() -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                XPUPROF_WRITER_THREADS=WRITER_THREADS)
+
+
 _CHILD = r"""
 import json, resource, sys
 import xpuprof
 n, path, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+
 def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with xpuprof.profile(activities=["cpu"]) as warm:  # every module the real run touches is loaded
@@ -64,7 +77,7 @@ print(json.dumps({"record": (recorded - base) / n, "stop": (stopped - base) / n,
 def _measure(n: int, tmp_path: Path, mode: str) -> dict:
     if sys.platform != "linux":
         pytest.skip("ru_maxrss is in KiB on Linux only; the bound is calibrated there")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = _child_env()
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(tmp_path / "t.json"), mode],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -155,7 +168,7 @@ print(json.dumps({"record": (record - base) / n, "stop": (stop - base) / n, "wri
 def _stage_peaks(n: int, tmp_path: Path, mode: str) -> dict:
     if not os.path.exists("/proc/self/clear_refs"):
         pytest.skip("per-stage peaks need Linux's /proc/self/clear_refs (resetting VmHWM)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = _child_env()
     proc = subprocess.run([sys.executable, "-c", _STAGES_CHILD, str(n), str(tmp_path / f"{mode}.json"), mode],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
