@@ -12,6 +12,7 @@ many times from the sampling thread, ``close()``.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
@@ -51,7 +52,7 @@ class CollectorAvailability:
     details: dict = field(default_factory=dict)
 
 
-class Collector:
+class Collector(ABC):
     """Base class of every metric collector (built-in or user)."""
 
     name: ClassVar[str] = ""  # registry key: lowercase letters, digits, '_', '-', '.'
@@ -66,9 +67,9 @@ class Collector:
     self_sampled: ClassVar[bool] = False
 
     @classmethod
+    @abstractmethod
     def metrics(cls) -> Sequence[MetricInfo]:
         """The metrics this collector offers. Offline: no vendor package is imported here."""
-        raise NotImplementedError
 
     @classmethod
     def probe(cls) -> CollectorAvailability:
@@ -98,9 +99,9 @@ class Collector:
         """The tracks one ``read()`` fills, after ``open()``. Default: one host or device-0 track."""
         return [Track(self.name, tuple(self.requested), None if self.scope == "host" else 0)]
 
+    @abstractmethod
     def read(self) -> Sequence[float]:
         """One sample: a value per (track, metric) in ``tracks()`` order (NaN when unreadable)."""
-        raise NotImplementedError
 
     def start_sampling(self) -> None:
         """self_sampled collectors: start the source's own sampling."""
@@ -110,7 +111,7 @@ class Collector:
 
     def series(self, track_index: int):
         """self_sampled collectors: (epoch ns array, values [samples x track metrics], note) of a track."""
-        raise NotImplementedError
+        raise CollectorError(f"collector {self.name!r} is sampled through read(), not series() (self_sampled is False)")
 
     def close(self) -> None:
         """Release what ``open()`` acquired (called even after a failed read)."""

@@ -8,6 +8,7 @@ becomes NaN (a gap in the track, reported once in the trace's metadata), never a
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Callable, ClassVar, Sequence
 
 from .base import Collector, MetricInfo, Track
@@ -30,11 +31,13 @@ class DeviceTelemetryCollector(Collector):
     def metrics(cls):
         return GPU_METRICS
 
+    @abstractmethod
     def _open_devices(self) -> list[str]:
-        raise NotImplementedError
+        """The vendor library opened; the devices' names, in index order."""
 
+    @abstractmethod
     def _readers(self) -> dict[str, Callable[[int], float]]:
-        raise NotImplementedError
+        """Per metric name: the reader of one device's value (by index)."""
 
     def _shutdown(self) -> None:
         pass

@@ -276,4 +276,4 @@ class XpuMetricsCollector(Collector):
         return self.session.samples(track_index)
 
     def read(self):  # never called: self_sampled
-        raise NotImplementedError("xpu_metrics is sampled by PTI, not by read()")
+        raise CollectorError("xpu_metrics is sampled by PTI (series()), not by read()")

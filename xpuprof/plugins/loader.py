@@ -143,8 +143,8 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname):
         return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
 
-    def set_data(self, path, data, *, _mode=0o666):  # never called by get_code above; refused all the same
-        raise NotImplementedError("plugins are never cached as bytecode")
+    def set_data(self, path, data, *, _mode=0o666):
+        """Writes nothing: plugins are never cached as bytecode (never called by get_code above)."""
 
 
 def _load_python(path: Path, origin: str) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Sequence
 
 from ...trace.read.store import Store, open_store
@@ -45,7 +46,7 @@ def default_memory_limit() -> str:
     return os.environ.get("XPUPROF_DUCKDB_MEMORY", "1GB")
 
 
-class Engine:
+class Engine(ABC):
     """Runs tasks over a store's ranks."""
 
     name = ""
@@ -54,8 +55,9 @@ class Engine:
         self.store = store
         self.nodes: list[str] = []  # where the last run's tasks ran (one entry per task)
 
+    @abstractmethod
     def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
-        raise NotImplementedError
+        """The task's result per rank group, in rank order."""
 
     def close(self) -> None:
         pass
