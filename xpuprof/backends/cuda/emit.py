@@ -269,12 +269,8 @@ class CuptiDecoder:
         args.update(self._graph_channel_args(rows))
         if "priority" in rows.dtype.names:
             args["priority"] = _ints(rows, "priority")
-        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
-                           cat=ActivityType.CONCURRENT_KERNEL, args=args, external_id=self._external_ids(corr),
-                           vendor=VENDOR)
-        self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
-        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
+        self._device_slices(builder, ActivityType.CONCURRENT_KERNEL, name_ids, start, end, dev, stream, corr, args,
+                            device_parts, busy)
 
     def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMCPY):
@@ -313,11 +309,8 @@ class CuptiDecoder:
                 "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
                 "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
-        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream,
-                           cat=ActivityType.GPU_MEMCPY, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
-        self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
-        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
+        self._device_slices(builder, ActivityType.GPU_MEMCPY, name_ids, start, end, dev, stream, corr, args,
+                            device_parts, busy)
 
     def _memset(self, builder, window, rows, device_parts, busy) -> None:
         if not self._want(ActivityType.GPU_MEMSET):
@@ -338,6 +331,11 @@ class CuptiDecoder:
         args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
                 "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
+        self._device_slices(builder, cat, name_ids, start, end, dev, stream, corr, args, device_parts, busy)
+
+    def _device_slices(self, builder, cat, name_ids, start, end, dev, stream, corr, args, device_parts, busy) -> None:
+        """Device rows of one kind on their (device, stream) rows; their ids for the flows and their busy
+        streams collected for the caller."""
         builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
                            args=args, external_id=self._external_ids(corr), vendor=VENDOR)
         self._stream_rows(builder, dev, stream)
