@@ -18,6 +18,7 @@ from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import recorder
+from ..pages import on_small_pages
 from . import torch_compat
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
@@ -442,6 +443,7 @@ class profile(TorchResultsMethods):
         self._pausing.read_env()  # PTI_ENABLE_COLLECTION=0 at start: the cycle starts paused
         self._pausing.apply(self._recording, self._toggled_off)
 
+    @on_small_pages  # the stop, process and build of a trace fill large fresh columns once (pages.py)
     def _stop_trace(self) -> None:
         cycle = self._recording
         if not cycle.recording:
@@ -465,6 +467,7 @@ class profile(TorchResultsMethods):
         cycle.clear()
         self._cycle += 1
 
+    @on_small_pages
     def _trace_ready(self) -> None:
         """``on_trace_ready(self)``; a write failure during ``step()`` is kept (``_keep_write_failure``), at
         ``stop()`` (no next trace could say it) and from an explicit ``export_chrome_trace`` it is raised."""
