@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
+from xpuprof.activity import ActivityType
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace import ArgColumn, TraceBuilder, load, write_chrome_trace
 from xpuprof.trace.write import rows_native as rows_native_mod
@@ -272,6 +273,52 @@ def test_rowfmt_rejects_bad_segments():
     assert need > 1
     buf = bytearray(need)
     assert rowfmt.render(1, lit, buf) == 1 and buf[:1] == b"x"
+
+
+def test_microsecond_floats_render_in_c_as_orjson_writes_them():
+    """Floats on the 0.001 grid below 2^43 (µs times and intervals from whole ns) are written by C,
+    byte for byte as orjson writes them; anything else is left to orjson."""
+    rowfmt = columnar_mod._rowfmt
+    if rowfmt is None:
+        pytest.skip("xpuprof._native.rowfmt is not built")
+    rng = np.random.default_rng(7)
+    ks = np.concatenate([rng.integers(-10**4, 10**4, 20_000), rng.integers(-10**12, 10**12, 20_000),
+                         rng.integers(4 * 10**15, 8_796_093_022_207_999, 20_000),
+                         [0, 1, -1, 10, 100, 999, 1000, 1001, 8_796_093_022_207_999, -8_796_093_022_207_999]])
+    values = ks / 1000.0
+    fixed = rowfmt.fixed3(values)
+    assert fixed is not None and (np.frombuffer(fixed, np.int64) == ks).all()
+    text = rowfmt.render(len(values), [(rowfmt.FIXED3, 0, b",", np.frombuffer(fixed, np.int64), None, None, None, 0)])
+    assert text == b"," + orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]  # "," + each value
+    for off_grid in ([0.0005], [1.0, 0.1 + 0.2], [-0.0], [float("nan")], [float("inf")], [2.0 ** 43], [1e-7]):
+        assert rowfmt.fixed3(np.array(off_grid)) is None, off_grid
+    with pytest.raises(TypeError, match="float64"):
+        rowfmt.fixed3(np.zeros(3, np.int64))
+
+
+def test_float_args_write_the_same_bytes_through_c_and_orjson(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    n = 5000
+    ns = np.arange(n, dtype=np.int64) * 1_237 + BASE_TIME_NS
+    b.add_slices(names=["k"] * n, ts=ns, dur=np.full(n, 1000), pid=np.zeros(n, np.int64), tid=np.ones(n, np.int64),
+                 cat=ActivityType.CONCURRENT_KERNEL, args={"on grid": ArgColumn("num", (ns - BASE_TIME_NS) / 1000.0),
+                       "rel": ArgColumn("num", -(np.arange(n) + 1) / 1000.0),
+                       "off grid": ArgColumn("num", np.arange(n) / 3.0)})
+    write_chrome_trace(b, tmp_path / "c.json")
+
+    real = columnar_mod._rowfmt
+
+    class OrjsonOnly:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def fixed3(values):
+            return None
+
+    monkeypatch.setattr(columnar_mod, "_rowfmt", OrjsonOnly())
+    write_chrome_trace(b, tmp_path / "o.json", trace_name=str(tmp_path / "c.json"))
+    assert (tmp_path / "c.json").read_bytes() == (tmp_path / "o.json").read_bytes()
 
 
 def test_float_columns_may_be_strided_views():

@@ -15,6 +15,8 @@
  *   BOOL    a: uint8 (bool) column             -> true / false
  *   TOKENS  a: blob, b: int64 offsets (k + 1), c: int64 ids column -> blob[off[id]:off[id + 1]]
  *   SPANS   a: blob, b: int64 starts column, c: int64 lengths column -> blob[start:start + length]
+ *   FIXED3  a: int64 column of k             -> k / 1000 with 3 decimals, trailing zeros dropped (one
+ *           kept): the text orjson writes for the float64 k / 1000 (see fixed3())
  *   FLOAT   a: orjson text of the float64 column b ("[x,y,...]") -> token i; non-finite
  *           values as Python's quoted "nan" / "inf" / "-inf" (Kineto's form)
  *
@@ -35,7 +37,7 @@
 #endif
 #include <string.h>
 
-enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_SPANS, K_COUNT };
+enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_SPANS, K_FIXED3, K_COUNT };
 enum { F_ENTRY = 1, F_OPEN = 2, F_CLOSE = 4 };
 
 typedef struct {
@@ -179,7 +181,7 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
     switch (s->kind) {
     case K_LIT:
         return 0;
-    case K_INT: case K_UINT: case K_MICROS: case K_HEX:
+    case K_INT: case K_UINT: case K_MICROS: case K_HEX: case K_FIXED3:
         if (get_buf(a, &s->a, &s->has_a, 8, &s->na, "value") < 0) return -1;
         return column_ok(s->na, n, "value") ? 0 : -1;
     case K_BOOL:
@@ -250,6 +252,7 @@ static Py_ssize_t seg_bound(const Seg *s, Py_ssize_t n) {
     switch (s->kind) {
     case K_INT: case K_UINT: per += 21; break;
     case K_MICROS: per += 24; break;
+    case K_FIXED3: per += 25; break;
     case K_HEX: per += 20; break;
     case K_BOOL: per += 5; break;
     case K_TOKENS: case K_SPANS: per += s->max_token; break;
@@ -342,6 +345,26 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                 p[1] = (char)('0' + r / 100);
                 memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
                 p += 4;
+                break;
+            }
+            case K_FIXED3: {
+                int64_t k = ((const int64_t *)s->a.buf)[AT(s->na, i)];
+                uint64_t m = (uint64_t)k;
+                if (k < 0) *p++ = '-', m = 0 - m;
+                p = put_u64(p, m / 1000);
+                unsigned r = (unsigned)(m % 1000);
+                p[0] = '.';
+                if (r % 100 == 0) {
+                    p[1] = (char)('0' + r / 100);
+                    p += 2;
+                } else if (r % 10 == 0) {
+                    memcpy(p + 1, DIGITS2 + 2 * (r / 10), 2);
+                    p += 3;
+                } else {
+                    p[1] = (char)('0' + r / 100);
+                    memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
+                    p += 4;
+                }
                 break;
             }
             case K_HEX: {
@@ -512,7 +535,58 @@ done:
     return r;
 }
 
+/* fixed3(float64 values) -> int64 k per value as bytes, or None: k where every value is the float64
+ * nearest k / 1000 (a µs time or interval from whole ns) and |value| < 2^43. There the float's
+ * shortest round-trip text, orjson's, is k / 1000 with 3 decimals less trailing zeros: it round-trips
+ * (the float is k / 1000's nearest), and no text with fewer digits does, since below 2^43 floats lie
+ * closer than 0.001 apart, so any other multiple of 0.001 has a float of its own. -0.0 (orjson writes
+ * the sign), NaN, infinities and anything else: None, and the caller formats with orjson. */
+#define FIXED3_LIMIT 8796093022208.0 /* 2^43 */
+static PyObject *fixed3(PyObject *mod, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    if (v.itemsize != 8 || !v.format || strcmp(v.format, "d") != 0) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_TypeError, "fixed3: a contiguous float64 column");
+        return NULL;
+    }
+    Py_ssize_t n = v.len / 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!out) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    const double *x = (const double *)v.buf;
+    int64_t *k = (int64_t *)PyBytes_AS_STRING(out);
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double d = x[i];
+        if (!(fabs(d) < FIXED3_LIMIT)) { ok = 0; break; } /* NaN fails too */
+        /* d * 1000 rounds twice (d is k / 1000 to half a float step, the product to half of its
+         * own): within 0.75 of k, so k is the rounded product or a neighbour */
+        int64_t q = (int64_t)nearbyint(d * 1000.0);
+        if ((double)q / 1000.0 != d) {
+            if ((double)(q - 1) / 1000.0 == d) q -= 1;
+            else if ((double)(q + 1) / 1000.0 == d) q += 1;
+            else { ok = 0; break; }
+        }
+        if (q == 0 && signbit(d)) { ok = 0; break; }
+        k[i] = q;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    if (!ok) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"fixed3", fixed3, METH_O,
+     "fixed3(float64 column) -> int64 k per value (bytes) where each value is the float nearest k / 1000 and "
+     "below 2^43 in magnitude (render those as FIXED3: orjson's text), else None."},
     {"json_tokens", json_tokens, METH_VARARGS,
      "json_tokens(blob, ends, ids) -> (tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 "
      "texts blob[ends[i]:ends[i + 1]] for i in ids (int64), and their n + 1 int64 offsets as bytes."},
@@ -534,7 +608,7 @@ PyMODINIT_FUNC PyInit_rowfmt(void) {
     if (!m) return NULL;
     static const struct { const char *name; int value; } consts[] = {
         {"LIT", K_LIT}, {"INT", K_INT}, {"UINT", K_UINT}, {"MICROS", K_MICROS}, {"HEX", K_HEX},
-        {"BOOL", K_BOOL}, {"TOKENS", K_TOKENS}, {"FLOAT", K_FLOAT}, {"SPANS", K_SPANS},
+        {"BOOL", K_BOOL}, {"TOKENS", K_TOKENS}, {"FLOAT", K_FLOAT}, {"SPANS", K_SPANS}, {"FIXED3", K_FIXED3},
         {"ENTRY", F_ENTRY}, {"OPEN", F_OPEN}, {"CLOSE", F_CLOSE},
     };
     for (size_t k = 0; k < sizeof consts / sizeof consts[0]; k++) {

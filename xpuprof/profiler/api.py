@@ -273,8 +273,7 @@ class profile(TorchResultsMethods):
     def _release_running(self) -> None:
         global _running
         with _running_lock:
-            if _running is self:
-                _running = None
+            _running = None if _running is self else _running
 
     def step(self) -> None:
         """Mark the end of one training/benchmark step (drives the schedule)."""
@@ -365,6 +364,7 @@ class profile(TorchResultsMethods):
             self._step_rf = None
 
     # ------------------------------------------------------------------ state machine (torch's action map)
+    @on_small_pages  # a trace's stop, process, build and write fill large fresh columns once (pages.py)
     def _transit(self, prev: ProfilerAction, cur: ProfilerAction | None) -> None:
         A = ProfilerAction
         recording = (A.RECORD, A.RECORD_AND_SAVE)
@@ -443,7 +443,6 @@ class profile(TorchResultsMethods):
         self._pausing.read_env()  # PTI_ENABLE_COLLECTION=0 at start: the cycle starts paused
         self._pausing.apply(self._recording, self._toggled_off)
 
-    @on_small_pages  # the stop, process and build of a trace fill large fresh columns once (pages.py)
     def _stop_trace(self) -> None:
         cycle = self._recording
         if not cycle.recording:
@@ -467,7 +466,6 @@ class profile(TorchResultsMethods):
         cycle.clear()
         self._cycle += 1
 
-    @on_small_pages
     def _trace_ready(self) -> None:
         """``on_trace_ready(self)``; a write failure during ``step()`` is kept (``_keep_write_failure``), at
         ``stop()`` (no next trace could say it) and from an explicit ``export_chrome_trace`` it is raised."""

@@ -24,8 +24,9 @@ VENDOR = "xpu"
 
 
 def _us(ns: np.ndarray) -> np.ndarray:
-    """ns -> µs with 3 decimals (the trace's own time resolution)."""
-    return np.round(ns.astype(np.float64) / 1000.0, 3)
+    """ns -> µs with 3 decimals (the trace's own time resolution): the float nearest ns / 1000 (one
+    rounding; ``np.round(x, 3)`` would round a second time, and the writer formats these in C)."""
+    return ns.astype(np.float64) / 1000.0
 
 
 class RowWriter:

@@ -180,6 +180,10 @@ def _add_number(segs: _Segments, values: np.ndarray, prefix: bytes, mask=None, f
             tok = orjson.dumps(x if np.isfinite(x) else str(x))
             segs.add(_rowfmt.LIT, prefix=prefix + tok, mask=mask, flags=flags)
             return
+        fixed = _rowfmt.fixed3(v)  # µs from whole ns (most device args): orjson's text, written in C
+        if fixed is not None:
+            segs.add(_rowfmt.FIXED3, np.frombuffer(fixed, np.int64), prefix=prefix, mask=mask, flags=flags)
+            return
         text = orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY)  # non-finite rows: C writes "nan"/"inf"
         segs.add(_rowfmt.FLOAT, text, v, prefix=prefix, mask=mask, flags=flags)
     else:
