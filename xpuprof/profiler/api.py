@@ -18,7 +18,6 @@ from ..backends import registry
 from ..backends.base import Backend
 from ..config.options import ExperimentalConfig, ProfilerConfig
 from ..host import recorder
-from ..pages import on_small_pages
 from . import torch_compat
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
@@ -364,7 +363,6 @@ class profile(TorchResultsMethods):
             self._step_rf = None
 
     # ------------------------------------------------------------------ state machine (torch's action map)
-    @on_small_pages  # a trace's stop, process, build and write fill large fresh columns once (pages.py)
     def _transit(self, prev: ProfilerAction, cur: ProfilerAction | None) -> None:
         A = ProfilerAction
         recording = (A.RECORD, A.RECORD_AND_SAVE)

@@ -16,7 +16,6 @@ from typing import Callable
 import numpy as np
 
 from ...activity import ActivityType
-from ...pages import on_small_pages
 from ...trace.build.columns import stored_once
 from ...trace.build.keyindex import distinct_rows, factorize
 from ..demangle import demangle
@@ -116,7 +115,6 @@ class CuptiDecoder:
         return t in self.options.activities
 
     # ------------------------------------------------------------------ entry point
-    @on_small_pages
     def process(self, builder, window, chunks: list[RawChunk | None], *, release: bool = False) -> None:
         """Decode every chunk into ``builder``. ``release``: the list is the caller's to give up;
         each entry is set to None once gathered, and each kind's records are dropped once written,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...activity import ActivityType
-from ...pages import on_small_pages
 from ...trace.build.columns import ArgColumn, hex_column, stored_once
 from ...trace.build.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
@@ -156,7 +155,6 @@ class RocprofDecoder:
             return None
         return rows["correlation_id"]["external"].astype(np.int64)
 
-    @on_small_pages
     def process(self, builder, window, rec: RocmRecords, *, release: bool = False) -> None:
         """Decode ``rec`` into ``builder``. ``release``: ``rec`` is the caller's to give up; each
         record array is dropped from it once written (kernel dispatches keep only the three fields

@@ -37,7 +37,6 @@ from typing import Any
 from ... import diagnostics
 from ...activity import ActivityType
 from ...clock import now_ns
-from ...pages import on_small_pages
 from ..base import BackendError, ProcessWindow, Session
 from ..common import SessionDrops
 from ...vendors import pti
@@ -293,7 +292,6 @@ class XpuptiActivityApi(Session):
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
-    @on_small_pages
     def process(self, builder, window: ProcessWindow) -> None:
         try:
             if self.stall is not None:

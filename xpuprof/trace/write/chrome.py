@@ -36,7 +36,6 @@ from ... import diagnostics
 from ...clock import BASE_TIME_NS
 from ...cpus import WRITER_THREADS_ENV, free_cpus
 from ...outputs import output_file
-from ...pages import small_pages
 from ..build.builder import TraceBuilder
 from ..build.columns import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
 from .rows import sanitize_tids
@@ -377,7 +376,7 @@ def write_chrome_trace(builder: TraceBuilder, path, *, vendor_categories: bool =
 def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, vendor_categories: bool,
            columnar: bool, trace_name: str, end_ns: int) -> None:
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
-    with output_file(path) as dest, gc_paused(), small_pages():
+    with output_file(path) as dest, gc_paused():
         sink = ChunkSink(dest, threads, gzip_codec(gzip_level) if gz else None)
         try:
             sink.put(_header(builder))
