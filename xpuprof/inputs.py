@@ -43,7 +43,7 @@ def max_input_bytes() -> int:
     return DEFAULT_MAX_INPUT_BYTES
 
 
-def _too_large(path, what: str, limit: int, detail: str = "") -> InputError:
+def too_large(path, what: str, limit: int, detail: str = "") -> InputError:
     return InputError(f"{path}: {what} is larger than the {_size(limit)} input limit{detail}; set "
                       f"{ENV_MAX_INPUT} to read larger files")
 
@@ -68,7 +68,7 @@ def read_input(path, what: str = "input", *, head: Callable[[bytes], None] | Non
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(21, "Is a directory", str(path))
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-            raise _too_large(path, what, limit, f" ({st.st_size:,} bytes)")
+            raise too_large(path, what, limit, f" ({st.st_size:,} bytes)")
         first = f.read(min(_CHUNK, limit + 1))
         if head is not None:
             head(first)
@@ -80,7 +80,7 @@ def read_input(path, what: str = "input", *, head: Callable[[bytes], None] | Non
             if not chunk:
                 return bytes(buf)
             buf += chunk
-        raise _too_large(path, what, limit)
+        raise too_large(path, what, limit)
 
 
 def gunzip(raw: bytes, path, what: str = "input", *, limit: int | None = None) -> bytes:
@@ -100,7 +100,7 @@ def gunzip(raw: bytes, path, what: str = "input", *, limit: int | None = None) -
             piece = d.decompress(pending, limit + 1 - len(out))
             out += piece
             if len(out) > limit:
-                raise _too_large(path, f"{what} (decompressed)", limit)
+                raise too_large(path, f"{what} (decompressed)", limit)
             if d.eof:
                 break
             pending = d.unconsumed_tail
@@ -141,6 +141,6 @@ def check_json_start(path, what: str) -> Callable[[bytes], None]:
     return check
 
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "check_json_start", "gunzip",
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "check_json_start", "gunzip", "too_large",
            "max_input_bytes", "read_input", "read_maybe_gzip"]
 

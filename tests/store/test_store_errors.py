@@ -139,3 +139,24 @@ def test_convert_says_each_bad_input_once_and_converts_the_rest(tmp_path, capsys
     assert "no such trace file" in lines["missing.json"]
     assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.name.startswith("rank=")) == ["rank=0", "rank=2"]
     assert any("2 of 9 trace(s)" in ln for ln in err)
+
+
+def test_convert_applies_the_input_limit_to_the_file_and_to_what_gzip_holds(tmp_path, capsys, monkeypatch):
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(300)]
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a_small.json").write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": events[:2]}))
+    (d / "b_large.json").write_text(json.dumps({"distributedInfo": {"rank": 1}, "traceEvents": events}))
+    with gzip.open(d / "c_bomb.json.gz", "wb") as f:  # a few KiB stored, more than the limit inside
+        f.write(json.dumps({"distributedInfo": {"rank": 2}, "traceEvents": events * 20}).encode())
+    assert (d / "c_bomb.json.gz").stat().st_size < 16 << 10
+    monkeypatch.setenv("XPUPROF_MAX_INPUT_BYTES", "16K")
+    rc = main(["convert", str(d), "-o", str(tmp_path / "s")])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2
+    large = next(ln for ln in err if "b_large.json" in ln)
+    bomb = next(ln for ln in err if "c_bomb.json.gz" in ln)
+    for line in (large, bomb):
+        assert "16 KiB input limit" in line and "XPUPROF_MAX_INPUT_BYTES" in line, line
+    assert "decompressed" in bomb
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.name.startswith("rank=")) == ["rank=0"]

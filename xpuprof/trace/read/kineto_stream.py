@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -20,6 +22,7 @@ from typing import Iterator
 import numpy as np
 import orjson
 
+from ...inputs import max_input_bytes, too_large
 from . import scan as _scan
 
 log = logging.getLogger("xpuprof")
@@ -78,9 +81,12 @@ class KinetoStream:
     chunk_bytes: int = CHUNK_BYTES
     header: dict = field(default_factory=dict)
     events_read: int = 0
+    limit: int = 0  # XPUPROF_MAX_INPUT_BYTES: the file as stored and what it decompresses to
+    _total: int = field(default=0, init=False, repr=False)  # bytes read so far
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
+        self.limit = self.limit or max_input_bytes()
 
     def _fail(self, what: str) -> TraceStreamError:
         return TraceStreamError(f"{self.path}: {what}")
@@ -94,6 +100,10 @@ class KinetoStream:
             raise self._fail("is a directory") from None
         except OSError as exc:
             raise self._fail(f"cannot read: {exc.strerror or exc}") from None
+        st = os.fstat(f.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > self.limit:
+            f.close()
+            raise TraceStreamError(str(too_large(self.path, "the file", self.limit, f" ({st.st_size:,} bytes)")))
         magic = f.read(2)
         f.seek(0)
         if magic != b"\x1f\x8b":
@@ -105,11 +115,17 @@ class KinetoStream:
             return gzip.GzipFile(fileobj=f, mode="rb")
 
     def _read(self, f, n: int) -> bytes:
+        """Up to ``n`` bytes (``-1``: the rest), counted against the input limit (decompressed, for gzip;
+        a FIFO or a device has no size to check first)."""
         try:
-            return f.read(n)
+            data = f.read(self.limit + 1 - self._total if n < 0 else n)
         except (EOFError, OSError, ValueError) as exc:  # truncated or corrupt gzip
             raise self._fail(f"is not a readable gzip file (truncated or corrupt?): {type(exc).__name__}: {exc}") \
                 from None
+        self._total += len(data)
+        if self._total > self.limit:
+            raise TraceStreamError(str(too_large(self.path, "what it holds (decompressed, for gzip)", self.limit)))
+        return data
 
     def chunks(self) -> Iterator[EventChunk]:
         try:
