@@ -216,15 +216,18 @@ class DaemonClient:
 
 
 def prewarm() -> None:
-    """Probe the backends once, when the process has run for ``PREWARM_AFTER_S`` (short-lived helpers, such
-    as spawned workers, never pay for it): a capture then starts without probing (seconds with CUDA's
-    probe), which would otherwise delay it and compete with the training thread meanwhile."""
+    """Probe the backends once and load the trace stages' modules, when the process has run for
+    ``PREWARM_AFTER_S`` (short-lived helpers, such as spawned workers, never pay for it): a capture then
+    starts without probing (seconds with CUDA's probe) and starts and stops without importing, which would
+    otherwise delay it and hold the GIL against the training thread meanwhile."""
     from ..profiler import profile
+    from ..profiler.stages import load_trace_stages
 
     try:
         profile().check()
     except Exception as exc:  # the capture that needs it says the same, in its trace
         log.debug("xpuprof: backend probe at registration failed: %s: %s", type(exc).__name__, exc)
+    load_trace_stages()
 
 
 def start(agent) -> DaemonClient | None:

@@ -25,6 +25,7 @@ from .pausing import Pausing
 from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
+from .stages import load_trace_stages
 from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
@@ -422,9 +423,7 @@ class profile(TorchResultsMethods):
     def _prepare_trace(self) -> None:
         # The trace stages load here, before anything records, not at `import xpuprof` (kept light) nor at
         # stop or export (which may run from atexit or a signal handler).
-        from . import assemble  # noqa: F401
-        from ..trace.write import chrome  # noqa: F401
-
+        load_trace_stages()
         self._select()
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
