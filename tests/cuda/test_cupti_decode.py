@@ -447,7 +447,8 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     lean = trace("lean", release=True)  # directory names of one length: the path is in the trace
     monkeypatch.setattr(decode, "READ_FIELDS", None)
     for module in (builder_mod, decode, flows):
-        monkeypatch.setattr(module, "stored_once", lambda values: values)
+        monkeypatch.setattr(module, "stored_once",
+                            lambda values, dtype=None: values if dtype is None else values.astype(dtype))
     whole = trace("full", release=False)
     evs = orjson.loads(lean)["traceEvents"]
     assert len(lean) == len(whole) and evs == orjson.loads(whole)["traceEvents"]  # the same events, in order

@@ -78,12 +78,8 @@ class DecodeOptions:
 
 
 def _ints(rows: np.ndarray, name: str) -> np.ndarray:
-    """One record field as an int64 column, stored once when every row holds one value (checked on
-    the record field itself: no int64 copy of a column that is one value)."""
-    field = rows[name]
-    if len(field) > 1 and (field == field[:1]).all():
-        return np.broadcast_to(field[:1].astype(np.int64), field.shape)
-    return field.astype(np.int64)
+    """One record field as an int64 column, stored once when every row holds one value."""
+    return stored_once(rows[name], np.int64)
 
 
 def _triple(rows: np.ndarray, prefix: str) -> np.ndarray:

@@ -63,7 +63,7 @@ class StreamTable(CorrelationMap):
 
 def _triple(xyz: np.ndarray) -> np.ndarray:
     """A dim3 field (grid, workgroup) as (n, 3) int64, stored once when every row holds one."""
-    cols = [stored_once(xyz[a].astype(np.int64)) for a in "xyz"]
+    cols = [stored_once(xyz[a], np.int64) for a in "xyz"]
     if len(xyz) and all(c.strides[0] == 0 for c in cols):
         return np.broadcast_to(np.array([c[0] for c in cols], np.int64).reshape(1, 3), (len(xyz), 3))
     return np.stack(cols, 1)
@@ -207,7 +207,7 @@ class RocprofDecoder:
                                "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
                                "kind": ArgColumn("str", np.broadcast_to(np.int32(builder.strings.intern(
                                    "Dispatch Kernel")), (len(rows),))), "grid": grid, "block": block,
-                               "shared memory": stored_once(info["group_segment_size"].astype(np.int64))})
+                               "shared memory": stored_once(info["group_segment_size"], np.int64)})
         self._rows(builder, dev, tid)
         device_parts.append((corr, start, dev, tid))
 

@@ -86,19 +86,20 @@ def _own(values):
     return values
 
 
-def stored_once(values):
+def stored_once(values, dtype=None):
     """A numeric column whose rows all hold one value, as a read-only stride-0 view of that value
     (the writer renders it once); anything else unchanged. Device rows carry many such columns
-    (one device, context, grid, copy size ...): each would cost 8 B per row otherwise."""
+    (one device, context, grid, copy size ...): each would cost 8 B per row otherwise. ``dtype``: the
+    column's type, given to the values after the check (a record field of one value is never copied whole)."""
     if not isinstance(values, np.ndarray) or values.ndim not in (1, 2) or len(values) < 2 \
             or values.dtype.kind not in "biuf" or values.strides[0] == 0:
-        return values
+        return values if dtype is None else np.asarray(values).astype(dtype)
     first = values[:1]
-    if not (values == first).all():
-        return values
-    if values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
-        return values  # 0.0 and -0.0 compare equal but are written differently
-    return np.broadcast_to(first.copy(), values.shape)
+    if not (values == first).all() or \
+            values.dtype.kind == "f" and np.signbit(values).any() != np.signbit(values).all():
+        # (0.0 and -0.0 compare equal but are written differently)
+        return values if dtype is None else values.astype(dtype)
+    return np.broadcast_to(first.astype(dtype or first.dtype), values.shape)
 
 
 def _stored_once_arg(col: ArgColumn) -> ArgColumn:
