@@ -273,7 +273,8 @@ class profile(TorchResultsMethods):
     def _release_running(self) -> None:
         global _running
         with _running_lock:
-            _running = None if _running is self else _running
+            if _running is self:
+                _running = None
 
     def step(self) -> None:
         """Mark the end of one training/benchmark step (drives the schedule)."""
