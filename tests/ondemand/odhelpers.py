@@ -194,7 +194,8 @@ class Program:
             self.proc.wait(10)
 
 
-# A training-like loop: steps (xpuprof.step(), or torch's optimizer), ranges, until the stop file exists.
+# A training-like loop: steps (xpuprof.step(), or torch's optimizer), ranges, until the stop file exists;
+# a line per step ("step N"), and the count at the end.
 IMPORTED_PROGRAM = """
 import logging, os, sys, time
 logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
@@ -206,6 +207,7 @@ while not os.path.exists(stop):
     with xpuprof.record_function(f"work{i}"):
         sum(range(20000))
     xpuprof.step()
+    print(f"step {i}", flush=True)
     i += 1
     time.sleep(0.005)
 print("steps", i, flush=True)

@@ -8,28 +8,12 @@ import subprocess
 
 import pytest
 
-from odhelpers import PYTHON, Program, client_env, events, load_trace, needs_daemon, wait_for_file, write_program
+from odhelpers import (IMPORTED_PROGRAM, PYTHON, Program, client_env, events, load_trace, needs_daemon, wait_for_file,
+                       write_program)
 
 pytestmark = pytest.mark.slow
 XPUPROF = [PYTHON, "-m", "xpuprof"]
 EMBEDDED_WAIT_S = "4"  # the embedded daemon's window: several of the programs' 1 s polls, on a loaded machine
-
-# Knows nothing of the control commands: ranges and steps until the stop file exists, a line per step.
-STEPPING_PROGRAM = """
-import logging, os, sys, time
-logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-import xpuprof
-stop = sys.argv[1]
-print("ready", flush=True)
-i = 0
-while not os.path.exists(stop):
-    with xpuprof.record_function(f"work{i}"):
-        sum(range(20000))
-    xpuprof.step()
-    print(f"step {i}", flush=True)
-    i += 1
-    time.sleep(0.005)
-"""
 
 
 def exec_env(sockdir, **extra):
@@ -39,7 +23,7 @@ def exec_env(sockdir, **extra):
 
 
 def start_exec(sockdir, *exec_args, **env):
-    prog = write_program(sockdir, STEPPING_PROGRAM)
+    prog = write_program(sockdir, IMPORTED_PROGRAM)
     p = Program([*XPUPROF, "exec", "--out", str(sockdir / "out"), *exec_args, "--", PYTHON, str(prog),
                  str(sockdir / "stop")], exec_env(sockdir, **env), sockdir, sockdir / "stop")
     p.out.wait("ready")
