@@ -58,7 +58,9 @@ def test_mpirun_two_ranks_two_traces(tmp_path):
 ON_DEMAND_RANK = textwrap.dedent("""
     import os, sys, time
     stop = sys.argv[1]
-    print("ready", os.environ["RANK"], os.getpid(), flush=True)
+    # one write() each: both ranks share the launcher's stdout, and a print of several pieces
+    # (unbuffered under the launcher) interleaved as "readyready 0 ..." once
+    os.write(1, f"ready {os.environ['RANK']} {os.getpid()}\\n".encode())
     while not os.path.exists(stop):
         sum(range(5000))
         time.sleep(0.005)
