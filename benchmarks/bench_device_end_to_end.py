@@ -171,7 +171,7 @@ def _child_xpu(n: int, out: Path, gz: bool) -> dict:
     from xpuprof._native import ptibuf
     from xpuprof.backends.base import ProcessWindow, RangeThreads
     from xpuprof.clock import now_ns
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     double = _xpu_double()
@@ -301,7 +301,7 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.cuda.emit import CuptiDecoder
     from xpuprof.clock import now_ns
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     t0 = now_ns() - 10**12
@@ -369,7 +369,7 @@ def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.rocm.emit import RocprofDecoder
     from xpuprof.clock import now_ns
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     t0 = now_ns() - 10**12

@@ -46,7 +46,7 @@ def child(mode: str, records: int) -> dict:
     from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
     from xpuprof.clock import now_ns
     from xpuprof.config.options import ProfilerConfig
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     cache = Path(tempfile.gettempdir()) / "xpuprof-bench-double"
     cache.mkdir(exist_ok=True)

@@ -98,7 +98,7 @@ def _make_device(n: int, path: Path) -> None:
     from xpuprof._native import ptibuf
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.clock import now_ns
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     double = dev._xpu_double()

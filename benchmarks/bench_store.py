@@ -38,7 +38,7 @@ def make_rank(rank: int, events: int, seed: int = 0):
     import numpy as np
 
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     rng = np.random.default_rng(seed * 100_003 + rank)
     b = TraceBuilder(pid=1000 + rank)

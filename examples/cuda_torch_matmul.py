@@ -15,7 +15,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.cuda.backend import CudaBackend
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 

@@ -175,7 +175,7 @@ def cuda_decoder_trace(out: Path) -> TraceFacts:
     from xpuprof.backends.cuda import records
     from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     cbids = {211: "cudaLaunchKernel_v7000", 41: "cudaMemcpyAsync_v3020", 131: "cudaStreamSynchronize_v3020"}

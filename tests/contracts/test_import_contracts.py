@@ -43,7 +43,7 @@ def test_the_import_contracts_hold():
 BREAKS = [
     ("backends/rocm/emit.py", "from ..cuda import emit as _sibling", "xpuprof.backends.cuda.emit",
      "vendor backends never import each other"),
-    ("trace/build/builder.py", "from ...backends import registry as _up", "xpuprof.backends.registry", "trace/"),
+    ("trace/builder/builder.py", "from ...backends import registry as _up", "xpuprof.backends.registry", "trace/"),
     ("analysis/summary.py", "from ..backends import sim as _up", "xpuprof.backends.sim", "analysis/"),
     ("backends/cuda/emit.py", "from ... import profiler as _up", "xpuprof.profiler",
      "backends and collectors import no front end"),
@@ -60,7 +60,7 @@ BREAKS = [
     ("collectors/nvml.py", "from . import amdsmi as _sibling", "xpuprof.collectors.amdsmi",
      "vendor collectors never import each other"),
     ("host/recorder.py", "from ..backends import registry as _up", "xpuprof.backends.registry", "layers run one way"),
-    ("outputs.py", "from .trace.build import builder as _up", "xpuprof.trace.build.builder", "layers run one way"),
+    ("outputs.py", "from .trace.builder import builder as _up", "xpuprof.trace.builder.builder", "layers run one way"),
     ("diagnostics.py", "from .plugins import faults as _up", "xpuprof.plugins.faults", "layers run one way"),
     ("analysis/report.py", "import duckdb as _heavy", "duckdb", "duckdb, pyarrow and ray"),
     ("profiler/api.py", "import pyarrow.parquet as _heavy", "pyarrow", "duckdb, pyarrow and ray"),

@@ -15,7 +15,7 @@ import pytest
 # Modules of the stages after recording (or of the library lookup at session time) that `import xpuprof`
 # must leave unloaded.
 NOT_AT_IMPORT = ("xpuprof.trace.write.chrome", "xpuprof.trace.write.rows", "xpuprof.trace.read.load",
-                 "xpuprof.trace.build.builder", "xpuprof.profiler.assemble", "xpuprof.backends.xpu.pti",
+                 "xpuprof.trace.builder.builder", "xpuprof.profiler.assemble", "xpuprof.backends.xpu.pti",
                  "importlib.metadata", "ctypes.util", "subprocess", "difflib", "socket")
 
 
@@ -62,7 +62,7 @@ def test_a_profile_loads_the_trace_stages_before_recording_and_writes():
 def test_the_trace_package_names_resolve_on_first_use():
     import xpuprof.trace as trace
     from xpuprof.trace import TraceBuilder, write_chrome_trace
-    from xpuprof.trace.build.builder import TraceBuilder as direct
+    from xpuprof.trace.builder.builder import TraceBuilder as direct
     from xpuprof.trace.write.chrome import write_chrome_trace as direct_writer
 
     assert TraceBuilder is direct and write_chrome_trace is direct_writer

@@ -12,7 +12,7 @@ from xpuprof.backends.cuda.pm_sampling_api import emit_samples, validate_metrics
 from xpuprof.backends.registry import get_backend_class
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
@@ -362,7 +362,7 @@ class _PushRefusingCupti(_StartableCupti):
 
 def test_a_refused_correlation_push_is_reported_never_raised_into_the_range():
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     fake = _PushRefusingCupti()
     api = CuptiActivityApi({ActivityType.CONCURRENT_KERNEL, ActivityType.EXTERNAL_CORRELATION}, ProfilerConfig(),

@@ -14,7 +14,7 @@ from xpuprof.backends.base import ProcessWindow  # noqa: E402
 from xpuprof.backends.cuda import emit as decode, records  # noqa: E402
 from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
-from xpuprof.trace.build.builder import TraceBuilder  # noqa: E402
+from xpuprof.trace.builder.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import iter_event_chunks  # noqa: E402
 
 c = cupti_mod
@@ -429,7 +429,7 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
     from xpuprof.backends import common as flows
-    from xpuprof.trace.build import columns as builder_mod
+    from xpuprof.trace.builder import columns as builder_mod
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     def trace(name, release):

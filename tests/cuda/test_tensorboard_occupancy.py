@@ -12,7 +12,7 @@ from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.cuda import records  # noqa: E402
 from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
-from xpuprof.trace.build.builder import TraceBuilder  # noqa: E402
+from xpuprof.trace.builder.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import write_chrome_trace  # noqa: E402
 
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "maxThreadsPerMultiprocessor": 2048,

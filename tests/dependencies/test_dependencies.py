@@ -6,7 +6,7 @@ import pytest
 
 from xpuprof.backends.dependencies import DEPENDENCY_FLOW_BASE, DependencyError, DependencyResolver
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 VENDORS = ["cuda", "hip", "xpu"]

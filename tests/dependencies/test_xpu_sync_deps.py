@@ -10,7 +10,7 @@ from xpuprof.vendors import pti
 from xpuprof.backends.xpu.context import RecordContext
 from xpuprof.backends.xpu.emit import write_records
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 BARRIER = pti.SYNC_TYPES.index("GPU_BARRIER_EXECUTION")

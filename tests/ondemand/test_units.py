@@ -136,7 +136,7 @@ class _FakeProfile:
     """What tracefile reads from a finished profile: its trace and its category choice."""
 
     def __init__(self):
-        from xpuprof.trace.build.builder import TraceBuilder
+        from xpuprof.trace.builder.builder import TraceBuilder
 
         self.builder = TraceBuilder()
         self.builder.set_window(1_000_000_000, 2_000_000_000)

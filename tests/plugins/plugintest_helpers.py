@@ -20,7 +20,7 @@ from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
 from xpuprof.plugins import loader
 from xpuprof.plugins import registry as plugin_registry
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 HERE = Path(__file__).parent

@@ -236,7 +236,7 @@ def test_malformed_events_are_dropped_counted_and_reported_once(plugin_dir, tmp_
 ])
 def test_each_malformed_slice_reason(mutate, message):
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
@@ -249,7 +249,7 @@ def test_each_malformed_slice_reason(mutate, message):
 
 def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset(ActivityType))
@@ -261,7 +261,7 @@ def test_an_invalid_utf8_name_is_replaced_and_counted_not_dropped():
 
 def test_bulk_slice_reasons():
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     builder = TraceBuilder()
     bridge = c_builder.BuilderBridge(builder, ProcessWindow(0, 100), "", frozenset({ActivityType.CONCURRENT_KERNEL}),

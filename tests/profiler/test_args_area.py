@@ -19,7 +19,7 @@ import xpuprof
 from xpuprof.host import recorder
 from xpuprof.profiler import assemble
 from xpuprof.trace import load, write_chrome_trace
-from xpuprof.trace.build.columns import RowArgs
+from xpuprof.trace.builder.columns import RowArgs
 from xpuprof.trace.write import rows as rows_mod
 from xpuprof.trace.write import rows_native
 

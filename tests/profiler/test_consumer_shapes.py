@@ -217,7 +217,7 @@ def _sim_events_from_ranges(ranges, vendor="cuda", seed=0, metrics=()):
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.backends.sim import SimBackend
     from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import iter_event_chunks
 
     cfg = xpuprof.ProfilerConfig(custom={"sim_seed": seed, "sim_vendor": vendor},
@@ -326,7 +326,7 @@ def _xpu_reference(metrics: dict):
     from xpuprof.backends.xpu.metrics_scope import KernelTable, ScopeMetadata, ScopeResults, emit_scope_metrics
     from xpuprof.backends.xpu.scope_api import _MetricArgsWriter
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     V = pti.ViewKind
 
@@ -386,7 +386,7 @@ def _cuda_reference(metrics: dict):
     from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
     from xpuprof.backends.cuda.pm_sampling_api import emit_samples
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     def rows(dtype, n, **cols):
         a = np.zeros(n, dtype=dtype)
@@ -426,7 +426,7 @@ def _rocm_reference(metrics: dict):
     from xpuprof.vendors import rocprofiler as rocprof
     from xpuprof.backends.rocm.emit import RocprofDecoder
     from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_LAUNCH, OP_STREAM_SYNC, RocmRecords
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     agent, t = 0xA6E, REF_T0
     api = b"".join(struct.pack("<QiiQQQQQ", 56, 5, op, corr, 42, start, end, 77)

@@ -11,7 +11,7 @@ import pytest
 from xpuprof.analysis.ops import OpSummary
 from xpuprof.cli import main
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 T = BASE_TIME_NS + 10**9

@@ -153,7 +153,7 @@ def test_columns_from_c_records_write_the_same_events_as_one_add_slice_per_range
 
     from xpuprof.activity import ActivityType
     from xpuprof.clock import MONOTONIC_TO_EPOCH_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
 
     calls = []  # (name, args) in exit order: the ranges below do not nest

@@ -4,7 +4,7 @@ import pytest
 from xpuprof.activity import ActivityType
 from xpuprof.analysis.summary import Summary
 from xpuprof.clock import now_ns
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import events
 from xpuprof.trace.write.chrome import write_chrome_trace
 

@@ -26,7 +26,7 @@ import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import Backend, ProbeResult, Session
 from xpuprof.host.recorder import PurePythonRecordFunction
-from xpuprof.trace.build.strings import MAX_STRING_CHARS
+from xpuprof.trace.builder.strings import MAX_STRING_CHARS
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 pytestmark = pytest.mark.slow

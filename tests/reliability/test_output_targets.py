@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from xpuprof.outputs import OutputError, write_output_bytes
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 from xpuprof.outputs import OutputError, open_output, output_file, write_output_bytes
 
@@ -49,7 +49,7 @@ def test_concurrent_processes_writing_one_path_end_with_one_writers_file(tmp_pat
     out = tmp_path / ("trace.json" if what == "trace" else "summary.jsonl")
     child = r"""
 import json, sys
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 from xpuprof.outputs import write_output_bytes
 who, out, what = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -14,7 +14,7 @@ from xpuprof.backends.rocm.activity_api import RocprofActivityApi
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ProfilerConfig
 from xpuprof.host import recorder
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 ALL = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,

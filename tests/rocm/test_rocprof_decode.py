@@ -17,7 +17,7 @@ from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVE
     OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords
 from xpuprof.backends.registry import get_backend_class
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 T0 = BASE_TIME_NS + 5_000_000
@@ -300,7 +300,7 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     stored once. Keeping every array whole gives the same events, in the same order."""
     from xpuprof.backends import common as flows
     from xpuprof.backends.rocm import emit as decode
-    from xpuprof.trace.build import columns as builder_mod
+    from xpuprof.trace.builder import columns as builder_mod
 
     def events(release):
         rec = _seeded_records(9)

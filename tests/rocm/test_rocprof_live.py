@@ -11,7 +11,7 @@ from xpuprof.backends.base import BackendError, ProcessWindow
 from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from slice_tables import slice_table
 from xpuprof.activity import ActivityType
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.config.options import ExperimentalConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 
 
 def _run(lib, names, ids, values):

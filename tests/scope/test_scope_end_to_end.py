@@ -18,7 +18,7 @@ from xpuprof.backends.xpu.scope_api import XpuptiActivityScopeApi
 from xpuprof.catalogs import MetricSelectionError
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import load
 from xpuprof.trace.write.chrome import write_chrome_trace
 

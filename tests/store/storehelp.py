@@ -59,7 +59,7 @@ def synthetic_rank(rank: int, *, steps: int = 6, step_ns: int = 10_000_000, kern
     import numpy as np
 
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     b = TraceBuilder(pid=100 + rank)
     t0 = (BASE_TIME_NS + 1_000_000_000) if start_ns is None else start_ns

@@ -14,7 +14,7 @@ from xpuprof.analysis.cluster import ANALYSES, kernels, run_analysis
 from xpuprof.analysis.engines import open_engine
 from xpuprof.cli import main
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.parquet import write_store
 
 from storehelp import synthetic_rank

@@ -62,8 +62,8 @@ def test_row_args_from_one_blob_are_written_as_the_json_writer_writes_them(tmp_p
     import numpy as np
 
     from xpuprof.clock import BASE_TIME_NS
-    from xpuprof.trace.build.builder import TraceBuilder
-    from xpuprof.trace.build.columns import RowArgs
+    from xpuprof.trace.builder.builder import TraceBuilder
+    from xpuprof.trace.builder.columns import RowArgs
 
     objs = [b'{"i":1}', b"", b"{}", b'{"s":"x","v":[1,2]}', b'{"f":0.5}'] * 40
     if with_external_id:

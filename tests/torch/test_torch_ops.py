@@ -219,7 +219,7 @@ def _torch_file(tmp_path, **kw) -> bytes:
 
 
 def _built_events(ops) -> list:
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import iter_event_chunks
 
     b = TraceBuilder(pid=1)

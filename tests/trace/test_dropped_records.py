@@ -13,7 +13,7 @@ from xpuprof.activity import ActivityType
 from xpuprof.backends import registry
 from xpuprof.backends.base import Backend, ProbeResult, Session
 from xpuprof.backends.common import OUT_OF_WINDOW, SessionDrops, count_dropped
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 
 
 class _WritesItsOwnLosses(Session):

@@ -5,7 +5,7 @@ from slice_tables import slice_table
 import xpuprof
 from xpuprof.activity import ActivityType
 from xpuprof.trace import TraceBuilder
-from xpuprof.trace.build.gpu_annotations import add_gpu_user_annotations
+from xpuprof.trace.builder.gpu_annotations import add_gpu_user_annotations
 
 
 def _ann_slices(builder):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xpuprof.trace.build.intervals import innermost_containing, parents
+from xpuprof.trace.builder.intervals import innermost_containing, parents
 
 
 def _nested(seed: int):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xpuprof.trace.build.strings import StringTable, native_escaper
+from xpuprof.trace.builder.strings import StringTable, native_escaper
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 

@@ -17,7 +17,7 @@ from xpuprof.trace.write import chrome as chrome_mod
 from xpuprof.trace.write import rows as rows_mod
 from xpuprof.trace.write import rows_native as columnar_mod
 from xpuprof.trace.write import sinks as sinks_mod
-from xpuprof.trace.build.columns import hex_column
+from xpuprof.trace.builder.columns import hex_column
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import load
 from xpuprof.trace.write.chrome import write_chrome_trace
 

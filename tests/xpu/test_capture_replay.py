@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from xpuprof.backends.xpu import capture
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import load
 from xpuprof.trace.write.chrome import write_chrome_trace
 

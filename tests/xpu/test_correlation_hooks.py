@@ -100,7 +100,7 @@ def test_malformed_hooks_are_refused_when_the_recorder_is_set():
 def test_the_session_reports_failed_pushes_in_its_errors(pti_double):
     from xpuprof.activity import ActivityType
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     s = XpuptiActivityApi(frozenset({ActivityType.RUNTIME}), None, library=pti_double.lib)
     assert s.correlation_hooks is not None and s.correlation_hooks[3] is s.correlation_failures

@@ -14,7 +14,7 @@ from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 
 
 def by_cat(trace, cat):

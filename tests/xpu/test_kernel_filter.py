@@ -13,7 +13,7 @@ from xpuprof.cli import build_parser, main
 from xpuprof.clock import now_ns
 from xpuprof.config.kernel_filter import KernelFilter, KernelFilterError, read_filter_file, split_filter_list
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import load
 from xpuprof.trace.write.chrome import write_chrome_trace
 

@@ -17,7 +17,7 @@ from xpuprof.backends.xpu.backend import XpuBackend
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
 from xpuprof.profiler.pausing import PTI_ENABLE_COLLECTION, env_says_paused, read_env
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.vendors import pti
 
 from .conftest import ALL, UUID0

@@ -20,8 +20,8 @@ from xpuprof.backends.xpu import emit
 from xpuprof.vendors import pti
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
-from xpuprof.trace.build import columns as builder_mod, keyindex
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder import columns as builder_mod, keyindex
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 from .conftest import ALL

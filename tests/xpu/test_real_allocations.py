@@ -75,7 +75,7 @@ def test_the_tracing_layer_reports_allocations_and_frees_with_their_sizes(tmp_pa
     out = _run(ZE_CALLS + textwrap.dedent("""
         import json
         from xpuprof.backends.xpu.allocations import LevelZeroAllocations
-        from xpuprof.trace.build.builder import TraceBuilder
+        from xpuprof.trace.builder.builder import TraceBuilder
         early = device_alloc(64)                      # allocated before the tracer starts
         tracer = LevelZeroAllocations("libze_loader.so.1")
         tracer.start()

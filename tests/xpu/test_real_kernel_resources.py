@@ -30,7 +30,7 @@ from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu.backend import XpuBackend
 from xpuprof.clock import now_ns
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.vendors import levelzero, levelzero_tracing as zt
 
 created_before = []

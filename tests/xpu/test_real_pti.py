@@ -107,7 +107,7 @@ def test_real_kernel_links_to_its_host_call(tmp_path):
         pytest.skip("torch has no XPU device")
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.clock import now_ns
-    from xpuprof.trace.build.builder import TraceBuilder
+    from xpuprof.trace.builder.builder import TraceBuilder
 
     types = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.RUNTIME, ActivityType.EXTERNAL_CORRELATION})
     session = XpuBackend().configure(types, None)

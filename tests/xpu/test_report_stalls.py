@@ -14,7 +14,7 @@ from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.cli import main
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
 
 from .conftest import ALL, UUID0

@@ -15,7 +15,7 @@ from xpuprof.vendors import pti
 from xpuprof.backends.xpu.context import RecordContext
 from xpuprof.backends.xpu.emit import UNKNOWN_THREAD_ROW, write_records
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import iter_event_chunks
 
 PID = 4321

@@ -14,7 +14,7 @@ from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.backends.xpu.stall_sampling import StallSamplingError, explain_refusal
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ExperimentalConfig, ProfilerConfig
-from xpuprof.trace.build.builder import TraceBuilder
+from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.read.load import load
 from xpuprof.trace.write.chrome import write_chrome_trace
 from xpuprof.vendors import pti_pc_sampling as pcs

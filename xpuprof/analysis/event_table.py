@@ -369,7 +369,7 @@ def _key(value):
 
 def _pair_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense int64 codes of (pid, tid) int pairs; equal pairs, equal codes (hashed, not sorted)."""
-    from ..trace.build.keyindex import factorize_pairs
+    from ..trace.builder.keyindex import factorize_pairs
 
     if not len(pid):
         return np.zeros(0, np.int64)

@@ -19,7 +19,7 @@ from typing import Sequence
 import orjson
 
 from ..outputs import write_output_bytes
-from ..trace.build.columns import encode_json
+from ..trace.builder.columns import encode_json
 from .report import MERGED_RANK_PID_STRIDE, TIME_LIMIT_NS, ReportError, TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")

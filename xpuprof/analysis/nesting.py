@@ -3,14 +3,14 @@
 Host ranges and ops nest (``ProfilerStep#3`` holds ``forward`` holds ``aten::mm``), so adding their
 durations counts a nested second once per level; their self times add up to the time the ranges
 cover. Most traces of plain ``record_function`` loops do not nest at all: that is checked first
-with one sort, and the interval join (``trace.build.intervals.parents``) runs only when some range
+with one sort, and the interval join (``trace.builder.intervals.parents``) runs only when some range
 starts inside another.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..trace.build.intervals import parents
+from ..trace.builder.intervals import parents
 
 
 def self_times(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ self and total host time (self = the op's time minus its direct children's on
 the same thread), self and total device time (kernels, copies and fills whose External id is the
 op's; total adds every op nested inside). Built from a ``TraceBuilder`` (``key_averages(group_by=
 "op")``) or from trace events (``xpuprof report --by op``), vectorized: parents come from the
-interval join (``trace.build.intervals``), device time by External id through one sorted lookup.
+interval join (``trace.builder.intervals``), device time by External id through one sorted lookup.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..trace.build.intervals import parents
+from ..trace.builder.intervals import parents
 from .summary import format_ns, unique_inverse
 
 OP_CATEGORIES = ("cpu_op", "user_annotation")

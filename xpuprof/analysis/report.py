@@ -214,7 +214,7 @@ def name_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "tota
         table.with_self_times()
     if by_rank:  # (rank, name) pairs: names first, then their codes paired with the rank
         names, name_codes = unique_inverse(table.name)
-        from ..trace.build.keyindex import factorize_pairs
+        from ..trace.builder.keyindex import factorize_pairs
 
         pairs = factorize_pairs(table.rank, name_codes)
         codes = pairs.codes.astype(np.int64)

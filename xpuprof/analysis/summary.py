@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from ..activity import category_spellings
-from ..trace.build.keyindex import factorize
+from ..trace.builder.keyindex import factorize
 
 METRICS_PREFIX = "metrics: "
 NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices

@@ -15,7 +15,7 @@ from ..activity import ActivityType
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.options import ProfilerConfig
-    from ..trace.build.builder import TraceBuilder
+    from ..trace.builder.builder import TraceBuilder
 
 
 @dataclass(frozen=True)

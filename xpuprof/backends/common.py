@@ -20,9 +20,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..trace.build.dropped import OUT_OF_WINDOW, drop_label
-from ..trace.build.columns import ArgColumn, stored_once
-from ..trace.build.keyindex import distinct_rows, factorize, first_rows
+from ..trace.builder.dropped import OUT_OF_WINDOW, drop_label
+from ..trace.builder.columns import ArgColumn, stored_once
+from ..trace.builder.keyindex import distinct_rows, factorize, first_rows
 from .base import ProcessWindow
 
 __all__ = ["OUT_OF_WINDOW", "count_dropped", "SessionDrops", "keep_in_window", "kept", "bandwidth", "intern_keys", "name_stream_rows",

@@ -187,7 +187,7 @@ class DependencyResolver:
         The event id is written even when unresolved; the producer fields (stream, record corr
         id) are then -1, or omitted for vendors in ``OMIT_UNRESOLVED_PRODUCER`` (hip).
         """
-        from ..trace.build.columns import ArgColumn, hex_column
+        from ..trace.builder.columns import ArgColumn, hex_column
 
         n = len(res)
         present = np.ones(n, bool) if event_based is None else np.asarray(event_based, dtype=bool)

@@ -10,7 +10,7 @@ import sys
 
 from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry
 from ..analysis.summary import format_ns
-from ..trace.build.columns import encode_json
+from ..trace.builder.columns import encode_json
 
 
 def register(subparsers) -> None:

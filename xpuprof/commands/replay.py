@@ -24,7 +24,7 @@ def run(args) -> int:
     from ..backends.xpu import capture
     from ..backends.xpu.records import BufferDecodeError
     from ..outputs import names_stdout, write_error_line
-    from ..trace.build.builder import TraceBuilder
+    from ..trace.builder.builder import TraceBuilder
     from ..trace.write.chrome import write_chrome_trace
 
     out = Path(args.output) if args.output else Path(args.capture).with_suffix(".json")

@@ -10,7 +10,7 @@ import sys
 
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.summary import format_ns
-from ..trace.build.columns import encode_json
+from ..trace.builder.columns import encode_json
 from ._options import top_count
 
 FORMATS = ("table", "csv", "json", "html")

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
-from ..trace.build.columns import encode_json
+from ..trace.builder.columns import encode_json
 from ._options import top_count
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz

@@ -288,7 +288,7 @@ _args_encoder: Callable | None = None
 def _clean_name(name) -> tuple[str, bool]:
     """A name that is not plain valid text (bytes, lone surrogates, over the string bound) as the trace
     writes it, and whether invalid UTF-8 was replaced (counted in the trace's invalid_utf8_names)."""
-    from ..trace.build.strings import has_invalid_utf8, json_safe
+    from ..trace.builder.strings import has_invalid_utf8, json_safe
 
     return json_safe(name), has_invalid_utf8(name)
 
@@ -325,7 +325,7 @@ def snapshot_args(args) -> bytes:
             return _args_encoder(args)
         except Exception:  # e.g. an int >= 2**64: the forgiving encoder below writes it
             pass
-    from ..trace.build.columns import encode_json
+    from ..trace.builder.columns import encode_json
 
     try:
         return encode_json(dict(args))
@@ -341,7 +341,7 @@ def install(recorder: HostRecorder | None) -> HostRecorder | None:
         _args_encoder = _encode_dict_args
         if _c is not None:
             _c.set_args_encoder(_encode_dict_args)
-            from ..trace.build.strings import MAX_STRING_CHARS
+            from ..trace.builder.strings import MAX_STRING_CHARS
 
             _c.set_name_cleaner(_clean_name, MAX_STRING_CHARS)
     if _c is not None:

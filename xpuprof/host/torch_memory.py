@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from ..trace.build.builder import TraceBuilder
-from ..trace.build.columns import encode_json
+from ..trace.builder.builder import TraceBuilder
+from ..trace.builder.columns import encode_json
 
 MEMORY_EVENT = "[memory]"
 OOM_EVENT = "[OutOfMemory]"

@@ -27,9 +27,9 @@ import numpy as np
 import orjson
 
 from ..activity import ActivityType
-from ..trace.build.builder import TraceBuilder
-from ..trace.build.columns import ArgColumn
-from ..trace.build.intervals import innermost_containing
+from ..trace.builder.builder import TraceBuilder
+from ..trace.builder.columns import ArgColumn
+from ..trace.builder.intervals import innermost_containing
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..activity import ActivityType
 from ..backends.base import Backend, BackendError, ProbeResult, ProcessWindow, Session
-from ..trace.build.columns import encode_json
+from ..trace.builder.columns import encode_json
 from . import faults
 from .c_builder import BuilderBridge
 from .c_structs import (ABI_VERSION, ACTIVITY_CODES, DECLARED_TYPE_BASE, DECLINE, MAX_DECLARED_TYPES, MAX_TYPES,

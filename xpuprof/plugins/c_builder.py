@@ -14,7 +14,7 @@ import orjson
 
 from ..activity import ActivityType
 from ..backends.base import ProcessWindow
-from ..trace.build.columns import ArgColumn
+from ..trace.builder.columns import ArgColumn
 from .c_structs import (ABI_VERSION, ACTIVITY_CODES, ADD_FN, ADD_MANY_FN, FLOW_CATEGORIES, MAX_BULK, MAX_COUNTER_VALUES,
                         RESERVED_METADATA_KEYS, SET_METADATA_FN, Malformed, XpuprofCounter, XpuprofDeviceRow, XpuprofFlow,
                         XpuprofResourceRow, XpuprofSlice, XpuprofTraceBuilderApi, checked_activity, checked_text,

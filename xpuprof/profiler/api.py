@@ -29,7 +29,7 @@ from .stages import load_trace_stages
 from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
-    from ..trace.build.builder import TraceBuilder
+    from ..trace.builder.builder import TraceBuilder
 
 log = logging.getLogger("xpuprof")
 

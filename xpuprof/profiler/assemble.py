@@ -22,9 +22,9 @@ from ..backends import registry
 from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import recorder
-from ..trace.build.builder import TraceBuilder
-from ..trace.build.columns import RowArgs, encode_json
-from ..trace.build.gpu_annotations import add_gpu_user_annotations
+from ..trace.builder.builder import TraceBuilder
+from ..trace.builder.columns import RowArgs, encode_json
+from ..trace.builder.gpu_annotations import add_gpu_user_annotations
 from . import selection
 from .assemble_torch import add_torch_keys, add_torch_ops, host_view, outside, read_torch_ops
 from .cycle import HOST_SOURCE, RecordingCycle

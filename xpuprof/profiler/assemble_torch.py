@@ -14,7 +14,7 @@ from ..activity import ActivityType
 from ..backends.base import HostOps
 from ..config.options import ProfilerConfig
 from ..host import recorder
-from ..trace.build.builder import TraceBuilder
+from ..trace.builder.builder import TraceBuilder
 
 log = logging.getLogger("xpuprof")
 

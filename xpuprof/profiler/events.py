@@ -21,7 +21,7 @@ from ..activity import ActivityType
 from ..config.options import ProfilerConfig
 
 if TYPE_CHECKING:
-    from ..trace.build.builder import TraceBuilder
+    from ..trace.builder.builder import TraceBuilder
 
 DEVICE_CATEGORIES = (ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.GPU_MEMSET)
 # torch's use_device for each vendor a backend writes as (its device time columns are named after it)

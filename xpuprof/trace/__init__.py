@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 
 _STAGE_OF = {
-    "TraceBuilder": ".build.builder",
-    "ArgColumn": ".build.columns",
-    "encode_json": ".build.columns",
-    "hex_column": ".build.columns",
+    "TraceBuilder": ".builder.builder",
+    "ArgColumn": ".builder.columns",
+    "encode_json": ".builder.columns",
+    "hex_column": ".builder.columns",
     "TraceLoadError": ".read.load",
     "events": ".read.load",
     "load": ".read.load",

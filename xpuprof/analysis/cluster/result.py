@@ -23,7 +23,7 @@ class AnalysisResult:
 
     def render(self, fmt: str) -> str:
         if fmt == "json":
-            from ...trace.build.columns import encode_json
+            from ...trace.builder.columns import encode_json
 
             return encode_json([{c: _json_value(r.get(c)) for c in self.columns} for r in self.rows]).decode() + "\n"
         if fmt == "csv":

@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.build.columns import stored_once
-from ...trace.build.keyindex import distinct_rows, factorize
+from ...trace.builder.columns import stored_once
+from ...trace.builder.keyindex import distinct_rows, factorize
 from ..demangle import demangle
 from ..common import (CorrelationMap, add_flow_ends, bandwidth, count_dropped, intern_keys, keep_in_window, kept,
                       name_stream_rows)
@@ -383,7 +383,7 @@ class CuptiDecoder:
         res = dep.resolve(self._event_handles(ctx, event_id), corr)
         kinds = np.where((kind >= 0) & (kind < len(SYNC_KINDS)), kind, 0)  # anything else: "Unknown Sync"
         kind_ids = np.fromiter((builder.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
-        from ...trace.build.columns import ArgColumn
+        from ...trace.builder.columns import ArgColumn
 
         args = {dep.sync_kind_arg: ArgColumn("str", kind_ids)}
         args.update(dep.wait_args(event_id, res, event_based))

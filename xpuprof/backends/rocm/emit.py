@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.build.columns import ArgColumn, hex_column, stored_once
-from ...trace.build.keyindex import distinct_rows, factorize, factorize_pairs
+from ...trace.builder.columns import ArgColumn, hex_column, stored_once
+from ...trace.builder.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
 from ...vendors import rocprofiler as rocprof
 from ..common import CorrelationMap, add_flow_ends, bandwidth, count_dropped, keep_in_window, kept, name_stream_rows

@@ -15,7 +15,7 @@ import numpy as np
 from ...activity import ActivityType
 from ...clock import MONOTONIC_TO_EPOCH_NS
 from ...host.recorder import Int64Log, log_array
-from ...trace.build.intervals import innermost_containing
+from ...trace.builder.intervals import innermost_containing
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost

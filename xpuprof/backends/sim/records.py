@@ -9,7 +9,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
-from ...trace.build.columns import hex_column
+from ...trace.builder.columns import hex_column
 from ..cuda.occupancy import occupancy_args
 from .timeline import DEVICE_ID, METRICS, SYNC_ROW_INSET_NS, Timeline
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from ... import diagnostics
 from ...activity import ActivityType
-from ...trace.build.builder import TraceBuilder
-from ...trace.build.columns import ArgColumn, hex_column
+from ...trace.builder.builder import TraceBuilder
+from ...trace.builder.columns import ArgColumn, hex_column
 from ...vendors import pti
 from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)

@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from ...trace.build.columns import ArgColumn
-from ...trace.build.keyindex import factorize
+from ...trace.builder.columns import ArgColumn
+from ...trace.builder.keyindex import factorize
 
 FILTER_METADATA_KEY = "xpu_kernel_filter"
 INTERVALS_METADATA_KEY = "xpu_submission_intervals"

@@ -20,7 +20,7 @@ import numpy as np
 
 from ... import diagnostics
 from ...clock import now_ns
-from ...trace.build.columns import ArgColumn
+from ...trace.builder.columns import ArgColumn
 from ...vendors import levelzero_tracing as zt
 from ..demangle import demangle
 

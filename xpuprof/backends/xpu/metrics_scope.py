@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ... import catalogs
-from ...trace.build.columns import ArgColumn
+from ...trace.builder.columns import ArgColumn
 from ...vendors.pti_metrics import (METRICS_SCOPE_HINTS, MIN_COLLECTION_BUFFER, SCOPE_MODE_AUTO_KERNEL,
                                     SCOPE_RECORD_DTYPE, SCOPE_REQUIRED, SCOPE_SIGNATURES, VALUE_DTYPES,
                                     ZET_ENABLE_METRICS, MetricProperties, MetricsGroupProperties, PtiDeviceProperties,

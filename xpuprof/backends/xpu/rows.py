@@ -13,9 +13,9 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
-from ...trace.build.builder import TraceBuilder
-from ...trace.build.columns import ArgColumn
-from ...trace.build.keyindex import factorize
+from ...trace.builder.builder import TraceBuilder
+from ...trace.builder.columns import ArgColumn
+from ...trace.builder.keyindex import factorize
 from ..base import ProcessWindow
 from ..common import intern_keys, keep_in_window, kept, name_stream_rows
 from .context import RecordContext

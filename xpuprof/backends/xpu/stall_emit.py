@@ -15,8 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ... import diagnostics
-from ...trace.build.columns import ArgColumn
-from ...trace.build.keyindex import factorize
+from ...trace.builder.columns import ArgColumn
+from ...trace.builder.keyindex import factorize
 from ..demangle import demangle
 from .stall_sampling import StallResults
 

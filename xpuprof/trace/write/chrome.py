@@ -36,8 +36,8 @@ from ... import diagnostics
 from ...clock import BASE_TIME_NS
 from ...cpus import WRITER_THREADS_ENV, free_cpus
 from ...outputs import output_file
-from ..build.builder import TraceBuilder
-from ..build.columns import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
+from ..builder.builder import TraceBuilder
+from ..builder.columns import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
 from .rows import sanitize_tids
 from .rows_native import DeferredChunk, PooledChunk, make_writer
 from .sinks import ChunkSink, gc_paused, gzip_codec

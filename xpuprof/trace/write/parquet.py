@@ -16,8 +16,8 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..build.builder import TraceBuilder
-from ..build.columns import CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, encode_json
+from ..builder.builder import TraceBuilder
+from ..builder.columns import CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch, encode_json
 from .chrome import SPANS_PID, SPANS_SORT_INDEX, generic_slice_events, meta_events
 from .rows import _EXTERNAL_ID_KEY, _fast_arg, _key, _row_args_blob
 from .rows_native import CompactWriter, _mask, _rowfmt, _Segments, _TokenTable

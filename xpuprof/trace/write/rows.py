@@ -22,8 +22,8 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..build.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
-from ..build.strings import StringTable
+from ..builder.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
+from ..builder.strings import StringTable
 from .value_text import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, micros_matrix, number_matrix,
                          ragged_matrix, vector_matrix)
 

@@ -16,8 +16,8 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..build.columns import CounterBatch, FlowBatch, SliceBatch
-from ..build.strings import StringTable
+from ..builder.columns import CounterBatch, FlowBatch, SliceBatch
+from ..builder.strings import StringTable
 from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
 
