@@ -369,7 +369,7 @@ def _xpu_reference(metrics: dict):
     types = frozenset({ActivityType.RUNTIME, ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY,
                        ActivityType.XPU_SYNC, ActivityType.EXTERNAL_CORRELATION})
     b = TraceBuilder(pid=4321)
-    _MetricArgsWriter(results, ctx, b, None, types).write(records)
+    _MetricArgsWriter(results, ctx, types).write(b, None, records)
     if results is not None:
         s, e = BASE_TIME_NS + t + 30_000, BASE_TIME_NS + t + 80_000
         emit_scope_metrics(b, results, KernelTable(np.array([9], np.uint64), np.array([s]), np.array([e]),
@@ -383,7 +383,7 @@ def _cuda_reference(metrics: dict):
 
     c = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
     from xpuprof.backends.cuda import records
-    from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
+    from xpuprof.backends.cuda.emit import CudaEmitter, DecodeOptions
     from xpuprof.backends.cuda.pm_sampling_api import emit_samples
     from xpuprof.clock import BASE_TIME_NS
     from xpuprof.trace.builder.builder import TraceBuilder
@@ -410,8 +410,8 @@ def _cuda_reference(metrics: dict):
     h100 = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536, "warpSize": 32,
             "sharedMemPerMultiprocessor": 233472, "maxBlocksPerMultiProcessor": 32, "computeMajor": 9}
     b = TraceBuilder(pid=4321)
-    CuptiDecoder(lambda kind, cbid: names[cbid], options=DecodeOptions(device_props={0: h100})).process(
-        b, None, [records.pack([api, kern, copy, sync], names={0x1000: "sim_gemm_f32_128x128"})])
+    CudaEmitter(lambda kind, cbid: names[cbid], options=DecodeOptions(device_props={0: h100})).write(
+        b, None, records.gather_records([records.pack([api, kern, copy, sync], names={0x1000: "sim_gemm_f32_128x128"})]))
     if metrics:
         emit_samples(b, 0, list(metrics), np.array([t + 30_000, t + 80_000]), np.ones((2, len(metrics))))
     return _events(b)
@@ -424,7 +424,7 @@ def _rocm_reference(metrics: dict):
 
     from xpuprof.backends.base import ProcessWindow
     from xpuprof.vendors import rocprofiler as rocprof
-    from xpuprof.backends.rocm.emit import RocprofDecoder
+    from xpuprof.backends.rocm.emit import RocmEmitter
     from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_LAUNCH, OP_STREAM_SYNC, RocmRecords
     from xpuprof.trace.builder.builder import TraceBuilder
 
@@ -443,7 +443,7 @@ def _rocm_reference(metrics: dict):
                       api_names={268: "hipMemcpyAsync", 214: "hipLaunchKernel", 346: "hipStreamSynchronize"},
                       kernel_names={7: "sim_gemm_f32_128x128"}, agent_device={agent: 0, 0x1: 0})
     b = TraceBuilder(pid=4321)
-    RocprofDecoder(pid=4321).process(b, ProcessWindow(0, 2**62), rec)
+    RocmEmitter(pid=4321).write(b, ProcessWindow(0, 2**62), rec)
     if metrics:  # RocprofCounterApi.process's call, as it makes it
         b.add_per_kernel_metrics(kernel_names=["sim_gemm_f32_128x128"], start_ns=[t + 30_000], end_ns=[t + 80_000],
                                  pid=0, tid=1, metrics={m: [1.0] for m in metrics}, counter_name="rocm", vendor="rocm",

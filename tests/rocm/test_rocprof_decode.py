@@ -12,7 +12,7 @@ import pytest
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
-from xpuprof.backends.rocm.emit import RocprofDecoder
+from xpuprof.backends.rocm.emit import RocmEmitter
 from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, \
     OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords
 from xpuprof.backends.registry import get_backend_class
@@ -130,7 +130,7 @@ def test_sdk_1x_hip_api_records_decode_with_their_own_layout():
 
 def _decode(rec):
     b = TraceBuilder(pid=4321)
-    RocprofDecoder(pid=4321).process(b, ProcessWindow(T0, T0 + 10**9), rec)
+    RocmEmitter(pid=4321).write(b, ProcessWindow(T0, T0 + 10**9), rec)
     return b, [e for chunk in iter_event_chunks(b) for e in chunk]
 
 
@@ -305,7 +305,7 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     def events(release):
         rec = _seeded_records(9)
         b = TraceBuilder(pid=4321)
-        RocprofDecoder(pid=4321).process(b, ProcessWindow(T0, T0 + 10**9), rec, release=release)
+        RocmEmitter(pid=4321).write(b, ProcessWindow(T0, T0 + 10**9), rec, release=release)
         assert (rec.hip_api is None and rec.dispatch is None and rec.copies is None) == release
         return [e for chunk in iter_event_chunks(b) for e in chunk]
 

@@ -121,7 +121,7 @@ class RocprofCounterApi(RocprofActivityApi):
             return
         headers, info = kept(headers, keep), kept(info, keep)
         corr = headers["correlation_id"]["internal"].astype(np.int64)
-        dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
+        dev, tid = self.emitter.kernel_rows(rec, self.emitter.stream_of(rec), corr, info["queue_id"], info["agent_id"])
         from ..demangle import demangle
 
         kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]

@@ -30,8 +30,8 @@ from ...vendors.pti_metrics import null_device_metrics_message
 SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})
 
 
-class _MetricArgsWriter(emit.RecordWriter):
-    """RecordWriter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
+class _MetricArgsWriter(emit.XpuEmitter):
+    """XpuEmitter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
 
     def __init__(self, results: ScopeResults | None, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -126,9 +126,9 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
             super().stop()
 
     def process_records(self, records, builder, window) -> None:
-        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types,
+        writer = _MetricArgsWriter(self.results, self.context(), self.types,
                                    kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
-        result = writer.write(records)
+        result = writer.write(builder, window, records)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
