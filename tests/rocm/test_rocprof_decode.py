@@ -155,6 +155,11 @@ def test_dispatch_rows_dense_streams_and_hsa_queue():
     assert [r["name"] for r in rt] == ["hipLaunchKernel"] * 2  # hipGetDevice suppressed
     flows = [e for e in evs if e["ph"] in "sf"]
     assert sorted((f["ph"], f["id"]) for f in flows) == [("f", 1), ("f", 2), ("s", 1), ("s", 2)]
+    # the device's process is named and sorted after the host's, as Kineto's ROCm rows (HTA's amd_trace:
+    # labels "GPU <d>", sort index 5000000 + d) and our CUDA rows do
+    meta = {(e["name"], e["pid"]): e["args"] for e in evs if e["ph"] == "M"}
+    assert meta[("process_name", 1)] == {"name": "GPU 1"} and meta[("process_labels", 1)] == {"labels": "GPU 1"}
+    assert meta[("process_sort_index", 1)] == {"sort_index": 5_000_001}
 
 
 def test_copy_rows():

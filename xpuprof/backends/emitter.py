@@ -24,7 +24,7 @@ A vendor's other kinds (peer-to-peer copies, overhead, events, collectives) are 
 (``write_p2p``, ``write_overhead`` ...). The steps every vendor shares are here: the activity
 selection (``wants``), the capture window (``in_window``: the records it drops counted once, under
 the vendor's name), slices (``slices``: one ``add_slices`` per call, counted per category), stream
-rows (``name_streams``) and ``ac2g`` flows drawn once per batch between the host calls and device
+and device rows (``name_streams``, ``name_devices``) and ``ac2g`` flows drawn once per batch between the host calls and device
 rows that share a correlation id (``flow_ends``; ``backends/common.add_flow_ends``).
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ __all__ = ["EMITTER_VERBS", "EmitResult", "Emitter"]
 
 # The public verbs every vendor's emitter has (tests/contracts name them too).
 EMITTER_VERBS = ("write", "write_kernels", "write_copies", "write_fills", "write_syncs", "write_api")
+DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
 
 
 @dataclass
@@ -135,6 +136,13 @@ class Emitter(ABC):
                      sort_index: Callable[[int], int] = int) -> list[tuple[int, int]]:
         """Name each distinct (device, stream) row not named yet; returns the distinct pairs."""
         return name_stream_rows(self.b, pid, tid, label, sort_index=sort_index)
+
+    def name_devices(self, pid: np.ndarray, label: Callable[[int], str]) -> None:
+        """Name each device's process not named yet, ``label(d)`` (name and label), sorted after the
+        host processes at ``DEVICE_SORT_BASE + d``."""
+        for d in np.unique(np.asarray(pid)).tolist():
+            if d not in self.b.process_names:
+                self.b.set_process_name(d, label(d), label=label(d), sort_index=DEVICE_SORT_BASE + d)
 
     def flow_ends(self, corr, ts, pid, tid, *, host: bool) -> None:
         """Rows that end (``host``: start) an ``ac2g`` arrow: drawn once the batch is written,

@@ -384,9 +384,8 @@ class CudaEmitter(Emitter):
         self.flow_ends(corr, start, stored_once(dev), stored_once(tid), host=False)
 
     def _stream_rows(self, dev: np.ndarray, stream: np.ndarray) -> None:
-        for d, _ in self.name_streams(dev, stream, "stream {} ".format):
-            if d not in self.b.process_names:
-                self.b.set_process_name(d, f"GPU {d}", label=f"GPU {d}", sort_index=5_000_000 + d)
+        pairs = self.name_streams(dev, stream, "stream {} ".format)
+        self.name_devices(np.array([d for d, _ in pairs], np.int64), "GPU {}".format)
 
     # ------------------------------------------------------------------ host rows
     def write_api(self, rows, *, driver: bool = False) -> None:

@@ -18,6 +18,7 @@ Unresolved waits (the producer record is not in the trace): ``wait_on_hip_event_
 the producer fields (``wait_on_stream``, ``wait_on_hip_event_record_corr_id``) are omitted, as
 the ROCm design says (CUDA writes -1 there, as Kineto does).
 
+Device processes are named ``GPU <d>`` (sorted after the host's), as Kineto's ROCm rows label them.
 Stream and device synchronisation also get GPU-side ``cuda_sync`` rows like CUDA's: ``Stream
 Sync`` at tid = logical stream + 1000000 (row ``stream N (sync)``) and ``Device Sync`` at tid
 1000000 (row ``Device d (sync)``), spanning the call, on the stream's device (for a device sync,
@@ -201,8 +202,8 @@ class RocmEmitter(Emitter):
                 syncs = self.write_api(rec.hip_api)
                 if syncs is not None and ActivityType.CUDA_SYNC in self.activities:
                     self.write_syncs(syncs)
-            if release:
-                rec.hip_api = rec.dispatch = rec.event_ops = None
+            if release:  # the event operations stay (a few bytes per call): counters find their kernels' rows by them
+                rec.hip_api = rec.dispatch = None
         finally:
             self._rec = self._ops = self._stream_of = None
 
@@ -381,4 +382,22 @@ class RocmEmitter(Emitter):
         self.flow_ends(corr, start, dev, tid, host=False)
 
     def _rows(self, dev, tid) -> None:
-        self.name_streams(dev, tid, "stream {} ".format)
+        pairs = self.name_streams(dev, tid, "stream {} ".format)
+        self.name_devices(np.array([d for d, _ in pairs], np.int64), "GPU {}".format)
+
+    def write_counters(self, builder, window, rec: RocmRecords, headers: np.ndarray, metrics: dict) -> None:
+        """Per-kernel counters: ``headers`` (rocprofiler's dispatch-counting headers) with one value
+        column per counter (``metrics``: name -> a value per header, its instances summed) -> counter
+        tracks and ``metrics: <kernel>`` slices on the kernels' rows, as the XPU scope profiler writes."""
+        keep = keep_in_window(builder, window, headers["start_timestamp"], VENDOR, "counter dispatches")
+        if keep is not None and not keep.any():
+            return
+        headers, info = kept(headers, keep), kept(headers["dispatch_info"], keep)
+        corr = headers["correlation_id"]["internal"].astype(np.int64)
+        dev, tid = self.kernel_rows(rec, self.stream_of(rec), corr, info["queue_id"], info["agent_id"])
+        kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]
+        builder.add_per_kernel_metrics(
+            kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
+            end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
+            metrics={k: kept(v, keep) for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
+            extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})

@@ -21,12 +21,15 @@ The timeline is physically plausible, whatever the threads and range lengths:
   queue could not drain before the sync's range ends, the device work since the previous sync is
   compressed (durations, gaps and launch latency scaled down together) until it does.
 
-``sim_vendor`` picks which vendor's trace this is (``SIM_FLAVOURS``): call names, categories,
-rows and args as our real backend for that vendor writes them.
+``sim_vendor`` picks which vendor's trace this is (``SIM_FLAVOURS``): the timeline becomes that
+vendor's records (PTI's views, CUPTI's activity records, rocprofiler-sdk's buffer records) and our real
+backend's emit stage for the vendor writes them, so call names, categories, rows and args are exactly
+what a real profile of that vendor gives.
 
 Modules: ``launches`` (what launches what, and how much work it is), ``timeline`` (the physics: host
-calls, the queues, metric values), ``records`` (the timeline as one vendor's rows), ``backend``
-(SimBackend, SimSession).
+calls, the queues, metric values), ``records`` (flavours, and the timeline through a vendor's emit
+stage), ``xpu_records``/``cuda_records``/``hip_records`` (the timeline as each vendor's records),
+``backend`` (SimBackend, SimSession).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The session collects host range enter/exit marks while it runs; ``process`` turns the cycle's torch ops
 (or, without any, its innermost ranges) into launches (``launches``), a simulated timeline (``timeline``)
-and one vendor's records (``records``).
+and one vendor's records, written by that vendor's emit stage (``records``).
 """
 from __future__ import annotations
 
@@ -47,10 +47,12 @@ class SimSession(Session):
         self._running = False
         self._dropped: dict[str, int] = {}
         self._errors: list[str] = []
+        self.vendor_state: dict[str, object] = {}  # what a vendor's emit stage keeps for a session
 
     def start(self) -> None:
         self.correlation_log.clear()
         self._dropped = {}
+        self.vendor_state.clear()
         self._start_ns = time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
         self._running = True
 

@@ -28,7 +28,7 @@ from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
 from ..common import keep_in_window, kept
-from ..emitter import EmitResult
+from ..emitter import DEVICE_SORT_BASE, EmitResult
 from .context import RecordContext
 from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
                              submission_summary)
@@ -40,7 +40,6 @@ log = logging.getLogger("xpuprof")
 
 UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
 OVERHEAD_PID = -1
-DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
 OVERHEAD_SORT_INDEX = 1_048_576
 
 
