@@ -324,7 +324,7 @@ def _xpu_reference(metrics: dict):
     from xpuprof.vendors import pti
     from xpuprof.backends.xpu.context import ApiNameCache, RecordContext, StringCache
     from xpuprof.backends.xpu.metrics_scope import KernelTable, ScopeMetadata, ScopeResults, emit_scope_metrics
-    from xpuprof.backends.xpu.scope_api import _MetricArgsWriter
+    from xpuprof.backends.xpu.scope_api import MetricArgsEmitter
     from xpuprof.clock import BASE_TIME_NS
     from xpuprof.trace.builder.builder import TraceBuilder
 
@@ -369,7 +369,7 @@ def _xpu_reference(metrics: dict):
     types = frozenset({ActivityType.RUNTIME, ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY,
                        ActivityType.XPU_SYNC, ActivityType.EXTERNAL_CORRELATION})
     b = TraceBuilder(pid=4321)
-    _MetricArgsWriter(results, ctx, types).write(b, None, records)
+    MetricArgsEmitter(results, ctx, types).write(b, None, records)
     if results is not None:
         s, e = BASE_TIME_NS + t + 30_000, BASE_TIME_NS + t + 80_000
         emit_scope_metrics(b, results, KernelTable(np.array([9], np.uint64), np.array([s]), np.array([e]),
