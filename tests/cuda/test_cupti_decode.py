@@ -220,7 +220,8 @@ def test_overhead_rows():
                overhead_kind=c.ActivityOverheadKind.CUPTI_BUFFER_FLUSH, start=T0, end=T0 + 10)
     b, evs = _decode([records.pack([ov])])
     (o,) = [e for e in evs if e.get("cat") == "overhead"]
-    assert o["name"] == "Buffer Flush" and o["pid"] == -1 and b.process_names[-1] == "CUPTI Overhead"
+    assert o["name"] == "Buffer Flush" and o["pid"] == decode.OVERHEAD_PID and b.process_names[o["pid"]] == "CUPTI Overhead"
+    assert 1 << 22 < o["pid"] < 1 << 31 and o["pid"] % 4  # no real pid, none Perfetto maps (Kineto writes -1)
 
 
 def test_bulk_decode_is_columnar():

@@ -39,11 +39,18 @@ from ..activity import ActivityType
 from .base import ProcessWindow
 from .common import add_flow_ends, keep_in_window, kept, name_stream_rows
 
-__all__ = ["EMITTER_VERBS", "EmitResult", "Emitter"]
+__all__ = ["DEVICE_SORT_BASE", "EMITTER_VERBS", "VENDOR_PROCESS_PIDS", "EmitResult", "Emitter"]
 
 # The public verbs every vendor's emitter has (tests/contracts name them too).
 EMITTER_VERBS = ("write", "write_kernels", "write_copies", "write_fills", "write_syncs", "write_api")
 DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
+# The process of a vendor runtime's own rows (XPU syncs and collection overhead, CUPTI overhead).
+# Kineto writes them under pid -1, which Perfetto maps to 0, merging them into device 0's process
+# (and renaming it). Here each vendor's get a pid of their own that no real process and no device
+# index can have: above every OS's process ids (Linux's pid_max is at most 2^22, macOS's below
+# 100,000, Windows' are multiples of 4), within 31 bits (Perfetto keeps pids within 32 bits, its
+# protobuf ProcessDescriptor holds an int32). docs/consumers.md says so.
+VENDOR_PROCESS_PIDS = {"xpu": 0x7FFF_FFFE, "cuda": 0x7FFF_FFFD}
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Rows (Kineto §3.3): kernels, copies, memsets and CUDA events at pid = device, tid = stream;
 runtime/driver calls at pid = process, tid = thread; ``Stream Sync`` at tid stream + 1000000
-with its ``stream N (sync)`` row; syncs without a stream at tid 1 (Kineto's sanitized -1).
+with its ``stream N (sync)`` row; syncs without a stream at tid 1 (Kineto's sanitized -1); CUPTI overhead on a process of its own,
+``OVERHEAD_PID`` (Kineto's -1 would merge into device 0's process in Perfetto).
 Flows: ``ac2g`` with id = correlation id, ``s`` on the host call and ``f`` on the device row,
 drawn only when both ends are in the trace. Event waits resolve their producer through the
 shared ``DependencyResolver``.
@@ -21,13 +22,14 @@ from ...trace.builder.keyindex import distinct_rows, factorize
 from ..demangle import demangle
 from ..common import CorrelationMap, bandwidth, count_dropped, intern_keys, keep_in_window, kept
 from ..dependencies import DependencyResolver
-from ..emitter import Emitter
+from ..emitter import VENDOR_PROCESS_PIDS, Emitter
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
                       CuptiRecords)
 
 VENDOR = "cuda"
+OVERHEAD_PID = VENDOR_PROCESS_PIDS["cuda"]  # Kineto: -1 (see VENDOR_PROCESS_PIDS)
 STREAM_SYNC_TID_OFFSET = 1_000_000
 NO_STREAM = 0xFFFFFFFF  # CUPTI_SYNCHRONIZATION_INVALID_VALUE
 EXTERNAL_KIND_CUSTOM0 = 3  # CUpti_ExternalCorrelationKind: the CPU-op correlation (Kineto's Domain0)
@@ -426,8 +428,8 @@ class CudaEmitter(Emitter):
         # Kineto's OverheadActivity default.
         tid = np.where(rows["object_kind"].astype(np.int64) == OBJECT_KIND_THREAD,
                        rows["object_id"]["pt"]["thread_id"].astype(np.int64), 0)
-        self.slices(ActivityType.OVERHEAD, start, end - start, -1, tid, name_ids=name_ids)
-        self.b.set_process_name(-1, "CUPTI Overhead", sort_index=1048576)
+        self.slices(ActivityType.OVERHEAD, start, end - start, OVERHEAD_PID, tid, name_ids=name_ids)
+        self.b.set_process_name(OVERHEAD_PID, "CUPTI Overhead", sort_index=1048576)
 
 
 def _empty_map() -> CorrelationMap:

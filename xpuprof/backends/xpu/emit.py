@@ -4,7 +4,8 @@ Everything is columnar: one ``add_slices`` call per record kind, names interned 
 pointer or API id. Rows: device work on pid = device index (position of the device UUID among
 the Level Zero GPUs), tid = SYCL queue id; runtime/driver calls on PTI's process/thread ids
 (a runtime record without one takes its thread from the driver calls it made, else from the range
-that pushed its External id: see ``XpuEmitter.runtime_threads``); syncs and overhead on pid -1.
+that pushed its External id: see ``XpuEmitter.runtime_threads``); syncs and overhead on a process of
+their own, ``OVERHEAD_PID`` (Kineto's -1 would merge into device 0's process in Perfetto).
 ``ac2g`` flows start only on runtime records and end once per correlation, on the first device
 record (else the first driver record) that shares it.
 
@@ -28,7 +29,7 @@ from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
 from ..common import keep_in_window, kept
-from ..emitter import DEVICE_SORT_BASE, EmitResult
+from ..emitter import DEVICE_SORT_BASE, VENDOR_PROCESS_PIDS, EmitResult
 from .context import RecordContext
 from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
                              submission_summary)
@@ -39,7 +40,7 @@ from .sync_deps import sync_dependency_args
 log = logging.getLogger("xpuprof")
 
 UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
-OVERHEAD_PID = -1
+OVERHEAD_PID = VENDOR_PROCESS_PIDS["xpu"]  # Kineto: -1 (see VENDOR_PROCESS_PIDS)
 OVERHEAD_SORT_INDEX = 1_048_576
 
 
