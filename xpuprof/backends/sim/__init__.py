@@ -11,10 +11,12 @@ activity always gives the same device activity. Traces say ``"backend": "sim"`` 
 true``; the registry never selects this backend unless it is named (``backends=["sim"]``).
 
 The timeline is physically plausible, whatever the threads and range lengths:
-- every call lies inside the range it was made in (the ranges are the user's real timestamps);
-  calls last what real ones do (``LAUNCH_CALL_NS``, ...) where the range has room and share a
-  shorter range equally; a range too short to give each call ``MIN_CALL_NS`` drops its copy, then
-  its sync; the launch stays (a range under ``MIN_CALL_NS`` gets a shorter launch call);
+- every call lies strictly inside the range it was made in (the ranges are the user's real
+  timestamps), ``CALL_EDGE_NS`` from its ends (less in a short range, at least 1 ns), so no viewer
+  takes a call for its range; calls last what real ones do (``LAUNCH_CALL_NS``, ...) where the
+  range has room and share a shorter range equally; a range too short to give each call
+  ``MIN_CALL_NS`` drops its copy, then its sync; the launch stays (a shorter range gets a shorter
+  launch call; one under ``MIN_RANGE_NS`` launches nothing, counted in the trace);
 - the queue runs work in the order the calls were made, across threads, and no item starts before
   the call that submitted it;
 - a sync call returns after everything submitted before it (any thread's) has finished. When the
@@ -37,11 +39,12 @@ from .backend import SimBackend, SimSession
 from .records import (BLOCK, CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, REGISTERS_PER_THREAD, SIM_FLAVOURS,
                       SimFlavour)
 from .launches import KERNEL_CLASSES, Launches
-from .timeline import (COPY_CALL_NS, COPY_EVERY, DEVICE_ID, LAUNCH_CALL_NS, LAUNCH_LATENCY_NS, METRICS,
-                       MIN_CALL_NS, MIN_ITEM_NS, QUEUE_GAP_NS, SYNC_CALL_NS, SYNC_EVERY, SYNC_RETURN_NS,
-                       SYNC_ROW_INSET_NS, HostCalls, Timeline, plan_host_calls, run_queue)
+from .timeline import (CALL_EDGE_NS, COPY_CALL_NS, COPY_EVERY, DEVICE_ID, LAUNCH_CALL_NS, LAUNCH_LATENCY_NS, METRICS,
+                       MIN_CALL_NS, MIN_ITEM_NS, MIN_RANGE_NS, QUEUE_GAP_NS, SYNC_CALL_NS, SYNC_EVERY, SYNC_RETURN_NS,
+                       SYNC_ROW_INSET_NS, HostCalls, Timeline, call_bounds, plan_host_calls, run_queue)
 
-__all__ = ["BLOCK", "COPY_CALL_NS", "COPY_EVERY", "CUDA_DEVICE_PROPERTIES", "DEVICE_ID", "DEVICE_PROPERTIES",
-           "KERNEL_CLASSES", "LAUNCH_CALL_NS", "Launches", "LAUNCH_LATENCY_NS", "METRICS", "MIN_CALL_NS", "MIN_ITEM_NS", "QUEUE_GAP_NS",
+__all__ = ["BLOCK", "CALL_EDGE_NS", "COPY_CALL_NS", "COPY_EVERY", "CUDA_DEVICE_PROPERTIES", "DEVICE_ID", "DEVICE_PROPERTIES",
+           "KERNEL_CLASSES", "LAUNCH_CALL_NS", "Launches", "LAUNCH_LATENCY_NS", "METRICS", "MIN_CALL_NS", "MIN_ITEM_NS", "MIN_RANGE_NS", "QUEUE_GAP_NS",
            "REGISTERS_PER_THREAD", "SIM_FLAVOURS", "SYNC_CALL_NS", "SYNC_EVERY", "SYNC_RETURN_NS", "SYNC_ROW_INSET_NS",
-           "HostCalls", "SimBackend", "SimFlavour", "SimSession", "Timeline", "plan_host_calls", "run_queue"]
+           "HostCalls", "SimBackend", "SimFlavour", "SimSession", "Timeline", "call_bounds", "plan_host_calls",
+           "run_queue"]

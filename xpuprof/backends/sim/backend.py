@@ -20,10 +20,13 @@ from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
-from .timeline import METRICS, metric_values, simulate
+from .timeline import METRICS, MIN_RANGE_NS, metric_values, simulate
 
 _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SCOPE_PROFILER,
                                 ActivityType.HARDWARE_COUNTERS})
+# A launching op or range shorter than MIN_RANGE_NS has no room for its launch call strictly inside it
+# (timeline.call_bounds): it launches nothing, and the trace counts it under this reason.
+NO_ROOM_FOR_A_CALL = f"launching op or range under {MIN_RANGE_NS} ns (no room for its launch call inside)"
 
 
 # ---------------------------------------------------------------------------------- the session
@@ -137,11 +140,11 @@ class SimSession(Session):
         inside = np.asarray(window.contains(launches.enter), bool)
         if (~inside).any():
             self._dropped[OUT_OF_WINDOW] = int((~inside).sum())
-            keep = np.flatnonzero(inside)
-            launches = Launches(launches.ext[keep], launches.tid[keep], launches.enter[keep], launches.exit_[keep],
-                                [launches.names[i] for i in keep.tolist()], launches.work_ns[keep],
-                                launches.grid_x[keep], launches.bytes[keep], launches.comm[keep],
-                                launches.synthetic_copies)
+            launches = launches.take(np.flatnonzero(inside))
+        fits = (launches.exit_ - launches.enter) >= MIN_RANGE_NS  # room for a call strictly inside
+        if not fits.all():
+            self._dropped[NO_ROOM_FOR_A_CALL] = int((~fits).sum())
+            launches = launches.take(np.flatnonzero(fits))
         if len(launches) == 0:
             return
         rng = np.random.default_rng(self.seed)

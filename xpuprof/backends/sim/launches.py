@@ -89,11 +89,15 @@ class Launches:
     def __len__(self) -> int:
         return len(self.ext)
 
+    def take(self, rows: np.ndarray) -> "Launches":
+        """The launches at ``rows`` (indices), in that order."""
+        rows = np.asarray(rows, np.int64)
+        return Launches(self.ext[rows], self.tid[rows], self.enter[rows], self.exit_[rows],
+                        [self.names[i] for i in rows.tolist()], self.work_ns[rows], self.grid_x[rows],
+                        self.bytes[rows], self.comm[rows], self.synthetic_copies)
+
     def sorted(self) -> "Launches":
-        order = np.lexsort((self.ext, self.enter))
-        return Launches(self.ext[order], self.tid[order], self.enter[order], self.exit_[order],
-                        [self.names[i] for i in order.tolist()], self.work_ns[order], self.grid_x[order],
-                        self.bytes[order], self.comm[order], self.synthetic_copies)
+        return self.take(np.lexsort((self.ext, self.enter)))
 
 
 def innermost(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
