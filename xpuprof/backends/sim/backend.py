@@ -119,14 +119,15 @@ class SimSession(Session):
                 args = list(args) + ops.args(rows.tolist())
                 leaf = np.flatnonzero(innermost(tid, enter, exit_))  # torch's ranges nest in time
                 return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf],
-                                   [names[i] or "kernel" for i in leaf.tolist()], [args[i] for i in leaf.tolist()])
+                                   [names[i] or "kernel" for i in leaf.tolist()], [args[i] for i in leaf.tolist()],
+                                   self.flavour.name)
         leaf = np.arange(len(ext))
         return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf], [names[i] or "kernel" for i in leaf.tolist()],
-                           [args[i] for i in leaf.tolist()])
+                           [args[i] for i in leaf.tolist()], self.flavour.name)
 
     def process(self, builder, window: ProcessWindow) -> None:
         ops = window.host_ops() if window.host_ops is not None else None
-        launches = from_ops(ops) if ops is not None else None
+        launches = from_ops(ops, self.flavour.name) if ops is not None else None
         if launches is not None:
             # As a device tracer sees them: each launch carries the innermost range of ours around it (the
             # user correlation gpu_user_annotation is drawn from); the profiler then links each call to the
