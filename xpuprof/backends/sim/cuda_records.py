@@ -13,8 +13,8 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...vendors import cupti
-from .records import BLOCK, CUDA_DEVICE_PROPERTIES, REGISTERS_PER_THREAD, Calls, emitted_types, kernel_streams
-from .records import name_pointers
+from .records import (BLOCK, CUDA_DEVICE_PROPERTIES, REGISTERS_PER_THREAD, ROLES, Calls, emitted_types,
+                      kernel_streams, name_pointers)
 from .timeline import DEVICE_ID, SYNC_ROW_INSET_NS, Timeline
 
 CONTEXT = 1
@@ -64,7 +64,7 @@ def cupti_records(t: Timeline, flavour, types: frozenset[ActivityType], pid: int
     calls = Calls.of(t)
     by_kind: dict[int, np.ndarray] = {}
     if cupti.KIND_RUNTIME in kinds:
-        cbids = np.array([flavour.call_ids[r] for r in ("copy", "launch", "sync")], np.int64)[calls.role]
+        cbids = np.array([flavour.call_ids[r] for r in ROLES], np.int64)[calls.role]
         by_kind[cupti.KIND_RUNTIME] = _records(cupti.KIND_RUNTIME, len(calls), cbid=cbids, start=calls.ts,
                                                end=calls.ts + calls.dur, process_id=pid, thread_id=calls.tid,
                                                correlation_id=calls.corr)

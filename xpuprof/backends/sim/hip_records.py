@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...vendors import rocprofiler as rocprof
-from .records import BLOCK, Calls, emitted_types, kernel_streams
+from .records import BLOCK, ROLES, Calls, emitted_types, kernel_streams
 from .timeline import DEVICE_ID, Timeline
 
 AGENT, HOST_AGENT = 0xA6E0, 0xA6E1  # the GPU agent's handle, the CPU agent's
@@ -20,7 +20,6 @@ HIP_STREAM = 0x7000  # the HIP stream handle of stream 1 (the collectives' strea
 HSA_QUEUE = 0x7F0000
 COPY_HTOD = 2  # the emit stage's direction code (activity_api maps rocprofiler's operation to it)
 KIND_HIP_API, KIND_DISPATCH, KIND_COPY = 5, 11, 10  # rocprofiler's buffer-tracing kinds (as its records carry)
-_ROLES = ("copy", "launch", "sync")
 
 
 def _records(dtype: np.dtype, n: int, **cols) -> np.ndarray:
@@ -41,7 +40,7 @@ def rocprof_records(t: Timeline, flavour):
     calls = Calls.of(t)
     handles = HIP_STREAM + kernel_streams(t, flavour) - flavour.stream
     api = _records(rocprof.HIP_API_DTYPE, len(calls), kind=KIND_HIP_API, **{
-        "operation": np.array([flavour.call_ids[r] for r in _ROLES], np.int64)[calls.role],
+        "operation": np.array([flavour.call_ids[r] for r in ROLES], np.int64)[calls.role],
         "correlation_id.internal": calls.corr, "correlation_id.external": calls.ext,
         "start_timestamp": calls.ts, "end_timestamp": calls.ts + calls.dur, "thread_id": calls.tid})
     names, kernel_ids = np.unique(np.asarray(t.kernel_names, dtype=object).astype(str), return_inverse=True)
@@ -66,7 +65,7 @@ def rocprof_records(t: Timeline, flavour):
     ops["correlation_id"], ops["stream"] = calls.corr, stream_of_call
     ops["op"] = np.where(calls.role == 2, OP_STREAM_SYNC, OP_LAUNCH)
     return RocmRecords(hip_api=api, dispatch=dispatch, copies=copies, event_ops=ops,
-                       api_names={flavour.call_ids[r]: flavour.calls[r] for r in _ROLES},
+                       api_names={flavour.call_ids[r]: flavour.calls[r] for r in ROLES},
                        kernel_names={i + 1: str(name) for i, name in enumerate(names.tolist())},
                        agent_device={AGENT: DEVICE_ID})
 

@@ -95,10 +95,6 @@ class Calls:
     def __len__(self) -> int:
         return len(self.role)
 
-    def of_role(self, role: str) -> np.ndarray:
-        """Mask of the calls of ``role``."""
-        return self.role == ROLES.index(role)
-
 
 def emitted_types(types: frozenset[ActivityType]) -> frozenset[ActivityType]:
     """The session's selection as the vendor's emitter reads it: a sync selection under either

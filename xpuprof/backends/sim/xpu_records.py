@@ -13,7 +13,7 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...vendors import pti
-from .records import DEVICE_PROPERTIES, Calls, emitted_types, kernel_streams, name_pointers
+from .records import DEVICE_PROPERTIES, ROLES, Calls, emitted_types, kernel_streams, name_pointers
 from .timeline import METRICS, SYNC_ROW_INSET_NS, Timeline
 
 PTI_VERSION = "1.2.0 (simulated)"
@@ -52,7 +52,7 @@ def pti_records(t: Timeline, flavour, types: frozenset[ActivityType], pid: int):
     k_ptr, strings = name_pointers(t.kernel_names + [COPY_CALL], 0x10000)
     by_kind: dict[int, np.ndarray] = {}
     if int(_V.RUNTIME_API) in views:
-        ids = np.array([flavour.call_ids[r] for r in ("copy", "launch", "sync")], np.int64)[calls.role]
+        ids = np.array([flavour.call_ids[r] for r in ROLES], np.int64)[calls.role]
         by_kind[int(_V.RUNTIME_API)] = _records(
             _V.RUNTIME_API, len(calls), _start_timestamp=calls.ts, _end_timestamp=calls.ts + calls.dur,
             _api_group=int(pti.ApiGroup.SYCL), _api_id=ids, _process_id=pid, _thread_id=calls.tid,
@@ -89,7 +89,7 @@ def pti_records(t: Timeline, flavour, types: frozenset[ActivityType], pid: int):
         by_kind[int(_V.EXTERNAL_CORRELATION)] = _records(
             _V.EXTERNAL_CORRELATION, int(linked.sum()), _correlation_id=calls.corr[linked],
             _external_id=calls.ext[linked], _external_kind=int(pti.ExternalKind.CUSTOM_0))
-    names = {(int(pti.ApiGroup.SYCL), flavour.call_ids[r]): flavour.calls[r] for r in ("copy", "launch", "sync")}
+    names = {(int(pti.ApiGroup.SYCL), flavour.call_ids[r]): flavour.calls[r] for r in ROLES}
     names[(int(SYNC_CALL[1]), SYNC_CALL[2])] = SYNC_CALL[0]
     ctx = RecordContext(PTI_VERSION, 0, device_uuids=[DEVICE_UUID], device_names={0: DEVICE_PROPERTIES["name"]},
                         strings=StringCache(strings), api_names=ApiNameCache(names),
