@@ -222,7 +222,8 @@ def test_run_dry_run_checks_metric_names(tmp_path, capsys):
                    f"output: {{dir: {tmp_path / 'out'}}}\n")
     assert main(["run", str(cfg), "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("xpuprof run: point 'm': unknown metric name(s)") and "'GpuTme': did you mean GpuTime" in err
+    assert err.startswith(f"xpuprof run: {cfg}:6: metrics.names: point 'm': unknown metric name(s)")  # the line
+    assert "'GpuTme': did you mean GpuTime" in err
     assert not (tmp_path / "out").exists()
     good = tmp_path / "ok.yaml"  # what the sim backend collects passes the same check
     good.write_text("name: ok\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"
