@@ -26,6 +26,7 @@ def _installed() -> set[str]:
     """The extras and packages .ci/run installs with pip, and what it installs with apt."""
     names = set()
     for line in CI.replace("\\\n", " ").splitlines():
+        line = line.split(" #", 1)[0]  # a comment after the command
         if "pip install" in line and not line.lstrip().startswith("#"):
             for word in line.split("pip install", 1)[1].split():
                 word = word.strip("'\"")
