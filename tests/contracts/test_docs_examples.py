@@ -109,7 +109,7 @@ def _shell_script(b: Block) -> str:
             continue
         expect = EXIT.search(line)
         want = int(expect.group(1)) if expect else 0
-        lines.append(f"( {command} ); s=$?; if [ $s -ne {want} ]; then echo '{b.where} line {number}: "
+        lines.append(f"{{ {command}\n}}; s=$?; if [ $s -ne {want} ]; then echo '{b.where} line {number}: "
                      f"`{command.replace(chr(39), '')}` exited '$s', expected {want}' >&2; exit 97; fi")
     return "\n".join(lines) + "\n"
 

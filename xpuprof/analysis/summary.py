@@ -169,6 +169,10 @@ class KeyAverages(list):
         cols = columns_of_builders(builders, shapes=bool(group_by.get("group_by_input_shape")),
                                    overloads=bool(group_by.get("group_by_overload_name")))
         meta = builders[-1].metadata if builders else {}
+        if use_device is None:  # a plugin backend's device work: torch's name for the device of its category
+            from .trace_columns import guess_use_device
+
+            use_device = guess_use_device(cols, meta)
         return cls.from_columns(cols, use_device=use_device,
                                 profile_memory=bool(meta.get("profile_memory")) if profile_memory is None else profile_memory,
                                 with_flops=bool(meta.get("with_flops")) if with_flops is None else with_flops, **group_by)
