@@ -136,8 +136,7 @@ def kernel_table(report: Report) -> str:
     metrics = report.metric_names
     by_rank = any(s.rank is not None for s in report.stats)
     units = report.table.units
-    name_head = "Kernel" if set(report.categories) <= {"kernel"} else "Name"
-    head = ([("Rank", "")] if by_rank else []) + [(name_head, "name"), (CALLS, "")]
+    head = ([("Rank", "")] if by_rank else []) + [("Name", "name"), (CALLS, "")]
     head += [(h, "") for h in ((SELF, SELF_PCT, TOTAL) if report.nests else (SELF_PCT, TOTAL))]
     head += [(AVG, ""), (MIN, ""), (MAX, "")]
     head += [(metric_label(m, units.get(m, "")), "") for m in metrics]

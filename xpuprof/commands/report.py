@@ -96,9 +96,8 @@ def text_table(report: Report, width: int | None = None) -> str:
     from ..analysis.intervals import COLUMNS as INTERVALS
     from ..analysis.tables import stats_table
 
-    kernels_only = set(report.categories) <= {"kernel"}
     return stats_table(report.stats, units=report.table.units, nests=report.nests, title=_title(report), width=width,
-                       name_label="Kernel" if kernels_only else "Name", sort_by=report.filters.get("sort") or "total",
+                       sort_by=report.filters.get("sort") or "total",
                        intervals=[(k, label) for k, label, *_ in INTERVALS][:2] if report.intervals else None,
                        interval_of=report.interval_of)
 
