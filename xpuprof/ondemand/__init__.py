@@ -15,8 +15,9 @@ Layout (one job each):
   launcher   what ``xpuprof exec`` puts in its command's environment; boot runs in each child
   trigger    the dyno CLI's request to dynolog, and an embedded daemon for local processes
 
-``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` (or ``XPUPROF_KINETO_USE_DAEMON``,
-where xpuprof moves it) is set: Kineto's opt-in.
+``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` is set: Kineto's opt-in. The variable
+stays in the environment as the user set it (children inherit it); that this process runs xpuprof's client is
+recorded here (``_activated``), not in the environment.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ import sys
 log = logging.getLogger("xpuprof.ondemand")
 
 USE_DAEMON_ENV = "KINETO_USE_DAEMON"
-STASHED_ENV = "XPUPROF_KINETO_USE_DAEMON"  # torchlink.hide_daemon_variable: the opt-in, out of torch's sight
 HELPER_ENV = "XPUPROF_HELPER"  # xpuprof's own probe subprocesses (backends.probe.HELPER_ENV): never registered
 
 _activated = False
@@ -62,7 +62,6 @@ def activate(*, force: bool = False) -> bool:
                     "polls the on-demand daemon in this process; xpuprof does not register beside it (one process, "
                     "one trace). For xpuprof's trace, import xpuprof before torch or run under `xpuprof exec`")
         return False
-    torchlink.hide_daemon_variable()
     if launcher.is_launcher():  # torchrun starts the ranks; they register, it does not
         return False
     torchlink.install()
@@ -70,5 +69,5 @@ def activate(*, force: bool = False) -> bool:
 
 
 def requested() -> bool:
-    """Kineto's opt-in for this process: ``KINETO_USE_DAEMON`` (or the name xpuprof moved it to)."""
-    return USE_DAEMON_ENV in os.environ or STASHED_ENV in os.environ
+    """Kineto's opt-in for this process: ``KINETO_USE_DAEMON``."""
+    return USE_DAEMON_ENV in os.environ
