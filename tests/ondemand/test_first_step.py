@@ -31,22 +31,28 @@ while not os.path.exists(stop):
     time.sleep(0.002)
 """
 
-RUNS = 10
+RUNS = 10  # at once: ten torch imports and trainings on this machine's cores are the "loaded machine"
 
 
 def test_iterations_requested_before_the_first_step_are_recorded(daemon, sockdir):
     prog = write_program(sockdir, LATE_TORCH)
+    runs = []
     for run in range(RUNS):
         stop, go = sockdir / f"stop{run}", sockdir / f"go{run}"
         p = Program([PYTHON, str(prog), str(stop), str(go)], client_env(sockdir, KINETO_LOG_LEVEL="6"), sockdir, stop)
+        runs.append((run, p, go))
+    for run, p, go in runs:
         p.out.wait("ready")
         daemon.wait_registered(p.pid)
         config = (f"ACTIVITIES_LOG_FILE={sockdir}/it{run}.json\nPROFILE_START_ITERATION=0\n"
                   "PROFILE_START_ITERATION_ROUNDUP=1\nACTIVITIES_ITERATIONS=3\nACTIVITIES_WARMUP_PERIOD_SECS=0")
         assert daemon.request(config, pids=[p.pid])["activityProfilersTriggered"] == [p.pid]
+    for run, p, go in runs:
         p.err.wait(r"on-demand request accepted: 3 iteration")
         go.touch()  # now torch imports and the program steps
-        trace = load_trace(wait_for_file(sockdir / f"it{run}_{p.pid}.json", timeout=120))
+    recorded = 0
+    for run, p, go in runs:
+        trace = load_trace(wait_for_file(sockdir / f"it{run}_{p.pid}.json", timeout=180))
         assert p.finish() == 0
         od = trace["ondemand"]
         assert "iterations" not in od.get("notes", {}), (run, od)
@@ -54,3 +60,5 @@ def test_iterations_requested_before_the_first_step_are_recorded(daemon, sockdir
         step_ranges = [e for e in events(trace) if e["name"].startswith("ProfilerStep#")]
         assert len(step_ranges) == 3, (run, [e["name"] for e in step_ranges])
         assert sum(e["name"].startswith("Optimizer.step#SGD.step") for e in events(trace)) >= 3, run
+        recorded += 1
+    assert recorded == RUNS
