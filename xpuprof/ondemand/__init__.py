@@ -2,12 +2,15 @@
 ``xpuprof trigger``.
 
 Layout (one job each):
-  fabric     dynolog's IPC fabric: datagram layout, endpoint names, ancestor pids, job id, sender uid
+  fabric     dynolog's IPC fabric: datagram layout, endpoint names, ancestor pids, job id, sender credentials
+  sockdir    socket directories no other user can turn against the process; socket files set and removed safely
+  refusals   refused datagrams said once per sender, rate-limited
+  answers    what became of a request, told to the ``xpuprof trigger`` that sent it
   client     the poll loop (process side of the protocol)
   request    Kineto on-demand config text -> a capture request
   capture    one request, run off the training thread through ``xpuprof.profile``
   agent      one capture at a time; busy notes; exit, SIGTERM and fork
-  control    ``xpuprof trigger --pause/--resume``: the config line that carries them, their outcome
+  control    ``xpuprof trigger --pause/--resume/--cancel``: the config line that carries them, their outcome
   steps      iterations as Kineto counts them (``xpuprof.step()``); torchlink hooks torch's count
   torchlink  torch's own Kineto client kept from starting; KinetoStepTracker hooked
   mainthread torch's per-thread op recorder started/stopped on the main thread
