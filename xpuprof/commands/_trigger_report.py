@@ -73,9 +73,12 @@ def process_line(pid: int, box) -> tuple[str, str]:
     return "started", f"capture accepted; its trace will be {path} (not written yet)"
 
 
-def report_trace_request(results, box, *, as_json: bool, start_ms: int, waited: bool) -> int:
+def report_trace_request(results, box, *, as_json: bool, start_ms: int, log_file: str | None = None) -> int:
     """Print the outcome of a trace request; the exit status (0: at least one process triggered and none of
-    them failed to write; 1 otherwise)."""
+    them failed to write; 1 otherwise). ``log_file``: the ``--log-file`` given, for what Kineto's rule names
+    a process's file when the process cannot answer."""
+    from ..ondemand.request import log_file_for_pid
+
     triggered_total = 0
     failed = 0
     out = []
@@ -83,8 +86,12 @@ def report_trace_request(results, box, *, as_json: bool, start_ms: int, waited: 
         processes = {}
         files = []
         not_triggered = 0
+        host = res.where.rsplit(":", 1)[0]
         for pid in res.triggered:
             category, text = process_line(pid, box)
+            if category == "unanswered" and log_file:
+                text += (f"; by Kineto's rule its trace is {log_file_for_pid(log_file.replace('{host}', host), pid)} "
+                         "on its host")
             got = box.by_pid.get(pid) if box is not None else None
             processes[pid] = {"state": category, "text": text, **({"answers": got.states} if got else {})}
             if category == "written":

@@ -203,7 +203,7 @@ def run(args) -> int:
                              timeout_s=args.timeout or _default_timeout(args, start_ms), embedded=embedded)
         from ._trigger_report import report_trace_request
 
-        return report_trace_request(results, box, as_json=args.json, start_ms=start_ms, waited=not args.no_wait)
+        return report_trace_request(results, box, as_json=args.json, start_ms=start_ms, log_file=log_file)
     finally:
         if box is not None:
             box.close()
