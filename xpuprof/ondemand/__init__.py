@@ -65,9 +65,9 @@ def activate(*, force: bool = False) -> bool:
                     "polls the on-demand daemon in this process; xpuprof does not register beside it (one process, "
                     "one trace). For xpuprof's trace, import xpuprof before torch or run under `xpuprof exec`")
         return False
+    torchlink.install()  # torch's own client kept off here too (a launcher imports torch), the variable kept for children
     if launcher.is_launcher():  # torchrun starts the ranks; they register, it does not
         return False
-    torchlink.install()
     return client.start(agent.get_agent()) is not None
 
 
