@@ -48,11 +48,10 @@ import os, socket, struct, sys
 sockdir, victim, drop = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if drop:
     os.setgid(65534); os.setuid(65534)
-name = "dynoconfigclientforger%d" % os.getpid()
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind("\0" + name + "\0")
+s.bind(os.path.join(sockdir, "dynoconfigclientforger%d" % os.getpid()))
 body = struct.pack("@iiq", 3, 1, 0) + struct.pack("@i", victim)  # a poll claiming to be the victim
-s.sendto(struct.pack("@N32s", len(body), b"req") + body, "\0dynolog\0")
+s.sendto(struct.pack("@N32s", len(body), b"req") + body, os.path.join(sockdir, "dynolog"))
 s.settimeout(8)
 try:
     data = s.recv(1 << 20)
@@ -63,14 +62,15 @@ except socket.timeout:
 
 
 @pytest.mark.parametrize("drop", [False, pytest.param(True, marks=needs_root)], ids=["same-user", "nobody"])
-def test_a_forged_poll_gets_nothing_of_another_processs_request(drop, tmp_path):
+def test_a_forged_poll_gets_nothing_of_another_processs_request(drop, sockdir):
     """`xpuprof trigger --embedded --pid V` (root's, or the user's): a process that polls claiming to be V is
     matched by its own kernel pid, never the payload's: it receives no config, and V is not reported as
     triggered (before: the forger got the config and trigger said "1 triggered" for V)."""
+    os.chmod(sockdir, 0o1777)  # shared as /tmp is: the forger (nobody) binds its socket there too
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    daemon = trigger.EmbeddedDaemon(directory="")  # the abstract socket, as dynolog's
+    daemon = trigger.EmbeddedDaemon(directory=str(sockdir))
     try:
-        forger = subprocess.Popen([sys.executable, "-c", FORGER, str(tmp_path), str(victim.pid), "1" if drop else "0"],
+        forger = subprocess.Popen([sys.executable, "-c", FORGER, str(sockdir), str(victim.pid), "1" if drop else "0"],
                                   stdout=subprocess.PIPE, text=True)
         result = daemon.serve("ACTIVITIES_DURATION_MSECS=100\nSECRET_FOR_THE_VICTIM=1", wait_s=3.0,
                               pids=[victim.pid])
