@@ -113,3 +113,21 @@ def test_a_daemon_that_trickles_its_answer_is_given_one_deadline(sockdir):
     finally:
         daemon.close()
     assert proc.returncode == 2 and "did not finish its answer within 10 s" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_one_hostile_host_among_several_is_its_line_and_exit_2(sockdir):
+    """--hosts: each host's answer is its own line; a host that answered something that is not dynolog's
+    answer makes the exit status 2 (the others are still printed)."""
+    bad = HostileDaemon(HOSTILE["a JSON list"])
+    fine = HostileDaemon(framed(json.dumps({"processesMatched": [], "activityProfilersTriggered": [],
+                                            "activityProfilersBusy": 0}).encode()))
+    try:
+        proc = subprocess.run([PYTHON, "-m", "xpuprof", "trigger", "--hosts",
+                               f"127.0.0.1:{bad.port},127.0.0.1:{fine.port}", "--no-wait"], capture_output=True,
+                              text=True, env=client_env(sockdir), timeout=60)
+    finally:
+        bad.close()
+        fine.close()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"127.0.0.1:{bad.port}: dynolog at 127.0.0.1:{bad.port} answered a JSON list" in proc.stdout
+    assert f"127.0.0.1:{fine.port}: no process matched" in proc.stdout and "Traceback" not in proc.stderr

@@ -105,7 +105,7 @@ def report_trace_request(results, box, *, as_json: bool, start_ms: int, log_file
         out.append({"where": res.where, "matched": res.matched, "triggered": res.triggered, "busy": res.busy,
                     "processes": {str(k): v for k, v in processes.items()}, "trace_files": files,
                     "error": res.error, "triggered_count": triggered})
-    status = 0 if triggered_total and not failed else 1
+    status = 2 if any(res.bad_answer for res in results) else 0 if triggered_total and not failed else 1
     if as_json:
         print(json.dumps({"results": out, "start_time_ms": start_ms or None}, indent=2))
         return status
@@ -147,9 +147,10 @@ def report_control(results, box, command: str, as_json: bool) -> int:
                 done += 1
         out.append({"where": res.where, "matched": res.matched, "sent": res.triggered, "busy": res.busy,
                     "outcomes": outcomes, "error": res.error})
+    status = 2 if any(res.bad_answer for res in results) else 0 if done else 1
     if as_json:
         print(json.dumps({"command": command, "results": out}, indent=2))
-        return 0 if done else 1
+        return status
     for item in out:
         where = item["where"]
         if item["error"] and not item["matched"]:
@@ -165,4 +166,4 @@ def report_control(results, box, command: str, as_json: bool) -> int:
         print(line)
         for pid, text in item["outcomes"].items():
             print(f"    pid {pid}: {text}")
-    return 0 if done else 1
+    return status

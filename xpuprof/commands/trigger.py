@@ -304,8 +304,9 @@ def _send_all(trigger, hosts, config_for, job_id, pids, limit):
         port = port or trigger.DEFAULT_PORT
         try:
             return trigger.send_request(host, port, config_for(host), job_id=job_id, pids=pids, process_limit=limit)
-        except trigger.TriggerError as exc:  # a broken answer from one host is that host's line
-            return trigger.TriggerResult(f"{host}:{port}", error=str(exc))
+        except trigger.TriggerError as exc:  # a broken answer from one host is that host's line (and exit 2)
+            return trigger.TriggerResult(f"{host}:{port}", error=str(exc),
+                                         bad_answer=isinstance(exc, trigger.BadAnswer))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         return list(pool.map(one, hosts))

@@ -58,7 +58,7 @@ class TriggerResult:
     busy: int = 0
     raw: dict = field(default_factory=dict)
     error: str | None = None
-    unanswered: bool = False  # the daemon cannot carry answers back and none arrived otherwise
+    bad_answer: bool = False  # the daemon answered something that is not dynolog's answer (error says what)
 
 
 # ----------------------------------------------------------------------------- the config text
