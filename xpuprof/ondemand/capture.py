@@ -136,10 +136,13 @@ class Capture:
         self._stopped = False
         self._in_dir = request.log_file is None or (out_given and out_dir is not None)
         if self._in_dir:
+            self.planned_path = os.path.join(out_dir or ".", trace_file_name(default_worker_name()))
             if request.log_file is not None and request.log_file_named:
                 self._notes["ACTIVITIES_LOG_FILE"] = (f"{request.log_file} not used: xpuprof exec --out {out_dir} "
                                                       "holds this process's traces, named by the one naming rule")
-            self.planned_path = os.path.join(out_dir or ".", trace_file_name(default_worker_name()))
+            elif request.log_file is not None and "ACTIVITIES_LOG_FILE" in self._notes:  # rejected: say where
+                self._notes["ACTIVITIES_LOG_FILE"] = self._notes["ACTIVITIES_LOG_FILE"].replace(
+                    f"written to {request.log_file} instead", f"written to {self.planned_path} (xpuprof exec --out)")
         else:
             self.planned_path = request.log_file
 
