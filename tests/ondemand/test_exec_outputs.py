@@ -39,6 +39,9 @@ def test_each_trace_is_said_and_named_by_the_one_rule(tmp_path):
     report = subprocess.run([*XPUPROF, "report", str(out)], capture_output=True, text=True, env=base_env(),
                             timeout=120)
     assert report.returncode == 0, report.stderr
+    consts = pytest.importorskip("torch_tb_profiler.consts", reason="torch-tb-profiler is not installed")
+    worker = consts.WORKER_PATTERN.match(path.name)  # TensorBoard's: worker <host>_<pid>, span <ts>
+    assert worker and consts.NODE_PROCESS_PATTERN.match(worker.group(1)).group(1) == socket.gethostname()
 
 
 def test_on_demand_honours_out(sockdir):
