@@ -255,3 +255,29 @@ def test_xpuprof_step_without_an_agent_costs_nothing():
                           capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if "KINETO" not in k})
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+# ----------------------------------------------------------------------------- answers to the trigger
+def test_answers_reach_the_trigger_with_the_senders_pid_and_exits_are_seen(monkeypatch):
+    """A process answers from an unbound socket; the trigger's box reads who sent it from the kernel, and a
+    process that exited - even before it was watched - is seen as exited (a kill while the embedded daemon
+    still served once went unnoticed until the trigger's timeout)."""
+    from xpuprof.ondemand import answers
+
+    monkeypatch.delenv("KINETO_IPC_SOCKET_DIR", raising=False)
+    box = answers.AnswerBox(directory="")
+    try:
+        answers.send(box.name, answers.ACCEPTED, path="/tmp/x.pt.trace.json")
+        answers.send("not-a-trigger", answers.WRITTEN, path="/etc/passwd")  # a name of another shape: never sent
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                               text=True, check=True)
+        gone = int(child.stdout)
+        box.watch(gone)
+        box.wait(lambda b: bool(b.by_pid), deadline=__import__("time").monotonic() + 10)
+        mine = box.of(os.getpid())
+        assert mine is not None and mine.kernel_pid == os.getpid() and mine.last["path"] == "/tmp/x.pt.trace.json"
+        assert box.has_exited(gone) and not box.has_exited(os.getpid())
+        assert answers.answer_name(f"X=1\n{answers.ANSWER_KEY}=../../etc\n") is None
+        assert answers.answer_name(f"{box.config_line()}\n") == box.name
+    finally:
+        box.close()

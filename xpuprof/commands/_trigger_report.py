@@ -32,7 +32,7 @@ def wait_for_answers(box, results, *, answer_window_s: float, timeout_s: float, 
     start = time.monotonic()
 
     def settled(pid: int) -> bool:
-        got = box.by_pid.get(pid)
+        got = box.of(pid)
         if got is None:
             return box.has_exited(pid) or time.monotonic() - start >= answer_window_s
         if got.final() or box.has_exited(pid):
@@ -45,7 +45,7 @@ def wait_for_answers(box, results, *, answer_window_s: float, timeout_s: float, 
 def process_line(pid: int, box) -> tuple[str, str]:
     """``(category, text)`` for one triggered process: category written / started / failed / notriggered /
     unanswered / outcome / nothing (a control command that changed nothing)."""
-    got = box.by_pid.get(pid) if box is not None else None
+    got = box.of(pid) if box is not None else None
     exited = box is not None and box.has_exited(pid)
     if got is None:
         if exited:
@@ -92,7 +92,7 @@ def report_trace_request(results, box, *, as_json: bool, start_ms: int, log_file
             if category == "unanswered" and log_file:
                 text += (f"; by Kineto's rule its trace is {log_file_for_pid(log_file.replace('{host}', host), pid)} "
                          "on its host")
-            got = box.by_pid.get(pid) if box is not None else None
+            got = box.of(pid) if box is not None else None
             processes[pid] = {"state": category, "text": text, **({"answers": got.states} if got else {})}
             if category == "written":
                 files.append(text[len("wrote "):])

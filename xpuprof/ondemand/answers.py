@@ -88,7 +88,7 @@ def decode(payload: bytes) -> dict | None:
 def send(name: str | None, state: str, **fields) -> None:
     """Answer ``name`` (a request's ``XPUPROF_ANSWER_TO``; nothing when None). Never raises: a trigger that
     stopped listening must not disturb the process."""
-    if not name:
+    if not name or not _NAME.match(name):  # only ever to a trigger's endpoint
         return
     try:
         fabric.send_once(name, encode(state, **fields), fabric.socket_dir())
@@ -161,12 +161,22 @@ class AnswerBox:
             return
         try:
             self._pidfds[kernel_pid] = os.pidfd_open(kernel_pid)
-        except OSError:  # gone already, or not ours to watch: its answers alone say what happened
+        except ProcessLookupError:  # gone already (exited while the embedded daemon still served)
+            self.exited.add(kernel_pid)
+        except OSError:  # not ours to watch: its answers alone say what happened
             pass
+
+    def of(self, pid: int) -> ProcessAnswers | None:
+        """What the process ``pid`` answered: ``pid`` as it sees itself (dynolog's pids) or as this machine sees
+        it (the embedded daemon's: they differ across pid namespaces)."""
+        got = self.by_pid.get(pid)
+        if got is None:
+            got = next((a for a in self.by_pid.values() if a.kernel_pid == pid), None)
+        return got
 
     def has_exited(self, pid: int) -> bool:
         """The process (its own pid, or its kernel pid) was seen to exit."""
-        got = self.by_pid.get(pid)
+        got = self.of(pid)
         return pid in self.exited or (got is not None and got.kernel_pid in self.exited)
 
     def wait(self, done, deadline: float, *, tick_s: float = 1.0) -> None:
