@@ -258,6 +258,9 @@ class Endpoint:
             raise FabricError(exc.errno, f"cannot bind {where}: {exc.strerror or exc}") from None
 
     def _bind_file(self, replace_stale: bool) -> None:
+        # Linux creates the socket file with the socket's own mode less the umask: set before bind, the file is
+        # never, even for an instant, more open than asked (the umask may still take bits away: see below).
+        os.fchmod(self._sock.fileno(), self._mode)
         try:
             self._sock.bind(self.address)
         except OSError as exc:
@@ -269,8 +272,9 @@ class Endpoint:
                                   "it is left alone") from None
             self._sock.bind(self.address)
         self._bound_name = self.name
-        # Senders are checked by uid anyway (SO_PASSCRED). The mode is set through an O_PATH descriptor of the
-        # file just bound, never by its name (which a swapped symlink could redirect); umask is process-wide.
+        # Senders are checked by uid anyway (SO_PASSCRED). The exact mode (0666 for a daemon endpoint, which the
+        # umask narrowed) is set through an O_PATH descriptor of the file just bound, never by its name (which a
+        # swapped symlink could redirect); the umask is process-wide, so it is not changed.
         sockdir.set_socket_mode(self._dir_fd, self.name, self._mode)
 
     @staticmethod
