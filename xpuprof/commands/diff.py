@@ -1,8 +1,12 @@
 """``xpuprof diff A B``: per-kernel time and metric deltas between two runs (traces, trace
-directories, ``summary.jsonl`` files or report JSON). Exits 1 when a kernel got slower by more
-than ``--threshold`` percent or, with EU stall samples on both sides (XPU traces recorded with stall
-sampling, or ``report --stalls`` JSON), a stall reason's share of a kernel's samples grew by more than
-``--threshold`` points; 2 on unusable input, 0 otherwise."""
+directories, ``summary.jsonl`` files or report JSON). Kernels are matched by identity: equal names, or
+one kernel whose parameters changed (``sim_gemm[numpy] n=128`` and ``n=512``: its time is shown, never a
+regression); kernels that differ only in parameters and cannot be paired one to one are said and left
+unpaired. Exits 1 when a kernel got slower by more than ``--threshold`` percent or, with EU stall
+samples on both sides (XPU traces recorded with stall sampling, or ``report --stalls`` JSON), a stall
+reason's share of a kernel's samples grew by more than ``--threshold`` points; 2 on unusable input, 0
+otherwise. ``xpuprof diff --history DIR RUN_DIR`` is ``xpuprof gate RUN_DIR --history DIR``: a run
+against its history, with statistics instead of a threshold."""
 from __future__ import annotations
 
 import io
@@ -16,8 +20,9 @@ from ..trace.builder.columns import encode_json
 def register(subparsers) -> None:
     p = subparsers.add_parser("diff", help="compare kernel times and metrics of two runs (non-zero exit on regression)",
                               description=__doc__)
-    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON")
-    p.add_argument("b", metavar="B", help="candidate, same kinds as A")
+    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON (with "
+                                          "--history: the run directory to gate)")
+    p.add_argument("b", metavar="B", nargs="?", default=None, help="candidate, same kinds as A (not with --history)")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="a kernel slower by more than PCT percent is a regression (default 5); with EU stall samples "
                         "on both sides, a stall reason whose share of a kernel's samples grew by more than PCT "
@@ -25,8 +30,15 @@ def register(subparsers) -> None:
     p.add_argument("--field", default="avg", choices=TIME_FIELDS, help="time compared per kernel (default avg)")
     p.add_argument("--min-us", type=float, default=0.0, metavar="US",
                    help="ignore kernels faster than US microseconds on both sides")
-    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.add_argument("--format", default="table", choices=("table", "json", "html"),
+                   help="table (default), json; html with --history (a history plot per kernel, needs -o)")
     p.add_argument("--all", action="store_true", help="also list unchanged kernels")
+    from .gate import add_gate_options
+
+    gate = p.add_argument_group("--history DIR: the run A against its history, as `xpuprof gate` (statistics "
+                                "instead of --threshold)")
+    add_gate_options(gate, history_required=False)
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="with --history: write to FILE")
     p.set_defaults(func=run)
 
 
@@ -43,13 +55,15 @@ def _table(result: DiffResult, show_all: bool) -> str:
     if points:
         t.add_column("Point")
     for col in ("Kernel", "Status", "A", "B", "Δ%", "Calls A/B"):
-        t.add_column(col, justify="left" if col in ("Kernel", "Status") else "right")
+        t.add_column(col, justify="left" if col in ("Kernel", "Status") else "right", overflow="fold")
     for m in metrics:
         t.add_column(escape(f"Δ {m}"), justify="right")
     for r in rows:
         pct = r.delta_pct
+        name = f"{r.name}\n  -> {r.b_name} ({r.note})" if r.b_name else r.name
+        status = {"params": "params changed"}.get(r.status, r.status)
         cells = ([escape(r.point)] if points else []) + [
-            escape(r.name), r.status, format_ns(r.a_ns) if r.a_ns is not None else "-",
+            escape(name), status, format_ns(r.a_ns) if r.a_ns is not None else "-",
             format_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f}" if pct is not None else "-",
             f"{r.a_calls}/{r.b_calls}"]
         for m in metrics:
@@ -60,10 +74,32 @@ def _table(result: DiffResult, show_all: bool) -> str:
     console.print(t)
     if not rows:
         console.print("no kernel changed by more than the threshold")
+    paired = [r for r in result.rows if r.match == "params"]
+    if paired:
+        console.print(f"{len(paired)} kernel(s) matched by identity with changed parameters (shown, never counted as "
+                      "regressions: another problem size is another measurement)", markup=False)
+    for note in dict.fromkeys(r.note for r in result.rows if r.match == "ambiguous"):
+        console.print(f"not paired: {note}", markup=False)
     return console.export_text()
 
 
 def run(args) -> int:
+    if args.history:
+        if args.b is not None:
+            print(f"xpuprof diff: with --history give one run directory (the run to judge against the history), "
+                  f"not two: {args.a} {args.b}", file=sys.stderr)
+            return 2
+        from .gate import run_gate
+
+        return run_gate(args, args.a, "xpuprof diff --history")
+    if args.b is None:
+        print("xpuprof diff: give two runs to compare (A B), or one run directory with --history DIR",
+              file=sys.stderr)
+        return 2
+    if args.format == "html" or args.output or args.accept:
+        print("xpuprof diff: --format html, -o and --accept apply with --history (a run against its history)",
+              file=sys.stderr)
+        return 2
     try:
         result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
                       min_ns=args.min_us * 1000.0)
