@@ -32,6 +32,7 @@ each side of each test is held to ``alarm_rate / (2 m)`` (Bonferroni). For the e
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -153,9 +154,12 @@ class Verdict:
     domain: str = ""
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("name", "verdict", "runs", "baseline_ns", "spread_pct", "new_ns",
-                                               "effect_pct", "raw_effect_pct", "noise_pct", "p_slower",
-                                               "p_faster", "df", "confidence", "reason", "domain")}
+        def plain(v):
+            return float(v) if isinstance(v, (float, np.floating)) else v
+
+        return {k: plain(getattr(self, k)) for k in ("name", "verdict", "runs", "baseline_ns", "spread_pct", "new_ns",
+                                                      "effect_pct", "raw_effect_pct", "noise_pct", "p_slower",
+                                                      "p_faster", "df", "confidence", "reason", "domain")}
 
 
 @dataclass
@@ -304,7 +308,9 @@ def _fit_baseline(L: np.ndarray, V: np.ndarray, factored: dict, domains: dict) -
     R, K = L.shape
     f, var_f = np.zeros((R, K)), np.zeros((R, K))
     tau2, tau_df = np.zeros(K), np.full(K, 1e7)
-    within = np.where(np.isfinite(V), V, 0.0)
+    # a kernel with one call per run has no within-run spread: its runs' spread scales its Huber fits
+    spread = _mad_var(L)
+    within = np.where(np.isfinite(V), V, np.where(np.isfinite(L), spread, 0.0))
     w_bar = np.array([np.nanmean(V[:, k]) if np.isfinite(V[:, k]).any() else 0.0 for k in range(K)])
     leverage = np.zeros(K)  # the share of each run's factor a kernel makes (its residuals shrink by it)
     robust = np.zeros(K)  # run-to-run variance from the residuals' MAD: the Huber fits' scale, which a few
@@ -326,9 +332,8 @@ def _fit_baseline(L: np.ndarray, V: np.ndarray, factored: dict, domains: dict) -
         dof = np.maximum((runs - 1) * (1.0 - np.minimum(leverage, 0.9)), 1e-9)
         v_between = np.nansum(resid * resid, axis=0) / dof
         own = np.maximum(0.0, v_between - w_bar)
-        med = np.nanmedian(resid, axis=0)
-        mad = MAD_SD * np.nanmedian(np.abs(resid - med), axis=0) / np.sqrt(np.maximum(1.0 - leverage, 0.1))
-        robust = np.where(runs >= 3, np.maximum(0.0, mad * mad - w_bar), own)
+        mad = _mad_var(resid) / np.maximum(1.0 - leverage, 0.1)
+        robust = np.where(runs >= 3, np.maximum(0.0, mad - w_bar), own)
         tau2, tau_df = own.copy(), np.maximum(runs - 1, 1).astype(np.float64)
         for d in dict.fromkeys(domains):
             idx = np.flatnonzero(np.array([domains[k] == d for k in range(K)]))
@@ -345,6 +350,23 @@ def _fit_baseline(L: np.ndarray, V: np.ndarray, factored: dict, domains: dict) -
 MAD_SD = 1.4826
 
 
+def _mad_var(x: np.ndarray) -> np.ndarray:
+    """Per column of ``x``: the variance a normal sample with the column's MAD has (NaN ignored; the floor
+    for a column of fewer than 2 values)."""
+    n = np.isfinite(x).sum(axis=0)
+    med = _column_median(x, n)
+    mad = MAD_SD * _column_median(np.abs(x - med), n)
+    return np.where(n >= 2, np.maximum(mad * mad, SE_FLOOR ** 2), SE_FLOOR ** 2)
+
+
+def _column_median(x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Median of each column's finite values (``n`` of them; NaN sorts last); 0 for an empty column."""
+    srt = np.sort(np.where(np.isfinite(x), x, np.inf), axis=0)
+    cols = np.arange(x.shape[1])
+    lo, hi = np.maximum((n - 1) // 2, 0), np.maximum(n // 2, 0)
+    return np.where(n > 0, (srt[lo, cols] + srt[np.minimum(hi, len(x) - 1), cols]) / 2.0, 0.0)
+
+
 def _var(s: SampleStats) -> float:
     return s.se ** 2 if s.kept > 1 else math.nan
 
@@ -353,9 +375,12 @@ def _judge(v: Verdict, effect: float, se: float, df: float, alpha: float, delta:
     """Fill ``v``'s verdict from the effect (log units) and its standard error."""
     t = effect / se
     v.effect_pct, v.noise_pct, v.df = 100.0 * math.expm1(effect), 100.0 * se, df
-    v.p_slower, v.p_faster = t_sf(t, df), t_sf(-t, df)
-    above, below = t_sf((delta - effect) / se, df), t_sf((effect + delta) / se, df)  # P(beyond +-delta)
+    tail = t_sf(abs(t), df)
+    v.p_slower, v.p_faster = (tail, 1.0 - tail) if t >= 0 else (1.0 - tail, tail)
     half = delta_pct / 2.0
+    flagged = min(v.p_slower, v.p_faster) < alpha and abs(v.effect_pct) >= half
+    # P(beyond +delta), P(beyond -delta): the equivalence test (skipped for a flagged change)
+    above, below = (1.0, 1.0) if flagged else (t_sf((delta - effect) / se, df), t_sf((effect + delta) / se, df))
     if v.p_slower < alpha and v.effect_pct >= half:
         v.verdict, v.confidence = "regressed", 1.0 - v.p_slower
         v.reason = f"slower by {v.effect_pct:+.2f}% (p={v.p_slower:.2g}, needs p < {alpha:.2g} and >= {half:g}%)"
@@ -378,6 +403,11 @@ def t_pdf(t: float, df: float) -> float:
                     - (df + 1) / 2 * math.log1p(t * t / df))
 
 
+@functools.lru_cache(maxsize=4096)
+def _t_quantile_cached(p: float, df: float) -> float:
+    return t_quantile(p, df)
+
+
 def t_quantile(p: float, df: float) -> float:
     """The t with P(T > t) = p, for 0 < p < 1 (Newton's method on ``t_sf`` from the normal quantile)."""
     from statistics import NormalDist
@@ -393,7 +423,7 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def _interval(effect: float, se: float, df: float) -> str:
-    q = t_quantile(0.05, df)
+    q = _t_quantile_cached(0.05, float(f"{df:.3g}"))  # the interval's text: 3 digits of df are plenty
     return f"{100 * math.expm1(effect - q * se):+.2f}% to {100 * math.expm1(effect + q * se):+.2f}%"
 
 
