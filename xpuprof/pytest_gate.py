@@ -25,8 +25,8 @@ class XpuprofGateWarning(UserWarning):
 def _history_dir(item, trace) -> Path:
     given = trace.gate.get("history") or item.config.getoption("xpuprof_history")
     if not given:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.xpuprof(max_regression=...) needs history= or "
-                                "--xpuprof-history DIR (where the test's runs are kept)")
+        pytest.fail(f"{item.nodeid}: @pytest.mark.xpuprof(max_regression=...) needs history= or --xpuprof-history "
+                    "DIR (where the test's runs are kept)", pytrace=False)
     path = Path(given)
     return path if path.is_absolute() else Path(item.config.rootpath) / path
 
@@ -63,7 +63,7 @@ def gate_test(item, trace) -> None:
         if accepting:
             accept(result, policy="passed")
     except HistoryError as exc:
-        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        pytest.fail(f"{item.nodeid}: the run history cannot be used: {exc}", pytrace=False)
     text = render(result)
     item.add_report_section("call", "xpuprof gate", text)
     plot = trace.path.parent / "xpuprof-history.html"

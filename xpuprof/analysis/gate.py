@@ -106,23 +106,31 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
     options.check()
     history.check_readable()
     by_config: dict[str, int] = {}
+    newest: list[HistoryRun] = []  # each series' newest run: what other series hold, for the notes
     for sid in history.series_ids():
         got = history.read(sid, window=1)
         if got.runs:
-            by_config.setdefault(got.runs[-1].key["config_hash"], 0)
-            by_config[got.runs[-1].key["config_hash"]] += got.total
+            by_config[got.runs[-1].key["config_hash"]] = by_config.get(got.runs[-1].key["config_hash"], 0) + got.total
+            newest.append(got.runs[-1])
     points = []
     for run in runs:
         series = history.read(run.series, window=options.window)
         stats = [b.stats() for b in series.runs]
+        # Without runs of its own series, the kernels of this config's other points or parameters on this
+        # machine (another --set n=...) say which parameters the history does hold.
+        related = series.runs or [r for r in newest if r.series != run.series and r.key["machine"] == run.key["machine"]
+                                  and r.label.get("name") == run.label.get("name") and r.label.get("name")]
         domains = {**{n: k.domain for b in series.runs for n, k in b.kernels.items()}, **run.domains()}
         rule = decide(stats, run.stats(), max_regression_pct=options.max_regression_pct,
                       alarm_rate=options.alarm_rate_pct / 100.0, min_runs=options.min_runs, domains=domains)
         known = list(dict.fromkeys(n for b in series.runs for n in b.kernels))
+        hints = list(dict.fromkeys(n for b in related for n in b.kernels))
         point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped)
         for v in rule.kernels:
-            if v.runs == 0 and series.runs:
-                note = unmatched_note(v.name, known)
+            if v.runs == 0 and hints and (series.runs or v.name not in hints):
+                note = unmatched_note(v.name, hints)
+                if not series.runs:
+                    note += " in another series of this config (another point or parameters: not this run's baseline)"
                 v.verdict = note.split(":", 1)[0]
                 v.reason = note
                 point.new[v.name] = note

@@ -277,7 +277,7 @@ def run(args) -> int:
         return 0
 
     multi = len(cfg.points) > 1
-    problem = check_outputs_writable(cfg, multi) or _check_history(args, cfg)
+    problem = _check_history(args, cfg) or check_outputs_writable(cfg, multi)
     if problem is not None:
         print(f"xpuprof run: {problem}", file=sys.stderr)
         return 2
