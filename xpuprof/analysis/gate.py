@@ -25,6 +25,7 @@ class GateOptions:
     alarm_rate_pct: float = 0.5  # family-wise false regressions per gated point, in percent
     min_runs: int = 5
     window: int = DEFAULT_WINDOW
+    only: str | None = None  # "kernel" or "range": judge one domain (device kernels, host ranges) only
 
     def check(self) -> None:
         """``ValueError`` naming the option and what is valid."""
@@ -34,6 +35,8 @@ class GateOptions:
             raise ValueError(f"--alarm-rate must be a percentage between 0 and 50, got {self.alarm_rate_pct:g}")
         if self.min_runs < 2:
             raise ValueError(f"--min-runs must be at least 2 (a spread needs two runs), got {self.min_runs}")
+        if self.only not in (None, "kernel", "range"):
+            raise ValueError(f"--only {self.only!r} is not known; valid: kernels, ranges")
         if self.window < self.min_runs:
             raise ValueError(f"--window ({self.window}) must hold at least --min-runs ({self.min_runs}) runs")
 
@@ -42,7 +45,7 @@ class GateOptions:
 class PointGate:
     """One point of the new run against its series."""
 
-    run: HistoryRun
+    run: HistoryRun  # the kernels judged (``--only`` leaves out a domain)
     baseline: list[HistoryRun]
     total_runs: int  # runs the series holds (the window may use fewer)
     rule: RuleResult
@@ -50,6 +53,7 @@ class PointGate:
     missing: dict[str, int] = field(default_factory=dict)  # baseline kernels absent from this run -> runs
     skipped_files: list[str] = field(default_factory=list)
     elsewhere: int = 0  # runs of this config in other series (another machine or device)
+    whole: HistoryRun | None = None  # the run with every kernel (what ``accept`` appends)
 
     @property
     def label(self) -> str:
@@ -95,7 +99,7 @@ class GateResult:
         o = self.options
         return {"kind": "xpuprof-gate", "run": self.source, "history": str(self.history),
                 "max_regression_pct": o.max_regression_pct, "alarm_rate_pct": o.alarm_rate_pct,
-                "min_runs": o.min_runs, "window": o.window, "regressed": self.regressed,
+                "min_runs": o.min_runs, "window": o.window, "only": o.only, "regressed": self.regressed,
                 "points": [p.to_dict() for p in self.points], "skipped": self.skipped,
                 "accepted": [str(p) for p in self.accepted]}
 
@@ -114,7 +118,14 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
             newest.append(got.runs[-1])
     points = []
     for run in runs:
+        whole = run
+        if options.only:
+            run = HistoryRun(run.key, {n: k for n, k in run.kernels.items() if k.domain == options.only}, run.label,
+                             run.machine, run.git, run.source, run.time, run.run_id, run.xpuprof_version)
         series = history.read(run.series, window=options.window)
+        if options.only:
+            for b in series.runs:
+                b.kernels = {n: k for n, k in b.kernels.items() if k.domain == options.only}
         stats = [b.stats() for b in series.runs]
         # Without runs of its own series, the kernels of this config's other points or parameters on this
         # machine (another --set n=...) say which parameters the history does hold.
@@ -125,7 +136,7 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
                       alarm_rate=options.alarm_rate_pct / 100.0, min_runs=options.min_runs, domains=domains)
         known = list(dict.fromkeys(n for b in series.runs for n in b.kernels))
         hints = list(dict.fromkeys(n for b in related for n in b.kernels))
-        point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped)
+        point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped, whole=whole)
         for v in rule.kernels:
             if v.runs == 0 and hints and (series.runs or v.name not in hints):
                 note = unmatched_note(v.name, hints)
@@ -159,6 +170,7 @@ def accept(result: GateResult, *, policy: str = "passed", keep: int = DEFAULT_KE
     if policy not in ACCEPT_POLICIES:
         raise ValueError(f"--accept {policy!r} is not known; valid: {', '.join(ACCEPT_POLICIES)}")
     history = History(result.history)
-    written = [history.append(p.run, keep=keep) for p in result.points if policy == "always" or not p.regressed]
+    written = [history.append(p.whole or p.run, keep=keep) for p in result.points
+               if policy == "always" or not p.regressed]
     result.accepted.extend(written)
     return written

@@ -27,6 +27,9 @@ def add_gate_options(p, *, history_required: bool) -> None:
                    help="baseline runs a kernel needs before it is judged (default 5; fewer: inconclusive)")
     p.add_argument("--window", type=positive_int, default=20, metavar="N",
                    help="the newest N runs of the history are the baseline (default 20)")
+    p.add_argument("--only", default=None, choices=("kernels", "ranges"),
+                   help="judge only device kernels (their timings are the device's) or only host ranges "
+                        "(default: both)")
     p.add_argument("--accept", nargs="?", const="passed", default=None, choices=("passed", "always"),
                    help="afterwards, add this run to the history: when nothing regressed (`--accept`, or "
                         "`--accept passed`), or whatever the verdict (`--accept always`: an intended change)")
@@ -70,7 +73,8 @@ def run_gate(args, run_dir: str, prog: str) -> int:
     if args.format == "html" and not args.output:
         print(f"{prog}: --format html needs -o FILE (the page is written to a file)", file=sys.stderr)
         return 2
-    options = GateOptions(args.max_regression, args.alarm_rate, args.min_runs, args.window)
+    only = {"kernels": "kernel", "ranges": "range"}.get(args.only) if args.only else None
+    options = GateOptions(args.max_regression, args.alarm_rate, args.min_runs, args.window, only)
     try:
         result = gate_run_dir(run_dir, args.history, options)
     except (RunDirError, HistoryError, ValueError) as exc:

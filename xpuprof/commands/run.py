@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..config.experiment import point_hash
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
 from ..trace.builder.columns import encode_json
@@ -319,7 +320,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                                        markup=True, highlight=False)
             guard.phase = "summarizing the traces"
             records.append(_point_record(result, _kernels(result)))
-            records[-1]["config_hash"] = cfg.point_hash(pt)
+            records[-1]["config_hash"] = point_hash(cfg, pt)
             if result.interrupted is not None or guard.signum is not None:
                 interrupted = result.interrupted or guard.interrupted
                 break

@@ -94,10 +94,6 @@ SCHEMA: dict[str, Any] = {
     "history": ("str", None, "run history directory each run appends to (xpuprof run --history; xpuprof gate "
                              "reads it)"),
 }
-# Keys that do not change what a point measures, left out of its experiment hash (the history's series key):
-# where outputs go, the words around it, and the sim's noise model (it simulates the machine and the change
-# under test, so noisy and slowed-down runs belong to the series they are gated against).
-NOT_HASHED = (("output",), ("description",), ("name",), ("history",), ("matrix",), ("custom", "sim_noise"))
 REQUIRED_TOP = ("workload",)
 COMPRESSIONS = ("none", "gzip")
 OUTPUT_FORMATS = ("json", "parquet")
@@ -285,22 +281,6 @@ class BenchmarkConfig:
         value = self.data.get("history")
         return str(value) if value not in (None, "") else None
 
-    def point_hash(self, point: RunPoint) -> str:
-        """A short stable hash of what a point measures: the config after overrides, without
-        ``NOT_HASHED``, with the point's matrix values (the run history's series key)."""
-        import hashlib
-
-        import orjson
-
-        data = _deep_copy(self.data)
-        for path in NOT_HASHED:
-            node = data
-            for part in path[:-1]:
-                node = node.get(part) if isinstance(node, dict) else None
-            if isinstance(node, dict):
-                node.pop(path[-1], None)
-        doc = {"config": data, "point": {k: point.params[k] for k in sorted(point.params)}}
-        return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- overrides
