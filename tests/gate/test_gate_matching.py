@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from xpuprof.analysis.diff import diff, load_side
 from xpuprof.analysis.gate import GateOptions, gate_runs
@@ -88,3 +89,21 @@ def test_diff_says_when_kernels_differing_only_in_parameters_cannot_be_paired(tm
     assert main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "not paired: k<…>: 2 kernel(s) in A" in out and "params changed" not in out
+
+
+def test_points_that_cannot_join_a_history_are_skipped_and_said(tmp_path):
+    from xpuprof.analysis.run_records import RunDirError, records_from_run_dir
+
+    summary = {"kind": "xpuprof-run-summary", "machine": {"id": "m"}, "points": [
+        {"label": "failed", "config_hash": "a", "error": "boom", "traces": []},
+        {"label": "parquet", "config_hash": "b", "error": None, "traces": [str(tmp_path / "w.store" / "rank=0")]},
+        {"label": "none", "config_hash": "c", "error": None, "traces": []}]}
+    (tmp_path / "summary.jsonl").write_text(json.dumps(summary))
+    got = records_from_run_dir(tmp_path, source="test")
+    assert got.runs == [] and [s.split(":")[0] for s in got.skipped] == ["point 'failed'", "point 'parquet'",
+                                                                          "point 'none'"]
+    assert "output.format: parquet" in got.skipped[1]
+    del summary["machine"]
+    (tmp_path / "summary.jsonl").write_text(json.dumps(summary))
+    with pytest.raises(RunDirError, match="no machine fingerprint"):
+        records_from_run_dir(tmp_path, source="test")

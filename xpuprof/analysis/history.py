@@ -250,7 +250,9 @@ class History:
         run.xpuprof_version = run.xpuprof_version or __version__
         directory = self.root / run.series
         directory.mkdir(exist_ok=True)
-        path = write_output_bytes(directory / f"{run.run_id}.json", orjson.dumps(run.to_dict()) + b"\n")
+        from ..trace.builder.columns import encode_json  # valid JSON whatever bytes a kernel name holds
+
+        path = write_output_bytes(directory / f"{run.run_id}.json", encode_json(run.to_dict()) + b"\n")
         self.prune(run.series, keep)
         return path
 

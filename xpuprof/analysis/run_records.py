@@ -130,13 +130,14 @@ def records_from_run_dir(run_dir: str | Path, *, source: str) -> PointRecords:
         if point.get("error") or point.get("interrupted"):
             out.skipped.append(f"point {label!r}: not recorded ({point.get('error') or 'interrupted'})")
             continue
+        raw = point.get("traces")
+        if isinstance(raw, list) and any(isinstance(t, str) and Path(t).parent.name.endswith(".store") for t in raw):
+            out.skipped.append(f"point {label!r}: wrote trace stores (output.format: parquet); the history reads "
+                               "JSON traces (output.format: json)")
+            continue
         paths = _trace_paths(point, base, where)
         if not paths:
             out.skipped.append(f"point {label!r}: wrote no trace")
-            continue
-        if any(p.is_dir() or p.parent.name.endswith(".store") for p in paths):
-            out.skipped.append(f"point {label!r}: wrote trace stores (output.format: parquet); the history reads "
-                               "JSON traces")
             continue
         tables, devices = [], set()
         for p in paths:

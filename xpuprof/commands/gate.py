@@ -22,7 +22,8 @@ def add_gate_options(p, *, history_required: bool) -> None:
                    help="the effect that counts, in percent (default 3): a kernel is flagged when it is slower "
                         "beyond the noise by at least half of it, and called unchanged when the noise rules it out")
     p.add_argument("--alarm-rate", type=_percent, default=0.5, metavar="PCT",
-                   help="false alarms allowed per gated run, in percent, over all its kernels together (default 0.5)")
+                   help="the chance, in percent, that an unchanged run is flagged regressed, over all its kernels "
+                        "together (default 0.5; as much again for improved)")
     p.add_argument("--min-runs", type=positive_int, default=5, metavar="N",
                    help="baseline runs a kernel needs before it is judged (default 5; fewer: inconclusive)")
     p.add_argument("--window", type=positive_int, default=20, metavar="N",
