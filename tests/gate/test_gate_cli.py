@@ -49,6 +49,7 @@ def test_run_history_holds_one_series_of_three_runs(runs):
     assert set(run.kernels) >= {"sim_gemm[numpy] n=128 float32", "gemm[numpy] n=128 float32"}
     assert {k.domain for k in run.kernels.values()} == {"kernel", "range"}
     assert run.kernels["sim_gemm[numpy] n=128 float32"].stats.calls == 12
+    assert set(run.kernels["sim_gemm[numpy] n=128 float32"].metrics) == {"XVE_STALL", "XVE_ACTIVE", "GpuTime"}
     assert run.key["machine"] == run.machine["id"] and run.source == "run --history"
     summary = json.loads((runs / "run4" / "summary.jsonl").read_text())
     assert summary["machine"]["id"] == run.key["machine"] and re.fullmatch(r"[0-9a-f]{16}",

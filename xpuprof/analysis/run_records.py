@@ -56,13 +56,17 @@ def kernel_records(table: EventTable) -> dict[str, KernelRecord]:
 
 
 def _metric_means(names: np.ndarray, metrics: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """name -> {metric: mean over the calls that have a value}: one grouping, a bincount per metric."""
     out: dict[str, dict[str, float]] = {}
+    if not metrics or not len(names):
+        return out
+    uniq, codes = np.unique(names.astype(str), return_inverse=True)
     for m, col in metrics.items():
         ok = np.isfinite(col)
-        for name in np.unique(names[ok].astype(str)).tolist():
-            vals = col[ok & (names == name)]
-            if len(vals):
-                out.setdefault(name, {})[m] = float(vals.mean())
+        n = np.bincount(codes[ok], minlength=len(uniq))
+        total = np.bincount(codes[ok], weights=col[ok], minlength=len(uniq))
+        for i in np.flatnonzero(n).tolist():
+            out.setdefault(str(uniq[i]), {})[m] = float(total[i] / n[i])
     return out
 
 
