@@ -132,8 +132,10 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
         related = series.runs or [r for r in newest if r.series != run.series and r.key["machine"] == run.key["machine"]
                                   and r.label.get("name") == run.label.get("name") and r.label.get("name")]
         domains = {**{n: k.domain for b in series.runs for n, k in b.kernels.items()}, **run.domains()}
+        # the false-alarm rate holds for the whole gated run: each of its points gets an equal share
         rule = decide(stats, run.stats(), max_regression_pct=options.max_regression_pct,
-                      alarm_rate=options.alarm_rate_pct / 100.0, min_runs=options.min_runs, domains=domains)
+                      alarm_rate=options.alarm_rate_pct / 100.0 / max(len(runs), 1), min_runs=options.min_runs,
+                      domains=domains)
         known = list(dict.fromkeys(n for b in series.runs for n in b.kernels))
         hints = list(dict.fromkeys(n for b in related for n in b.kernels))
         point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped, whole=whole)

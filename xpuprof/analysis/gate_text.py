@@ -33,9 +33,10 @@ def point_heading(p: PointGate, result: GateResult) -> list[str]:
              f"baseline: the newest {len(p.baseline)} of {p.total_runs} run(s)"
              + (f", {p.baseline[0].date} to {p.baseline[-1].date}" if p.baseline else "")]
     if p.rule.tests:
+        share = f" (this point's share of {o.alarm_rate_pct:g}%)" if len(result.points) > 1 else ""
         lines.append(f"max regression {o.max_regression_pct:g}% (flagged from {o.max_regression_pct / 2:g}% when "
-                     f"significant); false-alarm rate {o.alarm_rate_pct:g}% over {p.rule.tests} test(s): p < "
-                     f"{p.rule.alpha_per_side:.2g} each")
+                     f"significant); false-alarm rate {100 * p.rule.alarm_rate:.3g}%{share} over {p.rule.tests} "
+                     f"test(s): p < {p.rule.alpha_per_side:.2g} each")
     for f in p.rule.factors:
         lines.append(f"{f.name}: {_pct(f.raw_effect_pct)} against the baseline runs (their own run-to-run spread "
                      f"{_pct(f.spread_pct, False)}); removed from each kernel's effect")
