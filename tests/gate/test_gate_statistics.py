@@ -2,13 +2,14 @@
 trials (deterministic: the seeds are fixed): the issue's setting is 10 kernels, 50 calls per kernel per
 run, 10 baseline runs, a per-call CV of 2-5 % per kernel, a 1-2 % run factor and 1 % outliers.
 
-What the rule reaches there (measured over 1000 trials, docs/cli.md "How the gate decides"): any alarm
-(regressed or improved) on identical configurations in 0.2-0.6 % of trials; a 3 % slow-down of one
-kernel detected in ~86 %: 99 % when that kernel's CV is 2-3 %, ~92 % at 3-4 %, ~70 % at 4-5 %. A 3 %
-change at 5 % per-call CV with 50 calls is 4.2 standard errors of the new run's mean alone; a one-sided
-family-wise 0.5 % over 11 tests needs 3.3 of them before power is counted, so >= 95 % is out of reach
-there for any rule holding the false alarms to 1 %. It is reached with 100 calls per run, or per-call
-CVs up to 4 %: those are the detection tests below.
+What the rule reaches there at its default false-alarm rate (1 %; measured over 1000 trials,
+docs/cli.md "How the gate decides"): any alarm (regressed or improved) on identical configurations in
+0.3 % of trials; a 3 % slow-down of one kernel detected in 89 %: 99 % when that kernel's CV is 2-3 %,
+92 % at 3-4 %, 86 % at 4-4.5 %, 65 % at 4.5-5 %. A 3 % change at 5 % per-call CV with 50 calls is 4.2
+standard errors of the new run's mean alone; a one-sided family-wise 1 % over 11 tests needs 3.1 of
+them before power is counted, so >= 95 % is out of reach there for any rule holding the false alarms
+to 1 %. It is reached with 100 calls per run (99 %), or per-call CVs up to 4 % (97 %): those are the
+detection tests below.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _trial(seed: int, *, slowdown: float = 0.0, cv=(0.02, 0.05), calls: int = CA
     draws = [model.draw(nominal, calls, rng) for _ in range(BASELINE_RUNS)] + [new_model.draw(nominal, calls, rng)]
     stats = batch_stats(np.array([d[n] for d in draws for n in names]))
     runs = [dict(zip(names, stats[i * KERNELS:(i + 1) * KERNELS])) for i in range(len(draws))]
-    result = decide(runs[:-1], runs[-1], max_regression_pct=3.0, alarm_rate=0.005, min_runs=5,
+    result = decide(runs[:-1], runs[-1], max_regression_pct=3.0, alarm_rate=0.01, min_runs=5,
                     domains=dict.fromkeys(names, "kernel"))
     return result, slowed, model.kernel_cv(slowed) if slowed else None
 
@@ -75,7 +76,7 @@ def test_at_the_issues_noise_detection_is_what_the_noise_allows():
         verdicts.append((cv, v))
     rate = np.mean([v.verdict == "regressed" for _, v in verdicts])
     low = np.mean([v.verdict == "regressed" for cv, v in verdicts if cv < 0.03])
-    assert rate >= 0.80 and low >= 0.97, (rate, low)
+    assert rate >= 0.85 and low >= 0.97, (rate, low)
     assert not [v for _, v in verdicts if v.verdict == "improved"]
     for cv, v in verdicts:
         if v.verdict == "unchanged":

@@ -22,7 +22,7 @@ ACCEPT_POLICIES = ("passed", "always")
 @dataclass(frozen=True)
 class GateOptions:
     max_regression_pct: float = 3.0  # the effect that counts
-    alarm_rate_pct: float = 0.5  # family-wise false regressions per gated point, in percent
+    alarm_rate_pct: float = 1.0  # family-wise false regressions per gated run, in percent
     min_runs: int = 5
     window: int = DEFAULT_WINDOW
     only: str | None = None  # "kernel" or "range": judge one domain (device kernels, host ranges) only

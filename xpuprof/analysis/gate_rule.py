@@ -17,8 +17,10 @@ the history. The model of a run's location of kernel k in run r:
   beyond that, estimated from the baseline residuals (a method-of-moments estimate, never below 0).
 
 The effect of kernel k is ``d = loc[new, k] - f[new] - mu[k]`` with variance ``se_new^2 + tau^2 + var(mu) +
-var(f_new)``; ``d / sqrt(var)`` is read against Student's t with Satterthwaite's degrees of freedom (the
-history's length bounds how well ``tau`` is known, so a short history needs a larger ``t``). With ``m``
+var(f_new)``; ``d / sqrt(var)`` is read against Student's t with Satterthwaite's degrees of freedom: the
+calls' own noise with its many, the run factors' test and the run-to-run noise of kernels without a run
+factor (both hold the machine's regime jumps) with at most ``MACHINE_DF``: heavy tails, so the more of the
+noise is the machine's, the larger ``t`` must be. With ``m``
 tests (kernels and run factors) and a family-wise false-alarm rate ``alarm_rate`` over both directions,
 each side of each test is held to ``alarm_rate / (2 m)`` (Bonferroni). For the effect that counts,
 ``max_regression`` (delta):
@@ -45,6 +47,12 @@ MIN_FACTOR_KERNELS = 3  # a run factor needs this many kernels with history in a
 HUBER_C = 1.5
 EQUIVALENCE_P = 0.05  # "unchanged": each one-sided test against +-delta at 5 % (a 90 % interval inside)
 SE_FLOOR = 1e-5  # log units (0.001 %): identical runs (a deterministic sim) are not infinitely certain
+# A machine's run-to-run noise (co-tenants, clocks, where memory landed) switches between regimes rather
+# than scattering normally: a shared host's runs jump 2x. Where it is machine-wide it is the run factor,
+# removed from each kernel and tested itself; it is read with at most this many degrees of freedom, however
+# long the history (a Student t with 3 of them has the heavy tails such jumps need). So is the run-to-run
+# noise of kernels whose domain has too few kernels for a run factor (it holds the machine's jumps).
+MACHINE_DF = 3.0
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")
 
 
@@ -235,6 +243,7 @@ def decide(baseline: Sequence[Mapping[str, SampleStats]], new: Mapping[str, Samp
         f_new[idx], var_f_new[idx] = fn, vfn
         factor_rows.append((d, fn, fit.f[:, idx[0]]))
 
+    in_factor = {int(k) for idx in factored.values() for k in idx}  # their machine-wide noise is the run factor
     tests = K + len(factor_rows)
     alpha = alarm_rate / tests
     delta = math.log1p(max_regression_pct / 100.0)
@@ -247,10 +256,11 @@ def decide(baseline: Sequence[Mapping[str, SampleStats]], new: Mapping[str, Samp
         tau2, var_mu = fit.tau2[k], fit.var_mu[k]
         if np.isfinite(vn[k]):
             var = vn[k] + tau2 + var_mu + var_f_new[k]
-            parts = [(vn[k], s2_df[k]), (tau2, fit.tau_df[k]), (var_mu, runs - 1)]
+            parts = [(vn[k], s2_df[k]), (tau2, fit.tau_df[k] if k in in_factor else min(fit.tau_df[k], MACHINE_DF)),
+                     (var_mu, runs - 1)]
         else:  # one call per run: the noise is what the baseline runs show between them
             var = fit.v_between[k] * (1.0 + 1.0 / runs) + var_f_new[k]
-            parts = [(fit.v_between[k] * (1.0 + 1.0 / runs), runs - 1)]
+            parts = [(fit.v_between[k] * (1.0 + 1.0 / runs), min(runs - 1, MACHINE_DF))]
         var = max(var, SE_FLOOR ** 2)
         denom = sum(c * c / max(df, 1) for c, df in parts if c > 0)
         df = min(var * var / denom, 1e7) if denom > 0 else 1e7
@@ -335,7 +345,7 @@ def _fit_baseline(L: np.ndarray, V: np.ndarray, factored: dict, domains: dict) -
         mad = _mad_var(resid) / np.maximum(1.0 - leverage, 0.1)
         robust = np.where(runs >= 3, np.maximum(0.0, mad - w_bar), own)
         tau2, tau_df = own.copy(), np.maximum(runs - 1, 1).astype(np.float64)
-        for d in dict.fromkeys(domains):
+        for d in dict.fromkeys(domains.values()):
             idx = np.flatnonzero(np.array([domains[k] == d for k in range(K)]))
             pool_df = float(np.maximum(runs[idx] - 1, 0).sum())
             if len(idx) < 2 or pool_df <= 0:
@@ -440,5 +450,5 @@ def _factor_verdict(domain: str, f_new: float, f_base: np.ndarray, alpha: float,
     if not math.isfinite(se):
         v.reason = f"inconclusive: {R} runs, need 2"
         return v
-    _judge(v, f_new - float(np.mean(f_base)), se, float(max(R - 1, 1)), alpha, delta, delta_pct)
+    _judge(v, f_new - float(np.mean(f_base)), se, float(min(max(R - 1, 1), MACHINE_DF)), alpha, delta, delta_pct)
     return v

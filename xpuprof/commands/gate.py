@@ -21,9 +21,9 @@ def add_gate_options(p, *, history_required: bool) -> None:
     p.add_argument("--max-regression", type=_percent, default=3.0, metavar="PCT",
                    help="the effect that counts, in percent (default 3): a kernel is flagged when it is slower "
                         "beyond the noise by at least half of it, and called unchanged when the noise rules it out")
-    p.add_argument("--alarm-rate", type=_percent, default=0.5, metavar="PCT",
+    p.add_argument("--alarm-rate", type=_percent, default=1.0, metavar="PCT",
                    help="the chance, in percent, that an unchanged run is flagged regressed, over all its kernels "
-                        "together (default 0.5; as much again for improved)")
+                        "together (default 1; as much again for improved)")
     p.add_argument("--min-runs", type=positive_int, default=5, metavar="N",
                    help="baseline runs a kernel needs before it is judged (default 5; fewer: inconclusive)")
     p.add_argument("--window", type=positive_int, default=20, metavar="N",
