@@ -47,6 +47,9 @@ def register(subparsers) -> None:
     p.add_argument("--wide", action="store_true",
                    help="every column, however wide the terminal (default: the table fits it, columns left out "
                         "are named under it)")
+    p.add_argument("--history", default=None, metavar="DIR",
+                   help="with --format html and one run directory (what `xpuprof run` wrote): add a history plot "
+                        "per kernel from the run history in DIR (`xpuprof gate`'s verdicts)")
     p.set_defaults(func=run)
 
 
@@ -283,11 +286,35 @@ def run(args) -> int:
         return _emit(args, text)
     args.sort = args.sort or "total"
     try:
+        history = _history_sections(args)
         report = _build(args)
     except ReportError as exc:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2
+    if history:
+        from ..analysis.html import render as render_html
+
+        return _emit(args, render_html(report, ranks=report.ranks_view, extra_sections=history))
     return _emit(args, render(report, args.format, _width(args)))
+
+
+def _history_sections(args) -> list[str]:
+    """``--history DIR``: the gate's history plots of the one run directory given (``ReportError`` when the
+    report is not an HTML page of one run directory, or the history cannot be read)."""
+    if not getattr(args, "history", None):
+        return []
+    if args.format != "html" or len(args.traces) != 1:
+        raise ReportError("--history adds history plots to the HTML report of one run directory: give one "
+                          "directory `xpuprof run` wrote and --format html")
+    from ..analysis.gate import GateOptions, gate_run_dir
+    from ..analysis.history import HistoryError
+    from ..analysis.history_html import history_sections
+    from ..analysis.run_records import RunDirError
+
+    try:
+        return history_sections(gate_run_dir(args.traces[0], args.history, GateOptions()))
+    except (RunDirError, HistoryError, ValueError) as exc:
+        raise ReportError(str(exc)) from None
 
 
 def _emit(args, text: str) -> int:

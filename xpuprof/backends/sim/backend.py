@@ -19,6 +19,7 @@ from ...trace.builder.intervals import innermost_containing
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
+from .noise import NoiseConfigError, NoiseModel
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
 from .timeline import METRICS, MIN_RANGE_NS, metric_values, simulate
 
@@ -51,6 +52,7 @@ class SimSession(Session):
         self._dropped: dict[str, int] = {}
         self._errors: list[str] = []
         self.vendor_state: dict[str, object] = {}  # what a vendor's emit stage keeps for a session
+        self.noise: NoiseModel | None = None  # opt-in (custom sim_noise): noise.py, applied in process()
 
     def start(self) -> None:
         self.correlation_log.clear()
@@ -148,6 +150,8 @@ class SimSession(Session):
             launches = launches.take(np.flatnonzero(fits))
         if len(launches) == 0:
             return
+        if self.noise is not None:
+            launches.work_ns = self.noise.apply(launches.names, launches.work_ns)
         rng = np.random.default_rng(self.seed)
         timeline = simulate(launches, rng)
         duration = timeline.k_end - timeline.k_start
@@ -158,7 +162,8 @@ class SimSession(Session):
         return [dict(CUDA_DEVICE_PROPERTIES if self.flavour.name == "cuda" else DEVICE_PROPERTIES)]
 
     def metadata(self) -> dict[str, Any]:
-        return {"backend": "sim", "simulated": True, "sim_seed": self.seed, "sim_vendor": self.flavour.name}
+        noise = {"sim_noise": self.noise.metadata()} if self.noise is not None else {}
+        return {"backend": "sim", "simulated": True, "sim_seed": self.seed, "sim_vendor": self.flavour.name, **noise}
 
     def errors(self) -> list[str]:
         return list(self._errors)
@@ -209,4 +214,9 @@ class SimBackend(Backend):
         flavour = str(config.custom.get("sim_vendor", "xpu")).strip().lower()
         if flavour not in SIM_FLAVOURS:
             raise BackendError(f"sim_vendor {flavour!r} is not known; valid: {', '.join(SIM_FLAVOURS)}")
-        return SimSession(types, metrics, seed, SIM_FLAVOURS[flavour])
+        session = SimSession(types, metrics, seed, SIM_FLAVOURS[flavour])
+        try:
+            session.noise = NoiseModel.from_config(config.custom.get("sim_noise"))
+        except NoiseConfigError as exc:
+            raise BackendError(str(exc)) from None
+        return session
