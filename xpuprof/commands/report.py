@@ -9,11 +9,10 @@ import io
 import sys
 
 from ..analysis.report import Report, ReportError, build_report
-from ..analysis.summary import format_ns
+from ..analysis.report_render import FORMATS, render  # noqa: F401 - the renderers of a report
 from ..trace.builder.columns import encode_json
 from ._options import top_count
 
-FORMATS = ("table", "csv", "json", "html")
 
 
 def register(subparsers) -> None:
@@ -47,110 +46,6 @@ def register(subparsers) -> None:
 
 
 
-def _by_rank(report: Report) -> bool:
-    return any(s.rank is not None for s in report.stats)
-
-
-def to_csv(report: Report) -> str:
-    metrics = report.metric_names
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    by_rank = _by_rank(report)
-    name = "kernel" if set(report.categories) <= {"kernel"} else "name"  # what the rows are
-    w.writerow((["rank"] if by_rank else []) + [name, "calls", "total_ns", "self_ns", "pct", "avg_ns", "min_ns",
-                                                "max_ns"]
-               + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
-               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")] + _interval_keys(report))
-    for s in report.stats:
-        w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, s.self_ns, f"{s.pct:.4f}",
-                                                    f"{s.avg_ns:.3f}", s.min_ns, s.max_ns]
-                   + [s.metrics.get(m, "") for m in metrics]
-                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)]
-                   + [report.interval_of(s).get(key, "") for key in _interval_keys(report)])
-    return buf.getvalue()
-
-
-def _interval_keys(report: Report) -> list[str]:
-    """The submission-interval columns (unitrace -s) when the traces carry them."""
-    from ..analysis.intervals import COLUMNS
-
-    return [key for key, *_ in COLUMNS] if report.intervals else []
-
-
-def _title(report: Report) -> str:
-    traces = f"{len(report.sources)} trace{'s' if len(report.sources) != 1 else ''}"
-    ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
-    if report.nests:
-        return (f"{report.title} ({traces}{ranks}, {len(report.table):,} rows covering {format_ns(report.total_ns)}; "
-                "self time leaves out the rows nested inside)")
-    return f"{report.title} ({traces}{ranks}, {len(report.table):,} instances, {format_ns(report.total_ns)} total)"
-
-
-def text_table(report: Report, width: int | None = None) -> str:
-    """The per-name table as text: one line per name, names elided in the middle to fit ``width``."""
-    from ..analysis.text import Column, format_value, render_table
-
-    metrics = report.metric_names
-    by_rank = _by_rank(report)
-    kernels_only = set(report.categories) <= {"kernel"}
-    columns = ([Column("Rank")] if by_rank else []) + [
-        Column("Kernel" if kernels_only else "Name", "left", shrink=True, min_width=24)]
-    columns += [Column(h) for h in (("Calls", "Self", "Self %", "Total", "Avg", "Min", "Max") if report.nests
-                                    else ("Calls", "Total", "%", "Avg", "Min", "Max"))]
-    for m in metrics:
-        columns += [Column(m), Column(f"{m} min"), Column(f"{m} max")]  # the values carry the unit
-    intervals = _interval_keys(report)
-    columns += [Column(label) for label in ("Queued", "Submit")[:len(intervals)]]
-    rows = []
-    for s in report.stats:
-        cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
-        if report.nests:
-            cells += [format_ns(s.self_ns or 0), f"{s.pct:.2f}", format_ns(s.total_ns)]
-        else:
-            cells += [format_ns(s.total_ns), f"{s.pct:.2f}"]
-        cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
-        cells += [format_value(d[m], report.table.units.get(m, "")) if m in d else ""
-                  for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)]
-        iv = report.interval_of(s)
-        cells += [format_ns(iv[k]) if k in iv else "" for k in intervals]
-        rows.append(cells)
-    return render_table(columns, rows, title=_title(report), width=width)
-
-
-def telemetry_table(report: Report, width: int | None = None) -> str:
-    from ..analysis.text import Column, render_table
-
-    columns = [Column("Track", "left", shrink=True), Column("Row"), Column("Metric", "left", shrink=True),
-               Column("Samples"), Column("Mean"), Column("Peak"), Column("Min")]
-    from ..analysis.text import format_value
-
-    rows = [[t.track, str(t.pid), t.metric, str(len(t.values)), *(format_value(v, t.unit) for v in (t.mean, t.peak, t.low))]
-            for t in report.telemetry]
-    return render_table(columns, rows, title="Telemetry (counter tracks)", width=width)
-
-
-def render(report: Report, fmt: str, width: int | None = None) -> str:
-    if fmt == "csv":
-        return to_csv(report)
-    if fmt == "json":
-        return encode_json(report.to_dict()).decode() + "\n"
-    if fmt == "html":
-        from ..analysis.html import render as render_html
-
-        return render_html(report, ranks=report.ranks_view)
-    from ..analysis.text import terminal_width
-
-    width = width or terminal_width(default=200)  # a file or a pipe: 200 columns; a terminal: its width
-    text = text_table(report, width)
-    if report.telemetry:
-        text += "\n" + telemetry_table(report, width)
-    if report.resources:
-        from ..analysis.resources import resources_text
-
-        text += "\n" + resources_text(report.resources, width)
-    return text
-
-
 def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
@@ -177,9 +72,7 @@ def stall_report(args) -> str:
 def op_report(args) -> str:
     """``--by op``: every trace's operators together (--sort takes torch's names too)."""
     from ..analysis.ops import OpSummary
-    from ..analysis.report import expand_paths
-    from ..trace.read.load import TraceLoadError, events
-
+    from ..analysis.trace_files import load_traces
     from ..trace.read.store import is_store
 
     if any(is_store(t) for t in args.traces):
@@ -189,12 +82,9 @@ def op_report(args) -> str:
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
                           "--format and -o")
-    evs: list = []
-    try:
-        for path in expand_paths(args.traces):
-            evs.extend(events(path))
-    except TraceLoadError as exc:
-        raise ReportError(str(exc)) from None
+    traces = load_traces(args.traces)
+    evs = [e for t in traces for e in t.data["traceEvents"]]
+    files = [t.path for t in traces]
     try:
         ops = OpSummary.from_events(evs)
     except ValueError as exc:  # a time no trace can hold: named with its event
@@ -208,7 +98,7 @@ def op_report(args) -> str:
     if args.format == "html":
         from ..analysis.html import render_ops
 
-        return render_ops(rows, sources=[str(p) for p in expand_paths(args.traces)])
+        return render_ops(rows, sources=[str(p) for p in files])
     if args.format == "json":
         return encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
@@ -224,31 +114,25 @@ def op_report(args) -> str:
 
 
 def _build(args) -> Report:
-    """The kernel report of trace files, or of a trace store (one STORE given)."""
+    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way."""
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
-    if not stores:
-        return build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                            by_rank=args.by_rank, sort_by=args.sort, top=args.top)
-    if len(args.traces) > 1:
+    if stores and len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
-    from ..analysis.engines import EngineError
-    from ..analysis.store_report import build_store_report
-    from ..trace.read.store import StoreError
+    report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                          by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+    if stores and args.format == "html":  # the per-rank view: step time per rank, stragglers
+        from ..analysis.cluster import stragglers
+        from ..analysis.engines import EngineError, open_engine
+        from ..trace.read.store import StoreError
 
-    try:
-        report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
-                                    end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
-        if args.format == "html":  # the per-rank view: step time per rank, stragglers
-            from ..analysis.cluster import stragglers
-            from ..analysis.engines import open_engine
-
+        try:
             with open_engine(stores[0]) as engine:
                 report.ranks_view = stragglers.run(engine)[0]
-    except (StoreError, EngineError) as exc:
-        raise ReportError(str(exc)) from None
+        except (StoreError, EngineError) as exc:
+            raise ReportError(str(exc)) from None
     return report
 
 
