@@ -74,3 +74,20 @@ def test_merge_of_two_ranks_is_byte_identical_to_main(tmp_path):
         (src / f"sim_rank{r}.pt.trace.json").write_bytes(golden(f"sim_rank{r}"))
     got = capture.write_merged(src, into=tmp_path)
     assert got.read_bytes() == golden("sim_rank0", f"{capture.MERGED}.json")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_writer_reads_a_frozen_table_byte_for_byte(name, tmp_path):
+    table = load(name).freeze()  # what the profiler hands the writers at stop
+    path = write_chrome_trace(table, tmp_path / "t.pt.trace.json", trace_name=capture.TRACE_NAME.format(name=name))
+    assert path.read_bytes() == golden(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_table_read_from_json_is_written_back_as_the_same_trace(name, tmp_path):
+    from xpuprof.trace.read.kineto import read_trace
+    from xpuprof.trace.table.compare import differences
+
+    table = read_trace(DATA / f"{name}.pt.trace.json")
+    path = write_chrome_trace(table, tmp_path / "again.json")
+    assert differences(table, read_trace(path)) == []

@@ -355,11 +355,11 @@ class TraceBuilder:
         segments as they are (no column is copied); rows added afterwards are not in it. The writers and
         the analyses read the table; ``vendor_categories`` picks the category spelling its rows carry
         (the writer's option of that name)."""
-        from ..table.model import TraceTable
+        from ..table.builder_view import builder_table
 
         with self._lock:
             self.flush()
-            return TraceTable.from_builder(self, vendor_categories=vendor_categories)
+            return builder_table(self, vendor_categories=vendor_categories)
 
     def nbytes(self) -> int:
         """Bytes held by the columns (for the memory-per-event benchmark); shared constants count once."""

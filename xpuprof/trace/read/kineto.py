@@ -127,6 +127,7 @@ class TraceReader:
         info.bad_base = bad_base
         info.merged_ranks = merged
         info.events = self.stream.events_read
+        info.metadata_order = list(rows.meta_order)
         return info
 
     def finish(self, segments: list[FlatSegment], trace: int = 0) -> list[FlatSegment]:

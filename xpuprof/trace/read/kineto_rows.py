@@ -97,6 +97,7 @@ class KinetoRows:
         self.rank = rank
         self.not_stored: Counter = Counter()
         self.meta_events: list[dict] = []
+        self.meta_order: list[int] = []  # each metadata row's index in the file
         self.float_ts = False
         self.first_ts: int | None = None  # ns after the base time
         self.bad_times: list[tuple[str, str, Any]] = []  # (event name, "ts" or "dur", the value)
@@ -204,6 +205,7 @@ class KinetoRows:
         for i, e, exact_ts, exact_dur in objects:
             ph = e.get("ph")
             if ph == "M":
+                self.meta_order.append(first_idx + i)
                 self.meta_events.append({k: float(v) if isinstance(v, float) and type(v) is not float else v
                                          for k, v in e.items()})  # kineto_stream.ExactFloat: a plain float
                 ts = _exact(e.get("ts"), exact_ts)

@@ -17,7 +17,7 @@ from ...clock import BASE_TIME_NS
 from ..builder.columns import encode_json
 from .columns import COLUMN_SETS
 from .flatten import Flattener, clamp_ts, meta_events
-from .model import BatchSegment, FlatSegment, RankInfo
+from .model import BatchSegment, FlatSegment, RankInfo, TraceTable
 
 log = logging.getLogger("xpuprof")
 _KINDS = (("slices", "slices"), ("instants", "instants"), ("counters", "counters"), ("flows", "flows"))
@@ -76,7 +76,11 @@ def builder_rank(builder) -> tuple[int, str]:
     return 0, "default"
 
 
-def builder_table(cls, builder, vendor: bool, rank: int | None, rank_source: str | None):
+def builder_table(builder, *, vendor_categories: bool = True, rank: int | None = None,
+                  rank_source: str | None = None) -> TraceTable:
+    """The builder's batches as a TraceTable's segments (no column copied); the rank: ``rank``, else the
+    builder's ``distributedInfo`` rank, else 0 (source "default")."""
+    vendor = vendor_categories
     builder.flush()
     if rank is None:
         rank, source = builder_rank(builder)
@@ -110,7 +114,8 @@ def builder_table(cls, builder, vendor: bool, rank: int | None, rank_source: str
 
     info = RankInfo(rank, source, header=header, metadata_events=lambda: meta + span_meta, base_time_ns=BASE_TIME_NS,
                     first_ts_ns=first_ts, warnings=list(builder.warnings), ts_kind="float")
-    return cls(segments, [info], builder=builder, vendor_categories=vendor)
+    info.metadata_order = [*range(len(meta)), *(order + 3 * k + 1 for k in range(len(builder.spans)))]
+    return TraceTable(segments, [info], builder=builder, vendor_categories=vendor)
 
 
 assert set(COLUMN_SETS) == {k for _, k in _KINDS}

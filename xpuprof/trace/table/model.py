@@ -44,6 +44,7 @@ class RankInfo:
         self.bad_base = None  # the trace's baseTimeNanoseconds when it is not a time (then 0 is used)
         self.merged_ranks: list[int] = []  # the ranks of a merged view (xpuprof merge); rows carry their own
         self.events = 0  # events the trace holds (read)
+        self.metadata_order: list[int] | None = None  # each metadata row's index in the file, when known
         self._header, self._meta, self._first = header, metadata_events, first_ts_ns
         self.base_time_ns = int(base_time_ns)
         self.sources, self.warnings = list(sources), list(warnings)
@@ -172,15 +173,6 @@ class TraceTable:
         return out
 
     # ------------------------------------------------------------------ building
-    @classmethod
-    def from_builder(cls, builder, *, vendor_categories: bool = True, rank: int | None = None,
-                     rank_source: str | None = None) -> "TraceTable":
-        """The builder's batches as segments (no column copied); the rank: ``rank``, else the builder's
-        ``distributedInfo`` rank, else 0 (source "default")."""
-        from .builder_view import builder_table
-
-        return builder_table(cls, builder, vendor_categories, rank, rank_source)
-
     @classmethod
     def concat(cls, tables: Iterable["TraceTable"]) -> "TraceTable":
         """One table of several (ranks together); segments keep their order, table after table."""
