@@ -15,7 +15,7 @@ from xpuprof.trace.read.kineto import read_trace
 from xpuprof.trace.table.compare import differences
 
 from .conftest import make_rank_trace
-from .test_report_scan import _general, _kineto_like, _result, _write
+from .test_report_readers import _general, _kineto_like, _result, _write
 
 pytestmark = pytest.mark.skipif(kineto_stream.native() is None,
                                 reason="xpuprof._native.tracescan is not built (python setup.py build_ext --inplace)")
