@@ -61,8 +61,11 @@ def test_files_named_are_read_as_given_and_a_missing_path_is_one_error(tmp_path,
 def test_report_reads_every_rank_of_the_directory(tree, capsys):
     top, _ = tree
     assert main(["report", str(top), "--format", "json", "--by-rank"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
     assert doc["ranks"] == [0, 1, 2] and len(doc["sources"]) == 3
+    (line,) = out.err.splitlines()  # one line says what was not read, and why
+    assert line.startswith(f"xpuprof report: {top}: skipped 4") and "symbolic link" in line
 
 
 def test_convert_reads_the_same_files_recursively(tree, tmp_path, capsys):

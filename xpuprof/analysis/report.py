@@ -259,12 +259,12 @@ class Report:
 
 def build_report(inputs, *, categories: Sequence[str] | None = None, name: str | None = None,
                  start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
-                 sort_by: str = "total", top: int | None = None) -> Report:
+                 sort_by: str = "total", top: int | None = None, say=None) -> Report:
     """The report of a TraceTable, or of the trace files, directories and stores ``inputs`` names (read by
-    ``trace.read.inputs.read_inputs``)."""
+    ``trace.read.inputs.read_inputs``; ``say``: where its lines on skipped files go)."""
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
-    table = inputs if hasattr(inputs, "traces") else read_report_inputs(inputs)
+    table = inputs if hasattr(inputs, "traces") else read_report_inputs(inputs, say=say)
     return report_of(table, categories=categories, name=name, start_ms=start_ms, end_ms=end_ms, by_rank=by_rank,
                      sort_by=sort_by, top=top)
 
@@ -272,7 +272,7 @@ def build_report(inputs, *, categories: Sequence[str] | None = None, name: str |
 REPORT_KINDS = ("slices", "counters")  # what a report reads of a store
 
 
-def read_report_inputs(paths: Iterable[str | Path]):
+def read_report_inputs(paths: Iterable[str | Path], say=None):
     """The traces the paths stand for, as one TraceTable (``ReportError`` for what cannot be read)."""
     from ..trace.read.inputs import InputsError, read_inputs
     from ..trace.read.source import TraceLoadError
@@ -282,7 +282,7 @@ def read_report_inputs(paths: Iterable[str | Path]):
     if not paths:
         raise ReportError("no trace files given")
     try:
-        return read_inputs(paths, kinds=REPORT_KINDS)
+        return read_inputs(paths, kinds=REPORT_KINDS, say=say)
     except (InputsError, TraceLoadError, StoreError) as exc:
         raise ReportError(str(exc)) from None
 

@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..trace.read.inputs import InputsError, expand_inputs
+from ..trace.read.inputs import InputsError, expand_inputs, say_skipped
 from ..trace.read.kineto import read_header
 from ..trace.read.source import TraceLoadError
 from .event_table import ReportError
@@ -93,6 +93,7 @@ def _trace_files(paths) -> list[Path]:
         got = expand_inputs(paths)
     except InputsError as exc:
         raise ReportError(str(exc)) from None
+    say_skipped(got.notes)
     if got.stores:
         raise ReportError(f"{got.stores[0]} is a trace store; --stalls reads trace files (the stall samples are "
                           "in each trace's metadata)")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ..trace.read.inputs import InputsError, expand_inputs
+from ..trace.read.inputs import InputsError, expand_inputs, say_skipped
 from ..trace.read.kineto import merged_ranks, resolve_rank
 from ..trace.read.load import TraceLoadError, load
 from .event_table import TIME_LIMIT_NS, ReportError
@@ -40,12 +40,14 @@ def rank_of(data: dict, path: Path | str = "") -> int | None:
     return rank if source in ("distributedInfo", "file name") else None
 
 
-def load_traces(paths: Iterable[str | Path]) -> list[TraceFile]:
-    """Every trace file the paths stand for, loaded (``ReportError`` for one that cannot be)."""
+def load_traces(paths: Iterable[str | Path], say=None) -> list[TraceFile]:
+    """Every trace file the paths stand for, loaded (``ReportError`` for one that cannot be); ``say``: where
+    the lines on skipped files go."""
     try:
         files = expand_inputs(paths)
     except InputsError as exc:
         raise ReportError(str(exc)) from None
+    say_skipped(files.notes, say)
     if files.stores:
         raise ReportError(f"{files.stores[0]} is a trace store; this reads trace files")
     if not files.traces:

@@ -82,7 +82,7 @@ def op_report(args) -> str:
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
                           "--format and -o")
-    traces = load_traces(args.traces)
+    traces = load_traces(args.traces, say=_say)
     evs = [e for t in traces for e in t.data["traceEvents"]]
     files = [t.path for t in traces]
     try:
@@ -122,7 +122,7 @@ def _build(args) -> Report:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
     report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                          by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+                          by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
     if stores and args.format == "html":  # the per-rank view: step time per rank, stragglers
         from ..analysis.cluster import stragglers
         from ..analysis.engines import EngineError, open_engine
@@ -157,6 +157,11 @@ def run(args) -> int:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2
     return _emit(args, render(report, args.format))
+
+
+def _say(line: str) -> None:
+    """A line on what a directory held that is not read (``trace.read.inputs``)."""
+    print(f"xpuprof report: {line}", file=sys.stderr)
 
 
 def _emit(args, text: str) -> int:

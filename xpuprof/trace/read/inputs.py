@@ -10,16 +10,18 @@ followed), and files of other names or kinds. A directory with no trace file is 
 """
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..store_schema import MANIFEST
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+log = logging.getLogger("xpuprof")
 
 
 class InputsError(ValueError):
@@ -120,15 +122,28 @@ def _walk(top: Path) -> tuple[list[Path], str]:
     return found, f"{top}: skipped {sum(skipped.values())}: " + "; ".join(parts)
 
 
+def say_skipped(notes: Sequence[str], say: Callable[[str], None] | None = None) -> None:
+    """Each directory's line on what it held that is not read: to ``say`` (a command prints it as its own
+    line), else to the xpuprof logger."""
+    for note in notes:
+        if say is not None:
+            say(note)
+        else:
+            log.warning("xpuprof: %s", note)
+
+
 def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = None,
-                columns: dict[str, Sequence[str]] | None = None, inputs: Inputs | None = None):
+                columns: dict[str, Sequence[str]] | None = None, inputs: Inputs | None = None,
+                say: Callable[[str], None] | None = None):
     """Every trace the paths stand for as one TraceTable (JSON files first, each with its position among
-    them, then the stores' ranks); ``kinds``/``columns``: what to read of a store (push-down)."""
+    them, then the stores' ranks); ``kinds``/``columns``: what to read of a store (push-down); ``say``: where
+    the lines on skipped entries go (``say_skipped``)."""
     from ..table.model import TraceTable
     from .kineto import read_trace
     from .store_table import read_store
 
     got = inputs if inputs is not None else expand_inputs(paths)
+    say_skipped(got.notes, say)
     tables = [read_trace(p, position=i) for i, p in enumerate(got.traces)]
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
