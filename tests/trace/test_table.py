@@ -123,3 +123,30 @@ def test_a_table_is_usable_without_pyarrow(monkeypatch):
     t = _builder().freeze()
     assert len(t.slices) == 7 and isinstance(t.slices, SliceColumns)
     assert differences(t, _builder().freeze()) == []
+
+
+def test_a_builders_args_reach_the_flat_columns_without_being_parsed_back(monkeypatch):
+    """No JSON round trip: typed arg columns are taken as they are, the other args rendered once into the
+    args column; the C splitter runs only on text that may hold a typed key."""
+    import xpuprof
+    from xpuprof.trace.table import args as args_mod
+
+    with xpuprof.profile(activities=["cpu"]) as prof:
+        for i in range(50):
+            with xpuprof.record_function(f"r{i % 3}", args={"i": i, "s": "x"}):
+                pass
+    calls = []
+    real = args_mod.TypedArgs.from_text
+    monkeypatch.setattr(args_mod.TypedArgs, "from_text", classmethod(
+        lambda cls, buf, spans: calls.append(len(spans)) or real.__func__(cls, buf, spans)))
+    host = prof.builder.freeze().slices
+    device = _builder().freeze().slices
+    assert calls == []
+    assert host.args[host.text("name").index("r1")] == b'{"i":1,"s":"x"}'
+    assert device.ints["stream"][0][:6].tolist() == [7] * 6
+    b = TraceBuilder()  # a "stream" given as strings: the typed rule (integral strings are ints) applies in C
+    b.add_slices(names=["k", "k"], ts=[T0, T0 + 1], dur=[1, 1], pid=0, tid=0, cat="kernel",
+                 args={"stream": ["3", "x"], "other": np.array([1, 2])})
+    s = b.freeze().slices
+    assert calls and s.ints["stream"][0][0] == 3 and s.ints["stream"][1].tolist() == [True, False]
+    assert s.args[1] == b'{"stream":"x","other":2}'

@@ -16,6 +16,7 @@ Chrome writer writes it and ``split_args_dict`` splits it.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -231,39 +232,61 @@ class TypedArgs:
 
 # ----------------------------------------------------------------------------- a builder batch's args
 def batch_args(b: SliceBatch, sel: slice, strings: Sequence[str], tokens: rowtext.StringTokens) -> TypedArgs:
-    """Rows ``sel`` of a builder batch: the typed columns straight from their arg columns (and External id),
-    the other args rendered by the writer's C formatter; the generic rule (``args_objects``) for what it
-    cannot render exactly."""
+    """Rows ``sel`` of a builder batch: the typed columns straight from their arg columns (and External id
+    from its own column), the other args rendered by the writer's C formatter into the rows' JSON text -
+    which is the ``args`` column as it is, unless it may hold a key the typed columns take (then the C
+    splitter applies the typed rule); the generic rule (``args_objects``) for what C cannot render exactly."""
     n = sel.stop - sel.start
-    direct = {k: c for k, c in b.args.items() if _direct(k, c, sel)} if b.row_args is None else {}
-    if b.row_args is None and (direct or not b.args) and (rowtext.rowfmt is not None or len(direct) == len(b.args)):
-        rest = [k for k in b.args if k not in direct]
-        out = _split(b, sel, rest, strings, tokens, external_id=False) if rest else TypedArgs(n)
-        ext = np.asarray(b.external_id[sel], np.int64)
-        out.set_int("external_id", ext, ext != 0)
-        for k, c in direct.items():
-            present = None if c.present is None else np.asarray(c.present[sel], bool)
-            if k in INT_ARGS:
-                out.set_int(INT_ARGS[k], np.asarray(c.values[sel]), present)
-            else:
-                out.set_float(FLOAT_ARGS[k], np.asarray(c.values[sel]), present)
-        return out
-    return _split(b, sel, list(b.args), strings, tokens, external_id=True)
-
-
-def _split(b: SliceBatch, sel: slice, keys: list[str], strings, tokens, *, external_id: bool) -> TypedArgs:
-    text = _args_text(b, sel, keys, tokens, external_id)
+    row_args = None if b.row_args is None else rowtext.row_args_part(b.row_args, sel)
+    if row_args is not None and (b.args or rowtext.mentions_external_id(row_args)):
+        return _from_objects(b, sel, list(b.args), strings)  # the writer merges these one object per row
+    direct = {k: c for k, c in b.args.items() if _direct(k, c, sel)}
+    rest = [k for k in b.args if k not in direct]
+    text = _args_text(b, sel, rest, tokens, external_id=False) if rest or row_args is not None else None
+    if text is None and (rest or row_args is not None):
+        return _from_objects(b, sel, list(b.args), strings)
     if text is None:
-        objs: list[Any] = args_objects(b, strings, sel)
-        if not external_id or len(keys) != len(b.args):
-            objs = [{k: v for k, v in o.items() if k in keys} if o else o for o in objs]
-        return TypedArgs.from_dicts(objs)
+        out = TypedArgs(n)
+    elif any(k in INT_ARGS or k in FLOAT_ARGS for k in rest) or (row_args is not None and _TYPED_KEY.search(
+            row_args.blob if isinstance(row_args, RowArgs) else b"".join(a for a in row_args if a))):
+        out = _from_rendered(text, split=True)
+    else:
+        out = _from_rendered(text, split=False)  # the rendered objects are the args column, as they are
+    ext = np.asarray(b.external_id[sel], np.int64)
+    out.set_int("external_id", ext, ext != 0)
+    for k, c in direct.items():
+        present = None if c.present is None else np.asarray(c.present[sel], bool)
+        if k in INT_ARGS:
+            out.set_int(INT_ARGS[k], np.asarray(c.values[sel]), present)
+        else:
+            out.set_float(FLOAT_ARGS[k], np.asarray(c.values[sel]), present)
+    return out
+
+
+_TYPED_KEY = re.compile(b"|".join(re.escape(orjson.dumps(k)) for k in (*INT_ARGS, *FLOAT_ARGS)))
+
+
+def _from_objects(b: SliceBatch, sel: slice, keys: list[str], strings) -> TypedArgs:
+    objs: list[Any] = args_objects(b, strings, sel)
+    if len(keys) != len(b.args):
+        objs = [{k: v for k, v in o.items() if k in keys} if o else o for o in objs]
+    return TypedArgs.from_dicts(objs)
+
+
+def _from_rendered(text: bytes, *, split: bool) -> TypedArgs:
+    """Rows rendered as ``{...}\n`` (``\n`` alone: no args): split by the C splitter, or taken as they are."""
     buf = np.frombuffer(text, np.uint8)
     ends = np.flatnonzero(buf == 10)  # one "\n" per row: JSON text never holds a raw newline
     starts = np.concatenate([[0], ends[:-1] + 1])
-    spans = np.stack([starts, ends], axis=1).astype(np.int64)
-    spans[starts == ends] = -1
-    return TypedArgs.from_text(text, spans)
+    if split:
+        spans = np.stack([starts, ends], axis=1).astype(np.int64)
+        spans[starts == ends] = -1
+        return TypedArgs.from_text(text, spans)
+    out = TypedArgs(len(ends))
+    lens = ends - starts
+    out.rest_offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    out.rest_blob = bytes(buf[buf != 10]) if len(ends) else b""
+    return out
 
 
 def _args_text(b: SliceBatch, sel: slice, keys: list[str], tokens, external_id: bool) -> bytes | None:
