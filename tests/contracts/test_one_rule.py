@@ -71,6 +71,6 @@ def test_no_module_but_the_directory_rule_lists_a_directory_for_traces():
             continue
         text = path.read_text(encoding="utf-8")
         found += [f"{rel}: {word}" for word in listing if word in text and ".json" in text]
-    # the store reader lists a store's partitions (rank=<r>/), not trace files; merge looks beside its output
+    # merge looks beside its output
     # for what HTA would take for a rank there (a warning, not an input)
-    assert found == ["analysis/merge.py: iterdir(", "trace/read/store.py: scandir("], found
+    assert found == ["analysis/merge.py: iterdir("], found
