@@ -137,9 +137,11 @@ class EventTable:
                 rx = re.compile(name)
             except re.error as exc:
                 raise ReportError(f"--name {name!r} is not a valid regular expression: {exc}") from None
-            uniq, codes = np.unique(self.name.astype(str), return_inverse=True) if len(self) else ([], np.zeros(0, int))
-            hit = np.array([rx.search(n) is not None for n in uniq], bool)
-            mask &= hit[codes] if len(self) else mask
+            from .summary import unique_inverse
+
+            if len(self):  # the regex once per distinct name
+                uniq, codes = unique_inverse(self.name)
+                mask &= np.array([rx.search(n) is not None for n in uniq.tolist()], bool)[codes]
         if start_ms is not None:
             mask &= self.rel_ns >= int(start_ms * 1e6)
         if end_ms is not None:
