@@ -185,7 +185,7 @@ def thread_codes(pid: np.ndarray, pid_label: np.ndarray, tid: np.ndarray, tid_la
 def _trace_rows(table, trace: int, categories: Sequence[str] | None) -> EventTable:
     """The rows of one trace of the table (its own category choice and time origin)."""
     info = table.traces[trace]
-    s = table.columns("slices", trace)
+    s = table.columns("slices", trace, keep=False)
     if not len(s):
         return EventTable.empty()
     strings = list(s.strings) if not isinstance(s.strings, list) else s.strings

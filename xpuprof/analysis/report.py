@@ -269,7 +269,12 @@ def build_report(inputs, *, categories: Sequence[str] | None = None, name: str |
                      sort_by=sort_by, top=top)
 
 
-REPORT_KINDS = ("slices", "counters")  # what a report reads of a store
+REPORT_KINDS = ("slices", "counters")  # what a report reads of a trace
+
+
+def _metric_slice(name: str) -> bool:
+    """The only slices whose args a report reads: the per-kernel metric slices."""
+    return name.startswith(METRICS_PREFIX)
 
 
 def read_report_inputs(paths: Iterable[str | Path], say=None):
@@ -282,7 +287,10 @@ def read_report_inputs(paths: Iterable[str | Path], say=None):
     if not paths:
         raise ReportError("no trace files given")
     try:
-        return read_inputs(paths, kinds=REPORT_KINDS, say=say)
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        return read_inputs(paths, kinds=REPORT_KINDS, slice_args=_metric_slice,
+                           counters=TELEMETRY_CATEGORIES.__contains__, say=say)
     except (InputsError, TraceLoadError, StoreError) as exc:
         raise ReportError(str(exc)) from None
 

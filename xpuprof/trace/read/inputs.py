@@ -133,19 +133,22 @@ def say_skipped(notes: Sequence[str], say: Callable[[str], None] | None = None) 
 
 
 def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = None,
-                columns: dict[str, Sequence[str]] | None = None, inputs: Inputs | None = None,
+                columns: dict[str, Sequence[str]] | None = None, slice_args=True, counters=True,
+                inputs: Inputs | None = None,
                 say: Callable[[str], None] | None = None):
     """Every trace the paths stand for as one TraceTable (JSON files first, each with its position among
-    them, then the stores' ranks); ``kinds``/``columns``: what to read of a store (push-down); ``say``: where
-    the lines on skipped entries go (``say_skipped``)."""
+    them, then the stores' ranks). Push-down: ``kinds`` (the kinds of rows), ``slice_args`` (the args of
+    every slice, of none, or of those whose name satisfies a function), ``counters`` (every counter, or those
+    whose category satisfies a function), ``columns`` (a store's columns per table). ``say``: where the lines on skipped entries go (``say_skipped``)."""
     from ..table.model import TraceTable
     from .kineto import read_trace
     from .store_table import read_store
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
-    tables = [read_trace(p, position=i) for i, p in enumerate(got.traces)]
+    tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
+              for i, p in enumerate(got.traces)]
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
-        tables.append(read_store(s, columns=columns, **kw))
+        tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
     return TraceTable.concat(tables)

@@ -84,12 +84,13 @@ class TraceReader:
     segments with their epoch times and ranks."""
 
     def __init__(self, path, *, rank: int | None = None, position: int | None = None,
-                 chunk_bytes: int | None = None, limit: int | None = None) -> None:
+                 chunk_bytes: int | None = None, limit: int | None = None, kinds=None, slice_args=True,
+                 counters=True) -> None:
         self.path = Path(path)
         self.rank, self.position = rank, position
         kw = {"limit": limit} if limit is not None else {}
         self.stream = KinetoStream(self.path, **kw) if chunk_bytes is None else KinetoStream(self.path, chunk_bytes, **kw)
-        self.rows = KinetoRows()
+        self.rows = KinetoRows(kinds=kinds, slice_args=slice_args, counters=counters)
         self.info: RankInfo | None = None
 
     @property
@@ -99,8 +100,11 @@ class TraceReader:
 
     def segments(self) -> Iterator[FlatSegment]:
         for chunk in self.stream.chunks():
-            for cols in self.rows.add(chunk):
+            made = self.rows.add(chunk)
+            del chunk  # its bytes and columns go before the next chunk is read
+            for cols in made:
                 yield FlatSegment(cols, 0)
+            del made
         self.info = self._info()
 
     def _info(self) -> RankInfo:
@@ -151,9 +155,13 @@ def _merged_row_ranks(cols) -> np.ndarray:
     return np.where(is_int & (pid >= MERGED_RANK_PID_STRIDE), pid // MERGED_RANK_PID_STRIDE - 1, -1).astype(np.int32)
 
 
-def read_trace(path, *, rank: int | None = None, position: int | None = None) -> TraceTable:
-    """The whole trace file as a TraceTable (one trace; see the module docstring for its rank)."""
-    reader = TraceReader(path, rank=rank, position=position)
+def read_trace(path, *, rank: int | None = None, position: int | None = None, kinds=None,
+               slice_args=True, counters=True) -> TraceTable:
+    """The whole trace file as a TraceTable (one trace; see the module docstring for its rank). Push-down:
+    ``kinds`` (the kinds of rows to make, None: all) and ``slice_args`` (``KinetoRows``: the args of every
+    slice, of none, or of the slices whose name satisfies a function) and ``counters`` (every counter event,
+    or those whose category satisfies a function)."""
+    reader = TraceReader(path, rank=rank, position=position, kinds=kinds, slice_args=slice_args, counters=counters)
     segments = list(reader.segments())
     return TraceTable(reader.finish(segments), [reader.info])
 

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from ..table.args import TypedArgs
-from ..table.columns import (CounterColumns, FlowColumns, InstantColumns, RowText, SliceColumns, constant)
+from ..table.columns import (KINDS, CounterColumns, FlowColumns, InstantColumns, RowText, SliceColumns, constant)
 from .kineto_stream import ABSENT, DOUBLE, DUR, ID, INT, PID, TID, TS, EventChunk
 
 TIME_LIMIT_NS = 2**62  # |ns| a trace's times may reach (room for sums and differences in int64)
@@ -93,8 +93,16 @@ class KinetoRows:
     """Turns a trace's chunks into flat column sets (``add`` returns those of one chunk) and keeps what the
     rank table needs: the metadata rows, the first ts, what was not stored."""
 
-    def __init__(self, rank: int = 0) -> None:
+    def __init__(self, rank: int = 0, *, kinds=None, slice_args=True, counters=True) -> None:
+        """``kinds``: the kinds of rows to make (None: all; the others are scanned, not built); ``slice_args``:
+        the args of every slice (True), of none (False), or of the slices whose name satisfies it (a
+        function of the name): the rest carry no args columns (push-down: a report needs only the metric
+        slices' args); ``counters``: every counter event (True) or those whose category satisfies a function
+        (the others are scanned, never read whole)."""
         self.rank = rank
+        self.kinds = frozenset(KINDS if kinds is None else kinds)
+        self.slice_args = slice_args
+        self.counters = counters
         self.not_stored: Counter = Counter()
         self.meta_events: list[dict] = []
         self.meta_order: list[int] = []  # each metadata row's index in the file
@@ -128,6 +136,7 @@ class KinetoRows:
         ts_i, ts_f = c.ints(TS), c.floats(TS)
         ts_ok = ((ts_kind == INT) & (np.abs(ts_i) < _LIMIT_US)) | ((ts_kind == DOUBLE) & (np.abs(ts_f) < _LIMIT_US))
         ts = c.exact[:, 0]
+        self._seen_ts(ts[ts_ok])  # every event with a time counts for the trace's first one
         where_ok = np.isin(kind[:, PID], (INT, ABSENT)) & np.isin(kind[:, TID], (INT, ABSENT))
         simple = ~c.complex & ts_ok & where_ok
         ph = c.ph
@@ -140,6 +149,12 @@ class KinetoRows:
         inst = np.flatnonzero(simple & np.isin(ph, list(_INSTANT)))
         done = np.zeros(c.n, bool)
         done[x] = done[flows] = done[inst] = True
+        for table, letters in (("slices", b"X"), ("counters", b"C"), ("flows", b"sft"), ("instants", b"iI")):
+            if table not in self.kinds:  # not asked for: scanned (its time counted above), not built
+                done |= np.isin(ph, list(letters)) & ~c.complex
+        if "counters" in self.kinds and self.counters is not True:  # only the categories asked for are read whole
+            cat_ok = np.array([bool(self.counters(t)) for t in c.strings] + [False], bool)[c.cat]
+            done |= (ph == ord("C")) & ~c.complex & ~cat_ok
         # Phases the table keeps no rows for, whole: counted, never parsed.
         kept = np.isin(ph, [ord("X"), ord("C"), ord("M"), *_FLOW, *_INSTANT])
         other = ~kept & ~c.complex & (ph != 0xFF)
@@ -149,14 +164,11 @@ class KinetoRows:
                 self.not_stored[f"'{chr(letter)}' events" if letter else "events without ph"] += count
             done |= other
         out = []
-        if len(x):
-            self._seen_ts(ts[x])
+        if len(x) and "slices" in self.kinds:
             out.append(self._slices(c, x, ts[x]))
-        if len(flows):
-            self._seen_ts(ts[flows])
+        if len(flows) and "flows" in self.kinds:
             out.append(self._flows(c, flows, ts[flows]))
-        if len(inst):
-            self._seen_ts(ts[inst])
+        if len(inst) and "instants" in self.kinds:
             out.append(self._instants(c, inst, ts[inst]))
         odd = np.flatnonzero(~done).tolist()
         if odd:  # read whole; their ts and dur keep the scanner's exact ns
@@ -180,7 +192,14 @@ class KinetoRows:
     def _slices(self, c: EventChunk, rows: np.ndarray, ts: np.ndarray) -> SliceColumns:
         cols, pid_ok, tid_ok = self._common(c, rows, ts)
         present = c.kind[rows, DUR] != ABSENT
-        ints, floats, rest = TypedArgs.from_text(c.buf, c.args_span[rows]).columns()
+        spans = c.args_span[rows]
+        if self.slice_args is not True:  # only the slices whose args were asked for
+            wanted = self._args_wanted(c.strings, c.name[rows])
+            spans = np.where(wanted[:, None], spans, -1) if wanted.any() else None
+        if spans is None:
+            ints, floats, rest = {}, {}, RowText.empty(len(rows))
+        else:
+            ints, floats, rest = TypedArgs.from_text(c.buf, spans).columns()
         return _absent_where(SliceColumns(**cols, dur=np.where(present, c.exact[rows, 1], 0),
                                           dur_present=None if present.all() else present, ints=ints, floats=floats,
                                           args=rest), pid_ok, tid_ok)
@@ -196,6 +215,12 @@ class KinetoRows:
         spans = c.args_span[rows].tolist()
         args = RowText.from_rows([None if s < 0 else bytes(c.buf[s:e]) for s, e in spans])
         return _absent_where(InstantColumns(**cols, scope=c.aux[rows].copy(), args=args), pid_ok, tid_ok)
+
+    def _args_wanted(self, strings, name_ids: np.ndarray) -> np.ndarray:
+        if self.slice_args is False:
+            return np.zeros(len(name_ids), bool)
+        want = np.array([bool(self.slice_args(t)) for t in strings] + [False], bool)
+        return want[name_ids]
 
     # ------------------------------------------------------------------ one object at a time
     def _objects(self, first_idx: int, objects: list[tuple]) -> list:
@@ -217,6 +242,12 @@ class KinetoRows:
                 self.not_stored[f"'{ph}' events" if isinstance(ph, str) else "events without ph"] += 1
                 continue
             ts = _exact(e.get("ts"), exact_ts)
+            if table not in self.kinds or (table == "counters" and self.counters is not True
+                                           and not self.counters(_text(e.get("cat")) or "")):
+                # not asked for: its time counts for the trace's first one
+                if ts is not None:
+                    self._seen_ts(np.array([ts]))
+                continue
             if ts is None:  # a number out of range is a time no trace holds; anything else is no time at all
                 if table == "slices" and _is_number(e.get("ts")):
                     self._bad_time(e.get("name"), "ts", e.get("ts"))
@@ -263,8 +294,10 @@ class KinetoRows:
         strings, labels = _Labels(), _Labels()
         cols = self._where(rows, strings, labels)
         present = np.array([r[3] is not None for r in rows], bool)
-        ints, floats, rest = TypedArgs.from_dicts([r[2].get("args") if isinstance(r[2].get("args"), dict) else None
-                                                   for r in rows]).columns()
+        wanted = [self.slice_args is True or (self.slice_args is not False and
+                                              bool(self.slice_args(_text(r[2].get("name")) or ""))) for r in rows]
+        ints, floats, rest = TypedArgs.from_dicts([r[2].get("args") if w and isinstance(r[2].get("args"), dict)
+                                                   else None for r, w in zip(rows, wanted)]).columns()
         return self._finish(SliceColumns, cols, strings, labels, dur=np.array([r[3] or 0 for r in rows], np.int64),
                             dur_present=None if present.all() else present, ints=ints, floats=floats, args=rest)
 

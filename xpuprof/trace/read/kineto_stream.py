@@ -24,7 +24,7 @@ from .source import TraceInput, TraceLoadError
 
 log = logging.getLogger("xpuprof")
 
-CHUNK_BYTES = 32 << 20  # read (and decompressed) per step
+CHUNK_BYTES = 16 << 20  # read (and decompressed) per step: a chunk is about three times this, held at once
 MAX_HEADER_BYTES = 256 << 20  # the top-level keys before traceEvents
 MAX_EVENT_BYTES = 256 << 20  # one event; a longer one (or an unterminated one) is an error
 MAX_TAIL_BYTES = 256 << 20  # the top-level keys after traceEvents
@@ -234,7 +234,10 @@ class KinetoStream:
             (n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact, consumed, state, status,
              error_at) = ts.events(buf, pos, state, final)
             if n:
-                yield make_chunk(buf, idx, n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact)
+                chunk = make_chunk(buf, idx, n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact)
+                del ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact
+                yield chunk
+                del chunk  # the consumer is done with it: its columns go before the next read
                 idx += n
             if status == -1:
                 where = offset + error_at
@@ -255,9 +258,11 @@ class KinetoStream:
                 raise self._fail(f"event {idx} (byte {offset + consumed}) is not valid JSON or is longer than "
                                  f"{MAX_EVENT_BYTES >> 20} MiB")
             offset += consumed
+            del buf  # the rest is copied out: the chunk's bytes go before the next are read
             data = src.read(self.chunk_bytes)
             final = not data
             buf, pos = rest + data, 0
+            del rest, data
         tail = buf[consumed:]
         while True:  # the top-level keys after traceEvents
             data = src.read(self.chunk_bytes)

@@ -24,10 +24,12 @@ _ALWAYS = ("idx", "ts", "pid", "pid_label", "tid", "tid_label", "name", "cat")
 
 
 def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str] = TABLES,
-               columns: dict[str, Sequence[str]] | None = None) -> TraceTable:
-    """The store's ranks (``ranks``: only these) as one TraceTable. ``kinds``: the tables to read (the others
-    stay empty); ``columns``: per table, the store columns to read beyond where and when a row is (default:
-    all of them)."""
+               columns: dict[str, Sequence[str]] | None = None, slice_args=True, counters=True) -> TraceTable:
+    """The store's ranks (``ranks``: only these) as one TraceTable. Push-down: ``kinds``: the tables to read
+    (the others stay empty); ``columns``: per table, the store columns to read beyond where and when a row
+    is (default: all of them); ``slice_args``: the args of every slice (True), of none (False), or of the
+    slices whose name satisfies a function (their row groups' args columns are read only then);
+    ``counters``: every counter (True) or those whose category satisfies a function."""
     st = store if isinstance(store, Store) else open_store(store)
     wanted = st.ranks if ranks is None else sorted(ranks)
     missing = [r for r in wanted if r not in st.partitions]
@@ -39,7 +41,7 @@ def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str
         traces.append(_rank_info(part))
         for kind in kinds:
             names = None if columns is None or kind not in columns else list(dict.fromkeys([*_ALWAYS, *columns[kind]]))
-            segments += _segments(part, kind, names, r, i, traces[-1].base_time_ns)
+            segments += _segments(part, kind, names, r, i, traces[-1].base_time_ns, slice_args, counters)
     return TraceTable(segments, traces)
 
 
@@ -60,18 +62,44 @@ def _rank_info(part) -> RankInfo:
     return info
 
 
-def _segments(part, kind: str, names, rank: int, trace: int, base: int) -> list[FlatSegment]:
+_SLICE_ARGS = (*INT_ARGS.values(), *FLOAT_ARGS.values(), "args")
+
+
+def _segments(part, kind: str, names, rank: int, trace: int, base: int, slice_args=True,
+              counters=True) -> list[FlatSegment]:
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     file = part.file(kind)
     try:
         pf = pq.ParquetFile(file)
+        have = pf.schema_arrow.names
+        wanted = [c for c in (names or have) if c in have]
+        args_cols = [c for c in wanted if c in _SLICE_ARGS] if kind == "slices" and slice_args is not True else []
+        base_cols = [c for c in wanted if c not in args_cols]
         out = []
         for g in range(pf.metadata.num_row_groups):
-            t = pf.read_row_group(g, columns=[c for c in (names or pf.schema_arrow.names) if c in pf.schema_arrow.names])
-            if t.num_rows:
-                out.append(FlatSegment(_columns(kind, t, rank), rank, trace, base))
+            t = pf.read_row_group(g, columns=base_cols)
+            if not t.num_rows:
+                continue
+            if args_cols and slice_args is not False:  # the args of the slices asked for, when a row group has any
+                ids, texts = dict_ids(t.column("name")) if "name" in t.column_names else (None, [])
+                want = np.array([bool(slice_args(x)) for x in texts] + [False], bool)[ids] if ids is not None else None
+                if want is not None and want.any():
+                    extra = pf.read_row_group(g, columns=args_cols)
+                    keep = pa.array(want)
+                    for name in args_cols:
+                        col = extra.column(name)
+                        t = t.append_column(name, pc.if_else(keep, col, pa.nulls(len(col), col.type)))
+            if kind == "counters" and counters is not True and "cat" in t.column_names:
+                ids, texts = dict_ids(t.column("cat"))
+                keep = np.array([bool(counters(x)) for x in texts] + [False], bool)[ids]
+                if not keep.all():
+                    t = t.filter(pa.array(keep))
+                if not t.num_rows:
+                    continue
+            out.append(FlatSegment(_columns(kind, t, rank), rank, trace, base))
         return out
     except (pa.ArrowException, OSError) as exc:
         raise StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "

@@ -6,7 +6,7 @@ memory bandwidth), and every other member of the args object as JSON text, one o
 the Kineto JSON file holds it (``RowText``: the store's ``args`` column). A key the typed columns take whose
 value is not of their type (a string ``stream``) stays in the text.
 
-From a Kineto JSON file the C part ``tracestream.args`` splits each args object's text (no Python object
+From a Kineto JSON file the C part ``tracescan.args`` splits each args object's text (no Python object
 per row); from a TraceBuilder batch the typed arg columns are taken as they are and only the others are
 rendered, by the Chrome writer's own C formatter (``rowtext``), so the text is the file's. What neither C
 path can take exactly (an escaped key, an ``obj`` arg column, a row's pre-encoded args that repeat a key
@@ -31,19 +31,20 @@ INT_KEYS = tuple(k.encode() for k in INT_ARGS)
 FLOAT_KEYS = tuple(k.encode() for k in FLOAT_ARGS)
 
 _UNSET = object()
-_stream = _UNSET
+_scanner = _UNSET
 
 
-def tracestream():
-    """The C part, or None when xpuprof was built without a C compiler."""
-    global _stream
-    if _stream is _UNSET:
+def tracescan():
+    """The C part (the one JSON scanner, ``xpuprof._native.tracescan``), or None when xpuprof was built
+    without a C compiler."""
+    global _scanner
+    if _scanner is _UNSET:
         try:
-            from ..._native import tracestream as mod
+            from ..._native import tracescan as mod
         except ImportError:
             mod = None
-        _stream = mod
-    return _stream
+        _scanner = mod
+    return _scanner
 
 
 # ----------------------------------------------------------------------------- one row's object (the rule)
@@ -160,7 +161,7 @@ class TypedArgs:
         """Rows from the JSON objects at ``spans`` (int64 [n, 2] byte ranges of ``buf``; -1: none)."""
         n = len(spans)
         out = cls(n)
-        mod = tracestream()
+        mod = tracescan()
         spans = np.ascontiguousarray(spans, np.int64).reshape(n, 2)
         if mod is None:
             raw = bytes(buf)

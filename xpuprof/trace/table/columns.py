@@ -46,7 +46,7 @@ class RowText:
 
     @classmethod
     def empty(cls, n: int) -> "RowText":
-        return cls(np.zeros(n + 1, np.int64), b"")
+        return cls(constant(0, n + 1, np.int64), b"")  # no row has text: the offsets stored once
 
     @classmethod
     def from_rows(cls, rows: Sequence[bytes | None]) -> "RowText":
@@ -69,13 +69,15 @@ class RowText:
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
-        if not len(self.blob):
+        if not len(self.blob) or not (self.offsets[-1] > self.offsets[0]):
             return RowText.empty(len(rows))
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         return RowText.from_rows([self.blob[s:e] if e > s else None for s, e in zip(starts.tolist(), ends.tolist())])
 
     @staticmethod
     def concat(parts: Sequence["RowText"]) -> "RowText":
+        if not any(len(p.blob) for p in parts):
+            return RowText.empty(sum(len(p) for p in parts))
         offsets, blobs, base = [np.zeros(1, np.int64)], [], 0
         for p in parts:
             offsets.append(p.offsets[1:] - p.offsets[0] + base)

@@ -191,13 +191,16 @@ class TraceTable:
             raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
         return [s for s in self.segments if s.kind == kind]
 
-    def columns(self, kind: str, trace: int | None = None) -> Columns:
-        """Every row of one kind (of one trace: ``trace``) as one flat column set (made once, then kept)."""
+    def columns(self, kind: str, trace: int | None = None, *, keep: bool = True) -> Columns:
+        """Every row of one kind (of one trace: ``trace``) as one flat column set, made once and kept
+        (``keep=False``: made for a caller that reads it once, not kept beside the segments)."""
         key = (kind, trace)
         got = self._flat.get(key)
         if got is None:
             parts = [s.flat() for s in self.segments_of(kind) if trace is None or s.trace == trace]
-            got = self._flat[key] = COLUMN_SETS[kind].concat(parts)
+            got = COLUMN_SETS[kind].concat(parts)
+            if keep:
+                self._flat[key] = got
         return got
 
     @property
