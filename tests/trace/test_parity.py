@@ -133,3 +133,38 @@ def test_report_json_of_many_ranks_equals_their_store(tmp_path):
     for kw in ({}, {"by_rank": True}, {"categories": ["user_annotation"], "by_rank": True}):
         assert _doc(ranks, **kw) == _doc([tmp_path / "s"], **kw)
     assert _doc(ranks, by_rank=True)["ranks"] == [0, 1]
+
+
+@pytest.mark.parametrize("name", ["sim_xpu_metrics", "telemetry", "host"])
+def test_push_down_reads_a_part_of_the_same_table_from_a_file_and_from_a_store(name, tmp_path):
+    """What a report reads (slices with the metric slices' args, telemetry counters) is that part of the
+    whole table, from a file and from its store; the trace's first event stays the same."""
+    pytest.importorskip("pyarrow")
+    from dataclasses import replace
+
+    from xpuprof.trace.read.store_table import read_store
+    from xpuprof.trace.table.columns import RowText
+    from xpuprof.trace.table.model import FlatSegment, TraceTable
+    from xpuprof.trace.write.kineto_store import convert_trace
+
+    path = GOLDEN / f"{name}.pt.trace.json"
+    metric = lambda n: n.startswith("metrics: ")  # noqa: E731
+    telemetry = lambda c: c in ("gpu_pm_counter", "host_counter")  # noqa: E731
+    full = read_trace(path, position=0)
+    convert_trace(path, tmp_path / "s", position=0)
+    s = full.slices
+    keep = [metric(t or "") for t in s.text("name")]
+    import numpy as np
+
+    keep = np.array(keep, bool)
+    expected_slices = replace(s, ints={k: (v, p & keep) for k, (v, p) in s.ints.items() if (p & keep).any()},
+                              floats={k: (v, p & keep) for k, (v, p) in s.floats.items() if (p & keep).any()},
+                              args=RowText.from_rows([s.args[i] if keep[i] else None for i in range(len(s))]))
+    c = full.counters
+    expected_counters = c.take(np.array([telemetry(t or "") for t in c.text("cat")], bool))
+    expected = TraceTable([FlatSegment(expected_slices), FlatSegment(expected_counters)], full.traces)
+    for got in (read_trace(path, position=0, kinds=("slices", "counters"), slice_args=metric, counters=telemetry),
+                read_store(tmp_path / "s", kinds=("slices", "counters"), slice_args=metric, counters=telemetry)):
+        assert differences(expected, got) == []
+        assert got.traces[0].first_ts_ns == full.traces[0].first_ts_ns
+        assert len(got.flows) == len(got.instants) == 0
