@@ -168,3 +168,22 @@ def test_push_down_reads_a_part_of_the_same_table_from_a_file_and_from_a_store(n
         assert differences(expected, got) == []
         assert got.traces[0].first_ts_ns == full.traces[0].first_ts_ns
         assert len(got.flows) == len(got.instants) == 0
+
+
+STORE_V1 = REPO / "tests" / "data" / "store_v1"  # written by main's convert and export_parquet, before the table
+
+
+@pytest.mark.parametrize("store,traces", [
+    ("convert", ["sim_rank0", "sim_rank1"]), ("metrics", ["sim_xpu_metrics"]), ("export", ["host"])])
+def test_stores_written_before_the_table_read_as_their_traces(store, traces):
+    pytest.importorskip("pyarrow")
+    from xpuprof.trace.read.store_table import read_store
+
+    files = read_inputs([GOLDEN / f"{t}.pt.trace.json" for t in traces])
+    got = read_store(STORE_V1 / store)
+    if store == "export":  # export_parquet says it was not given its rank: "default", no sources
+        assert [i.source for i in got.traces] == ["default"]
+        assert differences(files, got, compare_ranks=False) == []
+    else:
+        assert differences(files, got) == []
+    assert _doc([GOLDEN / f"{t}.pt.trace.json" for t in traces]) == _doc([STORE_V1 / store])
