@@ -177,9 +177,16 @@ def thread_codes(pid: np.ndarray, pid_label: np.ndarray, tid: np.ndarray, tid_la
 
     if not len(pid):
         return np.zeros(0, np.int64)
+    pid_label, tid_label = np.asarray(pid_label), np.asarray(tid_label)
+    if _uniform(pid_label) and _uniform(tid_label):  # no row label tells rows apart (every pid and tid an int)
+        return factorize_pairs(np.asarray(pid, np.int64), np.asarray(tid, np.int64)).codes.astype(np.int64)
     p = factorize_pairs(np.asarray(pid, np.int64), np.asarray(pid_label, np.int64)).codes.astype(np.int64)
     t = factorize_pairs(np.asarray(tid, np.int64), np.asarray(tid_label, np.int64)).codes.astype(np.int64)
     return factorize_pairs(p, t).codes.astype(np.int64)
+
+
+def _uniform(a: np.ndarray) -> bool:
+    return a.strides[0] == 0 or bool((a == a[0]).all())
 
 
 def _trace_rows(table, trace: int, categories: Sequence[str] | None) -> EventTable:
