@@ -94,3 +94,12 @@ def test_a_store_inside_a_directory_is_skipped_and_a_store_given_is_a_store(tree
     assert all(store not in p.parents for p in got.traces)
     assert "trace store" in got.notes[0]
     assert expand_inputs([store]).stores == [store]
+
+
+def test_analyze_of_a_directory_of_traces_names_them_by_the_same_rule(tree, capsys):
+    pytest.importorskip("duckdb")
+    top, files = tree
+    assert main(["analyze", str(top), "temporal"]) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert "not a trace store" in line and f"it holds {len(files)} trace file(s)" in line
+    assert f"xpuprof convert {top} -o" in line
