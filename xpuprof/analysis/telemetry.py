@@ -7,8 +7,6 @@ and are left to the kernel table.
 """
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -57,36 +55,6 @@ def collector_units(headers: Iterable[dict]) -> dict[tuple[str, str], str]:
             for metric, unit in (metrics.items() if isinstance(metrics, dict) else ()):
                 if isinstance(unit, str):
                     out.setdefault((str(name), str(metric)), unit)
-    return out
-
-
-def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[TelemetrySeries]:
-    """Every telemetry series of the traces, in first-seen order, from (events, the trace's first timestamp)
-    pairs: a reader that holds the events as columns passes only its counter events and the first timestamp."""
-    cols: dict[tuple, tuple[list, list]] = {}
-    for events, t0 in parts:
-        for e in events:
-            if not isinstance(e, dict) or e.get("ph") != "C" or not isinstance(e.get("cat"), str) \
-                    or e["cat"] not in TELEMETRY_CATEGORIES:
-                continue
-            args = e.get("args")
-            if not isinstance(args, dict):
-                continue
-            for metric, v in args.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-                        and isinstance(e.get("ts", 0.0), (int, float)):
-                    # host rows are keyed "host", not by process id, so two runs' host tracks match
-                    row = "host" if e.get("cat") == "host_counter" else e.get("pid")
-                    if not isinstance(row, (str, int, float, type(None))):
-                        row = str(row)  # an unhashable pid still names a row
-                    ts, vals = cols.setdefault((str(e.get("name", "")), row, str(metric)), ([], []))
-                    ts.append((float(e.get("ts", 0.0)) - t0) / 1e3)
-                    vals.append(float(v))
-    out = []
-    for (track, pid, metric), (ts, vals) in cols.items():
-        t, v = np.asarray(ts), np.asarray(vals)
-        order = np.argsort(t, kind="stable")
-        out.append(TelemetrySeries(track, pid, metric, t[order], v[order]))
     return out
 
 

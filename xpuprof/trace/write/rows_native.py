@@ -208,5 +208,3 @@ def make_writer(strings: "StringTable | list[str]", vendor_categories: bool, lay
         return FixedWidthWriter(strings, vendor_categories)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")
 
-
-ColumnarWriter = FixedWidthWriter  # the pure-numpy layout under its former name
