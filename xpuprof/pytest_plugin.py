@@ -238,8 +238,8 @@ class ProfiledTrace:
         """Stop profiling and write the trace (idempotent)."""
         if self.stopped:
             return self
-        from .analysis.report import DEVICE_CATEGORIES, EventTable, TraceFile
-        from .trace.read.load import load
+        from .analysis.event_table import DEVICE_CATEGORIES, EventTable
+        from .trace.read.kineto import read_trace
 
         if self._error is not None:
             raise RuntimeError(f"the profiled trace could not be written: {self._error}")
@@ -249,13 +249,12 @@ class ProfiledTrace:
         except Exception as exc:
             self._error = f"{type(exc).__name__}: {exc}"
             raise
-        data = load(self.path)
-        tf = TraceFile(self.path, data, None)
-        self._device = EventTable.from_trace(tf, DEVICE_CATEGORIES)
+        table = read_trace(self.path)
+        self._device = EventTable.from_table(table, DEVICE_CATEGORIES)
         # Host ranges only: each also has gpu_user_annotation copies on the device rows it launched work on
         # (one per device row), which would count one range several times.
-        self._host = EventTable.from_trace(tf, HOST_RANGE_CATEGORIES)
-        self._device_annotations = EventTable.from_trace(tf, ("gpu_user_annotation",))
+        self._host = EventTable.from_table(table, HOST_RANGE_CATEGORIES)
+        self._device_annotations = EventTable.from_table(table, ("gpu_user_annotation",))
         return self
 
     def kernels(self, name: str | None = None) -> KernelSelection:

@@ -113,8 +113,8 @@ def _trace_paths(point: dict, run_dir: Path, where: str) -> list[Path]:
 def records_from_run_dir(run_dir: str | Path, *, source: str) -> PointRecords:
     """One history run per successful point of the run directory (a point that failed, was interrupted or
     wrote a trace store is skipped, and said)."""
-    from .report import _read_for_report
     from .event_table import ReportError
+    from .report import check_times, read_report_inputs
 
     run_dir = Path(run_dir)
     path, summary = read_summary(run_dir)
@@ -146,11 +146,14 @@ def records_from_run_dir(run_dir: str | Path, *, source: str) -> PointRecords:
         tables, devices = [], set()
         for p in paths:
             try:
-                trace, table = _read_for_report(p, RECORD_CATEGORIES)
+                trace = read_report_inputs([p])
+                check_times(trace)
+                table = EventTable.from_table(trace, RECORD_CATEGORIES)
             except ReportError as exc:
                 raise RunDirError(str(exc)) from None
             tables.append(table)
-            devices.update(_device_names(trace.data))
+            for info in trace.traces:
+                devices.update(_device_names(info.header))
         kernels = kernel_records(EventTable.concat(tables))
         if not kernels:
             out.skipped.append(f"point {label!r}: its traces hold no kernels or host ranges")

@@ -128,13 +128,13 @@ def _kernels(result) -> tuple[list, dict]:
 
 def _store_kernels(partitions) -> list:
     """The kernel rows of this process's store partitions (one per trace), merged by name."""
-    from ..analysis.report import NameStat
-    from ..analysis.store_report import build_store_report
+    from ..analysis.report import NameStat, build_report
+    from ..trace.read.store_table import read_store
 
     merged: dict[str, NameStat] = {}
     for part in partitions:
         rank = int(part.name.split("=", 1)[1])
-        for s in build_store_report(part.parent, ranks=[rank]).stats:
+        for s in build_report(read_store(part.parent, ranks=[rank], kinds=("slices",))).stats:
             got = merged.get(s.name)
             if got is None:
                 merged[s.name] = s

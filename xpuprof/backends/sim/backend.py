@@ -20,7 +20,7 @@ from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
 from .noise import NoiseConfigError, NoiseModel
-from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
+from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour
 from .timeline import METRICS, MIN_RANGE_NS, metric_values, simulate
 
 _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SCOPE_PROFILER,
@@ -156,7 +156,10 @@ class SimSession(Session):
         timeline = simulate(launches, rng)
         duration = timeline.k_end - timeline.k_start
         metrics = metric_values(self.metrics, timeline.work_bytes, timeline.comm, duration, rng) if self.metrics else {}
-        write_timeline(self, builder, timeline, metrics)
+        from . import cuda_records, hip_records, xpu_records  # the flavour's vendor records, through its emit stage
+
+        vendor = {"xpu": xpu_records, "cuda": cuda_records, "hip": hip_records}[self.flavour.name]
+        vendor.write(self, builder, timeline, metrics)
 
     def device_properties(self) -> list[dict[str, Any]]:
         return [dict(CUDA_DEVICE_PROPERTIES if self.flavour.name == "cuda" else DEVICE_PROPERTIES)]
