@@ -162,6 +162,7 @@ class TraceTable:
         self.traces = list(traces)
         self.builder = builder  # the TraceBuilder a frozen table views (the Chrome writer renders it)
         self.vendor_categories = vendor_categories
+        self.layout = None  # what the layout pass did, once it ran (trace.layout.lay_out: writers run it)
         self._flat: dict[tuple, Columns] = {}
 
     @property

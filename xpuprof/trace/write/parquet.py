@@ -20,6 +20,7 @@ from ..builder.columns import encode_json
 from ..store_schema import RANK_SOURCES
 from ..table.arrow import int_column, to_arrow_columns
 from ..table.columns import Columns, SliceColumns
+from ..layout.layout import lay_out
 from ..table.model import RankInfo, TraceTable
 from .rankwriter import RankWriter, writer_version
 
@@ -80,6 +81,7 @@ def write_store(source, path, *, rank: int | None = None, rank_source: str = "gi
     table = source if isinstance(source, TraceTable) else source.freeze(vendor_categories=vendor_categories)
     if len(table.traces) != 1:
         raise ValueError(f"a store partition holds one trace; the table holds {len(table.traces)}")
+    table = lay_out(table)  # the rows a viewer of the trace draws (trace.layout)
     info = table.traces[0]
     if rank is None:
         rank, rank_source = info.rank, info.source

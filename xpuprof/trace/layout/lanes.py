@@ -1,0 +1,250 @@
+"""Which slices of a track nest, and which lane each slice goes to: the layout's rule on plain arrays.
+
+Viewers draw a track's complete slices as a tree: Perfetto's importer needs every two slices of one
+(pid, tid) track to be disjoint or one inside the other, and moves a slice that starts inside another and
+ends after it to an overflow track (``slice_spill_overlapping_complete_event``); Chrome's trace viewer and
+TensorBoard draw it over its neighbour. Containment is closed: [s, e] nests in [s', e'] when s' <= s and
+e <= e'. A zero-length slice never overlaps partly.
+
+Everything here works on one row per slice: ``track`` (an int code per (trace, pid, tid)), ``start`` and
+``end`` (int64 ns), ``klass`` and ``group`` (below). Nothing is known of the trace: the adapters
+(``tracks``, ``apply``) make these arrays from a TraceTable and apply the plan.
+
+- ``laminar_tracks``: which tracks already nest (vectorized; an untouched trace costs two sorts).
+- ``spilled``: the slices a viewer's one-stack walk cannot place (what Perfetto spills): the checker's count.
+- ``plan_lanes``: a lane per slice on the tracks that do not nest; lane 0 is the track itself.
+
+Classes: a track may hold slices of different kinds that belong together only loosely: on a device stream
+the kernels and copies (class ``PRIMARY``), the host's annotations drawn again over them
+(``ANNOTATION``, one group per host thread they came from) and the per-kernel metric slices that wrap each
+kernel 1 ns wider (``METRIC``). Primary slices keep the track wherever they nest; a secondary group stays on
+the track when all of it nests with what the track keeps, and otherwise moves whole to lanes of its own
+(a row of all of a thread's annotations, or all of a stream's metrics, never some of them). Primary slices
+that do not nest (ranges of asyncio tasks interleaving on one thread) go to further lanes, each to the lane
+whose open slice encloses it most tightly, so a range's children stay on its lane.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PRIMARY, ANNOTATION, METRIC = 0, 1, 2
+_SPAN_LIMIT = 1 << 62  # rebased times of all tracks in one int64 key
+
+
+def sort_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Slices in (track, start, longer first) order: the order a viewer walks a track in."""
+    return np.lexsort((-end, start, track))
+
+
+def _track_bounds(track_sorted: np.ndarray) -> np.ndarray:
+    """Offsets where each track's rows begin in sorted order, and the total at the end."""
+    cuts = np.flatnonzero(track_sorted[1:] != track_sorted[:-1]) + 1
+    return np.concatenate([[0], cuts, [len(track_sorted)]]).astype(np.int64)
+
+
+def laminar_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(track codes, whether each nests), vectorized.
+
+    With the slices of a track in ``sort_order``, a slice's depth is how many slices before it are still open
+    at its start, plus one. The track nests exactly when every slice ends no later than the last slice before
+    it one level up (its parent): the first slice that breaks nesting always fails this, because everything
+    before it nests (so its open ancestors form one chain and the last of them at that depth is its parent).
+    """
+    track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
+    if order is None:
+        order = sort_order(track, start, end)
+    tr, s, e = track[order], start[order], end[order]
+    codes = np.unique(tr) if len(tr) else np.zeros(0, np.int64)
+    ok = np.ones(len(codes), bool)
+    if len(tr) < 2:
+        return codes, ok
+    positive = e > s  # zero-length slices never break nesting: left out (they would close before they open)
+    tr, s, e = tr[positive], s[positive], e[positive]
+    if len(tr) < 2:
+        return codes, ok
+    bounds = _track_bounds(tr)
+    first = np.repeat(bounds[:-1], np.diff(bounds))
+    t0 = np.minimum.reduceat(s, bounds[:-1])
+    rel_s = s - np.repeat(t0, np.diff(bounds))
+    rel_e = e - np.repeat(t0, np.diff(bounds))
+    span = int(rel_e.max()) + 1
+    n_tracks = len(bounds) - 1
+    if span * n_tracks >= _SPAN_LIMIT or (len(tr) + 1) ** 2 >= _SPAN_LIMIT:
+        return _laminar_per_track(codes, tr, s, e, bounds)
+    tcode = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(bounds))
+    ends_key = np.sort(tcode * span + rel_e)
+    closed = np.searchsorted(ends_key, tcode * span + rel_s, "right") - np.searchsorted(ends_key, tcode * span, "left")
+    n = len(tr)
+    index = np.arange(n, dtype=np.int64)
+    depth = index - first + 1 - closed
+    # The last slice one level up before each slice: one search over (depth, position) keys.
+    key = depth * (n + 1) + index
+    by_key = np.argsort(key, kind="stable")
+    key_sorted = key[by_key]
+    pos = np.searchsorted(key_sorted, (depth - 1) * (n + 1) + index, "left") - 1
+    has_parent = depth > 1
+    cand = by_key[np.clip(pos, 0, n - 1)]
+    found = has_parent & (pos >= 0) & (tcode[cand] == tcode) & (depth[cand] == depth - 1)
+    bad = has_parent & ~(found & (e[cand] >= e) & (e[cand] > s))
+    if bad.any():
+        bad_codes = np.unique(tr[bad])
+        ok[np.searchsorted(codes, bad_codes)] = False
+    return codes, ok
+
+
+def _laminar_per_track(codes, tr, s, e, bounds) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.ones(len(codes), bool)
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if spilled_in_order(s[lo:hi], e[lo:hi]).any():
+            ok[np.searchsorted(codes, tr[lo])] = False
+    return codes, ok
+
+
+def spilled_in_order(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """One track's slices in ``sort_order``: which ones a single stack walk cannot place (each of them starts
+    inside the innermost open slice and ends after it). What Perfetto's importer moves to an overflow track."""
+    out = np.zeros(len(s), bool)
+    stack: list[int] = []  # ends of the open slices, innermost last
+    for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
+        while stack and stack[-1] <= a:
+            stack.pop()
+        if stack and stack[-1] < b:
+            out[i] = True
+            continue
+        stack.append(b)
+    return out
+
+
+def spilled(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per slice: whether a viewer's one-stack walk of its track cannot place it (see ``spilled_in_order``).
+    The checker's count; only the tracks that do not nest are walked."""
+    track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
+    out = np.zeros(len(track), bool)
+    order = sort_order(track, start, end)
+    codes, ok = laminar_tracks(track, start, end, order)
+    if ok.all():
+        return out
+    tr = track[order]
+    bounds = _track_bounds(tr)
+    bad = set(codes[~ok].tolist())
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if tr[lo] in bad:
+            rows = order[lo:hi]
+            out[rows] = spilled_in_order(start[rows], end[rows])
+    return out
+
+
+# ----------------------------------------------------------------------------- lanes
+@dataclass
+class Lane:
+    """A lane a track's slices were moved to: ``track`` (its code), ``number`` (1, 2 ... within the track),
+    ``klass`` and ``group`` of the slices on it, ``index`` (1, 2 ... among the lanes of that class and group
+    on the track) and how many slices it holds."""
+
+    track: int
+    number: int
+    klass: int
+    group: int
+    index: int
+    slices: int = 0
+
+
+def _stack_lanes(s: list[int], e: list[int], lanes_of: list[list[int]] | None = None) -> tuple[list[int], int]:
+    """Slices in sort order onto as few nesting lanes as the walk finds: each goes to the lane whose open
+    slice encloses it most tightly (the latest-starting one), else to the first lane with nothing open, else
+    to a new lane. Returns (lane per slice from 0, lanes used)."""
+    stacks: list[list[tuple[int, int]]] = [] if lanes_of is None else lanes_of
+    out = []
+    for a, b in zip(s, e):
+        best, best_start, free = -1, 0, -1
+        for k, st in enumerate(stacks):
+            while st and st[-1][0] <= a:
+                st.pop()
+            if not st:
+                if free < 0:
+                    free = k
+            elif st[-1][0] >= b and (best < 0 or st[-1][1] > best_start):
+                best, best_start = k, st[-1][1]
+        k = best if best >= 0 else free
+        if k < 0:
+            k = len(stacks)
+            stacks.append([])
+        stacks[k].append((b, a))
+        out.append(k)
+    return out, len(stacks)
+
+
+def _nests(s: np.ndarray, e: np.ndarray) -> bool:
+    """Whether slices (in sort order) nest on one row."""
+    if len(s) < 2:
+        return True
+    _, ok = laminar_tracks(np.zeros(len(s), np.int64), s, e, np.arange(len(s)))
+    return bool(ok.all())
+
+
+def plan_lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, klass: np.ndarray | None = None,
+               group: np.ndarray | None = None) -> tuple[np.ndarray, list[Lane]]:
+    """(lane number per slice: 0 = stays on its track; the lanes made), by the module's rule. Tracks that
+    nest are not walked. Deterministic: slices that tie in every respect keep their input order."""
+    track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
+    n = len(track)
+    klass = np.zeros(n, np.int8) if klass is None else np.asarray(klass, np.int8)
+    group = np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64)
+    lane = np.zeros(n, np.int32)
+    lanes: list[Lane] = []
+    if n < 2:
+        return lane, lanes
+    order = np.lexsort((np.arange(n), -end, start, track))  # ties in input order: never ambiguous
+    codes, ok = laminar_tracks(track, start, end, order)
+    if ok.all():
+        return lane, lanes
+    tr = track[order]
+    bounds = _track_bounds(tr)
+    bad = set(codes[~ok].tolist())
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        code = int(tr[lo])
+        if code in bad:
+            rows = order[lo:hi]
+            lanes += _plan_track(code, rows, start[rows], end[rows], klass[rows], group[rows], lane)
+    return lane, lanes
+
+
+def _plan_track(code: int, rows: np.ndarray, s: np.ndarray, e: np.ndarray, klass: np.ndarray, group: np.ndarray,
+                lane: np.ndarray) -> list[Lane]:
+    """One track that does not nest (rows in sort order): fills ``lane`` for its rows, returns its lanes."""
+    made: list[Lane] = []
+    primary = klass == PRIMARY
+    p_lane, used = _stack_lanes(s[primary].tolist(), e[primary].tolist())
+    p_lane = np.asarray(p_lane, np.int32)
+    kept = np.zeros(len(rows), bool)
+    kept[np.flatnonzero(primary)[p_lane == 0]] = True
+    numbers = {}  # lane index within the primary class -> lane number on the track
+    for k in range(1, used):
+        numbers[k] = len(made) + 1
+        made.append(Lane(code, len(made) + 1, PRIMARY, 0, k, int((p_lane == k).sum())))
+    lane[rows[primary]] = np.array([0] + [numbers[k] for k in range(1, used)], np.int32)[p_lane] if len(p_lane) else 0
+    # Secondary groups, in class order and then by their first slice: the whole group stays or moves.
+    secondary = ~primary
+    if secondary.any():
+        keys = sorted({(int(c), int(g)) for c, g in zip(klass[secondary].tolist(), group[secondary].tolist())},
+                      key=lambda cg: (cg[0], int(np.flatnonzero((klass == cg[0]) & (group == cg[1]))[0])))
+        for c, g in keys:
+            member = (klass == c) & (group == g)
+            both = kept | member
+            if _nests(s[both], e[both]):
+                kept = both
+                continue
+            g_lane, g_used = _stack_lanes(s[member].tolist(), e[member].tolist())
+            counts = np.bincount(np.asarray(g_lane, np.int64), minlength=g_used)
+            first = len(made) + 1
+            for k in range(g_used):
+                made.append(Lane(code, first + k, c, g, k + 1, int(counts[k])))
+            lane[rows[member]] = np.asarray(g_lane, np.int32) + first
+    return made
+
+
+__all__ = ["ANNOTATION", "METRIC", "PRIMARY", "Lane", "laminar_tracks", "plan_lanes", "sort_order", "spilled",
+           "spilled_in_order"]
