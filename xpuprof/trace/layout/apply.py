@@ -150,7 +150,8 @@ class Rewrite:
         self.labels = list(w.labels)
         self.changed = False
         self.moved_rows = np.zeros(0, np.int64)  # slices given a lane
-        self.original: list = []  # their original tid (int or label text)
+        self.original_tid = np.zeros(0, np.int64)  # their tid before (an int, or 0 for a label)
+        self.original_label = np.zeros(0, np.int32)  # their tid's label id before (-1: an int tid)
 
     def label(self, text: str) -> int:
         if text not in self.labels:
@@ -163,6 +164,26 @@ class Rewrite:
         else:
             self.tid[rows], self.tid_label[rows] = int(value), -1
         self.changed = True
+
+    def move(self, rows: np.ndarray, tid: np.ndarray, label_text: list) -> None:
+        """Slices ``rows`` to lanes: int tids ``tid`` where ``label_text`` is None, else that label."""
+        self.moved_rows = np.concatenate([self.moved_rows, rows])
+        self.original_tid = np.concatenate([self.original_tid, self.tid[rows]])
+        self.original_label = np.concatenate([self.original_label, self.tid_label[rows]])
+        self.tid[rows] = tid
+        self.tid_label[rows] = -1
+        if any(t is not None for t in label_text):
+            for r, text in zip(rows.tolist(), label_text):
+                if text is not None:
+                    self.tid[r], self.tid_label[r] = 0, self.label(text)
+        self.changed = True
+
+    def originals(self) -> list:
+        """The moved slices' original tids as JSON values (ints, or label texts)."""
+        if (self.original_label < 0).all():
+            return self.original_tid.tolist()
+        return [self.labels[lb] if lb >= 0 else t for t, lb in zip(self.original_tid.tolist(),
+                                                                      self.original_label.tolist())]
 
     def raw(self, which: str) -> np.ndarray:
         """A pid/tid column as a builder batch holds it: int64, or objects where some row is a label."""
@@ -191,9 +212,9 @@ def rewrite_batch(b, kind: str, rw: Rewrite):
     """A builder batch with the rewrite's ids (and, for slices, the moved rows' original tid)."""
     changes = {"pid": rw.raw("pid"), "tid": rw.raw("tid")}
     if kind == "slices" and len(rw.moved_rows):
-        rows, originals = rw.moved_rows, rw.original
+        rows = rw.moved_rows
         if b.row_args is not None:  # host rows: the member spliced into each row's object (the C path stays)
-            members = [_member(v) for v in originals]
+            members = [_member(v) for v in rw.originals()]
             if isinstance(b.row_args, RowArgs):
                 blob = b.row_args.blob
                 texts = [_with_member(b.row_args[r], m) for r, m in zip(rows.tolist(), members)]
@@ -212,13 +233,13 @@ def rewrite_batch(b, kind: str, rw: Rewrite):
         else:
             present = np.zeros(len(b), bool)
             present[rows] = True
-            if all(isinstance(v, int) for v in originals):
+            if (rw.original_label < 0).all():
                 values = np.zeros(len(b), np.int64)
-                values[rows] = originals
+                values[rows] = rw.original_tid
                 col = ArgColumn("num", values, present)
             else:
                 values = [None] * len(b)
-                for r, v in zip(rows.tolist(), originals):
+                for r, v in zip(rows.tolist(), rw.originals()):
                     values[r] = v
                 col = ArgColumn("obj", values, present)
             changes["args"] = {**b.args, ORIGINAL_TID: col}
@@ -231,7 +252,7 @@ def rewrite_columns(c, rw: Rewrite):
                "labels": rw.labels}
     if c.KIND == "slices" and len(rw.moved_rows):
         texts = [c.args[i] for i in range(len(c))]
-        for r, v in zip(rw.moved_rows.tolist(), rw.original):
+        for r, v in zip(rw.moved_rows.tolist(), rw.originals()):
             texts[r] = _with_member(texts[r], _member(v))
         changes["args"] = RowText.from_rows(texts)
     return replace(c, **changes)

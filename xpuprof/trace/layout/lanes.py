@@ -32,6 +32,22 @@ import numpy as np
 PRIMARY, ANNOTATION, METRIC = 0, 1, 2
 _SPAN_LIMIT = 1 << 62  # rebased times of all tracks in one int64 key
 
+_UNSET = object()
+_c_walks = _UNSET
+
+
+def native():
+    """The C walks (``xpuprof._native.lanes``), or None when xpuprof was built without a C compiler (then the
+    Python copies below run: the same lanes, slower)."""
+    global _c_walks
+    if _c_walks is _UNSET:
+        try:
+            from ..._native import lanes as mod
+        except ImportError:
+            mod = None
+        _c_walks = mod
+    return _c_walks
+
 
 def sort_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Slices in (track, start, longer first) order: the order a viewer walks a track in."""
@@ -42,6 +58,29 @@ def _track_bounds(track_sorted: np.ndarray) -> np.ndarray:
     """Offsets where each track's rows begin in sorted order, and the total at the end."""
     cuts = np.flatnonzero(track_sorted[1:] != track_sorted[:-1]) + 1
     return np.concatenate([[0], cuts, [len(track_sorted)]]).astype(np.int64)
+
+
+def walk(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, offsets, nests): the slices in walk order track by track (``track``: codes 0..t-1, t =
+    ``track.max() + 1``), where each track's rows begin in ``order`` (t + 1 offsets), and whether each track
+    nests. In C when built (a counting sort by track, a sort only of tracks not already in order, one stack
+    walk); numpy otherwise (``sort_order`` and ``laminar_tracks``)."""
+    track = np.ascontiguousarray(track, np.int32)
+    start, end = np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64)
+    t = int(track.max()) + 1 if len(track) else 0
+    mod = native()
+    if mod is not None:
+        order = np.empty(len(track), np.int64)
+        offsets = np.empty(t + 1, np.int64)
+        nests = np.empty(t, np.uint8)
+        mod.nest_check(track, start, end, order, offsets, nests)
+        return order, offsets, nests.view(bool)
+    order = np.lexsort((np.arange(len(track)), -end, start, track))
+    offsets = np.searchsorted(track[order], np.arange(t + 1), "left").astype(np.int64)
+    codes, ok = laminar_tracks(track, start, end, order)
+    nests = np.ones(t, bool)
+    nests[codes] = ok
+    return order, offsets, nests
 
 
 def laminar_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -106,6 +145,16 @@ def _laminar_per_track(codes, tr, s, e, bounds) -> tuple[np.ndarray, np.ndarray]
 def spilled_in_order(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """One track's slices in ``sort_order``: which ones a single stack walk cannot place (each of them starts
     inside the innermost open slice and ends after it). What Perfetto's importer moves to an overflow track."""
+    mod = native()
+    if mod is not None:
+        out = np.zeros(len(s), np.uint8)
+        mod.spilled(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), out)
+        return out.view(bool)
+    return spilled_py(s, e)
+
+
+def spilled_py(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``spilled_in_order`` in Python (no C part built)."""
     out = np.zeros(len(s), bool)
     stack: list[int] = []  # ends of the open slices, innermost last
     for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
@@ -120,20 +169,15 @@ def spilled_in_order(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 def spilled(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per slice: whether a viewer's one-stack walk of its track cannot place it (see ``spilled_in_order``).
-    The checker's count; only the tracks that do not nest are walked."""
-    track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
+    The checker's count; only the tracks that do not nest are walked. ``track``: codes 0..t-1."""
     out = np.zeros(len(track), bool)
-    order = sort_order(track, start, end)
-    codes, ok = laminar_tracks(track, start, end, order)
-    if ok.all():
+    if len(track) < 2:
         return out
-    tr = track[order]
-    bounds = _track_bounds(tr)
-    bad = set(codes[~ok].tolist())
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        if tr[lo] in bad:
-            rows = order[lo:hi]
-            out[rows] = spilled_in_order(start[rows], end[rows])
+    order, offsets, nests = walk(track, start, end)
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    for k in np.flatnonzero(~nests).tolist():
+        rows = order[offsets[k]:offsets[k + 1]]
+        out[rows] = spilled_in_order(start[rows], end[rows])
     return out
 
 
@@ -152,11 +196,22 @@ class Lane:
     slices: int = 0
 
 
-def _stack_lanes(s: list[int], e: list[int], lanes_of: list[list[int]] | None = None) -> tuple[list[int], int]:
-    """Slices in sort order onto as few nesting lanes as the walk finds: each goes to the lane whose open
-    slice encloses it most tightly (the latest-starting one), else to the first lane with nothing open, else
-    to a new lane. Returns (lane per slice from 0, lanes used)."""
-    stacks: list[list[tuple[int, int]]] = [] if lanes_of is None else lanes_of
+def stack_lanes(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, int]:
+    """Slices in sort order onto nesting lanes: each goes to the lane whose open slice encloses it most tightly
+    (the latest-starting one), so a range's children follow it, else to the first lane with nothing open,
+    else to a new lane. Returns (int32 lane per slice from 0, lanes used)."""
+    mod = native()
+    if mod is not None:
+        out = np.zeros(len(s), np.int32)
+        used = mod.stack_lanes(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), out)
+        return out, int(used)
+    got, used = stack_lanes_py(np.asarray(s).tolist(), np.asarray(e).tolist())
+    return np.asarray(got, np.int32), used
+
+
+def stack_lanes_py(s: list[int], e: list[int]) -> tuple[list[int], int]:
+    """``stack_lanes`` in Python (no C part built)."""
+    stacks: list[list[tuple[int, int]]] = []
     out = []
     for a, b in zip(s, e):
         best, best_start, free = -1, 0, -1
@@ -179,16 +234,14 @@ def _stack_lanes(s: list[int], e: list[int], lanes_of: list[list[int]] | None = 
 
 def _nests(s: np.ndarray, e: np.ndarray) -> bool:
     """Whether slices (in sort order) nest on one row."""
-    if len(s) < 2:
-        return True
-    _, ok = laminar_tracks(np.zeros(len(s), np.int64), s, e, np.arange(len(s)))
-    return bool(ok.all())
+    return len(s) < 2 or not spilled_in_order(s, e).any()
 
 
 def plan_lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, klass: np.ndarray | None = None,
                group: np.ndarray | None = None) -> tuple[np.ndarray, list[Lane]]:
-    """(lane number per slice: 0 = stays on its track; the lanes made), by the module's rule. Tracks that
-    nest are not walked. Deterministic: slices that tie in every respect keep their input order."""
+    """(lane number per slice: 0 = stays on its track; the lanes made), by the module's rule; ``track``: codes
+    0..t-1. Tracks that nest are not walked. Deterministic: slices that tie in every respect keep their
+    input order."""
     track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
     n = len(track)
     klass = np.zeros(n, np.int8) if klass is None else np.asarray(klass, np.int8)
@@ -197,18 +250,10 @@ def plan_lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, klass: np.
     lanes: list[Lane] = []
     if n < 2:
         return lane, lanes
-    order = np.lexsort((np.arange(n), -end, start, track))  # ties in input order: never ambiguous
-    codes, ok = laminar_tracks(track, start, end, order)
-    if ok.all():
-        return lane, lanes
-    tr = track[order]
-    bounds = _track_bounds(tr)
-    bad = set(codes[~ok].tolist())
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        code = int(tr[lo])
-        if code in bad:
-            rows = order[lo:hi]
-            lanes += _plan_track(code, rows, start[rows], end[rows], klass[rows], group[rows], lane)
+    order, offsets, nests = walk(track, start, end)
+    for k in np.flatnonzero(~nests).tolist():
+        rows = order[offsets[k]:offsets[k + 1]]
+        lanes += _plan_track(k, rows, start[rows], end[rows], klass[rows], group[rows], lane)
     return lane, lanes
 
 
@@ -217,8 +262,7 @@ def _plan_track(code: int, rows: np.ndarray, s: np.ndarray, e: np.ndarray, klass
     """One track that does not nest (rows in sort order): fills ``lane`` for its rows, returns its lanes."""
     made: list[Lane] = []
     primary = klass == PRIMARY
-    p_lane, used = _stack_lanes(s[primary].tolist(), e[primary].tolist())
-    p_lane = np.asarray(p_lane, np.int32)
+    p_lane, used = stack_lanes(s[primary], e[primary])
     kept = np.zeros(len(rows), bool)
     kept[np.flatnonzero(primary)[p_lane == 0]] = True
     numbers = {}  # lane index within the primary class -> lane number on the track
@@ -237,14 +281,14 @@ def _plan_track(code: int, rows: np.ndarray, s: np.ndarray, e: np.ndarray, klass
             if _nests(s[both], e[both]):
                 kept = both
                 continue
-            g_lane, g_used = _stack_lanes(s[member].tolist(), e[member].tolist())
-            counts = np.bincount(np.asarray(g_lane, np.int64), minlength=g_used)
+            g_lane, g_used = stack_lanes(s[member], e[member])
+            counts = np.bincount(g_lane, minlength=g_used)
             first = len(made) + 1
             for k in range(g_used):
                 made.append(Lane(code, first + k, c, g, k + 1, int(counts[k])))
-            lane[rows[member]] = np.asarray(g_lane, np.int32) + first
+            lane[rows[member]] = g_lane + first
     return made
 
 
-__all__ = ["ANNOTATION", "METRIC", "PRIMARY", "Lane", "laminar_tracks", "plan_lanes", "sort_order", "spilled",
-           "spilled_in_order"]
+__all__ = ["ANNOTATION", "METRIC", "PRIMARY", "Lane", "laminar_tracks", "native", "plan_lanes", "sort_order",
+           "spilled", "spilled_in_order", "spilled_py", "stack_lanes", "stack_lanes_py", "walk"]

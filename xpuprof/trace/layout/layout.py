@@ -125,7 +125,12 @@ def _place_lanes(table, rows: SliceRows, lane, lanes, remap, rewrite, summary: L
     out: dict = {}
     free: dict[int, idrules.FreeIds] = {}
     names: dict[int, dict] = {}
-    for ln in lanes:
+    moved = np.flatnonzero(lane != 0)
+    top = int(lane.max()) + 1
+    which = {}  # track * top + lane number -> index into lanes
+    lane_int = np.zeros(len(lanes), np.int64)
+    lane_text: list = []
+    for i, ln in enumerate(lanes):
         trace, pid_key, tid_key = rows.tracks.keys[ln.track]
         if trace not in names:
             names[trace] = thread_names(table, trace)
@@ -136,27 +141,34 @@ def _place_lanes(table, rows: SliceRows, lane, lanes, remap, rewrite, summary: L
         name = lane_name(base, ln, None if host is None else _plain(host))
         if isinstance(tid_key, tuple):
             tid = name  # a row label's lane: a label of its own
+            lane_text.append(name)
         else:
             if trace not in free:
                 taken = used_tids(table, trace) | {v for v in remap.get(trace, {}).get("tid", {}).values()}
                 free[trace] = idrules.FreeIds(taken, idrules.LANE_TID_FIRST)
             tid = free[trace].take()
+            lane_int[i] = tid
+            lane_text.append(None)
         out[(ln.track, ln.number)] = tid
+        which[ln.track * top + ln.number] = i
         pid = remap.get(trace, {}).get("pid", {}).get(pid_key, pid_key)
-        here = np.flatnonzero((rows.track == ln.track) & (lane == ln.number))
-        for si in np.unique(rows.segment[here]).tolist():
-            mine = here[rows.segment[here] == si]
-            rw = rewrite(si)
-            seg_rows = rows.row[mine]
-            original = [rw.labels[lb] if lb >= 0 else t
-                        for t, lb in zip(rw.tid[seg_rows].tolist(), rw.tid_label[seg_rows].tolist())]
-            rw.set_tid(seg_rows, tid)
-            rw.moved_rows = np.concatenate([rw.moved_rows, seg_rows])
-            rw.original = rw.original + original
-        summary.moved += len(here)
         summary.lanes.append({"trace": trace, "pid": _plain(pid), "tid": _plain(tid_key), "lane_tid": tid,
-                              "name": name, "holds": HOLDS[ln.klass], "slices": len(here), "sort_index": sort,
+                              "name": name, "holds": HOLDS[ln.klass], "slices": ln.slices, "sort_index": sort,
                               "flow_ends": 0})
+    summary.moved += len(moved)
+    keys = np.array(sorted(which), np.int64)
+    index = np.array([which[k] for k in keys.tolist()], np.int64)
+    of_row = index[np.searchsorted(keys, rows.track[moved] * top + lane[moved])]  # each moved slice's lane
+    by_segment = np.argsort(rows.segment[moved], kind="stable")
+    segs = rows.segment[moved][by_segment]
+    cuts = np.flatnonzero(np.diff(segs)) + 1
+    for part in np.split(by_segment, cuts):
+        if not len(part):
+            continue
+        si = int(rows.segment[moved[part[0]]])
+        mine = of_row[part]
+        texts = [lane_text[i] for i in mine.tolist()] if any(t is not None for t in lane_text) else ()
+        rewrite(si).move(rows.row[moved[part]], lane_int[mine], texts)
     return out
 
 

@@ -77,25 +77,29 @@ class TrackCodes:
             return np.zeros(0, np.int64)
         cols = [np.asarray(w.pid, np.int64), np.asarray(w.pid_label, np.int64), np.asarray(w.tid, np.int64),
                 np.asarray(w.tid_label, np.int64)]
-        if all(_constant(c) for c in cols):
+        varying = [c for c in cols if not _constant(c)]
+        if not varying:
             key = (trace, row_key(cols[0][0], int(cols[1][0]), w.labels), row_key(cols[2][0], int(cols[3][0]), w.labels))
             return np.full(n, self.code(key), np.int64)
-        mixed = np.zeros(n, np.int64)
-        uniques = []
-        for c in cols:
-            u, inv = np.unique(c, return_inverse=True)
-            mixed = mixed * len(u) + inv
-            uniques.append(u)
-        distinct, first, inv = np.unique(mixed, return_index=True, return_inverse=True)
-        local = np.empty(len(distinct), np.int64)
-        for j, i in enumerate(first.tolist()):
+        got = factorize(varying[0])  # one pass over the column (a C hash), not a sort
+        for c in varying[1:]:
+            more = factorize(c)
+            got = factorize(got.codes.astype(np.int64) * len(more.uniq) + more.codes)  # codes < n: no overflow
+        local = np.empty(len(got.uniq), np.int64)
+        for j, i in enumerate(got.first.tolist()):
             key = (trace, row_key(cols[0][i], int(cols[1][i]), w.labels), row_key(cols[2][i], int(cols[3][i]), w.labels))
             local[j] = self.code(key)
-        return local[inv.reshape(-1)]
+        return local[got.codes]
 
 
 def _constant(col: np.ndarray) -> bool:
     return len(col) < 2 or col.strides[0] == 0 or bool((col == col[0]).all())
+
+
+def factorize(col: np.ndarray):
+    from ..builder.keyindex import factorize as linear
+
+    return linear(np.asarray(col, np.int64).view(np.uint64))
 
 
 @dataclass
@@ -115,26 +119,29 @@ class SliceRows:
     wheres: dict = field(default_factory=dict)  # segment index -> Where
 
 
-def _class_of(cat_ids: np.ndarray, strings) -> np.ndarray:
-    """The class of each row from its category id (ids < 0: no category)."""
+def _per_category(cat_ids: np.ndarray, strings, of_text, dtype) -> np.ndarray:
+    """``of_text(category text)`` for each row (ids < 0: no category, the text ""): once per distinct id."""
     ids = np.asarray(cat_ids, np.int64)
     if not len(ids):
-        return np.zeros(0, np.int8)
+        return np.zeros(0, dtype)
+    if _constant(ids):  # a batch's category is one value, stored once
+        return np.full(len(ids), of_text(strings[int(ids[0])] if ids[0] >= 0 else ""), dtype)
     u, inv = np.unique(ids, return_inverse=True)
-    cls = np.zeros(len(u), np.int8)
-    for j, i in enumerate(u.tolist()):
-        text = strings[i] if i >= 0 else ""
-        cls[j] = ANNOTATION if text in ANNOTATION_CATEGORIES else METRIC if text in METRIC_CATEGORIES else PRIMARY
-    return cls[inv.reshape(-1)]
+    table = np.array([of_text(strings[i] if i >= 0 else "") for i in u.tolist()], dtype)
+    return table[inv.reshape(-1)]
+
+
+def _klass(text: str) -> int:
+    return ANNOTATION if text in ANNOTATION_CATEGORIES else METRIC if text in METRIC_CATEGORIES else PRIMARY
+
+
+def _class_of(cat_ids: np.ndarray, strings) -> np.ndarray:
+    """The class of each row from its category id."""
+    return _per_category(cat_ids, strings, _klass, np.int8)
 
 
 def _host_annotation(cat_ids: np.ndarray, strings) -> np.ndarray:
-    ids = np.asarray(cat_ids, np.int64)
-    if not len(ids):
-        return np.zeros(0, bool)
-    u, inv = np.unique(ids, return_inverse=True)
-    yes = np.array([i >= 0 and strings[i] in HOST_ANNOTATION_CATEGORIES for i in u.tolist()], bool)
-    return yes[inv.reshape(-1)]
+    return _per_category(cat_ids, strings, HOST_ANNOTATION_CATEGORIES.__contains__, bool)
 
 
 def slice_rows(table: TraceTable) -> SliceRows:
