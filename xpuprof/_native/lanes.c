@@ -5,8 +5,8 @@
  * a slice is [start, end], containment closed.
  *
  * stack_lanes(start, end, lane_out) -> lanes used
- *   Puts each slice on a lane where it nests: the lane whose innermost open slice encloses it most tightly
- *   (the latest start), else the first lane with nothing open, else a new lane. lane_out: writable n int32.
+ *   Puts each slice on a lane where it nests: the lane whose innermost open slice began last (then ends
+ *   first), else the first lane with nothing open, else a new lane. lane_out: writable n int32.
  * spilled(start, end, out) -> count
  *   A viewer's one-stack walk: out[i] = 1 where slice i starts inside the innermost open slice and ends
  *   after it (not placed), else 0. out: writable n uint8.
@@ -68,15 +68,18 @@ static PyObject *py_stack_lanes(PyObject *self, PyObject *args) {
     size_t n = (size_t)sb.len / 8;
     Py_BEGIN_ALLOW_THREADS
     for (size_t i = 0; i < n && !failed; i++) {
-        int64_t a = start[i], b = end[i], best_start = 0;
+        int64_t a = start[i], b = end[i], best_start = 0, best_end = 0;
         long best = -1, free_lane = -1;
         for (size_t k = 0; k < used; k++) {
             stack *s = &lanes[k];
             while (s->len && s->end[s->len - 1] <= a) s->len--;
             if (!s->len) {
                 if (free_lane < 0) free_lane = (long)k;
-            } else if (s->end[s->len - 1] >= b && (best < 0 || s->start[s->len - 1] > best_start)) {
+            } else if (s->end[s->len - 1] >= b
+                       && (best < 0 || s->start[s->len - 1] > best_start
+                           || (s->start[s->len - 1] == best_start && s->end[s->len - 1] < best_end))) {
                 best = (long)k;
+                best_end = s->end[s->len - 1];
                 best_start = s->start[s->len - 1];
             }
         }

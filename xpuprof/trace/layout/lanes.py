@@ -20,8 +20,10 @@ the kernels and copies (class ``PRIMARY``), the host's annotations drawn again o
 kernel 1 ns wider (``METRIC``). Primary slices keep the track wherever they nest; a secondary group stays on
 the track when all of it nests with what the track keeps, and otherwise moves whole to lanes of its own
 (a row of all of a thread's annotations, or all of a stream's metrics, never some of them). Primary slices
-that do not nest (ranges of asyncio tasks interleaving on one thread) go to further lanes, each to the lane
-whose open slice encloses it most tightly, so a range's children stay on its lane.
+that do not nest (ranges of asyncio tasks interleaving on one thread) go to further lanes, each under the
+enclosing open slice that began last, so a range's children stay on its lane. Nothing in a trace says which
+task a range belongs to: a range entered right after its parent (no await between) is placed right; one
+entered after an await, while another task's range that began since still encloses it, goes under that one.
 """
 from __future__ import annotations
 
@@ -197,9 +199,9 @@ class Lane:
 
 
 def stack_lanes(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, int]:
-    """Slices in sort order onto nesting lanes: each goes to the lane whose open slice encloses it most tightly
-    (the latest-starting one), so a range's children follow it, else to the first lane with nothing open,
-    else to a new lane. Returns (int32 lane per slice from 0, lanes used)."""
+    """Slices in sort order onto nesting lanes: each goes to the lane whose open slice enclosing it began last
+    (then ends first), so a range's children follow it, else to the first lane with nothing open, else to a
+    new lane. Returns (int32 lane per slice from 0, lanes used)."""
     mod = native()
     if mod is not None:
         out = np.zeros(len(s), np.int32)
@@ -214,15 +216,15 @@ def stack_lanes_py(s: list[int], e: list[int]) -> tuple[list[int], int]:
     stacks: list[list[tuple[int, int]]] = []
     out = []
     for a, b in zip(s, e):
-        best, best_start, free = -1, 0, -1
+        best, best_key, free = -1, (0, 0), -1
         for k, st in enumerate(stacks):
             while st and st[-1][0] <= a:
                 st.pop()
             if not st:
                 if free < 0:
                     free = k
-            elif st[-1][0] >= b and (best < 0 or st[-1][1] > best_start):
-                best, best_start = k, st[-1][1]
+            elif st[-1][0] >= b and (best < 0 or (-st[-1][1], st[-1][0]) < best_key):
+                best, best_key = k, (-st[-1][1], st[-1][0])
         k = best if best >= 0 else free
         if k < 0:
             k = len(stacks)
