@@ -1,6 +1,10 @@
 """Merge per-rank traces into one: every rank gets its own process rows (pids remapped, names
 prefixed ``[rank r]``), flow ids stay unique, and all clocks are put on one reference.
 
+Pids: ``trace.ids.merged_pid`` (in range for any number of ranks; the view's ``mergedRanks`` says each pid's
+rank and original pid, ``merged_pid_assignment`` is the one place they are given). Each rank's rows are laid
+out first (``trace.layout``): a rank trace torch.profiler wrote may hold slices that do not nest.
+
 Alignment (``align``):
 - ``epoch``: trust each file's absolute clock (``baseTimeNanoseconds`` + ts): ranks on one host
   or on hosts with synchronized clocks.
@@ -19,13 +23,12 @@ from typing import Sequence
 import orjson
 
 from ..outputs import write_output_bytes
+from ..trace import ids
 from ..trace.builder.columns import encode_json
-from ..trace.read.kineto import MERGED_RANK_PID_STRIDE
 from .event_table import TIME_LIMIT_NS, ReportError
 from .trace_files import TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")
-RANK_PID_STRIDE = MERGED_RANK_PID_STRIDE  # merged pid = (rank + 1) * stride + per-rank row index
 FLOW_ID_STRIDE = 1 << 40
 _STEP = re.compile(r"^ProfilerStep#\d+")
 
@@ -129,6 +132,8 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
     for t in traces:
         _check_events(t)
     ranks = _assign_ranks(traces)
+    lanes = {r: _lay_out(t) for t, r in zip(traces, ranks)}
+    pids, stride = merged_pid_assignment({r: t.data["traceEvents"] for t, r in zip(traces, ranks)})
     anchors = {r: _anchor_ns(t, r, align) for t, r in zip(traces, ranks)}
     if align == "epoch":
         shifts = {r: 0 for r in ranks}
@@ -140,7 +145,7 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
     events: list[dict] = []
     device_props: list[dict] = []
     for t, rank in sorted(zip(traces, ranks), key=lambda x: x[1]):
-        events.extend(_rank_events(t, rank, shifts[rank], base_ns))
+        events.extend(_rank_events(t, rank, shifts[rank], base_ns, pids[rank]))
         for props in t.data.get("deviceProperties") or []:
             device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
     end_us = max((e["ts"] + e.get("dur", 0) for e in events if "ts" in e), default=0.0)
@@ -152,7 +157,11 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
     header = {"schemaVersion": 1, "deviceProperties": device_props,
               "mergedRanks": {"ranks": ranks, "world_size": max(world) if world else len(ranks), "align": align,
                               "shift_ns": {str(r): s for r, s in shifts.items()},
-                              "sources": [str(t.path) for t in traces]},
+                              "sources": [str(t.path) for t in traces], "pid_stride": stride,
+                              "pids": ids.merged_pid_table({new: (r, old) for r, got in pids.items()
+                                                            for old, new in got.items()}),
+                              **({"layout": {str(r): lanes[r] for r in sorted(lanes) if lanes[r]}}
+                                 if any(lanes.values()) else {})},
               "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
     _write(Path(out), header, events)
     info = MergeInfo(Path(out), sorted(ranks), shifts, len(events), placement_note(Path(out)))
@@ -161,17 +170,55 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
     return info
 
 
-def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> list[dict]:
-    pid_map: dict = {}
+def merged_pid_assignment(rank_events: dict[int, list]) -> tuple[dict[int, dict], int]:
+    """({rank: {original pid: merged pid}}, stride): every process of every rank (each pid its events name,
+    "" aside: the closing instant's), numbered within its rank in its own sort order (``process_sort_index``,
+    then the pid's first appearance), as ``trace.ids.merged_pid`` gives them."""
+    order: dict[int, list] = {}
+    for rank, events in rank_events.items():
+        sort: dict = {}
+        seen: dict = {}
+        for ev in events:
+            pid = ev.get("pid")
+            if pid is None or pid == "" or isinstance(pid, (dict, list)):
+                continue
+            seen.setdefault(pid, len(seen))
+            if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+                idx = (ev.get("args") or {}).get("sort_index")
+                if isinstance(idx, int) and not isinstance(idx, bool):
+                    sort.setdefault(pid, idx)
+        order[rank] = sorted(seen, key=lambda p: (sort.get(p, p if isinstance(p, int) else 0), seen[p]))
+    try:
+        stride = ids.merged_pid_stride([len(v) for v in order.values()], order)
+    except ValueError as exc:
+        raise MergeError(str(exc)) from None
+    return {r: {p: ids.merged_pid(r, i, stride) for i, p in enumerate(ps)} for r, ps in order.items()}, stride
+
+
+def _lay_out(trace: TraceFile) -> dict:
+    """The rank's rows laid out (``trace.layout``: slices that do not nest on lanes, ids in range) in place of
+    its events when that moves anything; what its ``laneLayout``/``idMap`` metadata say (the file's own, when
+    it was written laid out)."""
+    from ..trace.layout import IDS_KEY, LANES_KEY, lay_out
+    from ..trace.read.kineto import read_trace
+    from ..trace.write.flat_events import flat_bodies
+
+    table = lay_out(read_trace(trace.path))
+    if table.layout.moved or table.layout.ids:
+        trace.data["traceEvents"] = orjson.loads(b"[" + b"".join(flat_bodies(table)) + b"]")
+        header = table.traces[0].header
+    else:
+        header = trace.data
+    return {k: header[k] for k in (LANES_KEY, IDS_KEY) if k in header}
+
+
+def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int, pid_map: dict) -> list[dict]:
     named: set = set()
     labels: dict = {}  # original pid -> its own process_labels, folded into the rank label below
     delta_us = (trace.base_ns - base_ns + shift_ns) / 1000.0
 
     def pid_of(pid):
-        new = pid_map.get(pid)
-        if new is None:
-            new = pid_map[pid] = (rank + 1) * RANK_PID_STRIDE + len(pid_map)
-        return new
+        return pid_map.get(pid, pid) if isinstance(pid, (int, str)) else pid
 
     out = []
     for ev in trace.data["traceEvents"]:
@@ -188,8 +235,7 @@ def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int) -> li
                 labels[original] = str((ev.get("args") or {}).get("labels", ""))
                 continue  # one labels row per process: a second one would replace "rank N" in viewers
             elif ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
-                idx = (ev.get("args") or {}).get("sort_index", 0)
-                ev["args"] = {"sort_index": rank * RANK_PID_STRIDE + (idx if isinstance(idx, int) else 0) % RANK_PID_STRIDE}
+                ev["args"] = {"sort_index": ev["pid"]}  # ranks in order, each rank's processes in their own order
         if isinstance(ev.get("ts"), (int, float)) and ev.get("ph") != "M":
             ev["ts"] = round(max(ev["ts"] + delta_us, 0.0), 3)
         if ev.get("ph") in ("s", "f", "t") and isinstance(ev.get("id"), int):

@@ -10,7 +10,8 @@ The rank of a trace, one rule for every command: ``rank`` when the caller gives 
 ``distributedInfo.rank``, else ``rank<N>``/``rank-N``/``rank_N`` in the file name, else its ``position``
 among the inputs, else 0 (``RankInfo.source`` says which; only the first three count as the trace naming
 its rank). A merged view (``xpuprof merge``: a ``mergedRanks`` key) holds several ranks: each row's rank
-comes from its pid (rank r's pids start at ``(r + 1) * MERGED_RANK_PID_STRIDE``).
+comes from its pid (``trace.ids.merged_row_ranks``: the view's pid table, its stride, or the stride of views
+written before pids stayed within 32 bits).
 """
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from typing import Iterator
 
 import numpy as np
 
+from ..ids import LEGACY_MERGED_PID_STRIDE, merged_row_ranks
 from ..table.columns import constant
 from ..table.model import FlatSegment, RankInfo, TraceTable
 from .kineto_rows import TIME_LIMIT_NS, KinetoRows
 from .kineto_stream import KinetoStream
 from .source import TraceLoadError
 
-MERGED_RANK_PID_STRIDE = 1_000_000_000  # xpuprof merge gives rank r's rows pids (r + 1) * stride + i
+MERGED_RANK_PID_STRIDE = LEGACY_MERGED_PID_STRIDE  # merged views written before pids stayed within 32 bits
 _RANK_IN_NAME = re.compile(r"(?:^|[^A-Za-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 
 __all__ = ["MERGED_RANK_PID_STRIDE", "TraceLoadError", "TraceReader", "read_header", "read_trace", "resolve_rank"]
@@ -142,17 +144,11 @@ class TraceReader:
         for seg in segments:
             cols = seg.columns
             if info.merged_ranks:
-                rank = _merged_row_ranks(cols)
+                rank = merged_row_ranks(cols.pid, np.asarray(cols.pid_label) == -1, info.header.get("mergedRanks"))
             else:
                 rank = constant(info.rank, len(cols), np.int32)
             out.append(FlatSegment(replace(cols, rank=rank), info.rank, trace, info.base_time_ns))
         return out
-
-
-def _merged_row_ranks(cols) -> np.ndarray:
-    pid = np.asarray(cols.pid, np.int64)
-    is_int = np.asarray(cols.pid_label) == -1
-    return np.where(is_int & (pid >= MERGED_RANK_PID_STRIDE), pid // MERGED_RANK_PID_STRIDE - 1, -1).astype(np.int32)
 
 
 def read_trace(path, *, rank: int | None = None, position: int | None = None, kinds=None,
