@@ -1,8 +1,8 @@
 """Merge per-rank traces into one: every rank gets its own process rows (pids remapped, names
 prefixed ``[rank r]``), flow ids stay unique, and all clocks are put on one reference.
 
-Pids: ``trace.ids.merged_pid`` (in range for any number of ranks; the view's ``mergedRanks`` says each pid's
-rank and original pid, ``merged_pid_assignment`` is the one place they are given). Each rank's rows are laid
+Pids: ``trace.ids.merged_pid_assignment``, the one place they are given (in range for any number of ranks;
+the view's ``mergedRanks`` says each pid's rank and original pid). Each rank's rows are laid
 out first (``trace.layout``): a rank trace torch.profiler wrote may hold slices that do not nest.
 
 Alignment (``align``):
@@ -133,7 +133,10 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
         _check_events(t)
     ranks = _assign_ranks(traces)
     lanes = {r: _lay_out(t) for t, r in zip(traces, ranks)}
-    pids, stride = merged_pid_assignment({r: t.data["traceEvents"] for t, r in zip(traces, ranks)})
+    try:
+        pids, stride = ids.merged_pid_assignment({r: rank_processes(t.data["traceEvents"]) for t, r in zip(traces, ranks)})
+    except ValueError as exc:
+        raise MergeError(str(exc)) from None
     anchors = {r: _anchor_ns(t, r, align) for t, r in zip(traces, ranks)}
     if align == "epoch":
         shifts = {r: 0 for r in ranks}
@@ -170,29 +173,21 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
     return info
 
 
-def merged_pid_assignment(rank_events: dict[int, list]) -> tuple[dict[int, dict], int]:
-    """({rank: {original pid: merged pid}}, stride): every process of every rank (each pid its events name,
-    "" aside: the closing instant's), numbered within its rank in its own sort order (``process_sort_index``,
-    then the pid's first appearance), as ``trace.ids.merged_pid`` gives them."""
-    order: dict[int, list] = {}
-    for rank, events in rank_events.items():
-        sort: dict = {}
-        seen: dict = {}
-        for ev in events:
-            pid = ev.get("pid")
-            if pid is None or pid == "" or isinstance(pid, (dict, list)):
-                continue
-            seen.setdefault(pid, len(seen))
-            if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
-                idx = (ev.get("args") or {}).get("sort_index")
-                if isinstance(idx, int) and not isinstance(idx, bool):
-                    sort.setdefault(pid, idx)
-        order[rank] = sorted(seen, key=lambda p: (sort.get(p, p if isinstance(p, int) else 0), seen[p]))
-    try:
-        stride = ids.merged_pid_stride([len(v) for v in order.values()], order)
-    except ValueError as exc:
-        raise MergeError(str(exc)) from None
-    return {r: {p: ids.merged_pid(r, i, stride) for i, p in enumerate(ps)} for r, ps in order.items()}, stride
+def rank_processes(events: list) -> list[tuple]:
+    """A rank's processes as ``trace.ids.merged_pid_assignment`` takes them: (pid, its process_sort_index or
+    None) for each pid its events name ("" aside: the closing instant's), in first-appearance order."""
+    sort: dict = {}
+    seen: dict = {}
+    for ev in events:
+        pid = ev.get("pid")
+        if pid is None or pid == "" or not isinstance(pid, (int, str)):
+            continue
+        seen.setdefault(pid, len(seen))
+        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+            idx = (ev.get("args") or {}).get("sort_index")
+            if isinstance(idx, int) and not isinstance(idx, bool):
+                sort.setdefault(pid, idx)
+    return [(pid, sort.get(pid)) for pid in seen]
 
 
 def _lay_out(trace: TraceFile) -> dict:

@@ -71,6 +71,20 @@ def merged_pid(rank: int, index: int, stride: int) -> int:
     return (int(rank) + 1) * stride + int(index)
 
 
+def merged_pid_assignment(processes: Mapping[int, list[tuple]]) -> tuple[dict[int, dict], int]:
+    """The merged view's pids: ``processes`` is, per rank, its processes as (pid, sort index or None) in the
+    order they first appear; each rank's are numbered in their sort order (a process without one sorts by its
+    pid when it is an int, else first), ties in appearance order. Returns ({rank: {pid: merged pid}}, stride).
+    Raises ValueError when no pids in range can hold the view."""
+    order: dict[int, list] = {}
+    for rank, procs in processes.items():
+        keyed = [((sort if sort is not None else pid if isinstance(pid, int) else 0), i, pid)
+                 for i, (pid, sort) in enumerate(procs)]
+        order[rank] = [pid for _, _, pid in sorted(keyed, key=lambda k: (k[0], k[1]))]
+    stride = merged_pid_stride([len(v) for v in order.values()], order)
+    return {r: {p: merged_pid(r, i, stride) for i, p in enumerate(ps)} for r, ps in order.items()}, stride
+
+
 def merged_pid_table(assigned: Mapping[int, tuple[int, object]]) -> list[list]:
     """The ``mergedRanks.pids`` metadata: [[pid, rank, original pid], ...] in pid order."""
     return [[pid, rank, original] for pid, (rank, original) in sorted(assigned.items())]
@@ -101,4 +115,4 @@ def merged_row_ranks(pid: np.ndarray, is_int: np.ndarray, merged: Mapping | None
 
 
 __all__ = ["LANE_TID_FIRST", "LEGACY_MERGED_PID_STRIDE", "MAX_ID", "REMAPPED_PID_FIRST", "FreeIds", "in_range",
-           "merged_pid", "merged_pid_stride", "merged_pid_table", "merged_row_ranks"]
+           "merged_pid", "merged_pid_assignment", "merged_pid_stride", "merged_pid_table", "merged_row_ranks"]
