@@ -1,5 +1,8 @@
 """``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
 any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
+``xpuprof convert INPUT -o OUT.json[.gz]``: one trace into a Kineto JSON trace every viewer shows whole:
+slices that overlap without nesting on a thread (torch.profiler's asyncio tasks) on lanes of their own, ids
+within 32 bits (what the trace's ``laneLayout``/``idMap`` metadata then say). A store is laid out the same way.
 
 Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read, recursively (the rule every
 command shares: symbolic links, hidden entries and stores inside are skipped, and said). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
@@ -13,10 +16,11 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet)",
-                              description=__doc__)
+    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet), or one "
+                              "into a trace every viewer shows whole (.json/.json.gz)", description=__doc__)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files (.json/.json.gz) or directories of them")
-    p.add_argument("-o", "--output", required=True, metavar="STORE", help="the store directory (created when new)")
+    p.add_argument("-o", "--output", required=True, metavar="STORE|OUT.json",
+                   help="the store directory (created when new), or a .json/.json.gz trace file (one INPUT)")
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
@@ -46,7 +50,12 @@ def _installed(package: str) -> bool:
         return False
 
 
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
 def run(args) -> int:
+    if str(args.output).endswith(TRACE_SUFFIXES):
+        return run_to_trace(args)
     from ..trace.write.kineto_store import ConvertError, convert_trace
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
@@ -95,6 +104,49 @@ def run(args) -> int:
         print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
         return 2
     print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def run_to_trace(args) -> int:
+    """One trace into a laid-out Kineto JSON trace (``-o OUT.json[.gz]``)."""
+    from ..outputs import names_stdout, write_error_line
+    from ..trace.layout import lay_out
+    from ..trace.read.kineto import read_trace
+    from ..trace.read.source import TraceLoadError
+    from ..trace.write.chrome import write_chrome_trace
+
+    out = Path(args.output)
+    if args.rank is not None or args.replace:
+        print(f"xpuprof convert: --rank and --replace name a store's rank; {out} is a trace file", file=sys.stderr)
+        return 2
+    if out.is_dir():
+        print(f"xpuprof convert: {out} is a directory; a trace output is a .json or .json.gz file", file=sys.stderr)
+        return 2
+    files, errors, notes = expand_inputs(args.inputs, out)
+    for line in notes + errors:
+        print(f"xpuprof convert: {line}", file=sys.stderr)
+    if len(files) != 1:
+        print(f"xpuprof convert: a trace output holds one trace; {len(files)} inputs given (merge several ranks "
+              f"with xpuprof merge, or convert them into a store)", file=sys.stderr)
+        return 2
+    (path,) = files
+    try:
+        table = read_trace(path)
+        bad = [b for info in table.traces for b in info.bad_times]
+        if bad:
+            name, key, value = bad[0]
+            raise TraceLoadError(f"{path}: event {name!r} has {key} {value!r}, which is not a time a trace can hold "
+                                 f"({len(bad)} such event(s))")
+        table = lay_out(table)
+        written = write_chrome_trace(table, out)
+    except TraceLoadError as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"xpuprof convert: {write_error_line(out, exc)}", file=sys.stderr)
+        return 1
+    print(f"xpuprof convert: {path} -> {written} ({table.traces[0].events} events; {table.layout})",
+          file=sys.stderr if names_stdout(out) else sys.stdout)
     return 2 if errors else 0
 
 

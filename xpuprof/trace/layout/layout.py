@@ -20,6 +20,11 @@ from .tracks import SliceRows, segment_where, slice_rows
 log = logging.getLogger("xpuprof")
 LANES_KEY = "laneLayout"  # the trace metadata saying which slices went to which lane
 IDS_KEY = "idMap"  # the trace metadata saying which out-of-range ids were given which
+# Perfetto reads a JSON ts as a double of µs, rounded to the ns: exact below 2**43 µs (~100 days) after the
+# trace's base time, where doubles are 2**-10 µs apart (HTA's ns_resolution trace, epoch µs with base 0: 774
+# slices off their track). A read trace whose times lie further from its base is written against a base at
+# its first event's second instead, as Kineto writes (the times themselves do not change).
+REBASE_BEYOND_NS = (1 << 43) * 1000
 
 
 @dataclass
@@ -87,8 +92,9 @@ def lay_out(table: TraceTable) -> TraceTable:
         return got
 
     _remap_ids(table, remap, rewrite)
-    lane_tids = _place_lanes(table, rows, lane, lanes, remap, rewrite, summary)
-    _move_flows(table, rows, lane, lanes, lane_tids, rewrite, summary)
+    if lanes:
+        lane_tids = _place_lanes(table, rows, lane, lanes, remap, rewrite, summary)
+        _move_flows(table, rows, lane, lanes, lane_tids, rewrite, summary)
     out = _rebuild(table, rewrites, summary, remap)
     out.layout = summary
     if summary.moved:
@@ -240,6 +246,32 @@ def _remapped_meta(ev, got: dict):
     return ev
 
 
+def far_base(info: RankInfo) -> int | None:
+    """A base time for a read trace whose times lie too far from its own for a viewer (``REBASE_BEYOND_NS``):
+    its first event's second; None when its own serves (a builder's, or times close to it)."""
+    first = info.first_ts_ns
+    if first is None or abs(first - info.base_time_ns) < REBASE_BEYOND_NS:
+        return None
+    return first - first % 1_000_000_000
+
+
+def json_times(table: TraceTable) -> TraceTable:
+    """The table with each read trace whose times lie too far from its base time for a viewer (``far_base``)
+    written against a base near them (the JSON writer's; a store keeps exact ns whatever the base)."""
+    bases = [far_base(info) if table.builder is None else None for info in table.traces]
+    if not any(b is not None for b in bases):
+        return table
+    traces = []
+    for info, base in zip(table.traces, bases):
+        if base is not None:
+            info = copy.copy(info)
+            info.base_time_ns = base
+        traces.append(info)
+    out = TraceTable(table.segments, traces, vendor_categories=table.vendor_categories)
+    out.layout = table.layout
+    return out
+
+
 def _rank_info(info: RankInfo, trace: int, summary: LayoutSummary, remap: dict) -> RankInfo:
     lanes, ids = summary.metadata(trace), summary.id_metadata(trace)
     if lanes is None and ids is None:
@@ -311,4 +343,4 @@ def _rebuild_builder(table: TraceTable, rewrites: dict, summary: LayoutSummary, 
     return out
 
 
-__all__ = ["IDS_KEY", "LANES_KEY", "LayoutSummary", "lay_out"]
+__all__ = ["IDS_KEY", "LANES_KEY", "LayoutSummary", "json_times", "lay_out"]

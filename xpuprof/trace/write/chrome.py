@@ -40,7 +40,7 @@ from ...cpus import WRITER_THREADS_ENV, free_cpus
 from ...outputs import output_file
 from ..builder.builder import TraceBuilder
 from ..builder.columns import CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
-from ..layout.layout import lay_out
+from ..layout.layout import json_times, lay_out
 from ..table.args import args_objects, plain
 from ..table.builder_view import header_bytes, metadata_json
 from ..table.flatten import SPANS_PID, SPANS_SORT_INDEX, meta_events as _meta_events, sanitize_tid
@@ -291,7 +291,7 @@ def write_chrome_trace(source, path, *, vendor_categories: bool = True, gzip_lev
     table = source if isinstance(source, TraceTable) else source.freeze(vendor_categories=vendor_categories)
     if len(table.traces) != 1:
         raise ValueError(f"a Kineto trace file holds one trace; the table holds {len(table.traces)}")
-    table = lay_out(table)  # every slice on a track it nests on, every id in range (trace.layout)
+    table = json_times(lay_out(table))  # every slice on a track it nests on, ids and times viewers keep (trace.layout)
     threads = writer_threads() if threads is None else max(1, int(threads))
     path = Path(path)
     gz = path.name.endswith(".gz")

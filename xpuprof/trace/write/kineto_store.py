@@ -7,6 +7,10 @@ events) is counted by phase in the rank's ``not_stored_json`` and said once.
 
 The rank: ``trace.read.kineto.resolve_rank`` (given, ``distributedInfo.rank``, ``rank<N>`` in the file
 name, the input's position); the rank's ``rank_source`` says which.
+
+The rows are laid out (``trace.layout``) as every writer's are: their slim copies are kept as they stream by
+and laid out at the end (``layout.stream``); a trace whose slices do not all nest is read and written again
+with the lanes applied (the usual trace nests: one pass).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from ..read.kineto import TraceReader, distributed_rank, merged_ranks, rank_from_name, resolve_rank  # noqa: F401
 from ..read.source import TraceLoadError
+from ..layout.stream import SlimRows
 from .parquet import StoreRows, rank_metadata
 from .rankwriter import RankWriter, StoreWriteError
 
@@ -45,6 +50,7 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
     try:
         with RankWriter(store, replace=replace) as writer:
             rows = StoreRows(writer)
+            slim = SlimRows()
             checked = False
             for seg in reader.segments():
                 if merged_ranks(reader.header):
@@ -53,13 +59,27 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
                     _check_rank(path, writer, *resolve_rank(path, reader.header, rank, position), taken)
                 checked = True
                 rows.add(seg.columns, 0)  # the reader's ts: ns after the trace's base time, as the store keeps them
+                slim.add(seg)
             merged = merged_ranks(reader.header)
             if merged or "mergedRanks" in reader.header:
                 raise ConvertError(f"{path}: is a merged view of ranks {merged} (xpuprof merge); convert the per-rank "
                                    "traces instead")
             info = reader.info
             _check_rank(path, writer, info.rank, info.source, taken)
-            writer.commit(info.rank, rank_metadata(info, writer="convert"))
+            plan = slim.plan(info)
+            del slim
+            if plan is None:
+                writer.commit(info.rank, rank_metadata(info, writer="convert"))
+            else:
+                writer.abort()
+        if plan is not None:  # the rows again, as the layout placed them
+            log.info("xpuprof convert: %s: %s; writing the rank again with them", path, plan.summary)
+            reader = TraceReader(path, rank=rank, position=position, chunk_bytes=chunk_bytes)
+            with RankWriter(store, replace=replace) as writer:
+                rows = StoreRows(writer)
+                for seg in reader.segments():
+                    rows.add(plan.apply(seg.columns), 0)
+                writer.commit(info.rank, rank_metadata(plan.info, writer="convert"))
     except (TraceLoadError, StoreWriteError) as exc:
         raise ConvertError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from None
     if info.not_stored:
