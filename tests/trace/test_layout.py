@@ -289,3 +289,22 @@ def test_a_trace_that_nests_is_written_as_it_was(tmp_path):
     assert lay_out(table) is table and table.layout.moved == 0
     data = json.loads(write_chrome_trace(b, tmp_path / "n.json").read_text())
     assert "laneLayout" not in data and "idMap" not in data
+
+
+def test_tid_0_beside_a_tid_equal_to_its_pid_gets_a_tid_of_its_own(tmp_path):
+    """Perfetto draws tid 0 as the process's own thread (tid = pid): device 2's streams 0 and 2 would be one."""
+    b = TraceBuilder(pid=1)
+    t0 = BASE_TIME_NS + 10**9
+    b.add_slice("k0", t0, 100, 2, 0, cat="kernel")
+    b.add_slice("k2", t0 + 50, 100, 2, 2, cat="kernel")
+    b.add_counter("mem", t0, {"bytes": 1.0}, 2, 0)
+    b.set_process_name(2, "GPU 2")
+    b.set_thread_name(2, 0, "stream 0")
+    b.set_thread_name(2, 2, "stream 2")
+    data = json.loads(write_chrome_trace(b, tmp_path / "z.json").read_text())
+    ((pid, old, new),) = data["idMap"]["tids"]
+    assert (pid, old) == (2, 0) and LANE_TID_FIRST <= new <= MAX_ID
+    rows = {e["name"]: e["tid"] for e in data["traceEvents"] if e.get("ph") in ("X", "C")}
+    assert rows == {"k0": new, "k2": 2, "mem": new}
+    meta = {(e["name"], e["tid"]): e["args"] for e in data["traceEvents"] if e.get("ph") == "M" and e["pid"] == 2}
+    assert meta[("thread_name", new)] == {"name": "stream 0"} and ("process_name", 0) in meta  # process rows keep tid 0

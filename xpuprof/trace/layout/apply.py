@@ -104,6 +104,8 @@ def out_of_range(table: TraceTable) -> dict[int, dict]:
             for p, pl, t in zip(w.pid[odd].tolist(), w.pid_label[odd].tolist(), w.tid[odd].tolist()):
                 pkey = None if pl == NO_VALUE else ("label", w.labels[pl]) if pl >= 0 else p
                 bad_tids.setdefault(seg.trace, set()).add((pkey, t))
+    for trace, pids in tid_zero_aliases(table).items():  # tid 0 beside a tid equal to the pid: one thread
+        bad_tids.setdefault(trace, set()).update((p, 0) for p in pids)
     for i, info in enumerate(table.traces):
         for ev in info.metadata_events:
             p = _key(ev.get("pid")) if isinstance(ev, dict) else None
@@ -121,6 +123,29 @@ def out_of_range(table: TraceTable) -> dict[int, dict]:
             tid_map = {k: free_t.take() for k in sorted(bad_tids[trace], key=repr)}
         out[trace] = {"pid": pid_map, "tid": tid_map}
     return out
+
+
+def tid_zero_aliases(table: TraceTable) -> dict[int, set[int]]:
+    """Per trace, the int pids whose rows use both tid 0 and a tid equal to the pid: Perfetto's JSON importer
+    gives tid 0 the pid's own thread (a process's main thread), so the two would be drawn as one (Kineto writes
+    stream 0 as tid 0: device 2's streams 0 and 2)."""
+    zero: dict[int, set] = {}
+    own: dict[int, set] = {}
+    for seg in table.segments:
+        if not len(seg):
+            continue
+        w = segment_where(table, seg)
+        ints = (w.pid_label == -1) & (w.tid_label == -1)
+        if not ints.any():
+            continue
+        pid, tid = np.asarray(w.pid)[ints], np.asarray(w.tid)[ints]
+        hit0 = tid == 0
+        if hit0.any():
+            zero.setdefault(seg.trace, set()).update(np.unique(pid[hit0]).tolist())
+        same = (tid == pid) & (pid != 0)
+        if same.any():
+            own.setdefault(seg.trace, set()).update(np.unique(pid[same]).tolist())
+    return {t: zero[t] & own[t] for t in zero if t in own and zero[t] & own[t]}
 
 
 def used_pids(table: TraceTable, trace: int) -> set[int]:

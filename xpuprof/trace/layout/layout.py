@@ -56,7 +56,8 @@ class LayoutSummary:
             return None
         return {"pids": [[_plain(k), v] for k, v in got["pid"].items()],
                 "tids": [[_plain(p), t, v] for (p, t), v in got["tid"].items()],
-                "why": f"ids outside 0..{idrules.MAX_ID} (what every viewer keeps) were given free ones"}
+                "why": f"ids outside 0..{idrules.MAX_ID} (what every viewer keeps), and tid 0 of a process that "
+                       "also has a tid equal to its pid (one thread to Perfetto), were given free ones"}
 
     def __str__(self) -> str:
         if not self.moved and not self.ids:
@@ -239,7 +240,7 @@ def _remapped_meta(ev, got: dict):
         return ev
     ev = dict(ev)
     pkey, tkey = _key(ev.get("pid")), _key(ev.get("tid"))
-    if (pkey, tkey) in got["tid"]:
+    if (pkey, tkey) in got["tid"] and str(ev.get("name", "")).startswith("thread_"):  # process rows keep tid 0
         ev["tid"] = got["tid"][(pkey, tkey)]
     if pkey in got["pid"]:
         ev["pid"] = got["pid"][pkey]
