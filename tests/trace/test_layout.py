@@ -305,6 +305,6 @@ def test_tid_0_beside_a_tid_equal_to_its_pid_gets_a_tid_of_its_own(tmp_path):
     ((pid, old, new),) = data["idMap"]["tids"]
     assert (pid, old) == (2, 0) and LANE_TID_FIRST <= new <= MAX_ID
     rows = {e["name"]: e["tid"] for e in data["traceEvents"] if e.get("ph") in ("X", "C")}
-    assert rows == {"k0": new, "k2": 2, "mem": new}
+    assert rows == {"k0": new, "k2": 2, "mem": 0}  # a counter is the process's: its row stays
     meta = {(e["name"], e["tid"]): e["args"] for e in data["traceEvents"] if e.get("ph") == "M" and e["pid"] == 2}
     assert meta[("thread_name", new)] == {"name": "stream 0"} and ("process_name", 0) in meta  # process rows keep tid 0

@@ -132,7 +132,7 @@ def tid_zero_aliases(table: TraceTable) -> dict[int, set[int]]:
     zero: dict[int, set] = {}
     own: dict[int, set] = {}
     for seg in table.segments:
-        if not len(seg):
+        if not len(seg) or seg.kind not in ("slices", "instants"):  # what Perfetto draws on thread tracks
             continue
         w = segment_where(table, seg)
         ints = (w.pid_label == -1) & (w.tid_label == -1)

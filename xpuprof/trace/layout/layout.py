@@ -119,6 +119,8 @@ def _remap_ids(table: TraceTable, remap: dict, rewrite) -> None:
                 rw.pid[hit] = vals[np.searchsorted(keys, rw.pid[hit])]
                 rw.changed = True
         for (pkey, old), new in got["tid"].items():
+            if seg.kind == "counters" and idrules.in_range(old):  # tid 0's own thread: counters are the process's
+                continue
             w = rw.w
             same_pid = (w.pid_label == -1) & (w.pid == pkey) if isinstance(pkey, int) else \
                 np.array([lb >= 0 and ("label", w.labels[lb]) == pkey for lb in w.pid_label.tolist()], bool)
