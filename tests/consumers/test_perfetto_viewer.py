@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import pytest
 
-from perfetto_sql import imported, query, viewer_problems, trace_processor
-from viewer_corpus import HTA_TRACES, build, hta_entry, torch_asyncio_converted, torch_stack_memory
+from perfetto_sql import imported, query, trace_processor, viewer_problems
+from viewer_corpus import HTA_TRACES, MAKERS
 
 from xpuprof.trace.layout.check import nesting_report, slice_multiset
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+@pytest.fixture
+def corpus(viewer_corpus):
     trace_processor()  # skips with the reason when it is absent
-    return build(tmp_path_factory.mktemp("viewer_corpus"))
+    return viewer_corpus
 
 
 def _check(entry, tmp_path) -> None:
@@ -37,29 +37,12 @@ def _check(entry, tmp_path) -> None:
     assert viewer_problems(entry.path, tmp_path, flows=flows) == []
 
 
-@pytest.mark.parametrize("name", ["asyncio_tasks", "asyncio_sim_launches", "threads_one_stream_metrics",
-                                  "device_annotations_metrics", "merged_6_ranks", "merged_32_ranks",
-                                  "merged_1000_ranks"])
+@pytest.mark.parametrize("name", [*MAKERS, *(f"hta:{n}" for n in HTA_TRACES)])
 def test_perfetto_imports_the_trace_whole(corpus, name, tmp_path):
-    _check(corpus[name], tmp_path)
-
-
-def test_torch_ops_with_stack_and_memory(tmp_path):
-    trace_processor()
-    _check(torch_stack_memory(tmp_path / "torch.pt.trace.json"), tmp_path)
-
-
-def test_torch_profilers_own_asyncio_trace_through_convert(tmp_path):
-    trace_processor()
-    entry = torch_asyncio_converted(tmp_path)
-    assert nesting_report(entry.source).improper > 0  # torch writes the tasks' ranges on one row
+    entry = corpus[name]
+    if name == "torch_asyncio_converted":
+        assert nesting_report(entry.source).improper > 0  # torch writes the tasks' ranges on one row
     _check(entry, tmp_path)
-
-
-@pytest.mark.parametrize("name", HTA_TRACES)
-def test_htas_test_traces_through_convert(name, tmp_path):
-    trace_processor()
-    _check(hta_entry(tmp_path, name), tmp_path)
 
 
 SPILLS = "select value from stats where name = 'slice_spill_overlapping_complete_event'"
@@ -67,11 +50,9 @@ SPILLS = "select value from stats where name = 'slice_spill_overlapping_complete
 
 def test_the_checker_counts_what_perfetto_spills(corpus, tmp_path):
     """Our checker on traces written before the layout pass gives exactly the slices Perfetto moves off their
-    track: the torch.profiler asyncio trace and HTA's simple_add (its only overlaps are on a stream)."""
-    entry = torch_asyncio_converted(tmp_path)
-    simple_add = hta_entry(tmp_path, "simple_add/" + next(n for n in HTA_TRACES if n.startswith("simple_add/"))
-                           .split("/", 1)[1]).source
-    for src in (entry.source, simple_add):
+    track: torch.profiler's asyncio trace, HTA's simple_add (its only overlaps are on a stream)."""
+    simple_add = next(n for n in HTA_TRACES if n.startswith("simple_add/"))
+    for src in (corpus["torch_asyncio_converted"].source, corpus[f"hta:{simple_add}"].source):
         (row,) = query(src, SPILLS, tmp_path)
         assert nesting_report(src).improper == int(row["value"]) > 0
 

@@ -10,7 +10,6 @@ through ``xpuprof convert``, and merged views of 6, 32 and 1,000 ranks.
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import threading
@@ -150,18 +149,32 @@ def merged_view(tmp: Path, ranks: int) -> Entry:
     return Entry(out)
 
 
-def build(tmp: Path) -> dict[str, Entry]:
-    """Every entry but the HTA ones (``hta_entries``), written under ``tmp``."""
-    out = {
-        "asyncio_tasks": asyncio_trace(tmp / "asyncio.pt.trace.json", 20, activities=["cpu"]),
-        "asyncio_sim_launches": asyncio_trace(tmp / "asyncio_sim.pt.trace.json", 8, activities=["cpu", "xpu"],
-                                              backends=["sim"]),
-        "threads_one_stream_metrics": threads_on_one_stream(tmp / "threads.pt.trace.json"),
-        "device_annotations_metrics": device_lanes(tmp / "device.pt.trace.json"),
-    }
-    for ranks in MERGED_RANKS:
-        out[f"merged_{ranks}_ranks"] = merged_view(tmp, ranks)
-    return out
+MAKERS = {
+    "asyncio_tasks": lambda tmp: asyncio_trace(tmp / "asyncio.pt.trace.json", 20, activities=["cpu"]),
+    "asyncio_sim_launches": lambda tmp: asyncio_trace(tmp / "asyncio_sim.pt.trace.json", 8, activities=["cpu", "xpu"],
+                                                      backends=["sim"]),
+    "threads_one_stream_metrics": lambda tmp: threads_on_one_stream(tmp / "threads.pt.trace.json"),
+    "device_annotations_metrics": lambda tmp: device_lanes(tmp / "device.pt.trace.json"),
+    "torch_stack_memory": lambda tmp: torch_stack_memory(tmp / "torch.pt.trace.json"),
+    "torch_asyncio_converted": torch_asyncio_converted,
+    **{f"merged_{r}_ranks": (lambda tmp, r=r: merged_view(tmp, r)) for r in MERGED_RANKS},
+}
+
+
+class Corpus:
+    """The corpus, each entry written the first time a test asks for it (``corpus[name]``), once a session."""
+
+    def __init__(self, tmp_factory) -> None:
+        self.tmp_factory = tmp_factory
+        self.made: dict[str, Entry] = {}
+
+    def __getitem__(self, name: str) -> Entry:
+        if name not in self.made:
+            maker = MAKERS.get(name)
+            if maker is None:
+                maker = lambda tmp: hta_entry(tmp, name.removeprefix("hta:"))  # noqa: E731
+            self.made[name] = maker(self.tmp_factory.mktemp(name.replace("/", "_").replace(":", "_")))
+        return self.made[name]
 
 
 def hta_entry(tmp: Path, name: str) -> Entry:
@@ -171,5 +184,4 @@ def hta_entry(tmp: Path, name: str) -> Entry:
 
 
 HTA_TRACES = sorted(str(p.relative_to(HTA)) for p in HTA.glob("*/*.json.gz"))
-__all__ = ["Entry", "HTA_TRACES", "MERGED_RANKS", "build", "hta_entry", "json", "torch_asyncio_converted",
-           "torch_stack_memory"]
+__all__ = ["MAKERS", "Corpus", "Entry", "HTA_TRACES", "MERGED_RANKS", "hta_entry"]
