@@ -75,16 +75,26 @@ def test_the_c_walks_equal_the_python_copies():
         got, used = L.stack_lanes(s, e)
         want, want_used = L.stack_lanes_py(s.tolist(), e.tolist())
         assert (got.tolist(), used) == (want, want_used)
+        assert (L.keep_track(s, e) == L.keep_track_py(s.tolist(), e.tolist())).all()
         assert (L.spilled_in_order(s, e) == L.spilled_py(s, e)).all()
 
 
 def test_a_range_child_follows_its_range_to_its_lane():
     """Two tasks' ranges interleave on one thread: each task's inner range, entered right after its outer one,
-    goes where its outer one went (under the enclosing range that began last)."""
+    goes where its outer one went (under the enclosing range that began last); the first comer keeps the row."""
     start = np.array([0, 1, 5, 6, 30])  # task A [0, 100] + child [1, 90]; task B [5, 200] + child [6, 190]
     end = np.array([100, 90, 200, 190, 40])  # ... and B's second child [30, 40], inside A's child too
     lane, lanes = L.plan_lanes(np.zeros(5, np.int64), start, end)
     assert lane.tolist() == [0, 0, 1, 1, 1] and [ln.slices for ln in lanes] == [3]
+
+
+def test_a_short_range_across_a_long_one_leaves_not_the_long_one():
+    """A prefetch range entered before a step's forward and left inside it: the prefetch goes to a lane, the
+    forward and its ops stay on the thread (HTA's critical path reads them there)."""
+    start = np.array([0, 5, 10, 20, 40])  # step [0, 1000], prefetch [5, 60], forward [10, 500] + ops
+    end = np.array([1000, 60, 500, 30, 50])
+    lane, lanes = L.plan_lanes(np.zeros(5, np.int64), start, end)
+    assert lane.tolist() == [0, 1, 0, 0, 0] and [ln.slices for ln in lanes] == [1]
 
 
 # ----------------------------------------------------------------------------- asyncio tasks, live
@@ -120,7 +130,8 @@ def test_asyncio_task_ranges_are_laid_out_on_lanes(tmp_path):
     assert slice_multiset(path) == slice_multiset(prof.builder)  # every slice is there, at its time
     data = json.loads(path.read_text())
     events = data["traceEvents"]
-    host_tid = next(e["tid"] for e in events if e.get("ph") == "X" and e.get("name") == "task0")
+    host_tid = next(e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"
+                    and "(MainThread)" in e["args"]["name"] and " \u00b7 lane " not in e["args"]["name"])
     real = {e["tid"] for e in events if e.get("ph") in ("X", "i", "C") and ORIGINAL_TID not in e.get("args", {})}
     moved = [e for e in events if e.get("ph") == "X" and ORIGINAL_TID in e.get("args", {})]
     assert moved and {e["args"][ORIGINAL_TID] for e in moved} == {host_tid}

@@ -7,6 +7,12 @@
  * stack_lanes(start, end, lane_out) -> lanes used
  *   Puts each slice on a lane where it nests: the lane whose innermost open slice began last (then ends
  *   first), else the first lane with nothing open, else a new lane. lane_out: writable n int32.
+ * keep_track(start, end, keep_out) -> slices kept
+ *   Which slices stay on the track (keep_out[i] = 1): a one-stack walk where, of a slice and the open ones it
+ *   crosses (starts inside them, ends after them), the side that moves fewer slices leaves: a lone crossed
+ *   range holding nothing leaves when the crossing slice holds some, else the crossing slice leaves; a
+ *   slice inside one that left, begun after the innermost one that stays, leaves with it (children go where
+ *   their parent goes). keep_out: writable n uint8.
  * spilled(start, end, out) -> count
  *   A viewer's one-stack walk: out[i] = 1 where slice i starts inside the innermost open slice and ends
  *   after it (not placed), else 0. out: writable n uint8.
@@ -104,6 +110,74 @@ static PyObject *py_stack_lanes(PyObject *self, PyObject *args) {
 done:
     for (size_t k = 0; k < cap; k++) { free(lanes[k].end); free(lanes[k].start); }
     free(lanes);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+static PyObject *py_keep_track(PyObject *self, PyObject *args) {
+    Py_buffer sb, eb, ob;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &sb, &eb, &ob)) return NULL;
+    PyObject *result = NULL;
+    int64_t *open = NULL, *placed = NULL, *at = NULL, *gone = NULL;
+    size_t kept = 0;
+    if (check(&sb, &eb, &ob, 1, "keep_track") < 0) goto done;
+    const int64_t *start = sb.buf, *end = eb.buf;
+    uint8_t *keep = ob.buf;
+    size_t n = (size_t)sb.len / 8;
+    open = malloc((n + 1) * sizeof *open);     /* the open kept slices, innermost last */
+    at = malloc((n + 1) * sizeof *at);         /* each open one's place in `placed` */
+    placed = malloc((n + 1) * sizeof *placed); /* kept slices in the order they were placed */
+    gone = malloc((n + 1) * sizeof *gone);     /* slices that left, maybe still open */
+    if (!open || !at || !placed || !gone) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    size_t depth = 0, count = 0, left = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t a = start[i], b = end[i];
+        while (depth && end[open[depth - 1]] <= a) depth--;
+        long follow = -1; /* the latest-starting slice that left and encloses this one */
+        for (size_t j = 0; j < left;) {
+            int64_t g = gone[j];
+            if (end[g] <= a) { gone[j] = gone[--left]; continue; }
+            if (end[g] >= b && (follow < 0 || start[g] > start[follow])) follow = (long)g;
+            j++;
+        }
+        if (follow >= 0 && (!depth || start[follow] > start[open[depth - 1]])) {
+            keep[i] = 0; /* inside a slice that left, begun after the innermost one that stays: it goes along */
+            gone[left++] = (int64_t)i;
+            continue;
+        }
+        size_t k = depth; /* the open slices it crosses: open[k..depth) (each ends before it) */
+        while (k && end[open[k - 1]] < b) k--;
+        if (k < depth) {
+            /* The side that moves fewer slices leaves: one crossed range holding nothing leaves when this
+             * slice holds some (the next slice lies inside it); else this one leaves, what it holds follows. */
+            int holds = i + 1 < n && start[i + 1] < b && end[i + 1] <= b;
+            if (!(k + 1 == depth && (size_t)at[k] + 1 == count && holds)) {
+                keep[i] = 0;
+                gone[left++] = (int64_t)i;
+                continue;
+            }
+            /* the crossed ones leave together, with every slice placed inside them */
+            for (size_t j = (size_t)at[k]; j < count; j++) keep[placed[j]] = 0;
+            count = (size_t)at[k];
+            for (size_t j = k; j < depth; j++) gone[left++] = open[j];
+            depth = k;
+        }
+        keep[i] = 1;
+        at[depth] = (int64_t)count;
+        open[depth++] = (int64_t)i;
+        placed[count++] = (int64_t)i;
+    }
+    Py_END_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) kept += keep[i];
+    result = PyLong_FromSize_t(kept);
+done:
+    free(open);
+    free(at);
+    free(placed);
+    free(gone);
     PyBuffer_Release(&sb);
     PyBuffer_Release(&eb);
     PyBuffer_Release(&ob);
@@ -285,6 +359,8 @@ done:
 static PyMethodDef methods[] = {
     {"stack_lanes", py_stack_lanes, METH_VARARGS,
      "stack_lanes(start, end, lane_out) -> lanes used: each slice (in walk order) onto a lane where it nests"},
+    {"keep_track", py_keep_track, METH_VARARGS,
+     "keep_track(start, end, keep_out) -> kept: which slices stay on the track (the shorter of two that cross leaves)"},
     {"spilled", py_spilled, METH_VARARGS,
      "spilled(start, end, out) -> count: the slices a one-stack walk cannot place (out[i] = 1)"},
     {"nest_check", py_nest_check, METH_VARARGS,

@@ -62,7 +62,7 @@ def _plain(key):
 
 def lane_name(base: str, lane: Lane, host_tid) -> str:
     if lane.klass == PRIMARY:
-        return f"{base}{SEPARATOR}lane {lane.index + 1}"
+        return f"{base}{SEPARATOR}lane {lane.index + 1}"  # the thread's own row is its lane 1
     if lane.klass == METRIC:
         return f"{base}{SEPARATOR}metrics" + (f" {lane.index}" if lane.index > 1 else "")
     what = f"annotations of thread {host_tid}" if host_tid is not None else "annotations"

@@ -19,9 +19,11 @@ the kernels and copies (class ``PRIMARY``), the host's annotations drawn again o
 (``ANNOTATION``, one group per host thread they came from) and the per-kernel metric slices that wrap each
 kernel 1 ns wider (``METRIC``). Primary slices keep the track wherever they nest; a secondary group stays on
 the track when all of it nests with what the track keeps, and otherwise moves whole to lanes of its own
-(a row of all of a thread's annotations, or all of a stream's metrics, never some of them). Primary slices
-that do not nest (ranges of asyncio tasks interleaving on one thread) go to further lanes, each under the
-enclosing open slice that began last, so a range's children stay on its lane. Nothing in a trace says which
+(a row of all of a thread's annotations, or all of a stream's metrics, never some of them). Of two primary
+slices that cross (ranges of asyncio tasks interleaving on one thread, a prefetch range held across a
+step's forward), the side that moves fewer slices leaves the track with what it holds (``keep_track``: the forward and its
+hundreds of ops stay where HTA and TensorBoard read them); the slices that left go to further lanes, each
+under the enclosing slice that began last, so a range's children stay with it. Nothing in a trace says which
 task a range belongs to: a range entered right after its parent (no await between) is placed right; one
 entered after an await, while another task's range that began since still encloses it, goes under that one.
 """
@@ -198,6 +200,60 @@ class Lane:
     slices: int = 0
 
 
+def keep_track(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """One track's slices in sort order: which stay on it (bool). Of a slice and the open ones it crosses
+    (starts inside them, ends after them), the side that moves fewer slices leaves: a lone crossed range that
+    holds nothing (a prefetch range held across a step's forward) leaves when the crossing slice holds some
+    (the forward and its hundreds of ops stay); otherwise the crossing slice leaves and the first comers stay
+    (a task's range and the range entered right after it stay together). A slice inside one that left, begun
+    after the innermost one that stays, leaves with it: children go where their parent goes."""
+    mod = native()
+    if mod is not None:
+        out = np.zeros(len(s), np.uint8)
+        mod.keep_track(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), out)
+        return out.view(bool)
+    return keep_track_py(np.asarray(s).tolist(), np.asarray(e).tolist())
+
+
+def keep_track_py(s: list[int], e: list[int]) -> np.ndarray:
+    """``keep_track`` in Python (no C part built)."""
+    keep = np.zeros(len(s), bool)
+    open_: list[int] = []  # kept slices still open, innermost last
+    at: list[int] = []  # each open one's place in ``placed``
+    placed: list[int] = []
+    gone: list[int] = []
+    for i, (a, b) in enumerate(zip(s, e)):
+        while open_ and e[open_[-1]] <= a:
+            open_.pop()
+            at.pop()
+        gone = [g for g in gone if e[g] > a]
+        inside = [g for g in gone if e[g] >= b]
+        follow = max(inside, key=lambda g: s[g]) if inside else -1
+        if follow >= 0 and (not open_ or s[follow] > s[open_[-1]]):
+            gone.append(i)
+            continue
+        k = len(open_)  # the open slices it crosses: open_[k:] (each ends before it, nested in each other)
+        while k and e[open_[k - 1]] < b:
+            k -= 1
+        if k < len(open_):
+            # The side that moves fewer slices leaves: one crossed range holding nothing leaves when this slice
+            # holds some (the next slice lies inside it); else this one leaves, and what it holds follows it.
+            holds = i + 1 < len(s) and s[i + 1] < b and e[i + 1] <= b
+            if not (k == len(open_) - 1 and at[k] == len(placed) - 1 and holds):
+                gone.append(i)
+                continue
+            for j in placed[at[k]:]:
+                keep[j] = False
+            del placed[at[k]:]
+            gone.extend(open_[k:])
+            del open_[k:], at[k:]
+        keep[i] = True
+        at.append(len(placed))
+        open_.append(i)
+        placed.append(i)
+    return keep
+
+
 def stack_lanes(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, int]:
     """Slices in sort order onto nesting lanes: each goes to the lane whose open slice enclosing it began last
     (then ends first), so a range's children follow it, else to the first lane with nothing open, else to a
@@ -264,14 +320,18 @@ def _plan_track(code: int, rows: np.ndarray, s: np.ndarray, e: np.ndarray, klass
     """One track that does not nest (rows in sort order): fills ``lane`` for its rows, returns its lanes."""
     made: list[Lane] = []
     primary = klass == PRIMARY
-    p_lane, used = stack_lanes(s[primary], e[primary])
+    rows_p = np.flatnonzero(primary)
+    stays = keep_track(s[primary], e[primary])
     kept = np.zeros(len(rows), bool)
-    kept[np.flatnonzero(primary)[p_lane == 0]] = True
-    numbers = {}  # lane index within the primary class -> lane number on the track
-    for k in range(1, used):
-        numbers[k] = len(made) + 1
-        made.append(Lane(code, len(made) + 1, PRIMARY, 0, k, int((p_lane == k).sum())))
-    lane[rows[primary]] = np.array([0] + [numbers[k] for k in range(1, used)], np.int32)[p_lane] if len(p_lane) else 0
+    kept[rows_p[stays]] = True
+    moved = rows_p[~stays]
+    if len(moved):  # the slices that left the track, on lanes of their own, each under its enclosing one
+        m_lane, used = stack_lanes(s[moved], e[moved])
+        first = len(made) + 1
+        counts = np.bincount(m_lane, minlength=used)
+        for k in range(used):
+            made.append(Lane(code, first + k, PRIMARY, 0, k + 1, int(counts[k])))
+        lane[rows[moved]] = m_lane + first
     # Secondary groups, in class order and then by their first slice: the whole group stays or moves.
     secondary = ~primary
     if secondary.any():
