@@ -9,10 +9,10 @@
  *   first), else the first lane with nothing open, else a new lane. lane_out: writable n int32.
  * keep_track(start, end, keep_out) -> slices kept
  *   Which slices stay on the track (keep_out[i] = 1): a one-stack walk where, of a slice and the open ones it
- *   crosses (starts inside them, ends after them), the side that moves fewer slices leaves: a lone crossed
- *   range holding nothing leaves when the crossing slice holds some, else the crossing slice leaves; a
- *   slice inside one that left, begun after the innermost one that stays, leaves with it (children go where
- *   their parent goes). keep_out: writable n uint8.
+ *   crosses (starts inside them, ends after them), the side that moves fewer slices leaves (the crossed ones
+ *   with what was placed inside them since, or the crossing one with the slices it holds; on a tie the
+ *   crossing one); a slice inside one that left, begun after the innermost one that stays, leaves with it
+ *   (children go where their parent goes). keep_out: writable n uint8.
  * spilled(start, end, out) -> count
  *   A viewer's one-stack walk: out[i] = 1 where slice i starts inside the innermost open slice and ends
  *   after it (not placed), else 0. out: writable n uint8.
@@ -116,6 +116,8 @@ done:
     return result;
 }
 
+#define SCAN_LIMIT ((size_t)1 << 14) /* slices looked at past a crossing slice to weigh it (as lanes.py) */
+
 static PyObject *py_keep_track(PyObject *self, PyObject *args) {
     Py_buffer sb, eb, ob;
     if (!PyArg_ParseTuple(args, "y*y*w*", &sb, &eb, &ob)) return NULL;
@@ -151,10 +153,12 @@ static PyObject *py_keep_track(PyObject *self, PyObject *args) {
         size_t k = depth; /* the open slices it crosses: open[k..depth) (each ends before it) */
         while (k && end[open[k - 1]] < b) k--;
         if (k < depth) {
-            /* The side that moves fewer slices leaves: one crossed range holding nothing leaves when this
-             * slice holds some (the next slice lies inside it); else this one leaves, what it holds follows. */
-            int holds = i + 1 < n && start[i + 1] < b && end[i + 1] <= b;
-            if (!(k + 1 == depth && (size_t)at[k] + 1 == count && holds)) {
+            /* The side that moves fewer slices leaves: the crossed ones with what was placed inside them
+             * since, or this one with the slices it holds (looking at SCAN_LIMIT slices past it at most); on a
+             * tie this one (the first comers keep the row). */
+            size_t than = count - (size_t)at[k], held = 1, stop = n - i - 1 < SCAN_LIMIT ? n : i + 1 + SCAN_LIMIT;
+            for (size_t j = i + 1; j < stop && start[j] < b && held <= than; j++) held += end[j] <= b;
+            if (held <= than) {
                 keep[i] = 0;
                 gone[left++] = (int64_t)i;
                 continue;

@@ -202,17 +202,32 @@ class Lane:
 
 def keep_track(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """One track's slices in sort order: which stay on it (bool). Of a slice and the open ones it crosses
-    (starts inside them, ends after them), the side that moves fewer slices leaves: a lone crossed range that
-    holds nothing (a prefetch range held across a step's forward) leaves when the crossing slice holds some
-    (the forward and its hundreds of ops stay); otherwise the crossing slice leaves and the first comers stay
-    (a task's range and the range entered right after it stay together). A slice inside one that left, begun
-    after the innermost one that stays, leaves with it: children go where their parent goes."""
+    (starts inside them, ends after them), the side that moves fewer slices leaves: the crossed ones with the
+    slices placed inside them since, or the crossing one with the slices it holds (a prefetch range held
+    across a step's forward leaves, the forward and its hundreds of ops stay; with_stack's Python frames
+    around a ``record_function`` enter leave, the range stays); on a tie the crossing one leaves, the first
+    comers keep the row. A slice inside one that left, begun after the innermost one that stays, leaves with
+    it: children go where their parent goes."""
     mod = native()
     if mod is not None:
         out = np.zeros(len(s), np.uint8)
         mod.keep_track(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), out)
         return out.view(bool)
     return keep_track_py(np.asarray(s).tolist(), np.asarray(e).tolist())
+
+
+SCAN_LIMIT = 1 << 14  # slices looked at past a crossing slice to weigh it (bounds a pathological track's cost)
+
+
+def _holds_more(s, e, i: int, than: int) -> bool:
+    """Whether slice i and the slices after it that lie inside it are more than ``than`` (looking at no more
+    than SCAN_LIMIT slices past it)."""
+    b, held = e[i], 1
+    for j in range(i + 1, min(len(s), i + 1 + SCAN_LIMIT)):
+        if s[j] >= b or held > than:
+            break
+        held += e[j] <= b
+    return held > than
 
 
 def keep_track_py(s: list[int], e: list[int]) -> np.ndarray:
@@ -236,10 +251,9 @@ def keep_track_py(s: list[int], e: list[int]) -> np.ndarray:
         while k and e[open_[k - 1]] < b:
             k -= 1
         if k < len(open_):
-            # The side that moves fewer slices leaves: one crossed range holding nothing leaves when this slice
-            # holds some (the next slice lies inside it); else this one leaves, and what it holds follows it.
-            holds = i + 1 < len(s) and s[i + 1] < b and e[i + 1] <= b
-            if not (k == len(open_) - 1 and at[k] == len(placed) - 1 and holds):
+            # The side that moves fewer slices leaves: the crossed ones with what was placed inside them since,
+            # or this one with the slices it holds; on a tie this one (the first comers keep the row).
+            if not _holds_more(s, e, i, len(placed) - at[k]):
                 gone.append(i)
                 continue
             for j in placed[at[k]:]:
