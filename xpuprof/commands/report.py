@@ -246,7 +246,7 @@ def _build(args) -> Report:
             from ..analysis.engines import open_engine
 
             with open_engine(stores[0]) as engine:
-                report.ranks_view = stragglers.run(engine)[0]
+                report.ranks_view = stragglers.run(engine)
     except (StoreError, EngineError) as exc:
         raise ReportError(str(exc)) from None
     return report

@@ -20,6 +20,8 @@ class AnalysisResult:
     engine: str = ""
     nodes: list[str] = field(default_factory=list)  # where each task ran (a node id per task)
     title: str = ""
+    # finer-grained rows the HTML view draws (stragglers: one per rank and step); not in table/CSV/JSON
+    details: list[dict[str, Any]] = field(default_factory=list)
 
     def render(self, fmt: str) -> str:
         if fmt == "json":
@@ -69,8 +71,18 @@ class AnalysisResult:
         return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>{title}</title><style>body{{font-family:system-ui,sans-serif;margin:24px}}"
                 "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-                "text-align:right}th{background:#f3f3f3}.meta{color:#666;font-size:12px}</style></head><body>"
-                f"<h1>{title}</h1>{notes}{self.html_table(self.analysis)}</body></html>")
+                "text-align:right}th{background:#f3f3f3}.meta{color:#666;font-size:12px}"
+                ".chart text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px;fill:#333}"
+                ".chart .axis{fill:#666}</style></head><body>"
+                f"<h1>{title}</h1>{notes}{self.html_figure()}{self.html_table(self.analysis)}</body></html>")
+
+    def html_figure(self) -> str:
+        """The analysis's picture above its table, for those that have one."""
+        if self.analysis == "stragglers":
+            from .straggler_html import figure
+
+            return figure(self.rows, self.details)
+        return ""
 
 
 def _json_value(v):
