@@ -68,6 +68,10 @@ def report_document(report: "Report") -> dict[str, Any]:
             column("samples", "Samples"), column("mean", "Mean", "see unit"), column("peak", "Peak", "see unit"),
             column("min", "Min", "see unit"), column("unit", "Unit", "", "the metric's unit, when the trace says it")],
             [t.to_dict() for t in report.telemetry])
+    if report.ranks_view is not None:  # the per-rank view: the ranks the others wait for
+        from .cluster.stragglers import document_table
+
+        tables["stragglers"] = document_table(report.ranks_view)
     return {
         "schema": SCHEMA,
         "version": VERSION,

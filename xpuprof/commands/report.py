@@ -29,7 +29,10 @@ def register(subparsers) -> None:
     p.add_argument("--cat", action="append", default=None, metavar="CATEGORY",
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
-    p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
+    p.add_argument("--by-rank", action="store_true",
+                   help="one row per (rank, kernel) instead of all ranks together, and with two ranks or more the "
+                        "per-rank view: what each rank waits in collectives against the others, and the ranks they "
+                        "wait for (as `xpuprof analyze STORE stragglers`)")
     p.add_argument("--sort", default="total", metavar="KEY",
                    help="total, calls, avg, max, name, or a metric column: '<metric>[::<unit>][ mean|min|max]'")
     p.add_argument("--by", default="kernel", choices=("kernel", "op"),
@@ -142,6 +145,8 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
 
     width = width or terminal_width(default=200)  # a file or a pipe: 200 columns; a terminal: its width
     text = text_table(report, width)
+    if report.ranks_view is not None:
+        text += "\n" + report.ranks_view.table_text(width)
     if report.telemetry:
         text += "\n" + telemetry_table(report, width)
     if report.resources:
@@ -229,8 +234,14 @@ def _build(args) -> Report:
 
     stores = [t for t in args.traces if is_store(t)]
     if not stores:
-        return build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                            by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+        report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start,
+                              end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
+        if _ranks_view_wanted(args, report):
+            from ..analysis.cluster import stragglers
+            from ..analysis.report import expand_paths
+
+            report.ranks_view = stragglers.from_traces(expand_paths(args.traces))
+        return report
     if len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
@@ -241,7 +252,7 @@ def _build(args) -> Report:
     try:
         report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
                                     end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
-        if args.format == "html":  # the per-rank view: step time per rank, stragglers
+        if _ranks_view_wanted(args, report):
             from ..analysis.cluster import stragglers
             from ..analysis.engines import open_engine
 
@@ -250,6 +261,13 @@ def _build(args) -> Report:
     except (StoreError, EngineError) as exc:
         raise ReportError(str(exc)) from None
     return report
+
+
+def _ranks_view_wanted(args, report: Report) -> bool:
+    """The per-rank view (``analyze stragglers``: what each rank waits for the others, the ranks they wait
+    for) goes with ``--by-rank`` and in every HTML report, when the traces hold two ranks or more; CSV
+    holds one table, the per-name one."""
+    return args.format != "csv" and (args.by_rank or args.format == "html") and len(report.ranks) >= 2
 
 
 def run(args) -> int:

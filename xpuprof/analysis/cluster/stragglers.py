@@ -336,3 +336,38 @@ def _check_options(threshold_pct: float, min_us: float) -> None:
         raise AnalysisError(f"--threshold-pct must be a percentage above 0 (and below 1000), not {threshold_pct!r}")
     if not (isinstance(min_us, (int, float)) and 0 <= min_us < 1e12):
         raise AnalysisError(f"--min-us must be a number of µs, 0 or more, not {min_us!r}")
+
+
+# ----------------------------------------------------------------------------- the report's document
+# (key in the report document, key in the result's rows (µs values become integer ns), label, unit, meaning)
+DOCUMENT_COLUMNS = (
+    ("rank", "rank", "Rank", "", "the rank"),
+    ("steps", "steps", "Steps", "", "ProfilerSteps compared with the other ranks'"),
+    ("mean_step_ns", "mean_step_us", "Mean step", "ns", "its mean ProfilerStep time"),
+    ("vs_median_pct", "vs_median_pct", "vs median", "percent", "its mean step time against the other ranks' median"),
+    ("start_lag_ns", "start_lag_us", "Start lag", "ns", "how late it starts its steps after the earliest rank, on "
+                                                       "average (epoch clocks)"),
+    ("wait_ns", "wait_us", "Wait", "ns", "its time in collectives per step (absent without collectives)"),
+    ("others_wait_ns", "others_wait_us", "Others' wait", "ns", "the other ranks' median time in collectives per step"),
+    ("behind_steps", "behind_steps", "Behind in", "", "the steps in which the others waited for it (ProfilerStep#N)"),
+    ("cost_ns", "cost_us", "Cost", "ns", "what the others waited for it in those steps, added up"),
+    ("cost_pct", "cost_pct", "Cost %", "percent", "that cost as a share of the run's step time"),
+    ("straggler", "straggler", "Straggler", "", "whether the others wait for it: cost_pct >= the threshold (5), "
+                                                "over two steps or more"),
+    ("explanation", "explanation", "Why", "", "in words: what it waits against the others, and what it costs them"),
+)
+
+
+def document_table(got: AnalysisResult) -> dict:
+    """The report document's ``stragglers`` table (``docs/report-schema.md``): the rows with times in
+    integer ns, as every time of that document, and the analysis's notes."""
+    from ..report_schema import column, table
+
+    def value(row: dict, key: str, unit: str):
+        v = row.get(key)
+        return int(round(v * 1000)) if unit == "ns" and v is not None else v
+
+    out = table(got.title, [column(k, label, unit, meaning) for k, _, label, unit, meaning in DOCUMENT_COLUMNS],
+                [{k: value(r, src, unit) for k, src, _, unit, _ in DOCUMENT_COLUMNS} for r in got.rows])
+    out["notes"] = list(got.notes)
+    return out
