@@ -1,8 +1,9 @@
 """A corpus of synchronous data-parallel gloo jobs on CPU, profiled with the sim backend: one trace per
 rank per run. Each rank's step computes a little, sleeps ``BASE_S`` and all-reduces a gradient; the slow
 rank of a run sleeps ``DELAY_S`` more in its slow steps, so the others wait that long for it in the
-all-reduce. Two jobs (2 and 4 processes, run side by side) each run their scenarios one after the
-other in the same process group: what a job costs is mostly starting Python with torch.
+all-reduce. Two jobs (2 and 4 processes, one after the other) each run their scenarios one after the
+other in the same process group: starting Python with torch is paid once per rank. The times are long
+against what a loaded two-core machine adds to a step now and then (tens of ms on one rank).
 
 Ranks meet through a file store (no port to pick) and gloo talks over the loopback interface.
 """
@@ -17,12 +18,12 @@ import textwrap
 from pathlib import Path
 
 STEPS = 11  # active steps: 1..10 are compared, the 11th (the profiler's stop) is left out as HTA does
-BASE_S = 0.08
-DELAY_S = 0.1
+BASE_S = 0.15
+DELAY_S = 0.25
 SOME_STEPS = (3, 6, 9)  # the steps "some" runs are slow in (ProfilerStep#N)
 # name -> (world size, slow rank (-1: none), its slow steps)
 SCENARIOS = {
-    "2-balanced": (2, -1, ()), "2-slow": (2, 1, tuple(range(1, STEPS + 1))), "2-some": (2, 1, SOME_STEPS),
+    "2-balanced": (2, -1, ()), "2-slow": (2, 1, tuple(range(1, STEPS + 1))),
     "4-balanced": (4, -1, ()), "4-slow": (4, 2, tuple(range(1, STEPS + 1))), "4-some": (4, 1, SOME_STEPS),
 }
 
@@ -63,24 +64,23 @@ def generate(out: Path, timeout: float = 600) -> dict[str, Path]:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo",
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    procs = []
-    try:
-        for world in (2, 4):
-            runs = [{"name": name, "steps": STEPS, "base_s": BASE_S, "delay_s": DELAY_S, "slow_rank": slow,
-                     "slow_steps": list(steps)} for name, (w, slow, steps) in SCENARIOS.items() if w == world]
-            store = Path(tempfile.mkdtemp(prefix="gloo-", dir=out)) / "store"
-            procs += [subprocess.Popen([sys.executable, str(worker), str(store), str(rank), str(world), str(out),
-                                        json.dumps(runs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True) for rank in range(world)]
-        for p in procs:
-            _, err = p.communicate(timeout=timeout)
-            if p.returncode != 0:
-                raise RuntimeError(f"a gloo rank failed (exit {p.returncode}):\n{err[-3000:]}")
-    finally:
-        for p in procs:  # a failed rank leaves the others waiting in a collective
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    for world in (2, 4):  # one job after the other: on two cores, the fewer ranks compete, the less noise
+        runs = [{"name": name, "steps": STEPS, "base_s": BASE_S, "delay_s": DELAY_S, "slow_rank": slow,
+                 "slow_steps": list(steps)} for name, (w, slow, steps) in SCENARIOS.items() if w == world]
+        store = Path(tempfile.mkdtemp(prefix="gloo-", dir=out)) / "store"
+        procs = [subprocess.Popen([sys.executable, str(worker), str(store), str(rank), str(world), str(out),
+                                   json.dumps(runs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for rank in range(world)]
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=timeout)
+                if p.returncode != 0:
+                    raise RuntimeError(f"a gloo rank failed (exit {p.returncode}):\n{err[-3000:]}")
+        finally:
+            for p in procs:  # a failed rank leaves the others waiting in a collective
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
     dirs = {name: out / name for name in SCENARIOS}
     for name, d in dirs.items():
         files = sorted(d.glob("*.pt.trace.json"))

@@ -144,7 +144,7 @@ def task(con, ranks: Sequence[int], params: dict) -> list[list[int]]:
     timed = f"dur IS NOT NULL AND abs(ts) < {limit} AND abs(dur) < {limit}"
     bases = con.execute("SELECT rank, coalesce(base_time_ns, 0) AS base FROM ranks").fetchnumpy()
     steps = con.execute(f"""SELECT rank, name, ts, dur FROM slices
-        WHERE cat IN ({cats}) AND name LIKE 'ProfilerStep#%' AND {timed}""").fetchnumpy()
+        WHERE cat IN ({cats}) AND regexp_full_match(name, {_sql_text(STEP_NAME.pattern)}) AND {timed}""").fetchnumpy()
     device = con.execute(f"""
         WITH k AS (SELECT rank, ts, dur, correlation FROM slices
                    WHERE regexp_matches(name, {_sql_text(NCCL_KERNEL.pattern)}) AND stream >= 0 AND {timed}),
@@ -157,8 +157,8 @@ def task(con, ranks: Sequence[int], params: dict) -> list[list[int]]:
         LEFT JOIN l ON k.rank = l.rank AND k.correlation = l.correlation""").fetchnumpy()
     host = con.execute(f"""SELECT rank, ts, dur FROM slices WHERE cat = '{HOST_COLLECTIVE_CATEGORY}'
         AND regexp_matches(name, {_sql_text(HOST_COLLECTIVE.pattern)}) AND {timed}""").fetchnumpy()
-    names, codes = np.unique(steps["name"].astype(str), return_inverse=True) if len(steps["name"]) else ([], [])
-    step_no = np.array([step_number(n) for n in names], np.int64)[codes] if len(names) else np.zeros(0, np.int64)
+    number_of = {n: step_number(n) for n in set(steps["name"].tolist())}  # names of steps: short, few
+    step_no = np.array([number_of[n] for n in steps["name"].tolist()], np.int64)
     base_of = {int(r): _base(int(b)) for r, b in zip(bases["rank"], bases["base"])}
     srank, drank, hrank = (np.asarray(t["rank"], np.int64) for t in (steps, device, host))
     dev = np.stack([np.asarray(device[c], np.int64) for c in ("issued", "ts", "dur")], 1).reshape(-1, 3)
@@ -299,7 +299,11 @@ def _add_objects(rows: _Rows, events: list) -> None:
     from ...trace.write.arrowcols import split_args_dict
 
     ids: dict[str, int] = {}
-    name, cat, ts, dur, args = [], [], [], [], {"correlation": ([], []), "stream": ([], [])}
+    name: list[int] = []
+    cat: list[int] = []
+    ts: list[int] = []
+    dur: list[int] = []
+    args: dict[str, tuple[list[int], list[bool]]] = {"correlation": ([], []), "stream": ([], [])}
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue

@@ -308,7 +308,9 @@ def from_traces(paths: Iterable, *, threshold_pct: float = DEFAULT_THRESHOLD_PCT
     from ..event_table import ReportError
 
     _check_options(threshold_pct, min_us)
-    parts, notes, seen = [], [], {}
+    parts: list[np.ndarray] = []
+    notes: list[str] = []
+    seen: dict[int, object] = {}
     for path in paths:
         try:
             header, inputs = step_waits.read_trace(path)
