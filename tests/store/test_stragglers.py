@@ -160,3 +160,25 @@ def test_the_jobs_took_what_they_were_told(gloo_runs):
     slow = np.median([steps[s] for s in SOME_STEPS])
     others = np.median([steps[s] for s in steps if s not in SOME_STEPS])
     assert 0.8 * DELAY_S * 1e6 < slow - others < 1.5 * DELAY_S * 1e6
+
+
+def test_the_html_reports_wait_chart_is_drawn_whole_in_a_browser(gloo_runs, tmp_path):
+    """The report's HTML of the JSON traces: the wait bars and per-step cells laid out, no text clipped."""
+    import shutil
+    import subprocess
+
+    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+                   None)
+    if browser is None:
+        pytest.skip("no headless browser: install Debian's chromium (apt-get install -y chromium) to check the HTML")
+    traces, _ = gloo_runs["4-some"]
+    out = tmp_path / "r.html"
+    assert main(["report", str(traces), "--format", "html", "-o", str(out)]) == 0
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    svg = re.search(r'<svg class="chart" id="straggler-waits"[^>]*>', dom)
+    assert svg, dom[:2000]
+    assert 'data-clipped="0"' in svg.group(0)
+    width, height, bars = re.search(r'data-rendered="(\d+)x(\d+):([^"]*)"', svg.group(0)).groups()
+    widths = [float(w) for w in bars.split(",")]
+    assert len(widths) == 4 and widths[1] == min(widths)  # rank 1 waits least: the others wait for it

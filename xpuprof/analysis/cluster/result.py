@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMATS = ("table", "csv", "json", "html")
+TEXT_COLUMNS = ("kernel_type", "idle_category", "explanation")  # words: aligned left
 
 
 @dataclass
@@ -49,7 +50,7 @@ class AnalysisResult:
             if c == "name":  # kernel names run to kilobytes: the table shows their start (CSV/JSON keep them)
                 t.add_column(escape(c), justify="left", overflow="ellipsis", no_wrap=True, max_width=70)
             else:
-                t.add_column(escape(c), justify="left" if c in ("kernel_type", "idle_category") else "right")
+                t.add_column(escape(c), justify="left" if c in TEXT_COLUMNS else "right")
         for r in self.rows:
             t.add_row(*[escape("" if r.get(c) is None else _text(r.get(c))) for c in self.columns])
         console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
@@ -60,8 +61,9 @@ class AnalysisResult:
 
     def html_table(self, table_id: str = "") -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape('' if r.get(c) is None else _text(r.get(c)))}</td>"
-                                        for c in self.columns) + "</tr>" for r in self.rows)
+        left = [' class="text"' if c in TEXT_COLUMNS else "" for c in self.columns]
+        body = "".join("<tr>" + "".join(f"<td{a}>{html.escape('' if r.get(c) is None else _text(r.get(c)))}</td>"
+                                        for c, a in zip(self.columns, left)) + "</tr>" for r in self.rows)
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         return f"<table{ident}><tr>{head}</tr>{body}</table>"
 
@@ -71,7 +73,7 @@ class AnalysisResult:
         return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>{title}</title><style>body{{font-family:system-ui,sans-serif;margin:24px}}"
                 "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-                "text-align:right}th{background:#f3f3f3}.meta{color:#666;font-size:12px}"
+                "text-align:right}th{background:#f3f3f3}td.text{text-align:left;max-width:460px}.meta{color:#666;font-size:12px}"
                 ".chart text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px;fill:#333}"
                 ".chart .axis{fill:#666}</style></head><body>"
                 f"<h1>{title}</h1>{notes}{self.html_figure()}{self.html_table(self.analysis)}</body></html>")

@@ -1,6 +1,7 @@
 """The stragglers' picture (``analyze stragglers --format html`` and the report's per-rank view): per rank
 a bar of the time it waits per step in collectives, a tick at what the other ranks wait (their median),
-stragglers in red; to its right one cell per step, red where the others waited for the rank. Without
+stragglers in red; to its right one cell per step, coloured where the others waited for the rank (red
+for a straggler's steps). Without
 collectives the bars are each rank's mean step time against the others'. Inline SVG laid out for its
 text (a monospace advance per character, as ``analysis.html``'s charts), so nothing is clipped."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Sequence
 
 BAR_COLOR = "#2f6fde"
 STRAGGLER_COLOR = "#d62728"
+BEHIND_CELL = "#f2a65a"  # a step the others waited for a rank that is not a straggler
 IDLE_CELL = "#e4e4e4"
 FONT_PX = 11
 CHAR_W = 0.62 * FONT_PX
@@ -44,7 +46,7 @@ def figure(rows: Sequence[dict], steps: Sequence[dict] = (), *, chart_id: str = 
     cell = max(2.0, min(12.0, 480 / len(step_ids))) if cells else 0.0
     strip_x = label_w + BAR_W + note_w
     head = "waits per step in collectives (tick: the others' median)" if waits else "mean step time (tick: none)"
-    strip_head = "steps (red: the others waited for it)" if cells else ""
+    strip_head = "steps the others waited for it (red: a straggler's)" if cells else ""
     width = int(max(strip_x + cell * len(step_ids) + 10, label_w + _w(head) + 10, strip_x + _w(strip_head) + 10))
     height = 24 + ROW * len(rows) + 8
     scale = BAR_W / peak
@@ -78,10 +80,14 @@ def figure(rows: Sequence[dict], steps: Sequence[dict] = (), *, chart_id: str = 
                 if s.get("behind"):
                     tip += f"; the others wait for it {_us(s.get('delay_us'))}"
                 parts.append(f'<rect class="step" x="{strip_x + j * cell:.1f}" y="{y + 3}" width="{max(1.0, cell - 1):.1f}" '
-                             f'height="{ROW - 6}" fill="{STRAGGLER_COLOR if s.get("behind") else IDLE_CELL}">'
+                             f'height="{ROW - 6}" fill="{_cell_color(s.get("behind"), red)}">'
                              f'<title>{_esc(tip)}</title></rect>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _cell_color(behind: bool, straggler: bool) -> str:
+    return (STRAGGLER_COLOR if straggler else BEHIND_CELL) if behind else IDLE_CELL
 
 
 def _w(text: str) -> float:
