@@ -103,7 +103,7 @@ def test_analyze_html_draws_the_wait_bars_and_the_slow_steps(gloo_runs, tmp_path
     assert '<table id="stragglers">' in page
 
 
-def test_report_by_rank_of_the_json_files_has_the_stragglers_table(gloo_runs, tmp_path, capsys):
+def test_report_by_rank_of_the_json_files_has_the_stragglers_table(gloo_runs, tmp_path, capsys, monkeypatch):
     traces, store = gloo_runs["2-slow"]
     for source in (traces, store):
         assert main(["report", str(source), "--by-rank", "--format", "json"]) == 0
@@ -114,9 +114,12 @@ def test_report_by_rank_of_the_json_files_has_the_stragglers_table(gloo_runs, tm
         assert isinstance(row["wait_ns"], int) and row["wait_ns"] < row["others_wait_ns"]
         assert set(row["behind_steps"]) >= set(COMPARED[1:]) and {c["key"] for c in table["columns"]} == set(row)
         assert any("communication kernels" in n for n in table["notes"])
+    monkeypatch.setenv("COLUMNS", "400")  # the text table's width: one line per rank
     assert main(["report", str(traces), "--by-rank"]) == 0
     text = capsys.readouterr().out
-    assert "Stragglers: what ranks wait for" in text and "waits less" in text.replace("\n", " ")
+    assert "Stragglers: what ranks wait for" in text
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("│    1 │") and "collectives" in ln]
+    assert "True" in line and "the other rank waits for it (it waits less)" in line
     assert main(["report", str(traces), "--by-rank", "--format", "csv"]) == 0  # one table: the per-name one
     assert "straggler" not in capsys.readouterr().out
     assert main(["report", str(traces), "--format", "json"]) == 0  # without --by-rank: the per-name table only
@@ -136,16 +139,25 @@ def test_hta_on_the_same_runs(gloo_runs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ta = hta.TraceAnalysis(trace_dir=str(traces))
-            one = ta.get_potential_stragglers(num_candidates=1)
-            if SCENARIOS[name][0] == 2:
-                with pytest.raises(IndexError):
-                    ta.get_potential_stragglers()  # num_candidates=2 on 2 ranks
-            else:
-                assert len(ta.get_potential_stragglers()) == 2
-        assert len(one) == 1  # one name even where nobody waits for anybody
+            one = _hta_or_error(ta, 1)
+            two = _hta_or_error(ta, 2)
+        # one name (or a crash: when its duration filter leaves no iteration with the kernel on two ranks,
+        # its idxmax gives NaN and it raises TypeError), never "none", even where nobody waits for anybody
+        assert isinstance(one, TypeError) or len(one) == 1, one
+        if SCENARIOS[name][0] == 2:
+            assert isinstance(two, (IndexError, TypeError)), two  # 2 candidates among 2 ranks
+        else:
+            assert isinstance(two, TypeError) or len(two) == 2, two
         with open_engine(store) as engine:
             ours = _flagged(run_analysis("stragglers", engine))
         assert ours == ([] if name.endswith("balanced") else [SCENARIOS[name][1]])
+
+
+def _hta_or_error(ta, candidates: int):
+    try:
+        return ta.get_potential_stragglers(num_candidates=candidates)
+    except (IndexError, TypeError) as exc:
+        return exc
 
 
 def test_the_jobs_took_what_they_were_told(gloo_runs):
