@@ -228,3 +228,10 @@ def test_from_traces_leaves_out_what_it_cannot_place(tmp_path):
     assert [r["rank"] for r in got.rows] == [0, 1]
     notes = " ".join(got.notes)
     assert "rank 1 is also" in notes and "d.json: left out: no rank" in notes
+
+
+def test_a_merged_view_alone_says_only_that_it_was_left_out(tmp_path):
+    merged = tmp_path / "job.merged.json"
+    merged.write_text(json.dumps({"traceEvents": TRACE_EVENTS, "mergedRanks": {"ranks": [0, 1]}}))
+    got = stragglers.from_traces([merged])
+    assert got.rows == [] and len(got.notes) == 1 and "merged view" in got.notes[0]

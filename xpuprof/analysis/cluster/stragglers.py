@@ -325,8 +325,10 @@ def from_traces(paths: Iterable, *, threshold_pct: float = DEFAULT_THRESHOLD_PCT
         else:
             seen[inputs.rank] = path
             parts.append(step_waits.step_rows(inputs))
+    if not seen and notes:  # nothing to compare: what was left out says why
+        return AnalysisResult("stragglers", COLUMNS, [], notes, title="Stragglers")
     got = result(judge(step_waits.combine(parts), threshold_pct=threshold_pct, min_us=min_us,
-                              include_last_step=include_last_step))
+                       include_last_step=include_last_step))
     got.notes[:0] = notes
     return got
 
