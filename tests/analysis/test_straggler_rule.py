@@ -235,3 +235,8 @@ def test_a_merged_view_alone_says_only_that_it_was_left_out(tmp_path):
     merged.write_text(json.dumps({"traceEvents": TRACE_EVENTS, "mergedRanks": {"ranks": [0, 1]}}))
     got = stragglers.from_traces([merged])
     assert got.rows == [] and len(got.notes) == 1 and "merged view" in got.notes[0]
+
+
+def test_one_rank_has_no_other_to_compare_with():
+    got = result(judge(rows_of([[1_000.0] * 3]), include_last_step=True))
+    assert [r["straggler"] for r in got.rows] == [False] and "no other rank" in got.notes[-1]

@@ -230,9 +230,12 @@ def result(verdict: Verdict | None) -> AnalysisResult:
                  for i, j in zip(*np.nonzero(compared))]
     flagged = v.stragglers
     notes = list(v.notes)
-    notes.append(f"stragglers: {', '.join(map(str, flagged))}" if flagged else
-                 f"no straggler among {len(rows)} ranks (none makes the others wait {v.threshold_pct:g}% of the "
-                 "step time)")
+    if len(rows) < 2:
+        notes.append(f"one rank ({rows[0]['rank']}): no other rank to compare it with")
+    else:
+        notes.append(f"stragglers: {', '.join(map(str, flagged))}" if flagged else
+                     f"no straggler among {len(rows)} ranks (none makes the others wait {v.threshold_pct:g}% of the "
+                     "step time)")
     return AnalysisResult("stragglers", COLUMNS, rows, notes, title="Stragglers: what ranks wait for",
                           details=step_rows)
 
