@@ -50,7 +50,9 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xpuprof", description="Profile accelerator workloads into Kineto-compatible traces.")
+    from .commands._options import OneLineParser  # usage errors in one line, with the closest choice
+
+    parser = OneLineParser(prog="xpuprof", description="Profile accelerator workloads into Kineto-compatible traces.")
     parser.add_argument("--version", action="version", version=f"xpuprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
