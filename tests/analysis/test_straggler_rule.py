@@ -44,7 +44,7 @@ def test_two_ranks_the_one_that_waits_less_is_the_straggler():
     got = result(v).rows
     assert got[1]["behind_steps"] == [1, 2, 3, 4, 5, 6] and got[0]["behind_steps"] == []
     assert got[1]["wait_us"] == 1000 and got[1]["others_wait_us"] == 40_000 and got[1]["cost_us"] == 6 * 39_000
-    assert got[1]["cost_pct"] == 39.0
+    assert got[1]["cost_share_pct"] == 39.0
     assert ("waits 1,000 µs per step in collectives against the other rank's 40,000 µs; the other rank waits for "
             "it (it waits less) 39,000 µs per step in steps 1-6: 39.0% of the run's step time") == got[1]["explanation"]
 
@@ -189,6 +189,8 @@ TRACE_EVENTS = [
      "tid": 1},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "ts": 9e30, "dur": 1.0, "pid": 1, "tid": 1},
     {"ph": "X", "cat": "user_annotation", "name": "Profiler\\u0053tep#4", "ts": 3000.0, "dur": 10.0, "pid": 1, "tid": 1},
+    {"ph": "X", "cat": "kernel", "name": "oneccl_reduce_base<float, 2, 16, 1, 1, 2>", "ts": 3002.0, "dur": 5.0,
+     "pid": 0, "tid": 7, "args": {"correlation": 10, "stream": 7}},  # oneCCL's all-reduce on an XPU
 ]
 
 
@@ -214,7 +216,7 @@ def test_the_json_reader(tmp_path, monkeypatch, native):
     assert got[:, 1].tolist() == [1, 2, 4]
     assert got[:, 2].tolist() == [T0 + 500, T0 + 1_000_500, T0 + 3_000_000]
     # step 1 issued the NCCL kernel (its launch at 900 µs); step 2 ran the other (no launcher) and gloo's range
-    assert got[:, 4].tolist() == [300_250, 100_000, 0] and got[:, 5].tolist() == [1, 1, 0]
+    assert got[:, 4].tolist() == [300_250, 100_000, 5_000] and got[:, 5].tolist() == [1, 1, 1]
     assert got[:, 6].tolist() == [0, 50_000, 0] and got[:, 7].tolist() == [0, 1, 0]
 
 

@@ -26,6 +26,9 @@ SCENARIOS = {
     "2-balanced": (2, -1, ()), "2-slow": (2, 1, tuple(range(1, STEPS + 1))),
     "4-balanced": (4, -1, ()), "4-slow": (4, 2, tuple(range(1, STEPS + 1))), "4-some": (4, 1, SOME_STEPS),
 }
+# The sim's flavour: CUDA's (NCCL's kernel names, which HTA's straggler analysis reads) but for one run
+# XPU's (oneCCL's kernel names, as on an Intel GPU)
+XPU_RUNS = ("4-some",)
 
 WORKER = textwrap.dedent("""
     import json, sys, time
@@ -41,7 +44,9 @@ WORKER = textwrap.dedent("""
     grad = torch.ones(1024)
     for sc in scenarios:
         dist.barrier()
-        prof = xpuprof.profile(backends=["sim"], activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.XPU],
+        device = P.ProfilerActivity.XPU if sc["vendor"] == "xpu" else P.ProfilerActivity.CUDA
+        prof = xpuprof.profile(backends=["sim"], activities=[P.ProfilerActivity.CPU, device],
+                               config=xpuprof.ProfilerConfig(custom={"sim_vendor": sc["vendor"]}),
                                schedule=P.schedule(wait=0, warmup=1, active=sc["steps"], repeat=1),
                                on_trace_ready=P.tensorboard_trace_handler(f"{out}/{sc['name']}"))
         with prof:
@@ -66,7 +71,8 @@ def generate(out: Path, timeout: float = 600) -> dict[str, Path]:
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     for world in (2, 4):  # one job after the other: on two cores, the fewer ranks compete, the less noise
         runs = [{"name": name, "steps": STEPS, "base_s": BASE_S, "delay_s": DELAY_S, "slow_rank": slow,
-                 "slow_steps": list(steps)} for name, (w, slow, steps) in SCENARIOS.items() if w == world]
+                 "slow_steps": list(steps), "vendor": "xpu" if name in XPU_RUNS else "cuda"}
+                for name, (w, slow, steps) in SCENARIOS.items() if w == world]
         store = Path(tempfile.mkdtemp(prefix="gloo-", dir=out)) / "store"
         procs = [subprocess.Popen([sys.executable, str(worker), str(store), str(rank), str(world), str(out),
                                    json.dumps(runs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

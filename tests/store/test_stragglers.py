@@ -1,5 +1,6 @@
 """``stragglers`` on real synchronous jobs: gloo ranks on CPU profiled with the sim backend (``gloo_jobs``),
-2 and 4 ranks, balanced, with one rank slow in every step, and with one rank slow in steps 3, 6 and 9.
+2 and 4 ranks, balanced, with one rank slow in every step, and with one rank slow in steps 3, 6 and 9
+(that one XPU-flavoured: oneCCL's kernels; the others CUDA's: NCCL's, which HTA reads).
 The slow rank is exactly the one flagged, with its slow steps named, from the store (DuckDB), from the
 JSON files (the report's path) and in the HTML; HTA 0.5's straggler analysis on the same traces, and
 where it differs."""
@@ -58,7 +59,7 @@ def test_exactly_the_slow_rank_is_flagged_with_its_slow_steps(gloo_runs, name):
     who = "the other rank's" if world == 2 else "the other ranks' median"
     assert f"waits {row['wait_us']:,.0f} µs per step in collectives against {who} {row['others_wait_us']:,.0f} µs" \
         in row["explanation"]
-    assert "waits less" in row["explanation"] and f"{row['cost_pct']:.1f}%" in row["explanation"]
+    assert "waits less" in row["explanation"] and f"{row['cost_share_pct']:.1f}%" in row["explanation"]
     if slow_steps == SOME_STEPS:
         assert "steps 3, 6, 9" in row["explanation"]
 
@@ -71,6 +72,16 @@ def test_the_json_files_give_the_store_answer(gloo_runs, name):
         want = run_analysis("stragglers", engine)
     got = stragglers.from_traces(_traces(traces))
     assert got.rows == want.rows and got.notes == want.notes and got.details == want.details
+
+
+def test_an_xpu_run_waits_in_oneccls_kernels(gloo_runs):
+    """The XPU-flavoured run's collectives are oneCCL's SYCL kernels (no NCCL name in it): the same answer."""
+    traces, store = gloo_runs["4-some"]
+    text = "".join(f.read_text() for f in _traces(traces))
+    assert '"oneccl_' in text and '"nccl' not in text
+    with open_engine(store) as engine:
+        got = run_analysis("stragglers", engine)
+    assert _flagged(got) == [1] and all(r["wait_us"] > 0 for r in got.rows)
 
 
 def test_include_last_step_keeps_the_profilers_stop(gloo_runs):
@@ -118,8 +129,11 @@ def test_report_by_rank_of_the_json_files_has_the_stragglers_table(gloo_runs, tm
     assert main(["report", str(traces), "--by-rank"]) == 0
     text = capsys.readouterr().out
     assert "Stragglers: what ranks wait for" in text
-    (line,) = [ln for ln in text.splitlines() if ln.startswith("│    1 │") and "collectives" in ln]
-    assert "True" in line and "the other rank waits for it (it waits less)" in line
+    after = text.split("Stragglers: what ranks wait for", 1)[1]  # the kernel table has rank 1's rows too
+    (row,) = [ln for ln in after.splitlines() if ln.startswith("│    1 │")]
+    assert "│ yes " in row  # the straggler's row; its explanation a line under the table
+    assert any(ln.startswith("rank 1: waits") and "the other rank waits for it (it waits less)" in ln
+               for ln in text.splitlines())
     assert main(["report", str(traces), "--by-rank", "--format", "csv"]) == 0  # one table: the per-name one
     assert "straggler" not in capsys.readouterr().out
     assert main(["report", str(traces), "--format", "json"]) == 0  # without --by-rank: the per-name table only

@@ -45,26 +45,31 @@ class AnalysisResult:
         is Total, ``mean_us`` Avg), each column in one format with its unit (CSV and JSON keep HTA's names)."""
         from ..text import render_table
 
-        columns, cells = self.presented()
+        shown = [c for c in self.columns if c not in _SENTENCES]
+        columns, cells = self.presented(shown)
         # the cells carry their units: a title's "(µs)" is the unit of the CSV and JSON columns only
         title = (self.title or self.analysis).replace(" (µs)", "")
+        # sentences read as lines under the table, each after what its row is (rank 1: ...)
+        said = [f"{_row_name(r, shown)}: {r[c]}" for c in self.columns if c in _SENTENCES for r in self.rows if r.get(c)]
         return render_table(columns, cells, title=title, width=width,
-                            notes=[f"note: {n}" for n in self.notes])
+                            notes=said + [f"note: {n}" for n in self.notes])
 
-    def presented(self):
-        """(text columns, cell text per row): the labels and formats people read (``table_text``, HTML)."""
+    def presented(self, shown: list[str] | None = None):
+        """(text columns, cell text per row) of ``shown`` (default: every column): the labels and formats people
+        read (``table_text``, HTML)."""
         from ..text import Column
 
-        shows = [_presentation(c, self.units.get(c), [r.get(c) for r in self.rows]) for c in self.columns]
+        shown = self.columns if shown is None else shown
+        shows = [_presentation(c, self.units.get(c), [r.get(c) for r in self.rows]) for c in shown]
         # names wrap; the columns that say what a row is stay; of the numbers the first two stay and the
         # rest are left out from the right on a narrow terminal (the table says which)
         columns, numbers = [], 0
-        for i, (c, (label, kind, _)) in enumerate(zip(self.columns, shows)):
+        for i, (c, (label, kind, _)) in enumerate(zip(shown, shows)):
             keep = c in _IDENTIFIERS or (kind == "number" and numbers < 2)
             numbers += kind == "number"
-            columns.append(Column(label, "left" if kind == "text" else "right", wrap=c in _WRAPPED, min_width=16,
-                                  optional=0 if keep else i + 1, max_width=60 if c in _SENTENCES else None))
-        cells = [[fmt(r.get(c)) for c, (_, _, fmt) in zip(self.columns, shows)] for r in self.rows]
+            columns.append(Column(label, "left" if kind == "text" else "right", wrap=c == "name", min_width=16,
+                                  optional=0 if keep else i + 1))
+        cells = [[fmt(r.get(c)) for c, (_, _, fmt) in zip(shown, shows)] for r in self.rows]
         return columns, cells
 
     def html_table(self, table_id: str = "") -> str:
@@ -104,7 +109,10 @@ def _json_value(v):
 
 
 def _text(v) -> str:
-    """For reading: whole numbers whole, others to 6 significant digits (CSV and JSON keep every digit)."""
+    """For reading: whole numbers whole, others to 6 significant digits (CSV and JSON keep every digit); a list
+    in brackets, an empty one as nothing."""
+    if isinstance(v, (list, tuple)):
+        return str(list(v)) if v else ""
     if isinstance(v, float):
         if not math.isfinite(v):
             return "" if math.isnan(v) else str(v)
@@ -113,8 +121,12 @@ def _text(v) -> str:
 
 
 _IDENTIFIERS = frozenset({"rank", "stream", "name", "kernel_type", "idle_category"})
-_SENTENCES = frozenset({"explanation"})  # words that wrap within a bounded width
-_WRAPPED = frozenset({"name"}) | _SENTENCES
+_SENTENCES = frozenset({"explanation"})  # a sentence per row: lines under the text table, a column elsewhere
+
+
+def _row_name(row: dict, columns: list[str]) -> str:
+    """What a row is, in words: its identifying columns ("rank 1", "rank 0 stream 7")."""
+    return " ".join(f"{c.replace('_', ' ')} {row.get(c)}" for c in columns if c in _IDENTIFIERS) or "row"
 # HTA's column words -> the label set of analysis.tables
 _WORDS = {"calls": "Calls", "sum": "Total", "mean": "Avg", "min": "Min", "max": "Max", "std": "Std",
           "count": "Samples", "rank": "Rank", "stream": "Stream", "steps": "Steps", "launches": "Launches",

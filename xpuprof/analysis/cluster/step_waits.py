@@ -6,8 +6,8 @@ JSON trace files (``read_trace``, streamed as columns); both hand the same array
 
 - Steps: the ``ProfilerStep#N`` ranges torch.profiler's and xpuprof's ``step()`` record on the host
   (categories ``HOST_CATEGORIES``); one per (rank, N): the longest (the earliest of equal ones).
-- Collectives on the device: kernels of HTA's COMMUNICATION type (``frame.NCCL_KERNEL``: NCCL's and
-  RCCL's names) with a stream. A rank's kernel runs from when it is issued until every rank has
+- Collectives on the device: communication kernels (``frame.COMMUNICATION_KERNEL``: NCCL's and RCCL's
+  names, HTA's rule, and oneCCL's) with a stream. A rank's kernel runs from when it is issued until every rank has
   joined and the data has moved: its time holds the rank's wait for the last one to arrive.
 - Collectives on the host: the ranges torch's process groups record (``gloo:all_reduce``, ...; category
   ``user_annotation``). gloo's span the whole collective on its worker thread, the wait included
@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from ..event_table import TIME_LIMIT_NS
-from .frame import NCCL_KERNEL
+from .frame import COMMUNICATION_KERNEL
 
 STEP_NAME = re.compile(r"^ProfilerStep#([0-9]{1,19})$")  # 19 digits: what an int64 can hold
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "python_function")
@@ -147,7 +147,7 @@ def task(con, ranks: Sequence[int], params: dict) -> list[list[int]]:
         WHERE cat IN ({cats}) AND regexp_full_match(name, {_sql_text(STEP_NAME.pattern)}) AND {timed}""").fetchnumpy()
     device = con.execute(f"""
         WITH k AS (SELECT rank, ts, dur, correlation FROM slices
-                   WHERE regexp_matches(name, {_sql_text(NCCL_KERNEL.pattern)}) AND stream >= 0 AND {timed}),
+                   WHERE regexp_matches(name, {_sql_text(COMMUNICATION_KERNEL.pattern)}) AND stream >= 0 AND {timed}),
         l AS (SELECT s.rank, s.correlation, max(s.ts) AS ts FROM slices s
               JOIN (SELECT DISTINCT rank, correlation FROM k WHERE correlation IS NOT NULL) c
                 ON s.rank = c.rank AND s.correlation = c.correlation
@@ -225,7 +225,7 @@ class _Rows:
         corr, has_corr = args["correlation"]
         stream, has_stream = args["stream"]
         gpu = has_stream & (stream >= 0)
-        kernel = gpu & _flags(strings, NCCL_KERNEL.match)[name] & timed
+        kernel = gpu & _flags(strings, COMMUNICATION_KERNEL.match)[name] & timed
         if kernel.any():
             self.kernels.append(np.stack([ts[kernel], dur[kernel], corr[kernel], has_corr[kernel]], 1))
         launcher = has_corr & ~gpu & (np.abs(ts) < TIME_LIMIT_NS)

@@ -39,15 +39,16 @@ DEFAULT_MIN_US = 100.0
 # step is an event (a pause, the profiler starting later on one rank than on the others), shown in its
 # row, not a slow rank.
 MIN_BEHIND_STEPS = 2
-COLUMNS = ["rank", "steps", "mean_step_us", "vs_median_pct", "start_lag_us", "wait_us", "others_wait_us",
-           "behind_steps", "cost_us", "cost_pct", "straggler", "explanation"]
+# The verdict first (a narrow terminal leaves out columns from the right), then what it rests on.
+COLUMNS = ["rank", "straggler", "behind_steps", "cost_share_pct", "wait_us", "others_wait_us", "cost_us", "steps",
+           "mean_step_us", "vs_median_pct", "start_lag_us", "explanation"]
 # What makes the others wait for a rank in a step. With collectives: its wait in them against theirs
 # only. Its step time and start say nothing there: steps end together at the collective, so a longer
 # step is one that started earlier, and a late start that costs the others shows as their wait (start
 # times across hosts also compare clocks that differ by their offsets). Without collectives: its step
 # time and its start against theirs.
 SIGNALS = ("wait", "step", "lag")
-SOURCES = {"device": "communication kernels (NCCL's names) on the device",
+SOURCES = {"device": "communication kernels (NCCL's, RCCL's, oneCCL's) on the device",
            "host": "collective ranges on the host (gloo:*, nccl:*, ...)"}
 
 
@@ -142,8 +143,17 @@ def judge(rows: np.ndarray, *, threshold_pct: float = DEFAULT_THRESHOLD_PCT, min
         notes.append(f"waits: each rank's time per step in {SOURCES[source]}")
     else:
         signals[SIGNALS.index("step")] = excess(dur)
-        signals[SIGNALS.index("lag")] = excess(lag)
+        late = excess(lag)
+        # ranks in one job start a step within a step of each other; further apart, their traces are not
+        # aligned in time (separate runs, clocks that differ): their start says nothing about the job
+        apart = np.abs(late) > ref[None, :]
+        signals[SIGNALS.index("lag")] = np.where(apart, np.nan, late)
         notes.append("no collectives in the traces: stragglers from step time and start lag only")
+        if apart.any():
+            far = ranks[apart.any(axis=1)].tolist()
+            notes.append(f"start lag left out where a rank starts a step more than a step away from the others' "
+                         f"(rank{'s' if len(far) > 1 else ''} {_step_list(far)}): their traces are not aligned in "
+                         "time (separate runs, or clocks that differ)")
     signals = np.where(compared[None], signals, np.nan)
     with np.errstate(invalid="ignore"):
         delay = np.where(np.isnan(signals).all(axis=0), np.nan, np.nanmax(np.where(np.isnan(signals), -np.inf, signals), axis=0))
@@ -219,7 +229,7 @@ def result(verdict: Verdict | None) -> AnalysisResult:
         wait, others = (waits[i], others_waits[i]) if v.source else (None, None)
         row = {"rank": rank, "steps": n, "mean_step_us": _num(mean_step[i]), "vs_median_pct": _num(vs, 2),
                "start_lag_us": _num(lags[i]), "wait_us": _num(wait), "others_wait_us": _num(others),
-               "behind_steps": named, "cost_us": _num(v.cost_us[i]), "cost_pct": _num(share, 2),
+               "behind_steps": named, "cost_us": _num(v.cost_us[i]), "cost_share_pct": _num(share, 2),
                "straggler": bool(flags[i])}
         row["explanation"] = explain(row, len(v.ranks), v, i)
         rows.append(row)
@@ -255,12 +265,15 @@ def explain(row: dict, n_ranks: int, v: Verdict, i: int) -> str:
     named = row["behind_steps"]
     if not named:
         return text
-    others = "the other rank waits" if n_ranks == 2 else "the others wait"
+    others = "the other rank" if n_ranks == 2 else "the others"
+    # with collectives the others are seen waiting; without, it is behind them (they would wait at the
+    # first synchronization)
+    behind = (f"{others} wait{'s' if n_ranks == 2 else ''} for it" if v.source else f"it is behind {others}")
     causes = {SIGNALS[c] for c in v.cause[i, v.named[i]].tolist()}
     why = " and ".join(w for c, w in (("wait", "it waits less"), ("step", "its steps take longer"),
                                       ("lag", "it starts later")) if c in causes)
     per = f"{_us(row['cost_us'] / len(named))} per step in steps" if len(named) > 1 else f"{_us(row['cost_us'])} in step"
-    return (f"{text}; {others} for it ({why}) {per} {_step_list(named)}: {row['cost_pct']:.1f}% of the run's "
+    return (f"{text}; {behind} ({why}) {per} {_step_list(named)}: {row['cost_share_pct']:.1f}% of the run's "
             "step time")
 
 
@@ -349,18 +362,19 @@ def _check_options(threshold_pct: float, min_us: float) -> None:
 # (key in the report document, key in the result's rows (µs values become integer ns), label, unit, meaning)
 DOCUMENT_COLUMNS = (
     ("rank", "rank", "Rank", "", "the rank"),
+    ("straggler", "straggler", "Straggler", "", "whether the others wait for it: cost_share_pct >= the threshold (5), "
+                                                "over two steps or more"),
+    ("behind_steps", "behind_steps", "Behind in", "", "the steps in which the others waited for it (ProfilerStep#N)"),
+    ("cost_share_pct", "cost_share_pct", "Cost share", "percent", "what the others waited for it in those steps "
+                                                                  "(cost_ns) as a share of the run's step time"),
+    ("wait_ns", "wait_us", "Wait", "ns", "its time in collectives per step (absent without collectives)"),
+    ("others_wait_ns", "others_wait_us", "Others' wait", "ns", "the other ranks' median time in collectives per step"),
+    ("cost_ns", "cost_us", "Cost", "ns", "what the others waited for it in those steps, added up"),
     ("steps", "steps", "Steps", "", "ProfilerSteps compared with the other ranks'"),
     ("mean_step_ns", "mean_step_us", "Mean step", "ns", "its mean ProfilerStep time"),
     ("vs_median_pct", "vs_median_pct", "vs median", "percent", "its mean step time against the other ranks' median"),
     ("start_lag_ns", "start_lag_us", "Start lag", "ns", "how late it starts its steps after the earliest rank, on "
                                                        "average (epoch clocks)"),
-    ("wait_ns", "wait_us", "Wait", "ns", "its time in collectives per step (absent without collectives)"),
-    ("others_wait_ns", "others_wait_us", "Others' wait", "ns", "the other ranks' median time in collectives per step"),
-    ("behind_steps", "behind_steps", "Behind in", "", "the steps in which the others waited for it (ProfilerStep#N)"),
-    ("cost_ns", "cost_us", "Cost", "ns", "what the others waited for it in those steps, added up"),
-    ("cost_pct", "cost_pct", "Cost %", "percent", "that cost as a share of the run's step time"),
-    ("straggler", "straggler", "Straggler", "", "whether the others wait for it: cost_pct >= the threshold (5), "
-                                                "over two steps or more"),
     ("explanation", "explanation", "Why", "", "in words: what it waits against the others, and what it costs them"),
 )
 
