@@ -242,3 +242,13 @@ def test_a_merged_view_alone_says_only_that_it_was_left_out(tmp_path):
 def test_one_rank_has_no_other_to_compare_with():
     got = result(judge(rows_of([[1_000.0] * 3]), include_last_step=True))
     assert [r["straggler"] for r in got.rows] == [False] and "no other rank" in got.notes[-1]
+
+
+def test_start_lag_is_not_compared_across_traces_a_step_apart():
+    """Two runs recorded at different times (or on clocks seconds apart) are not one job's ranks in lockstep:
+    their starts are left out, said in a note; their step times still compare."""
+    n = 5
+    starts = [[0.0] * n, [3_000_000.0] * n]  # rank 1's trace: 3 s later
+    v = judge(rows_of(np.zeros((2, n)), step_us=10_000.0, starts_us=starts, source=""), include_last_step=True)
+    assert flagged(v) == [] and any("not aligned in time" in note for note in v.notes)
+    assert result(v).rows[1]["cost_us"] == 0
