@@ -7,7 +7,8 @@ rank spent in collectives (``step_waits``), and compares each rank with the othe
 
 - what the others wait for rank r in step s (its *delay*): how much less r waits in collectives than
   the other ranks' median; in a job without collectives, the larger of how much longer its step takes
-  and how much later it starts than theirs (``SIGNALS``);
+  and how much later it starts than theirs (``SIGNALS``; starts a step or more apart are not compared:
+  those traces are not aligned in time);
 - r is behind in step s when that delay exceeds the step's margin: ``threshold_pct`` % of the
   median rank's time for that step, and at least ``min_us`` µs;
 - the steps named for r are those it is behind in by at least half its median delay over them
