@@ -141,7 +141,10 @@ static int mark_all(int64_t v, long tid, int64_t t, int64_t parent) {
         int64_t *row = log_row(mark_logs[i], &refused);
         if (!row) {
             if (refused) continue; /* counted in the log's `refused` */
-            return -1;
+            if (!PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
+            PyErr_Clear(); /* the recording cap (or no memory): recording stops, the program goes on */
+            recording_stops("the system refused more memory");
+            continue;
         }
         row[0] = v;
         row[1] = tid;

@@ -29,6 +29,8 @@ import time
 import weakref
 from typing import Any, Callable, Mapping
 
+from . import budget
+
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
 
@@ -157,12 +159,14 @@ class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
     __slots__ = ("ranges", "truncated", "names", "args", "args_area", "instants", "thread_names", "sessions",
-                 "track_correlation", "next_id", "record_annotations", "_py", "_py_open", "_py_cross_thread")
+                 "track_correlation", "next_id", "record_annotations", "max_bytes", "spill", "_py", "_py_open",
+                 "_py_cross_thread", "_py_stopped", "_instants_not_recorded")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
     INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
 
-    def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
+    def __init__(self, *, correlation_sessions=(), record_annotations: bool = True, max_bytes: int | None = None,
+                 spill=None) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by id in `names` (each distinct name's
         # text once); dict args as JSON in `args_area`, other args in `args` (see NO_ARGS). Nothing per
         # range for the cyclic GC to visit.
@@ -188,6 +192,16 @@ class HostRecorder:
             self._py = PyCorrelation(self.sessions)
         self._py_open: "weakref.WeakSet" = weakref.WeakSet()
         self._py_cross_thread = 0
+        # The recording cap (host/budget.py): bytes this recorder's storage may take, 0 for none. The C
+        # part charges every block to it and stops recording when it is reached; the pure-Python path
+        # checks its own estimate (_py_stopped: (monotonic ns, why), not-recorded count).
+        self.max_bytes = budget.max_record_bytes() if max_bytes is None else int(max_bytes)
+        self._py_stopped: list | None = None
+        self._instants_not_recorded = 0
+        # A crash-safe copy (host/spill.py): the logs live in files of a private directory, mapped.
+        self.spill = spill
+        if spill is not None:
+            spill.attach(self)
 
     def close_open_ranges(self, end_ns: int) -> int:
         """Record every range still open as ending at ``end_ns`` (into ``truncated``) and close it; a
@@ -224,8 +238,58 @@ class HostRecorder:
     def range_count(self) -> int:
         return len(self.ranges)
 
+    def recording_state(self) -> dict | None:
+        """The trace's ``recording_stopped`` note when recording stopped at the cap (or out of memory), else
+        None. Read while this recorder is still installed."""
+        py_not_recorded = self._py_stopped[1] if self._py_stopped is not None else 0
+        if _c is not None and _recorder is self:
+            stopped, why, not_recorded, used, cap = _c.recording_state()
+            not_recorded += py_not_recorded  # ranges of the pure-Python record_function
+        elif self._py_stopped is not None:
+            (stopped, why), not_recorded = self._py_stopped[0], py_not_recorded
+            used, cap = self._py_bytes(), self.max_bytes
+        else:
+            return None
+        if not stopped:
+            return None
+        return budget.describe(stopped, why, not_recorded, used, cap, self._instants_not_recorded)
+
+    def _py_bytes(self) -> int:
+        """The pure-Python path's estimate of what it stores (the C part counts its blocks exactly)."""
+        if _c is not None:
+            return 0
+        return len(self.ranges) * 48 + len(self.instants) * 40 + len(self.args_area.data) + len(self.names) * 64
+
+    def _py_stop(self, why: str) -> None:
+        if self._py_stopped is None:
+            self._py_stopped = [(time.monotonic_ns(), why), 0]
+        if _c is not None and _recorder is self:
+            _c.stop_recording(why)
+
+    def _stopped(self) -> bool:
+        """Whether recording stopped (the cap, or no memory): records from now on are only counted."""
+        if self._py_stopped is None:
+            if _c is None:
+                if self.max_bytes and self._py_bytes() > self.max_bytes:
+                    self._py_stop("the recording cap was reached")
+            elif _recorder is self:
+                stopped, why = _c.recording_state()[:2]
+                if stopped:
+                    self._py_stopped = [(stopped, why), 0]
+        return self._py_stopped is not None
+
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
+        if self._stopped():
+            self._py_stopped[1] += 1
+            return
+        try:
+            self._add_range(name, t0, t1, tid, cid, args)
+        except MemoryError:  # never raised into the user's loop: recording stops here, said in the trace
+            self._py_stop("the system refused more memory")
+            self._py_stopped[1] += 1
+
+    def _add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         idx = self.names.intern(name)  # a str or bytes: checked when the range was made
         key = NO_ARGS
         if args is not None:
@@ -247,6 +311,16 @@ class HostRecorder:
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
         a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
+        if self._stopped():
+            self._instants_not_recorded += 1
+            return
+        try:
+            self._add_instant(name, t, tid, args, scope_code)
+        except MemoryError:  # never raised into the user's code: recording stops here, said in the trace
+            self._instants_not_recorded += 1
+            self._py_stop("the system refused more memory")
+
+    def _add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         idx = self.names.intern(name)
         if args is None:
             self.instants.append(t, tid, idx, NO_ARGS, scope_code)

@@ -103,6 +103,13 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
         builder.set_metadata("plugin_load_errors", {origin: reason for origin, reason in load_failures})
     if cycle.not_collected:
         builder.set_metadata("activities_not_collected", dict(cycle.not_collected))
+    if cycle.recording_stopped is not None:  # the recording cap (host/budget.py): said in the trace and once here
+        builder.set_metadata("recording_stopped", cycle.recording_stopped)
+        diagnostics.warn_once(log, ("recording-stopped", cycle.recording_stopped["reason"]),
+                              "xpuprof: host recording stopped before the end of the window: %s; %d range(s) not "
+                              "recorded after that (the trace's recording_stopped says when; %s sets the cap)",
+                              cycle.recording_stopped["reason"], cycle.recording_stopped["ranges_not_recorded"],
+                              cycle.recording_stopped["setting"])
     if config.group_trace_id:
         builder.set_metadata("group_trace_id", config.group_trace_id)
     errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}

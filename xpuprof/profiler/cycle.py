@@ -45,6 +45,7 @@ class RecordingCycle:
         self.not_collected: dict[str, str] = {}  # asked-for activities no backend in use records: why
         self.truncated_ranges = 0  # ranges still open at stop, closed at its end (HostRecorder.truncated)
         self.lifetimes: dict[str, int] = {}  # HostRecorder.lifetimes() at stop
+        self.recording_stopped: dict | None = None  # HostRecorder.recording_state() at stop: the cap was reached
 
     @property
     def recording(self) -> bool:
@@ -196,6 +197,7 @@ class RecordingCycle:
         if rec is not None:  # while it is installed: ranges still open end here, never dropped
             self.truncated_ranges = rec.close_open_ranges(time.monotonic_ns())
             self.lifetimes = rec.lifetimes()
+            self.recording_stopped = rec.recording_state()
         recorder.install(None)
         if self.collectors is not None:
             self.collectors.stop()  # its last sample lies inside the window
