@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ import weakref
 from typing import Any, Callable, Mapping
 
 from . import budget
+from . import spill as _spill
 
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
@@ -144,6 +146,8 @@ def log_array(log) -> "np.ndarray":
     """An Int64Log's rows as one int64 numpy array of shape (rows, width), without a copy."""
     import numpy as np
 
+    if isinstance(getattr(log, "array", None), np.ndarray):  # read back from a crash-safe copy (spill.py)
+        return log.array.reshape(-1, log.width)
     buf = log if _c is not None else log.values
     return np.frombuffer(buf, dtype=np.int64).reshape(-1, log.width)
 
@@ -152,6 +156,8 @@ def area_arrays(area) -> "tuple[np.ndarray, np.ndarray]":
     """An ArgsArea as (its bytes as uint8, each entry's end offset as int64), without a copy."""
     import numpy as np
 
+    if isinstance(getattr(area, "array", None), np.ndarray):  # read back from a crash-safe copy (spill.py)
+        return area.array, log_array(area.ends)[:, 0]
     return np.frombuffer(area if _c is not None else area.data, dtype=np.uint8), log_array(area.ends)[:, 0]
 
 
@@ -198,10 +204,27 @@ class HostRecorder:
         self.max_bytes = budget.max_record_bytes() if max_bytes is None else int(max_bytes)
         self._py_stopped: list | None = None
         self._instants_not_recorded = 0
-        # A crash-safe copy (host/spill.py): the logs live in files of a private directory, mapped.
+        # A crash-safe copy (host/spill.py): under `xpuprof exec` the logs live in mapped files of a private
+        # directory, so what was recorded survives a crash of the process.
+        if spill is None and _c is not None and _spill.home() is not None:
+            spill = _spill.home().new_cycle()
         self.spill = spill
         if spill is not None:
-            spill.attach(self)
+            try:
+                spill.attach(self)
+            except OSError as exc:  # a full or vanished directory: recording goes on in memory, said once
+                from .. import diagnostics
+
+                diagnostics.warn_once(logging.getLogger("xpuprof"), ("spill-attach", str(exc)),
+                                      "xpuprof: no crash-safe copy of this recording: %s", exc)
+                spill.discard()
+                self.spill = None
+
+    def discard_spill(self) -> None:
+        """The trace of this recording is built: its crash-safe copy goes."""
+        if self.spill is not None:
+            self.spill.discard()
+            self.spill = None
 
     def close_open_ranges(self, end_ns: int) -> int:
         """Record every range still open as ending at ``end_ns`` (into ``truncated``) and close it; a
@@ -233,7 +256,9 @@ class HostRecorder:
         return counts
 
     def name_thread(self, tid: int) -> None:
-        self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
+        name = self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
+        if self.spill is not None:
+            self.spill.note_thread(tid, name)
 
     def range_count(self) -> int:
         return len(self.ranges)

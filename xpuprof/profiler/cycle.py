@@ -175,6 +175,8 @@ class RecordingCycle:
             self.torch_ops = None
         if recorder.active_recorder() is self.recorder:
             recorder.install(None)
+        if self.recorder is not None:
+            self.recorder.discard_spill()
         for _, session in self.sessions:
             try:
                 session.stop()
@@ -265,7 +267,9 @@ class RecordingCycle:
         return tuple((s, e if e is not None else end_ns) for s, e in self.paused.get(name, ()))
 
     def clear(self) -> None:
-        """Drop the stopped sources (their records are in the trace now)."""
+        """Drop the stopped sources (their records are in the trace now, so their crash-safe copy goes)."""
+        if self.recorder is not None:
+            self.recorder.discard_spill()
         self.collectors = None
         self.recorder = None
         self.pytracer = None
