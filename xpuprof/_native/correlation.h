@@ -91,10 +91,10 @@ static FrameObject *own_frame(void) {
 }
 
 /* this thread's open ranges (strong refs), in enter order; any depth */
-static __thread RangeObject **tstack = NULL;
-static __thread Py_ssize_t tdepth = 0, tcap = 0;
-static __thread uint64_t stack_generation = 0;
-static __thread uint64_t pruned_at = 0;
+static THREAD_LOCAL RangeObject **tstack = NULL;
+static THREAD_LOCAL Py_ssize_t tdepth = 0, tcap = 0;
+static THREAD_LOCAL uint64_t stack_generation = 0;
+static THREAD_LOCAL uint64_t pruned_at = 0;
 static uint64_t closed_elsewhere = 0; /* bumps when a range is closed on a thread other than its own */
 
 /* every open range of the active recorder (intrusive list; borrowed) */
