@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from odhelpers import PYTHON, LineWatch, events, load_trace
+from odhelpers import PYTHON, REPO, LineWatch, events, load_trace
 from test_exec import XPUPROF, base_env
 
 pytestmark = pytest.mark.slow  # each case records for seconds in a fresh Python process
@@ -39,6 +39,8 @@ PROGRAM = textwrap.dedent("""
     elif how == "exit":
         os._exit(3)
 """)
+PERFETTO = Path(os.environ.get("XPUPROF_PERFETTO_DIR") or REPO.parent / "shared" / "perfetto")
+SHELL = PERFETTO / "bin" / "trace_processor_shell"
 SIGNALS = {"segv": signal.SIGSEGV, "abort": signal.SIGABRT, "kill": signal.SIGKILL, "bus": signal.SIGBUS}
 
 
@@ -89,6 +91,25 @@ def test_a_crashed_process_keeps_its_trace(how, tmp_path, clean_count):
     assert all(e["pid"] == pid for e in ranges) and f"_{pid}." in path.name
     assert f"process {pid}: the process was killed by {name}" in proc.stderr and str(path) in proc.stderr
     assert not any(spill_base.iterdir())  # the private directory is gone
+    if how == "segv":
+        _perfetto_imports_all(path, len(events(trace)))
+
+
+def _perfetto_imports_all(path: Path, n_complete: int) -> None:
+    """What a viewer imports is the truth: Perfetto's trace processor takes every slice, with no error rows."""
+    if not SHELL.is_file():
+        pytest.skip(f"Perfetto's trace processor is not at {SHELL} (a checkout without ../shared; set "
+                    "XPUPROF_PERFETTO_DIR)")
+    query = path.with_suffix(".sql")
+    query.write_text("select count(*) as n from slice;\n"
+                     "select name, value from stats where severity != 'info' and value > 0;\n")
+    out = subprocess.run([str(SHELL), "-q", str(query), str(path)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, LD_LIBRARY_PATH=str(PERFETTO / "lib")))
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    n = int(lines[lines.index('"n"') + 1])
+    assert n >= n_complete, (n, n_complete)
+    assert lines[-1] == '"name","value"', out.stdout  # no error or data-loss rows
 
 
 def test_an_exit_without_the_trace_keeps_it_too(tmp_path):
