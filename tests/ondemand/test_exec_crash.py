@@ -112,6 +112,35 @@ def _perfetto_imports_all(path: Path, n_complete: int) -> None:
     assert lines[-1] == '"name","value"', out.stdout  # no error or data-loss rows
 
 
+def test_the_ranges_open_at_the_crash_are_in_the_trace_up_to_its_end(tmp_path):
+    """The step that crashed, and the epoch around it: drawn from their start to the process's end, marked
+    truncated, as ranges open at a normal stop are."""
+    script = tmp_path / "open.py"
+    script.write_text(textwrap.dedent("""
+        import ctypes, time, xpuprof
+        with xpuprof.record_function("epoch 0"):
+            for n in range(50):
+                with xpuprof.record_function("step", {"n": n}):
+                    pass
+            with xpuprof.record_function("the step that crashes", {"n": 50}):
+                time.sleep(0.2)
+                ctypes.string_at(0)
+    """))
+    proc = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), "--", PYTHON, str(script)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=base_env())
+    assert proc.returncode == -signal.SIGSEGV
+    (path,) = (tmp_path / "t").glob("*.pt.trace.json")
+    trace = load_trace(path)
+    ranges = _ranges(trace)
+    assert len([e for e in ranges if e["name"] == "step"]) == 50
+    opened = {e["name"]: e for e in ranges if e["args"].get("truncated")}
+    assert set(opened) == {"epoch 0", "the step that crashes"} and trace["truncated_ranges"]["count"] == 2
+    crashing, epoch = opened["the step that crashes"], opened["epoch 0"]
+    assert crashing["dur"] >= 200_000 and epoch["ts"] < crashing["ts"]  # µs: it slept 0.2 s before the crash
+    assert abs((epoch["ts"] + epoch["dur"]) - (crashing["ts"] + crashing["dur"])) < 1  # both end at the end
+    assert "still open" not in proc.stderr  # exec says one line; the trace holds the facts
+
+
 def test_an_exit_without_the_trace_keeps_it_too(tmp_path):
     proc, out, recorded, spill_base = _run(tmp_path, "exit", seconds=0.5)
     assert proc.returncode == 3

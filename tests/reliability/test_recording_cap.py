@@ -133,3 +133,26 @@ def test_a_memory_limited_program_finishes_its_work_and_writes_its_trace(tmp_pat
     note = trace["recording_stopped"]
     assert note["reason"] == "the recording cap was reached"
     assert len(ranges) > 500_000 and len(ranges) + note["ranges_not_recorded"] == n
+
+
+def test_the_cap_holds_without_the_c_extension():
+    """The pure-Python fallback (no C extension built) counts its own storage against the same cap."""
+    code = textwrap.dedent("""
+        import sys, types, warnings, json
+        sys.modules["xpuprof._native.hostrec"] = types.ModuleType("xpuprof._native.hostrec")  # not built
+        warnings.simplefilter("ignore")
+        import xpuprof
+        from xpuprof.host import recorder
+        assert not recorder.FAST_PATH
+        with xpuprof.profile(activities=["cpu"]) as prof:
+            for i in range(20000):
+                with xpuprof.record_function("step"):
+                    pass
+        note = prof.builder.metadata["recording_stopped"]
+        print(json.dumps(note))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(REPO), XPUPROF_MAX_RECORD_BYTES="64K"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    note = json.loads(out.stdout.strip().splitlines()[-1])
+    assert note["reason"] == "the recording cap was reached" and 0 < note["ranges_not_recorded"] < 20000

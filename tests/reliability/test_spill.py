@@ -54,13 +54,33 @@ def test_every_closed_range_is_on_file_while_the_process_still_records(home, tmp
     assert "truncated" not in own
 
 
+def test_the_ranges_open_now_are_on_file_and_leave_it_when_closed(home):
+    outer = xpuprof.record_function("outer")
+    with xpuprof.profile(activities=["cpu"]):
+        outer.__enter__()
+        with xpuprof.record_function("inner"):
+            read = spill.SpilledRecorder(home.dfd, "c1")
+            assert sorted(read.name_texts(read.truncated.array[:, 4].tolist())) == ["inner", "outer"]
+        for _ in range(1000):  # rows are reused: the file holds as many rows as ranges were open at once
+            with xpuprof.record_function("again"):
+                pass
+        read = spill.SpilledRecorder(home.dfd, "c1")
+        assert read.name_texts(read.truncated.array[:, 4].tolist()) == ["outer"]
+        end = read.last_ns() + 5
+        assert read.close_open_at(end) == 1 and read.truncated.array[0, 1] == end
+        assert (os.stat("c1.open", dir_fd=home.dfd).st_size - spill.HEADER_BYTES) // 40 <= 4096
+        outer.__exit__(None, None, None)
+
+
 def test_the_spill_is_bounded_by_the_recording_cap(home, monkeypatch):
     monkeypatch.setenv("XPUPROF_MAX_RECORD_BYTES", "512K")
     with xpuprof.profile(activities=["cpu"]):
         for _ in range(50_000):
             with xpuprof.record_function("step"):
                 pass
-        sizes = {n: os.stat(n, dir_fd=home.dfd).st_size for n in os.listdir(home.dfd) if n.startswith("c")}
+        # the open ranges' rows are bounded by how many are open at once, not by the cap
+        sizes = {n: os.stat(n, dir_fd=home.dfd).st_size for n in os.listdir(home.dfd)
+                 if n.startswith("c") and n != "c1.open"}
     assert sum(sizes.values()) <= (512 << 10) + 16 * spill.HEADER_BYTES + 4096, sizes
 
 

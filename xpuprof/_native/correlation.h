@@ -123,10 +123,12 @@ static void open_link(RangeObject *r) {
     if (open_head) open_head->open_prev = r;
     open_head = r;
     r->linked = 1;
+    if (open_log) slot_open(r);
 }
 
 static void open_unlink(RangeObject *r) {
     if (!r->linked) return;
+    if (r->slot1) slot_close(r);
     if (r->open_prev) r->open_prev->open_next = r->open_next;
     else open_head = r->open_next;
     if (r->open_next) r->open_next->open_prev = r->open_prev;

@@ -110,9 +110,57 @@ typedef struct RangeObject {
     long tid;         /* the entering thread: the range is drawn on its row */
     int closed, linked;
     struct RangeObject *open_prev, *open_next; /* the recorder's open ranges (correlation.h) */
+    Py_ssize_t slot1; /* its row + 1 in open_log while open (crash-safe copies only), else 0 */
 } RangeObject;
 
 static PyTypeObject RangeType;
+
+/* ---------------------------------------------------------------- open ranges on file
+ * With a crash-safe copy (host/spill.py), the ranges open now are on file too: a process that dies inside
+ * `with record_function("step 17")` leaves that range, drawn up to its end. recorder.open_slots is an
+ * Int64Log(OPEN_WIDTH) in a spill file; each open range holds one row (rows are reused through a free
+ * list), whose state is written last on open and cleared on close. Without a copy: nothing of this runs. */
+enum { O_T0, O_TID, O_CID, O_NAME, O_STATE, OPEN_WIDTH };
+static Int64LogObject *open_log = NULL;
+static Py_ssize_t *free_slots = NULL, n_free = 0, free_cap = 0;
+static int64_t nt_intern_for_slot(PyObject *name) { return name_table ? nt_intern(name_table, name) : -1; }
+
+static void slot_open(RangeObject *r) {
+    int64_t name = nt_intern_for_slot(r->name);
+    if (name < 0) { PyErr_Clear(); return; } /* not on file: a crash would lose only this open range */
+    Py_ssize_t row;
+    if (n_free) {
+        row = free_slots[--n_free];
+    } else {
+        int refused;
+        if (!log_row(open_log, &refused)) { PyErr_Clear(); return; }
+        row = open_log->rows - 1;
+    }
+    int64_t *v = open_log->data + row * OPEN_WIDTH;
+    v[O_T0] = r->t0;
+    v[O_TID] = r->tid;
+    v[O_CID] = r->cid;
+    v[O_NAME] = name;
+    __atomic_store_n(&v[O_STATE], 1, __ATOMIC_RELEASE);
+    log_commit(open_log);
+    r->slot1 = row + 1;
+}
+
+static void slot_close(RangeObject *r) {
+    Py_ssize_t row = r->slot1 - 1;
+    r->slot1 = 0;
+    if (!open_log || row >= open_log->rows) return;
+    __atomic_store_n(&open_log->data[row * OPEN_WIDTH + O_STATE], 0, __ATOMIC_RELEASE);
+    if (n_free == free_cap) {
+        Py_ssize_t cap = free_cap ? free_cap * 2 : 64;
+        Py_ssize_t *f = PyMem_RawRealloc(free_slots, (size_t)cap * sizeof *f);
+        if (!f) return; /* the row stays unused: the log grows instead */
+        free_slots = f;
+        free_cap = cap;
+    }
+    free_slots[n_free++] = row;
+}
+
 #include "correlation.h"
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
@@ -383,6 +431,8 @@ static PyTypeObject RangeType = {
 
 static void forget_recorder(void) {
     while (open_head) open_unlink(open_head); /* ranges still open belong to no trace from here on */
+    Py_CLEAR(open_log);
+    n_free = 0;
     reset_lifetimes();
     Py_CLEAR(recorder);
     Py_CLEAR(ranges);
@@ -493,6 +543,18 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     truncated = (Int64LogObject *)attr_of_type(rec, "truncated", &Int64LogType, "an Int64Log");
     if (!truncated) goto fail;
     if (!(instants = (Int64LogObject *)attr_of_type(rec, "instants", &Int64LogType, "an Int64Log"))) goto fail;
+    PyObject *slots = PyObject_GetAttrString(rec, "open_slots");
+    if (!slots) goto fail;
+    if (slots != Py_None) {
+        if (!PyObject_TypeCheck(slots, &Int64LogType) || ((Int64LogObject *)slots)->width != OPEN_WIDTH) {
+            Py_DECREF(slots);
+            PyErr_SetString(PyExc_TypeError, "recorder.open_slots must be None or an Int64Log(5)");
+            goto fail;
+        }
+        open_log = (Int64LogObject *)slots;
+    } else {
+        Py_DECREF(slots);
+    }
     if (truncated->width != RANGE_WIDTH) {
         PyErr_SetString(PyExc_ValueError, "recorder.truncated must be an Int64Log(6)");
         goto fail;

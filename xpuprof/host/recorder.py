@@ -52,75 +52,7 @@ if _c is not None:
     NameTable = _c.NameTable
     ArgsArea = _c.ArgsArea
 else:
-    class Int64Log:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
-
-        __slots__ = ("width", "_values", "refused")
-
-        def __init__(self, width: int) -> None:
-            import array
-
-            self.width, self._values, self.refused = width, array.array("q"), 0
-
-        def append(self, *values) -> bool:
-            if len(values) != self.width:
-                raise TypeError(f"Int64Log.append takes {self.width} ints, got {len(values)}")
-            self._values.extend(values)
-            return True
-
-        def clear(self) -> None:
-            del self._values[:]
-
-        def __len__(self) -> int:
-            return len(self._values) // self.width
-
-        def __buffer__(self, flags):  # Python >= 3.12; older ones read .values
-            return memoryview(self._values)
-
-        @property
-        def values(self):
-            return self._values
-
-    class NameTable:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.NameTable: name -> id through a dict (names kept as given;
-        they are cleaned when the trace's string table interns them)."""
-
-        __slots__ = ("_ids", "names", "invalid_utf8")
-
-        def __init__(self) -> None:
-            self._ids: dict = {}
-            self.names: list = []
-            self.invalid_utf8 = 0
-
-        def intern(self, name) -> int:
-            got = self._ids.get(name)
-            if got is None:
-                got = self._ids[name] = len(self.names)
-                self.names.append(name)
-            return got
-
-        def __len__(self) -> int:
-            return len(self.names)
-
-    class ArgsArea:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.ArgsArea: JSON objects one after another in a bytearray
-        (``encode`` leaves every dict to the Python encoder)."""
-
-        __slots__ = ("data", "ends", "refused")
-
-        def __init__(self) -> None:
-            self.data, self.ends, self.refused = bytearray(), Int64Log(1), 0
-
-        def encode(self, args) -> None:
-            return None
-
-        def add(self, text) -> int:
-            self.data += text
-            self.ends.append(len(self.data))
-            return len(self.ends) - 1
-
-        def __len__(self) -> int:
-            return len(self.ends)
+    from .pystore import ArgsArea, Int64Log, NameTable  # type: ignore[assignment]
 
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
@@ -165,7 +97,8 @@ class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
     __slots__ = ("ranges", "truncated", "names", "args", "args_area", "instants", "thread_names", "sessions",
-                 "track_correlation", "next_id", "record_annotations", "max_bytes", "spill", "_py", "_py_open",
+                 "track_correlation", "next_id", "record_annotations", "max_bytes", "spill", "open_slots", "_py",
+                 "_py_open",
                  "_py_cross_thread", "_py_stopped", "_instants_not_recorded")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
@@ -209,6 +142,9 @@ class HostRecorder:
         if spill is None and _c is not None and _spill.home() is not None:
             spill = _spill.home().new_cycle()
         self.spill = spill
+        # With a copy, the ranges open now are on file too (a row each while open: t0, tid, id, name, state):
+        # a process that dies inside a range leaves it, drawn up to its end.
+        self.open_slots = Int64Log(5) if spill is not None else None
         if spill is not None:
             try:
                 spill.attach(self)
@@ -218,7 +154,7 @@ class HostRecorder:
                 diagnostics.warn_once(logging.getLogger("xpuprof"), ("spill-attach", str(exc)),
                                       "xpuprof: no crash-safe copy of this recording: %s", exc)
                 spill.discard()
-                self.spill = None
+                self.spill = self.open_slots = None
 
     def discard_spill(self) -> None:
         """The trace of this recording is built: its crash-safe copy goes."""

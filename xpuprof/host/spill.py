@@ -17,6 +17,7 @@ Layout, all created by the processes themselves and read only by the parent that
             c<N>.ranges, .instants    SpillHeader (64 B: magic, width, committed rows) + int64 rows
             c<N>.names, .names.ends   name text; its ends (Int64Log(1))
             c<N>.args, .args.ends     args JSON text; its ends
+            c<N>.open                 the ranges open now: (t0, tid, id, name, state) rows, state 1 while open
             c<N>.threads              "tid\\tname" lines, appended when a thread first records
 
 Every file is created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` (0600) through a descriptor of its directory,
@@ -38,7 +39,7 @@ SPILL_ENV = "XPUPROF_SPILL_DIR"
 SPILL_BASE_ENV = "XPUPROF_SPILL_BASE"  # where ``xpuprof exec`` makes its private root (default: /dev/shm or TMPDIR)
 HEADER_BYTES = 64
 MAGIC = b"XPUSPL1\0"
-BLOCKS = ("ranges", "instants", "names", "names.ends", "args", "args.ends")
+BLOCKS = ("ranges", "instants", "names", "names.ends", "args", "args.ends", "open")
 _CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -163,6 +164,7 @@ class CycleSpill:
             rec.instants.spill_to(fds["instants"])
             rec.names.spill_to(fds["names"], fds["names.ends"])
             rec.args_area.spill_to(fds["args"], fds["args.ends"])
+            rec.open_slots.spill_to(fds["open"])
             self.threads_fd = _create(dfd, f"{self.prefix}.threads")
             self.names.append(f"{self.prefix}.threads")
             _write_json(dfd, f"{self.prefix}.json", {"window_start_ns": now_ns(), "written_ns": time.time_ns()})
@@ -271,6 +273,9 @@ class _Rows:
         return len(self.array)
 
 
+OPEN_WIDTH = 5  # t0, tid, correlation id, name, state (hostrec.c's open_log)
+
+
 class SpilledRecorder:
     """One cycle's records read back from its files: what ``profiler.assemble`` reads of a HostRecorder."""
 
@@ -305,7 +310,14 @@ class SpilledRecorder:
         instants[:, 3] = NO_ARGS
         self.ranges = _Rows(ranges, len(RANGE_FIELDS))
         self.instants = _Rows(instants, len(HostRecorder.INSTANT_FIELDS))
-        self.truncated = _Rows(np.zeros((0, len(RANGE_FIELDS)), np.int64), len(RANGE_FIELDS))
+        opened, err = read_block(dfd, f"{prefix}.open", OPEN_WIDTH)
+        if err:
+            self.detached["open"] = err
+        opened = opened[(opened[:, 4] == 1) & (opened[:, 3] >= 0) & (opened[:, 3] < n_names)]
+        # ranges open at the end: (t0, t1 set by close_open_at, tid, id, name, no args), as close_open_ranges
+        self.truncated = _Rows(np.column_stack([opened[:, 0], opened[:, 0], opened[:, 1], opened[:, 2], opened[:, 3],
+                                                np.full(len(opened), NO_ARGS, np.int64)]).astype(np.int64),
+                               len(RANGE_FIELDS))
         self.args_area = _Area(blocks["args"], _Rows(arg_ends.reshape(-1, 1), 1))
         self.args: list = []
         self.thread_names = read_threads(dfd, f"{prefix}.threads")
@@ -315,10 +327,19 @@ class SpilledRecorder:
     def range_count(self) -> int:
         return len(self.ranges)
 
+    def close_open_at(self, end_ns: int) -> int:
+        """The ranges open when the process ended, closed at ``end_ns`` (monotonic); their count."""
+        import numpy as np
+
+        rows = self.truncated.array
+        rows[:, 1] = np.maximum(rows[:, 0], end_ns)
+        return len(rows)
+
     def last_ns(self) -> int:
         """The latest monotonic time among the records (0 when none)."""
         ends = [int(self.ranges.array[:, 1].max()) if len(self.ranges) else 0,
-                int(self.instants.array[:, 0].max()) if len(self.instants) else 0]
+                int(self.instants.array[:, 0].max()) if len(self.instants) else 0,
+                int(self.truncated.array[:, 0].max()) if len(self.truncated) else 0]
         return max(ends)
 
     def name_ids_in(self, strings):

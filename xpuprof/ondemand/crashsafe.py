@@ -95,7 +95,7 @@ def run_supervised(program: str, command: list[str], env: dict[str, str], out_di
         if info is None or info.si_signo == signal.SIGCHLD:
             got, raw = os.waitpid(pid, os.WNOHANG)
             if got == pid:
-                status = raw
+                status, reaped_ns = raw, time.time_ns()
             elif watch is not None:
                 watch.tick()
             continue
@@ -106,7 +106,7 @@ def run_supervised(program: str, command: list[str], env: dict[str, str], out_di
         except ProcessLookupError:
             pass
     if root:
-        recover(root, out_dir, pid, status, watch.snapshots if watch is not None else {})
+        recover(root, out_dir, pid, status, watch.snapshots if watch is not None else {}, reaped_ns)
         if watch is not None:
             watch.forget_finished()
         if not os.listdir(root):
@@ -217,8 +217,10 @@ def cycles_of(dfd: int) -> list[str]:
                   key=lambda c: int(c[1:]) if c[1:].isdigit() else 0)
 
 
-def recover(root: str, out_dir: str, child_pid: int, status: int, snapshots: dict | None = None) -> list[Path]:
-    """Write the trace of every recording left in ``root`` by a process that is gone; returns the paths."""
+def recover(root: str, out_dir: str, child_pid: int, status: int, snapshots: dict | None = None,
+            reaped_ns: int | None = None) -> list[Path]:
+    """Write the trace of every recording left in ``root`` by a process that is gone (``reaped_ns``: when
+    ``child_pid`` was seen gone, epoch ns); returns the paths."""
     snapshots = snapshots if snapshots is not None else {}
     written = []
     root_fd = spill.open_private_dir(root)
@@ -226,13 +228,14 @@ def recover(root: str, out_dir: str, child_pid: int, status: int, snapshots: dic
         for name, facts in process_dirs(root):
             if facts["pid"] != child_pid and is_running(facts):
                 continue
+            ended_ns = reaped_ns if facts["pid"] == child_pid else None
             why = describe_status(status) if facts["pid"] == child_pid else \
                 "the process ended without writing its trace (killed, crashed or os._exit; not xpuprof exec's own " \
                 "child, so how it ended is not known)"
             dfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
             try:
                 for cycle in cycles_of(dfd):
-                    path = write_recovered(dfd, cycle, facts, out_dir, why)
+                    path = write_recovered(dfd, cycle, facts, out_dir, why, ended_ns=ended_ns)
                     old = snapshots.pop((name, cycle), None)
                     if old is not None and old != path:
                         _unlink_quietly(old)
@@ -257,8 +260,10 @@ def _unlink_quietly(path) -> None:
         pass
 
 
-def write_recovered(dfd: int, cycle: str, facts: dict, out_dir: str, why: str, *, name: str | None = None) -> Path | None:
-    """The trace of one cycle's crash-safe copy, marked truncated (None when it recorded nothing at all)."""
+def write_recovered(dfd: int, cycle: str, facts: dict, out_dir: str, why: str, *, name: str | None = None,
+                    ended_ns: int | None = None) -> Path | None:
+    """The trace of one cycle's crash-safe copy, marked truncated. ``ended_ns`` (epoch): when the process was
+    seen gone (xpuprof exec's own child), else the last time it recorded; ranges still open then end there."""
     from ..backends.base import ProcessWindow
     from ..clock import MONOTONIC_TO_EPOCH_NS, now_ns
     from ..config.options import ProfilerConfig
@@ -276,13 +281,15 @@ def write_recovered(dfd: int, cycle: str, facts: dict, out_dir: str, why: str, *
     rec = spill.SpilledRecorder(dfd, cycle)
     start = int(meta.get("window_start_ns") or 0)
     last = rec.last_ns()
-    end = max(start, last + MONOTONIC_TO_EPOCH_NS if last else start)
+    end = max(start, last + MONOTONIC_TO_EPOCH_NS if last else start, ended_ns or 0)
     if not start:
         start = end or now_ns()
+    rec.close_open_at(end - MONOTONIC_TO_EPOCH_NS)
     cyc = RecordingCycle(ProfilerConfig(), {})
     cyc.recorder = rec
     cyc.lifetimes = {}
-    note = {"reason": why, "kept": "host ranges, instants and thread names up to the last range closed",
+    note = {"reason": why, "kept": "host ranges and instants up to the last one recorded, the ranges still open "
+                                   "then (ending at the process's end, \"truncated\": true), thread names",
             "not_kept": list(NOT_KEPT)}
     if rec.args_lost:
         note["args_not_kept"] = rec.args_lost
@@ -292,8 +299,14 @@ def write_recovered(dfd: int, cycle: str, facts: dict, out_dir: str, why: str, *
                 "ondemand": {"source": "exec", "mode": "run", "pid": facts["pid"], "stopped_early": why}}
     if isinstance(facts.get("distributedInfo"), dict):
         metadata["distributedInfo"] = facts["distributedInfo"]
-    builder = build_trace(cyc, ProcessWindow(start, end), {}, iteration=0, block_error=None, no_device_reasons={},
-                          metadata=metadata, pid=facts["pid"], process_name=str(facts.get("process_name") or "python"))
+    quiet = logging.getLogger("xpuprof")  # the trace says what the child's log would have; exec says one line
+    level, quiet.level = quiet.level, logging.ERROR
+    try:
+        builder = build_trace(cyc, ProcessWindow(start, end), {}, iteration=0, block_error=None, no_device_reasons={},
+                              metadata=metadata, pid=facts["pid"],
+                              process_name=str(facts.get("process_name") or "python"))
+    finally:
+        quiet.level = level
     shim = _Written(builder)
     name = name or trace_file_name(host=str(facts.get("host") or "host"), pid=facts["pid"])
     return write_in_dir(shim, out_dir, name)
