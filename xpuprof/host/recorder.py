@@ -139,8 +139,9 @@ class HostRecorder:
         self._instants_not_recorded = 0
         # A crash-safe copy (host/spill.py): under `xpuprof exec` the logs live in mapped files of a private
         # directory, so what was recorded survives a crash of the process.
-        if spill is None and _c is not None and _spill.home() is not None:
-            spill = _spill.home().new_cycle()
+        home = _spill.home() if spill is None and _c is not None else None
+        if home is not None:
+            spill = home.new_cycle()
         self.spill = spill
         # With a copy, the ranges open now are on file too (a row each while open: t0, tid, id, name, state):
         # a process that dies inside a range leaves it, drawn up to its end.
@@ -242,12 +243,16 @@ class HostRecorder:
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
         if self._stopped():
-            self._py_stopped[1] += 1
+            self._not_recorded()
             return
         try:
             self._add_range(name, t0, t1, tid, cid, args)
         except MemoryError:  # never raised into the user's loop: recording stops here, said in the trace
             self._py_stop("the system refused more memory")
+            self._not_recorded()
+
+    def _not_recorded(self) -> None:
+        if self._py_stopped is not None:
             self._py_stopped[1] += 1
 
     def _add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:

@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..host import spill
 
@@ -286,11 +287,12 @@ def write_recovered(dfd: int, cycle: str, facts: dict, out_dir: str, why: str, *
         start = end or now_ns()
     rec.close_open_at(end - MONOTONIC_TO_EPOCH_NS)
     cyc = RecordingCycle(ProfilerConfig(), {})
-    cyc.recorder = rec
+    cyc.recorder = rec  # type: ignore[assignment]  # read back: what assemble reads of a HostRecorder
     cyc.lifetimes = {}
-    note = {"reason": why, "kept": "host ranges and instants up to the last one recorded, the ranges still open "
-                                   "then (ending at the process's end, \"truncated\": true), thread names",
-            "not_kept": list(NOT_KEPT)}
+    note: dict[str, Any] = {
+        "reason": why, "not_kept": list(NOT_KEPT),
+        "kept": "host ranges and instants up to the last one recorded, the ranges still open then (ending at the "
+                "process's end, \"truncated\": true), thread names"}
     if rec.args_lost:
         note["args_not_kept"] = rec.args_lost
     if rec.detached:
