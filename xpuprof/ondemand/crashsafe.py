@@ -2,8 +2,8 @@
 
 Every Python process under ``exec`` records into mapped files of a private directory (``host/spill.py``),
 so a range is on file the moment it closes. This parent makes that directory (0700, under
-``XPUPROF_SPILL_BASE``, else ``/dev/shm``, else the temp directory), starts the command with the
-environment ``launcher.child_environment`` gives it, and waits:
+``XPUPROF_SPILL_BASE``, else ``/dev/shm`` when it has 1 GiB free, else the temp directory), starts the
+command with the environment ``launcher.child_environment`` gives it, and waits:
 
 * Signals sent to ``exec`` (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1/2, SIGWINCH, SIGALRM) are passed to
   the command - except those the terminal sent to the whole foreground group, which the command got
@@ -43,6 +43,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)  # the tty sends these to the whole group
 SI_KERNEL = 0x80
 WATCHDOG_ENV = "XPUPROF_EXEC_WATCHDOG_S"
+SHM_MIN_FREE = 1 << 30  # /dev/shm is used when it has this much free
 NOT_KEPT = ("torch operator events (held by torch's profiler until stop)",
             "device activity (held in the vendor library's buffers until stop)", "telemetry counters",
             "args of instants and non-dict args of ranges (held in memory)")
@@ -55,7 +56,9 @@ def spill_base() -> str:
     if base:
         return base
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):  # memory: no disk writeback
-        return "/dev/shm"
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= SHM_MIN_FREE:  # not a container's 64 MiB default
+            return "/dev/shm"
     return tempfile.gettempdir()
 
 
