@@ -410,11 +410,12 @@ class profile(TorchResultsMethods):
         """Choose the backends once and check that the requested metrics can be collected: at start(),
         so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            backends = select_backends(self.config)
+            probes: dict = {}  # each candidate's probe, asked once (all at once) for both choosing and explaining
+            backends = select_backends(self.config, probes)
             log.debug("xpuprof: backends %s", [b.name for b in backends])
             _check_metrics_collectable(self.config, backends)
             self._backends = backends
-            self._no_device_reasons = explain_host_only(self.config, self._backends)
+            self._no_device_reasons = explain_host_only(self.config, self._backends, probes)
 
     def check(self) -> None:
         """What start() checks before anything runs, without starting: the backends can be chosen and the
