@@ -25,7 +25,7 @@ from .pausing import Pausing
 from .schedule import ProfilerAction, always_record, as_action, schedule
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
-from .stages import load_trace_stages
+from .stages import load_trace_stages, start_loading
 from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ class profile(TorchResultsMethods):
         self._started = True
         self.step_num = 0
         self.current_action = first
+        start_loading()  # the trace stages, beside the user's first steps (stages.py)
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
@@ -410,8 +411,7 @@ class profile(TorchResultsMethods):
         """Choose the backends once and check that the requested metrics can be collected: at start(),
         so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            probes: dict = {}  # each candidate's probe, asked once (all at once) for both choosing and explaining
-            backends = select_backends(self.config, probes)
+            backends = select_backends(self.config, probes := {})  # probed once: for choosing and explaining
             log.debug("xpuprof: backends %s", [b.name for b in backends])
             _check_metrics_collectable(self.config, backends)
             self._backends = backends
@@ -427,6 +427,7 @@ class profile(TorchResultsMethods):
         # stop or export (which may run from atexit or a signal handler).
         load_trace_stages()
         self._select()
+        self._release_last_results()  # when torch.profiler releases its own (torch_methods)
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
 
