@@ -16,9 +16,9 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..builder.columns import CounterBatch, FlowBatch, SliceBatch
+from ..builder.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
 from ..builder.strings import StringTable
-from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
+from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _fast_arg, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
 
 try:
@@ -104,6 +104,13 @@ class BufferPool:
     def give(self, buf: bytearray) -> None:
         with self._lock:
             self._free.append(buf)
+
+
+def _repeats_a_key(b: SliceBatch) -> bool:
+    """Whether any row's own args may name a key the writer also writes for it (its External id, a named
+    arg): searched in the whole blob at once (a string value that only looks like one counts too)."""
+    blob = b.row_args.blob.tobytes() if isinstance(b.row_args, RowArgs) else b"".join(a for a in b.row_args if a)
+    return any(_key(k)[:-1] in blob for k in ("External id", *b.args))
 
 
 def _chunk(col: np.ndarray, sel: slice, dtype=None) -> np.ndarray:
@@ -194,7 +201,8 @@ _ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.s
 
 
 class CompactWriter(FixedWidthWriter):
-    """Compact rows rendered by ``xpuprof._native.rowfmt``; same eligibility and events.
+    """Compact rows rendered by ``xpuprof._native.rowfmt``: the fixed layout's events, and slices whose per-row
+    args are long or sit beside named args, which the fixed layout leaves to the generic path.
 
     Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written. With
     ``defer``, each comes as a ``DeferredChunk`` instead: the Python side only describes the chunk, and
@@ -205,6 +213,15 @@ class CompactWriter(FixedWidthWriter):
         super().__init__(strings, vendor_categories)
         self.pool = BufferPool()
         self.defer = defer
+
+    @staticmethod
+    def can_write(batch) -> bool:
+        """The fixed layout's batches, and slices with per-row args of any length beside named args (torch's
+        ops: shapes, types and stacks, with their ids): C copies each row's members after the named ones,
+        as the generic path orders them, unless a row repeats a named key (the generic path merges it)."""
+        if isinstance(batch, SliceBatch) and batch.row_args is not None:
+            return all(_fast_arg(c) for c in batch.args.values()) and not _repeats_a_key(batch)
+        return FixedWidthWriter.can_write(batch)
 
     def _render(self, segs: _Segments, sel: slice):
         if not self.defer:
@@ -256,10 +273,12 @@ class CompactWriter(FixedWidthWriter):
         keys = {k: b"," + _key(k) for k in b.args}
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
-        step = self._chunk_rows(COMPACT_ROW_BYTES + 16 * len(b.args))
         row_args = None
+        row_bytes = COMPACT_ROW_BYTES + 16 * len(b.args)
         if b.row_args is not None:  # each row's pre-encoded members, copied from their blob
             row_args = _row_args_blob(b.row_args)
+            row_bytes += int(row_args[2].sum()) // max(n, 1)
+        step = self._chunk_rows(row_bytes)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
             segs = _Segments()
