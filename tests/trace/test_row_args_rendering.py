@@ -81,3 +81,31 @@ def test_memory_args_from_one_format_equal_the_row_by_row_encoding():
                 for row in values.tolist()]
     assert fast == expected
     assert [orjson.loads(r)["Addr"] for r in fast] == values[:, 2].tolist()
+
+
+@pytest.mark.parametrize("row_form", ["list", "blob"])
+def test_instants_render_in_c_as_the_generic_path_writes_them(tmp_path, monkeypatch, row_form):
+    rng = np.random.default_rng(11)
+    n = 2000
+    raw = [None if i % 7 == 0 else b"{}" if i % 11 == 0 else
+           b'{"Device Type":0,"Device Id":-1,"Addr":%d,"Bytes":%d}' % (int(rng.integers(1 << 40)), i - 1000)
+           for i in range(n)]
+    b = TraceBuilder(pid=1)
+    names = b.strings.intern_many(["[memory]", "[OutOfMemory]", "na\u00efve \"quoted\""])
+    b.add_instants(name_ids=names[rng.integers(0, 3, n)], ts=BASE_TIME_NS + np.arange(n) * 3 - 50, pid=1,
+                   tid=rng.integers(-3, 3, n), cat="cpu_instant_event",
+                   scope=np.array([ord(c) for c in "tgp"])[rng.integers(0, 3, n)],
+                   row_args=compact_rows(raw) if row_form == "blob" else raw)
+    b.add_instants(name_ids=names[:1], ts=[BASE_TIME_NS], pid="Traces", tid="Trace x", cat="", scope=[ord("g")])
+    generic = []
+    real = chrome_mod.generic_instant_events
+    monkeypatch.setattr(chrome_mod, "generic_instant_events",
+                        lambda batch, *a, **k: generic.append(len(batch)) or real(batch, *a, **k))
+    write_chrome_trace(b, tmp_path / "c.json")
+    assert generic == []  # before: one dict and one orjson call per instant
+    monkeypatch.setattr(chrome_mod, "generic_instant_events", real)
+    write_chrome_trace(b, tmp_path / "g.json", columnar=False)
+    c, g = (tmp_path / "c.json").read_bytes(), (tmp_path / "g.json").read_bytes()
+    assert c.replace(b"c.json", b"g.json") == g
+    events = [e for e in orjson.loads(c)["traceEvents"] if e["ph"] == "i"]
+    assert sum("args" in e for e in events) == sum(1 for r in raw if r and r != b"{}")

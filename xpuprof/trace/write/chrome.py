@@ -328,6 +328,9 @@ def _event_bodies(builder: TraceBuilder, vendor_categories: bool, columnar: bool
     yield from batches(builder.slices, "slices",
                        lambda b, sel: generic_slice_events(b, strings, vendor_categories, sel, _fragments))
     for b in builder.instants:  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
+        if fast is not None and fast.can_write(b):
+            yield from fast.instants(b, None)
+            continue
         for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
             yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
     yield from batches(builder.counters, "counters",

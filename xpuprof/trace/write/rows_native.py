@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from ...clock import BASE_TIME_NS
-from ..builder.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
+from ..builder.columns import CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch
 from ..builder.strings import StringTable
 from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _fast_arg, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
@@ -111,6 +111,14 @@ def _repeats_a_key(b: SliceBatch) -> bool:
     arg): searched in the whole blob at once (a string value that only looks like one counts too)."""
     blob = b.row_args.blob.tobytes() if isinstance(b.row_args, RowArgs) else b"".join(a for a in b.row_args if a)
     return any(_key(k)[:-1] in blob for k in ("External id", *b.args))
+
+
+def _whole_objects(row_args) -> tuple:
+    """Each row's encoded args object, braces included: (blob, starts, lens); lens 0 = none."""
+    if isinstance(row_args, RowArgs):
+        return row_args.blob, row_args.starts, row_args.lens
+    lens = np.fromiter(map(len, (a or b"" for a in row_args)), np.int64, len(row_args))
+    return np.frombuffer(b"".join(a for a in row_args if a), np.uint8), np.cumsum(lens) - lens, lens
 
 
 def _chunk(col: np.ndarray, sel: slice, dtype=None) -> np.ndarray:
@@ -221,7 +229,7 @@ class CompactWriter(FixedWidthWriter):
         as the generic path orders them, unless a row repeats a named key (the generic path merges it)."""
         if isinstance(batch, SliceBatch) and batch.row_args is not None:
             return all(_fast_arg(c) for c in batch.args.values()) and not _repeats_a_key(batch)
-        return FixedWidthWriter.can_write(batch)
+        return isinstance(batch, InstantBatch) or FixedWidthWriter.can_write(batch)
 
     def _render(self, segs: _Segments, sel: slice):
         if not self.defer:
@@ -337,6 +345,40 @@ class CompactWriter(FixedWidthWriter):
             segs.add(_rowfmt.LIT, prefix=b"]", mask=mask)
         else:
             _add_number(segs, _chunk(col.values, sel), key, mask=mask, flags=entry)
+
+    # ------------------------------------------------------------------ instants
+    def instants(self, b: InstantBatch, fallback: Fallback) -> Iterator:
+        """``{"ph":"i","cat":..,"s":..,"name":..,"pid":..,"tid":..,"ts":..,"args":{..}}``: the generic path's
+        keys in its order (no cat for category 0, args only for rows that have some), each row's args object
+        copied as it was encoded (torch's [memory] events, Level Zero allocations)."""
+        n = len(b)
+        cats = b.vendor_cat if self.vendor_categories else b.cat
+        cat = _TokenTable(cats, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
+        scope_ids = np.searchsorted(np.array([ord("g"), ord("p"), ord("t")]), b.scope)  # g, p, t -> 0, 1, 2
+        scope_tokens = (b'"g""p""t"', np.array([0, 3, 6, 9], dtype=np.int64))
+        args = _whole_objects(b.row_args) if b.row_args is not None else None
+        step = self._chunk_rows(COMPACT_ROW_BYTES + (int(args[2].sum()) // max(n, 1) if args is not None else 0))
+        for lo in range(0, n, step):
+            sel = slice(lo, min(lo + step, n))
+            segs = _Segments()
+            segs.lit(b'{"ph":"i"')
+            has_cat = _mask(_chunk(cats, sel) != 0)
+            if has_cat is not False:
+                cat.add(segs, sel, b',"cat":', mask=has_cat)
+            scope = _chunk(scope_ids, sel, np.int64)
+            segs.add(_rowfmt.TOKENS, scope_tokens[0], scope_tokens[1], scope, prefix=b',"s":')
+            name.add(segs, sel, b',"name":')
+            self._id_seg(segs, b.pid, sel, b',"pid":', tid=False)
+            self._id_seg(segs, b.tid, sel, b',"tid":', tid=True)
+            segs.add(_rowfmt.MICROS, _chunk(b.ts, sel, np.int64), prefix=b',"ts":', base=BASE_TIME_NS)
+            if args is not None:
+                has_args = _mask(args[2][sel] > 2)  # nothing, or "{}": no args key (as the generic path)
+                if has_args is not False:
+                    segs.add(_rowfmt.SPANS, args[0], args[1][sel], args[2][sel], prefix=b',"args":',
+                             mask=has_args)
+            segs.lit(b"},\n")
+            yield self._render(segs, sel)
 
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
