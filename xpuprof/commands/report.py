@@ -7,11 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from typing import TYPE_CHECKING
 
-from ..analysis.report import Report, ReportError, build_report
-from ..analysis.summary import format_ns
-from ..trace.builder.columns import encode_json
 from ._options import top_count
+
+if TYPE_CHECKING:  # the report's modules load when a report is made, not to parse or show --help
+    from ..analysis.report import Report
 
 FORMATS = ("table", "csv", "json", "html")
 
@@ -78,6 +79,8 @@ def _interval_keys(report: Report) -> list[str]:
 
 
 def _title(report: Report) -> str:
+    from ..analysis.summary import format_ns
+
     traces = f"{len(report.sources)} trace{'s' if len(report.sources) != 1 else ''}"
     ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
     if report.nests:
@@ -88,6 +91,7 @@ def _title(report: Report) -> str:
 
 def text_table(report: Report, width: int | None = None) -> str:
     """The per-name table as text: one line per name, names elided in the middle to fit ``width``."""
+    from ..analysis.summary import format_ns
     from ..analysis.text import Column, format_value, render_table
 
     metrics = report.metric_names
@@ -130,6 +134,8 @@ def telemetry_table(report: Report, width: int | None = None) -> str:
 
 
 def render(report: Report, fmt: str, width: int | None = None) -> str:
+    from ..trace.builder.columns import encode_json
+
     if fmt == "csv":
         return to_csv(report)
     if fmt == "json":
@@ -154,6 +160,8 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
 def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
+    from ..analysis.report import ReportError
+    from ..trace.builder.columns import encode_json
 
     unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
                    if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
@@ -177,7 +185,8 @@ def stall_report(args) -> str:
 def op_report(args) -> str:
     """``--by op``: every trace's operators together (--sort takes torch's names too)."""
     from ..analysis.ops import OpSummary
-    from ..analysis.report import expand_paths
+    from ..analysis.report import ReportError, expand_paths
+    from ..trace.builder.columns import encode_json
     from ..trace.read.load import TraceLoadError, events
 
     from ..trace.read.store import is_store
@@ -225,6 +234,7 @@ def op_report(args) -> str:
 
 def _build(args) -> Report:
     """The kernel report of trace files, or of a trace store (one STORE given)."""
+    from ..analysis.report import ReportError, build_report
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
@@ -253,6 +263,8 @@ def _build(args) -> Report:
 
 
 def run(args) -> int:
+    from ..analysis.report import ReportError
+
     if getattr(args, "stalls", False):
         try:
             text = stall_report(args)

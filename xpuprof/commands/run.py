@@ -8,12 +8,14 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
-from ..trace.builder.columns import encode_json
 from ._options import top_count
+
+if TYPE_CHECKING:  # the config reader (PyYAML) loads when a run starts, not to parse or show --help
+    from ..config.yamlconfig import BenchmarkConfig
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
 # in a directory as a rank's trace, and the summary sits beside a single point's traces.
@@ -61,6 +63,7 @@ def register(subparsers) -> None:
 def apply_xpu_flags(cfg: BenchmarkConfig, args) -> None:
     """The unitrace-style flags onto every point (raises ConfigError naming a bad pattern or file)."""
     from ..config.kernel_filter import KernelFilter, KernelFilterError, read_filter_file, split_filter_list
+    from ..config.yamlconfig import ConfigError
 
     try:
         include = [p for text in args.include_kernels for p in split_filter_list(text)]
@@ -242,6 +245,8 @@ def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int 
 def run(args) -> int:
     from rich.console import Console
 
+    from ..config.yamlconfig import ConfigError, load_config
+
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     from ..deadline import default_deadline_s
 
@@ -284,6 +289,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..trace.builder.columns import encode_json
     from ..workloads.runner import PointResult, TraceWriteError, run_point
 
     records: list[dict] = []
