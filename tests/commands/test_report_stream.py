@@ -4,6 +4,7 @@ the blocks cut the document."""
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 
 import numpy as np
@@ -87,7 +88,7 @@ def test_report_never_holds_the_whole_document(tmp_path, monkeypatch):
         raise AssertionError(f"the whole document was read: {path}")
 
     monkeypatch.setattr(scan_mod, "read_bytes", whole_read)
-    monkeypatch.setattr(report_mod, "load", whole_read)
+    monkeypatch.setattr(importlib.import_module("xpuprof.trace.read.load"), "load", whole_read)  # imported at use
     assert [_result([p]) for p in paths] == expected
 
 

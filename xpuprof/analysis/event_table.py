@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 
 from ..activity import category_spellings
-from ..trace.read.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS, ScannedEvents
-
 if TYPE_CHECKING:  # pragma: no cover
+    from ..trace.read.scan import ScannedEvents  # the JSON scanner loads where a scanned trace is read
     from .report import TraceFile
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -100,6 +99,8 @@ class EventTable:
 
         ``release``: drop the document's bytes (``sc.raw``) once the events read whole are read, before
         the columns are worked on (the bytes are most of the memory a big trace takes)."""
+        from ..trace.read.scan import ABSENT, DOUBLE, DUR, INT, PID, TID, TS
+
         base = trace.base_ns
         ph_x = sc.ph == ord("X")
         simple = np.flatnonzero(ph_x & ~sc.complex & (sc.kind[:, TS] != ABSENT))

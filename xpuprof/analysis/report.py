@@ -14,13 +14,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from ..trace.read.load import TraceLoadError, load
-from ..trace.read.scan import DOUBLE, INT, TS, ScannedEvents, scan
-from ..trace.read.stream import scan_stream
+if TYPE_CHECKING:  # the JSON readers load where a trace file is read (a store's report needs none)
+    from ..trace.read.scan import ScannedEvents
 from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
                           STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
 
@@ -79,6 +78,7 @@ class ScannedTraceFile(TraceFile):
         self.scanned = None
 
     def telemetry_part(self) -> tuple[list, float]:
+        from ..trace.read.scan import DOUBLE, INT, TS
         from .telemetry import TELEMETRY_CATEGORIES
 
         if self._telemetry is not None:
@@ -125,6 +125,8 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def load_traces(paths: Iterable[str | Path]) -> list[TraceFile]:
+    from ..trace.read.load import TraceLoadError, load
+
     traces = []
     for p in expand_paths(paths):
         try:
@@ -421,6 +423,10 @@ def _read_whole(sc: ScannedEvents) -> np.ndarray:
 def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:
     """The trace's slices as an EventTable: from event columns when the scanner can read the file
     exactly (no dict per event), else from the loaded events."""
+    from ..trace.read.load import TraceLoadError, load
+    from ..trace.read.scan import scan
+    from ..trace.read.stream import scan_stream
+
     try:
         sc = scan_stream(path, _read_whole)  # memory bounded by a block, not the file
         if sc is None:
