@@ -80,3 +80,31 @@ def test_acc_events_keeps_every_cycle_s_results():
             step()
             prof.step()
     assert len(prof._finished) == 2 and len(prof.events()) > 0
+
+
+TORCH_CYCLE = """
+import os, sys, tempfile
+import torch
+import xpuprof
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+with xpuprof.profile(record_shapes=True, with_stack=True, profile_memory=True) as prof:
+    with xpuprof.record_function("step"):
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+prof.export_chrome_trace(os.path.join(tempfile.mkdtemp(), "t.json"))
+print("numpy.ma" in sys.modules)
+"""
+
+
+def test_a_torch_cycle_does_not_import_numpy_ma():
+    """numpy 2's plain np.unique imports numpy.ma (40-120 ms of CPU) on its first call; torch does not import it,
+    and neither does a cycle's stop, build and write of torch's ops and [memory] events (host.distinct)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", TORCH_CYCLE], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

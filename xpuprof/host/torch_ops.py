@@ -31,6 +31,7 @@ from ..trace.builder.builder import TraceBuilder
 from ..trace.builder.columns import ArgColumn
 from ..trace.builder.intervals import innermost_containing
 from . import torch_args
+from .distinct import distinct
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
@@ -469,7 +470,7 @@ class TorchOps:
                                pid=pid,
                                tid=self.tid[sel], cat=cat, external_id=self.external_id[sel], args=args,
                                row_args=torch_args.select(self.row_args, sel))
-            tids.update(np.unique(self.tid[sel]).tolist())
+            tids.update(distinct(self.tid[sel]).tolist())
         if len(self.flow_id):
             builder.add_flows(flow_ids=self.flow_id, ts=self.flow_ts, pid=pid, tid=self.flow_tid,
                               start=self.flow_start, cat=FLOW_CATEGORY)

@@ -6,9 +6,10 @@ and never import there. The on-demand client loads them while the program idles 
 prewarm``), so that a capture's first start and stop do not spend the program's time importing
 (measured: a first start 8.4 ms and stop 10 ms against 1.0 and 1.9 ms with these loaded).
 
-``profile.start()`` begins loading them on a thread of their own (``start_loading``): a schedule's first
-cycle is prepared a step or more later (torch's tutorial waits one step), and those imports (40-80 ms,
-numpy.ma's alone 10-25 ms) then run beside the user's step instead of inside it. Preparing a cycle waits
+``profile.start()`` begins loading them on a thread of their own (``start_loading``): a schedule whose first
+cycle is prepared after a step of work then loads them (40-80 ms) beside that step instead of inside it.
+(numpy.ma is not among them: the cycle's code never calls np.unique in the form that imports it, see
+``host.distinct``.) Preparing a cycle waits
 for that thread; so does a fork (``os.register_at_fork``), so that no child starts with an import
 half-done by a thread it does not have.
 """
@@ -30,7 +31,6 @@ TRACE_STAGE_MODULES = (
     "xpuprof.rank",
     "xpuprof.inputs",
     "isal.isal_zlib",  # the .json.gz writer's codec
-    "numpy.ma",  # numpy 2's np.unique imports it on its first call (every cycle's build calls np.unique)
 )
 
 _loaded = threading.Event()
