@@ -25,6 +25,7 @@ TRACE_STAGE_MODULES = (
     "xpuprof.trace.read.scan",  # torch's ops and memory events are read through the trace scanner
     "xpuprof.trace.read.load",
     "xpuprof._native.tracescan",
+    "xpuprof.host.torch_ops",  # the cycle's start records torch's ops through it
     "xpuprof.host.torch_memory",
     "xpuprof.host.torch_args",
     "xpuprof.config.kernel_filter",
