@@ -173,11 +173,11 @@ print("@@RESULT" + json.dumps(timings))
 """
 
 
-def _env(pycache: str) -> dict:
+def _env(pycache: str, checkout: Path) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's installed package has its bytecode compiled
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPYCACHEPREFIX=pycache,
-               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(checkout), env.get("PYTHONPATH", "")) if p))
     return env
 
 
@@ -235,13 +235,15 @@ def main() -> None:
     ap.add_argument("--image", type=int, default=64, help="image side in pixels (the tutorial: 224)")
     ap.add_argument("--repeat", type=int, default=2, help="recording cycles (on_trace_ready calls) per run")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--checkout", type=Path, default=REPO,
+                    help="the xpuprof checkout to measure (default: this one; e.g. main's, for a before figure)")
     args = ap.parse_args()
     if args.pairs < 3:
         ap.error("--pairs must be >= 3 (medians of at least 3 pairs; the goal's protocol is 11)")
     print(anchor_line())
     with tempfile.TemporaryDirectory(prefix="xpuprof-pyc-") as pycache, \
             tempfile.TemporaryDirectory(prefix="xpuprof-tutorial-check-") as check:
-        env = _env(pycache)
+        env = _env(pycache, args.checkout.resolve())
         for mode in ("torch", "xpuprof"):  # untimed: compiles bytecode, checks the traces
             run_once(mode, args, env, keep=Path(check) / mode)
             print(check_traces(mode, Path(check) / mode, args.repeat))
