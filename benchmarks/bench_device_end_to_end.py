@@ -25,9 +25,10 @@ VM's wall time swings with other jobs.
   same bytes (``.json``), isal level 1 alone on the same uncompressed bytes, alternated with the
   writer, in time and CPU time, and the sizes (``.gz``, ``isal_floor.py``).
 - ``cuda-json``: cupti-python's record dtypes laid out as one CUPTI buffer per 4 MiB (kernels with
-  3,000 distinct names, runtime launches, memcpys, external correlations), through ``CuptiDecoder``.
+  3,000 distinct names, runtime launches, memcpys, external correlations), through ``CudaEmitter``
+  (``records.gather_records`` first, as the session).
 - ``rocm-json``: rocprofiler-sdk's record layouts (HIP API, kernel dispatch, copies) through
-  ``RocprofDecoder``, with 3,000 distinct kernel symbols.
+  ``RocmEmitter``, with 3,000 distinct kernel symbols.
 - peak RSS growth per event (ru_maxrss minus the value after warm-up, / events) after recording,
   stop, process and write.
 
@@ -299,7 +300,8 @@ def _cuda_names(kind, cbid):
 
 def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.backends.cuda.emit import CuptiDecoder
+    from xpuprof.backends.cuda import records
+    from xpuprof.backends.cuda.emit import CudaEmitter
     from xpuprof.clock import now_ns
     from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
@@ -307,7 +309,7 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     t0 = now_ns() - 10**12
     warm_chunks, _ = _cuda_chunks(200, t0)
     b = TraceBuilder()
-    CuptiDecoder(_cuda_names).process(b, ProcessWindow(t0, t0 + 10**12), warm_chunks)
+    CudaEmitter(_cuda_names).write(b, ProcessWindow(t0, t0 + 10**12), records.gather_records(warm_chunks))
     write_chrome_trace(b, out / ("warm.json.gz" if gz else "warm.json"))
     del b, warm_chunks
     base = _rss()
@@ -316,7 +318,8 @@ def _child_cuda(n: int, out: Path, gz: bool) -> dict:
     res["rss_stop"] = res["rss_record"]
     builder = TraceBuilder()
     t, c = time.perf_counter(), _cpu()
-    CuptiDecoder(_cuda_names).process(builder, ProcessWindow(t0, t0 + 10**12), chunks, release=True)  # as the session
+    CudaEmitter(_cuda_names).write(builder, ProcessWindow(t0, t0 + 10**12),  # as the session
+                                   records.gather_records(chunks, release=True), release=True)
     res["process_s"], res["process_cpu_s"] = time.perf_counter() - t, _cpu() - c
     res["rss_process"] = _rss()
     _write_and_floor(builder, out, gz, res)
@@ -367,7 +370,7 @@ def _rocm_records(n: int, t0: int, seed: int = 11):
 
 def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     from xpuprof.backends.base import ProcessWindow
-    from xpuprof.backends.rocm.emit import RocprofDecoder
+    from xpuprof.backends.rocm.emit import RocmEmitter
     from xpuprof.clock import now_ns
     from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
@@ -375,7 +378,7 @@ def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     t0 = now_ns() - 10**12
     warm, _ = _rocm_records(200, t0)
     b = TraceBuilder(pid=4321)
-    RocprofDecoder(pid=4321).process(b, ProcessWindow(t0, t0 + 10**12), warm)
+    RocmEmitter(pid=4321).write(b, ProcessWindow(t0, t0 + 10**12), warm)
     write_chrome_trace(b, out / ("warm.json.gz" if gz else "warm.json"))
     del b, warm
     base = _rss()
@@ -384,7 +387,7 @@ def _child_rocm(n: int, out: Path, gz: bool) -> dict:
     res["rss_stop"] = res["rss_record"]
     builder = TraceBuilder(pid=4321)
     t, c = time.perf_counter(), _cpu()
-    RocprofDecoder(pid=4321).process(builder, ProcessWindow(t0, t0 + 10**12), rec, release=True)  # as the session
+    RocmEmitter(pid=4321).write(builder, ProcessWindow(t0, t0 + 10**12), rec, release=True)  # as the session
     res["process_s"], res["process_cpu_s"] = time.perf_counter() - t, _cpu() - c
     res["rss_process"] = _rss()
     _write_and_floor(builder, out, gz, res)

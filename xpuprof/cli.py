@@ -62,7 +62,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``xpuprof`` parser. Given the argument list to parse, only the module of the command it names is
     imported (``xpuprof --help``: none); every other command is listed by its line in ``commands.SUMMARIES``.
     Without one, every command's full parser is built."""
-    parser = argparse.ArgumentParser(prog="xpuprof", description="Profile accelerator workloads into Kineto-compatible traces.")
+    from .commands._options import OneLineParser  # usage errors in one line, with the closest choice
+
+    parser = OneLineParser(prog="xpuprof", description="Profile accelerator workloads into Kineto-compatible traces.")
     parser.add_argument("--version", action="version", version=f"xpuprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = None if argv is None else command_of(argv)

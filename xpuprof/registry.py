@@ -154,7 +154,11 @@ class Registry(Generic[T]):
             return got
         if name in self.builtins:
             return self.load_builtin(name)
-        raise ValueError(f"unknown {self.kind} {name!r}. Known {self.kind}s: {', '.join(self.names(config))}")
+        from .suggest import did_you_mean
+
+        known = self.names(config)
+        raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, known) or '.'} Known {self.kind}s: "
+                         f"{', '.join(known)}")
 
     def reset(self) -> None:
         """Forget every registered name and rediscover entry points on next use (tests)."""

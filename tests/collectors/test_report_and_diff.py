@@ -59,4 +59,4 @@ def test_diff_compares_mean_and_peak_per_metric(tmp_path, capsys):
     assert rows[0]["a_mean"] == 2.0 and rows[0]["b_mean"] == 5.0 and rows[0]["mean_delta_pct"] == 150.0
     assert rows[0]["peak_delta_pct"] == 150.0
     main(["diff", str(a), str(b)])
-    assert "Telemetry: mean and peak per metric" in capsys.readouterr().out
+    assert "Telemetry: average and peak per metric" in capsys.readouterr().out

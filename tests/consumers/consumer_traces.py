@@ -169,11 +169,11 @@ CUDA_STEPS = 3
 def cuda_decoder_trace(out: Path) -> TraceFacts:
     """A step-structured CUDA trace: per step one H2D copy, CUDA_KERNELS_PER_STEP kernel launches on
     stream 7 and a stream sync, each step inside a ``ProfilerStep#N``; CUPTI records laid out by
-    cupti-python's own dtypes, decoded by our CuptiDecoder, written by our writer."""
+    cupti-python's own dtypes, decoded by our CudaEmitter, written by our writer."""
     c = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] extra) is not installed")
     from xpuprof.activity import ActivityType
     from xpuprof.backends.cuda import records
-    from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions
+    from xpuprof.backends.cuda.emit import CudaEmitter, DecodeOptions
     from xpuprof.clock import BASE_TIME_NS
     from xpuprof.trace.builder.builder import TraceBuilder
     from xpuprof.trace.write.chrome import write_chrome_trace
@@ -226,8 +226,9 @@ def cuda_decoder_trace(out: Path) -> TraceFacts:
                 end=sr[:, 2], context_id=1, stream_id=7)
     b = TraceBuilder(pid=CUDA_PID)
     b.add_device_properties(H100)
-    CuptiDecoder(lambda kind, cbid: cbids[cbid], options=DecodeOptions(device_props={0: H100})).process(
-        b, None, [records.pack([api, kern, copy, sync], names={0x1000: "_Z4gemmPfS_", 0x1001: "_Z4reluPf"})])
+    CudaEmitter(lambda kind, cbid: cbids[cbid], options=DecodeOptions(device_props={0: H100})).write(
+        b, None, records.gather_records([records.pack([api, kern, copy, sync],
+                                                      names={0x1000: "_Z4gemmPfS_", 0x1001: "_Z4reluPf"})]))
     b.add_slices(names=[f"ProfilerStep#{i + 1}" for i in range(CUDA_STEPS)],
                  ts=np.array([t for t, _ in steps]), dur=np.array([d for _, d in steps]),
                  pid=CUDA_PID, tid=CUDA_TID, cat=ActivityType.USER_ANNOTATION, args={})

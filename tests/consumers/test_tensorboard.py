@@ -11,6 +11,7 @@ import gzip
 import json
 import shutil
 import subprocess
+from pathlib import Path
 import sys
 from collections import Counter
 
@@ -99,3 +100,48 @@ def test_two_ranks_load_and_the_merged_view_is_not_a_run(sim_two_ranks, tmp_path
         (prof,) = [p for (w, _), p in profiles.items() if w != "All" and f.path.name.startswith(w + ".")]
         calls = {row["Name"]: row["Calls"] for row in _table(prof.kernel_table)}
         assert calls == dict(Counter(e["name"] for e in f.launched_kernels))
+
+
+def _step_rows(logdir) -> list[str]:
+    (prof,) = [p for k, p in _load(logdir).items() if k[0] != "All"]
+    return [row[0] for row in prof.overview["steps"]["rows"]]
+
+
+def _step_slices(events) -> list[str]:
+    """The step number of every ``ProfilerStep#N`` slice, the host's and its device copies."""
+    return [e["name"].removeprefix("ProfilerStep#") for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+def test_steps_are_counted_on_a_sim_trace_as_on_htas_real_amd_trace(tmp_path):
+    """TensorBoard 0.4.3 lists one overview row per ``ProfilerStep#N`` slice, its device copy
+    (``gpu_user_annotation``, Kineto's drawing of a step that launched kernels outside any inner range)
+    included. HTA's real ROCm trace (data/hta/amd_trace: steps 1 and 2, ``gpu_user_annotation
+    ProfilerStep#1``) gets rows 1, 1, 2. A sim trace of torch ops whose steps launch their kernels directly
+    gets the same rule: each step with its device copy, as Kineto draws it (docs/consumers.md)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    import xpuprof
+
+    amd = next((Path(__file__).parents[1] / "data" / "hta" / "amd_trace").glob("*.json.gz"))
+    real = tmp_path / "amd"
+    real.mkdir()
+    shutil.copyfile(amd, real / "worker0.pt.trace.json.gz")
+    real_events = json.loads(gzip.decompress(amd.read_bytes()))["traceEvents"]
+    assert Counter(_step_slices(real_events)) == {"1": 2, "2": 1}  # step 1 and its device copy, step 2
+    assert sorted(_step_rows(real)) == sorted(_step_slices(real_events)) == ["1", "1", "2"]
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 32)
+    sim = tmp_path / "sim"
+    with xpuprof.profile(activities=["cpu", "xpu"], backends=["sim"],
+                         schedule=xpuprof.schedule(wait=0, warmup=1, active=3, repeat=1),
+                         on_trace_ready=xpuprof.trace_handler(str(sim))) as prof:
+        for _ in range(4):
+            model(x).sum().backward()
+            prof.step()
+    (path,) = sim.glob("*.pt.trace.json")
+    events = json.loads(path.read_text())["traceEvents"]
+    copies = Counter(e["name"] for e in events if e.get("cat") == "gpu_user_annotation")
+    assert copies == {"ProfilerStep#1": 1, "ProfilerStep#2": 1, "ProfilerStep#3": 1}
+    assert sorted(_step_rows(sim)) == sorted(_step_slices(events)) == ["1", "1", "2", "2", "3", "3"]

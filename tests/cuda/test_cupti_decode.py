@@ -12,7 +12,7 @@ cupti_mod = pytest.importorskip("cupti.cupti", reason="cupti-python (the [cuda] 
 from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.base import ProcessWindow  # noqa: E402
 from xpuprof.backends.cuda import emit as decode, records  # noqa: E402
-from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
+from xpuprof.backends.cuda.emit import CudaEmitter, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
 from xpuprof.trace.builder.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import iter_event_chunks  # noqa: E402
@@ -65,8 +65,8 @@ def _events(builder):
 
 def _decode(chunks, **opts):
     b = TraceBuilder(pid=99)
-    dec = CuptiDecoder(_names, options=DecodeOptions(**opts))
-    dec.process(b, ProcessWindow(T0, T0 + 10**9), chunks)
+    dec = CudaEmitter(_names, options=DecodeOptions(**opts))
+    dec.write(b, ProcessWindow(T0, T0 + 10**9), records.gather_records(chunks))
     return b, _events(b)
 
 
@@ -220,7 +220,8 @@ def test_overhead_rows():
                overhead_kind=c.ActivityOverheadKind.CUPTI_BUFFER_FLUSH, start=T0, end=T0 + 10)
     b, evs = _decode([records.pack([ov])])
     (o,) = [e for e in evs if e.get("cat") == "overhead"]
-    assert o["name"] == "Buffer Flush" and o["pid"] == -1 and b.process_names[-1] == "CUPTI Overhead"
+    assert o["name"] == "Buffer Flush" and o["pid"] == decode.OVERHEAD_PID and b.process_names[o["pid"]] == "CUPTI Overhead"
+    assert 1 << 22 < o["pid"] < 1 << 31 and o["pid"] % 4  # no real pid, none Perfetto maps (Kineto writes -1)
 
 
 def test_bulk_decode_is_columnar():
@@ -230,7 +231,7 @@ def test_bulk_decode_is_columnar():
     k = _kernel(n, start=start, end=start + 1000, correlation_id=np.arange(1, n + 1), stream_id=rng.integers(7, 11, n))
     chunk = records.pack([k], names={0x1000: "_Z4gemmv"})
     b = TraceBuilder(pid=1)
-    CuptiDecoder(_names).process(b, ProcessWindow(T0, T0 + 10**9), [chunk])
+    CudaEmitter(_names).write(b, ProcessWindow(T0, T0 + 10**9), records.gather_records([chunk]))
     assert len(b.slices) == 1 and len(b.slices[0]) == n  # one batch, not one object per record
 
 
@@ -337,7 +338,8 @@ def test_kernel_queued_is_cuptis_raw_value_and_occupancy_args():
     h100 = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536, "warpSize": 32,
             "sharedMemPerMultiprocessor": 233472, "maxBlocksPerMultiProcessor": 32, "computeMajor": 9}
     b = TraceBuilder(pid=99)
-    CuptiDecoder(_names, options=DecodeOptions(device_props={0: h100})).process(b, None, [records.pack([k], names={0x1000: "k"})])
+    CudaEmitter(_names, options=DecodeOptions(device_props={0: h100})).write(
+        b, None, records.gather_records([records.pack([k], names={0x1000: "k"})]))
     (kern,) = [e for e in _events(b) if e.get("cat") == "kernel"]
     a = kern["args"]
     assert a["queued"] == 123456
@@ -425,18 +427,19 @@ def _every_kind_chunks(seed):
 
 @pytest.mark.parametrize("native", [True, False], ids=["C gather", "numpy gather"])
 def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_path, native):
-    """The decode keeps only the fields it reads (READ_FIELDS), frees each buffer
+    """The decode keeps only the fields it reads (records.EMITTED_FIELDS), frees each buffer
     once gathered (release) and stores one-value columns once. With CUPTI's whole records, the
     buffers kept and every column full, the same events come out, in the same order."""
     from xpuprof.backends import common as flows
     from xpuprof.trace.builder import columns as builder_mod
     from xpuprof.trace.write.chrome import write_chrome_trace
 
-    def trace(name, release):
+    def trace(name, release, fields=records.EMITTED_FIELDS):
         b = TraceBuilder(pid=99)
         chunks = _every_kind_chunks(5)
-        CuptiDecoder(_names, options=DecodeOptions(sm_count={1: 108, 2: 108, 3: 108})).process(
-            b, ProcessWindow(T0, T0 + 10**9), chunks, release=release)
+        recs = records.gather_records(chunks, fields=fields, release=release)
+        CudaEmitter(_names, options=DecodeOptions(sm_count={1: 108, 2: 108, 3: 108})).write(
+            b, ProcessWindow(T0, T0 + 10**9), recs, release=release)
         assert all(ch is None for ch in chunks) == release
         (tmp_path / name).mkdir()
         write_chrome_trace(b, tmp_path / name / "trace.json")  # the file's name is in the trace
@@ -445,11 +448,10 @@ def test_lean_decode_writes_the_same_trace_as_whole_records(monkeypatch, tmp_pat
     if not native:
         monkeypatch.setattr(records, "_rowgather_module", None)
     lean = trace("lean", release=True)  # directory names of one length: the path is in the trace
-    monkeypatch.setattr(decode, "READ_FIELDS", None)
     for module in (builder_mod, decode, flows):
         monkeypatch.setattr(module, "stored_once",
                             lambda values, dtype=None: values if dtype is None else values.astype(dtype))
-    whole = trace("full", release=False)
+    whole = trace("full", release=False, fields=None)
     evs = orjson.loads(lean)["traceEvents"]
     assert len(lean) == len(whole) and evs == orjson.loads(whole)["traceEvents"]  # the same events, in order
     cats = {e.get("cat") for e in evs}

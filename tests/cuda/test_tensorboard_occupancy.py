@@ -10,7 +10,7 @@ pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not instal
 
 from xpuprof.activity import ActivityType  # noqa: E402
 from xpuprof.backends.cuda import records  # noqa: E402
-from xpuprof.backends.cuda.emit import CuptiDecoder, DecodeOptions  # noqa: E402
+from xpuprof.backends.cuda.emit import CudaEmitter, DecodeOptions  # noqa: E402
 from xpuprof.clock import BASE_TIME_NS  # noqa: E402
 from xpuprof.trace.builder.builder import TraceBuilder  # noqa: E402
 from xpuprof.trace.write.chrome import write_chrome_trace  # noqa: E402
@@ -43,8 +43,8 @@ def test_tensorboard_plugin_reads_occupancy_from_our_kernels(tmp_path):
     api["end"] = api["start"] + 500
     b = TraceBuilder(pid=99)
     b.add_device_properties(H100)
-    CuptiDecoder(lambda kind, cbid: "cudaLaunchKernel_v7000", options=DecodeOptions(device_props={0: H100})).process(
-        b, None, [records.pack([k, api], names={1: "_Z4gemmv"})])
+    CudaEmitter(lambda kind, cbid: "cudaLaunchKernel_v7000", options=DecodeOptions(device_props={0: H100})).write(
+        b, None, records.gather_records([records.pack([k, api], names={1: "_Z4gemmv"})]))
     b.add_slices(names=["ProfilerStep#1"], ts=np.array([t0 - 5000]), dur=np.array([50_000]), pid=99, tid=4242,
                  cat=ActivityType.CPU_OP, args={})
     path = tmp_path / "worker0.1.pt.trace.json"

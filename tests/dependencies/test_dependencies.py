@@ -185,16 +185,16 @@ def _one_wait_rocm(decoder, builder, *, record: bool):
     ops = [(2, OP_STREAM_WAIT, 0xE, 0xB0)] + ([(1, OP_RECORD, 0xE, 0xA0)] if record else [])
     rec = RocmRecords(hip_api=api if record else api[1:], event_ops=np.array(ops, EVENT_OP_DTYPE),
                       api_names={1: "hipEventRecord", 2: "hipStreamWaitEvent"})
-    decoder.process(builder, None, rec)
+    decoder.write(builder, None, rec)
     (wait,) = [e for e in _events(builder) if e.get("name") == "hipStreamWaitEvent"]
     return wait["args"]
 
 
 def test_rocm_decoder_uses_the_sessions_empty_resolver():
-    from xpuprof.backends.rocm.emit import RocprofDecoder
+    from xpuprof.backends.rocm.emit import RocmEmitter
 
     session_resolver = DependencyResolver("hip")  # empty, so len() == 0 and bool() is False
-    decoder = RocprofDecoder(pid=1, dependencies=session_resolver)
+    decoder = RocmEmitter(pid=1, dependencies=session_resolver)
     assert decoder.dependencies is session_resolver
     _one_wait_rocm(decoder, TraceBuilder(pid=1), record=True)
     assert len(session_resolver) == 1  # the record went into the session's resolver
@@ -204,7 +204,7 @@ def test_rocm_decoder_uses_the_sessions_empty_resolver():
 
 
 def test_cuda_decoder_uses_the_sessions_empty_resolver():
-    from xpuprof.backends.cuda.emit import CuptiDecoder
+    from xpuprof.backends.cuda.emit import CudaEmitter
 
     session_resolver = DependencyResolver("cuda")
-    assert CuptiDecoder(lambda k, c: "x", session_resolver).dependencies is session_resolver
+    assert CudaEmitter(lambda k, c: "x", session_resolver).dependencies is session_resolver

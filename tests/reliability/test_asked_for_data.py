@@ -133,6 +133,17 @@ def test_the_defaults_alone_list_nothing_as_missing(tmp_path):
     assert "activities_not_collected" not in prof.builder.metadata
 
 
+def test_defaults_plus_more_never_list_a_default_nobody_named(caplog):
+    """use_cuda=True (or the defaults plus anything) warned 'mtia_insight: no backend in use records it', an
+    activity in Kineto's defaults nobody asked for by name."""
+    with caplog.at_level(logging.WARNING), pytest.warns(FutureWarning, match="use_cuda"):
+        with xpuprof.profile(use_cuda=True, backends=["sim"]) as prof:
+            with xpuprof.record_function("r"):
+                pass
+    assert "mtia_insight" not in json.dumps(prof.builder.metadata.get("activities_not_collected") or {})
+    assert not any("mtia_insight" in r.getMessage() for r in caplog.records)
+
+
 def test_invalid_utf8_names_are_replaced_and_counted_from_c_and_python(tmp_path, monkeypatch):
     d = tmp_path / "plugins"
     d.mkdir()
@@ -222,7 +233,8 @@ def test_run_dry_run_checks_metric_names(tmp_path, capsys):
                    f"output: {{dir: {tmp_path / 'out'}}}\n")
     assert main(["run", str(cfg), "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("xpuprof run: point 'm': unknown metric name(s)") and "'GpuTme': did you mean GpuTime" in err
+    assert err.startswith(f"xpuprof run: {cfg}:6: metrics.names: point 'm': unknown metric name(s)")  # the line
+    assert "'GpuTme': did you mean GpuTime" in err
     assert not (tmp_path / "out").exists()
     good = tmp_path / "ok.yaml"  # what the sim backend collects passes the same check
     good.write_text("name: ok\nworkload: {builtin: elementwise, library: numpy, kwargs: {size: 64}}\ndevice: cpu\n"

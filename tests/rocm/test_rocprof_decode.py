@@ -12,7 +12,7 @@ import pytest
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.vendors import rocprofiler as rocprof
 from xpuprof.backends.rocm.backend import RocmBackend
-from xpuprof.backends.rocm.emit import RocprofDecoder
+from xpuprof.backends.rocm.emit import RocmEmitter
 from xpuprof.backends.rocm.records import EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, \
     OP_STREAM_SYNC, OP_STREAM_WAIT, RocmRecords
 from xpuprof.backends.registry import get_backend_class
@@ -130,7 +130,7 @@ def test_sdk_1x_hip_api_records_decode_with_their_own_layout():
 
 def _decode(rec):
     b = TraceBuilder(pid=4321)
-    RocprofDecoder(pid=4321).process(b, ProcessWindow(T0, T0 + 10**9), rec)
+    RocmEmitter(pid=4321).write(b, ProcessWindow(T0, T0 + 10**9), rec)
     return b, [e for chunk in iter_event_chunks(b) for e in chunk]
 
 
@@ -155,6 +155,11 @@ def test_dispatch_rows_dense_streams_and_hsa_queue():
     assert [r["name"] for r in rt] == ["hipLaunchKernel"] * 2  # hipGetDevice suppressed
     flows = [e for e in evs if e["ph"] in "sf"]
     assert sorted((f["ph"], f["id"]) for f in flows) == [("f", 1), ("f", 2), ("s", 1), ("s", 2)]
+    # the device's process is named and sorted after the host's, as Kineto's ROCm rows (HTA's amd_trace:
+    # labels "GPU <d>", sort index 5000000 + d) and our CUDA rows do
+    meta = {(e["name"], e["pid"]): e["args"] for e in evs if e["ph"] == "M"}
+    assert meta[("process_name", 1)] == {"name": "GPU 1"} and meta[("process_labels", 1)] == {"labels": "GPU 1"}
+    assert meta[("process_sort_index", 1)] == {"sort_index": 5_000_001}
 
 
 def test_copy_rows():
@@ -305,7 +310,7 @@ def test_released_records_and_one_value_columns_give_the_same_events(monkeypatch
     def events(release):
         rec = _seeded_records(9)
         b = TraceBuilder(pid=4321)
-        RocprofDecoder(pid=4321).process(b, ProcessWindow(T0, T0 + 10**9), rec, release=release)
+        RocmEmitter(pid=4321).write(b, ProcessWindow(T0, T0 + 10**9), rec, release=release)
         assert (rec.hip_api is None and rec.dispatch is None and rec.copies is None) == release
         return [e for chunk in iter_event_chunks(b) for e in chunk]
 

@@ -126,6 +126,10 @@ def test_per_kernel_counters(sdk):
     assert metric_slices[1]["args"]["SQ_WAVES"] == 401
     counters = [e for e in evs if e.get("ph") == "C"]
     assert len(counters) == 10 and {c["name"] for c in counters} == {"rocm"}
+    # each dispatch's metrics sit on its kernel's row (the HIP stream's), not on a row of the HSA queue
+    kernels = sorted((e for e in evs if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    assert [(m["pid"], m["tid"]) for m in metric_slices] == [(k["pid"], k["tid"]) for k in kernels]
+    assert {(c["pid"], c["tid"]) for c in counters} == {(k["pid"], k["tid"]) for k in kernels}
 
 
 def test_unknown_counter_names_the_close_match(fake_rocprofiler, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 
 import xpuprof
 from xpuprof.activity import ActivityType
-from xpuprof.analysis.summary import Summary
+from xpuprof.analysis.summary import KeyAverages
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.backends.xpu import metrics_scope as ms
 from xpuprof.vendors import pti
@@ -96,25 +96,26 @@ def test_kernels_counters_slices_and_args(full_double, tmp_path):
 
 def test_summary_has_metric_columns_sortable_by_any_metric(full_double, tmp_path):
     api, builder, trace = run_session(full_double, tmp_path, config=_config(("GpuTime", "XVE_ACTIVE", "XVE_STALL")))
-    for summary in (Summary.from_builder(builder), Summary.from_events(trace["traceEvents"])):
-        rows = {r.name: r for r in summary.rows("kernel")}
+    for summary in (KeyAverages.from_builder(builder, use_device="xpu"),
+                    KeyAverages.from_events(trace["traceEvents"], use_device="xpu")):
+        rows = {r.key: r for r in summary if r.category == "kernel"}
         assert set(rows) == {"gemm_kernel<float>", "relu_kernel"}
-        assert rows["gemm_kernel<float>"].calls == 3
-        assert set(summary.metric_labels) == {"GpuTime::ns", "XVE_ACTIVE::percent", "XVE_STALL::percent"}
+        assert rows["gemm_kernel<float>"].count == 3
+        assert set(summary.metric_units) == {"GpuTime::ns", "XVE_ACTIVE::percent", "XVE_STALL::percent"}
         ids = {n: sorted(k["args"]["kernel_id"] for k in _x(trace) if k["name"] == n) for n in rows}
         for name, kids in ids.items():
             active = [40.0 + 10.0 * (i % 5) for i in kids]
             mean, lo, hi = rows[name].metrics["XVE_ACTIVE::percent"]
             assert (mean, lo, hi) == pytest.approx((np.mean(active), min(active), max(active)))
             assert rows[name].metrics["GpuTime::ns"] == (KERNEL_DUR_NS,) * 3
-        for col in ("XVE_ACTIVE max", "XVE_STALL", "xve_stall min", "GpuTime::ns mean"):
-            label, stat = summary._sort_key(col)
-            ordered = [r.metrics[label][("mean", "min", "max").index(stat)] for r in summary.rows("kernel", col)]
+        for col, label, stat in (("XVE_ACTIVE max", "XVE_ACTIVE::percent", 2), ("XVE_STALL", "XVE_STALL::percent", 0),
+                                 ("xve_stall min", "XVE_STALL::percent", 1), ("GpuTime::ns mean", "GpuTime::ns", 0)):
+            ordered = [r.metrics[label][stat] for r in summary.sorted(col) if label in r.metrics]
             assert ordered == sorted(ordered, reverse=True)
-        text = summary.table(sort_by="XVE_ACTIVE max")
-        assert "XVE_ACTIVE (percent)" in text and "GpuTime (ns)" in text
-        with pytest.raises(ValueError, match="Valid columns: .*XVE_STALL::percent max"):
-            summary.rows("kernel", "XVE_STAL")
+        text = summary.table(sort_by="XVE_ACTIVE max", width=250)
+        assert "XVE_ACTIVE" in text and "GpuTime" in text and " %" in text  # the unit in the cells
+        with pytest.raises(ValueError, match="did you mean 'XVE_STALL'.*XVE_STALL max"):
+            summary.sorted("XVE_STAL")
 
 
 def test_xpuprof_report_shows_metric_columns(full_double, tmp_path, capsys):
@@ -125,10 +126,12 @@ def test_xpuprof_report_shows_metric_columns(full_double, tmp_path, capsys):
 
     api, builder, trace = run_session(full_double, tmp_path, iterations=8)
     path = str(tmp_path / "trace.json")
-    assert main(["report", path, "--sort", "XVE_ACTIVE max"]) == 0
+    assert main(["report", path, "--sort", "XVE_ACTIVE max", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "XVE_ACTIVE max" in out and "kernel_id" not in out
     assert all(line.count(" %") >= 3 for line in out.splitlines() if line.startswith("│"))  # values with their unit
+    assert main(["report", path, "--sort", "XVE_ACTIVE max"]) == 0
+    assert "XVE_ACTIVE" in capsys.readouterr().out  # the sort column stays in a table fitted to the width
     assert main(["report", path, "--format", "csv", "--sort", "XVE_ACTIVE::percent min"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
@@ -183,7 +186,7 @@ def test_profile_front_end_with_the_xpu_backend(full_double, tmp_path, monkeypat
     kernels = [e for e in _x(trace) if not e["name"].startswith("metrics: ")]
     assert len(kernels) == 6 and all(k["args"]["GpuTime::ns"] == KERNEL_DUR_NS for k in kernels)
     assert len([e for e in trace["traceEvents"] if e.get("ph") == "C" and e.get("cat") == "xpu_scope_profiler"]) == 12
-    rows = {r.name: r for r in prof.key_averages().rows("kernel", "XVE_STALL max")}
+    rows = {r.key: r for r in prof.key_averages().sorted("XVE_STALL max") if r.category == "kernel"}
     assert rows["relu_kernel"].metrics["GpuTime::ns"] == (KERNEL_DUR_NS,) * 3
     assert os.environ["ZET_ENABLE_METRICS"] == "1"
 

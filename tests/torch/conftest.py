@@ -6,7 +6,9 @@ as a CUDA/XPU op calls its runtime. The sim backend launches only inside our own
 """
 from __future__ import annotations
 
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,8 @@ from xpuprof.backends import registry
 from xpuprof.backends.base import Backend, ProbeResult, Session
 from xpuprof.clock import now_ns
 from xpuprof.host import recorder
+
+sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make resnet_like importable
 
 _active: "LaunchSession | None" = None
 

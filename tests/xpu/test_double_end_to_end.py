@@ -11,6 +11,7 @@ from slice_tables import slice_table
 from xpuprof.activity import ActivityType
 from xpuprof.backends.base import ProcessWindow
 from xpuprof.vendors import pti
+from xpuprof.backends.xpu import emit
 from xpuprof.backends.xpu.activity_api import XpuptiActivityApi
 from xpuprof.clock import now_ns
 from xpuprof.config.options import ProfilerConfig
@@ -54,10 +55,15 @@ def test_full_path_produces_kineto_xpu_json(pti_double, tmp_path, run_session):
     driver = by_cat(trace, "xpu_driver")
     assert {d["name"] for d in driver} == {"zeCommandListAppendLaunchKernel"}
     syncs = by_cat(trace, "xpu_sync")
-    assert len(syncs) == 6 and syncs[0]["pid"] == -1 and syncs[0]["name"] == "zeCommandQueueSynchronize"
+    assert len(syncs) == 6 and syncs[0]["pid"] == emit.OVERHEAD_PID and syncs[0]["name"] == "zeCommandQueueSynchronize"
     assert syncs[0]["args"]["Type"] == "HOST_COMMAND_QUEUE" and syncs[0]["args"]["Event_handle"] == "0x000000000000e000"
     overhead = by_cat(trace, "overhead")
-    assert overhead[0]["name"] == "Buffer Flush" and overhead[0]["pid"] == -1 and overhead[0]["args"]["overhead count"] == 3
+    assert overhead[0]["name"] == "Buffer Flush" and overhead[0]["pid"] == emit.OVERHEAD_PID
+    assert overhead[0]["args"]["overhead count"] == 3
+    # their own process, which no real process or device shares and every viewer keeps (not Kineto's -1)
+    assert 1 << 22 < emit.OVERHEAD_PID < 1 << 31 and emit.OVERHEAD_PID % 4
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert names[emit.OVERHEAD_PID] == "XPU Sync and Overhead" and names[0] != names[emit.OVERHEAD_PID]
     comms = by_cat(trace, "collective_comm")
     assert comms[0]["name"] == "xccl::allreduce" and comms[0]["args"]["Communicator_id"] == 77
     # flows: one s per launching runtime call, one f per device op; driver calls sharing a kernel's id end nothing

@@ -66,7 +66,7 @@ class PreviousExternalIds:
         return out
 
 
-class PreviousRecordWriter(emit.RecordWriter):
+class PreviousRecordWriter(emit.XpuEmitter):
     def _in_window(self, rec, start_field, end_field, what):
         start = rec[start_field]
         bad = rec[end_field] < start
@@ -140,7 +140,7 @@ def _trace(api, records, window, writer_cls, tmp_path, name):
     ctx = api.context()
     ctx.device_uuids = []
     builder = TraceBuilder()
-    result = writer_cls(ctx, builder, window, api.types).write(records)
+    result = writer_cls(ctx, api.types).write(builder, window, records)
     path = write_chrome_trace(builder, tmp_path / name)
     trace = orjson.loads(path.read_bytes())
     trace["traceName"] = None
@@ -183,7 +183,7 @@ def test_linear_process_writes_exactly_what_the_previous_code_wrote(pti_double, 
     window = ProcessWindow(middle, now_ns() + 10**12)
     if not dense:  # correlation ids spread over a huge range take the sorting path
         monkeypatch.setattr(emit.CorrelationSpace, "over", classmethod(lambda cls, *cols: None))
-    new = _trace(api, records, window, emit.RecordWriter, tmp_path, "new.json")
+    new = _trace(api, records, window, emit.XpuEmitter, tmp_path, "new.json")
     monkeypatch.setattr(emit, "_Flows", PreviousFlows)
     monkeypatch.setattr(emit, "_ExternalIds", PreviousExternalIds)
     old = _trace(api, records, window, PreviousRecordWriter, tmp_path, "old.json")
@@ -254,13 +254,13 @@ def test_columns_of_one_value_are_stored_once_and_write_the_same_trace(pti_doubl
     ctx = api.context()
     ctx.device_uuids = []
     builder = TraceBuilder()
-    emit.RecordWriter(ctx, builder, None, api.types).write(records)
+    emit.XpuEmitter(ctx, api.types).write(builder, None, records)
     stored_once = [k for b in builder.slices for k, c in b.args.items() if c.values.ndim == 1
                    and c.values.strides[0] == 0 and len(c.values) > 1]
     assert {"context", "bytes", "Return_code"} <= set(stored_once)  # one value in every row of its kind
-    once = _trace(api, records, None, emit.RecordWriter, tmp_path, "once.json")
+    once = _trace(api, records, None, emit.XpuEmitter, tmp_path, "once.json")
     monkeypatch.setattr(builder_mod, "stored_once", lambda values: values)
-    every_row = _trace(api, records, None, emit.RecordWriter, tmp_path, "every.json")
+    every_row = _trace(api, records, None, emit.XpuEmitter, tmp_path, "every.json")
     _same(once, every_row)
 
 

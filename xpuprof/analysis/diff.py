@@ -53,9 +53,36 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
             raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
                             f"JSON (\"schema\": \"{SCHEMA}\")")
     try:
-        return {"": build_report([p]).stats}
+        report = build_report([p])
     except ReportError as exc:
         raise DiffError(str(exc)) from None
+    _TRACE_UNITS[str(p)] = dict(report.table.units)
+    return {"": report.stats}
+
+
+_TRACE_UNITS: dict[str, dict[str, str]] = {}  # metric -> unit of the traces load_side read, by the path given
+
+
+def metric_units(path: str | Path) -> dict[str, str]:
+    """metric -> unit on one side (after ``load_side``): a trace's metric args, a report document's ``units``,
+    a run summary's ``metric_units`` (every point's); {} when the input does not say."""
+    p = Path(path)
+    if str(p) in _TRACE_UNITS:
+        return _TRACE_UNITS[str(p)]
+    if not (p.is_file() and p.suffix in (".json", ".jsonl")):
+        return {}
+    try:
+        data = _read_json(p)
+    except DiffError:
+        return {}
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        units = data.get("units")
+        out.update({str(k): v for k, v in (units.items() if isinstance(units, dict) else ()) if isinstance(v, str)})
+        for pt in data.get("points") or ():
+            units = pt.get("metric_units") if isinstance(pt, dict) else None
+            out.update({str(k): v for k, v in (units.items() if isinstance(units, dict) else ()) if isinstance(v, str)})
+    return out
 
 
 def _read_json(p: Path):

@@ -17,8 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from .report import NameStat, Report
-from .summary import format_ns
-from .text import elide_middle, format_value
+from .tables import AVG, CALLS, MAX, MIN, SELF, SELF_PCT, TOTAL, metric_label
+from .text import elide_middle, format_count, format_ns, format_percent, format_value
 
 BAR_COLOR = "#2f6fde"
 HIST_COLOR = "#e07b39"
@@ -131,23 +131,24 @@ def _table(head: Sequence[tuple[str, str]], rows: Sequence[Sequence], table_id: 
 
 
 def kernel_table(report: Report) -> str:
+    """The per-name table with the label set of the text report (``analysis.tables``): every time with its
+    unit in the cell, a metric's unit in its cells (the exact value on hover)."""
     metrics = report.metric_names
     by_rank = any(s.rank is not None for s in report.stats)
     units = report.table.units
-    name_head = "Kernel" if set(report.categories) <= {"kernel"} else "Name"
-    head = ([("Rank", "")] if by_rank else []) + [(name_head, "name"), ("Calls", "")]
-    head += [(h, "") for h in (("Self", "Self %", "Total") if report.nests else ("Total", "%"))]
-    head += [("Avg", ""), ("Min", ""), ("Max", "")]
-    head += [(f"{m} [{units[m]}]" if units.get(m) else m, "") for m in metrics]
+    head = ([("Rank", "")] if by_rank else []) + [("Name", "name"), (CALLS, "")]
+    head += [(h, "") for h in ((SELF, SELF_PCT, TOTAL) if report.nests else (SELF_PCT, TOTAL))]
+    head += [(AVG, ""), (MIN, ""), (MAX, "")]
+    head += [(metric_label(m, units.get(m, "")), "") for m in metrics]
     from .intervals import COLUMNS as INTERVALS
 
     intervals = INTERVALS if report.intervals else ()
     head += [(label, "") for _k, label, *_ in intervals]
     rows = []
     for s in report.stats:
-        cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
-        cells += ([format_ns(s.self_ns or 0), f"{s.pct:.2f}", format_ns(s.total_ns)] if report.nests
-                  else [format_ns(s.total_ns), f"{s.pct:.2f}"])
+        cells = ([str(s.rank)] if by_rank else []) + [s.name, format_count(s.calls)]
+        cells += ([format_ns(s.self_ns or 0), format_percent(s.pct), format_ns(s.total_ns)] if report.nests
+                  else [format_percent(s.pct), format_ns(s.total_ns)])
         cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
         cells += [(format_value(s.metrics[m], units.get(m, "")), f"{s.metrics[m]!r}") if m in s.metrics else ""
                   for m in metrics]
@@ -227,7 +228,7 @@ def render(report: Report, *, title: str | None = None, ranks=None) -> str:
         from .telemetry import sparkline
 
         cells = "".join(
-            f'<figure class="telemetry"><figcaption>{_esc(t.key)}: mean {_esc(format_value(t.mean, t.unit))}, '
+            f'<figure class="telemetry"><figcaption>{_esc(t.key)}: avg {_esc(format_value(t.mean, t.unit))}, '
             f'peak {_esc(format_value(t.peak, t.unit))} ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>'
             for t in report.telemetry)
         sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
@@ -246,25 +247,31 @@ def render(report: Report, *, title: str | None = None, ranks=None) -> str:
     return _page(title, sections)
 
 
-def render_ops(rows, *, sources: Sequence[str], title: str = "xpuprof report: operators") -> str:
-    """``--by op``: self host time per operator as bars, and torch's key_averages columns as a table."""
+def render_ops(avgs, rows, *, sources: Sequence[str], title: str = "xpuprof report: operators") -> str:
+    """``--by op``: self CPU time per name as bars, and torch's key_averages table (its labels and formats)."""
+    from .averages_table import _format_share, _format_time
+
     sections = [f"<h1>{_esc(title)}</h1>",
-                f'<p class="meta">{len(sources)} trace(s), {len(rows):,} operator names, '
-                f'{sum(r.calls for r in rows):,} calls. Sources: ' + ", ".join(_esc(s) for s in sources) + "</p>"]
+                f'<p class="meta">{len(sources)} trace(s), {len(rows):,} names, '
+                f'{sum(r.count for r in rows):,} calls. Sources: ' + ", ".join(_esc(s) for s in sources) + "</p>"]
     if not rows:
-        sections.append("<p>No operators recorded: profile torch code with 'cpu_op' in activities.</p>")
+        sections.append("<p>No events recorded.</p>")
         return _page(title, sections)
-    host_sum = sum(r.self_host_ns for r in rows) or 1.0
-    dev_sum = sum(r.self_device_ns for r in rows) or 1.0
-    notes = [f"{format_ns(r.self_host_ns)} ({100 * r.self_host_ns / host_sum:.1f}%)" for r in rows]
-    sections += ["<h2>Self host time per operator</h2>",
-                 bar_chart([r.name for r in rows], [r.self_host_ns for r in rows], notes, chart_id="time-per-op",
-                           what="self host time per operator"),
-                 "<h2>Operators</h2>",
-                 _table([("Name", "name"), ("Calls", ""), ("Self Host", ""), ("Self Host %", ""), ("Host Total", ""),
-                         ("Self Device", ""), ("Self Device %", ""), ("Device Total", "")],
-                        [[r.name, f"{r.calls:,}", format_ns(r.self_host_ns), f"{100 * r.self_host_ns / host_sum:.2f}",
-                          format_ns(r.host_total_ns), format_ns(r.self_device_ns),
-                          f"{100 * r.self_device_ns / dev_sum:.2f}", format_ns(r.device_total_ns)] for r in rows],
+    cpu_sum = sum(r.self_cpu_time_total for r in avgs)
+    dev_sum = sum(r.self_device_time_total for r in avgs if r._on_device and not r.is_user_annotation)
+    dev = (avgs._use_device or "device").upper()
+    notes = [f"{_format_time(r.self_cpu_time_total)} ({_format_share(r.self_cpu_time_total, cpu_sum)})" for r in rows]
+    sections += ["<h2>Self CPU time per name</h2>",
+                 bar_chart([r.key for r in rows], [r.self_cpu_time_total * 1e3 for r in rows], notes,
+                           chart_id="time-per-op", what="self CPU time per name"),
+                 "<h2>key_averages()</h2>",
+                 _table([("Name", "name"), ("Self CPU %", ""), ("Self CPU", ""), ("CPU total %", ""),
+                         ("CPU total", ""), ("CPU time avg", ""), (f"Self {dev}", ""), (f"Self {dev} %", ""),
+                         (f"{dev} total", ""), (f"{dev} time avg", ""), ("# of Calls", "")],
+                        [[r.key, _format_share(r.self_cpu_time_total, cpu_sum), _format_time(r.self_cpu_time_total),
+                          _format_share(r.cpu_time_total, cpu_sum), _format_time(r.cpu_time_total),
+                          _format_time(r.cpu_time), _format_time(r.self_device_time_total),
+                          _format_share(r.self_device_time_total, dev_sum), _format_time(r.device_time_total),
+                          _format_time(r.device_time), str(r.count)] for r in rows],
                         "operators")]
     return _page(title, sections)

@@ -117,6 +117,7 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
         # TensorBoard parses every *.pt.trace.json* in a logdir as one rank's trace (a merged file made its
         # overview divide by zero) and HTA reads one rank per file: a merged view must not look like one.
         stem = RANK_TRACE_NAME.sub("", Path(out).name)
+        stem = stem[:-len(".merged")] if stem.endswith(".merged") else stem  # job.merged.pt.trace.json: job.merged.json
         raise MergeError(f"{out}: a merged view must not be named like a rank trace (*.pt.trace.json[.gz]), or "
                          f"TensorBoard and HTA read it as one; name it e.g. {stem}.merged.json")
     try:

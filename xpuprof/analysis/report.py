@@ -284,7 +284,11 @@ def _order(sort_by: str, labels: dict[str, str]):
         column = {"mean": "metrics", "min": "metric_min", "max": "metric_max"}[stat]
         return lambda r: (metric not in r.metrics, -getattr(r, column).get(metric, 0.0), r.name, r.rank or 0)
     valid = list(order) + [c for label in labels.values() for c in (label, *(f"{label} {s}" for s in _METRIC_STATS))]
-    raise ReportError(f"unknown sort key {sort_by!r}; valid: {', '.join(valid)}")
+    from ..suggest import did_you_mean
+
+    shorts = [v.split("::", 1)[0] for v in valid]
+    raise ReportError(f"unknown sort key {sort_by!r}{did_you_mean(sort_by, dict.fromkeys(shorts + valid)) or ';'} "
+                      f"valid: {', '.join(valid)}")
 
 
 kernel_stats = name_stats

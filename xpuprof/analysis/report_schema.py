@@ -38,7 +38,7 @@ def by_name_columns(report: "Report") -> list[dict[str, str]]:
         column("total_ns", "Total", "ns", "inclusive time: the rows' durations added up"),
         column("self_ns", "Self", "ns", "total minus the rows nested directly inside them on their thread; "
                                        "equal to total for device work"),
-        column("pct", "%", "percent", "self time as a share of every row's self time (the shares add up to 100)"),
+        column("pct", "Self %", "percent", "self time as a share of every row's self time (the shares add up to 100)"),
         column("avg_ns", "Avg", "ns", "total / calls"),
         column("min_ns", "Min", "ns", "the shortest row"),
         column("max_ns", "Max", "ns", "the longest row"),

@@ -1,142 +1,244 @@
-"""The summary table: kernels, copies, runtime calls and host ranges grouped by name.
+"""``profile.key_averages()``: torch's averages of the last trace, with torch's names, numbers and table.
 
-One section per category (kernel first, host ranges last) with calls, total, self (where ranges of
-the category nest on a thread), % (the name's share of the category's self time, so the shares add
-to 100 and a range holding another is not counted twice), avg, min, max; kernels also get mean/min/max columns for every per-kernel
-metric found (``metrics: <kernel>`` slices, or ``"<metric>::<unit>"`` args on the kernels).
-Built from a ``TraceBuilder`` (``profile.key_averages()``) or from loaded trace events
-(``xpuprof report``), vectorized with numpy either way.
+``KeyAverages`` is a list of ``KeyAverage`` (torch's ``FunctionEventAvg`` attributes: ``key``, ``count``,
+``cpu_time_total``, ``self_cpu_time_total``, ``device_time_total``, ``cpu_memory_usage``, ``input_shapes``,
+``stack``, ... in µs and bytes as torch's), in torch's order; ``table(sort_by=..., row_limit=...)`` is torch's
+table with torch's column labels, fitted to the terminal. The rules are torch's (``averages``), run on the
+trace's columns: the same numbers whether torch is installed or not, from a live profile
+(``from_builder``) or a trace file (``from_events``, ``xpuprof report --by op``).
 """
 from __future__ import annotations
 
-import io
-import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+import enum
+import sys
+import warnings
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import orjson
 
-from ..activity import category_spellings
-from ..trace.builder.keyindex import factorize
+from .averages import Columns, Group, averages, unique_inverse  # noqa: F401  (unique_inverse: re-exported)
+from .text import format_ns  # noqa: F401  (re-exported: the commands format times with it)
 
 METRICS_PREFIX = "metrics: "
 NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
-STEP_PREFIX = "ProfilerStep#"
-STEP_ROW = "ProfilerStep#*"
-KERNEL_CATEGORY = "kernel"
-SKIP_CATEGORIES = frozenset({"Trace"})
-
-# Section order: device work, then runtime/driver calls, then host ranges; others after, by name.
-CATEGORY_ORDER = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "xpu_sync", "gpu_user_annotation",
-                  "runtime", "cuda_runtime", "xpu_runtime", "driver", "cuda_driver", "xpu_driver",
-                  "user_annotation", "cpu_op", "python_function")
-
-BASE_COLUMNS = ("name", "calls", "total", "percent", "avg", "min", "max")
-_SORT_ALIASES = {
-    "count": "calls", "%": "percent", "pct": "percent", "total_time": "total", "mean": "avg", "average": "avg",
-    "cpu_time_total": "total", "self_cpu_time_total": "total", "cuda_time_total": "total",
-    "xpu_time_total": "total", "device_time_total": "total", "self_cuda_time_total": "total",
-    "self_xpu_time_total": "total", "self_device_time_total": "total",
-    "cpu_time": "avg", "cuda_time": "avg", "xpu_time": "avg", "device_time": "avg",
-}
-_STATS = ("mean", "min", "max")
+MEMORY_EVENT = "[memory]"
 
 
-@dataclass
-class SummaryRow:
-    category: str
-    name: str
-    calls: int
-    total_ns: float
-    percent: float
-    avg_ns: float
-    min_ns: float
-    max_ns: float
-    self_ns: float = 0.0  # total minus the same category's ranges nested directly inside (device work: = total)
-    # metric label ("<metric>::<unit>" or "<metric>") -> (mean, min, max)
-    metrics: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+class DeviceType(enum.IntEnum):
+    """torch's ``torch.autograd.DeviceType`` members an average can have (``str()`` as torch's); torch's own
+    enum is used instead when torch is imported."""
 
-    def value(self, column: str) -> Any:
-        """The value a sort key names (a base column or "<metric>[ mean|min|max]")."""
-        if column == "name":
-            return self.name
-        if column in ("calls", "percent"):
-            return getattr(self, column)
-        if column in ("total", "avg", "min", "max", "self"):
-            return getattr(self, f"{column}_ns")
-        label, stat = column
-        got = self.metrics.get(label)
-        return None if got is None else got[_STATS.index(stat)]
+    CPU = 0
+    CUDA = 1
+    XPU = 12
+    PrivateUse1 = 20
+
+    def __str__(self) -> str:
+        return f"DeviceType.{self.name}"
+
+
+def _device_type(on_device: bool, use_device: str | None):
+    name = "CPU" if not on_device else {"cuda": "CUDA", "xpu": "XPU"}.get(str(use_device), "PrivateUse1")
+    torch = sys.modules.get("torch")
+    try:
+        return getattr(torch.autograd.DeviceType, name) if torch is not None else DeviceType[name]
+    except AttributeError:
+        return DeviceType[name]
+
+
+def _format_time(us: float) -> str:
+    """torch's ``_format_time``: ``83.995us``, ``1.082ms``, ``1.000s``."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f}s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f}ms"
+    return f"{us:.3f}us"
+
+
+class KeyAverage:
+    """One row of ``key_averages()``: torch's ``FunctionEventAvg`` attributes (times in µs, memory in bytes),
+    plus ``category`` (the trace category of its events) and ``metrics`` (per-kernel hardware metrics:
+    label -> (mean, min, max), device rows only)."""
+
+    def __init__(self, g: Group, use_device: str | None, parent: str | None = None) -> None:
+        self.key: str = g.key
+        self.count: int = g.count
+        self.node_id: int = -1
+        self.is_async = False
+        self.is_remote = False
+        self.is_legacy = False
+        self.use_device = use_device
+        self.cpu_time_total: float = g.cpu_time_total
+        self.self_cpu_time_total: float = g.self_cpu_time_total
+        self.device_time_total: float = g.device_time_total
+        self.self_device_time_total: float = g.self_device_time_total
+        self.cpu_memory_usage: int = g.cpu_memory_usage
+        self.self_cpu_memory_usage: int = g.self_cpu_memory_usage
+        self.device_memory_usage: int = g.device_memory_usage
+        self.self_device_memory_usage: int = g.self_device_memory_usage
+        self.input_shapes: Any = g.input_shapes
+        self.overload_name: str = g.overload_name
+        self.stack: list = list(g.stack)
+        self.scope: int = 0
+        self.flops: int = g.flops
+        self.is_user_annotation: bool = g.is_user_annotation
+        self.device_type = _device_type(g.on_device, use_device)
+        self.cpu_parent = parent  # torch: the first event's parent; here its name (None: a top-level event)
+        self.cpu_children: list = []
+        self.category: str = g.category
+        self.metrics: dict[str, tuple[float, float, float]] = dict(g.metrics)
+        self._on_device = g.on_device
+
+    @property
+    def cpu_time(self) -> float:
+        return 0.0 if self.count == 0 else self.cpu_time_total / self.count
+
+    @property
+    def device_time(self) -> float:
+        return 0.0 if self.count == 0 else self.device_time_total / self.count
+
+    @property
+    def cuda_time(self) -> float:  # torch's deprecated name
+        warnings.warn("`cuda_time` is deprecated, please use `device_time` instead.", FutureWarning, stacklevel=2)
+        return self.device_time
+
+    cpu_time_str = property(lambda self: _format_time(self.cpu_time))
+    device_time_str = property(lambda self: _format_time(self.device_time))
+    cpu_time_total_str = property(lambda self: _format_time(self.cpu_time_total))
+    device_time_total_str = property(lambda self: _format_time(self.device_time_total))
+    self_cpu_time_total_str = property(lambda self: _format_time(self.self_cpu_time_total))
+    self_device_time_total_str = property(lambda self: _format_time(self.self_device_time_total))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"category": self.category, "name": self.name, "calls": self.calls, "total_ns": self.total_ns,
-                "self_ns": self.self_ns, "percent": self.percent, "avg_ns": self.avg_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
-                "metrics": {k: dict(zip(_STATS, v)) for k, v in self.metrics.items()}}
+        """The numbers as data: torch's attribute names (µs, bytes)."""
+        d = {k: getattr(self, k) for k in ("key", "count", "cpu_time_total", "self_cpu_time_total",
+                                           "device_time_total", "self_device_time_total", "cpu_memory_usage",
+                                           "self_cpu_memory_usage", "device_memory_usage",
+                                           "self_device_memory_usage", "flops", "is_user_annotation")}
+        d.update(device_type=str(self.device_type).split(".")[-1], category=self.category)
+        if self.input_shapes != "":
+            d["input_shapes"] = self.input_shapes
+        if self.stack:
+            d["stack"] = self.stack
+        if self.metrics:
+            d["metrics"] = {k: dict(zip(("mean", "min", "max"), v)) for k, v in self.metrics.items()}
+        return d
+
+    def __repr__(self) -> str:
+        dev = self.use_device or "cuda"
+        return (f"<FunctionEventAvg key={self.key} self_cpu_time={self.self_cpu_time_total_str} "
+                f"cpu_time={self.cpu_time_str}  self_{dev}_time={self.self_device_time_total_str} "
+                f"{dev}_time={self.device_time_str} input_shapes={self.input_shapes} "
+                f"cpu_memory_usage={self.cpu_memory_usage} {dev}_memory_usage={self.device_memory_usage}>")
 
 
-def unique_inverse(values) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for an object column of a few distinct hashable
-    values: one dict pass and a sort of the distinct values, not a sort of every row's object."""
-    lst = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    index = dict.fromkeys(lst)  # distinct values in first-seen order, at C speed
-    distinct = list(index)
-    for i, v in enumerate(distinct):
-        index[v] = i
-    codes = np.fromiter(map(index.__getitem__, lst), np.int64, len(lst))
-    order = sorted(range(len(distinct)), key=distinct.__getitem__)
-    rank = np.empty(len(distinct), np.int64)
-    rank[order] = np.arange(len(distinct))
-    uniq = np.empty(len(distinct), dtype=object)
-    uniq[:] = [distinct[i] for i in order]
-    return uniq, rank[codes]
+class KeyAverages(list):
+    """torch's ``EventList`` of averages: iterate it (``for e in prof.key_averages(): e.key, e.self_cpu_time_total``),
+    index it, and print ``table(sort_by=..., row_limit=...)``."""
 
+    def __init__(self, rows: Iterable[KeyAverage] = (), *, use_device: str | None = None,
+                 profile_memory: bool = False, with_flops: bool = False, metric_units: Mapping[str, str] | None = None):
+        super().__init__(rows)
+        self._use_device = use_device
+        self._profile_memory = profile_memory
+        self._with_flops = with_flops
+        self.metric_units = dict(metric_units or {})
 
-def _used(uniq: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct values still referenced by ``codes`` (order kept), and the codes renumbered."""
-    used = np.zeros(len(uniq), bool)
-    used[codes] = True
-    return uniq[used], (np.cumsum(used) - 1)[codes]
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_columns(cls, cols: Columns, *, use_device: str | None, profile_memory: bool = False,
+                     with_flops: bool = False, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False) -> "KeyAverages":
+        groups = averages(cols, use_device=use_device, group_by_input_shape=group_by_input_shape,
+                          group_by_stack_n=group_by_stack_n, group_by_overload_name=group_by_overload_name)
+        units = {}
+        for label in cols.metrics:
+            metric, _, unit = str(label).partition("::")
+            units[label] = unit
+        return cls((KeyAverage(g, use_device) for g in groups), use_device=use_device, profile_memory=profile_memory,
+                   with_flops=with_flops, metric_units=units)
 
+    @classmethod
+    def from_builder(cls, builders, *, use_device: str | None = None, profile_memory: bool | None = None,
+                     with_flops: bool | None = None, **group_by) -> "KeyAverages":
+        """From one ``TraceBuilder`` or several (``acc_events``: every cycle's events together)."""
+        from .trace_columns import columns_of_builders
 
-def _group(keys: np.ndarray, values: np.ndarray):
-    """Per distinct key (sorted): (keys, count, sum, min, max) of values; linear in the rows."""
-    if keys.dtype == object:
-        uniq, inv = unique_inverse(keys)
-    else:
-        f = factorize(keys)
-        order = np.argsort(f.uniq, kind="stable")  # the distinct keys only
-        rank = np.empty(len(order), np.intp)
-        rank[order] = np.arange(len(order))
-        uniq, inv = np.asarray(keys)[f.first[order]], rank[f.codes]
-    values = np.asarray(values, dtype=np.float64)
-    counts = np.bincount(inv, minlength=len(uniq))
-    sums = np.bincount(inv, weights=values, minlength=len(uniq))
-    mins = np.full(len(uniq), np.inf)
-    maxs = np.full(len(uniq), -np.inf)
-    np.minimum.at(mins, inv, values)
-    np.maximum.at(maxs, inv, values)
-    return uniq, counts, sums, mins, maxs
+        builders = builders if isinstance(builders, (list, tuple)) else [builders]
+        cols = columns_of_builders(builders, shapes=bool(group_by.get("group_by_input_shape")),
+                                   overloads=bool(group_by.get("group_by_overload_name")))
+        meta = builders[-1].metadata if builders else {}
+        if use_device is None:  # a plugin backend's device work: torch's name for the device of its category
+            from .trace_columns import guess_use_device
 
+            use_device = guess_use_device(cols, meta)
+        return cls.from_columns(cols, use_device=use_device,
+                                profile_memory=bool(meta.get("profile_memory")) if profile_memory is None else profile_memory,
+                                with_flops=bool(meta.get("with_flops")) if with_flops is None else with_flops, **group_by)
 
-_DEVICE_WORK = frozenset(c for name in ("kernel", "gpu_memcpy", "gpu_memset") for c in category_spellings(name))
+    @classmethod
+    def from_events(cls, events: Iterable[Mapping[str, Any]], *, use_device: str | None = "", metadata=None,
+                    **group_by) -> "KeyAverages":
+        """From Chrome trace events (``ts``/``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``;
+        ``use_device`` "" guesses it from the events' categories."""
+        from .trace_columns import columns_of_events, guess_use_device
 
+        events = list(events)
+        cols = columns_of_events(events, shapes=bool(group_by.get("group_by_input_shape")),
+                                 overloads=bool(group_by.get("group_by_overload_name")))
+        meta = metadata or {}
+        if use_device == "":
+            use_device = guess_use_device(cols, meta)
+        return cls.from_columns(cols, use_device=use_device, profile_memory=bool(meta.get("profile_memory")),
+                                with_flops=bool(meta.get("with_flops")), **group_by)
 
-def _self_times(cats: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per row its duration minus the durations of the same category's rows directly inside it on its
-    thread; device work does not nest (its self time is its duration)."""
-    from .nesting import self_times
+    # ------------------------------------------------------------------ torch's EventList methods
+    @property
+    def self_cpu_time_total(self) -> float:
+        return sum(e.self_cpu_time_total for e in self)
 
-    own = dur.copy()
-    if not len(dur):
-        return own
-    cat_u, cat_i = unique_inverse(cats)
-    host = np.array([c not in _DEVICE_WORK for c in cat_u.tolist()], bool)[cat_i]
-    if host.any():
-        th = np.asarray(thread, np.int64)[host]
-        key = cat_i[host].astype(np.int64) * (int(th.max()) + 1) + th  # nesting within one category
-        own[host] = self_times(key, np.asarray(ts, np.int64)[host], dur[host].astype(np.int64))
-    return own
+    def total_average(self) -> KeyAverage:
+        """Every row summed into one named ``Total`` (torch's ``EventList.total_average``)."""
+        g = Group("Total", "", False, False, count=sum(e.count for e in self))
+        for attr in ("cpu_time_total", "self_cpu_time_total", "device_time_total", "self_device_time_total",
+                     "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage", "self_device_memory_usage",
+                     "flops"):
+            setattr(g, attr, sum(getattr(e, attr) for e in self))
+        return KeyAverage(g, self._use_device)
+
+    def sort_keys(self) -> list[str]:
+        from .averages_table import sort_keys
+
+        return sort_keys(self)
+
+    def sorted(self, sort_by: str | None) -> list[KeyAverage]:
+        """The rows by ``sort_by`` (torch's attribute names, ``cuda``/``xpu`` for the device's; a per-kernel
+        metric's name), the largest first, ties in torch's order; ``None``: torch's order."""
+        from .averages_table import sorted_rows
+
+        return sorted_rows(self, sort_by)
+
+    def table(self, sort_by: str | None = None, row_limit: int = 100, max_src_column_width: int = 75,
+              max_name_column_width: int = 55, max_shapes_column_width: int = 80, header: str | None = None,
+              top_level_events_only: bool = False, time_unit: str | None = None, *, width: int | None = None,
+              wide: bool = False, categories: Iterable[str] | None = None) -> str:
+        """torch's ``EventList.table``: its columns, labels and number formats, fitted to ``width`` (default:
+        the terminal's): names wrap at ``max_name_column_width`` instead of being cut, and columns torch
+        always prints are left out first when the terminal is too narrow, with a line naming them (``wide=True``
+        keeps every column whatever the width). ``categories``: only rows of these trace categories."""
+        from .averages_table import render
+
+        return render(self, sort_by=sort_by, row_limit=row_limit, max_src_column_width=max_src_column_width,
+                      max_name_column_width=max_name_column_width, max_shapes_column_width=max_shapes_column_width,
+                      header=header, top_level_events_only=top_level_events_only, time_unit=time_unit, width=width,
+                      wide=wide, categories=categories)
+
+    def to_dicts(self, sort_by: str | None = None) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self.sorted(sort_by)]
+
+    def __str__(self) -> str:
+        return self.table()
 
 
 def thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -146,263 +248,6 @@ def thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return pid_i.astype(np.int64) * max(len(tid_u), 1) + tid_i
 
 
-class Summary:
-    """Grouped slices; ``table()`` renders it, ``rows()``/``to_dicts()`` give the numbers."""
-
-    def __init__(self, categories: Sequence[str], names: Sequence[str], dur_ns: np.ndarray,
-                 metric_samples: Mapping[str, tuple[Sequence[str], np.ndarray]] | None = None, *,
-                 ts_ns: np.ndarray | None = None, thread: np.ndarray | None = None) -> None:
-        """``ts_ns`` and ``thread`` (an integer per row naming its (pid, tid) row) give self times; without
-        them a row's self time is its duration."""
-        self._rows: list[SummaryRow] = []
-        self.metric_labels: list[str] = []
-        cats = np.asarray(categories, dtype=object)
-        nms = np.asarray(names, dtype=object)
-        dur = np.asarray(dur_ns, dtype=np.float64)
-        own = dur if ts_ns is None or thread is None else _self_times(cats, np.asarray(thread), np.asarray(ts_ns), dur)
-        # Rows to skip are decided once per distinct category and name, not once per row.
-        cat_u, cat_i = unique_inverse(cats)
-        name_u, name_i = unique_inverse(nms)
-        keep_cat = np.array([c not in SKIP_CATEGORIES for c in cat_u.tolist()], bool)
-        keep_name = np.array([not str(n).startswith(METRICS_PREFIX) for n in name_u.tolist()], bool)
-        keep = keep_cat[cat_i] & keep_name[name_i] if len(cats) else np.zeros(0, bool)
-        if not keep.all():  # the distinct values of the rows kept, as np.unique over them gives
-            cat_i, name_i, dur, own = cat_i[keep], name_i[keep], dur[keep], own[keep]
-            cat_u, cat_i = _used(cat_u, cat_i)
-            name_u, name_i = _used(name_u, name_i)
-        if len(dur):
-            # Group on (category, name) through one combined integer key.
-            # One row for all profiler steps (torch's key_averages shows "ProfilerStep*" too).
-            merged = np.array([STEP_ROW if str(n).startswith(STEP_PREFIX) else n for n in name_u.tolist()], dtype=object)
-            name_u, remap = np.unique(merged, return_inverse=True)
-            name_i = remap.reshape(-1)[name_i.reshape(-1)]
-            key = cat_i.reshape(-1).astype(np.int64) * len(name_u) + name_i.reshape(-1)
-            uniq, calls, sums, mins, maxs = _group(key, dur)
-            selfs = np.bincount(np.searchsorted(uniq, key), weights=own, minlength=len(uniq))
-            cat_tot = np.bincount(uniq // len(name_u), weights=selfs, minlength=len(cat_u))
-            for k, c, s, o, lo, hi in zip(uniq.tolist(), calls.tolist(), sums.tolist(), selfs.tolist(), mins.tolist(),
-                                          maxs.tolist()):
-                ci, ni = divmod(k, len(name_u))
-                tot = cat_tot[ci]
-                self._rows.append(SummaryRow(str(cat_u[ci]), str(name_u[ni]), int(c), float(s),
-                                             float(100.0 * o / tot) if tot else 0.0, float(s / c), float(lo), float(hi),
-                                             float(o)))
-        self._attach_metrics(metric_samples or {})
-
-    def _attach_metrics(self, samples: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
-        by_kernel = {r.name: r for r in self._rows if r.category == KERNEL_CATEGORY}
-        for label, (kernel_names, values) in samples.items():
-            vals = np.asarray(values, dtype=np.float64)
-            names = np.asarray(kernel_names, dtype=object)
-            ok = np.isfinite(vals)
-            if not ok.any():
-                continue
-            uniq, counts, sums, mins, maxs = _group(names[ok], vals[ok])
-            for n, c, s, lo, hi in zip(uniq.tolist(), counts.tolist(), sums.tolist(), mins.tolist(), maxs.tolist()):
-                row = by_kernel.get(n)
-                if row is None:  # metrics for a kernel outside the trace's kernel slices
-                    row = by_kernel[n] = SummaryRow(KERNEL_CATEGORY, n, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
-                    self._rows.append(row)
-                row.metrics[label] = (float(s / c), float(lo), float(hi))
-            if label not in self.metric_labels:
-                self.metric_labels.append(label)
-
-    # ------------------------------------------------------------------ constructors
-    @classmethod
-    def from_builder(cls, builder) -> "Summary":
-        builder.flush()
-        strings = np.array(builder.strings.strings, dtype=object)
-        cats, names, durs, starts, pids, tids = [], [], [], [], [], []
-        samples: dict[str, tuple[list, list]] = {}
-        for b in builder.slices:
-            bnames = strings[b.name]
-            cats.append(strings[b.cat])
-            names.append(bnames)
-            durs.append(b.dur)
-            starts.append(b.ts)
-            pids.append(b.pid.astype(object))
-            tids.append(b.tid.astype(object))
-            is_metric_row = np.fromiter((str(n).startswith(METRICS_PREFIX) for n in bnames.tolist()), bool, len(b))
-            kernel_names = np.array([n[len(METRICS_PREFIX):] if m else n
-                                     for n, m in zip(bnames.tolist(), is_metric_row.tolist())], dtype=object)
-            for key, col in b.args.items():
-                if col.kind != "num" or key in NON_METRIC_ARGS:
-                    continue
-                rows = np.ones(len(b), bool) if col.present is None else col.present.copy()
-                if "::" not in key:
-                    rows &= is_metric_row
-                if rows.any():
-                    ks, vs = samples.setdefault(key, ([], []))
-                    ks.append(kernel_names[rows])
-                    vs.append(np.asarray(col.values, dtype=np.float64)[rows])
-            if b.row_args is not None:
-                for i, enc in enumerate(b.row_args):
-                    if enc is not None and (is_metric_row[i] or b"::" in enc):
-                        for key, v in orjson.loads(enc).items():
-                            if isinstance(v, (int, float)) and not isinstance(v, bool) and (
-                                    "::" in key or is_metric_row[i]) and key not in NON_METRIC_ARGS:
-                                ks, vs = samples.setdefault(key, ([], []))
-                                ks.append(np.array([kernel_names[i]], dtype=object))
-                                vs.append(np.array([v], np.float64))
-        if not cats:
-            return cls([], [], np.zeros(0))
-        merged = {k: (np.concatenate(ks), np.concatenate(vs)) for k, (ks, vs) in samples.items()}
-        return cls(np.concatenate(cats), np.concatenate(names), np.concatenate(durs), merged,
-                   ts_ns=np.concatenate(starts), thread=thread_codes(np.concatenate(pids), np.concatenate(tids)))
-
-    @classmethod
-    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> "Summary":
-        """From Chrome trace events (``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``."""
-        cats, names, durs, starts, pids, tids = [], [], [], [], [], []
-        samples: dict[str, tuple[list, list]] = {}
-        for ev in events:
-            if ev.get("ph") != "X":
-                continue
-            name = str(ev.get("name", ""))
-            cats.append(str(ev.get("cat", "")))
-            names.append(name)
-            durs.append(float(ev.get("dur") or 0.0) * 1000.0)
-            starts.append(float(ev.get("ts") or 0.0) * 1000.0)
-            pids.append(_hashable(ev.get("pid")))
-            tids.append(_hashable(ev.get("tid")))
-            args = ev.get("args")
-            if not args:
-                continue
-            is_metric = name.startswith(METRICS_PREFIX)
-            kernel = name[len(METRICS_PREFIX):] if is_metric else name
-            for key, v in args.items():
-                if key in NON_METRIC_ARGS or isinstance(v, bool) or not isinstance(v, (int, float)):
-                    continue
-                if is_metric or "::" in key:
-                    ks, vs = samples.setdefault(key, ([], []))
-                    ks.append(kernel)
-                    vs.append(float(v))
-        merged = {k: (np.array(ks, dtype=object), np.array(vs, np.float64)) for k, (ks, vs) in samples.items()}
-        return cls(cats, names, np.array(durs, np.float64), merged, ts_ns=np.round(np.array(starts, np.float64)),
-                   thread=thread_codes(pids, tids) if cats else None)
-
-    @classmethod
-    def from_trace(cls, path) -> "Summary":
-        from ..trace.read.load import events
-        return cls.from_events(events(path))
-
-    # ------------------------------------------------------------------ reading
-    def categories(self) -> list[str]:
-        present = {r.category for r in self._rows}
-        ordered = [c for c in CATEGORY_ORDER if c in present]
-        return ordered + sorted(present - set(ordered))
-
-    def sort_columns(self) -> list[str]:
-        cols = list(BASE_COLUMNS)
-        for label in self.metric_labels:
-            cols += [label] + [f"{label} {s}" for s in _STATS]
-        return cols
-
-    def _sort_key(self, sort_by: str):
-        key = str(sort_by).strip()
-        low = _SORT_ALIASES.get(key.lower(), key.lower())
-        if low in BASE_COLUMNS:
-            return low
-        for label in self.metric_labels:
-            short = label.split("::", 1)[0]
-            for stat in _STATS:
-                if low in (f"{label} {stat}".lower(), f"{short} {stat}".lower(), f"{label}.{stat}".lower(),
-                           f"{short}.{stat}".lower()):
-                    return (label, stat)
-            if low in (label.lower(), short.lower()):
-                return (label, "mean")
-        raise ValueError(f"cannot sort by {sort_by!r}. Valid columns: {', '.join(self.sort_columns())}")
-
-    def rows(self, category: str | None = None, sort_by: str = "total") -> list[SummaryRow]:
-        key = self._sort_key(sort_by)
-        rows = [r for r in self._rows if category is None or r.category == category]
-        if key == "name":
-            return sorted(rows, key=lambda r: r.name)
-        present = [r for r in rows if r.value(key) is not None]
-        missing = [r for r in rows if r.value(key) is None]
-        return sorted(present, key=lambda r: (-r.value(key), r.name)) + sorted(missing, key=lambda r: r.name)
-
-    def to_dicts(self, sort_by: str = "total") -> list[dict[str, Any]]:
-        return [r.to_dict() for c in self.categories() for r in self.rows(c, sort_by)]
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    # ------------------------------------------------------------------ rendering
-    def table(self, sort_by: str = "total", row_limit: int | None = None, categories: Iterable[str] | None = None,
-              width: int | None = None) -> str:
-        """Rendered text: one table per category, ``row_limit`` rows each (None or <= 0: all).
-
-        ``width`` None: as wide as the widest table needs (never squeezes names or numbers).
-        """
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-
-        self._sort_key(sort_by)  # validate before rendering anything
-        present = self.categories()
-        # a category asked for by any of its spellings (runtime, cuda_runtime, xpu_runtime, ...)
-        wanted = present if categories is None else list(dict.fromkeys(
-            p for c in categories for p in present if p in category_spellings(c)))
-        out = io.StringIO()
-        console = Console(file=out, width=width or 1000, force_terminal=False, color_system=None, highlight=False)
-        if not self._rows:
-            console.print("(no slices recorded)")
-        for cat in wanted:
-            rows = self.rows(cat, sort_by)
-            if not rows:
-                continue
-            shown = rows[:row_limit] if row_limit and row_limit > 0 else rows
-            labels = [m for m in self.metric_labels if any(m in r.metrics for r in rows)]
-            title = f"{cat}: {len(rows)} names, {sum(r.calls for r in rows)} calls"
-            if len(shown) < len(rows):
-                title += f" (top {len(shown)} by {sort_by})"
-            table = Table(title=escape(title), title_justify="left", show_lines=False)
-            table.add_column("Name", overflow="fold", max_width=80,
-                             min_width=min(40, max(len(r.name) for r in shown)))
-            nests = any(abs(r.total_ns - r.self_ns) > 0.5 for r in rows)
-            for h in ("Calls", "Total") + (("Self",) if nests else ()) + ("%", "Avg", "Min", "Max"):
-                table.add_column(h, justify="right", no_wrap=True)
-            for m in labels:
-                metric, _, unit = m.partition("::")
-                head = f"{metric} ({unit})" if unit else metric
-                for s in _STATS:
-                    table.add_column(escape(f"{head}\n{s}"), justify="right", no_wrap=True)
-            for r in shown:
-                cells = [escape(r.name), str(r.calls), format_ns(r.total_ns)] + (
-                    [format_ns(r.self_ns)] if nests else []) + [f"{r.percent:.1f}", format_ns(r.avg_ns),
-                                                                format_ns(r.min_ns), format_ns(r.max_ns)]
-                for m in labels:
-                    got = r.metrics.get(m)
-                    cells += [format_number(v) for v in got] if got else ["-"] * 3
-                table.add_row(*cells)
-            console.print(table)
-        return out.getvalue()
-
-    def __str__(self) -> str:
-        return self.table()
-
-
-def _hashable(value):
-    """A pid or tid as a grouping key (an unhashable JSON value by its text)."""
-    return value if isinstance(value, (int, float, str, type(None))) else repr(value)
-
-
-def format_ns(ns: float) -> str:
-    if ns is None or not math.isfinite(ns):
-        return "-"
-    if ns < 1_000:
-        return f"{ns:.0f} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.3f} us"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e9:.3f} s"
-
-
-def format_number(v: float) -> str:
-    if not math.isfinite(v):
-        return str(v)
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
-    return f"{v:,.3f}" if abs(v) < 1e6 else f"{v:,.0f}"
+def decode_row_args(row_args) -> list[dict | None]:
+    """Per-row pre-encoded JSON args as dicts (None where a row has none)."""
+    return [orjson.loads(a) if a is not None else None for a in row_args]

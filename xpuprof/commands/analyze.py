@@ -18,8 +18,11 @@ def register(subparsers) -> None:
     p.add_argument("store", metavar="STORE", help="a trace store directory")
     p.add_argument("analysis", metavar="ANALYSIS", choices=list(ANALYSES),
                    help="; ".join(f"{a.name}: {a.help}" for a in ANALYSES.values()))
-    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("--format", default=None, choices=FORMATS,
+                   help="table (default), csv, json or html; with -o the file's extension picks it (a.html: html)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--wide", action="store_true",
+                   help="every column, however wide the terminal (default: the table fits it)")
     p.add_argument("--engine", default="duckdb", choices=ENGINES,
                    help="duckdb: embedded, this process (default); ray: tasks over a Ray cluster (RAY_ADDRESS, "
                         "--ray-address, or a local one on 127.0.0.1)")
@@ -62,10 +65,17 @@ OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_mem
 
 
 def run(args) -> int:
-    from ..analysis.cluster import AnalysisError, run_analysis
+    from ..analysis.cluster import FORMATS, AnalysisError, run_analysis
     from ..analysis.engines import EngineError, open_engine
     from ..trace.read.store import StoreError
 
+    from ._options import UsageError, output_format
+
+    try:
+        args.format = output_format(args.format, args.output, FORMATS)
+    except UsageError as exc:
+        print(f"xpuprof analyze: {exc}", file=sys.stderr)
+        return 2
     options = {k: getattr(args, k) for k in OPTIONS}
     engine_opts = {"memory_limit": args.memory_limit}
     if args.threads is not None:
@@ -83,7 +93,9 @@ def run(args) -> int:
     except (StoreError, EngineError, AnalysisError) as exc:
         print(f"xpuprof analyze: {exc}", file=sys.stderr)
         return 2
-    text = result.render(args.format)
+    from ..analysis.text import terminal_width
+
+    text = result.render(args.format, None if args.wide else terminal_width())
     if args.format != "table":
         for note in result.notes:
             print(f"xpuprof analyze: note: {note}", file=sys.stderr)

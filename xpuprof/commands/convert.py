@@ -72,6 +72,11 @@ def run(args) -> int:
     if args.rank is not None and args.rank < 0:
         print(f"xpuprof convert: --rank must be 0 or more, not {args.rank}", file=sys.stderr)
         return 2
+    if not files:  # nothing to convert: said above, and no store is created for it
+        print(f"xpuprof convert: nothing converted; {store} was not created" if not store.exists() else
+              f"xpuprof convert: nothing converted into {store}", file=sys.stderr)
+        return 2
+    created = not store.exists()
     try:
         prepare_store(store)
     except (StoreWriteError, OSError) as exc:
@@ -93,5 +98,22 @@ def run(args) -> int:
         done += 1
         print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
               f"from {got.rank_source})", file=sys.stderr)
+    if not done and created:
+        _remove_empty_store(store)  # a failed convert leaves nothing behind (not an empty store)
+        print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        return 2
     print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
     return 2 if errors else 0
+
+
+def _remove_empty_store(store: Path) -> None:
+    """The store this run created and put no rank into: only its manifest (and temp files) to remove."""
+    from ..trace.write.rankwriter import MANIFEST
+
+    for entry in store.iterdir():
+        if entry.name != MANIFEST and not entry.name.startswith("."):
+            return  # something else arrived meanwhile (another writer): leave it all
+    for entry in store.iterdir():
+        if entry.is_file() and not entry.is_symlink():
+            entry.unlink()
+    store.rmdir()

@@ -1,7 +1,7 @@
 """``xpuprof devices``: every known backend and metric collector, whether it can run here, and why not.
 
 One line per row by default, fitted to the terminal; ``--details`` gives every reason in full and
-what each one records; ``--json`` gives the rows as data."""
+what each one records; ``--format json`` (or ``--json``) gives the rows as data."""
 from __future__ import annotations
 
 import argparse
@@ -89,7 +89,7 @@ def render(rows: list[DeviceRow], width: int | None = None) -> str:
         columns = [Column(title, "left", shrink=kind == "plugin", min_width=16, elide="middle"),
                    Column("available", "left"), Column("reason / notes", "left", shrink=True, min_width=20, elide="end")]
         out.append(render_table(columns, cells, width=width, boxed=False))
-    out.append("Full reasons and what each records: xpuprof devices --details (or --json)\n")
+    out.append("Full reasons and what each records: xpuprof devices --details (or --format json)\n")
     return "\n".join(out)
 
 
@@ -119,7 +119,7 @@ def render_details(rows: list[DeviceRow], width: int | None = None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     rows = collect_rows()
-    if args.json:
+    if args.format == "json":
         print(orjson.dumps([r.to_dict() for r in rows], option=orjson.OPT_INDENT_2, default=str).decode())
     else:
         print(render_details(rows) if args.details else render(rows), end="")
@@ -131,7 +131,9 @@ def register(subparsers) -> None:
                               description=__doc__)
     p.add_argument("--details", action="store_true", help="every reason in full and what each backend or collector "
                                                           "records (default: one line each)")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="table (default) or json: the rows as data")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     p.set_defaults(func=run)
 
 

@@ -30,46 +30,53 @@ def register(subparsers) -> None:
                    help="ignore kernels faster than US microseconds on both sides")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.add_argument("--all", action="store_true", help="also list unchanged kernels")
+    p.add_argument("--wide", action="store_true",
+                   help="every column, however wide the terminal (default: the tables fit it)")
     p.set_defaults(func=run)
 
 
-def _table(result: DiffResult, show_all: bool) -> str:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _signed(value: float, unit: str) -> str:
+    """A difference in its unit with its sign: ``+1.2 %``, ``-3.400 us``."""
+    from ..analysis.text import format_value
 
-    from ..analysis.summary import format_ns
+    text = format_value(abs(value), unit)
+    return ("-" if value < 0 else "+") + text
 
+
+def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = None, width: int | None = None) -> str:
+    from ..analysis.tables import metric_label
+    from ..analysis.text import Column, format_ns, render_table
+
+    units = units or {}
     rows = [r for r in result.rows if show_all or r.status != "same"]
+    title = (f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
+             f"{len(result.regressions)} regression(s)")
+    if not rows:
+        return render_table([], [], title=title, width=width, boxed=False) + \
+            "no kernel changed by more than the threshold\n"
     metrics = list(dict.fromkeys(m for r in rows for m in r.metrics))
     points = any(r.point for r in rows)
-    t = Table(title=f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
-                    f"{len(result.regressions)} regression(s)", title_justify="left")
-    if points:
-        t.add_column("Point")
-    for col in ("Kernel", "Status", "A", "B", "Δ%", "Calls A/B"):
-        t.add_column(col, justify="left" if col in ("Kernel", "Status") else "right")
-    for m in metrics:
-        t.add_column(escape(f"Δ {m}"), justify="right")
+    field = result.field.capitalize()
+    columns = ([Column("Point", "left", wrap=True, min_width=8)] if points else []) + [
+        Column("Kernel", "left", wrap=True, min_width=16), Column("Status", "left"), Column(f"{field} A"),
+        Column(f"{field} B"), Column("Δ %"), Column("Calls A/B", optional=2)]
+    columns += [Column("Δ " + metric_label(m, units.get(m, "")), optional=3) for m in metrics]
+    cells = []
     for r in rows:
         pct = r.delta_pct
-        cells = ([escape(r.point)] if points else []) + [
-            escape(r.name), r.status, format_ns(r.a_ns) if r.a_ns is not None else "-",
-            format_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f}" if pct is not None else "-",
-            f"{r.a_calls}/{r.b_calls}"]
+        line = ([r.point] if points else []) + [
+            r.name, r.status, format_ns(r.a_ns) if r.a_ns is not None else "-",
+            format_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f} %" if pct is not None else "-",
+            f"{r.a_calls:,}/{r.b_calls:,}"]
         for m in metrics:
             a, b = r.metrics.get(m, (None, None))
-            cells.append(f"{b - a:+.4g}" if a is not None and b is not None else "-")
-        t.add_row(*cells)
-    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
-    console.print(t)
-    if not rows:
-        console.print("no kernel changed by more than the threshold")
-    return console.export_text()
+            line.append(_signed(b - a, units.get(m, "")) if a is not None and b is not None else "-")
+        cells.append(line)
+    return render_table(columns, cells, title=title, width=width)
 
 
 def run(args) -> int:
-    from ..analysis.diff import DiffError, diff, diff_telemetry, load_side, load_telemetry
+    from ..analysis.diff import DiffError, diff, diff_telemetry, load_side, load_telemetry, metric_units
     from ..trace.builder.columns import encode_json
 
     try:
@@ -94,52 +101,52 @@ def run(args) -> int:
             out["stalls"] = {"threshold_points": args.threshold, "grew": len(grew), "rows": stalls}
         sys.stdout.write(encode_json(out).decode() + "\n")
     else:
-        sys.stdout.write(_table(result, args.all))
+        from ..analysis.text import terminal_width
+
+        width = None if args.wide else terminal_width()
+        units = {**metric_units(args.a), **metric_units(args.b)}
+        sys.stdout.write(_table(result, args.all, units, width))
         if telemetry:
-            sys.stdout.write(_telemetry_table(telemetry))
+            sys.stdout.write("\n" + _telemetry_table(telemetry, width=width))
         if stalls:
-            sys.stdout.write(_stall_table(stalls, args.threshold, args.all))
+            sys.stdout.write("\n" + _stall_table(stalls, args.threshold, args.all, width))
     return 1 if result.regressions or grew else 0
 
 
-def _stall_table(rows: list[dict], threshold: float, show_all: bool) -> str:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _stall_table(rows: list[dict], threshold: float, show_all: bool, width: int | None = None) -> str:
+    from ..analysis.text import Column, format_percent, render_table
 
     shown = [r for r in rows if show_all or r["status"] != "same"]
     grew = sum(r["status"] == "grew" for r in rows)
-    t = Table(title=f"EU stall reasons: share of each kernel's samples, B vs A (threshold {threshold:g} points), "
-                    f"{grew} grew", title_justify="left")
-    for col in ("Kernel", "Reason", "Status", "A %", "B %", "Δ points", "Samples A/B"):
-        t.add_column(col, justify="left" if col in ("Kernel", "Reason", "Status") else "right")
-    for r in shown:
-        t.add_row(escape(r["kernel"]), escape(r["reason"]), r["status"], f"{r['a_pct']:.1f}", f"{r['b_pct']:.1f}",
-                  f"{r['delta_points']:+.1f}", f"{r['a_samples']}/{r['b_samples']}")
-    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
-    console.print(t)
+    title = (f"EU stall reasons: share of each kernel's samples, B vs A (threshold {threshold:g} points), "
+             f"{grew} grew")
     if not shown:
-        console.print("no stall reason's share changed by more than the threshold")
-    return console.export_text()
+        return render_table([], [], title=title, width=width, boxed=False) + \
+            "no stall reason's share changed by more than the threshold\n"
+    columns = [Column("Kernel", "left", wrap=True, min_width=16), Column("Reason", "left", wrap=True, min_width=8),
+               Column("Status", "left"), Column("A %"), Column("B %"), Column("Δ points"),
+               Column("Samples A/B", optional=2)]
+    cells = [[r["kernel"], r["reason"], r["status"], format_percent(r["a_pct"]), format_percent(r["b_pct"]),
+              f"{r['delta_points']:+.1f} points", f"{r['a_samples']:,}/{r['b_samples']:,}"] for r in shown]
+    return render_table(columns, cells, title=title, width=width)
 
 
-def _telemetry_table(rows: list[dict]) -> str:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _telemetry_table(rows: list[dict], units: dict[str, str] | None = None, width: int | None = None) -> str:
+    from ..analysis.text import Column, format_value, render_table
 
-    def num(v):
-        return "-" if v is None else f"{v:.4g}"
+    units = units or {}
+
+    def num(key, v):
+        return "-" if v is None else format_value(v, units.get(key, ""))
 
     def pct(v):
-        return "-" if v is None else f"{v:+.1f}"
+        return "-" if v is None else f"{v:+.1f} %"
 
-    t = Table(title="Telemetry: mean and peak per metric, B vs A", title_justify="left")
-    for col in ("Series", "Mean A", "Mean B", "Δ%", "Peak A", "Peak B", "Δ%"):
-        t.add_column(col, justify="left" if col == "Series" else "right")
-    for r in rows:
-        t.add_row(escape(r["series"]), num(r["a_mean"]), num(r["b_mean"]), pct(r["mean_delta_pct"]),
-                  num(r["a_peak"]), num(r["b_peak"]), pct(r["peak_delta_pct"]))
-    console = Console(file=io.StringIO(), width=200, record=True, force_terminal=False)
-    console.print(t)
-    return console.export_text()
+    unitless = not any(units.get(r["series"]) for r in rows)
+    tag = " [no unit]" if unitless else ""
+    columns = [Column("Series", "left", wrap=True, min_width=16), Column("Avg A" + tag), Column("Avg B" + tag),
+               Column("Avg Δ %"), Column("Peak A" + tag, optional=2), Column("Peak B" + tag, optional=2),
+               Column("Peak Δ %", optional=2)]
+    cells = [[r["series"], num(r["series"], r["a_mean"]), num(r["series"], r["b_mean"]), pct(r["mean_delta_pct"]),
+              num(r["series"], r["a_peak"]), num(r["series"], r["b_peak"]), pct(r["peak_delta_pct"])] for r in rows]
+    return render_table(columns, cells, title="Telemetry: average and peak per metric, B vs A", width=width)

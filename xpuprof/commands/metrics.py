@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--details", action="store_true",
                    help="meanings, formulas and reasons in full (default: one line each, fitted to the terminal)")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     p.add_argument("--collectors", action="store_true", help="only the metric collectors, not the catalogs")
     p.set_defaults(func=run)
 
@@ -98,9 +99,10 @@ def _metric_lines(rows, derived, *, details: bool, width: int) -> str:
         return "\n".join(out) + "\n"
     cells = [[f"{c.vendor}/{c.family}", g.name, m.name, m.unit, m.description] for c, g, m in rows]
     cells += [[f"{c.vendor}/{c.family}", d.group, d.name, d.unit, f"= {d.formula}: {d.description}"] for c, d in derived]
-    return render_table([Column("Device", "left"), Column("Group", "left", shrink=True, min_width=10),
+    # metric names whole on one line (they are what people copy); groups and meanings wrap
+    return render_table([Column("Device", "left"), Column("Group", "left", wrap=True, min_width=8),
                          Column("Metric", "left"), Column("Unit", "left"),
-                         Column("Meaning", "left", shrink=True, min_width=8, elide="end")],
+                         Column("Meaning", "left", wrap=True, min_width=12)],
                         cells, width=width, boxed=False)
 
 

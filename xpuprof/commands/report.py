@@ -9,7 +9,7 @@ import io
 import sys
 from typing import TYPE_CHECKING
 
-from ._options import top_count
+from ._options import UsageError, check_categories, output_format, top_count
 
 if TYPE_CHECKING:  # the report's modules load when a report is made, not to parse or show --help
     from ..analysis.report import Report
@@ -31,18 +31,23 @@ def register(subparsers) -> None:
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
     p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
-    p.add_argument("--sort", default="total", metavar="KEY",
-                   help="total, calls, avg, max, name, or a metric column: '<metric>[::<unit>][ mean|min|max]'")
+    p.add_argument("--sort", default=None, metavar="KEY",
+                   help="total (the default), self, calls, avg, max, name, or a metric column: "
+                        "'<metric>[::<unit>][ mean|min|max]'; with --by op torch's keys (default cpu_time_total)")
     p.add_argument("--by", default="kernel", choices=("kernel", "op"),
-                   help="kernel: the kernel table (default); op: PyTorch operators by name, as torch's "
-                        "key_averages() table (self/total host time, device time of the kernels each op launched)")
+                   help="kernel: the kernel table (default); op: torch's key_averages() table of the traces "
+                        "(ops, ranges, runtime calls and kernels by name, self/total CPU and device time)")
     p.add_argument("--stalls", action="store_true",
                    help="XPU EU stall samples instead of times: per kernel its stall-reason mix and hottest source "
                         "lines (traces recorded with stall sampling)")
     p.add_argument("--lines", type=top_count, default=5, metavar="N",
                    help="with --stalls: the N hottest source lines per kernel (default 5; 'all')")
-    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("--format", default=None, choices=FORMATS,
+                   help="table (default), csv, json or html; with -o the file's extension picks it (r.html: html)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--wide", action="store_true",
+                   help="every column, however wide the terminal (default: the table fits it, columns left out "
+                        "are named under it)")
     p.set_defaults(func=run)
 
 
@@ -79,7 +84,7 @@ def _interval_keys(report: Report) -> list[str]:
 
 
 def _title(report: Report) -> str:
-    from ..analysis.summary import format_ns
+    from ..analysis.text import format_ns
 
     traces = f"{len(report.sources)} trace{'s' if len(report.sources) != 1 else ''}"
     ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
@@ -90,47 +95,41 @@ def _title(report: Report) -> str:
 
 
 def text_table(report: Report, width: int | None = None) -> str:
-    """The per-name table as text: one line per name, names elided in the middle to fit ``width``."""
-    from ..analysis.summary import format_ns
-    from ..analysis.text import Column, format_value, render_table
+    """The per-name table as text, fitted to ``width`` (``analysis.tables``: the label set ``run`` shares)."""
+    from ..analysis.intervals import COLUMNS as INTERVALS
+    from ..analysis.tables import stats_table
 
-    metrics = report.metric_names
-    by_rank = _by_rank(report)
-    kernels_only = set(report.categories) <= {"kernel"}
-    columns = ([Column("Rank")] if by_rank else []) + [
-        Column("Kernel" if kernels_only else "Name", "left", shrink=True, min_width=24)]
-    columns += [Column(h) for h in (("Calls", "Self", "Self %", "Total", "Avg", "Min", "Max") if report.nests
-                                    else ("Calls", "Total", "%", "Avg", "Min", "Max"))]
-    for m in metrics:
-        columns += [Column(m), Column(f"{m} min"), Column(f"{m} max")]  # the values carry the unit
-    intervals = _interval_keys(report)
-    columns += [Column(label) for label in ("Queued", "Submit")[:len(intervals)]]
-    rows = []
-    for s in report.stats:
-        cells = ([str(s.rank)] if by_rank else []) + [s.name, f"{s.calls:,}"]
-        if report.nests:
-            cells += [format_ns(s.self_ns or 0), f"{s.pct:.2f}", format_ns(s.total_ns)]
-        else:
-            cells += [format_ns(s.total_ns), f"{s.pct:.2f}"]
-        cells += [format_ns(s.avg_ns), format_ns(s.min_ns), format_ns(s.max_ns)]
-        cells += [format_value(d[m], report.table.units.get(m, "")) if m in d else ""
-                  for m in metrics for d in (s.metrics, s.metric_min, s.metric_max)]
-        iv = report.interval_of(s)
-        cells += [format_ns(iv[k]) if k in iv else "" for k in intervals]
-        rows.append(cells)
-    return render_table(columns, rows, title=_title(report), width=width)
+    return stats_table(report.stats, units=report.table.units, nests=report.nests, title=_title(report), width=width,
+                       sort_by=report.filters.get("sort") or "total",
+                       intervals=[(k, label) for k, label, *_ in INTERVALS][:2] if report.intervals else None,
+                       interval_of=report.interval_of)
 
 
 def telemetry_table(report: Report, width: int | None = None) -> str:
-    from ..analysis.text import Column, render_table
+    """Mean, peak and min of each telemetry series, in its unit (``[no unit]`` when the trace gives none)."""
+    from ..analysis.text import Column, format_count, format_value, render_table
 
-    columns = [Column("Track", "left", shrink=True), Column("Row"), Column("Metric", "left", shrink=True),
-               Column("Samples"), Column("Mean"), Column("Peak"), Column("Min")]
-    from ..analysis.text import format_value
-
-    rows = [[t.track, str(t.pid), t.metric, str(len(t.values)), *(format_value(v, t.unit) for v in (t.mean, t.peak, t.low))]
-            for t in report.telemetry]
+    unitless = any(not t.unit for t in report.telemetry)
+    head = " [no unit]" if unitless and not any(t.unit for t in report.telemetry) else ""
+    columns = [Column("Track", "left", wrap=True, min_width=10), Column("Row"),
+               Column("Metric", "left", wrap=True, min_width=10), Column("Samples"),
+               Column(AVG + head), Column(PEAK + head), Column(MIN + head)]
+    rows = [[t.track, str(t.pid), t.metric, format_count(len(t.values)),
+             *(format_value(v, t.unit) for v in (t.mean, t.peak, t.low))] for t in report.telemetry]
     return render_table(columns, rows, title="Telemetry (counter tracks)", width=width)
+
+
+AVG, PEAK, MIN = "Avg", "Peak", "Min"
+
+
+def _nothing_found(report: Report) -> str:
+    """One line for a report with no rows: what was looked for, and where."""
+    asked = report.filters.get("categories")
+    what = ", ".join(asked) if asked else "kernel, copy, fill or host range"
+    where = ", ".join(report.sources) if len(report.sources) <= 3 else f"{len(report.sources)} traces"
+    narrowed = [f"--{k} {v}" for k, v in (("name", report.filters.get("name")), ("start", report.filters.get("start_ms")),
+                                          ("end", report.filters.get("end_ms"))) if v is not None]
+    return f"no {what} events in {where}" + (f" matching {' '.join(narrowed)}" if narrowed else "") + "\n"
 
 
 def render(report: Report, fmt: str, width: int | None = None) -> str:
@@ -144,10 +143,7 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
         from ..analysis.html import render as render_html
 
         return render_html(report, ranks=report.ranks_view)
-    from ..analysis.text import terminal_width
-
-    width = width or terminal_width(default=200)  # a file or a pipe: 200 columns; a terminal: its width
-    text = text_table(report, width)
+    text = text_table(report, width) if report.stats else _nothing_found(report)
     if report.telemetry:
         text += "\n" + telemetry_table(report, width)
     if report.resources:
@@ -177,18 +173,22 @@ def stall_report(args) -> str:
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
         return stalls_render.to_html(report, top=args.top, lines=args.lines)
+    return stalls_render.text(report, top=args.top, lines=args.lines, width=_width(args))
+
+
+def _width(args) -> int | None:
+    """The table's width: the terminal's (a file or a pipe: 160), or unbounded with ``--wide``."""
     from ..analysis.text import terminal_width
 
-    return stalls_render.text(report, top=args.top, lines=args.lines, width=terminal_width(default=200))
+    return None if getattr(args, "wide", False) else terminal_width()
 
 
 def op_report(args) -> str:
-    """``--by op``: every trace's operators together (--sort takes torch's names too)."""
-    from ..analysis.ops import OpSummary
+    """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``)."""
     from ..analysis.report import ReportError, expand_paths
+    from ..analysis.summary import KeyAverages
     from ..trace.builder.columns import encode_json
-    from ..trace.read.load import TraceLoadError, events
-
+    from ..trace.read.load import TraceLoadError, load
     from ..trace.read.store import is_store
 
     if any(is_store(t) for t in args.traces):
@@ -197,39 +197,45 @@ def op_report(args) -> str:
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
-                          "--format and -o")
+                          "--format, --wide and -o")
     evs: list = []
+    meta: dict = {}
     try:
         for path in expand_paths(args.traces):
-            evs.extend(events(path))
+            data = load(path)
+            evs.extend(e for e in (data.get("traceEvents") or []) if isinstance(e, dict))
+            meta = {**data, "traceEvents": None, **meta}
     except TraceLoadError as exc:
         raise ReportError(str(exc)) from None
     try:
-        ops = OpSummary.from_events(evs)
+        avgs = KeyAverages.from_events(evs, metadata=meta)
     except ValueError as exc:  # a time no trace can hold: named with its event
         raise ReportError(str(exc)) from None
-    sort = "host_total" if args.sort == "total" else args.sort
+    sort = args.sort or "cpu_time_total"
     try:
-        rows = ops.rows(sort)
+        rows = avgs.sorted(sort)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
     rows = rows[:args.top] if args.top else rows
     if args.format == "html":
         from ..analysis.html import render_ops
 
-        return render_ops(rows, sources=[str(p) for p in expand_paths(args.traces)])
+        return render_ops(avgs, rows, sources=[str(p) for p in expand_paths(args.traces)])
     if args.format == "json":
         return encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["op", "calls", "self_host_ns", "host_total_ns", "self_device_ns", "device_total_ns"])
+        keys = ["key", "count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total", "device_time_total",
+                "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage", "self_device_memory_usage"]
+        w.writerow([k if k in ("key", "count") or k.endswith("usage") else f"{k}_us" for k in keys])
         for r in rows:
-            w.writerow([r.name, r.calls, r.self_host_ns, r.host_total_ns, r.self_device_ns, r.device_total_ns])
+            w.writerow([getattr(r, k) for k in keys])
         return buf.getvalue()
-    from ..analysis.text import terminal_width
+    from ..analysis.averages_table import render as render_averages
 
-    return ops.table(sort_by=sort, row_limit=args.top, width=terminal_width(default=200))
+    return render_averages(avgs, sort_by=sort, row_limit=args.top, width=_width(args), wide=args.wide,
+                           widen_hint="--wide shows them")
 
 
 def _build(args) -> Report:
@@ -265,6 +271,13 @@ def _build(args) -> Report:
 def run(args) -> int:
     from ..analysis.report import ReportError
 
+    try:  # the command line's own mistakes: one line, exit 2, before any trace is read
+        args.format = output_format(args.format, args.output, FORMATS)
+        if args.cat:
+            check_categories(args.cat)
+    except UsageError as exc:
+        print(f"xpuprof report: {exc}", file=sys.stderr)
+        return 2
     if getattr(args, "stalls", False):
         try:
             text = stall_report(args)
@@ -279,12 +292,13 @@ def run(args) -> int:
             print(f"xpuprof report: {exc}", file=sys.stderr)
             return 2
         return _emit(args, text)
+    args.sort = args.sort or "total"
     try:
         report = _build(args)
     except ReportError as exc:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2
-    return _emit(args, render(report, args.format))
+    return _emit(args, render(report, args.format, _width(args)))
 
 
 def _emit(args, text: str) -> int:

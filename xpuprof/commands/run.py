@@ -43,6 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     p.add_argument("--top", type=top_count, default=10, metavar="N",
                    help="kernels shown per point in the summary (a positive integer, or 'all')")
+    p.add_argument("--wide", action="store_true",
+                   help="every column of the summary tables, however wide the terminal (default: they fit it)")
     xpu = p.add_argument_group("XPU (unitrace's flags; added to the config's kernels: and stall_sampling:)")
     xpu.add_argument("--include-kernels", action="append", default=[], metavar="REGEXES",
                      help='keep only kernels whose name matches one of the comma-separated regexes (quote an item '
@@ -85,33 +87,38 @@ def apply_xpu_flags(cfg: BenchmarkConfig, args) -> None:
             pt.experimental.stall_sampling_period_ns = period
 
 
-def _point_record(result, kernels) -> dict:
+def _point_record(result, kernels, units: dict | None = None) -> dict:
     pt = result.point
     return {"index": pt.index, "label": pt.label, "slug": pt.slug, "params": pt.params, "workload": result.workload,
             "device": result.device, "info": result.info, "iterations": pt.iterations, "warmup": pt.warmup,
             "repeats": pt.repeats, "iteration_time": result.iteration_stats(),
             "traces": [str(p) for p in result.traces], "kernels": [k.to_dict() for k in kernels],
+            "metric_units": {m: u for m, u in (units or {}).items()
+                             if any(m in k.metrics for k in kernels)},
             "error": result.error,
             "interrupted": None if result.interrupted is None else result.interrupted.signal_name}
 
 
-def _kernels(result):
+def _kernels(result) -> tuple[list, dict]:
+    """(the per-name rows of a point's traces, metric -> unit)."""
     from ..analysis.report import EventTable, ReportError, build_report, kernel_stats
     from ..workloads.interrupt import RunInterrupted
 
     if not result.traces:
-        return []
+        return [], {}
     try:
         if len(result.tables) == len(result.traces) and all(t is not None for t in result.tables):
-            return kernel_stats(EventTable.concat(result.tables))  # from memory: no trace read back
+            table = EventTable.concat(result.tables)  # from memory: no trace read back
+            return kernel_stats(table), dict(table.units)
         if all(p.parent.name.endswith(".store") for p in result.traces):  # rank partitions of stores
-            return _store_kernels(result.traces)
-        return build_report(result.traces).stats
+            return _store_kernels(result.traces), {}
+        report = build_report(result.traces)
+        return report.stats, dict(report.table.units)
     except ReportError as exc:
         result.error = result.error or f"cannot summarize traces: {exc}"
     except RunInterrupted as exc:  # a second signal while reading the traces back
         result.error = result.error or f"kernel summary abandoned on a second {exc.signal_name}"
-    return []
+    return [], {}
 
 
 def _store_kernels(partitions) -> list:
@@ -203,43 +210,48 @@ def check_profiler_setup(cfg: BenchmarkConfig) -> str | None:
     return None
 
 
-def _print_summary(console, cfg: BenchmarkConfig, records: list[dict], top: int | None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def _at_config_key(config_path: str, problem: str) -> str:
+    """A metric-name problem points at the config's ``metrics:`` line, as a misspelt key's does."""
+    if "metric" not in problem:
+        return problem
+    try:
+        lines = Path(config_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return problem
+    for number, line in enumerate(lines, 1):
+        if line.split("#", 1)[0].strip().startswith(("names:", "metrics:")) and "metrics" in "".join(lines[:number]):
+            return f"{config_path}:{number}: metrics.names: {problem}"
+    return problem
 
-    from ..analysis.summary import format_ns
 
-    t = Table(title=escape(f"{cfg.name}: {len(records)} point(s)"), title_justify="left")
-    for col in ("Point", "Workload", "Device", "Iters", "Mean", "Min", "Max", "Traces", "Status"):
-        t.add_column(col, justify="right" if col in ("Iters", "Mean", "Min", "Max", "Traces") else "left",
-                     overflow="fold")
+def _print_summary(cfg: BenchmarkConfig, records: list[dict], point_stats: list[list], top: int | None,
+                   width: int | None) -> None:
+    """The points table, then each point's per-name table (``analysis.tables``: report's labels and formats)."""
+    from ..analysis.tables import AVG, MAX, MIN, stats_table
+    from ..analysis.text import Column, format_count, format_ns, render_table
+
+    rows = []
     for r in records:
         it = r["iteration_time"]
-        t.add_row(escape(r["label"]), escape(r["workload"] or "-"), escape(r["device"] or "-"), str(it.get("count", 0)),
-                  f"{it['mean_ms']:.3f} ms" if it else "-", f"{it['min_ms']:.3f} ms" if it else "-",
-                  f"{it['max_ms']:.3f} ms" if it else "-", str(len(r["traces"])),
-                  escape(f"error: {r['error']}") if r["error"]
-                  else f"interrupted ({r['interrupted']})" if r.get("interrupted") else "ok")
-    console.print(t)
-    for r in records:
-        if not r["kernels"]:
+        status = (f"error: {r['error']}" if r["error"] else
+                  f"interrupted ({r['interrupted']})" if r.get("interrupted") else "ok")
+        rows.append([r["label"], r["workload"] or "-", r["device"] or "-", format_count(it.get("count", 0)),
+                     *(format_ns(it[k] * 1e6) if it else "-" for k in ("mean_ms", "min_ms", "max_ms")),
+                     format_count(len(r["traces"])), status])
+    columns = [Column("Point", "left", wrap=True, min_width=10), Column("Workload", "left", wrap=True, min_width=12),
+               Column("Device", "left", wrap=True, min_width=6), Column("Iterations"), Column(AVG), Column(MIN, optional=2),
+               Column(MAX, optional=2), Column("Traces", optional=3), Column("Status", "left", wrap=True, min_width=8)]
+    out = [render_table(columns, rows, title=f"{cfg.name}: {len(records)} point(s), time per iteration", width=width)]
+    for r, stats in zip(records, point_stats):
+        if not stats:
             continue
-        shown = r["kernels"] if top is None else r["kernels"][:top]
-        nests = any(row.get("self_ns", row["total_ns"]) != row["total_ns"] for row in r["kernels"])
-        k = Table(title=escape(f"{r['label']}: top {len(shown)} of {len(r['kernels'])} "
-                               + ("host ranges/ops (self time leaves out the rows nested inside)" if nests
-                                  else "kernels/ops")), title_justify="left")
-        for col in ("Name", "Calls", *(("Self",) if nests else ()), "Total", "%", "Avg", "Min", "Max"):
-            k.add_column(col, justify="left" if col == "Name" else "right", overflow="fold")
-        metrics = list(dict.fromkeys(m for row in r["kernels"] for m in row["metrics"]))
-        for m in metrics:
-            k.add_column(escape(m), justify="right")
-        for row in shown:
-            k.add_row(escape(row["name"]), str(row["calls"]),
-                      *((format_ns(row.get("self_ns", row["total_ns"])),) if nests else ()), format_ns(row["total_ns"]),
-                      f"{row['pct']:.1f}", format_ns(row["avg_ns"]), format_ns(row["min_ns"]), format_ns(row["max_ns"]),
-                      *[f"{row['metrics'][m]:.4g}" if m in row["metrics"] else "" for m in metrics])
-        console.print(k)
+        shown = stats if top is None else stats[:top]
+        nests = any(s.self_ns is not None and s.self_ns != s.total_ns for s in stats)
+        what = "host ranges/ops (self time leaves out the rows nested inside)" if nests else "kernels/ops"
+        out.append(stats_table(shown, units=r.get("metric_units") or {}, nests=nests, width=width,
+                               title=f"{r['label']}: top {len(shown)} of {len(stats)} {what}"))
+    sys.stdout.write("".join(out))
+    sys.stdout.flush()
 
 
 def run(args) -> int:
@@ -263,11 +275,11 @@ def run(args) -> int:
         # Level Zero reads ZET_ENABLE_METRICS once, when the workload initializes it (a dpnp/torch import,
         # a first queue): set it now, before any workload is built, so metric collection can start later.
         os.environ.setdefault("ZET_ENABLE_METRICS", "1")
+    problem = check_profiler_setup(cfg)  # metric names, backends: a typo stops the run before it starts
+    if problem is not None:
+        print(f"xpuprof run: {_at_config_key(args.config, problem)}", file=sys.stderr)
+        return 2
     if args.dry_run:
-        problem = check_profiler_setup(cfg)
-        if problem is not None:
-            print(f"xpuprof run: {problem}", file=sys.stderr)
-            return 2
         for pt in cfg.points:
             print(f"{pt.slug}: {pt.workload.kind} {pt.workload.target} library={pt.workload.library} "
                   f"kwargs={pt.workload.kwargs} device={pt.device} iterations={pt.iterations} repeats={pt.repeats} "
@@ -293,6 +305,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     from ..workloads.runner import PointResult, TraceWriteError, run_point
 
     records: list[dict] = []
+    point_stats: list[list] = []  # each point's per-name rows (report.NameStat), for the tables
     interrupted = None
     total = sum(pt.repeats * pt.iterations for pt in cfg.points)
     started = time.time()
@@ -317,14 +330,18 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                 progress.console.print(f"[red]point {escape(repr(pt.label))} failed:[/red] {escape(result.error)}",
                                        markup=True, highlight=False)
             guard.phase = "summarizing the traces"
-            records.append(_point_record(result, _kernels(result)))
+            stats, units = _kernels(result)
+            records.append(_point_record(result, stats, units))
+            point_stats.append(stats)
             if result.interrupted is not None or guard.signum is not None:
                 interrupted = result.interrupted or guard.interrupted
                 break
             if result.error and args.fail_fast:
                 break
 
-    _print_summary(console, cfg, records, args.top)
+    from ..analysis.text import terminal_width
+
+    _print_summary(cfg, records, point_stats, args.top, None if args.wide else terminal_width())
     if interrupted is None and guard.signum is not None:  # landed after the last point (printing the tables)
         interrupted = guard.interrupted
     out_dir = cfg.points[0].output.dir

@@ -449,7 +449,10 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
         known = names.backends
         for i, name in enumerate(top["backends"]):
             if name not in known:
-                ck.fail(("backends", str(i)), f"unknown backend {name!r}; known backends: {', '.join(known)}")
+                from ..suggest import did_you_mean
+
+                ck.fail(("backends", str(i)), f"unknown backend {name!r}{did_you_mean(name, known) or ';'} known "
+                        f"backends: {', '.join(known)}")
 
     metrics = top["metrics"] or {k: spec[1] for k, spec in METRICS_KEYS.items()}
     experimental = ExperimentalConfig(profiler_metrics=metrics["names"],

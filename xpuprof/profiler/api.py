@@ -22,7 +22,7 @@ from . import torch_compat
 from .cycle import RecordingCycle
 from .events import FinishedCycle, use_device_of
 from .pausing import Pausing
-from .schedule import ProfilerAction, always_record, as_action, schedule
+from .schedule import CLEARS_EVENTS, ProfilerAction, always_record, as_action, incorrect_schedule, schedule, warn_once
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
 from .stages import load_trace_stages, start_loading
@@ -326,29 +326,20 @@ class profile(TorchResultsMethods):
         return self.last_trace_path
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
-                     group_by_overload_name: bool = False, *, group_by: str | None = None):
-        """A summary of the last trace (``.table(sort_by=..., row_limit=...)``).
-
-        ``group_by="name"`` (the default): every category's slices by name (kernels, runtime calls, ranges,
-        ops). ``group_by="op"``: torch's operator table: self/total host time and the device time of the
-        kernels each op launched (self) and its nested ops launched (total). torch's groupings
-        (``group_by_input_shape``, ``group_by_stack_n``, ``group_by_overload_name``) return torch's own
-        averages of ``events()``, as torch.profiler's key_averages does."""
-        if group_by_input_shape or group_by_stack_n or group_by_overload_name:
-            if group_by is not None:
-                raise ValueError("key_averages: group_by= is xpuprof's summary; torch's group_by_input_shape/"
-                                 "group_by_stack_n/group_by_overload_name group torch's events(): use one or the other")
-            return self._torch_key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name)
-        group_by = "name" if group_by is None else group_by
-        if group_by not in ("name", "op"):
-            raise ValueError(f"key_averages(group_by={group_by!r}): valid values are 'name' and 'op'")
-        if self.builder is None:
+                     group_by_overload_name: bool = False):
+        """torch's averages of the last trace (of every cycle's with ``acc_events=True``): an iterable of rows
+        with torch's attributes (``key``, ``count``, ``self_cpu_time_total``, ...) whose ``table(sort_by=...,
+        row_limit=...)`` is torch's table, grouped as torch groups them (``analysis.summary.KeyAverages``)."""
+        if not self._finished:
             raise RuntimeError("no trace yet: key_averages() needs a completed recording cycle")
-        if group_by == "op":
-            from ..analysis.ops import OpSummary
-            return OpSummary.from_builder(self.builder)
-        from ..analysis.summary import Summary
-        return Summary.from_builder(self.builder)
+        from ..analysis.summary import KeyAverages
+
+        cycles = self._finished if self.acc_events else self._finished[-1:]
+        return KeyAverages.from_builder([c.builder for c in cycles], use_device=cycles[-1].use_device,
+                                        profile_memory=self.config.profile_memory, with_flops=self.config.with_flops,
+                                        group_by_input_shape=bool(group_by_input_shape),
+                                        group_by_stack_n=int(group_by_stack_n or 0),
+                                        group_by_overload_name=bool(group_by_overload_name))
 
     def add_metadata(self, key: str, value: Any) -> None:
         """A top-level key for every trace this profile writes."""
@@ -387,15 +378,15 @@ class profile(TorchResultsMethods):
             if cur in recording:
                 self._start_trace()
             elif cur == A.NONE:
-                log.warning("xpuprof: incorrect schedule: WARMUP followed by NONE")
+                incorrect_schedule("WARMUP", "NONE")
                 self._start_trace()
                 self._stop_trace()
         elif prev == A.RECORD:
             if cur == A.NONE:
-                log.warning("xpuprof: incorrect schedule: RECORD followed by NONE")
+                incorrect_schedule("RECORD", "NONE")
                 self._stop_trace()
             elif cur == A.WARMUP:
-                log.warning("xpuprof: incorrect schedule: RECORD followed by WARMUP")
+                incorrect_schedule("RECORD", "WARMUP")
                 self._stop_trace()
         elif prev == A.RECORD_AND_SAVE:
             self._stop_trace()
@@ -427,6 +418,8 @@ class profile(TorchResultsMethods):
         # stop or export (which may run from atexit or a signal handler).
         load_trace_stages()
         self._select()
+        if self._cycle and not self.acc_events:  # torch's words, when a second cycle replaces the first's events
+            warn_once(CLEARS_EVENTS, stacklevel=5)
         self._release_last_results()  # when torch.profiler releases its own (torch_methods)
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)

@@ -137,7 +137,10 @@ def _our_ranges(done: FinishedCycle, FunctionEvent, start_ns: int, threads: dict
             if not isinstance(th, int):
                 continue
             th = threads.get(th, th)
-            out.append(FunctionEvent(id=-e if e else -(len(out) + 1), name=name, thread=th, trace_name=name,
+            # torch's own parser names every ProfilerStep#N "ProfilerStep*" (its trace_name keeps the number), so
+            # key_averages() folds the steps into one row
+            shown = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+            out.append(FunctionEvent(id=-e if e else -(len(out) + 1), name=shown, thread=th, trace_name=name,
                                      start_us=(t - start_ns) / 1000, end_us=(t + d - start_ns) / 1000,
                                      use_device=done.use_device, is_user_annotation=True, fwd_thread=th,
                                      input_shapes=[], stack=[], sequence_nr=-1, external_id=e))
@@ -163,10 +166,6 @@ def _device_events(done: FinishedCycle, FunctionEvent, DeviceType, start_ns: int
                                          use_device=done.use_device, device_type=dev_type, device_index=device,
                                          input_shapes=[], stack=[], sequence_nr=-1, external_id=e))
     return out
-
-
-def key_averages(events, group_by_input_shape: bool, group_by_stack_n: int, group_by_overload_name: bool):
-    return events.key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name)
 
 
 def _through_private_dir(path, write) -> Path:

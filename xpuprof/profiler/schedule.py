@@ -7,7 +7,26 @@ as ours, and refuses anything else in one line naming the step and the value.
 from __future__ import annotations
 
 import enum
+import warnings
 from typing import Callable
+
+# torch.profiler's warnings, word for word (a torch user's warning filters and tests match them)
+NO_WARMUP = "Profiler won't be using warmup, this can skew profiler results"
+CLEARS_EVENTS = ("Warning: Profiler clears events at the end of each cycle. Only events from the current cycle will "
+                 "be reported. To keep events across cycles, set acc_events=True.")
+_shown: set[str] = set()
+
+
+def warn_once(message: str, stacklevel: int = 3) -> None:
+    """torch's ``_warn_once``: a UserWarning the first time this process meets ``message``."""
+    if message not in _shown:
+        _shown.add(message)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def incorrect_schedule(prev: str, cur: str) -> None:
+    """torch's warning for a schedule that skips a state (``Incorrect schedule: WARMUP followed by NONE``)."""
+    warnings.warn(f"Incorrect schedule: {prev} followed by {cur}", UserWarning, stacklevel=4)
 
 
 class ProfilerAction(enum.Enum):
@@ -33,6 +52,8 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"schedule {label} must be an integer >= {least}, got {value!r}")
     cycle = wait + warmup + active
+    if warmup == 0:
+        warnings.warn(NO_WARMUP, UserWarning, stacklevel=2)
 
     def schedule_fn(step: int) -> ProfilerAction:
         if step < skip_first:

@@ -237,6 +237,8 @@ def activities_not_collected(config: ProfilerConfig, backends: list[Backend],
     if not backends or config.activities == default_activity_types():
         return {}
     asked = config.activities - HOST_ACTIVITIES
+    if config.activities >= default_activity_types():  # the defaults plus more: nobody named the defaults one by one
+        asked -= default_activity_types()
     in_use = ", ".join(b.name for b in backends)
     failed = [b.name for b in backends if _plugin_failed(b.name)]
     why = f"no backend in use records it (in use: {in_use})"

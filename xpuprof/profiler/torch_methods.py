@@ -1,5 +1,4 @@
-"""torch.profiler.profile's methods past the schedule: results (``events``, ``key_averages`` grouped as torch
-groups, ``export_stacks``, ``export_memory_timeline``), metadata (``add_metadata_json``,
+"""torch.profiler.profile's methods past the schedule: results (``events``, ``export_stacks``, ``export_memory_timeline``), metadata (``add_metadata_json``,
 ``preset_metadata_json``, trace ids) and ``toggle_collection_dynamic`` (pause/resume of the cycle's sources).
 Mixed into ``xpuprof.profile``; the work is in ``events`` and ``cycle``.
 """
@@ -57,9 +56,6 @@ class TorchResultsMethods:
                            profile_memory=lists[-1]._profile_memory, with_flops=lists[-1]._with_flops)
         merged._tree_built = True  # each cycle's tree is built; the events keep their parents and children
         return merged
-
-    def _torch_key_averages(self, group_by_input_shape: bool, group_by_stack_n: int, group_by_overload_name: bool):
-        return self.events().key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name)
 
     def export_stacks(self, path, metric: str = "self_cpu_time_total") -> Path:
         """torch's flamegraph-collapsed stacks of the last cycle (needs ``with_stack=True``); ``metric``:

@@ -2,6 +2,8 @@
 iterations ``repeats`` times (one trace per recording cycle) and time every iteration on the host."""
 from __future__ import annotations
 
+import warnings
+
 import contextlib
 import itertools
 import time
@@ -142,7 +144,9 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
     for repeat in range(point.repeats):
         if guard is not None:
             guard.check()  # a signal during the last repeat's trace: no new repeat starts
-        sched = schedule(**point.schedule) if point.schedule else None
+        with warnings.catch_warnings():  # a config's warmup: 0 is chosen, not a torch.profiler slip to warn about
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup", category=UserWarning)
+            sched = schedule(**point.schedule) if point.schedule else None
         interrupted: RunInterrupted | None = None
         phase("recording")
         with profile(config=point.profiler_config(), schedule=sched, on_trace_ready=ready,

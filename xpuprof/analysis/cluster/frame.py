@@ -28,17 +28,19 @@ import numpy as np
 
 from ...trace.read.arrow import to_numpy
 
-NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
+# Communication kernels: NCCL's and RCCL's (HTA's rule, ``^nccl.*Kernel``) and oneCCL's SYCL kernels
+# (``oneccl_reduce_base<...>`` ...), which HTA does not know.
+COMMUNICATION_KERNEL = re.compile(r"(^nccl.*Kernel)|(^oneccl_)")
 MEMORY_KERNEL = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(^oneccl_)|(.*(Memcpy)|(Memset))|(.*Sync)")
 COMMUNICATION, MEMORY, COMPUTATION, OTHER = "COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER"
 GPU_SYNC_NAMES = ("Event Sync", "Context Sync")
 STEP_MARK = "ProfilerStep"
 
 
 def kernel_type(name: str) -> str:
-    """HTA's ``get_kernel_type``."""
-    if NCCL_KERNEL.match(name):
+    """HTA's ``get_kernel_type``, oneCCL's kernels counted as communication too."""
+    if COMMUNICATION_KERNEL.match(name):
         return COMMUNICATION
     if MEMORY_KERNEL.match(name):
         return MEMORY

@@ -89,6 +89,6 @@ def run_overlap(engine, *, include_last_step: bool = False) -> AnalysisResult:
         both = states.get(3, 0.0)
         pct = float(np.round(100 * both / comm, 2)) if comm else None
         rows.append({"rank": rank, "comp_comm_overlap_pct": pct, "communication_us": comm, "overlapped_us": both})
-    notes = [] if any(r["communication_us"] for r in rows) else ["no communication kernels (nccl*Kernel): no overlap"]
+    notes = [] if any(r["communication_us"] for r in rows) else ["no communication kernels (nccl*Kernel, oneccl_*): no overlap"]
     return AnalysisResult("overlap", ["rank", "comp_comm_overlap_pct", "communication_us", "overlapped_us"], rows,
                           notes, title="Computation overlapping communication, per rank")

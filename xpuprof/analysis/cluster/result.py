@@ -20,8 +20,9 @@ class AnalysisResult:
     engine: str = ""
     nodes: list[str] = field(default_factory=list)  # where each task ran (a node id per task)
     title: str = ""
+    units: dict[str, str] = field(default_factory=dict)  # column -> unit, for columns whose name does not say it
 
-    def render(self, fmt: str) -> str:
+    def render(self, fmt: str, width: int | None = 200) -> str:
         if fmt == "json":
             from ...trace.builder.columns import encode_json
 
@@ -35,31 +36,39 @@ class AnalysisResult:
             return buf.getvalue()
         if fmt == "html":
             return self.html_page()
-        return self.table_text()
+        return self.table_text(width)
 
-    def table_text(self, width: int = 200) -> str:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
+    def table_text(self, width: int | None = 200) -> str:
+        """The rows as a table fitted to ``width``: HTA's columns under the labels of ``analysis.tables`` (``sum_us``
+        is Total, ``mean_us`` Avg), each column in one format with its unit (CSV and JSON keep HTA's names)."""
+        from ..text import render_table
 
-        t = Table(title=escape(self.title or self.analysis), title_justify="left")
-        for c in self.columns:
-            if c == "name":  # kernel names run to kilobytes: the table shows their start (CSV/JSON keep them)
-                t.add_column(escape(c), justify="left", overflow="ellipsis", no_wrap=True, max_width=70)
-            else:
-                t.add_column(escape(c), justify="left" if c in ("kernel_type", "idle_category") else "right")
-        for r in self.rows:
-            t.add_row(*[escape("" if r.get(c) is None else _text(r.get(c))) for c in self.columns])
-        console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
-        console.print(t)
-        for note in self.notes:
-            console.print(escape(f"note: {note}"))
-        return console.export_text()
+        columns, cells = self.presented()
+        # the cells carry their units: a title's "(µs)" is the unit of the CSV and JSON columns only
+        title = (self.title or self.analysis).replace(" (µs)", "")
+        return render_table(columns, cells, title=title, width=width,
+                            notes=[f"note: {n}" for n in self.notes])
+
+    def presented(self):
+        """(text columns, cell text per row): the labels and formats people read (``table_text``, HTML)."""
+        from ..text import Column
+
+        shows = [_presentation(c, self.units.get(c), [r.get(c) for r in self.rows]) for c in self.columns]
+        # names wrap; the columns that say what a row is stay; of the numbers the first two stay and the
+        # rest are left out from the right on a narrow terminal (the table says which)
+        columns, numbers = [], 0
+        for i, (c, (label, kind, _)) in enumerate(zip(self.columns, shows)):
+            keep = c in _IDENTIFIERS or (kind == "number" and numbers < 2)
+            numbers += kind == "number"
+            columns.append(Column(label, "left" if kind == "text" else "right", wrap=c == "name", min_width=16,
+                                  optional=0 if keep else i + 1))
+        cells = [[fmt(r.get(c)) for c, (_, _, fmt) in zip(self.columns, shows)] for r in self.rows]
+        return columns, cells
 
     def html_table(self, table_id: str = "") -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape('' if r.get(c) is None else _text(r.get(c)))}</td>"
-                                        for c in self.columns) + "</tr>" for r in self.rows)
+        columns, cells = self.presented()
+        head = "".join(f"<th>{html.escape(c.header)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in cells)
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         return f"<table{ident}><tr>{head}</tr>{body}</table>"
 
@@ -86,3 +95,45 @@ def _text(v) -> str:
             return "" if math.isnan(v) else str(v)
         return f"{v:.0f}" if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
     return str(v)
+
+
+_IDENTIFIERS = frozenset({"rank", "stream", "name", "kernel_type", "idle_category"})
+# HTA's column words -> the label set of analysis.tables
+_WORDS = {"calls": "Calls", "sum": "Total", "mean": "Avg", "min": "Min", "max": "Max", "std": "Std",
+          "count": "Samples", "rank": "Rank", "stream": "Stream", "steps": "Steps", "launches": "Launches",
+          "percentage": "Share"}
+
+
+def _label(base: str) -> str:
+    words = base.split("_")
+    first = _WORDS.get(words[0], words[0].capitalize())
+    rest = [_WORDS.get(w, w).lower() if i else w for i, w in enumerate(words[1:])]
+    return " ".join([first, *rest])
+
+
+def _presentation(column: str, unit: str | None, values: list):
+    """(label, "text" | "number", format) of one analysis column: its unit from its name (``_us``, ``_pct``,
+    ``percentage``, ``_ratio``, ``_z``) or ``unit``; whole numbers as counts, flags as yes/no."""
+    from ..text import format_count, format_percent, format_us, format_value
+
+    def blank(fn):
+        return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else fn(v)
+
+    if column.endswith("_us"):
+        return _label(column[:-3]), "number", blank(format_us)
+    if column.endswith("_pct") or column == "percentage":
+        return _label(column[:-4] if column.endswith("_pct") else column), "number", blank(format_percent)
+    if column.endswith("_ratio"):
+        return _label(column) + " [ratio]", "number", blank(lambda v: f"{v:.3f}")
+    if column.endswith("_z"):
+        return _label(column[:-2]) + " [z-score]", "number", blank(lambda v: f"{v:+.2f}")
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return _label(column), "text", blank(lambda v: "yes" if v else "no")
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        if unit:
+            return _label(column), "number", blank(lambda v: format_value(v, unit))
+        if all(float(v).is_integer() for v in present):
+            return _label(column), "number", blank(format_count)
+        return _label(column) + " [no unit]", "number", blank(lambda v: format_value(v))
+    return _label(column), "text", blank(_text)

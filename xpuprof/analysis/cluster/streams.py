@@ -128,7 +128,8 @@ def run_queue(engine, *, include_last_step: bool = False, extra_launch_names: Se
     rows = [{"rank": r, "stream": s, **d} for part in engine.run(queue_task, params) for r, s, d in part]
     rows.sort(key=lambda r: (r["rank"], r["stream"]))
     return AnalysisResult("queue", ["rank", "stream", *DESCRIBE], rows,
-                          title="Queue length (launched, not yet finished GPU operations) per rank and stream")
+                          title="Queue length (launched, not yet finished GPU operations) per rank and stream",
+                          units={c: "operations" for c in DESCRIBE if c != "count"})
 
 
 # ----------------------------------------------------------------------------- memory bandwidth
@@ -159,4 +160,5 @@ def run_memory_bw(engine, *, include_last_step: bool = False) -> AnalysisResult:
     rows = [{"rank": r, "name": n, **d} for part in engine.run(membw_task, params) for r, n, d in part]
     rows.sort(key=lambda r: (r["rank"], r["name"]))
     return AnalysisResult("memory-bw", ["rank", "name", *DESCRIBE], rows,
-                          title="Memory bandwidth of copies and sets (GB/s) per rank")
+                          title="Memory bandwidth of copies and sets (GB/s) per rank",
+                          units={c: "GB/s" for c in DESCRIBE if c != "count"})

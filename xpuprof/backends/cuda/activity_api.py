@@ -17,7 +17,7 @@ from ...vendors import cupti
 from ..common import SessionDrops
 from ..dependencies import DependencyResolver
 from . import records
-from .emit import VENDOR, CuptiDecoder, DecodeOptions
+from .emit import VENDOR, CudaEmitter, DecodeOptions
 from .kinds import KINDS_FOR, SUPPORTED  # noqa: F401 (SUPPORTED: read from here too)
 
 BUFFER_BYTES = 8 * 1024 * 1024
@@ -246,7 +246,7 @@ class CuptiActivityApi(Session):
             if failed:
                 self._errors.append(f"{failed} external-correlation push/pop call(s) failed (last: {last}): device "
                                     "work inside those record_function ranges is not linked to them (no External id)")
-        with self._lock:  # the decoder frees each buffer once it is gathered (held once at the peak)
+        with self._lock:  # each buffer is freed once gathered (held once at the peak)
             chunks, self._chunks = self._chunks, []
         if self._offset_ns:
             for chunk in chunks:
@@ -255,7 +255,8 @@ class CuptiActivityApi(Session):
         options = DecodeOptions(activities=self.activity_types,
                                 display_sync_wait_events=getattr(self.config, "display_cuda_sync_wait_events", True),
                                 sm_count={d: p.get("numSms", 0) for d, p in props.items()}, device_props=props)
-        CuptiDecoder(self.callback_name, self.dependencies, options).process(builder, window, chunks, release=True)
+        recs = records.gather_records(chunks, release=True)  # each chunk freed once gathered
+        CudaEmitter(self.callback_name, self.dependencies, options).write(builder, window, recs, release=True)
         with self._lock:
             self._dropped.write(builder)
 

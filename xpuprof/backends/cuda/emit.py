@@ -1,8 +1,9 @@
-"""CUPTI activity records -> TraceBuilder columns, vectorized, with Kineto's rows and args.
+"""CUPTI activity records -> TraceBuilder columns, vectorized, with Kineto's rows and args (``CudaEmitter``).
 
 Rows (Kineto §3.3): kernels, copies, memsets and CUDA events at pid = device, tid = stream;
 runtime/driver calls at pid = process, tid = thread; ``Stream Sync`` at tid stream + 1000000
-with its ``stream N (sync)`` row; syncs without a stream at tid 1 (Kineto's sanitized -1).
+with its ``stream N (sync)`` row; syncs without a stream at tid 1 (Kineto's sanitized -1); CUPTI overhead on a process of its own,
+``OVERHEAD_PID`` (Kineto's -1 would merge into device 0's process in Perfetto).
 Flows: ``ac2g`` with id = correlation id, ``s`` on the host call and ``f`` on the device row,
 drawn only when both ends are in the trace. Event waits resolve their producer through the
 shared ``DependencyResolver``.
@@ -16,18 +17,19 @@ from typing import Callable
 import numpy as np
 
 from ...activity import ActivityType
-from ...trace.builder.columns import stored_once
+from ...trace.builder.columns import ArgColumn, stored_once
 from ...trace.builder.keyindex import distinct_rows, factorize
 from ..demangle import demangle
-from ..common import (CorrelationMap, add_flow_ends, bandwidth, count_dropped, intern_keys, keep_in_window, kept,
-                      name_stream_rows)
+from ..common import CorrelationMap, bandwidth, count_dropped, intern_keys, keep_in_window, kept
 from ..dependencies import DependencyResolver
+from ..emitter import VENDOR_PROCESS_PIDS, Emitter
 from .occupancy import occupancy_args
 from .records import (KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION, KIND_KERNEL,
                       KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_OVERHEAD, KIND_RUNTIME, KIND_SYNCHRONIZATION,
-                      RawChunk, gather_kinds)
+                      CuptiRecords)
 
 VENDOR = "cuda"
+OVERHEAD_PID = VENDOR_PROCESS_PIDS["cuda"]  # Kineto: -1 (see VENDOR_PROCESS_PIDS)
 STREAM_SYNC_TID_OFFSET = 1_000_000
 NO_STREAM = 0xFFFFFFFF  # CUPTI_SYNCHRONIZATION_INVALID_VALUE
 EXTERNAL_KIND_CUSTOM0 = 3  # CUpti_ExternalCorrelationKind: the CPU-op correlation (Kineto's Domain0)
@@ -90,88 +92,72 @@ def _triple(rows: np.ndarray, prefix: str) -> np.ndarray:
     return np.stack(xyz, 1)
 
 
-# Every record field the decoder reads (a kernel record is 248 bytes; the fields read, 118).
-READ_FIELDS = frozenset({
-    "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
-    "stream_id", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-    "static_shared_memory", "dynamic_shared_memory", "graph_id", "graph_node_id", "channel_id", "channel_type",
-    "priority", "copy_kind", "src_kind", "dst_kind", "bytes", "src_device_id", "dst_device_id", "src_context_id",
-    "dst_context_id", "memory_kind", "cbid", "process_id", "thread_id", "type", "cuda_event_id", "event_id",
-    "external_kind", "external_id", "overhead_kind", "object_kind", "object_id"})
+class CudaEmitter(Emitter):
+    """CUPTI's records (``records.CuptiRecords``) -> slices, flows and dependency args, one ``write``
+    per batch. Made once per session: ``callback_name`` resolves (kind, cbid) to CUPTI's API name,
+    ``dependencies`` is the session's event-record history."""
 
-
-class CuptiDecoder:
-    """Turns every buffer of one session into slices, flows and dependency args."""
+    vendor = VENDOR
 
     def __init__(self, callback_name: Callable[[int, int], str], dependencies: DependencyResolver | None = None,
                  options: DecodeOptions | None = None) -> None:
+        self.options = options or DecodeOptions()
+        super().__init__(self.options.activities)
         self.callback_name = callback_name  # (KIND_RUNTIME or KIND_DRIVER, cbid) -> CUPTI's name
         # `is None`, never `or`: the resolver has __len__, so an empty (fresh) session resolver is
         # falsy and `or` would swap in a private one that no session ever resets.
         self.dependencies = dependencies if dependencies is not None else DependencyResolver(VENDOR)
-        self.options = options or DecodeOptions()
 
-    def _want(self, t: ActivityType) -> bool:
-        return t in self.options.activities
+    def start_batch(self) -> None:
+        self._names: dict[int, str] = {}
+        self._busy: list[np.ndarray] = []  # (device << 32 | stream) that ran work in the window
+        self._api_start = self._ext = self._ctx_dev = _empty_map()
 
-    # ------------------------------------------------------------------ entry point
-    def process(self, builder, window, chunks: list[RawChunk | None], *, release: bool = False) -> None:
-        """Decode every chunk into ``builder``. ``release``: the list is the caller's to give up;
-        each entry is set to None once gathered, and each kind's records are dropped once written,
-        so memory holds the records about once at any time."""
-        names = {}
-        for c in chunks:
-            if c is not None:
-                names.update(c.names)
-        get = gather_kinds(chunks, (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET,
-                                    KIND_RUNTIME, KIND_DRIVER, KIND_SYNCHRONIZATION, KIND_CUDA_EVENT,
-                                    KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD), fields=READ_FIELDS, release=release)
-        # Each kind's records are popped from `get` when they are written, so they are freed then.
-        kernels = [r for r in (get.pop(KIND_KERNEL), get.pop(KIND_CONCURRENT_KERNEL)) if r is not None]
+    # ------------------------------------------------------------------ the batch
+    def write_batch(self, records: CuptiRecords, *, release: bool = False) -> None:
+        """Device rows first (they tell which streams ran work), then host rows; each kind's records
+        are dropped from ``records`` once written when ``release``."""
+        get = records.by_kind if release else dict(records.by_kind)
+        self._names = records.names
+        kernels = [r for r in (get.pop(KIND_KERNEL, None), get.pop(KIND_CONCURRENT_KERNEL, None)) if r is not None]
 
         # Pass 1 (independent of record order): external ids, context -> device, event records.
-        self._ext = self._external_map(get[KIND_EXTERNAL_CORRELATION])
-        self._ctx_dev = self._context_map([*kernels, get[KIND_MEMCPY], get[KIND_MEMCPY2], get[KIND_MEMSET]])
-        api_start = self._api_start_map(get[KIND_RUNTIME], get[KIND_DRIVER])
-        events = get[KIND_CUDA_EVENT]
+        self._ext = self._external_map(get.get(KIND_EXTERNAL_CORRELATION))
+        self._ctx_dev = self._context_map([*kernels, get.get(KIND_MEMCPY), get.get(KIND_MEMCPY2), get.get(KIND_MEMSET)])
+        self._api_start = self._api_start_map(get.get(KIND_RUNTIME), get.get(KIND_DRIVER))
+        events = get.get(KIND_CUDA_EVENT)
         if events is not None:
-            self._record_events(events, api_start)
+            self._record_events(events)
 
         # Pass 2: device rows (collect which correlation ids and streams exist), then host rows.
-        device_parts: list[tuple] = []  # (corr, ts, pid, tid) of rows that end an ac2g flow
-        busy_streams: list[np.ndarray] = []  # (device << 32 | stream) that ran work in the window
         while kernels:
-            self._kernels(builder, window, kernels.pop(0), names, device_parts, busy_streams)
-        if (rows := get.pop(KIND_MEMCPY)) is not None:
-            self._memcpy(builder, window, rows, device_parts, busy_streams)
-        if (rows := get.pop(KIND_MEMCPY2)) is not None:
-            self._memcpy_p2p(builder, window, rows, device_parts, busy_streams)
-        if (rows := get.pop(KIND_MEMSET)) is not None:
-            self._memset(builder, window, rows, device_parts, busy_streams)
+            self.write_kernels(kernels.pop(0))
+        if (rows := get.pop(KIND_MEMCPY, None)) is not None:
+            self.write_copies(rows)
+        if (rows := get.pop(KIND_MEMCPY2, None)) is not None:
+            self.write_p2p(rows)
+        if (rows := get.pop(KIND_MEMSET, None)) is not None:
+            self.write_fills(rows)
         rows = None
-        if events is not None and self._want(ActivityType.CUDA_EVENT):
-            self._events(builder, window, events, api_start, device_parts)
-        if get[KIND_SYNCHRONIZATION] is not None and self._want(ActivityType.CUDA_SYNC):
-            busy = np.unique(np.concatenate(busy_streams)) if busy_streams else np.empty(0, np.int64)
-            busy_streams.clear()
-            self._syncs(builder, window, get.pop(KIND_SYNCHRONIZATION), busy, device_parts)
-        get.pop(KIND_EXTERNAL_CORRELATION)  # its map is built
+        if events is not None and self.wants(ActivityType.CUDA_EVENT):
+            self.write_events(events)
+        if get.get(KIND_SYNCHRONIZATION) is not None and self.wants(ActivityType.CUDA_SYNC):
+            self.write_syncs(get.pop(KIND_SYNCHRONIZATION))
+        get.pop(KIND_EXTERNAL_CORRELATION, None)  # its map is built
         events = get[KIND_CUDA_EVENT] = None
-        host_parts: list[tuple] = []
         for kind, t in ((KIND_RUNTIME, ActivityType.RUNTIME), (KIND_DRIVER, ActivityType.DRIVER)):
-            if (rows := get.pop(kind)) is not None and self._want(t):
-                self._api(builder, window, rows, kind, host_parts)
+            if (rows := get.pop(kind, None)) is not None and self.wants(t):
+                self.write_api(rows, driver=kind == KIND_DRIVER)
             rows = None
-        if get[KIND_OVERHEAD] is not None and self._want(ActivityType.OVERHEAD):
-            self._overhead(builder, window, get[KIND_OVERHEAD])
-        add_flow_ends(builder, device_parts, host_parts)
+        if get.get(KIND_OVERHEAD) is not None and self.wants(ActivityType.OVERHEAD):
+            self.write_overhead(get[KIND_OVERHEAD])
 
     # ------------------------------------------------------------------ pass 1
     @staticmethod
     def _external_map(rows) -> CorrelationMap:
         """correlation id -> External id of the CPU op (CUSTOM0) that launched it."""
         if rows is None:
-            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+            return _empty_map()
         m = rows["external_kind"] == EXTERNAL_KIND_CUSTOM0
         return CorrelationMap(rows["correlation_id"][m], rows["external_id"][m])
 
@@ -183,7 +169,7 @@ class CuptiDecoder:
         """context id -> its device (the first record naming the context)."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+            return _empty_map()
         return CorrelationMap(np.concatenate([p["context_id"].astype(np.int64) for p in parts]),
                               np.concatenate([p["device_id"].astype(np.int64) for p in parts]))
 
@@ -195,7 +181,7 @@ class CuptiDecoder:
         """correlation id -> start of the runtime/driver call carrying it."""
         parts = [p for p in parts if p is not None]
         if not parts:
-            return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))
+            return _empty_map()
         return CorrelationMap(np.concatenate([p["correlation_id"].astype(np.int64) for p in parts]),
                               np.concatenate([p["start"].astype(np.int64) for p in parts]))
 
@@ -204,28 +190,27 @@ class CuptiDecoder:
         # CUDA event ids are unique per context (Kineto keys its map by (ctx, eventId)).
         return (ctx.astype(np.uint64) << np.uint64(32)) | event_id.astype(np.uint64)
 
-    def _event_ts(self, rows, api_start) -> np.ndarray:
+    def _event_ts(self, rows) -> np.ndarray:
         # Device timestamp when CUPTI gives one (CUDA >= 12.8 with device timestamps on),
         # else the cudaEventRecord call's start.
         dts = rows["device_timestamp"].astype(np.int64) if "device_timestamp" in rows.dtype.names else \
             np.zeros(len(rows), np.int64)
-        return np.where(dts > 0, dts, api_start.lookup(rows["correlation_id"]))
+        return np.where(dts > 0, dts, self._api_start.lookup(rows["correlation_id"]))
 
     def _event_device(self, rows) -> np.ndarray:
         if "device_id" in rows.dtype.names:
             return rows["device_id"].astype(np.int64)
         return self._devices_of(rows["context_id"])
 
-    def _record_events(self, rows, api_start) -> None:
+    def _record_events(self, rows) -> None:
         self.dependencies.add_records(self._event_handles(rows["context_id"], rows["event_id"]),
                                       rows["correlation_id"], rows["stream_id"].astype(np.int64),
-                                      ts=self._event_ts(rows, api_start), pid=self._event_device(rows),
+                                      ts=self._event_ts(rows), pid=self._event_device(rows),
                                       tid=rows["stream_id"].astype(np.int64))
 
     # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _in_window(builder, window, start, kind: str) -> np.ndarray | None:
-        return keep_in_window(builder, window, start, VENDOR, kind)
+    def _keep(self, start, kind: str) -> np.ndarray | None:
+        return keep_in_window(self.b, self.window, start, VENDOR, kind)
 
     @staticmethod
     def _field(rows, name, default=0):
@@ -240,16 +225,17 @@ class CuptiDecoder:
         return out
 
     # ------------------------------------------------------------------ device rows
-    def _kernels(self, builder, window, rows, names, device_parts, busy) -> None:
-        if not self._want(ActivityType.CONCURRENT_KERNEL):
+    def write_kernels(self, rows) -> None:
+        if not self.wants(ActivityType.CONCURRENT_KERNEL):
             return
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "kernel"))
+        rows = self.in_window(rows, rows["start"], "kernel")
         if not len(rows):
             return
+        b = self.b
         ptrs = factorize(rows["name"])  # one pass; demangled once per distinct name
-        label = ["Kernel" if (n := demangle(names.get(int(p), "") or "unknown")) == "kernel" else n
+        label = ["Kernel" if (n := demangle(self._names.get(int(p), "") or "unknown")) == "kernel" else n
                  for p in ptrs.uniq.tolist()]
-        name_ids = np.fromiter((builder.strings.intern(s) for s in label), np.int32, len(label))[ptrs.codes]
+        name_ids = np.fromiter((b.strings.intern(s) for s in label), np.int32, len(label))[ptrs.codes]
         # Each column is stored once where all rows agree, as soon as it is made: kernels carry
         # ~20 args, and full temporaries of all of them would double the decode's peak memory.
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
@@ -269,17 +255,16 @@ class CuptiDecoder:
         args.update(self._graph_channel_args(rows))
         if "priority" in rows.dtype.names:
             args["priority"] = _ints(rows, "priority")
-        self._device_slices(builder, ActivityType.CONCURRENT_KERNEL, name_ids, start, end, dev, stream, corr, args,
-                            device_parts, busy)
+        self._device_slices(ActivityType.CONCURRENT_KERNEL, name_ids, start, end, dev, stream, corr, args)
 
-    def _memcpy(self, builder, window, rows, device_parts, busy) -> None:
-        if not self._want(ActivityType.GPU_MEMCPY):
+    def write_copies(self, rows) -> None:
+        if not self.wants(ActivityType.GPU_MEMCPY):
             return
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = self.in_window(rows, rows["start"], "memcpy")
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
-        self._copy_like(builder, rows, labels, inv, ActivityType.GPU_MEMCPY, device_parts, busy)
+        self._copy_like(rows, labels, inv, ActivityType.GPU_MEMCPY)
 
     @staticmethod
     def _memcpy_labels(rows) -> tuple[list[str], np.ndarray]:
@@ -290,15 +275,15 @@ class CuptiDecoder:
         labels = [memcpy_label(c >> 16, (c >> 8) & 0xFF, c & 0xFF) for c in f.uniq.tolist()]
         return labels, f.codes
 
-    def _memcpy_p2p(self, builder, window, rows, device_parts, busy) -> None:
+    def write_p2p(self, rows) -> None:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
-        if not self._want(ActivityType.GPU_MEMCPY):
+        if not self.wants(ActivityType.GPU_MEMCPY):
             return
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "memcpy"))
+        rows = self.in_window(rows, rows["start"], "memcpy")
         if not len(rows):
             return
         labels, inv = self._memcpy_labels(rows)
-        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+        name_ids = np.fromiter((self.b.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
             rows["correlation_id"].astype(np.int64)
@@ -309,21 +294,20 @@ class CuptiDecoder:
                 "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
                 "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
-        self._device_slices(builder, ActivityType.GPU_MEMCPY, name_ids, start, end, dev, stream, corr, args,
-                            device_parts, busy)
+        self._device_slices(ActivityType.GPU_MEMCPY, name_ids, start, end, dev, stream, corr, args)
 
-    def _memset(self, builder, window, rows, device_parts, busy) -> None:
-        if not self._want(ActivityType.GPU_MEMSET):
+    def write_fills(self, rows) -> None:
+        if not self.wants(ActivityType.GPU_MEMSET):
             return
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "memset"))
+        rows = self.in_window(rows, rows["start"], "memset")
         if not len(rows):
             return
         f = factorize(rows["memory_kind"])
         labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in f.uniq.tolist()]
-        self._copy_like(builder, rows, labels, f.codes, ActivityType.GPU_MEMSET, device_parts, busy)
+        self._copy_like(rows, labels, f.codes, ActivityType.GPU_MEMSET)
 
-    def _copy_like(self, builder, rows, labels, inv, cat, device_parts, busy) -> None:
-        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+    def _copy_like(self, rows, labels, inv, cat) -> None:
+        name_ids = np.fromiter((self.b.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
             rows["correlation_id"].astype(np.int64)
@@ -331,34 +315,36 @@ class CuptiDecoder:
         args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
                 "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
         args.update(self._graph_channel_args(rows))
-        self._device_slices(builder, cat, name_ids, start, end, dev, stream, corr, args, device_parts, busy)
+        self._device_slices(cat, name_ids, start, end, dev, stream, corr, args)
 
-    def _device_slices(self, builder, cat, name_ids, start, end, dev, stream, corr, args, device_parts, busy) -> None:
-        """Device rows of one kind on their (device, stream) rows; their ids for the flows and their busy
-        streams collected for the caller."""
-        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=dev, tid=stream, cat=cat,
-                           args=args, external_id=self._external_ids(corr), vendor=VENDOR)
-        self._stream_rows(builder, dev, stream)
-        device_parts.append((corr, start, stored_once(dev), stored_once(stream)))
-        busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
+    def _device_slices(self, cat, name_ids, start, end, dev, stream, corr, args) -> None:
+        """Device rows of one kind on their (device, stream) rows; their ids end arrows, their
+        streams are the busy ones."""
+        self.slices(cat, start, end - start, dev, stream, name_ids=name_ids, args=args,
+                    external_id=self._external_ids(corr))
+        self._stream_rows(dev, stream)
+        self.flow_ends(corr, start, stored_once(dev), stored_once(stream), host=False)
+        self._busy.append(factorize((dev << 32) | stream).uniq.astype(np.int64))  # the distinct pairs only
 
-    def _events(self, builder, window, rows, api_start, device_parts) -> None:
-        ts = self._event_ts(rows, api_start)
-        m = self._in_window(builder, window, ts, "cuda event")
+    def write_events(self, rows) -> None:
+        """CUDA event records -> ``cuda_event`` markers (1 ns) on their stream rows."""
+        ts = self._event_ts(rows)
+        m = self._keep(ts, "cuda event")
         rows, ts = kept(rows, m), kept(ts, m)
         if not len(rows):
             return
         dev, stream, corr = self._event_device(rows), rows["stream_id"].astype(np.int64), \
             rows["correlation_id"].astype(np.int64)
-        builder.add_slices(names=["cudaEvent"] * len(rows), ts=ts, dur=np.ones(len(rows), np.int64), pid=dev,
-                           tid=stream, cat=ActivityType.CUDA_EVENT, vendor=VENDOR,
-                           external_id=self._external_ids(corr),
-                           args={"event_id": rows["event_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                                 "device": dev, "context": rows["context_id"].astype(np.int64)})
-        device_parts.append((corr, ts, stored_once(dev), stored_once(stream)))
+        self.slices(ActivityType.CUDA_EVENT, ts, np.ones(len(rows), np.int64), dev, stream,
+                    names=["cudaEvent"] * len(rows), external_id=self._external_ids(corr),
+                    args={"event_id": rows["event_id"].astype(np.int64), "stream": stream, "correlation": corr,
+                          "device": dev, "context": rows["context_id"].astype(np.int64)})
+        self.flow_ends(corr, ts, stored_once(dev), stored_once(stream), host=False)
 
-    def _syncs(self, builder, window, rows, busy, device_parts) -> None:
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "sync"))
+    def write_syncs(self, rows) -> None:
+        busy = np.unique(np.concatenate(self._busy)) if self._busy else np.empty(0, np.int64)
+        self._busy = []
+        rows = self.in_window(rows, rows["start"], "sync")
         kind = rows["type"].astype(np.int64)
         ctx = rows["context_id"].astype(np.int64)
         dev = self._devices_of(ctx)
@@ -370,10 +356,11 @@ class CuptiDecoder:
             keep &= ~waits
         else:  # Kineto #908: a wait is shown only where its stream ran work in the window
             keep &= ~waits | np.isin((dev << 32) | np.maximum(stream, 0), busy)
-        count_dropped(builder, VENDOR, "on idle stream", int((~keep & waits).sum()), kind="stream wait event")
+        count_dropped(self.b, VENDOR, "on idle stream", int((~keep & waits).sum()), kind="stream wait event")
         rows, kind, ctx, dev, stream = rows[keep], kind[keep], ctx[keep], dev[keep], stream[keep]
         if not len(rows):
             return
+        b = self.b
         corr = rows["correlation_id"].astype(np.int64)
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         tid = np.where(kind == SYNC_STREAM, stream + STREAM_SYNC_TID_OFFSET, np.where(stream < 0, 1, stream))
@@ -382,67 +369,68 @@ class CuptiDecoder:
         dep = self.dependencies
         res = dep.resolve(self._event_handles(ctx, event_id), corr)
         kinds = np.where((kind >= 0) & (kind < len(SYNC_KINDS)), kind, 0)  # anything else: "Unknown Sync"
-        kind_ids = np.fromiter((builder.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
-        from ...trace.builder.columns import ArgColumn
-
+        kind_ids = np.fromiter((b.strings.intern(s) for s in SYNC_KINDS), np.int32, len(SYNC_KINDS))[kinds]
         args = {dep.sync_kind_arg: ArgColumn("str", kind_ids)}
         args.update(dep.wait_args(event_id, res, event_based))
         args.update({"stream": stream, "correlation": corr, "device": dev, "context": ctx})
-        builder.add_slices(names=None, name_ids=kind_ids, ts=start, dur=end - start, pid=dev, tid=tid,
-                           cat=ActivityType.CUDA_SYNC, args=args, external_id=self._external_ids(corr), vendor=VENDOR)
+        self.slices(ActivityType.CUDA_SYNC, start, end - start, dev, tid, name_ids=kind_ids, args=args,
+                    external_id=self._external_ids(corr))
         res.found &= event_based
-        dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=dev, wait_tid=tid)
+        dep.add_flows(b, res, wait_corr_ids=corr, wait_ts=start, wait_pid=dev, wait_tid=tid)
         ss = kind == SYNC_STREAM
         for d, s in distinct_rows(dev[ss], stream[ss]):
-            builder.set_thread_name(d, s + STREAM_SYNC_TID_OFFSET, f"stream {s} (sync)", sort_index=s)
+            b.set_thread_name(d, s + STREAM_SYNC_TID_OFFSET, f"stream {s} (sync)", sort_index=s)
         for d in np.unique(dev[stream < 0]).tolist():
-            builder.set_thread_name(d, 1, f"Device {d}", sort_index=-1)
-        self._stream_rows(builder, dev[(stream >= 0) & ~ss], stream[(stream >= 0) & ~ss])
-        device_parts.append((corr, start, stored_once(dev), stored_once(tid)))
+            b.set_thread_name(d, 1, f"Device {d}", sort_index=-1)
+        self._stream_rows(dev[(stream >= 0) & ~ss], stream[(stream >= 0) & ~ss])
+        self.flow_ends(corr, start, stored_once(dev), stored_once(tid), host=False)
 
-    @staticmethod
-    def _stream_rows(builder, dev: np.ndarray, stream: np.ndarray) -> None:
-        for d, _ in name_stream_rows(builder, dev, stream, "stream {} ".format):
-            if d not in builder.process_names:
-                builder.set_process_name(d, f"GPU {d}", label=f"GPU {d}", sort_index=5_000_000 + d)
+    def _stream_rows(self, dev: np.ndarray, stream: np.ndarray) -> None:
+        pairs = self.name_streams(dev, stream, "stream {} ".format)
+        self.name_devices(np.array([d for d, _ in pairs], np.int64), "GPU {}".format)
 
     # ------------------------------------------------------------------ host rows
-    def _api(self, builder, window, rows, kind, host_parts) -> None:
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "runtime" if kind == KIND_RUNTIME else "driver"))
+    def write_api(self, rows, *, driver: bool = False) -> None:
+        """Runtime (``driver``: driver) API records -> calls on their threads, Kineto's noisy
+        runtime calls left out and only its driver calls kept."""
+        kind = KIND_DRIVER if driver else KIND_RUNTIME
+        rows = self.in_window(rows, rows["start"], "driver" if driver else "runtime")
         if not len(rows):
             return
         cbids = factorize(rows["cbid"])
         labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbids.uniq.tolist()]
-        if kind == KIND_RUNTIME:
-            keep_u = np.array([lbl not in DROPPED_RUNTIME for lbl in labels], bool)
-        else:
+        if driver:
             keep_u = np.array([lbl in KEPT_DRIVER for lbl in labels], bool)
+        else:
+            keep_u = np.array([lbl not in DROPPED_RUNTIME for lbl in labels], bool)
         keep = keep_u[cbids.codes]
         rows, inv = kept(rows, keep), kept(cbids.codes, keep)
         if not len(rows):
             return
-        name_ids = np.fromiter((builder.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
+        name_ids = np.fromiter((self.b.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         pid, tid = rows["process_id"].astype(np.int64), rows["thread_id"].astype(np.int64)
         corr = rows["correlation_id"].astype(np.int64)
-        cat = ActivityType.RUNTIME if kind == KIND_RUNTIME else ActivityType.DRIVER
-        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=pid, tid=tid, cat=cat,
-                           args={"cbid": rows["cbid"].astype(np.int64), "correlation": corr},
-                           external_id=self._external_ids(corr), vendor=VENDOR)
-        host_parts.append((corr, start, stored_once(pid), stored_once(tid)))
+        self.slices(ActivityType.DRIVER if driver else ActivityType.RUNTIME, start, end - start, pid, tid,
+                    name_ids=name_ids, args={"cbid": rows["cbid"].astype(np.int64), "correlation": corr},
+                    external_id=self._external_ids(corr))
+        self.flow_ends(corr, start, stored_once(pid), stored_once(tid), host=True)
 
-    def _overhead(self, builder, window, rows) -> None:
-        rows = kept(rows, self._in_window(builder, window, rows["start"], "overhead"))
+    def write_overhead(self, rows) -> None:
+        """CUPTI overhead records -> ``overhead`` slices on the "CUPTI Overhead" process."""
+        rows = self.in_window(rows, rows["start"], "overhead")
         if not len(rows):
             return
-        name_ids = intern_keys(builder, rows["overhead_kind"], lambda k: OVERHEAD_KINDS.get(k, "Unrecognized"))
+        name_ids = intern_keys(self.b, rows["overhead_kind"], lambda k: OVERHEAD_KINDS.get(k, "Unrecognized"))
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         # object_id is a union: {process_id, thread_id} only for process/thread objects, {device,
         # context, stream} otherwise. Only a thread object names a thread; the rest go to tid 0,
         # Kineto's OverheadActivity default.
         tid = np.where(rows["object_kind"].astype(np.int64) == OBJECT_KIND_THREAD,
                        rows["object_id"]["pt"]["thread_id"].astype(np.int64), 0)
-        builder.add_slices(names=None, name_ids=name_ids, ts=start, dur=end - start, pid=-1, tid=tid,
-                           cat=ActivityType.OVERHEAD, vendor=VENDOR)
-        builder.set_process_name(-1, "CUPTI Overhead", sort_index=1048576)
+        self.slices(ActivityType.OVERHEAD, start, end - start, OVERHEAD_PID, tid, name_ids=name_ids)
+        self.b.set_process_name(OVERHEAD_PID, "CUPTI Overhead", sort_index=1048576)
 
+
+def _empty_map() -> CorrelationMap:
+    return CorrelationMap(np.empty(0, np.int64), np.empty(0, np.int64))

@@ -168,7 +168,7 @@ def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | No
     Chunk by chunk, every kind at once: with ``release`` each list entry is set to None once its
     records are gathered, so its bytes are freed there and then and the records are held once,
     not twice, at the peak. ``fields``: keep only these fields of each record (the decoder's
-    READ_FIELDS); None keeps CUPTI's whole layout."""
+    EMITTED_FIELDS); None keeps CUPTI's whole layout."""
     kinds = tuple(kinds)
     layout: dict[int, np.dtype | None] = {}  # kind -> its one record layout, None where buffers differ
     count = dict.fromkeys(kinds, 0)
@@ -211,6 +211,43 @@ def gather_kinds(chunks: list[RawChunk | None], kinds, *, fields: frozenset | No
     for k, parts in mixed.items():
         out[k] = np.concatenate(parts)
     return {k: v if v is not None and len(v) else None for k, v in out.items()}
+
+
+# Every record field the emit stage reads, per the kinds it writes (a kernel record is 248 bytes; the
+# fields read, 118): what ``gather_records`` keeps of CUPTI's layouts.
+EMITTED_FIELDS = frozenset({
+    "kind", "start", "end", "completed", "device_timestamp", "queued", "correlation_id", "device_id", "context_id",
+    "stream_id", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+    "static_shared_memory", "dynamic_shared_memory", "graph_id", "graph_node_id", "channel_id", "channel_type",
+    "priority", "copy_kind", "src_kind", "dst_kind", "bytes", "src_device_id", "dst_device_id", "src_context_id",
+    "dst_context_id", "memory_kind", "cbid", "process_id", "thread_id", "type", "cuda_event_id", "event_id",
+    "external_kind", "external_id", "overhead_kind", "object_kind", "object_id"})
+EMITTED_KINDS = (KIND_KERNEL, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET, KIND_RUNTIME, KIND_DRIVER,
+                 KIND_SYNCHRONIZATION, KIND_CUDA_EVENT, KIND_EXTERNAL_CORRELATION, KIND_OVERHEAD)
+
+
+@dataclass
+class CuptiRecords:
+    """A session's records by activity kind (structured arrays of CUPTI's field names, None for a
+    kind without records) and the kernel names behind the records' name pointers: what the emit
+    stage (``emit.CudaEmitter``) reads."""
+
+    by_kind: dict[int, np.ndarray | None] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # kernel name pointer -> name
+
+    def get(self, kind: int) -> np.ndarray | None:
+        return self.by_kind.get(kind)
+
+
+def gather_records(chunks: list[RawChunk | None], *, fields: frozenset | None = EMITTED_FIELDS,
+                   release: bool = False) -> CuptiRecords:
+    """The records of every kind the emit stage writes, from every chunk (``gather_kinds``), with
+    only ``fields`` of each record (None: CUPTI's whole layout). ``release``: as ``gather_kinds``."""
+    names: dict[int, str] = {}
+    for c in chunks:
+        if c is not None:
+            names.update(c.names)
+    return CuptiRecords(gather_kinds(chunks, EMITTED_KINDS, fields=fields, release=release), names)
 
 
 def _kinds_at(data: bytes, offsets: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from ..base import BackendError, ProcessWindow, Session
 from ..common import SessionDrops
 from ..dependencies import DependencyResolver
 from ...vendors import rocprofiler as rocprof
-from .emit import VENDOR, RocprofDecoder
+from .emit import VENDOR, RocmEmitter
 from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_LAUNCH, OP_RECORD, OP_STREAM_SYNC,
                       OP_STREAM_WAIT, RocmRecords, rows_of)
 
@@ -86,7 +86,7 @@ HIP_ARG_LAYOUT = {
     "hipMemcpyDtoDAsync": (OP_LAUNCH, -1, 24),
     "hipMemcpy2DAsync": (OP_LAUNCH, -1, 56),  # {dst; dpitch; src; spitch; width; height; kind; stream;}
 }
-# Copy operation names -> the decoder's direction codes (values differ between releases).
+# Copy operation names -> the emit stage's direction codes (values differ between releases).
 COPY_DIRECTIONS = {"HOST_TO_HOST": 1, "HOST_TO_DEVICE": 2, "DEVICE_TO_HOST": 3, "DEVICE_TO_DEVICE": 4}
 
 def load_rocbuf():
@@ -275,7 +275,7 @@ class RocprofActivityApi(Session):
         self.reg = register(self.lib, self.rocbuf, counter_setup=self.counter_setup)
         self.pid = os.getpid()
         self.dependencies = DependencyResolver("hip")
-        self.decoder = RocprofDecoder(pid=self.pid, dependencies=self.dependencies, activities=self.types)
+        self.emitter = RocmEmitter(pid=self.pid, dependencies=self.dependencies, activities=self.types)
         self._external = ActivityType.EXTERNAL_CORRELATION in self.types
         self.correlation_failures = array.array("q", [0, 0])  # failed push/pop calls, last status
         self._dropped = SessionDrops(VENDOR)
@@ -290,7 +290,7 @@ class RocprofActivityApi(Session):
         # Records from before this session (another session, warm-up) are not ours.
         self.rocbuf.drain()
         self.rocbuf.drain_event_ops()
-        self.decoder.reset()  # the session's resolver (shared with the decoder) and stream numbering
+        self.emitter.reset()  # the session's resolver (shared with the emitter) and stream numbering
         self._dropped.clear()
         self._errors.clear()
         self.packed, self.event_ops = [], b""
@@ -396,7 +396,7 @@ class RocprofActivityApi(Session):
             self.correlation_failures[0] = 0
         rec, groups = self.records()
         groups = {key: blob for key, blob in groups.items() if key[0] != rocprof.CATEGORY_TRACING}  # decoded in rec
-        self.decoder.process(builder, window, rec, release=True)
+        self.emitter.write(builder, window, rec, release=True)
         self.process_counters(builder, window, rec, groups)
         self._dropped.write(builder)
 

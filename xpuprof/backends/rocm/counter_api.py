@@ -21,7 +21,7 @@ import numpy as np
 
 from ..base import BackendError
 from ...vendors import rocprofiler as rocprof
-from ..common import count_dropped, keep_in_window, kept
+from ..common import count_dropped
 from .activity_api import RocprofActivityApi, _check
 from .emit import VENDOR
 from .records import RocmRecords, rows_of
@@ -116,17 +116,4 @@ class RocprofCounterApi(RocprofActivityApi):
         for counter, name in names.items():
             m = matched & (counter_of == counter)
             metrics[name] = np.bincount(row[m], weights=values["counter_value"][m], minlength=len(headers))
-        keep = keep_in_window(builder, window, headers["start_timestamp"], VENDOR, "counter dispatches")
-        if keep is not None and not keep.any():
-            return
-        headers, info = kept(headers, keep), kept(info, keep)
-        corr = headers["correlation_id"]["internal"].astype(np.int64)
-        dev, tid = self.decoder.kernel_rows(rec, self.decoder.stream_of(rec), corr, info["queue_id"], info["agent_id"])
-        from ..demangle import demangle
-
-        kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]
-        builder.add_per_kernel_metrics(
-            kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
-            end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
-            metrics={k: kept(v, keep) for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
-            extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})
+        self.emitter.write_counters(builder, window, rec, headers, metrics)

@@ -1,4 +1,4 @@
-"""rocprofiler-sdk records -> TraceBuilder columns (Kineto's ROCm rows), vectorized.
+"""rocprofiler-sdk records -> TraceBuilder columns (Kineto's ROCm rows), vectorized (``RocmEmitter``).
 
 GPU ops: pid = device, tid = a dense per-device logical stream index (1, 2, ...) derived from
 the HIP stream (for kernels the HSA queue when the stream is unknown, the raw queue kept in
@@ -18,6 +18,7 @@ Unresolved waits (the producer record is not in the trace): ``wait_on_hip_event_
 the producer fields (``wait_on_stream``, ``wait_on_hip_event_record_corr_id``) are omitted, as
 the ROCm design says (CUDA writes -1 there, as Kineto does).
 
+Device processes are named ``GPU <d>`` (sorted after the host's), as Kineto's ROCm rows label them.
 Stream and device synchronisation also get GPU-side ``cuda_sync`` rows like CUDA's: ``Stream
 Sync`` at tid = logical stream + 1000000 (row ``stream N (sync)``) and ``Device Sync`` at tid
 1000000 (row ``Device d (sync)``), spanning the call, on the stream's device (for a device sync,
@@ -25,6 +26,7 @@ the device the calling thread last launched on; device 0 before any launch).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,8 +35,9 @@ from ...trace.builder.columns import ArgColumn, hex_column, stored_once
 from ...trace.builder.keyindex import distinct_rows, factorize, factorize_pairs
 from ..demangle import demangle
 from ...vendors import rocprofiler as rocprof
-from ..common import CorrelationMap, add_flow_ends, bandwidth, count_dropped, keep_in_window, kept, name_stream_rows
+from ..common import CorrelationMap, bandwidth, count_dropped, keep_in_window, kept
 from ..dependencies import DependencyResolver
+from ..emitter import Emitter
 from .records import (EVENT_OP_DTYPE, OP_DEVICE_SYNC, OP_EVENT_SYNC, OP_RECORD, OP_STREAM_SYNC,
                       OP_STREAM_WAIT, SYNC_TYPES, RocmRecords)
 
@@ -89,14 +92,36 @@ def _map(table: dict[int, int], keys: np.ndarray, default: int) -> np.ndarray:
     return np.array([table.get(int(k), default) for k in np.asarray(keys)[f.first].tolist()], np.int64)[f.codes]
 
 
-class RocprofDecoder:
+@dataclass
+class HipSyncCalls:
+    """The HIP synchronize calls of a batch (rocprofiler has no sync records: the calls, with the
+    stream their arguments named, span the device-side sync rows): their API records and columns."""
+
+    rows: np.ndarray
+    corr: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray
+    op: np.ndarray  # OP_STREAM_SYNC or OP_DEVICE_SYNC
+    stream: np.ndarray  # logical stream (-1: none)
+    raw_stream: np.ndarray  # the HIP stream handle
+    sync_ids: np.ndarray  # string id of each op's sync type
+
+
+class RocmEmitter(Emitter):
+    """rocprofiler-sdk's records (``records.RocmRecords``) -> slices, flows and dependency args, one
+    ``write`` per batch. Made once per session: ``pid`` is the process the HIP calls ran in,
+    ``dependencies`` the session's event-record history; the stream numbering lasts the session."""
+
+    vendor = VENDOR
+
     def __init__(self, *, pid: int, dependencies: DependencyResolver | None = None,
                  activities=frozenset(ActivityType)) -> None:
+        super().__init__(activities)
         self.pid = pid
         # `is None`, never `or`: the resolver has __len__, so an empty (fresh) session resolver is
         # falsy and `or` would swap in a private one that no session ever resets.
         self.dependencies = dependencies if dependencies is not None else DependencyResolver("hip")
-        self.activities = activities
         self._streams: dict[tuple[int, int], int] = {}
         self._stream_device: dict[int, int] = {}  # HIP stream handle -> device its work ran on
 
@@ -155,38 +180,42 @@ class RocprofDecoder:
             return None
         return rows["correlation_id"]["external"].astype(np.int64)
 
-    def process(self, builder, window, rec: RocmRecords, *, release: bool = False) -> None:
-        """Decode ``rec`` into ``builder``. ``release``: ``rec`` is the caller's to give up; each
-        record array is dropped from it once written (kernel dispatches keep only the three fields
-        device-sync rows read), so memory holds the records about once at any time."""
+    def write_batch(self, rec: RocmRecords, *, release: bool = False) -> None:
+        """Kernels, copies, then HIP calls and the sync rows they span. ``release``: each record
+        array is dropped from ``rec`` once written (kernel dispatches keep only the three fields
+        device-sync rows read)."""
         if rec.dropped:
-            count_dropped(builder, VENDOR, "dropped by rocprofiler", rec.dropped, kind="records")
+            count_dropped(self.b, VENDOR, "dropped by rocprofiler", rec.dropped, kind="records")
         ops = rec.event_ops if rec.event_ops is not None else np.zeros(0, EVENT_OP_DTYPE)
-        stream_of = self.stream_of(rec)  # correlation id -> HIP stream handle, for kernels
-        device_parts, host_parts = [], []
-        if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
-            self._dispatches(builder, window, rec, stream_of, device_parts)
-        if release and rec.dispatch is not None:  # device-sync rows need three fields of it, if any
-            rec.dispatch = _launch_fields(rec.dispatch) if (ops["op"] == OP_DEVICE_SYNC).any() else None
-        if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
-            self._copies(builder, window, rec, stream_of, device_parts)
-        if release:
-            rec.copies = None
-        if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
-            self._api(builder, window, rec, ops, host_parts, device_parts)
-        if release:
-            rec.hip_api = rec.dispatch = rec.event_ops = ops = None
-        add_flow_ends(builder, device_parts, host_parts)
+        self._rec, self._ops = rec, ops
+        self._stream_of = self.stream_of(rec)  # correlation id -> HIP stream handle, for kernels
+        try:
+            if rec.dispatch is not None and ActivityType.CONCURRENT_KERNEL in self.activities:
+                self.write_kernels(rec.dispatch)
+            if release and rec.dispatch is not None:  # device-sync rows need three fields of it, if any
+                rec.dispatch = _launch_fields(rec.dispatch) if (ops["op"] == OP_DEVICE_SYNC).any() else None
+            if rec.copies is not None and ActivityType.GPU_MEMCPY in self.activities:
+                self.write_copies(rec.copies)
+            if release:
+                rec.copies = None
+            if rec.hip_api is not None and ActivityType.RUNTIME in self.activities:
+                syncs = self.write_api(rec.hip_api)
+                if syncs is not None and ActivityType.CUDA_SYNC in self.activities:
+                    self.write_syncs(syncs)
+            if release:  # the event operations stay (a few bytes per call): counters find their kernels' rows by them
+                rec.hip_api = rec.dispatch = None
+        finally:
+            self._rec = self._ops = self._stream_of = None
 
-    @staticmethod
-    def _window(builder, window, start, kind) -> np.ndarray | None:
-        return keep_in_window(builder, window, start, VENDOR, kind)
+    def _window(self, start, kind) -> np.ndarray | None:
+        return keep_in_window(self.b, self.window, start, VENDOR, kind)
 
-    def _dispatches(self, builder, window, rec, stream_of, device_parts) -> None:
-        rows = rec.dispatch
+    def write_kernels(self, rows) -> None:
+        """Kernel dispatches -> kernels on their device's logical stream rows."""
+        rec, builder = self._rec, self.b
         rocprof.check_sizes(rows["size"], "kernel dispatch")
         start = rows["start_timestamp"].astype(np.int64)
-        keep = self._window(builder, window, start, "kernel")
+        keep = self._window(start, "kernel")
         rows, start = kept(rows, keep), kept(start, keep)
         del keep
         if not len(rows):
@@ -197,24 +226,24 @@ class RocprofDecoder:
         info = rows["dispatch_info"]
         corr = rows["correlation_id"]["internal"].astype(np.int64)
         queue = info["queue_id"]
-        dev, tid = (stored_once(c) for c in self.kernel_rows(rec, stream_of, corr, queue, info["agent_id"]))
+        dev, tid = (stored_once(c) for c in self.kernel_rows(rec, self._stream_of, corr, queue, info["agent_id"]))
         kid = factorize(info["kernel_id"])
         names = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in kid.uniq.tolist()]
         grid, block = _triple(info["grid_size"]), _triple(info["workgroup_size"])
-        builder.add_slices(names=None, name_ids=_intern(builder, names)[kid.codes], ts=start, dur=dur,
-                           pid=dev, tid=tid, cat=ActivityType.CONCURRENT_KERNEL, vendor=VENDOR,
-                           external_id=self.external_ids(rows), args={
-                               "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
-                               "kind": ArgColumn("str", np.broadcast_to(np.int32(builder.strings.intern(
-                                   "Dispatch Kernel")), (len(rows),))), "grid": grid, "block": block,
-                               "shared memory": stored_once(info["group_segment_size"], np.int64)})
-        self._rows(builder, dev, tid)
-        device_parts.append((corr, start, dev, tid))
+        self.slices(ActivityType.CONCURRENT_KERNEL, start, dur, dev, tid, name_ids=_intern(builder, names)[kid.codes],
+                    external_id=self.external_ids(rows), args={
+                        "device": dev, "stream": tid, "hsa_queue": hex_column(queue), "correlation": corr,
+                        "kind": ArgColumn("str", np.broadcast_to(np.int32(builder.strings.intern(
+                            "Dispatch Kernel")), (len(rows),))), "grid": grid, "block": block,
+                        "shared memory": stored_once(info["group_segment_size"], np.int64)})
+        self._rows(dev, tid)
+        self.flow_ends(corr, start, dev, tid, host=False)
 
-    def _copies(self, builder, window, rec, stream_of, device_parts) -> None:
-        rows = rec.copies
+    def write_copies(self, rows) -> None:
+        """Memory copies -> ``gpu_memcpy`` rows on the device side's logical stream."""
+        rec, builder = self._rec, self.b
         rocprof.check_sizes(rows["size"], "memory copy")
-        rows = kept(rows, self._window(builder, window, rows["start_timestamp"].astype(np.int64), "memcpy"))
+        rows = self.in_window(rows, rows["start_timestamp"].astype(np.int64), "memcpy")
         if not len(rows):
             return
         op = rows["operation"].astype(np.int64)
@@ -224,7 +253,7 @@ class RocprofDecoder:
         # The HIP stream the async copy was issued on (as Kineto: stream, else the queue); copies
         # whose call was not captured (synchronous hipMemcpy, ...) share one copy row per device.
         corr_all = rows["correlation_id"]["internal"].astype(np.int64)
-        hip_stream = stream_of.lookup(corr_all)
+        hip_stream = self._stream_of.lookup(corr_all)
         known = hip_stream >= 0
         self._stream_device.update(distinct_rows(hip_stream[known], np.broadcast_to(dev, known.shape)[known]))
         tid = stored_once(self.logical_stream(dev, np.where(known, hip_stream, -2)))
@@ -239,17 +268,27 @@ class RocprofDecoder:
         nbytes = rows["bytes"].astype(np.int64)
         dur = end - start
         corr = rows["correlation_id"]["internal"].astype(np.int64)
-        builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv.reshape(-1)], ts=start, dur=dur, pid=dev,
-                           tid=tid, cat=ActivityType.GPU_MEMCPY, vendor=VENDOR, external_id=self.external_ids(rows),
-                           args={
-                               "device": dev, "stream": tid, "correlation": corr,
-                               "kind": ArgColumn("str", _intern(builder, kinds)[inv.reshape(-1)]),
-                               "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, dur)})
-        self._rows(builder, dev, tid)
-        device_parts.append((corr, start, dev, tid))
+        self.slices(ActivityType.GPU_MEMCPY, start, dur, dev, tid, name_ids=_intern(builder, labels)[inv.reshape(-1)],
+                    external_id=self.external_ids(rows), args={
+                        "device": dev, "stream": tid, "correlation": corr,
+                        "kind": ArgColumn("str", _intern(builder, kinds)[inv.reshape(-1)]),
+                        "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, dur)})
+        self._rows(dev, tid)
+        self.flow_ends(corr, start, dev, tid, host=False)
 
-    def _api(self, builder, window, rec, ops, host_parts, device_parts) -> None:
-        rows = rec.hip_api
+    def write_fills(self, rows) -> None:
+        """rocprofiler-sdk has no fill records: a hipMemset runs as a kernel dispatch of the HIP
+        runtime's fill kernels (``__amd_rocclr_fillBuffer...``), which ``write_kernels`` writes, as
+        Kineto's ROCm path does. Fill records handed here anyway are an error, never dropped."""
+        if rows is not None and len(rows):
+            raise ValueError(f"rocprofiler-sdk records no fills; {len(rows)} fill records cannot be written "
+                             "(a hipMemset is a kernel dispatch: pass it to write_kernels)")
+
+    def write_api(self, rows) -> HipSyncCalls | None:
+        """HIP API records -> ``cuda_runtime`` calls with their stream/event/sync args and the
+        arrows from the event records they wait on. Returns the synchronize calls among them (the
+        device-side sync rows ``write_syncs`` draws), None where the batch captured no arguments."""
+        rec, builder, ops = self._rec, self.b, self._ops
         rocprof.check_sizes(rows["size"], "HIP API")
         corr_all = rows["correlation_id"]["internal"].astype(np.int64)
         start_all = rows["start_timestamp"].astype(np.int64)
@@ -266,7 +305,7 @@ class RocprofDecoder:
             dep.add_records(rec_ops["event"], rec_ops["correlation_id"].astype(np.int64),
                             self.hip_stream_ids(rec_ops["stream"]), ts=np.where(hit, start_all[idx], 0),
                             pid=self.pid, tid=np.where(hit, tid_all[idx], 0))
-        keep = self._window(builder, window, start_all, "hip api")
+        keep = self._window(start_all, "hip api")
         keep = np.ones(len(rows), bool) if keep is None else keep
         ops_f = factorize(rows["operation"])
         labels = [rec.api_names.get(int(o), f"hip operation {int(o)}") for o in rows["operation"][ops_f.first].tolist()]
@@ -274,7 +313,7 @@ class RocprofDecoder:
         inv = ops_f.codes[keep]
         rows = rows if keep.all() else rows[keep]
         if not len(rows):
-            return
+            return None
         corr, start = corr_all[keep], start_all[keep]
         end, tid = rows["end_timestamp"].astype(np.int64), tid_all[keep]
         args = {"cid": rows["operation"].astype(np.int64), "correlation": corr}
@@ -300,21 +339,21 @@ class RocprofDecoder:
             res.found &= waits
             args.update(dep.wait_args(event, res, waits, hex_handles=True))
             dep.add_flows(builder, res, wait_corr_ids=corr, wait_ts=start, wait_pid=self.pid, wait_tid=tid)
-            syncs = (op, stream, raw_stream, sync_ids)
-        builder.add_slices(names=None, name_ids=_intern(builder, labels)[inv], ts=start, dur=end - start,
-                           pid=self.pid, tid=tid, cat=ActivityType.RUNTIME, vendor=VENDOR, args=args,
-                           external_id=self.external_ids(rows))
-        host_parts.append((corr, start, np.broadcast_to(np.int64(self.pid), corr.shape), stored_once(tid)))
-        if syncs is not None and ActivityType.CUDA_SYNC in self.activities:
-            self._sync_rows(builder, rec, rows, corr, start, end, tid, *syncs, device_parts)
+            syncs = HipSyncCalls(rows, corr, start, end, tid, op, stream, raw_stream, sync_ids)
+        self.slices(ActivityType.RUNTIME, start, end - start, self.pid, tid, name_ids=_intern(builder, labels)[inv],
+                    args=args, external_id=self.external_ids(rows))
+        self.flow_ends(corr, start, np.broadcast_to(np.int64(self.pid), corr.shape), stored_once(tid), host=True)
+        return syncs
 
-    def _sync_rows(self, builder, rec, rows, corr, start, end, thread, op, stream, raw_stream, sync_ids,
-                   device_parts) -> None:
+    def write_syncs(self, calls: HipSyncCalls) -> None:
         """GPU-side Stream Sync / Device Sync rows (rocprofiler has no sync records: the call spans them)."""
-        m = (op == OP_STREAM_SYNC) | (op == OP_DEVICE_SYNC)
+        rec, builder = self._rec, self.b
+        m = (calls.op == OP_STREAM_SYNC) | (calls.op == OP_DEVICE_SYNC)
         if not m.any():
             return
-        op, stream, corr, start, end, thread = op[m], stream[m], corr[m], start[m], end[m], thread[m]
+        rows, sync_ids, raw_stream = calls.rows, calls.sync_ids, calls.raw_stream
+        op, stream, corr, start, end, thread = (c[m] for c in (calls.op, calls.stream, calls.corr, calls.start,
+                                                                calls.end, calls.thread))
         # Stream sync: the device the stream's work ran on (as hip_stream_ids numbered it).
         dev = np.where(op == OP_STREAM_SYNC, _map(self._stream_device, raw_stream[m], 0), 0)
         # Device sync: the device the calling thread last launched a kernel on before the call.
@@ -331,17 +370,34 @@ class RocprofDecoder:
                 if j >= lo:
                     dev[i] = kd[j]
         tid = np.where(op == OP_STREAM_SYNC, stream + STREAM_SYNC_TID_OFFSET, STREAM_SYNC_TID_OFFSET)
-        builder.add_slices(names=None, name_ids=sync_ids[op], ts=start, dur=end - start, pid=dev, tid=tid,
-                           cat=ActivityType.CUDA_SYNC, vendor=VENDOR, external_id=self.external_ids(rows[m]),
-                           args={"sync_type": ArgColumn("str", sync_ids[op]), "hip_stream": stream,
-                                 "correlation": corr, "device": dev})
+        self.slices(ActivityType.CUDA_SYNC, start, end - start, dev, tid, name_ids=sync_ids[op],
+                    external_id=self.external_ids(rows[m]),
+                    args={"sync_type": ArgColumn("str", sync_ids[op]), "hip_stream": stream, "correlation": corr,
+                          "device": dev})
         for d, s_, o in distinct_rows(dev, stream, op):
             t = s_ + STREAM_SYNC_TID_OFFSET if o == OP_STREAM_SYNC else STREAM_SYNC_TID_OFFSET
             if (d, t) not in builder.thread_names:
                 builder.set_thread_name(d, t, f"stream {s_} (sync)" if o == OP_STREAM_SYNC else f"Device {d} (sync)",
                                         sort_index=t)
-        device_parts.append((corr, start, dev, tid))
+        self.flow_ends(corr, start, dev, tid, host=False)
 
-    @staticmethod
-    def _rows(builder, dev, tid) -> None:
-        name_stream_rows(builder, dev, tid, "stream {} ".format)
+    def _rows(self, dev, tid) -> None:
+        pairs = self.name_streams(dev, tid, "stream {} ".format)
+        self.name_devices(np.array([d for d, _ in pairs], np.int64), "GPU {}".format)
+
+    def write_counters(self, builder, window, rec: RocmRecords, headers: np.ndarray, metrics: dict) -> None:
+        """Per-kernel counters: ``headers`` (rocprofiler's dispatch-counting headers) with one value
+        column per counter (``metrics``: name -> a value per header, its instances summed) -> counter
+        tracks and ``metrics: <kernel>`` slices on the kernels' rows, as the XPU scope profiler writes."""
+        keep = keep_in_window(builder, window, headers["start_timestamp"], VENDOR, "counter dispatches")
+        if keep is not None and not keep.any():
+            return
+        headers, info = kept(headers, keep), kept(headers["dispatch_info"], keep)
+        corr = headers["correlation_id"]["internal"].astype(np.int64)
+        dev, tid = self.kernel_rows(rec, self.stream_of(rec), corr, info["queue_id"], info["agent_id"])
+        kernels = [demangle(rec.kernel_names.get(int(k), f"kernel {int(k)}")) for k in info["kernel_id"].tolist()]
+        builder.add_per_kernel_metrics(
+            kernel_names=kernels, start_ns=headers["start_timestamp"].astype(np.int64),
+            end_ns=headers["end_timestamp"].astype(np.int64), pid=dev, tid=tid,
+            metrics={k: kept(v, keep) for k, v in metrics.items()}, counter_name="rocm", vendor=VENDOR,
+            extra_args={"correlation": corr, "dispatch_id": info["dispatch_id"].astype(np.int64)})

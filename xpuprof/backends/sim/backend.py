@@ -2,7 +2,7 @@
 
 The session collects host range enter/exit marks while it runs; ``process`` turns the cycle's torch ops
 (or, without any, its innermost ranges) into launches (``launches``), a simulated timeline (``timeline``)
-and one vendor's records (``records``).
+and one vendor's records, written by that vendor's emit stage (``records``).
 """
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
 from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
-from .timeline import METRICS, metric_values, simulate
+from .timeline import METRICS, MIN_RANGE_NS, metric_values, simulate
 
 _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SCOPE_PROFILER,
                                 ActivityType.HARDWARE_COUNTERS})
+# A launching op or range shorter than MIN_RANGE_NS has no room for its launch call strictly inside it
+# (timeline.call_bounds): it launches nothing, and the trace counts it under this reason.
+NO_ROOM_FOR_A_CALL = f"launching op or range under {MIN_RANGE_NS} ns (no room for its launch call inside)"
 
 
 # ---------------------------------------------------------------------------------- the session
@@ -47,10 +50,12 @@ class SimSession(Session):
         self._running = False
         self._dropped: dict[str, int] = {}
         self._errors: list[str] = []
+        self.vendor_state: dict[str, object] = {}  # what a vendor's emit stage keeps for a session
 
     def start(self) -> None:
         self.correlation_log.clear()
         self._dropped = {}
+        self.vendor_state.clear()
         self._start_ns = time.monotonic_ns() + MONOTONIC_TO_EPOCH_NS
         self._running = True
 
@@ -114,14 +119,15 @@ class SimSession(Session):
                 args = list(args) + ops.args(rows.tolist())
                 leaf = np.flatnonzero(innermost(tid, enter, exit_))  # torch's ranges nest in time
                 return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf],
-                                   [names[i] or "kernel" for i in leaf.tolist()], [args[i] for i in leaf.tolist()])
+                                   [names[i] or "kernel" for i in leaf.tolist()], [args[i] for i in leaf.tolist()],
+                                   self.flavour.name)
         leaf = np.arange(len(ext))
         return from_ranges(ext[leaf], tid[leaf], enter[leaf], exit_[leaf], [names[i] or "kernel" for i in leaf.tolist()],
-                           [args[i] for i in leaf.tolist()])
+                           [args[i] for i in leaf.tolist()], self.flavour.name)
 
     def process(self, builder, window: ProcessWindow) -> None:
         ops = window.host_ops() if window.host_ops is not None else None
-        launches = from_ops(ops) if ops is not None else None
+        launches = from_ops(ops, self.flavour.name) if ops is not None else None
         if launches is not None:
             # As a device tracer sees them: each launch carries the innermost range of ours around it (the
             # user correlation gpu_user_annotation is drawn from); the profiler then links each call to the
@@ -135,11 +141,11 @@ class SimSession(Session):
         inside = np.asarray(window.contains(launches.enter), bool)
         if (~inside).any():
             self._dropped[OUT_OF_WINDOW] = int((~inside).sum())
-            keep = np.flatnonzero(inside)
-            launches = Launches(launches.ext[keep], launches.tid[keep], launches.enter[keep], launches.exit_[keep],
-                                [launches.names[i] for i in keep.tolist()], launches.work_ns[keep],
-                                launches.grid_x[keep], launches.bytes[keep], launches.comm[keep],
-                                launches.synthetic_copies)
+            launches = launches.take(np.flatnonzero(inside))
+        fits = (launches.exit_ - launches.enter) >= MIN_RANGE_NS  # room for a call strictly inside
+        if not fits.all():
+            self._dropped[NO_ROOM_FOR_A_CALL] = int((~fits).sum())
+            launches = launches.take(np.flatnonzero(fits))
         if len(launches) == 0:
             return
         rng = np.random.default_rng(self.seed)

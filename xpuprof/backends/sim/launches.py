@@ -1,16 +1,19 @@
 """Which host activity launches which simulated device work, and how much work it is.
 
-The rule (docs/torch-profiler-compat.md states it for users):
+The rule (docs/backends.md states it for users):
 - When the cycle recorded torch ops (``cpu_op``), every innermost computing aten op launches one kernel
   named after it (``aten::addmm`` -> ``sim_addmm``), linked to it. An aten op computes unless it is a
-  view or a metadata/allocation op (``NON_COMPUTING``); innermost: no computing aten op runs inside it
-  on its thread. The BLAS ops that add a bias (``OWN_KERNEL_WITH_BIAS``: addmm, addmv, addbmm, baddbmm,
-  addr) launch their GEMM too although the bias copy inside them computes first, as on a GPU.
+  view or a metadata/allocation op, or the in-place form of one (``computes``, ``NON_COMPUTING``:
+  ``aten::as_strided_`` launches nothing, so a convolution launches its own kernel); innermost: no
+  computing aten op runs inside it on its thread. The BLAS ops that add a bias (``OWN_KERNEL_WITH_BIAS``:
+  addmm, addmv, addbmm, baddbmm, addr) launch their GEMM too although the bias copy inside them
+  computes first, as on a GPU.
 - Without torch ops, every innermost range (``record_function``, ours or torch's) launches one kernel
   named after it (``sim_<range name>``).
-- Collectives launch a communication kernel with NCCL's naming (``ncclKernel_AllReduce_RING_LL_Sum_float``)
-  on the device's communication stream: each ``c10d::*`` op, or, in a cycle without one, each
-  ``gloo:*``/``nccl:*`` range (the collective's work on the process group's thread).
+- Collectives launch a communication kernel named as the flavour's collective library names it
+  (``collectives``: oneCCL on XPU, NCCL on CUDA, RCCL on HIP) on the device's communication stream:
+  each ``c10d::*`` op, or, in a cycle without one, each ``gloo:*``/``nccl:*`` range (the collective's
+  work on the process group's thread).
 - How long: ``KERNEL_FLOOR_NS`` plus the work at the simulated device's rates: the FLOPs (2·M·N·K for
   the matrix products, from torch's ``Input Dims``; torch's ``flops`` arg when with_flops gave one; one
   per element otherwise) at ``FLOPS_PER_NS``, or the bytes read and written at ``BYTES_PER_NS``, whichever
@@ -22,11 +25,12 @@ The rule (docs/torch-profiler-compat.md states it for users):
 """
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import collectives
 
 # The simulated device: a small accelerator (2 TFLOP/s, 100 GB/s, a 10 GB/s link).
 FLOPS_PER_NS = 2_000.0
@@ -46,29 +50,23 @@ KERNEL_CLASSES = (
     ("reduce", 7_000, 128, 4 << 20),
 )
 
-# aten ops that launch no kernel: views, metadata, allocation (c10 names without the "aten::" namespace).
+# aten ops that launch no kernel: views, metadata, allocation (c10 names without the "aten::" namespace
+# and without the trailing "_" of an in-place form: as_strided_ restrides in place, as as_strided views).
 NON_COMPUTING = frozenset("""
-    as_strided view view_as reshape _reshape_alias _unsafe_view t transpose transpose_ permute expand expand_as
-    squeeze squeeze_ unsqueeze unsqueeze_ detach detach_ alias slice select narrow unfold split split_with_sizes
-    chunk unbind flatten unflatten diagonal movedim swapaxes numpy_T mT mH adjoint real imag conj resolve_conj
-    resolve_neg broadcast_tensors broadcast_to lift lift_fresh empty empty_like empty_strided new_empty
-    new_empty_strided resize_ resize_as_ set_ size stride numel dim is_same_size result_type contiguous
-    is_nonzero _has_compatible_shallow_copy_type to _to_copy_meta requires_grad_ retain_grad _version
+    as_strided view view_as reshape _reshape_alias _unsafe_view t transpose permute expand expand_as
+    squeeze unsqueeze detach alias slice select narrow unfold split split_with_sizes unsafe_split
+    unsafe_split_with_sizes chunk unsafe_chunk unbind flatten unflatten diagonal movedim moveaxis swapaxes
+    swapdims numpy_T mT mH adjoint real imag view_as_real view_as_complex conj resolve_conj resolve_neg
+    _conj _neg_view broadcast_tensors broadcast_to lift lift_fresh empty empty_like empty_strided new_empty
+    new_empty_strided resize resize_as set size stride numel dim is_same_size result_type contiguous is_nonzero
+    _has_compatible_shallow_copy_type to _to_copy_meta requires_grad retain_grad _version
 """.split())
+
+
 OWN_KERNEL_WITH_BIAS = frozenset({"addmm", "addmv", "addbmm", "baddbmm", "addr"})
-COLLECTIVE_OP = re.compile(r"^c10d::")
-COLLECTIVE_RANGE = re.compile(r"^(gloo|nccl):")
-# c10d op / gloo range name (without namespace, trailing _ and _base/_coalesced) -> NCCL collective
-_NCCL_NAMES = {"allreduce": "AllReduce", "all_reduce": "AllReduce", "broadcast": "Broadcast",
-               "allgather": "AllGather", "all_gather": "AllGather", "allgather_into_tensor": "AllGather",
-               "reduce_scatter": "ReduceScatter", "reduce_scatter_tensor": "ReduceScatter", "reduce": "Reduce",
-               "barrier": "AllReduce", "alltoall": "SendRecv", "all_to_all": "SendRecv", "send": "SendRecv",
-               "recv": "SendRecv", "gather": "SendRecv", "scatter": "SendRecv"}
 _ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
                   "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
                   "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}
-_NCCL_DTYPE = {"float": "float", "double": "double", "c10::Half": "half", "c10::BFloat16": "bfloat16",
-               "long int": "int64_t", "int": "int32_t"}
 
 
 @dataclass
@@ -89,11 +87,15 @@ class Launches:
     def __len__(self) -> int:
         return len(self.ext)
 
+    def take(self, rows: np.ndarray) -> "Launches":
+        """The launches at ``rows`` (indices), in that order."""
+        rows = np.asarray(rows, np.int64)
+        return Launches(self.ext[rows], self.tid[rows], self.enter[rows], self.exit_[rows],
+                        [self.names[i] for i in rows.tolist()], self.work_ns[rows], self.grid_x[rows],
+                        self.bytes[rows], self.comm[rows], self.synthetic_copies)
+
     def sorted(self) -> "Launches":
-        order = np.lexsort((self.ext, self.enter))
-        return Launches(self.ext[order], self.tid[order], self.enter[order], self.exit_[order],
-                        [self.names[i] for i in order.tolist()], self.work_ns[order], self.grid_x[order],
-                        self.bytes[order], self.comm[order], self.synthetic_copies)
+        return self.take(np.lexsort((self.ext, self.enter)))
 
 
 def innermost(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -115,11 +117,10 @@ def _short(name: str) -> str:
     return name.split("::", 1)[-1]
 
 
-def _collective(name: str) -> str:
-    base = _short(name).split(":", 1)[-1].strip("_")
-    for suffix in ("_base", "_coalesced"):
-        base = base.removesuffix(suffix).strip("_")
-    return _NCCL_NAMES.get(base, "Generic")
+def computes(op_name: str) -> bool:
+    """Whether an aten op launches device work: any ``aten::`` op but a view, metadata or allocation op
+    (``NON_COMPUTING``), in its plain or in-place form (``aten::as_strided_``)."""
+    return op_name.startswith("aten::") and _short(op_name).removesuffix("_") not in NON_COMPUTING
 
 
 def _tensors(args: dict) -> list[tuple[list, str]]:
@@ -177,29 +178,28 @@ def comm_work_ns(nbytes: np.ndarray) -> np.ndarray:
     return COMM_FLOOR_NS + 2.0 * nbytes / COMM_BYTES_PER_NS  # a ring all-reduce moves each byte twice
 
 
-def _comm_name(name: str, args: dict) -> str:
-    """NCCL's kernel name for the collective (the ``ncclKernel_<coll>_<algo>_<proto>_<redop>_<type>`` form HTA's
-    straggler analysis looks for; NCCL >= 2.19 writes ``ncclDevKernel_...``, which HTA 0.5 does not match)."""
+def _comm_name(name: str, args: dict, vendor: str) -> str:
+    """The kernel the collective launches, as ``vendor``'s collective library names it (``collectives``)."""
     tensors = _tensors(args)
-    dtype = _NCCL_DTYPE.get(tensors[0][1], "float") if tensors else "float"
-    return f"ncclKernel_{_collective(name)}_RING_LL_Sum_{dtype}"
+    return collectives.kernel_name(vendor, name, tensors[0][1] if tensors else "float")
 
 
-def from_ops(ops) -> Launches | None:
-    """The launches of torch's ops (``HostOps``), None when the cycle recorded no torch op."""
+def from_ops(ops, vendor: str = "xpu") -> Launches | None:
+    """The launches of torch's ops (``HostOps``), None when the cycle recorded no torch op; collectives'
+    kernels named as ``vendor``'s library names them."""
     is_op = np.asarray(ops.cats == "cpu_op", bool) if len(ops) else np.zeros(0, bool)
     if not is_op.any():
         return None
     table = list(ops.name_table)
-    computes = np.array([n.startswith("aten::") and _short(n) not in NON_COMPUTING for n in table], bool)
+    computing = np.array([computes(n) for n in table], bool)
     with_bias = np.array([n.startswith("aten::") and _short(n) in OWN_KERNEL_WITH_BIAS for n in table], bool)
-    c10d = np.array([bool(COLLECTIVE_OP.match(n)) for n in table], bool)
+    c10d = np.array([bool(collectives.COLLECTIVE_OP.match(n)) for n in table], bool)
     codes = ops.name_codes
-    compute_rows = np.flatnonzero(is_op & computes[codes])
+    compute_rows = np.flatnonzero(is_op & computing[codes])
     leaf = innermost(ops.tid[compute_rows], ops.start_ns[compute_rows], ops.end_ns[compute_rows])
     kernel_rows = compute_rows[leaf | with_bias[codes[compute_rows]]]
     comm_rows = np.flatnonzero(is_op & c10d[codes])
-    ranges = np.array([bool(COLLECTIVE_RANGE.match(n)) for n in table], bool)
+    ranges = np.array([bool(collectives.COLLECTIVE_RANGE.match(n)) for n in table], bool)
     # the collectives' own work: gloo's/nccl's ranges on the process group's thread, in issue order
     work_rows = np.flatnonzero((ops.cats == "user_annotation") & ranges[codes])
     work_rows = work_rows[np.argsort(ops.start_ns[work_rows], kind="stable")]
@@ -214,7 +214,7 @@ def from_ops(ops) -> Launches | None:
         f, b, out = op_work(name, args[i])
         if is_comm:  # a collective moves its tensors
             b = float(sum(_numel(sh) * _ELEMENT_BYTES.get(k, 4) for sh, k in _tensors(args[i])))
-        names.append(_comm_name(name, args[i]) if is_comm else f"sim_{_short(name)}")
+        names.append(_comm_name(name, args[i], vendor) if is_comm else f"sim_{_short(name)}")
         flops.append(f)
         nbytes.append(b)
         grid.append(max(1, -(-out // BLOCK_THREADS)))
@@ -267,7 +267,7 @@ def kernel_class(range_name: str) -> int:
 
 
 def from_ranges(ext: np.ndarray, tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, names: list,
-                args: list) -> Launches:
+                args: list, vendor: str = "xpu") -> Launches:
     """The launches of innermost ranges (already the leaves): named after each range, their work from the
     range's args when it gives ``flops``/``bytes``, else from the kernel class its name picks."""
     n = len(ext)
@@ -275,7 +275,7 @@ def from_ranges(ext: np.ndarray, tid: np.ndarray, enter: np.ndarray, exit_: np.n
     base = np.array([k[1] for k in KERNEL_CLASSES], np.float64)[cls]
     grid = np.array([k[2] for k in KERNEL_CLASSES], np.int64)[cls]
     nbytes = np.array([k[3] for k in KERNEL_CLASSES], np.float64)[cls]
-    comm = np.array([bool(COLLECTIVE_RANGE.match(str(nm)) or COLLECTIVE_OP.match(str(nm))) for nm in names], bool)
+    comm = np.array([collectives.is_collective(str(nm)) for nm in names], bool)
     dur = base.copy()
     out_names = []
     for i, (nm, a) in enumerate(zip(names, args)):
@@ -293,7 +293,7 @@ def from_ranges(ext: np.ndarray, tid: np.ndarray, enter: np.ndarray, exit_: np.n
             if tensors and not given[1]:
                 nbytes[i] = sum(_numel(s) * _ELEMENT_BYTES.get(k, 4) for s, k in tensors)
             dur[i] = comm_work_ns(nbytes[i])
-            out_names.append(_comm_name(str(nm), a))
+            out_names.append(_comm_name(str(nm), a, vendor))
         else:
             out_names.append(f"sim_{nm}")
     return Launches(np.asarray(ext, np.int64), np.asarray(tid, np.int64), np.asarray(enter, np.int64),

@@ -25,6 +25,11 @@ COPY_CALL_NS = 5_000
 LAUNCH_CALL_NS = 4_000
 SYNC_CALL_NS = 2_000  # a synchronize on a queue that is already empty
 MIN_CALL_NS = 2_000
+# Calls lie strictly inside their range, CALL_EDGE_NS from each end (a 16th of a shorter range, at
+# least 1 ns): a call with its range's own bounds is drawn above the range by Perfetto, whose
+# launch arrows then start at the range (viewers cannot tell parent from child at equal bounds).
+CALL_EDGE_NS = 100
+MIN_RANGE_NS = 2  # the shortest range a call fits strictly inside (a 0 ns call 1 ns from each end)
 # Device side: an item may start LAUNCH_LATENCY_NS after its call returns (an idle device), with a
 # small idle gap before each item, as on real queues; a sync call returns SYNC_RETURN_NS after the
 # last item it waits for ends. Compression keeps items at least MIN_ITEM_NS long.
@@ -63,11 +68,20 @@ class HostCalls:
     sync_return: np.ndarray
 
 
+def call_bounds(enter: np.ndarray, exit_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each range's calls may lie: strictly inside it, ``CALL_EDGE_NS`` from each end (a 16th
+    of a shorter range, at least 1 ns; a range under ``MIN_RANGE_NS`` has no such room)."""
+    enter, exit_ = np.asarray(enter, np.int64), np.asarray(exit_, np.int64)
+    edge = np.clip(np.maximum(exit_ - enter, 0) // 16, 1, CALL_EDGE_NS)
+    return enter + edge, np.maximum(exit_ - edge, enter + edge)
+
+
 def plan_host_calls(enter: np.ndarray, exit_: np.ndarray, want_copy: np.ndarray, want_sync: np.ndarray) -> HostCalls:
-    """Calls inside each range, one after the other: copy, launch, sync. A range long enough for
-    their real lengths spreads its spare time around them (an eighth before the first call, an eighth
-    between copy and launch, a quarter before the sync, the rest after); a shorter one splits its time
-    equally between them, back to back."""
+    """Calls inside each range (``call_bounds``: strictly inside), one after the other: copy, launch,
+    sync. A range long enough for their real lengths spreads its spare time around them (an eighth
+    before the first call, an eighth between copy and launch, a quarter before the sync, the rest
+    after); a shorter one splits its time equally between them, back to back."""
+    enter, exit_ = call_bounds(enter, exit_)
     span = np.maximum(exit_ - enter, 0)
     has_copy = want_copy & (span >= MIN_CALL_NS * (2 + want_sync))  # left out first: the copy, then the sync
     has_sync = want_sync & (span >= MIN_CALL_NS * (2 + has_copy))
@@ -206,8 +220,9 @@ def simulate(launches, rng) -> Timeline:
     order = np.lexsort((np.arange(len(submit)), submit))
     s_rows = np.flatnonzero(host.has_sync)
     s_order = s_rows[np.lexsort((s_rows, host.sync_ts[s_rows]))]
+    last_return = call_bounds(enter, exit_)[1]  # a sync call returns strictly inside its range too
     start, end, drained = run_queue(submit[order], latency[order], dur[order], np.full(len(order), QUEUE_GAP_NS),
-                                    host.sync_ts[s_order], exit_[s_order] - SYNC_RETURN_NS)
+                                    host.sync_ts[s_order], last_return[s_order] - SYNC_RETURN_NS)
     item_start, item_end = np.empty_like(start), np.empty_like(end)
     item_start[order], item_end[order] = start, end
     nc = len(c_rows)

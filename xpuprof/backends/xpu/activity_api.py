@@ -10,7 +10,7 @@ Life cycle (each step a method subclasses may override, calling ``super()``):
 - ``stop()``: ``flush()`` (``ptiFlushAllViews`` + drain the C queue into ``self.buffers``), then
   ``disable()`` the views.
 - ``process(builder, window)``: ``decode()`` the buffers, ``process_records(...)`` writes them
-  through ``emit.RecordWriter``, and the kernels written are kept in ``self.kernels``
+  through ``emit.XpuEmitter``, and the kernels written are kept in ``self.kernels``
   (``emit.KernelTable``: kernel_id -> start/end/device/queue/name), which is what per-kernel
   metrics join on. Optionally saves a raw capture (``capture.save``) for ``xpuprof replay``.
 
@@ -265,7 +265,7 @@ class XpuptiActivityApi(Session):
         return getattr(self.config, "kernel_filter", None) if self.config is not None else None
 
     def kernel_arg_sources(self, builder) -> list:
-        """More arg columns for the kernel slices (``RecordWriter``'s kernel_args): each kernel's resources
+        """More arg columns for the kernel slices (``XpuEmitter``'s kernel_args): each kernel's resources
         and EU stall mix."""
         def text_of(i):
             return builder.strings.strings[i]

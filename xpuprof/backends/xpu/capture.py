@@ -22,7 +22,7 @@ from ..base import ProcessWindow, RangeThreads
 from ...vendors import pti
 from .records import DecodedRecords, LayoutWalker, decode_records
 from .context import ApiNameCache, RecordContext, StringCache
-from .emit import EmitResult, write_records
+from .emit import XpuEmitResult, write_records
 
 MAGIC = b"XPUPROF-PTI-RAW 1\n"
 
@@ -58,7 +58,7 @@ def save(path, buffers: list[bytes], ctx: RecordContext, types, window: ProcessW
         "activities": sorted(t.value for t in types),
         "window": None if window is None else [int(window.start_ns), int(window.end_ns)],
         "buffer_lengths": [len(b) for b in buffers],
-        # For runtime records PTI wrote without a thread id (emit.RecordWriter.runtime_threads).
+        # For runtime records PTI wrote without a thread id (emit.XpuEmitter.runtime_threads).
         "range_threads": None if range_threads is None else [[int(i) for i in range_threads[0]],
                                                              [int(t) for t in range_threads[1]]],
     }
@@ -153,7 +153,7 @@ def decode(capture: Capture, window: ProcessWindow | None = None) -> DecodedReco
     return decode_records(capture.buffers, LayoutWalker(capture.record_sizes), window=win)
 
 
-def replay(path, builder, *, types=None, use_window: bool = True) -> EmitResult:
+def replay(path, builder, *, types=None, use_window: bool = True) -> XpuEmitResult:
     """Feed a capture through the same decoder and writer as a live session. A capture that loads but
     whose records cannot be decoded is ``CaptureError`` (``BufferDecodeError`` for a buffer that cannot
     be walked), never another exception."""

@@ -4,8 +4,10 @@ Everything is columnar: one ``add_slices`` call per record kind, names interned 
 pointer or API id. Rows: device work on pid = device index (position of the device UUID among
 the Level Zero GPUs), tid = SYCL queue id; runtime/driver calls on PTI's process/thread ids
 (a runtime record without one takes its thread from the driver calls it made, else from the range
-that pushed its External id: see ``RecordWriter.runtime_threads``); syncs and overhead on pid -1. ``ac2g`` flows start only on runtime records and end once per
-correlation, on the first device record (else the first driver record) that shares it.
+that pushed its External id: see ``XpuEmitter.runtime_threads``); syncs and overhead on a process of
+their own, ``OVERHEAD_PID`` (Kineto's -1 would merge into device 0's process in Perfetto).
+``ac2g`` flows start only on runtime records and end once per correlation, on the first device
+record (else the first driver record) that shares it.
 
 ``RecordContext`` carries what resolving needs (API names, C strings behind pointers, the clock
 offset, device UUIDs), so live sessions and replayed captures share this code.
@@ -27,18 +29,18 @@ from ..base import ProcessWindow, RangeThreads
 # CorrelationSpace: the id tables FlowIds and CorrelationMap use (tests switch them to the sorting path here)
 from ..common import OUT_OF_WINDOW, CorrelationMap, CorrelationSpace, FlowIds as _Flows, bandwidth, count_dropped  # noqa: F401
 from ..common import keep_in_window, kept
+from ..emitter import DEVICE_SORT_BASE, VENDOR_PROCESS_PIDS, EmitResult
 from .context import RecordContext
 from .kernel_columns import (INTERVALS_METADATA_KEY, KernelNameFilter, filter_kernels, submission_args,
                              submission_summary)
-from .rows import VENDOR, RowWriter
+from .rows import VENDOR, XpuRows
 from .records import DecodedRecords
 from .sync_deps import sync_dependency_args
 
 log = logging.getLogger("xpuprof")
 
 UNKNOWN_THREAD_ROW = "thread unknown (PTI recorded no thread id)"
-OVERHEAD_PID = -1
-DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device processes sort after host ones
+OVERHEAD_PID = VENDOR_PROCESS_PIDS["xpu"]  # Kineto: -1 (see VENDOR_PROCESS_PIDS)
 OVERHEAD_SORT_INDEX = 1_048_576
 
 
@@ -73,11 +75,12 @@ class KernelTable:
 
 
 @dataclass
-class EmitResult:
-    kernels: KernelTable
-    counts: dict[str, int]  # slices written by category
-    errors: list[str]
-    thread_sources: dict[str, int] = field(default_factory=dict)  # RecordWriter.runtime_threads
+class XpuEmitResult(EmitResult):
+    """``EmitResult`` plus the kernels written (what per-kernel metrics join on) and how runtime
+    records without a thread got one (``XpuEmitter.runtime_threads``)."""
+
+    kernels: KernelTable = field(default_factory=KernelTable.empty)
+    thread_sources: dict[str, int] = field(default_factory=dict)
 
 
 # The record kinds written, in the order their window is applied: (kind, name in messages, start, end).
@@ -99,18 +102,33 @@ class _ExternalIds(CorrelationMap):
                          preferred=ext["_external_kind"] == pti.ExternalKind.CUSTOM_0)
 
 
-class RecordWriter(RowWriter):
-    """Writes ``DecodedRecords`` into a builder. Hooks: ``write_<kind>``; ``kernel_args``: f(records, name ids) -> args."""
+class XpuEmitter(XpuRows):
+    """Writes ``DecodedRecords`` (PTI's record columns) into a builder, one ``write`` per batch.
+    Hooks: ``extra_kernel_args``; ``kernel_args``: f(records, name ids) -> args; ``kernel_filter``:
+    the config's kernel name filter; ``range_threads``: the ranges' threads by correlation id (else
+    the window's)."""
 
-    def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
-                 types: frozenset[ActivityType], *, release_records: bool = False,
-                 range_threads: RangeThreads | None = None, kernel_args=(), kernel_filter=None) -> None:
-        super().__init__(ctx, builder, window, types)
+    def __init__(self, ctx: RecordContext, activities, *, range_threads: RangeThreads | None = None,
+                 kernel_args=(), kernel_filter=None) -> None:
+        super().__init__(ctx, activities)
         self.kernel_args = list(kernel_args)
         self.name_filter = KernelNameFilter(kernel_filter) if kernel_filter is not None else None
-        self.range_threads = range_threads if range_threads is not None else getattr(window, "range_threads", None)
+        self._range_threads = range_threads
+        self.range_threads: RangeThreads | None = range_threads
         self.thread_sources: dict[str, int] = {}  # how runtime records without a thread got one
-        self.release_records = release_records  # empty the DecodedRecords given to write() as it goes
+        self.kernels = KernelTable.empty()
+
+    def start_batch(self) -> None:
+        super().start_batch()
+        self.range_threads = self._range_threads if self._range_threads is not None else getattr(
+            self.window, "range_threads", None)
+        self.thread_sources, self.kernels = {}, KernelTable.empty()
+        self._ext = _ExternalIds(np.zeros(0, pti.record_dtype(pti.ViewKind.EXTERNAL_CORRELATION)))
+        self._flow_end: dict[str, np.ndarray] = {}
+        self._driver = None
+
+    def result(self) -> XpuEmitResult:
+        return XpuEmitResult(dict(self.counts), list(self.errors), self.kernels, self.thread_sources)
 
     def extra_kernel_args(self, k: np.ndarray, name_ids: np.ndarray) -> dict:
         """Hook: more arg columns for the kernel slices ``k`` (the scope profiler's metrics); here none."""
@@ -134,14 +152,14 @@ class RecordWriter(RowWriter):
             return rows
         return [self._in_window(records.get(kind), start, end, what) for kind, what, start, end in WINDOWED]
 
-    def write(self, records: DecodedRecords) -> EmitResult:
+    def write_batch(self, records: DecodedRecords, *, release: bool = False) -> None:
         for kind, n in records.unknown.items():
             count_dropped(self.b, VENDOR, f"unknown record kind {kind}", n)
-        ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
-        want = self.types
+        self._ext = _ExternalIds(records.get(pti.ViewKind.EXTERNAL_CORRELATION))
+        want = self.activities
         rt, drv, kern, cpy, p2p, fill, sync, over, comm = self._windowed(records)
         kern = filter_kernels(self, kern, self.name_filter)  # before the flows: none ends on a dropped kernel
-        if self.release_records:
+        if release:
             # This writer now holds the only references: each kind's records are freed once written,
             # so the decoded records and the builder's columns are not held whole together.
             records.by_kind.clear()
@@ -156,30 +174,30 @@ class RecordWriter(RowWriter):
         owner = np.concatenate([np.zeros(len(dev_cat), np.int8), np.ones(len(drv), np.int8)])
         all_end = np.concatenate([dev_cat, drv["_correlation_id"]])
         end_first = flows.starts(all_end)
-        dev_masks = np.split(end_first[owner == 0], splits)
-        drv_mask = end_first[owner == 1]
-        del dev_cat, owner, all_end, end_first
+        self._flow_end = dict(zip(("kernel", "memcpy", "p2p", "fill", "sync"), np.split(end_first[owner == 0], splits)))
+        self._flow_end["driver"] = end_first[owner == 1]
+        self._flow_end["runtime"] = flows.starts(rt["_correlation_id"])  # where arrows start
+        del dev_cat, owner, all_end, end_first, flows
 
-        kernels = KernelTable.empty()
         if ActivityType.CONCURRENT_KERNEL in want:
-            kernels = self.write_kernels(kern, ext, dev_masks[0])
+            self.write_kernels(kern)
         kern = None
         if ActivityType.GPU_MEMCPY in want:
-            self.write_memcpy(cpy, ext, dev_masks[1])
-            self.write_p2p(p2p, ext, dev_masks[2])
+            self.write_copies(cpy)
+            self.write_p2p(p2p)
         cpy = p2p = None
         if ActivityType.GPU_MEMSET in want:
-            self.write_fill(fill, ext, dev_masks[3])
+            self.write_fills(fill)
         fill = None
-        if ActivityType.XPU_SYNC in want or ActivityType.CUDA_SYNC in want:  # generic sync selection
-            self.write_sync(sync, ext, dev_masks[4])
+        if self.wants(ActivityType.XPU_SYNC, ActivityType.CUDA_SYNC):  # generic sync selection
+            self.write_syncs(sync)
         sync = None
+        self._driver = drv  # runtime records without a thread take it from their driver calls
         if ActivityType.RUNTIME in want:
-            self.write_api(rt, ext, ActivityType.RUNTIME, flows.starts(rt["_correlation_id"]), start=True,
-                           tid=self.runtime_threads(rt, drv, ext))
-        rt = None
+            self.write_api(rt)
+        rt = self._driver = None
         if ActivityType.DRIVER in want:
-            self.write_api(drv, ext, ActivityType.DRIVER, drv_mask, start=False)
+            self.write_api(drv, driver=True)
         drv = None
         if ActivityType.OVERHEAD in want:
             self.write_overhead(over)
@@ -187,7 +205,6 @@ class RecordWriter(RowWriter):
             self.write_comms(comm)
         self._process_rows()
         self.b.set_metadata("xpupti_version", self.ctx.pti_version)
-        return EmitResult(kernels, self.counts, self.errors, self.thread_sources)
 
     def _flow(self, mask, ts, pid, tid, corr, start: bool) -> None:
         if mask.any():
@@ -197,9 +214,11 @@ class RecordWriter(RowWriter):
                              tid=tid_arr[mask], start=start, cat="ac2g")
 
     # ------------------------------------------------------------------ per kind
-    def write_kernels(self, k: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> KernelTable:
+    def write_kernels(self, k: np.ndarray) -> KernelTable:
+        """Kernel records -> ``kernel`` slices on (device, SYCL queue) rows; returns (and keeps in
+        ``self.kernels``) the kernels written, sorted by kernel id."""
         if not len(k):
-            return KernelTable.empty()
+            return self.kernels
         start, end = self._epoch(k["_start_timestamp"]), self._epoch(k["_end_timestamp"])
         pid = self._device_index(k["_device_uuid"])
         tid = k["_sycl_queue_id"].astype(np.int64, copy=False)
@@ -221,22 +240,24 @@ class RecordWriter(RowWriter):
                      "sycl_invocation_id": k["_sycl_invocation_id"].astype(np.int64, copy=False)})
         for extra in (self.extra_kernel_args, submission_args, *self.kernel_args):
             args.update(extra(k, name_ids))
-        self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._add(ActivityType.CONCURRENT_KERNEL, name_ids, start, end - start, pid, tid, args, self._ext.lookup(corr))
         intervals = submission_summary(k, name_ids, self.b.strings.strings.__getitem__)
         if intervals:
             self.b.set_metadata(INTERVALS_METADATA_KEY, intervals)
         self._device_rows(pid, tid)
-        self._flow(flow_end, start, pid, tid, corr, start=False)
+        self._flow(self._flow_end["kernel"], start, pid, tid, corr, start=False)
         order = np.argsort(k["_kernel_id"], kind="stable")
         names = np.array(self.b.strings.strings, dtype=object)[name_ids]
-        return KernelTable(k["_kernel_id"][order], start[order], end[order], pid[order], tid[order], names[order])
+        self.kernels = KernelTable(k["_kernel_id"][order], start[order], end[order], pid[order], tid[order],
+                                   names[order])
+        return self.kernels
 
     def _copy_common(self, m: np.ndarray, start: np.ndarray, corr: np.ndarray) -> dict:
         args = {"correlation": corr.astype(np.int64, copy=False)}
         args.update(self._time_args(m, start, [("appended", "_append_timestamp"), ("submitted", "_submit_timestamp")]))
         return args
 
-    def write_memcpy(self, m: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+    def write_copies(self, m: np.ndarray) -> None:
         if not len(m):
             return
         start, end = self._epoch(m["_start_timestamp"]), self._epoch(m["_end_timestamp"])
@@ -257,11 +278,12 @@ class RecordWriter(RowWriter):
             "dst memory": self._memory_column(m["_mem_dst"]),
             "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start),
         })
-        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, pid, tid, args, self._ext.lookup(corr))
         self._device_rows(pid, tid)
-        self._flow(flow_end, start, pid, tid, corr, start=False)
+        self._flow(self._flow_end["memcpy"], start, pid, tid, corr, start=False)
 
-    def write_p2p(self, m: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+    def write_p2p(self, m: np.ndarray) -> None:
+        """Peer-to-peer copy records -> ``gpu_memcpy`` slices on the source device."""
         if not len(m):
             return
         start, end = self._epoch(m["_start_timestamp"]), self._epoch(m["_end_timestamp"])
@@ -275,11 +297,11 @@ class RecordWriter(RowWriter):
                 "l0 queue": hex_column(m["_queue_handle"]), "stream": tid, "correlation": corr.astype(np.int64, copy=False),
                 "memory opration id": m["_mem_op_id"].astype(np.int64, copy=False), "bytes": nbytes,
                 "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
-        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, src, tid, args, ext.lookup(corr))
+        self._add(ActivityType.GPU_MEMCPY, names, start, end - start, src, tid, args, self._ext.lookup(corr))
         self._device_rows(src, tid)
-        self._flow(flow_end, start, src, tid, corr, start=False)
+        self._flow(self._flow_end["p2p"], start, src, tid, corr, start=False)
 
-    def write_fill(self, f: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+    def write_fills(self, f: np.ndarray) -> None:
         if not len(f):
             return
         start, end = self._epoch(f["_start_timestamp"]), self._epoch(f["_end_timestamp"])
@@ -299,11 +321,11 @@ class RecordWriter(RowWriter):
             "value": f["_value_for_set"].astype(np.int64, copy=False),
             "memory bandwidth (GB/s)": bandwidth(nbytes, end - start),
         })
-        self._add(ActivityType.GPU_MEMSET, names, start, end - start, pid, tid, args, ext.lookup(corr))
+        self._add(ActivityType.GPU_MEMSET, names, start, end - start, pid, tid, args, self._ext.lookup(corr))
         self._device_rows(pid, tid)
-        self._flow(flow_end, start, pid, tid, corr, start=False)
+        self._flow(self._flow_end["fill"], start, pid, tid, corr, start=False)
 
-    def write_sync(self, s: np.ndarray, ext: _ExternalIds, flow_end: np.ndarray) -> None:
+    def write_syncs(self, s: np.ndarray) -> None:
         if not len(s):
             return
         start, end = self._epoch(s["_start_timestamp"]), self._epoch(s["_end_timestamp"])
@@ -317,11 +339,11 @@ class RecordWriter(RowWriter):
                 "Number_wait_events": s["_number_wait_events"].astype(np.int64, copy=False),
                 "Return_code": s["_return_code"].astype(np.int64, copy=False)}
         args.update(sync_dependency_args(self.b, s, start, OVERHEAD_PID, tid))
-        self._add(ActivityType.XPU_SYNC, names, start, end - start, OVERHEAD_PID, tid, args, ext.lookup(corr))
-        self._flow(flow_end, start, OVERHEAD_PID, tid, corr, start=False)
+        self._add(ActivityType.XPU_SYNC, names, start, end - start, OVERHEAD_PID, tid, args, self._ext.lookup(corr))
+        self._flow(self._flow_end["sync"], start, OVERHEAD_PID, tid, corr, start=False)
         self._device_pids.add(OVERHEAD_PID)
 
-    def runtime_threads(self, rt: np.ndarray, drv: np.ndarray, ext: _ExternalIds) -> np.ndarray:
+    def runtime_threads(self, rt: np.ndarray, drv: np.ndarray) -> np.ndarray:
         """The calling thread of each runtime record. intel-pti 1.2.0 writes ``_thread_id`` 0 in its
         SYCL runtime records (its Level Zero driver records carry the real one), which would draw every
         ``ur*`` call on one made-up row. Such a record takes the thread of (1) a driver call sharing its
@@ -341,7 +363,7 @@ class RecordWriter(RowWriter):
         from_driver = int(np.count_nonzero(fill))
         left = np.flatnonzero(fill == 0)
         if len(left) and self.range_threads is not None:
-            fill[left] = self.range_threads.lookup(ext.lookup(corr[left]))
+            fill[left] = self.range_threads.lookup(self._ext.lookup(corr[left]))
         unknown = int(np.count_nonzero(fill == 0))
         tid[missing] = fill
         self.thread_sources = {"records_without_thread": len(missing), "from_driver_calls": from_driver,
@@ -358,17 +380,24 @@ class RecordWriter(RowWriter):
                 self.b.set_thread_name(int(pid), 0, UNKNOWN_THREAD_ROW)
         return tid
 
-    def write_api(self, a: np.ndarray, ext: _ExternalIds, cat: ActivityType, flow_mask: np.ndarray,
-                  start: bool, tid: np.ndarray | None = None) -> None:
+    def write_api(self, a: np.ndarray, *, driver: bool = False) -> None:
+        """Runtime (SYCL/Unified Runtime) records, or with ``driver`` Level Zero records -> calls on
+        their threads; arrows start at runtime calls (a driver call ends one whose id reached no
+        device record)."""
         if not len(a):
             return
         ts, end = self._epoch(a["_start_timestamp"]), self._epoch(a["_end_timestamp"])
         pid = a["_process_id"].astype(np.int64, copy=False)
-        tid = a["_thread_id"].astype(np.int64, copy=False) if tid is None else tid
+        if driver:
+            tid = a["_thread_id"].astype(np.int64, copy=False)
+        else:
+            tid = self.runtime_threads(a, self._driver if self._driver is not None else a[:0])
         names = self._api_name_ids(a["_api_group"], a["_api_id"])
         corr = a["_correlation_id"]
-        self._add(cat, names, ts, end - ts, pid, tid, {"correlation": corr.astype(np.int64, copy=False)}, ext.lookup(corr))
-        self._flow(flow_mask, ts, pid, tid, corr, start=start)
+        cat = ActivityType.DRIVER if driver else ActivityType.RUNTIME
+        self._add(cat, names, ts, end - ts, pid, tid, {"correlation": corr.astype(np.int64, copy=False)},
+                  self._ext.lookup(corr))
+        self._flow(self._flow_end["driver" if driver else "runtime"], ts, pid, tid, corr, start=not driver)
 
     def write_overhead(self, o: np.ndarray) -> None:
         if not len(o):
@@ -406,10 +435,10 @@ class RecordWriter(RowWriter):
 def write_records(records: DecodedRecords, ctx: RecordContext, builder: TraceBuilder,
                   window: ProcessWindow | None, types: frozenset[ActivityType], *,
                   release_records: bool = False, range_threads: RangeThreads | None = None, kernel_args=(),
-                  kernel_filter=None) -> EmitResult:
+                  kernel_filter=None) -> XpuEmitResult:
     """Write decoded PTI records into ``builder`` (see the module docstring for the conventions).
     ``release_records``: ``records`` is emptied as its kinds are written (the caller is done with it).
     ``range_threads``: the ranges' threads by correlation id (else the window's); ``kernel_args``, ``kernel_filter``:
-    RecordWriter's."""
-    return RecordWriter(ctx, builder, window, types, release_records=release_records, range_threads=range_threads,
-                        kernel_args=kernel_args, kernel_filter=kernel_filter).write(records)
+    XpuEmitter's."""
+    return XpuEmitter(ctx, types, range_threads=range_threads, kernel_args=kernel_args,
+                      kernel_filter=kernel_filter).write(builder, window, records, release=release_records)

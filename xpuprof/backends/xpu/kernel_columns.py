@@ -84,7 +84,7 @@ def _interval(later: np.ndarray, earlier: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def submission_args(k, name_ids=None) -> dict:
     """``queued (us)`` and ``submit to start (us)`` per kernel, where PTI gave both timestamps (a
-    ``RecordWriter`` kernel-args source)."""
+    ``XpuEmitter`` kernel-args source)."""
     args = {}
     for key, later, earlier in ((QUEUED_ARG, "_submit_timestamp", "_append_timestamp"),
                                 (SUBMIT_ARG, "_start_timestamp", "_submit_timestamp")):

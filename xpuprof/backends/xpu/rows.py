@@ -1,9 +1,9 @@
 """The column helpers of the XPU emit stage: record columns -> trace columns.
 
-``RowWriter`` turns PTI record columns into what ``TraceBuilder.add_slices`` takes: epoch times,
-names interned once per distinct pointer, API id or enum value (``factorize``, linear), device
-indices from UUIDs, the device (stream) rows, the time args. ``emit.RecordWriter`` derives from it
-and says what each record kind writes.
+``XpuRows`` (an ``Emitter``) turns PTI record columns into what ``TraceBuilder.add_slices`` takes:
+epoch times, names interned once per distinct pointer, API id or enum value (``factorize``, linear),
+device indices from UUIDs, the device (stream) rows, the time args. ``emit.XpuEmitter`` derives from
+it and says what each record kind writes.
 """
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import numpy as np
 
 from ...activity import ActivityType
 from ...clock import BASE_TIME_NS
-from ...trace.builder.builder import TraceBuilder
 from ...trace.builder.columns import ArgColumn
 from ...trace.builder.keyindex import factorize
-from ..base import ProcessWindow
-from ..common import intern_keys, keep_in_window, kept, name_stream_rows
+from ..common import intern_keys
+from ..emitter import Emitter
 from .context import RecordContext
 
 VENDOR = "xpu"
@@ -29,16 +28,19 @@ def _us(ns: np.ndarray) -> np.ndarray:
     return ns.astype(np.float64) / 1000.0
 
 
-class RowWriter:
-    """Record columns of one batch -> trace columns (see the module docstring)."""
+class XpuRows(Emitter):
+    """PTI record columns of one batch -> trace columns (see the module docstring)."""
 
-    def __init__(self, ctx: RecordContext, builder: TraceBuilder, window: ProcessWindow | None,
-                 types: frozenset[ActivityType]) -> None:
-        self.ctx, self.b, self.window, self.types = ctx, builder, window, types
-        self.counts: dict[str, int] = {}  # slices written by category
-        self.errors: list[str] = []
+    vendor = VENDOR
+
+    def __init__(self, ctx: RecordContext, activities) -> None:
+        super().__init__(activities)
+        self.ctx = ctx
         self._device_pids: set[int] = set()
         self._streams: set[tuple[int, int]] = set()
+
+    def start_batch(self) -> None:
+        self._device_pids, self._streams = set(), set()
 
     def _epoch(self, a: np.ndarray) -> np.ndarray:
         return a.astype(np.int64, copy=False) + np.int64(self.ctx.clock_offset_ns)
@@ -50,7 +52,7 @@ class RowWriter:
             self.errors.append(f"{int(bad.sum())} {what} records end before they start")
         if self.window is None:
             return rec
-        return kept(rec, keep_in_window(self.b, self.window, self._epoch(start), VENDOR))
+        return self.in_window(rec, self._epoch(start))
 
     def _device_index(self, uuids: np.ndarray) -> np.ndarray:
         """(n, 16) uint8 UUIDs -> device index; unseen UUIDs get the next free index."""
@@ -96,13 +98,10 @@ class RowWriter:
 
     def _add(self, cat: ActivityType, name_ids, ts, dur, pid, tid, args, external_id=None) -> None:
         # add_slices stores columns that hold one value in every row once (stride-0 views).
-        self.b.add_slices(names=None, name_ids=name_ids, ts=ts, dur=dur, pid=pid, tid=tid,
-                          cat=cat, args=args, external_id=external_id, vendor=VENDOR)
-        key = cat.value
-        self.counts[key] = self.counts.get(key, 0) + len(ts)
+        self.slices(cat, ts, dur, pid, tid, name_ids=name_ids, args=args, external_id=external_id)
 
     def _device_rows(self, pid: np.ndarray, queue: np.ndarray) -> None:
-        pairs = name_stream_rows(self.b, pid, queue, "Stream {}".format)
+        pairs = self.name_streams(pid, queue, "Stream {}".format)
         self._streams.update(pairs)
         self._device_pids.update(d for d, _ in pairs)
 

@@ -30,8 +30,8 @@ from ...vendors.pti_metrics import null_device_metrics_message
 SCOPE_VIEW_TYPES = frozenset({ActivityType.CONCURRENT_KERNEL})
 
 
-class _MetricArgsWriter(emit.RecordWriter):
-    """RecordWriter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
+class MetricArgsEmitter(emit.XpuEmitter):
+    """XpuEmitter whose kernel slices also carry their ``"<metric>::<unit>"`` values."""
 
     def __init__(self, results: ScopeResults | None, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -126,9 +126,9 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
             super().stop()
 
     def process_records(self, records, builder, window) -> None:
-        writer = _MetricArgsWriter(self.results, self.context(), builder, window, self.types,
+        writer = MetricArgsEmitter(self.results, self.context(), self.types,
                                    kernel_args=self.kernel_arg_sources(builder), kernel_filter=self.kernel_filter)
-        result = writer.write(records)
+        result = writer.write(builder, window, records)
         self.kernels = result.kernels
         self._errors.extend(result.errors)
 
@@ -141,7 +141,7 @@ class XpuptiActivityScopeApi(XpuptiActivityApi):
                 self._errors.append(f"per-kernel metrics not collected: {exc}")
             super().process(builder, window)  # kernels, with metric args (process_records)
             if self.results is not None:
-                self.unmatched = emit_scope_metrics(builder, self.results, _join_table(self.kernels))
+                self.unmatched = emit_scope_metrics(builder, self.results, join_table(self.kernels))
                 builder.set_metadata("xpu_scope_metric_group", self.results.group or self.metric_group)
         finally:
             self.scope.disable()
@@ -166,7 +166,7 @@ def _without_filtered(results: ScopeResults, kernel_filter) -> ScopeResults:
                         results.warnings)
 
 
-def _join_table(k: emit.KernelTable) -> KernelTable:
+def join_table(k: emit.KernelTable) -> KernelTable:
     """The written kernels in the shape ``emit_scope_metrics`` joins on."""
     return KernelTable(kernel_ids=np.asarray(k.kernel_id, np.uint64), start_ns=np.asarray(k.start_ns, np.int64),
                        end_ns=np.asarray(k.end_ns, np.int64), pid=np.asarray(k.device, np.int64),
