@@ -187,7 +187,8 @@ def run_once(mode: str, args, env: dict, keep: Path | None = None) -> dict:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", CHILD, mode, out_dir, str(args.batch), str(args.image),
-                               str(args.repeat)], capture_output=True, text=True, env=env, timeout=1800)
+                               str(args.repeat)], capture_output=True, text=True, env=env, timeout=1800,
+                              cwd=out_dir)  # not the repository: python -c puts the working directory first
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
