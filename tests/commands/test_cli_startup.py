@@ -19,9 +19,11 @@ from xpuprof import cli, commands
 REPO = Path(__file__).resolve().parents[2]
 # analyze's help lists each analysis and engine: read from the analysis registry, which imports no numpy
 ANALYZE_REGISTRY = {"xpuprof.analysis", "xpuprof.analysis.cluster", "xpuprof.analysis.cluster.result",
-                    "xpuprof.analysis.engines"}
-JSON_READERS = {"xpuprof.trace.read.load", "xpuprof.trace.read.scan", "xpuprof.trace.read.stream",
-                "xpuprof.trace.read.kineto_stream", "xpuprof._native.tracescan", "xpuprof._native.tracestream"}
+                    "xpuprof.analysis.engines", "xpuprof.analysis.engines.base"}
+# commands whose parser adds another command's options (diff --history takes the gate's)
+SHARES_OPTIONS = {"diff": ("gate",)}
+JSON_READERS = {"xpuprof.trace.read.kineto", "xpuprof.trace.read.kineto_rows", "xpuprof.trace.read.kineto_stream",
+                "xpuprof.trace.read.load", "xpuprof.trace.read.scan", "xpuprof._native.tracescan"}
 
 
 # The xpuprof executable (console_main), reporting at exit every module the process imported: -X importtime
@@ -65,8 +67,9 @@ def test_a_command_s_help_imports_its_module_only_and_no_numpy(name):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"usage: xpuprof {name}" in proc.stdout
     assert _heavy(modules, ANALYZE_REGISTRY if name == "analyze" else set()) == []
-    assert sorted(m for m in modules if m.startswith("xpuprof.commands.") and m != "xpuprof.commands._options") \
-        == [f"xpuprof.commands.{name}"]
+    shared = {f"xpuprof.commands.{n}" for n in SHARES_OPTIONS.get(name, ())}
+    assert sorted(m for m in modules if m.startswith("xpuprof.commands.") and m != "xpuprof.commands._options"
+                  and m not in shared) == [f"xpuprof.commands.{name}"]
 
 
 def test_report_of_a_store_imports_no_json_reader(tmp_path):
@@ -103,11 +106,12 @@ def test_a_command_module_not_listed_is_still_found(tmp_path, monkeypatch):
 
 
 def test_the_parser_names_the_analysis_constants_it_offers():
-    from xpuprof.analysis import diff as analysis_diff, merge as analysis_merge
-    from xpuprof.commands import diff as diff_cmd, merge as merge_cmd
+    from xpuprof.analysis import diff as analysis_diff, merge as analysis_merge, report_render
+    from xpuprof.commands import diff as diff_cmd, merge as merge_cmd, report as report_cmd
 
     assert diff_cmd.TIME_FIELDS == analysis_diff.TIME_FIELDS
     assert merge_cmd.ALIGN_MODES == analysis_merge.ALIGN_MODES
+    assert report_cmd.FORMATS == report_render.FORMATS
 
 
 @pytest.mark.parametrize("argv,command", [(["report", "x"], "report"), (["--version"], None), ([], None),

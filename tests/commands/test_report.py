@@ -117,7 +117,7 @@ def test_cat_takes_either_spelling_of_a_category(tmp_path, monkeypatch, capsys, 
     import time
 
     import xpuprof
-    from xpuprof.trace.read import scan as scan_mod
+    from xpuprof.trace.read import kineto_stream as scan_mod
 
     if not scanner:
         monkeypatch.setattr(scan_mod, "_native_module", None)  # the loaded-events path
@@ -172,7 +172,7 @@ def test_a_host_report_is_titled_by_what_it_holds_and_splits_self_from_inclusive
 
 
 def test_self_times_are_the_same_read_as_columns_or_as_events(tmp_path, monkeypatch):
-    from xpuprof.trace.read import scan as scan_mod
+    from xpuprof.trace.read import kineto_stream as scan_mod
 
     trace = _nested_host_trace(tmp_path / "host.pt.trace.json")
     fast = {s.name: (s.self_ns, s.total_ns) for s in build_report([trace]).stats}

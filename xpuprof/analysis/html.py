@@ -203,8 +203,9 @@ def _page(title: str, sections: list[str]) -> str:
             + "".join(sections) + f"<script>{_SCRIPT}</script></body></html>")
 
 
-def render(report: Report, *, title: str | None = None, ranks=None) -> str:
-    """The whole report as one HTML string; ``ranks``: a stragglers result (a store's per-rank view)."""
+def render(report: Report, *, title: str | None = None, ranks=None, extra_sections: Sequence[str] = ()) -> str:
+    """The whole report as one HTML string; ``ranks``: a stragglers result (a store's per-rank view);
+    ``extra_sections``: more of the page, last (``report --history``'s plots: analysis.history_html)."""
     title = title or f"xpuprof report: {report.title}"
     covered = (f"{_esc(format_ns(report.total_ns))} covered (self time: nested rows are not counted twice)"
                if report.nests else f"{_esc(format_ns(report.total_ns))} total")
@@ -244,7 +245,7 @@ def render(report: Report, *, title: str | None = None, ranks=None) -> str:
         unit = report.table.units.get(m, "")
         sections += [f"<h2>Distribution of {_esc(m)}{' [' + _esc(unit) + ']' if unit else ''}</h2>",
                      histogram(report.table.metrics[m], title=m, unit=unit, chart_id=f"metric-{i}")]
-    return _page(title, sections)
+    return _page(title, [*sections, *extra_sections])
 
 
 def render_ops(avgs, rows, *, sources: Sequence[str], title: str = "xpuprof report: operators") -> str:

@@ -16,6 +16,7 @@ SUMMARIES: dict[str, str] = {
     "devices": "list profiler backends: which can run here and why others cannot",
     "diff": "compare kernel times and metrics of two runs (non-zero exit on regression)",
     "exec": "run a command with xpuprof in every Python process it starts",
+    "gate": "judge a run's kernels against the run history (exit 1 on a regression)",
     "merge": "merge per-rank traces into one trace",
     "metrics": "list hardware metrics (catalogs in metrics/) and metric collectors",
     "replay": "decode a raw PTI capture into a trace (no GPU needed)",

@@ -64,6 +64,22 @@ OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_mem
            "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "z")
 
 
+def _traces_hint(path: str) -> str:
+    """For a directory that is no store: the traces it holds by the one directory rule (``trace.read.inputs``),
+    and how to make a store of them."""
+    from pathlib import Path
+
+    from ..trace.read.inputs import expand_inputs, is_store_dir
+
+    if not Path(path).is_dir() or is_store_dir(path):
+        return ""
+    found = expand_inputs([path], strict=False).traces
+    if not found:
+        return ""
+    return (f"; it holds {len(found)} trace file(s) - make a store of them first: "
+            f"xpuprof convert {path} -o {path.rstrip('/')}.store")
+
+
 def run(args) -> int:
     from ..analysis.cluster import FORMATS, AnalysisError, run_analysis
     from ..analysis.engines import EngineError, open_engine
@@ -91,7 +107,8 @@ def run(args) -> int:
         with open_engine(args.store, args.engine, **engine_opts) as engine:
             result = run_analysis(args.analysis, engine, **options)
     except (StoreError, EngineError, AnalysisError) as exc:
-        print(f"xpuprof analyze: {exc}", file=sys.stderr)
+        print(f"xpuprof analyze: {exc}{_traces_hint(args.store) if isinstance(exc, StoreError) else ''}",
+              file=sys.stderr)
         return 2
     from ..analysis.text import terminal_width
 
