@@ -141,13 +141,17 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
     every slice, of none, or of those whose name satisfies a function), ``counters`` (every counter, or those
     whose category satisfies a function), ``columns`` (a store's columns per table). ``say``: where the lines on skipped entries go (``say_skipped``)."""
     from ..table.model import TraceTable
-    from .kineto import read_trace
-    from .store_table import read_store
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
-    tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
-              for i, p in enumerate(got.traces)]
+    tables = []
+    if got.traces:  # the JSON reader only for JSON files: a store's report imports none
+        from .kineto import read_trace
+
+        tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
+                  for i, p in enumerate(got.traces)]
+    if got.stores:
+        from .store_table import read_store
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
         tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
