@@ -6,7 +6,9 @@ holding a store manifest as a trace store. Any other directory stands for the tr
 recursively: its regular files named ``*.json`` or ``*.json.gz``, in sorted order. Not taken, and said in
 one line per directory (``Inputs.notes``): hidden entries (a writer's private ``.rank=N.tmp``, editor
 files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
-followed), and files of other names or kinds. A directory with no trace file is an error naming it.
+followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
+(``COMPANIONS``: ``xpuprof run``'s ``summary.jsonl``) is passed over without a line: it is expected there.
+A directory with no trace file is an error naming it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 from ..store_schema import MANIFEST
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
 
 
@@ -112,7 +115,7 @@ def _walk(top: Path) -> tuple[list[Path], str]:
                 skip("not a regular file", path)
             elif is_trace_name(e.name):
                 found.append(path)
-            else:
+            elif e.name not in COMPANIONS:
                 skip("not *.json or *.json.gz", path)
         stack.extend(reversed(subdirs))
     found.sort()
