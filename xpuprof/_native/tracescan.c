@@ -139,13 +139,30 @@ JS_FN int strtab_grow(strtab *t) {
     return 0;
 }
 
+/* Whether two byte ranges of length n are equal: short ones (most names and categories) by word loads
+ * inside both ranges, without a call. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t x0, y0, x1, y1;
+        memcpy(&x0, a, 8); memcpy(&y0, b, 8);
+        memcpy(&x1, a + n - 8, 8); memcpy(&y1, b + n - 8, 8);
+        return x0 == y0 && x1 == y1;
+    }
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 /* id of the raw string body [s, s + n), added when new; -1 on no memory */
 JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
     size_t h = hash_bytes(s, n) & t->mask;
     for (;;) {
         int32_t id = t->slots[h];
         if (id < 0) break;
-        if ((size_t)t->len[id] == n && memcmp(t->base + t->start[id], s, n) == 0) return id;
+        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n)) return id;
         h = (h + 1) & t->mask;
     }
     if (t->count == t->cap) {
@@ -168,8 +185,11 @@ JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
 }
 
 /* ------------------------------------------------------------------ JSON grammar */
-static inline void ws(parser *P) {
-    while (P->p < P->end && (*P->p == ' ' || *P->p == '\n' || *P->p == '\r' || *P->p == '\t')) P->p++;
+static inline void ws(parser *restrict P) {
+    /* every JSON whitespace byte is <= ' ', and no byte that may follow it is: one compare when there is none */
+    const unsigned char *p = P->p, *end = P->end;
+    while (p < end && *p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    P->p = p;
 }
 
 /* ------------------------------------------------------------------ SIMD: the plain run of a string body
@@ -278,7 +298,7 @@ JS_FN int hex4(const unsigned char *p, const unsigned char *end) {
 }
 
 /* At '"': validates the string, leaves p after the closing quote. body/len: between the quotes. */
-JS_FN int scan_string(parser *P, const unsigned char **body, size_t *len, int *escaped) {
+JS_FN int scan_string(parser *restrict P, const unsigned char **body, size_t *len, int *escaped) {
     const unsigned char *p = P->p + 1, *end = P->end;
     *escaped = 0;
     *body = p;
@@ -329,28 +349,41 @@ JS_FN int scan_string(parser *P, const unsigned char **body, size_t *len, int *e
 
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
 
-/* Whether the 8 bytes at p are all ASCII digits, and their value (eight digits in a few multiplications:
- * the SWAR reduction simdjson uses, little-endian). */
-static inline int eight_digits(const unsigned char *p) {
+/* How many of the 8 bytes at p, from the first, are ASCII digits (0-8): the same test per byte, the first
+ * byte that fails found by its position (a carry out of a byte reaches only the bytes after it). */
+static inline int leading_digits(const unsigned char *p) {
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    (void)p;
-    return 0; /* the digit by digit loop */
-#endif
+    int n = 0;
+    while (n < 8 && IS_DIGIT(p[n])) n++;
+    return n;
+#else
     uint64_t v;
     memcpy(&v, p, 8);
-    return ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4))
-           == 0x3333333333333333ULL;
+    uint64_t x = ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4))
+                 ^ 0x3333333333333333ULL;
+    return x ? __builtin_ctzll(x) >> 3 : 8;
+#endif
 }
 
-static inline uint64_t parse_eight(const unsigned char *p) {
+/* The value of the first n (1-8) digits at p, the 8 bytes there readable. */
+static inline uint64_t parse_digits(const unsigned char *p, int n) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    uint64_t m = 0;
+    for (int i = 0; i < n; i++) m = m * 10 + (uint64_t)(p[i] - '0');
+    return m;
+#else
     uint64_t v;
     memcpy(&v, p, 8);
+    if (n < 8) v = (v << (8 * (8 - n))) | (0x3030303030303030ULL >> (8 * n)); /* '0's before the digits */
     v -= 0x3030303030303030ULL;
     v = (v * 10) + (v >> 8);
     v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)))
          + (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
     return v;
+#endif
 }
+
+static const uint64_t POW10_U64[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 
 /* Powers of ten a double holds exactly. */
 static const double POW10_EXACT[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
@@ -365,7 +398,7 @@ static const double POW10_EXACT[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1
  * fractional digits and no exponent (a double holds 4400680850787.091 only approximately: its product by
  * 1000 rounds to the neighbouring ns about one time in four); otherwise the double times 1000, rounded half
  * to even; 0 when out of int64's range (the caller checks the range on the number itself). */
-JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv, int64_t *ns) {
+JS_FN int scan_number(parser *restrict P, int *kind, int64_t *iv, double *dv, int64_t *ns) {
     const unsigned char *s = P->p, *p = P->p, *end = P->end;
     int neg = 0;
     if (p < end && *p == '-') { neg = 1; p++; }
@@ -374,7 +407,11 @@ JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv, int64_t *ns
     int sig = 0, lost = 0; /* how many are in m (leading zeros not counted); digits beyond 19 */
     if (*p == '0') p++;
     else if (*p >= '1' && *p <= '9') {
-        while (end - p >= 8 && sig <= 11 && eight_digits(p)) { m = m * 100000000 + parse_eight(p); sig += 8; p += 8; }
+        while (end - p >= 8 && sig <= 11) { /* up to 8 digits a step */
+            int k = leading_digits(p);
+            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; p += k; }
+            if (k < 8) break;
+        }
         for (; p < end && IS_DIGIT(*p); p++) {
             if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig++; }
             else lost = 1;
@@ -385,8 +422,10 @@ JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv, int64_t *ns
         is_int = 0;
         p++;
         if (p >= end || !IS_DIGIT(*p)) return -1;
-        while (m && end - p >= 8 && sig <= 11 && eight_digits(p)) {
-            m = m * 100000000 + parse_eight(p); sig += 8; frac += 8; p += 8;
+        while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
+            int k = leading_digits(p);
+            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
+            if (k < 8) break;
         }
         for (; p < end && IS_DIGIT(*p); p++) {
             if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
@@ -457,17 +496,27 @@ JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv, int64_t *ns
 }
 
 /* A JSON number's grammar alone, for a value that is skipped (no conversion). */
-JS_FN int skip_number(parser *P) {
+static inline const unsigned char *skip_digits(const unsigned char *p, const unsigned char *end) {
+    while (end - p >= 8) {
+        int k = leading_digits(p);
+        p += k;
+        if (k < 8) return p;
+    }
+    while (p < end && IS_DIGIT(*p)) p++;
+    return p;
+}
+
+JS_FN int skip_number(parser *restrict P) {
     const unsigned char *p = P->p, *end = P->end;
     if (p < end && *p == '-') p++;
     if (p >= end) return -1;
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < end && IS_DIGIT(*p)) p++; }
+    else if (*p >= '1' && *p <= '9') p = skip_digits(p + 1, end);
     else return -1;
     if (p < end && *p == '.') {
         p++;
         if (p >= end || !IS_DIGIT(*p)) return -1;
-        while (p < end && IS_DIGIT(*p)) p++;
+        p = skip_digits(p, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -479,31 +528,6 @@ JS_FN int skip_number(parser *P) {
     return 0;
 }
 
-JS_FN int skip_value(parser *P, int depth);
-
-JS_FN int skip_container(parser *P, int depth, unsigned char close) {
-    if (depth > MAX_DEPTH) return -1;
-    P->p++;
-    ws(P);
-    if (P->p < P->end && *P->p == close) { P->p++; return 0; }
-    for (;;) {
-        if (close == '}') {
-            const unsigned char *b; size_t l; int esc;
-            if (P->p >= P->end || *P->p != '"' || scan_string(P, &b, &l, &esc) < 0) return -1;
-            ws(P);
-            if (P->p >= P->end || *P->p != ':') return -1;
-            P->p++;
-            ws(P);
-        }
-        if (skip_value(P, depth + 1) < 0) return -1;
-        ws(P);
-        if (P->p >= P->end) return -1;
-        if (*P->p == ',') { P->p++; ws(P); continue; }
-        if (*P->p == close) { P->p++; return 0; }
-        return -1;
-    }
-}
-
 JS_FN int literal(parser *P, const char *word) {
     size_t n = strlen(word);
     if ((size_t)(P->end - P->p) < n || memcmp(P->p, word, n) != 0) return -1;
@@ -511,18 +535,52 @@ JS_FN int literal(parser *P, const char *word) {
     return 0;
 }
 
-JS_FN int skip_value(parser *P, int depth) {
-    if (P->p >= P->end) return -1;
-    unsigned char c = *P->p;
-    if (c == '{') return skip_container(P, depth, '}');
-    if (c == '[') return skip_container(P, depth, ']');
-    if (c == '"') { const unsigned char *b; size_t l; int e; return scan_string(P, &b, &l, &e); }
-    if (c == 't') return literal(P, "true");
-    if (c == 'f') return literal(P, "false");
-    if (c == 'n') return literal(P, "null");
-    return skip_number(P);
+/* Skips one JSON value (validated: strings with their escapes and UTF-8, numbers, literals, nesting), without
+ * recursion: the open containers' closing brackets on a stack. A container opened at nesting level k of this
+ * value has depth `depth` + k; deeper than MAX_DEPTH is refused. */
+JS_FN int skip_value(parser *restrict P, int depth) {
+    unsigned char stack[MAX_DEPTH + 1];
+    int top = 0;
+    const unsigned char *b; size_t l; int esc;
+    for (;;) {
+        /* a value at P->p */
+        if (P->p >= P->end) return -1;
+        unsigned char c = *P->p;
+        if (c == '{' || c == '[') {
+            if (depth + top > MAX_DEPTH) return -1;
+            stack[top++] = c == '{' ? '}' : ']';
+            P->p++;
+            ws(P);
+            if (P->p < P->end && *P->p == stack[top - 1]) { P->p++; top--; goto after_value; }
+            if (c == '[') continue;
+            goto key;
+        }
+        if (c == '"') { if (scan_string(P, &b, &l, &esc) < 0) return -1; }
+        else if (c == 't') { if (literal(P, "true") < 0) return -1; }
+        else if (c == 'f') { if (literal(P, "false") < 0) return -1; }
+        else if (c == 'n') { if (literal(P, "null") < 0) return -1; }
+        else if (skip_number(P) < 0) return -1;
+    after_value:
+        for (;;) {
+            if (top == 0) return 0;
+            ws(P);
+            if (P->p >= P->end) return -1;
+            if (*P->p == stack[top - 1]) { P->p++; top--; continue; }
+            if (*P->p != ',') return -1;
+            P->p++;
+            ws(P);
+            if (stack[top - 1] == ']') break; /* the next value */
+            goto key;
+        }
+        continue;
+    key: /* inside an object: a key, ':', then its value */
+        if (P->p >= P->end || *P->p != '"' || scan_string(P, &b, &l, &esc) < 0) return -1;
+        ws(P);
+        if (P->p >= P->end || *P->p != ':') return -1;
+        P->p++;
+        ws(P);
+    }
 }
-
 
 /* ------------------------------------------------------------------ events */
 /* The columns of the events read, one array each, all grown together (an event is written in place). */
@@ -538,7 +596,7 @@ typedef struct {
 /* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
  * shares its category, often its name). */
 static inline int32_t string_id(events *E, int which, const unsigned char *b, size_t l) {
-    if (E->last[which].b && E->last[which].l == l && memcmp(E->last[which].b, b, l) == 0) return E->last[which].id;
+    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l)) return E->last[which].id;
     int32_t id = strtab_id(&E->strings, b, l);
     E->last[which].b = b;
     E->last[which].l = l;
@@ -597,7 +655,7 @@ static inline int key_of(const unsigned char *b, size_t l) {
 /* At '"': a key the events' columns take, spelled plainly, read without the string scan (its letters leave
  * no escape or other decision: the first quote after them closes it); P->p then after the closing quote.
  * KEY_OTHER (P->p unchanged) for any other key: scan_string reads it. */
-static inline int fast_key(parser *P) {
+static inline int fast_key(parser *restrict P) {
     const unsigned char *p = P->p;
     if (P->end - p < 6 || *p != '"') return KEY_OTHER;
     size_t l = p[2] == '"' ? 1 : p[3] == '"' ? 2 : p[4] == '"' ? 3 : p[5] == '"' ? 4 : 0;
@@ -611,7 +669,7 @@ JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
     return strlen(word) == l && memcmp(b, word, l) == 0;
 }
 
-JS_FN int scan_event(parser *P, events *E) {
+JS_FN int scan_event(parser *restrict P, events *restrict E) {
     if (P->p >= P->end || *P->p != '{') return -1; /* not an object: the general path names it */
     if (events_room(E) < 0) return -2;
     const unsigned char *start = P->p;
