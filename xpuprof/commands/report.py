@@ -10,7 +10,6 @@ import sys
 
 from ..analysis.report import Report, ReportError, build_report
 from ..analysis.report_render import FORMATS, render  # noqa: F401 - the renderers of a report
-from ..trace.builder.columns import encode_json
 from ._options import UsageError, check_categories, output_format, top_count
 
 
@@ -67,7 +66,7 @@ def stall_report(args) -> str:
     if args.format == "json":
         doc = stalls.document(report, top=args.top, lines=args.lines,
                               filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
-        return encode_json(doc).decode() + "\n"
+        return _encode_json(doc).decode() + "\n"
     if args.format == "csv":
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
@@ -116,7 +115,7 @@ def op_report(args) -> str:
 
         return render_ops(avgs, rows, sources=[str(p) for p in files])
     if args.format == "json":
-        return encode_json([r.to_dict() for r in rows]).decode() + "\n"
+        return _encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -140,8 +139,12 @@ def _build(args) -> Report:
     if stores and len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
-    report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                          by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
+    from ..analysis import report_summary
+
+    # a store's ranks' summaries answer a whole-trace report; the HTML charts read the rows
+    build = report_summary.build_report if args.format != "html" else build_report
+    report = build(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                   by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
     if stores and args.format == "html":  # the per-rank view: step time per rank, stragglers
         from ..analysis.cluster import stragglers
         from ..analysis.engines import EngineError, open_engine
@@ -228,3 +231,9 @@ def _emit(args, text: str) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _encode_json(value) -> bytes:
+    from ..trace.builder.columns import encode_json  # loads numpy: only when a JSON document is written
+
+    return encode_json(value)
