@@ -27,7 +27,10 @@ def register(subparsers) -> None:
     p.add_argument("--cat", action="append", default=None, metavar="CATEGORY",
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
-    p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
+    p.add_argument("--by-rank", action="store_true",
+                   help="one row per (rank, kernel) instead of all ranks together, and with two ranks or more the "
+                        "per-rank view: what each rank waits in collectives against the others, and the ranks they "
+                        "wait for (as `xpuprof analyze STORE stragglers`)")
     p.add_argument("--sort", default=None, metavar="KEY",
                    help="total (the default), self, calls, avg, max, name, or a metric column: "
                         "'<metric>[::<unit>][ mean|min|max]'; with --by op torch's keys (default cpu_time_total)")
@@ -132,7 +135,8 @@ def op_report(args) -> str:
 
 
 def _build(args) -> Report:
-    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way."""
+    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way;
+    with the per-rank view (stragglers) where it is wanted (``_ranks_view_wanted``)."""
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
@@ -145,17 +149,31 @@ def _build(args) -> Report:
     build = report_summary.build_report if args.format != "html" else build_report
     report = build(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
                    by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
-    if stores and args.format == "html":  # the per-rank view: step time per rank, stragglers
-        from ..analysis.cluster import stragglers
-        from ..analysis.engines import EngineError, open_engine
-        from ..trace.read.store import StoreError
+    if not _ranks_view_wanted(args, report):
+        return report
+    from ..analysis.cluster import stragglers
 
-        try:
-            with open_engine(stores[0]) as engine:
-                report.ranks_view = stragglers.run(engine)[0]
-        except (StoreError, EngineError) as exc:
-            raise ReportError(str(exc)) from None
+    if not stores:
+        from ..trace.read.inputs import expand_inputs
+
+        report.ranks_view = stragglers.from_traces(expand_inputs(args.traces).traces)
+        return report
+    from ..analysis.engines import EngineError, open_engine
+    from ..trace.read.store import StoreError
+
+    try:
+        with open_engine(stores[0]) as engine:
+            report.ranks_view = stragglers.run(engine)
+    except (StoreError, EngineError) as exc:
+        raise ReportError(str(exc)) from None
     return report
+
+
+def _ranks_view_wanted(args, report: Report) -> bool:
+    """The per-rank view (``analyze stragglers``: what each rank waits for the others, the ranks they wait
+    for) goes with ``--by-rank`` and in every HTML report, when the traces hold two ranks or more; CSV
+    holds one table, the per-name one."""
+    return args.format != "csv" and (args.by_rank or args.format == "html") and len(report.ranks) >= 2
 
 
 def run(args) -> int:
