@@ -64,14 +64,16 @@ def _child(path: str, levels: list[str]) -> dict:
             pos += consumed
         return time.thread_time() - cpu, time.perf_counter() - wall, events
 
+    if not hasattr(tracescan, "simd"):  # a baseline checkout from before the SIMD levels: its one scanner
+        levels = ["baseline"]
     for level in levels:
-        tracescan.simd(level)
+        if level != "baseline":
+            tracescan.simd(level)
         best = min(c_scan() for _ in range(5))
         out[f"scan_{level}_GB_s_cpu"] = len(data) / best[0] / 1e9
         out[f"scan_{level}_GB_s_wall"] = len(data) / best[1] / 1e9
         out["events"] = best[2]
-    tracescan.simd("best")
-    out["level"] = tracescan.simd()
+    out["level"] = tracescan.simd("best") if hasattr(tracescan, "simd") else "baseline"
 
     def reader() -> tuple[float, float]:
         cpu, wall = time.process_time(), time.perf_counter()
@@ -97,8 +99,8 @@ def _child(path: str, levels: list[str]) -> dict:
     return out
 
 
-def _spawn(path: Path, levels: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+def _spawn(path: Path, levels: list[str], root: Path = REPO) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--levels", ",".join(levels)],
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -123,6 +125,8 @@ def main() -> int:
     ap.add_argument("--kinds", default="host,device")
     ap.add_argument("--levels", default=None, help="SIMD levels to pin, comma-separated (default: every level "
                                                    "this processor runs)")
+    ap.add_argument("--baseline", type=Path, help="another checkout (built), e.g. the code before a change: its C "
+                                                   "scan in the same alternation")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -140,9 +144,12 @@ def main() -> int:
             _make(k, a.n, p)
         load0 = os.getloadavg()[0]
         results: dict[str, list[dict]] = {k: [] for k in kinds}
+        base: dict[str, list[dict]] = {k: [] for k in kinds}
         for _ in range(a.runs):
             for k in kinds:
                 results[k].append(_spawn(paths[k], levels))
+                if a.baseline:
+                    base[k].append(_spawn(paths[k], levels, a.baseline))
         load1 = os.getloadavg()[0]
     print(f"# the report's JSON scan vs memcpy, median (min-max) of {a.runs} fresh processes, each the best of 5 "
           f"passes; 1-min load {load0:.2f} -> {load1:.2f} on {os.cpu_count()} CPUs; level in use: {best}")
@@ -157,6 +164,14 @@ def main() -> int:
               f"{_med([r[f'scan_{best}_GB_s_wall'] for r in rs])} | {_med([r['reader_GB_s_cpu'] for r in rs])} | "
               f"{_med([r['memcpy_GB_s_cpu'] for r in rs])} | {_med(ratio)} | "
               f"{'met' if statistics.median(scan) >= 1.0 else 'not met'} |")
+    if a.baseline:
+        for k in kinds:
+            scan = [r["scan_baseline_GB_s_cpu"] for r in base[k]]
+            ratio = [r["scan_baseline_GB_s_cpu"] / r["memcpy_GB_s_cpu"] for r in base[k]]
+            print(f"| {k}, baseline ({a.baseline}) | {base[k][0]['events']:,} | {base[k][0]['bytes'] / 1e6:.0f} | "
+                  f"{_med(scan)} | {_med([r['scan_baseline_GB_s_wall'] for r in base[k]])} | "
+                  f"{_med([r['reader_GB_s_cpu'] for r in base[k]])} | {_med([r['memcpy_GB_s_cpu'] for r in base[k]])} | "
+                  f"{_med(ratio)} | |")
     print()
     print("| trace | " + " | ".join(f"{lv} GB/s (CPU)" for lv in levels) + " |")
     print("|---|" + "---|" * len(levels))
