@@ -137,3 +137,8 @@ def test_report_of_a_store_from_its_summaries_imports_no_numpy_json_reader_or_ri
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr
     text = (tmp_path / "r.txt").read_text()
     assert text.startswith("Kernels and copies (2 traces, ranks 0, 1, 20 instances") and "sim_layer0" in text
+    doc = code.replace("'-o', ", "'--format', 'json', '-o', ").replace("r.txt", "r.json")  # the JSON document too
+    out = subprocess.run([sys.executable, "-c", doc], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["ranks"] == [0, 1]

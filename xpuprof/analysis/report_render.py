@@ -119,6 +119,13 @@ def to_dict(report: Report) -> dict:
 
 
 def _encode_json(value) -> bytes:
-    from ..trace.builder.columns import encode_json  # loads numpy: only when a JSON document is written
+    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
+    (its module loads numpy)."""
+    import orjson
 
-    return encode_json(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
+        from ..trace.builder.columns import encode_json
+
+        return encode_json(value)
