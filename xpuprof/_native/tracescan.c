@@ -483,8 +483,10 @@ JS_FN int scan_number(parser *restrict P, int *kind, int64_t *iv, double *dv, in
     if (ns) {
         /* m holds every digit when none was lost: the integer part below INT64_MAX / 1000 keeps it exact */
         static const uint64_t SCALE[4] = {1000, 100, 10, 1};
-        static const uint64_t DIV[4] = {1, 10, 100, 1000};
-        if (!lost && !has_exp && frac <= 3 && m / DIV[frac] <= (uint64_t)(INT64_MAX / 1000) - 1) {
+        /* the integer part m / 10^frac at most INT64_MAX / 1000 - 1, without a division */
+        static const uint64_t TOP[4] = {(uint64_t)(INT64_MAX / 1000) - 1, ((uint64_t)(INT64_MAX / 1000)) * 10 - 1,
+                                        ((uint64_t)(INT64_MAX / 1000)) * 100 - 1, ((uint64_t)(INT64_MAX / 1000)) * 1000 - 1};
+        if (!lost && !has_exp && frac <= 3 && m <= TOP[frac]) {
             int64_t v = (int64_t)(m * SCALE[frac]);
             *ns = neg ? -v : v;
         } else {
