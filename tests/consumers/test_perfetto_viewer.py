@@ -11,6 +11,8 @@ the ns).
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from perfetto_sql import imported, query, trace_processor, viewer_problems
@@ -42,6 +44,8 @@ def test_perfetto_imports_the_trace_whole(corpus, name, tmp_path):
     entry = corpus[name]
     if name == "torch_asyncio_converted":
         assert nesting_report(entry.source).improper > 0  # torch writes the tasks' ranges on one row
+    if name == "ondemand_asyncio":  # the capture's writer laid the tasks' ranges out too
+        assert json.loads(entry.path.read_bytes())["laneLayout"]["moved_slices"] > 0
     _check(entry, tmp_path)
 
 

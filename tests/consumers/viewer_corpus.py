@@ -5,7 +5,8 @@ Each entry is written once per session (``corpus`` fixture): asyncio tasks with 
 tasks launching onto the sim device (launch arrows), threads launching onto one sim stream with per-kernel
 metrics, one stream with back-to-back kernels and annotations of two threads, torch ops with
 ``with_stack=True`` and memory events, torch.profiler's own trace of an asyncio workload and HTA's test traces
-through ``xpuprof convert``, and merged views of 6, 32 and 1,000 ranks.
+through ``xpuprof convert``, an on-demand capture of asyncio tasks (``xpuprof trigger --embedded``), and merged
+views of 6, 32 and 1,000 ranks.
 """
 from __future__ import annotations
 
@@ -134,6 +135,54 @@ def torch_asyncio_converted(tmp: Path) -> Entry:
     return Entry(convert(src, tmp / "torch_asyncio.laid.json"), src)
 
 
+ONDEMAND_ASYNCIO = """
+import asyncio, os, sys, time
+import xpuprof
+stop = sys.argv[1]
+async def task(i):
+    with xpuprof.record_function(f"task{i}"):
+        for k in range(2):
+            with xpuprof.record_function(f"task{i}.step{k}"):
+                sum(range(3000))
+                await asyncio.sleep(0.0002 * (i % 3))
+async def main():
+    await asyncio.gather(*(task(i) for i in range(8)))
+print("ready", flush=True)
+while not os.path.exists(stop):
+    asyncio.run(main())
+    xpuprof.step()
+    time.sleep(0.002)
+"""
+
+
+def ondemand_asyncio(tmp: Path) -> Entry:
+    """An on-demand capture: a process running asyncio tasks, traced by `xpuprof trigger --embedded` (the
+    daemon's requests answered by trigger itself; no dynolog needed)."""
+    import tempfile
+
+    sys.path.insert(0, str(TESTS / "ondemand"))
+    from odhelpers import Program, client_env, wait_for_file, write_program
+
+    sockdir = Path(tempfile.mkdtemp(prefix="xv", dir="/tmp"))  # a socket path holds at most 107 bytes
+    env = client_env(sockdir, trace_dir=tmp)
+    prog = write_program(sockdir, ONDEMAND_ASYNCIO)
+    p = Program([sys.executable, str(prog), str(sockdir / "stop")], env, sockdir, sockdir / "stop")
+    try:
+        p.out.wait("ready")
+        done = subprocess.run([sys.executable, "-m", "xpuprof", "trigger", "--embedded", "--duration-ms", "300",
+                               "--log-file", str(tmp / "od.json"), "--set", "ACTIVITIES_WARMUP_PERIOD_SECS=0"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        path = wait_for_file(tmp / f"od_{p.pid}.json")
+        assert p.finish() == 0, p.err.text()[-2000:]
+    finally:
+        p.kill()
+        import shutil
+
+        shutil.rmtree(sockdir, ignore_errors=True)
+    return Entry(path)
+
+
 def merged_view(tmp: Path, ranks: int) -> Entry:
     sys.path.insert(0, str(TESTS / "commands"))
     from test_merge_ids import small_rank_trace
@@ -157,6 +206,7 @@ MAKERS = {
     "device_annotations_metrics": lambda tmp: device_lanes(tmp / "device.pt.trace.json"),
     "torch_stack_memory": lambda tmp: torch_stack_memory(tmp / "torch.pt.trace.json"),
     "torch_asyncio_converted": torch_asyncio_converted,
+    "ondemand_asyncio": ondemand_asyncio,
     **{f"merged_{r}_ranks": (lambda tmp, r=r: merged_view(tmp, r)) for r in MERGED_RANKS},
 }
 
