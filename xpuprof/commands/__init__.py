@@ -12,7 +12,8 @@ import os
 
 SUMMARIES: dict[str, str] = {
     "analyze": "analyses over a trace store (any number of ranks; DuckDB or Ray)",
-    "convert": "Kineto JSON traces into a columnar trace store (Parquet)",
+    "convert": ("Kineto JSON traces into a columnar trace store (Parquet), or one into a trace every viewer shows "
+                "whole (.json/.json.gz)"),
     "devices": "list profiler backends: which can run here and why others cannot",
     "diff": "compare kernel times and metrics of two runs (non-zero exit on regression)",
     "exec": "run a command with xpuprof in every Python process it starts",
