@@ -20,7 +20,7 @@ from ..builder.columns import ArgColumn, RowArgs, encode_json, stored_once
 from .. import ids as idrules
 from ..table.columns import NO_VALUE, RowText
 from ..table.model import TraceTable
-from .lanes import ANNOTATION, METRIC, PRIMARY, Lane
+from .lanes import ANNOTATION, METRIC, PRIMARY, Lane, distinct
 from .tracks import SliceRows, Where, segment_where
 
 ORIGINAL_TID = "original tid"  # the arg a moved slice keeps its original tid in
@@ -79,7 +79,7 @@ def used_tids(table: TraceTable, trace: int) -> set[int]:
     for seg in table.segments:
         if seg.trace == trace and len(seg):
             w = segment_where(table, seg)
-            used.update(np.unique(np.asarray(w.tid)[w.tid_label == -1]).tolist())
+            used.update(distinct(np.asarray(w.tid)[w.tid_label == -1]).tolist())
     for (_, tid) in thread_names(table, trace):
         if isinstance(tid, int):
             used.add(tid)
@@ -98,7 +98,7 @@ def out_of_range(table: TraceTable) -> dict[int, dict]:
         p_int, t_int = w.pid_label == -1, w.tid_label == -1
         pid, tid = np.asarray(w.pid)[p_int], np.asarray(w.tid)[t_int]
         if len(pid) and (pid.min() < 0 or pid.max() > idrules.MAX_ID):
-            bad_pids.setdefault(seg.trace, set()).update(np.unique(pid[(pid < 0) | (pid > idrules.MAX_ID)]).tolist())
+            bad_pids.setdefault(seg.trace, set()).update(distinct(pid[(pid < 0) | (pid > idrules.MAX_ID)]).tolist())
         if len(tid) and (tid.min() < 0 or tid.max() > idrules.MAX_ID):
             odd = t_int & ((w.tid < 0) | (w.tid > idrules.MAX_ID))
             for p, pl, t in zip(w.pid[odd].tolist(), w.pid_label[odd].tolist(), w.tid[odd].tolist()):
@@ -141,10 +141,10 @@ def tid_zero_aliases(table: TraceTable) -> dict[int, set[int]]:
         pid, tid = np.asarray(w.pid)[ints], np.asarray(w.tid)[ints]
         hit0 = tid == 0
         if hit0.any():
-            zero.setdefault(seg.trace, set()).update(np.unique(pid[hit0]).tolist())
+            zero.setdefault(seg.trace, set()).update(distinct(pid[hit0]).tolist())
         same = (tid == pid) & (pid != 0)
         if same.any():
-            own.setdefault(seg.trace, set()).update(np.unique(pid[same]).tolist())
+            own.setdefault(seg.trace, set()).update(distinct(pid[same]).tolist())
     return {t: zero[t] & own[t] for t in zero if t in own and zero[t] & own[t]}
 
 
@@ -154,7 +154,7 @@ def used_pids(table: TraceTable, trace: int) -> set[int]:
     for seg in table.segments:
         if seg.trace == trace and len(seg):
             w = segment_where(table, seg)
-            used.update(np.unique(np.asarray(w.pid)[w.pid_label == -1]).tolist())
+            used.update(distinct(np.asarray(w.pid)[w.pid_label == -1]).tolist())
     for ev in table.traces[trace].metadata_events:
         p = _key(ev.get("pid")) if isinstance(ev, dict) else None
         if isinstance(p, int):
@@ -290,7 +290,7 @@ def bind_flows(rows: SliceRows, lane: np.ndarray, track: np.ndarray, ts: np.ndar
     its track around its ts (closed) whose ``correlation`` is the flow's id (a kernel before its metric slice),
     else to the innermost slice around it (latest start, then shortest)."""
     out = np.zeros(len(track), np.int32)
-    for t in np.intersect1d(np.unique(track), moved_tracks).tolist():
+    for t in np.intersect1d(distinct(track), moved_tracks, assume_unique=True).tolist():
         fl = np.flatnonzero(track == t)
         sl = np.flatnonzero(rows.track == t)
         s, e, k, corr, ln = rows.start[sl], rows.end[sl], rows.klass[sl], rows.correlation[sl], lane[sl]

@@ -14,7 +14,7 @@ from ..table.flatten import clamp_ts, sanitize_tid
 from ..table.model import BatchSegment, FlatSegment, RankInfo, TraceTable
 from .apply import (HOLDS, Rewrite, _key, _plain, bind_flows, lane_name, out_of_range, rewrite_batch,
                     rewrite_columns, thread_names, used_tids)
-from .lanes import plan_lanes
+from .lanes import distinct, plan_lanes
 from .tracks import SliceRows, segment_where, slice_rows
 
 log = logging.getLogger("xpuprof")
@@ -182,7 +182,7 @@ def _place_lanes(table, rows: SliceRows, lane, lanes, remap, rewrite, summary: L
 
 
 def _move_flows(table, rows: SliceRows, lane, lanes, lane_tids: dict, rewrite, summary: LayoutSummary) -> None:
-    moved_tracks = np.unique(np.array([ln.track for ln in lanes], np.int64))
+    moved_tracks = distinct(np.array([ln.track for ln in lanes], np.int64))
     for si, seg in enumerate(table.segments):
         if seg.kind != "flows" or not len(seg):
             continue
