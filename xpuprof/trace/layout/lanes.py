@@ -316,20 +316,24 @@ def _nests(s: np.ndarray, e: np.ndarray) -> bool:
 
 
 def plan_lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, klass: np.ndarray | None = None,
-               group: np.ndarray | None = None) -> tuple[np.ndarray, list[Lane]]:
+               group=None) -> tuple[np.ndarray, list[Lane]]:
     """(lane number per slice: 0 = stays on its track; the lanes made), by the module's rule; ``track``: codes
     0..t-1. Tracks that nest are not walked. Deterministic: slices that tie in every respect keep their
-    input order."""
+    input order. ``group`` may be a function giving the array: called only when some track does not nest."""
     track, start, end = np.asarray(track, np.int64), np.asarray(start, np.int64), np.asarray(end, np.int64)
     n = len(track)
     klass = np.zeros(n, np.int8) if klass is None else np.asarray(klass, np.int8)
-    group = np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64)
     lane = np.zeros(n, np.int32)
     lanes: list[Lane] = []
     if n < 2:
         return lane, lanes
     order, offsets, nests = walk(track, start, end)
-    for k in np.flatnonzero(~nests).tolist():
+    bad = np.flatnonzero(~nests).tolist()
+    if not bad:
+        return lane, lanes
+    group = group() if callable(group) else group
+    group = np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64)
+    for k in bad:
         rows = order[offsets[k]:offsets[k + 1]]
         lanes += _plan_track(k, rows, start[rows], end[rows], klass[rows], group[rows], lane)
     return lane, lanes

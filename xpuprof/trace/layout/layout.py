@@ -77,7 +77,7 @@ def lay_out(table: TraceTable) -> TraceTable:
     if getattr(table, "layout", None) is not None:
         return table
     rows = slice_rows(table)
-    lane, lanes = plan_lanes(rows.track, rows.start, rows.end, rows.klass, rows.group)
+    lane, lanes = plan_lanes(rows.track, rows.start, rows.end, rows.klass, lambda: rows.group)
     remap = out_of_range(table)
     summary = LayoutSummary(slices=len(rows.track), ids=remap)
     if not lanes and not remap:

@@ -9,7 +9,8 @@ table's flat columns are taken as they are. Each row also says its class (``lane
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -102,21 +103,44 @@ def factorize(col: np.ndarray):
     return linear(np.asarray(col, np.int64).view(np.uint64))
 
 
-@dataclass
 class SliceRows:
-    """Every slice of a table as the layout reads it, segment after segment (``segment``, ``row``)."""
+    """Every slice of a table as the layout reads it, segment after segment (``segment``, ``row``). What the
+    nesting check reads (``track``, ``start``, ``end``, ``klass``) is joined at once; the rest only when a
+    track does not nest and a column is asked for (most traces nest: their check joins four columns, not
+    nine)."""
 
-    segment: np.ndarray  # index into table.segments
-    row: np.ndarray  # row within the segment
-    track: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    klass: np.ndarray
-    group: np.ndarray
-    external_id: np.ndarray
-    correlation: np.ndarray  # -1: none
-    tracks: TrackCodes = field(default_factory=TrackCodes)
-    wheres: dict = field(default_factory=dict)  # segment index -> Where
+    def __init__(self, parts: dict, tracks: TrackCodes, wheres: dict) -> None:
+        self._parts = parts
+        self.tracks = tracks
+        self.wheres = wheres  # segment index -> Where
+        self.track = self._join("track", np.int64)
+        self.start = self._join("start", np.int64)
+        self.end = self._join("end", np.int64)
+        self.klass = self._join("klass", np.int8)
+
+    def _join(self, key: str, dtype) -> np.ndarray:
+        got = self._parts.get(key)
+        return np.concatenate(got) if got else np.zeros(0, dtype)
+
+    @cached_property
+    def segment(self) -> np.ndarray:  # index into table.segments
+        return self._join("segment", np.int32)
+
+    @cached_property
+    def row(self) -> np.ndarray:  # row within the segment
+        return self._join("row", np.int64)
+
+    @cached_property
+    def external_id(self) -> np.ndarray:
+        return self._join("ext", np.int64)
+
+    @cached_property
+    def correlation(self) -> np.ndarray:  # -1: none
+        return self._join("corr", np.int64)
+
+    @cached_property
+    def group(self) -> np.ndarray:
+        return annotation_groups(self.track, self.klass, self.external_id, self._join("host_ann", bool))
 
 
 def _per_category(cat_ids: np.ndarray, strings, of_text, dtype) -> np.ndarray:
@@ -191,14 +215,7 @@ def slice_rows(table: TraceTable) -> SliceRows:
         parts["ext"].append(np.broadcast_to(ext, (n,)) if ext.ndim == 0 else ext)
         parts["corr"].append(corr)
         parts["host_ann"].append(_host_annotation(cats, strings))
-    if not parts["segment"]:
-        empty = np.zeros(0, np.int64)
-        return SliceRows(empty.astype(np.int32), empty, empty, empty, empty, empty.astype(np.int8), empty, empty,
-                         empty, tracks, wheres)
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
-    group = annotation_groups(cat["track"], cat["klass"], cat["ext"], cat["host_ann"])
-    return SliceRows(cat["segment"], cat["row"], cat["track"], cat["start"], cat["end"], cat["klass"], group,
-                     cat["ext"], cat["corr"], tracks, wheres)
+    return SliceRows(parts, tracks, wheres)
 
 
 def _typed(ints: dict, column: str, n: int, missing: int) -> np.ndarray:
