@@ -36,18 +36,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define HOT static inline __attribute__((always_inline))
+
 /* ----------------------------------------------------------------------------- protobuf bytes */
 typedef struct {
     uint8_t *p;
     size_t n, cap;
     int failed;
+    int borrowed; /* p is a bytes object's memory (the result): never realloc'd or freed here */
 } Buf;
 
-static int buf_grow(Buf *b, size_t more) {
+static int buf_grow_slow(Buf *b, size_t more) {
     if (b->failed) return -1;
-    if (b->n + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + more) cap *= 2;
+    if (b->borrowed) { /* outgrew the result's memory: continue in our own */
+        uint8_t *own = malloc(cap);
+        if (!own) {
+            b->failed = 1;
+            return -1;
+        }
+        memcpy(own, b->p, b->n);
+        b->p = own;
+        b->cap = cap;
+        b->borrowed = 0;
+        return 0;
+    }
     uint8_t *p = realloc(b->p, cap);
     if (!p) {
         b->failed = 1;
@@ -58,13 +72,17 @@ static int buf_grow(Buf *b, size_t more) {
     return 0;
 }
 
-static inline void put_raw(Buf *b, const void *src, size_t len) {
+HOT int buf_grow(Buf *b, size_t more) {
+    return b->n + more <= b->cap ? 0 : buf_grow_slow(b, more);
+}
+
+HOT void put_raw(Buf *b, const void *src, size_t len) {
     if (buf_grow(b, len) < 0) return;
     memcpy(b->p + b->n, src, len);
     b->n += len;
 }
 
-static inline int varint_len(uint64_t v) {
+HOT int varint_len(uint64_t v) {
     int n = 1;
     while (v >= 0x80) {
         v >>= 7;
@@ -73,7 +91,7 @@ static inline int varint_len(uint64_t v) {
     return n;
 }
 
-static inline void put_varint(Buf *b, uint64_t v) {
+HOT void put_varint(Buf *b, uint64_t v) {
     if (buf_grow(b, 10) < 0) return;
     uint8_t *p = b->p + b->n;
     while (v >= 0x80) {
@@ -84,30 +102,39 @@ static inline void put_varint(Buf *b, uint64_t v) {
     b->n = (size_t)(p - b->p);
 }
 
+HOT uint8_t *w_varint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-static inline void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, ((uint64_t)field << 3) | (uint64_t)wt); }
-static inline void put_uint(Buf *b, uint32_t field, uint64_t v) {
+HOT void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, ((uint64_t)field << 3) | (uint64_t)wt); }
+HOT void put_uint(Buf *b, uint32_t field, uint64_t v) {
     put_tag(b, field, WT_VARINT);
     put_varint(b, v);
 }
-static inline void put_fixed64(Buf *b, uint32_t field, uint64_t v) {
+HOT void put_fixed64(Buf *b, uint32_t field, uint64_t v) {
     put_tag(b, field, WT_I64);
     if (buf_grow(b, 8) < 0) return;
     memcpy(b->p + b->n, &v, 8); /* little-endian hosts only (x86-64, aarch64) */
     b->n += 8;
 }
-static inline void put_double(Buf *b, uint32_t field, double d) {
+HOT void put_double(Buf *b, uint32_t field, double d) {
     uint64_t v;
     memcpy(&v, &d, 8);
     put_fixed64(b, field, v);
 }
-static inline void put_bytes(Buf *b, uint32_t field, const void *src, size_t len) {
+HOT void put_bytes(Buf *b, uint32_t field, const void *src, size_t len) {
     put_tag(b, field, WT_LEN);
     put_varint(b, len);
     put_raw(b, src, len);
 }
 /* A nested message whose body is ``inner``. */
-static inline void put_msg(Buf *b, uint32_t field, const Buf *inner) { put_bytes(b, field, inner->p, inner->n); }
+HOT void put_msg(Buf *b, uint32_t field, const Buf *inner) { put_bytes(b, field, inner->p, inner->n); }
 
 /* Field numbers (perfetto/trace/trace_packet.proto, track_event/track_event.proto, debug_annotation.proto,
  * interned_data.proto, clock_snapshot.proto). */
@@ -132,12 +159,12 @@ enum { SEQ_CLEARED = 1 };
 
 /* ----------------------------------------------------------------------------- columns */
 typedef struct {
-    Py_buffer view;
     const uint8_t *p;
     Py_ssize_t n; /* elements; 1 = one value for every row */
     int isz;      /* element size */
     char kind;    /* 'i' signed, 'u' unsigned, 'f' float, 'b' bool */
     int width;    /* 2-D: values per row */
+    Py_buffer view;
 } Arr;
 
 static int get_arr(PyObject *o, Arr *a, const char *what) {
@@ -173,9 +200,11 @@ static void rel_arr(Arr *a) {
     a->p = NULL;
 }
 
-static inline Py_ssize_t at(const Arr *a, Py_ssize_t i) { return a->n == 1 ? 0 : i; }
+HOT Py_ssize_t at(const Arr *a, Py_ssize_t i) { return a->n == 1 ? 0 : i; }
 
-static inline int64_t get_i64(const Arr *a, Py_ssize_t i) {
+HOT int64_t get_i64(const Arr *a, Py_ssize_t i) {
+    if (a->isz == 8 && a->kind == 'i' && a->width == 1) return ((const int64_t *)a->p)[a->n == 1 ? 0 : i];
+    if (a->isz == 1 && a->kind != 'i' && a->width == 1) return a->p[a->n == 1 ? 0 : i]; /* masks */
     const uint8_t *q = a->p + (size_t)at(a, i) * (size_t)a->isz * (size_t)a->width;
     switch (a->kind) {
         case 'i':
@@ -195,7 +224,7 @@ static inline int64_t get_i64(const Arr *a, Py_ssize_t i) {
         default: return (int64_t)*(const double *)q;
     }
 }
-static inline double get_f64(const Arr *a, Py_ssize_t i) {
+HOT double get_f64(const Arr *a, Py_ssize_t i) {
     if (a->kind == 'f') return *(const double *)(a->p + (size_t)at(a, i) * 8);
     if (a->kind == 'u' && a->isz == 8) return (double)(uint64_t)get_i64(a, i);
     return (double)get_i64(a, i);
@@ -304,10 +333,20 @@ static void strings_free(Strings *S) {
 enum { A_INT, A_UINT, A_F64, A_BOOL, A_STR, A_HEX, A_VEC, A_JSON_OBJECT, A_JSON_VALUE, A_KIND_COUNT };
 
 typedef struct {
+    /* read for every row: first */
     int kind;
-    int64_t key; /* annotation name sid (A_JSON_OBJECT: none) */
     int hoist;   /* may go on the track when it holds one value over a (track, category) */
-    Arr values, present, starts, lens;
+    int clen;    /* a value for every row (length 1): its whole annotation, encoded once (cbytes) */
+    uint32_t key_seq; /* the sequence whose interned data has the key already */
+    int64_t key; /* annotation name sid (A_JSON_OBJECT: none) */
+    int64_t csid; /* the constant's interned string value (STR), -1 none */
+    /* the hoisting entry of this item for the last category it met on the current track */
+    int64_t cache_cat;
+    uint32_t cache_gen;
+    int32_t cache_idx;
+    Arr values, present;
+    uint8_t cbytes[40];
+    Arr starts, lens;
     Py_buffer blob;
     int has_blob;
 } Item;
@@ -318,6 +357,11 @@ typedef struct {
     Arr ts, dur, name, cat, scope;
     Item *items;
     Py_ssize_t nitems;
+    int32_t hoist_items[16]; /* the items that may be hoisted (at most 16 per segment are considered) */
+    int nhoist_items;
+    int64_t cache_cat; /* the category's count entry for the last category met (hoisting) */
+    uint32_t cache_gen;
+    int32_t cache_idx;
 } Seg;
 
 static void seg_release(Seg *s) {
@@ -343,6 +387,51 @@ static int need_rows(const Arr *a, Py_ssize_t rows, const char *what) {
         return -1;
     }
     return 0;
+}
+
+static int hoistable(const Item *it);
+
+/* The annotation of an item holding one value for every row, encoded once (the name's iid is the key sid + 1
+ * whatever the sequence: only its interned entry depends on the sequence). */
+static void constant_bytes(Item *it) {
+    it->clen = 0;
+    it->csid = -1;
+    if (it->values.n != 1 || it->values.width != 1 || it->key < 0) return;
+    uint64_t v;
+    uint32_t field;
+    switch (it->kind) {
+        case A_INT: field = DA_INT; v = (uint64_t)get_i64(&it->values, 0); break;
+        case A_UINT: {
+            v = (uint64_t)get_i64(&it->values, 0);
+            field = v <= (uint64_t)INT64_MAX ? DA_INT : DA_UINT;
+            break;
+        }
+        case A_BOOL: field = DA_BOOL; v = get_i64(&it->values, 0) != 0; break;
+        case A_HEX: field = DA_POINTER; v = (uint64_t)get_i64(&it->values, 0); break;
+        case A_STR: field = DA_STRING_IID; it->csid = get_i64(&it->values, 0); v = (uint64_t)it->csid + 1; break;
+        case A_F64: {
+            double d = get_f64(&it->values, 0);
+            memcpy(&v, &d, 8);
+            field = DA_DOUBLE;
+            break;
+        }
+        default: return;
+    }
+    uint8_t *p = it->cbytes, *body;
+    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    body = p++;
+    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
+    p = w_varint(p, (uint64_t)it->key + 1);
+    if (field == DA_DOUBLE) {
+        *p++ = (DA_DOUBLE << 3) | WT_I64;
+        memcpy(p, &v, 8);
+        p += 8;
+    } else {
+        p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
+        p = w_varint(p, v);
+    }
+    *body = (uint8_t)(p - body - 1);
+    it->clen = (int)(p - it->cbytes);
 }
 
 /* (kind, lo, hi, ts, dur, name, cat, scope, items); items: (akind, key, hoist, values, present, starts, lens, blob) */
@@ -413,6 +502,12 @@ static int parse_seg(PyObject *o, Seg *s, int64_t nrows) {
         }
     }
     Py_DECREF(fast);
+    for (Py_ssize_t k = 0; k < s->nitems; k++) {
+        constant_bytes(&s->items[k]);
+        s->items[k].hoist = hoistable(&s->items[k]);
+    }
+    for (Py_ssize_t k = 0; k < s->nitems && s->nhoist_items < 16; k++)
+        if (hoistable(&s->items[k])) s->hoist_items[s->nhoist_items++] = (int32_t)k;
     return 0;
 bad:
     Py_DECREF(fast);
@@ -457,6 +552,7 @@ typedef struct {
     /* per sequence */
     uint32_t seq;
     int64_t last_ts;
+    int interned_any;
     int32_t interned_count[4];
     Buf interned_parts[4];
     /* results */
@@ -472,6 +568,7 @@ typedef struct {
     Hoist *hoist;
     size_t nhoist, hoist_cap;
     int32_t hoist_slots[HOIST_SLOTS];
+    uint32_t hoist_gen;
     Hoist *hoisted_all;
     int64_t *hoisted_code;
     size_t nhoisted, hoisted_cap;
@@ -482,13 +579,21 @@ static void fail(Enc *E, const char *why) {
 }
 
 /* ----------------------------------------------------------------------------- interning */
-static void intern_use(Enc *E, int t, int64_t sid) {
+static void intern_new(Enc *E, int t, int64_t sid);
+
+/* Interned data for ``sid`` in table ``t`` unless this sequence already has it. */
+HOT void intern_use(Enc *E, int t, int64_t sid) {
+    Strings *S = &E->S;
+    if ((size_t)sid < S->seen_cap && S->seen[t][sid] == E->seq) return;
+    intern_new(E, t, sid);
+}
+
+static void intern_new(Enc *E, int t, int64_t sid) {
     Strings *S = &E->S;
     if ((size_t)sid >= S->seen_cap && seen_fit(S, (size_t)sid + 1) < 0) {
         fail(E, "out of memory");
         return;
     }
-    if (S->seen[t][sid] == E->seq) return;
     S->seen[t][sid] = E->seq;
     const char *s;
     size_t n;
@@ -500,33 +605,42 @@ static void intern_use(Enc *E, int t, int64_t sid) {
     put_uint(part, 1, (uint64_t)sid + 1); /* iid */
     put_bytes(part, 2, s, n);            /* name / str */
     E->interned_count[t]++;
+    E->interned_any = 1;
 }
 
-/* Start a packet: the interned parts collected while its event was made go in front of it. */
+/* A packet around an event body: its time (a delta of the sequence's clock), the sequence, the interned
+ * parts collected while the event was made, the event; written straight into ``dest`` (one copy). */
 static void packet(Enc *E, Buf *dest, int64_t ts, int has_ts, const Buf *event, uint32_t event_field) {
-    Buf *b = &E->tmp[0];
-    b->n = 0;
+    uint64_t d = 0;
+    size_t body = 1 + (size_t)varint_len(E->seq);
     if (has_ts) {
-        int64_t d = ts - E->last_ts;
-        if (d < 0) d = 0; /* never: a lane's events are in time order */
-        put_uint(b, TP_TIMESTAMP, (uint64_t)d);
+        int64_t delta = ts - E->last_ts;
+        d = delta < 0 ? 0 : (uint64_t)delta; /* never negative: a lane's events are in time order */
+        body += 1 + (size_t)varint_len(d);
         E->last_ts = ts;
     }
-    put_uint(b, TP_SEQ_ID, E->seq);
-    int any = 0;
-    for (int t = 0; t < 4; t++) any |= E->interned_count[t] > 0;
+    size_t interned = 0;
+    int any = E->interned_any;
+    if (any)
+        for (int t = 0; t < 4; t++) interned += E->interned_parts[t].n;
+    if (any) body += 1 + (size_t)varint_len(interned) + interned;
+    body += (size_t)varint_len((uint64_t)event_field << 3) + (size_t)varint_len(event->n) + event->n;
+    if (buf_grow(dest, body + 12) < 0) return;
+    put_tag(dest, TRACE_PACKET, WT_LEN);
+    put_varint(dest, body);
+    if (has_ts) put_uint(dest, TP_TIMESTAMP, d);
+    put_uint(dest, TP_SEQ_ID, E->seq);
     if (any) {
-        Buf *in = &E->interned;
-        in->n = 0;
+        put_tag(dest, TP_INTERNED, WT_LEN);
+        put_varint(dest, interned);
         for (int t = 0; t < 4; t++) {
-            if (E->interned_count[t]) put_raw(in, E->interned_parts[t].p, E->interned_parts[t].n);
+            if (E->interned_count[t]) put_raw(dest, E->interned_parts[t].p, E->interned_parts[t].n);
             E->interned_parts[t].n = 0;
             E->interned_count[t] = 0;
         }
-        put_msg(b, TP_INTERNED, in);
+        E->interned_any = 0;
     }
-    put_msg(b, event_field, event);
-    put_msg(dest, TRACE_PACKET, b);
+    put_msg(dest, event_field, event);
 }
 
 /* The first packet of a sequence: clock snapshot, defaults, incremental state cleared. */
@@ -787,12 +901,42 @@ static const char *skip_value(const char *p, const char *end, int depth) {
 
 /* One annotation (name sid + value fields) into the event. */
 static void annotation(Enc *E, Buf *ev, int64_t key, const Buf *value) {
-    Buf *a = &E->ann;
-    a->n = 0;
-    intern_use(E, T_ANN_NAMES, key);
-    put_uint(a, DA_NAME_IID, (uint64_t)key + 1);
-    put_raw(a, value->p, value->n);
-    put_msg(ev, TE_ANNOTATIONS, a);
+    intern_use(E, T_ANN_NAMES, key); /* (JSON members' keys; the items' keys are interned in event_args) */
+    uint64_t iid = (uint64_t)key + 1;
+    size_t body = 1 + (size_t)varint_len(iid) + value->n;
+    put_tag(ev, TE_ANNOTATIONS, WT_LEN);
+    put_varint(ev, body);
+    put_uint(ev, DA_NAME_IID, iid);
+    put_raw(ev, value->p, value->n);
+}
+
+/* An annotation with one varint value field (ints, bools, pointers, interned strings), written directly:
+ * {name_iid: key + 1, <field>: v} (a body below 128 bytes: one length byte). The caller interns the key. */
+HOT void annotation_varint(Enc *E, Buf *ev, int64_t key, uint32_t field, uint64_t v) {
+    if (buf_grow(ev, 32) < 0) return;
+    uint8_t *p = ev->p + ev->n, *body;
+    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    body = p++;
+    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
+    p = w_varint(p, (uint64_t)key + 1);
+    p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
+    p = w_varint(p, v);
+    *body = (uint8_t)(p - body - 1);
+    ev->n = (size_t)(p - ev->p);
+}
+
+HOT void annotation_double(Enc *E, Buf *ev, int64_t key, double d) {
+    if (buf_grow(ev, 32) < 0) return;
+    uint8_t *p = ev->p + ev->n, *body;
+    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    body = p++;
+    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
+    p = w_varint(p, (uint64_t)key + 1);
+    *p++ = (DA_DOUBLE << 3) | WT_I64;
+    memcpy(p, &d, 8);
+    p += 8;
+    *body = (uint8_t)(p - body - 1);
+    ev->n = (size_t)(p - ev->p);
 }
 
 /* Each member of a JSON object text as an annotation. */
@@ -852,7 +996,7 @@ static Hoist *hoist_find(Enc *E, int64_t cat, int64_t key, int add) {
     return h;
 }
 
-static int item_present(const Item *it, Py_ssize_t i) { return !it->present.p || get_i64(&it->present, i) != 0; }
+HOT int item_present(const Item *it, Py_ssize_t i) { return !it->present.p || get_i64(&it->present, i) != 0; }
 
 static uint64_t item_bits(const Item *it, Py_ssize_t i) {
     if (it->kind == A_F64) {
@@ -865,7 +1009,7 @@ static uint64_t item_bits(const Item *it, Py_ssize_t i) {
 }
 
 static int hoistable(const Item *it) {
-    return it->hoist && it->values.width == 1 &&
+    return it->hoist && it->values.p && it->values.width == 1 &&
            (it->kind == A_INT || it->kind == A_UINT || it->kind == A_F64 || it->kind == A_BOOL || it->kind == A_STR ||
             it->kind == A_HEX);
 }
@@ -873,21 +1017,39 @@ static int hoistable(const Item *it) {
 static inline int64_t cat_of(const Seg *s, Py_ssize_t i) { return s->cat.p ? get_i64(&s->cat, i) : -1; }
 
 /* Which queue args hold one value on every slice of each category of the track (E->hoist). */
+/* The hoisting entry of an item for a category (cached on the item: a segment's rows share a category). */
+static Hoist *item_hoist(Enc *E, Item *it, int64_t cat, int add) {
+    if (it->cache_gen == E->hoist_gen && it->cache_cat == cat) return it->cache_idx < 0 ? NULL : &E->hoist[it->cache_idx];
+    Hoist *h = hoist_find(E, cat, it->key, add);
+    it->cache_gen = E->hoist_gen;
+    it->cache_cat = cat;
+    it->cache_idx = h ? (int32_t)(h - E->hoist) : -1;
+    return h;
+}
+
 static void hoist_track(Enc *E, const Ev *evs, size_t n) {
     E->nhoist = 0;
+    E->hoist_gen++;
     memset(E->hoist_slots, 0xff, sizeof E->hoist_slots);
     /* slices per category: entries with key -1 */
     for (size_t k = 0; k < n; k++) {
         if (evs[k].kind) continue;
-        const Seg *s = &E->segs[evs[k].seg];
+        Seg *s = &E->segs[evs[k].seg];
         int64_t cat = cat_of(s, evs[k].local);
-        Hoist *g = hoist_find(E, cat, -1, 1);
+        Hoist *g;
+        if (s->cache_gen == E->hoist_gen && s->cache_cat == cat) g = s->cache_idx < 0 ? NULL : &E->hoist[s->cache_idx];
+        else {
+            g = hoist_find(E, cat, -1, 1);
+            s->cache_gen = E->hoist_gen;
+            s->cache_cat = cat;
+            s->cache_idx = g ? (int32_t)(g - E->hoist) : -1;
+        }
         if (!g) continue; /* more categories than the table holds: nothing of them is hoisted */
         g->count++;
-        for (Py_ssize_t j = 0; j < s->nitems; j++) {
-            const Item *it = &s->items[j];
-            if (!hoistable(it) || !item_present(it, evs[k].local)) continue;
-            Hoist *h = hoist_find(E, cat, it->key, 1);
+        for (int q = 0; q < s->nhoist_items; q++) {
+            Item *it = &s->items[s->hoist_items[q]];
+            if (!item_present(it, evs[k].local)) continue;
+            Hoist *h = item_hoist(E, it, cat, 1);
             if (!h) continue;
             uint64_t v = item_bits(it, evs[k].local);
             if (h->count == 0) {
@@ -905,8 +1067,8 @@ static void hoist_track(Enc *E, const Ev *evs, size_t n) {
     }
 }
 
-static int is_hoisted(Enc *E, int64_t cat, int64_t key) {
-    Hoist *h = hoist_find(E, cat, key, 0);
+static int is_hoisted(Enc *E, Item *it, int64_t cat) {
+    Hoist *h = item_hoist(E, it, cat, 0);
     return h && h->hoisted;
 }
 
@@ -984,9 +1146,9 @@ static void item_value(Enc *E, const Item *it, Py_ssize_t i, Buf *v) {
     }
 }
 
-static void event_args(Enc *E, Buf *ev, const Seg *s, Py_ssize_t i, int64_t cat, int slice) {
+static void event_args(Enc *E, Buf *ev, Seg *s, Py_ssize_t i, int64_t cat, int slice) {
     for (Py_ssize_t j = 0; j < s->nitems; j++) {
-        const Item *it = &s->items[j];
+        Item *it = &s->items[j];
         if (!item_present(it, i)) continue;
         if (it->kind == A_JSON_OBJECT) {
             int64_t st = get_i64(&it->starts, i), ln = get_i64(&it->lens, i);
@@ -996,7 +1158,26 @@ static void event_args(Enc *E, Buf *ev, const Seg *s, Py_ssize_t i, int64_t cat,
             continue;
         }
         if (it->kind == A_JSON_VALUE && get_i64(&it->lens, i) <= 0) continue;
-        if (slice && hoistable(it) && E->nhoist && is_hoisted(E, cat, it->key)) continue;
+        if (slice && it->hoist && E->nhoist && is_hoisted(E, it, cat)) continue; /* on the track */
+        if (it->key_seq != E->seq) { /* the key's interned entry: once per item and sequence */
+            intern_use(E, T_ANN_NAMES, it->key);
+            it->key_seq = E->seq;
+        }
+        if (it->clen) {
+            if (it->csid >= 0) {
+                if (it->csid >= E->S.nbase) return fail(E, "a string arg id outside the string table");
+                intern_use(E, T_STRINGS, it->csid);
+            }
+            put_raw(ev, it->cbytes, (size_t)it->clen);
+            continue;
+        }
+        switch (it->kind) { /* the scalar kinds straight into the event */
+            case A_INT: annotation_varint(E, ev, it->key, DA_INT, (uint64_t)get_i64(&it->values, i)); continue;
+            case A_F64: annotation_double(E, ev, it->key, get_f64(&it->values, i)); continue;
+            case A_HEX: annotation_varint(E, ev, it->key, DA_POINTER, (uint64_t)get_i64(&it->values, i)); continue;
+            case A_BOOL: annotation_varint(E, ev, it->key, DA_BOOL, get_i64(&it->values, i) != 0); continue;
+            default: break;
+        }
         Buf *v = &E->tmp[35];
         item_value(E, it, i, v);
         annotation(E, ev, it->key, v);
@@ -1004,7 +1185,7 @@ static void event_args(Enc *E, Buf *ev, const Seg *s, Py_ssize_t i, int64_t cat,
 }
 
 static void emit_begin(Enc *E, Buf *dest, const Ev *e, const Flow *flows) {
-    const Seg *s = &E->segs[e->seg];
+    Seg *s = &E->segs[e->seg];
     Py_ssize_t i = e->local;
     Buf *ev = &E->ev;
     ev->n = 0;
@@ -1035,16 +1216,23 @@ static void emit_begin(Enc *E, Buf *dest, const Ev *e, const Flow *flows) {
     packet(E, dest, e->ts, 1, ev, TP_TRACK_EVENT);
 }
 
+/* A TYPE_SLICE_END packet: time, sequence, {type: END} (the track is the sequence's default). */
 static void emit_end(Enc *E, Buf *dest, int64_t ts) {
-    Buf *ev = &E->ev;
-    ev->n = 0;
-    put_uint(ev, TE_TYPE, TYPE_END);
-    packet(E, dest, ts, 1, ev, TP_TRACK_EVENT);
+    int64_t delta = ts - E->last_ts;
+    uint64_t d = delta < 0 ? 0 : (uint64_t)delta;
+    E->last_ts = ts;
+    size_t body = 1 + (size_t)varint_len(d) + 1 + (size_t)varint_len(E->seq) + 4;
+    if (buf_grow(dest, body + 2) < 0) return;
+    put_tag(dest, TRACE_PACKET, WT_LEN);
+    put_varint(dest, body);
+    put_uint(dest, TP_TIMESTAMP, d);
+    put_uint(dest, TP_SEQ_ID, E->seq);
+    static const uint8_t end_event[4] = {(TP_TRACK_EVENT << 3) | WT_LEN, 2, (TE_TYPE << 3) | WT_VARINT, TYPE_END};
+    put_raw(dest, end_event, 4);
 }
 
 /* ----------------------------------------------------------------------------- one track */
-static int ev_cmp(const void *x, const void *y) {
-    const Ev *a = x, *b = y;
+static inline int ev_order(const Ev *a, const Ev *b) {
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1; /* slices before instants */
     if (a->end != b->end) return a->end > b->end ? -1 : 1;     /* the longer (the parent) first */
@@ -1052,9 +1240,94 @@ static int ev_cmp(const void *x, const void *y) {
     return a->local < b->local ? -1 : a->local > b->local;
 }
 
-static int flow_cmp(const void *x, const void *y) {
-    const Flow *a = x, *b = y;
-    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+/* Events in (ts, slices first, longer first, file order): a natural merge sort. A track's events come as a
+ * few ordered runs (one per batch: a thread's runtime calls, then its driver calls), so merging the runs
+ * costs O(n log runs); an ordered track costs one pass. */
+static int sort_events(Ev *v, size_t n) {
+    size_t runs = 1;
+    for (size_t k = 1; k < n; k++) runs += ev_order(&v[k - 1], &v[k]) > 0;
+    if (runs == 1) return 0;
+    size_t *starts = malloc((runs + 1) * sizeof(size_t));
+    Ev *tmp = malloc(n * sizeof(Ev));
+    if (!starts || !tmp) {
+        free(starts);
+        free(tmp);
+        return -1;
+    }
+    size_t r = 0;
+    starts[r++] = 0;
+    for (size_t k = 1; k < n; k++)
+        if (ev_order(&v[k - 1], &v[k]) > 0) starts[r++] = k;
+    starts[r] = n;
+    Ev *src = v, *dst = tmp;
+    while (runs > 1) {
+        size_t out_runs = 0;
+        for (size_t q = 0; q < runs; q += 2) {
+            size_t lo = starts[q], mid = starts[q + 1 <= runs ? q + 1 : runs], hi = q + 2 <= runs ? starts[q + 2] : n;
+            if (q + 1 >= runs) {
+                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Ev));
+                hi = n;
+            } else {
+                size_t a = lo, b = mid, w = lo;
+                while (a < mid && b < hi) dst[w++] = ev_order(&src[b], &src[a]) < 0 ? src[b++] : src[a++];
+                while (a < mid) dst[w++] = src[a++];
+                while (b < hi) dst[w++] = src[b++];
+            }
+            starts[out_runs++] = lo;
+        }
+        starts[out_runs] = n;
+        runs = out_runs;
+        Ev *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof(Ev));
+    free(starts);
+    free(tmp);
+    return 0;
+}
+
+/* Flows by time: a natural merge sort (a track's flows come as one ordered run per batch). */
+static int sort_flows(Flow *v, size_t n) {
+    size_t runs = 1;
+    for (size_t k = 1; k < n; k++) runs += v[k - 1].ts > v[k].ts;
+    if (runs == 1) return 0;
+    size_t *starts = malloc((runs + 1) * sizeof(size_t));
+    Flow *tmp = malloc(n * sizeof(Flow));
+    if (!starts || !tmp) {
+        free(starts);
+        free(tmp);
+        return -1;
+    }
+    size_t r = 0;
+    starts[r++] = 0;
+    for (size_t k = 1; k < n; k++)
+        if (v[k - 1].ts > v[k].ts) starts[r++] = k;
+    starts[r] = n;
+    Flow *src = v, *dst = tmp;
+    while (runs > 1) {
+        size_t out_runs = 0;
+        for (size_t q = 0; q < runs; q += 2) {
+            size_t lo = starts[q];
+            if (q + 1 >= runs) {
+                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Flow));
+            } else {
+                size_t mid = starts[q + 1], hi = starts[q + 2], a = lo, b = mid, w = lo;
+                while (a < mid && b < hi) dst[w++] = src[b].ts < src[a].ts ? src[b++] : src[a++];
+                while (a < mid) dst[w++] = src[a++];
+                while (b < hi) dst[w++] = src[b++];
+            }
+            starts[out_runs++] = lo;
+        }
+        starts[out_runs] = n;
+        runs = out_runs;
+        Flow *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof(Flow));
+    free(starts);
+    free(tmp);
     return 0;
 }
 
@@ -1195,8 +1468,26 @@ typedef struct {
     int has_flows;
 } Inputs;
 
-static int run(Enc *E, const int32_t *codes, int64_t nrows, const int64_t *tracks, int64_t ntracks, Flow *flows,
-               size_t nflows) {
+/* The flow columns as given (no copy): each flow is read once, into its track's group. */
+typedef struct {
+    Arr ts, code, id, dir, next;
+    size_t n;
+} FlowIn;
+
+static Flow flow_at(const FlowIn *in, size_t k, int64_t clamp_ts) {
+    Flow f;
+    f.ts = get_i64(&in->ts, (Py_ssize_t)k);
+    if (f.ts < clamp_ts) f.ts = clamp_ts;
+    f.code = (int32_t)get_i64(&in->code, (Py_ssize_t)k);
+    f.fid = (uint64_t)get_i64(&in->id, (Py_ssize_t)k);
+    f.dir = (uint8_t)get_i64(&in->dir, (Py_ssize_t)k);
+    f.next_slice = get_i64(&in->next, (Py_ssize_t)k) != 0;
+    f.next = -1;
+    return f;
+}
+
+static int run(Enc *E, const int32_t *codes, int64_t nrows, const int64_t *tracks, int64_t ntracks, const FlowIn *fin) {
+    size_t nflows = fin->n;
     /* rows by track */
     int64_t *start = calloc((size_t)ntracks + 1, sizeof(int64_t));
     int64_t *fstart = calloc((size_t)ntracks + 1, sizeof(int64_t));
@@ -1247,7 +1538,7 @@ static int run(Enc *E, const int32_t *codes, int64_t nrows, const int64_t *track
     }
     /* flows by track, in time order */
     for (size_t k = 0; k < nflows; k++) {
-        int32_t c = flows[k].code;
+        int64_t c = get_i64(&fin->code, (Py_ssize_t)k);
         if (c >= 0 && c < ntracks) fstart[c + 1]++;
         else E->unbound_flows++;
     }
@@ -1260,8 +1551,8 @@ static int run(Enc *E, const int32_t *codes, int64_t nrows, const int64_t *track
         }
         memcpy(fill, fstart, (size_t)ntracks * sizeof(int64_t));
         for (size_t k = 0; k < nflows; k++) {
-            int32_t c = flows[k].code;
-            if (c >= 0 && c < ntracks) fl[fill[c]++] = flows[k];
+            int64_t c = get_i64(&fin->code, (Py_ssize_t)k);
+            if (c >= 0 && c < ntracks) fl[fill[c]++] = flow_at(fin, k, E->clamp_ts);
         }
         free(fill);
     }
@@ -1274,17 +1565,13 @@ static int run(Enc *E, const int32_t *codes, int64_t nrows, const int64_t *track
             E->unbound_flows += (int64_t)nf;
             continue;
         }
-        for (size_t k = 1; k < n; k++) {
-            if (ev_cmp(&te[k - 1], &te[k]) > 0) {
-                qsort(te, n, sizeof(Ev), ev_cmp);
-                break;
-            }
+        if (sort_events(te, n) < 0) {
+            fail(E, "out of memory");
+            goto done;
         }
-        for (size_t k = 1; k < nf; k++) {
-            if (tf[k - 1].ts > tf[k].ts) {
-                qsort(tf, nf, sizeof(Flow), flow_cmp); /* (equal times keep no order: they bind alike) */
-                break;
-            }
+        if (sort_flows(tf, nf) < 0) {
+            fail(E, "out of memory");
+            goto done;
         }
         /* flows index the whole array from here: shift their links */
         uint16_t used = place(E, te, n, tf, nf, &lanes, &nl);
@@ -1355,7 +1642,7 @@ bad:
 }
 
 static void enc_free(Enc *E) {
-    free(E->out.p);
+    if (!E->out.borrowed) free(E->out.p);
     free(E->ev.p);
     free(E->ann.p);
     free(E->interned.p);
@@ -1381,10 +1668,10 @@ static PyObject *encode(PyObject *mod, PyObject *args) {
     Enc *E = calloc(1, sizeof(Enc));
     if (!E) return PyErr_NoMemory();
     Py_buffer sb = {0}, so = {0}, cb = {0}, tb = {0};
-    Arr fts = {0}, fcode = {0}, fid = {0}, fdir = {0}, fnext = {0};
-    PyObject *fast = NULL, *out = NULL;
+    FlowIn fin;
+    memset(&fin, 0, sizeof fin);
+    PyObject *fast = NULL, *out = NULL, *result = NULL;
     Py_ssize_t parsed = 0;
-    Flow *flows = NULL;
     size_t nflows = 0;
     if (strings_in(blob, offsets, &sb, &so, &E->S) < 0) {
         free(E);
@@ -1430,11 +1717,12 @@ static PyObject *encode(PyObject *mod, PyObject *args) {
     if (flows_o != Py_None) {
         PyObject *a, *b, *c, *d, *e;
         if (!PyArg_ParseTuple(flows_o, "OOOOO", &a, &b, &c, &d, &e)) goto done;
-        if (get_arr(a, &fts, "flow ts") < 0 || get_arr(b, &fcode, "flow codes") < 0 || get_arr(c, &fid, "flow ids") < 0 ||
-            get_arr(d, &fdir, "flow directions") < 0 || get_arr(e, &fnext, "flow bindings") < 0)
+        if (get_arr(a, &fin.ts, "flow ts") < 0 || get_arr(b, &fin.code, "flow codes") < 0 ||
+            get_arr(c, &fin.id, "flow ids") < 0 || get_arr(d, &fin.dir, "flow directions") < 0 ||
+            get_arr(e, &fin.next, "flow bindings") < 0)
             goto done;
-        nflows = (size_t)fts.n;
-        if (!fts.p || fcode.n != fts.n || fid.n != fts.n || fdir.n != fts.n || fnext.n != fts.n) {
+        nflows = (size_t)fin.ts.n;
+        if (!fin.ts.p || fin.code.n != fin.ts.n || fin.id.n != fin.ts.n || fin.dir.n != fin.ts.n || fin.next.n != fin.ts.n) {
             PyErr_SetString(PyExc_ValueError, "pfenc: flow columns differ in length");
             goto done;
         }
@@ -1442,24 +1730,27 @@ static PyObject *encode(PyObject *mod, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "pfenc: too many flows");
             goto done;
         }
-        flows = malloc((nflows ? nflows : 1) * sizeof(Flow));
-        if (!flows) {
-            PyErr_NoMemory();
-            goto done;
+        fin.n = nflows;
+    }
+    { /* the result's bytes object, sized by an estimate, written in place (no copy of the trace at the end) */
+        size_t guess = 1 << 16;
+        for (Py_ssize_t g = 0; g < E->nsegs; g++) {
+            const Seg *s = &E->segs[g];
+            size_t rows = (size_t)(s->hi - s->lo);
+            guess += rows * (size_t)(40 + 12 * s->nitems);
+            for (Py_ssize_t j = 0; j < s->nitems; j++)
+                if (s->items[j].has_blob) guess += (size_t)s->items[j].blob.len;
         }
-        for (size_t k = 0; k < nflows; k++) {
-            flows[k].ts = get_i64(&fts, (Py_ssize_t)k);
-            if (flows[k].ts < clamp_ts) flows[k].ts = clamp_ts;
-            flows[k].code = (int32_t)get_i64(&fcode, (Py_ssize_t)k);
-            flows[k].fid = (uint64_t)get_i64(&fid, (Py_ssize_t)k);
-            flows[k].dir = (uint8_t)get_i64(&fdir, (Py_ssize_t)k);
-            flows[k].next_slice = get_i64(&fnext, (Py_ssize_t)k) != 0;
-            flows[k].next = -1;
-        }
+        guess += nflows * 12;
+        result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)guess);
+        if (!result) goto done;
+        E->out.p = (uint8_t *)PyBytes_AS_STRING(result);
+        E->out.cap = guess;
+        E->out.borrowed = 1;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = run(E, cb.buf, nrows, tb.buf, ntracks, flows, nflows);
+    rc = run(E, cb.buf, nrows, tb.buf, ntracks, &fin);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         if (E->err && strcmp(E->err, "out of memory") == 0) PyErr_NoMemory();
@@ -1467,7 +1758,14 @@ static PyObject *encode(PyObject *mod, PyObject *args) {
         goto done;
     }
     {
-        PyObject *data = PyBytes_FromStringAndSize((const char *)E->out.p, (Py_ssize_t)E->out.n);
+        PyObject *data;
+        if (E->out.borrowed) {
+            data = result;
+            result = NULL;
+            if (_PyBytes_Resize(&data, (Py_ssize_t)E->out.n) < 0) goto done;
+        } else {
+            data = PyBytes_FromStringAndSize((const char *)E->out.p, (Py_ssize_t)E->out.n);
+        }
         PyObject *lanes = PyList_New((Py_ssize_t)E->nlanes);
         PyObject *hoisted = PyList_New((Py_ssize_t)E->nhoisted);
         if (!data || !lanes || !hoisted) {
@@ -1501,15 +1799,15 @@ static PyObject *encode(PyObject *mod, PyObject *args) {
                             "lane_slices", E->lanes_moved, "deep_args", E->deep_args);
     }
 done:
+    Py_XDECREF(result);
     for (Py_ssize_t j = 0; j < parsed; j++) seg_release(&E->segs[j]);
     PyMem_Free(E->segs);
     Py_XDECREF(fast);
-    rel_arr(&fts);
-    rel_arr(&fcode);
-    rel_arr(&fid);
-    rel_arr(&fdir);
-    rel_arr(&fnext);
-    free(flows);
+    rel_arr(&fin.ts);
+    rel_arr(&fin.code);
+    rel_arr(&fin.id);
+    rel_arr(&fin.dir);
+    rel_arr(&fin.next);
     if (cb.obj) PyBuffer_Release(&cb);
     if (tb.obj) PyBuffer_Release(&tb);
     PyBuffer_Release(&sb);

@@ -81,7 +81,7 @@ def encode_perfetto(source, *, vendor_categories: bool = True, trace_name: str |
     event_codes = codes[:rows.rows]
     used = np.bincount(event_codes[event_codes >= 0], minlength=len(pairs)) > 0 if len(pairs) else np.zeros(0, bool)
     tracks = Tracks(pairs, used, keys, info.metadata_events)
-    t0 = _first_time(info)
+    t0 = _first_time(table)
     blob, offsets = pool.utf8()
     events, lanes, hoisted, counts = enc.encode(blob, offsets, rows.rows, rows.segments, np.ascontiguousarray(
         event_codes, np.int32), tracks.encoder_tracks(), flow_columns, t0, t0, tracks.next_uuid + (1 << 32),
@@ -101,9 +101,11 @@ def encode_perfetto(source, *, vendor_categories: bool = True, trace_name: str |
     return [b"".join(head), events, counter_bytes]
 
 
-def _first_time(info) -> int:
-    """The clock snapshot's time: the trace's base time, never after its first event, never below 0."""
-    first = info.first_ts_ns
+def _first_time(table: TraceTable) -> int:
+    """The clock snapshot's time: the trace's base time, never after its first event (a builder's events are
+    never before it: the JSON clamps them there too), never below 0."""
+    info = table.traces[0]
+    first = None if table.builder is not None else info.first_ts_ns
     t0 = info.base_time_ns if first is None else min(info.base_time_ns, first)
     return max(int(t0), 0)
 
