@@ -152,6 +152,7 @@ enum {
     CS_CLOCKS = 1, CLOCK_ID = 1, CLOCK_TS = 2, CLOCK_INCREMENTAL = 3,
     DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK = 11, TED_EXTRA_DOUBLE_TRACKS = 45,
 };
+#define EMPTY_ARRAY_MARK "\x52\x00" /* {name: ""}: DA_NAME (10), length 0 */
 enum { TYPE_BEGIN = 1, TYPE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 enum { SEQ_CLEARED = 1 };
 #define SEQ_CLOCK 64      /* the first sequence-scoped clock id */
@@ -781,9 +782,11 @@ static int json_ann_value(Enc *E, const char **pp, const char *end, Buf *b, int 
             p = skip_ws(p + 1, end);
             if (p < end && *p == close) {
                 p++;
-                /* an empty object or array: an empty nested entry keeps its kind */
-                put_bytes(b, object ? DA_DICT : DA_ARRAY, "", 0);
-                /* (TP reads an empty dict entry as nothing; our reader restores {} / []) */
+                /* an empty object or array: a marker entry the reader turns back into {} / [] (Perfetto's
+                 * trace processor shows nothing for it): a dict entry without a name, an array element
+                 * with an empty name (elements have none) */
+                if (object) put_bytes(b, DA_DICT, "", 0);
+                else put_bytes(b, DA_ARRAY, EMPTY_ARRAY_MARK, 2);
             } else {
                 for (;;) {
                     scratch->n = 0;
@@ -1133,7 +1136,7 @@ static void item_value(Enc *E, const Item *it, Py_ssize_t i, Buf *v) {
                 }
                 put_msg(v, DA_ARRAY, x);
             }
-            if (a->width == 0) put_bytes(v, DA_ARRAY, "", 0);
+            if (a->width == 0) put_bytes(v, DA_ARRAY, EMPTY_ARRAY_MARK, 2);
             break;
         }
         case A_JSON_VALUE: {

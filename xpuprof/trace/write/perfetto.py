@@ -79,8 +79,8 @@ def encode_perfetto(source, *, vendor_categories: bool = True, trace_name: str |
     codes, pairs = _track_codes(enc, rows, flows)
     flow_columns, flow_scheme = _flow_columns(flows, codes[rows.rows:], keys)
     event_codes = codes[:rows.rows]
-    used = np.bincount(event_codes[event_codes >= 0], minlength=len(pairs)) > 0 if len(pairs) else np.zeros(0, bool)
-    tracks = Tracks(pairs, used, keys, info.metadata_events)
+    counts = np.bincount(event_codes[event_codes >= 0], minlength=len(pairs)) if len(pairs) else np.zeros(0, np.int64)
+    tracks = Tracks(pairs, counts, keys, info.metadata_events)
     t0 = _first_time(table)
     blob, offsets = pool.utf8()
     events, lanes, hoisted, counts = enc.encode(blob, offsets, rows.rows, rows.segments, np.ascontiguousarray(
@@ -188,7 +188,8 @@ def _notes(counts: dict, n_flows: int, table: TraceTable) -> dict:
 
 def _metadata(info, tracks: Tracks, flow_scheme, notes: dict, trace_name: str | None) -> list[tuple[str, bytes]]:
     header = {k: v for k, v in info.header.items() if k not in ("traceEvents", "traceName")}
-    header["baseTimeNanoseconds"] = info.base_time_ns
+    if "baseTimeNanoseconds" in header or info.base_time_ns:  # (a trace that had none keeps having none)
+        header["baseTimeNanoseconds"] = info.base_time_ns
     if trace_name is not None:
         header["traceName"] = trace_name
     entries = []

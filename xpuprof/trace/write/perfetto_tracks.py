@@ -4,10 +4,11 @@ reader uses to give every event back its Kineto pid and tid.
 - A pid that fits Perfetto's 32-bit pids (0 <= pid < 2**31) is a process (``ProcessDescriptor``: its
   ``process_name`` and ``process_labels`` metadata rows); any other pid (a row label such as "Spans", a
   negative or wider pid) is a top-level track of that name.
-- A (pid, tid) row is a thread (``ThreadDescriptor``) when its tid is a thread id no other pid of the trace
-  uses; otherwise (device streams: stream 1 of two devices; sync rows keyed by a host thread's tid) it is a
-  track of its own under its process, named as the trace names the row. Perfetto keys threads by tid alone,
-  so a tid shared by two pids would merge their rows.
+- A (pid, tid) row is a thread (``ThreadDescriptor``) when its tid is a thread id (0 < tid < 2**31) and, of
+  the rows that share that tid under other pids (device streams: stream 1 of two devices; sync rows keyed by
+  a host thread's tid), it holds the most events; the others are tracks of their own under their process,
+  named as the trace names the row. Perfetto keys threads by tid alone, so one tid under two pids would
+  merge their rows.
 - Queue args hoisted by the encoder (one value over every slice of a category on the track) are written once:
   in the track's description, and exactly in the map.
 - Counters: one counter track per (pid, tid, category, name, metric), named "<name> <metric>" as Perfetto's
@@ -81,9 +82,10 @@ class Tracks:
     """The tracks of one trace (see the module docstring). ``pairs``: the (pid key, tid key) of each track code
     (``pfenc.pair_codes``); ``used``: whether a code has events."""
 
-    def __init__(self, pairs: np.ndarray, used: np.ndarray, keys: Keys, meta_events: list[dict]) -> None:
+    def __init__(self, pairs: np.ndarray, counts: np.ndarray, keys: Keys, meta_events: list[dict]) -> None:
         self.pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-        self.used = np.asarray(used, bool)
+        self.counts = np.asarray(counts, np.int64)
+        self.used = self.counts > 0
         self.keys = keys
         self.meta = list(meta_events)
         self.pnames, self.plabels, self.tnames, self.tsort = _meta_index(self.meta)
@@ -93,11 +95,12 @@ class Tracks:
         self.seq = np.arange(FIRST_SEQUENCE, FIRST_SEQUENCE + n, dtype=np.int64)
         self.next_uuid = n + 1
         self.next_seq = FIRST_SEQUENCE + n
-        owners: dict = {}
-        for (pid, tid), used_ in zip(self.values, self.used.tolist()):
-            if used_ and isinstance(tid, int):
-                owners.setdefault(tid, set()).add(_hashable(pid))
-        self.shared_tids = {tid for tid, pids in owners.items() if len(pids) > 1}
+        self.thread_owner: dict[int, int] = {}  # tid -> the code that gets its thread descriptor
+        for code, ((pid, tid), n) in enumerate(zip(self.values, self.counts.tolist())):
+            if n and _fits(pid) and isinstance(tid, int) and 0 < tid < PID_LIMIT:
+                best = self.thread_owner.get(tid)
+                if best is None or n > self.counts[best]:
+                    self.thread_owner[tid] = code
         self.process_uuid: dict = {}
         for pid, _ in self.values:
             if _hashable(pid) not in self.process_uuid:
@@ -116,8 +119,8 @@ class Tracks:
         return np.ascontiguousarray(np.stack([self.uuid, self.seq, np.zeros_like(self.uuid)], axis=1), np.int64)
 
     def is_thread(self, code: int) -> bool:
-        pid, tid = self.values[code]
-        return _fits(pid) and isinstance(tid, int) and 0 < tid < PID_LIMIT and tid not in self.shared_tids
+        tid = self.values[code][1]
+        return isinstance(tid, int) and self.thread_owner.get(tid) == code
 
     def row_name(self, code: int) -> str:
         pid, tid = self.values[code]
