@@ -232,6 +232,7 @@ class PerfettoFile:
         where.labels, where._ids = self.where.labels, self.where._ids
         where.of = {int(u): (t[0], t[1]) for u, t in zip(distinct.tolist(), tracks)}
         pid, pid_label, tid, tid_label = where.columns(uuid)
+        order = self._counter_order(uuid, ts, order)
         keep = np.ones(len(ts), bool)
         if callable(counters) and len(ts):
             ok = np.array([bool(counters(None if cat is None else cat)) for _, _, cat, _, _ in tracks], bool)
@@ -241,6 +242,25 @@ class PerfettoFile:
                              name=rows[:, 0].astype(np.int32), cat=rows[:, 1].astype(np.int32),
                              metric=rows[:, 2].astype(np.int32), value=value.copy())
         return out if keep.all() else out.take(keep)
+
+    def _counter_order(self, uuid: np.ndarray, ts: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Counter events in the order their series first appeared in the Kineto trace: a Perfetto trace holds
+        each counter series as a sequence of its own, and what reads counters "in file order" (the report's
+        telemetry rows) must meet them as the JSON trace had them. An event's rank: its first track in the
+        writer's list (first-seen order), then its time; its values keep one order."""
+        listed = {int(u): k for k, (u, *_) in enumerate((self.layout or {}).get("counters", []))}
+        if not listed or not len(uuid):
+            return order.copy()
+        distinct, inverse = np.unique(uuid, return_inverse=True)
+        position = np.array([listed.get(int(u), len(listed)) for u in distinct.tolist()], np.int64)[inverse.reshape(-1)]
+        first = np.ones(len(order), bool)
+        first[1:] = order[1:] != order[:-1]
+        event = np.cumsum(first) - 1  # the rows of one event are consecutive
+        event_position = np.minimum.reduceat(position, np.flatnonzero(first))
+        event_ts = ts[first]
+        rank = np.empty(len(event_ts), np.int64)
+        rank[np.lexsort((np.arange(len(event_ts)), event_ts, event_position))] = np.arange(len(event_ts))
+        return rank[event]
 
     def flows(self, rank: int) -> FlowColumns:
         ts, uuid, fid, terminating, order = self.decoded["flows"]

@@ -96,7 +96,10 @@ class TraceInput:
         return first
 
     def _check(self, first: bytes) -> None:
-        if "perfetto" in self.accept and first[:1] == PERFETTO_FIRST_BYTE:
+        # JSON first: its leading whitespace may be a newline, the byte that opens a Perfetto Trace
+        body = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
+        json_start = body.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        if "perfetto" in self.accept and not json_start and first[:1] == PERFETTO_FIRST_BYTE:
             self.format = "perfetto"
             return
         if "json" not in self.accept:
