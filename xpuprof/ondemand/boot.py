@@ -37,7 +37,8 @@ def main() -> None:
     if launcher.is_launcher():  # records nothing; `import xpuprof` already kept torch's client out of it
         return
     torchlink.install()
-    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given)
+    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given,
+                         trace_format=policy.trace_format)
     if policy.mode != "on-demand":
         agent.install_sigterm()
     if policy.mode == "run":
@@ -57,7 +58,7 @@ class WholeRun:
 
         self.request = policy.request()
         self.out_dir = os.path.abspath(policy.out_dir)
-        self.planned_path = os.path.join(self.out_dir, exec_trace_name())
+        self.planned_path = os.path.join(self.out_dir, exec_trace_name(policy.trace_format))
         self.done = threading.Event()
         self.path = None
         self._reason = ""

@@ -27,19 +27,14 @@ import orjson
 from ..table.builder_view import metadata_json
 from ..table.model import TraceTable
 from . import perfetto_proto as pb
+from .files import PERFETTO_SUFFIXES, is_perfetto_path
 from .perfetto_rows import Keys, StringPool, counter_rows, event_rows, flow_rows
 from .perfetto_tracks import Tracks
 
 log = logging.getLogger("xpuprof")
-PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 LAYOUT_KEY = "xpuprof.pftrace"  # the metadata entry holding the reader's map
 FORMAT_VERSION = 1
 FLOW_CATEGORY_BITS = 4  # a flow's Perfetto id: (its id << 4) | its category's index, when both fit
-
-
-def is_perfetto_path(path) -> bool:
-    """Whether a path names a Perfetto protobuf trace (``.pftrace`` / ``.perfetto-trace``)."""
-    return str(path).endswith(PERFETTO_SUFFIXES)
 
 
 def native():
