@@ -30,13 +30,14 @@ KINDS = ("slices", "counters", "flows", "instants")
 
 
 def _native():
+    import importlib
+
     try:
-        from ..._native import pfdec
+        return importlib.import_module("xpuprof._native.pfdec")
     except ImportError as exc:
         raise TraceLoadError(
             "reading a Perfetto protobuf trace needs the C part xpuprof._native.pfdec, which is not built "
             "(`python setup.py build_ext --inplace` in the source tree, or reinstall with a C compiler)") from exc
-    return pfdec
 
 
 def _metadata_value(kind: str, value):

@@ -29,25 +29,13 @@ from ..table.model import TraceTable
 from . import perfetto_proto as pb
 from .files import PERFETTO_SUFFIXES, is_perfetto_path
 from .perfetto_rows import Keys, StringPool, counter_rows, event_rows, flow_rows
+from .perfetto_rows import pfenc as native
 from .perfetto_tracks import Tracks
 
 log = logging.getLogger("xpuprof")
 LAYOUT_KEY = "xpuprof.pftrace"  # the metadata entry holding the reader's map
 FORMAT_VERSION = 1
 FLOW_CATEGORY_BITS = 4  # a flow's Perfetto id: (its id << 4) | its category's index, when both fit
-
-
-def native():
-    """The C encoder, or an error saying it is not built (no slower path: a per-event Python encoder would
-    cost what this format exists to avoid)."""
-    try:
-        from ..._native import pfenc
-    except ImportError as exc:
-        raise RuntimeError(
-            "writing a Perfetto protobuf trace needs the C part xpuprof._native.pfenc, which is not built "
-            "(`python setup.py build_ext --inplace` in the source tree, or reinstall with a C compiler); "
-            "write a .json trace instead") from exc
-    return pfenc
 
 
 def _laid_out(table: TraceTable) -> TraceTable:

@@ -36,10 +36,21 @@ _TYPED_KEY = {col: key for key, col in {**INT_ARGS, **FLOAT_ARGS}.items()}
 SLICES, INSTANTS = 0, 1
 
 
-def _pfenc():
-    from ..._native import pfenc  # the one import of the C part (see perfetto.native)
+def pfenc():
+    """The C encoder, or an error saying it is not built (no slower path: a per-event Python encoder would
+    cost what this format exists to avoid). The one import of it."""
+    import importlib
 
-    return pfenc
+    try:
+        return importlib.import_module("xpuprof._native.pfenc")
+    except ImportError as exc:
+        raise RuntimeError(
+            "writing a Perfetto protobuf trace needs the C part xpuprof._native.pfenc, which is not built "
+            "(`python setup.py build_ext --inplace` in the source tree, or reinstall with a C compiler); "
+            "write a .json trace instead") from exc
+
+
+_pfenc = pfenc
 
 
 def col(values, dtype=None) -> np.ndarray:

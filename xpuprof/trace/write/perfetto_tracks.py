@@ -133,12 +133,13 @@ class Tracks:
         if self.lanes:
             self.next_uuid = max(self.next_uuid, max(lane[2] for lane in self.lanes) + 1)
             self.next_seq = max(self.next_seq, max(lane[3] for lane in self.lanes) + 1)
-        for code, cat, key, kind, value in hoisted:
-            from ..._native import pfenc
+        from .perfetto_rows import pfenc
 
-            if kind == pfenc.HEX:
+        enc = pfenc()
+        for code, cat, key, kind, value in hoisted:
+            if kind == enc.HEX:
                 value = f"0x{int(value) & ((1 << 64) - 1):016x}"
-            elif kind == pfenc.STR:
+            elif kind == enc.STR:
                 value = pool.text(int(value))
             elif isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
                 value = str(value)
