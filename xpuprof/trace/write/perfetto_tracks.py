@@ -101,13 +101,21 @@ class Tracks:
                 best = self.thread_owner.get(tid)
                 if best is None or n > self.counts[best]:
                     self.thread_owner[tid] = code
-        self.process_uuid: dict = {}
+        self.process_uuid: dict = {}  # hashable pid -> its process (or top-level) track
+        self.pids: dict = {}  # hashable pid -> the pid
         for pid, _ in self.values:
-            if _hashable(pid) not in self.process_uuid:
-                self.process_uuid[_hashable(pid)] = self._new_uuid()
+            self._process(pid)
         self.lanes: list[tuple[int, int, int, int]] = []
         self.hoisted: dict[int, list[tuple[str | None, str, object]]] = {}
         self.counters: Counters | None = None
+
+    def _process(self, pid) -> int:
+        h = _hashable(pid)
+        got = self.process_uuid.get(h)
+        if got is None:
+            got = self.process_uuid[h] = self._new_uuid()
+            self.pids[h] = pid
+        return got
 
     def _new_uuid(self) -> int:
         u = self.next_uuid
@@ -186,9 +194,7 @@ class Tracks:
             series_name, cat_sid = pool.text(int(packed >> 32)), int(packed & 0xFFFFFFFF) - 1
             p, t = self.keys.value(pid_key), self.keys.value(tid_key)
             code = slice_tracks.get((int(pid_key), int(tid_key)))
-            parent = int(self.uuid[code]) if code is not None else self.process_uuid.get(_hashable(p))
-            if parent is None:
-                parent = self.process_uuid[_hashable(p)] = self._new_uuid()
+            parent = int(self.uuid[code]) if code is not None else self._process(p)
             out.tracks.append((base_uuid + k, parent, f"{series_name} {pool.text(int(m))}", p, t,
                                None if cat_sid < 0 else pool.text(cat_sid), series_name, pool.text(int(m))))
         self.counters = out
@@ -199,8 +205,7 @@ class Tracks:
         pids_seen = set()
         parents_used = {self.process_uuid[_hashable(p)] for (p, _), u in zip(self.values, self.used.tolist()) if u}
         parents_used |= {t[1] for t in (self.counters.tracks if self.counters else [])}
-        for pid, _ in self.values:
-            h = _hashable(pid)
+        for h, pid in self.pids.items():
             if h in pids_seen or self.process_uuid[h] not in parents_used:
                 continue
             pids_seen.add(h)
