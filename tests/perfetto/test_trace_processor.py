@@ -158,3 +158,39 @@ def test_a_merged_view_of_six_ranks(tmp_path):
     assert main(["convert", str(merged), "-o", str(out)]) == 0
     facts = _check(merged, out)
     assert facts["slices"] > 6 * 40
+
+
+def test_torch_profilers_own_asyncio_trace_through_convert_opens_whole(tmp_path):
+    """torch.profiler's own trace of an asyncio workload (its record_function ranges of 10 tasks share the
+    thread's row and overlap without nesting, as torch writes them): ``xpuprof convert`` to .pftrace keeps every
+    slice, puts the overlapping ones on lanes (said in the file's notes) and Perfetto imports it whole."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    from torch.profiler import record_function as torch_record_function
+
+    from xpuprof.cli import main
+
+    async def task(k, x):
+        with torch_record_function(f"task{k}"):
+            await asyncio.sleep(0)
+            y = torch.mm(x, x)
+            await asyncio.sleep(0)
+        return y
+
+    async def run():
+        x = torch.ones(8, 8)
+        await asyncio.gather(*(task(k, x) for k in range(10)))
+
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        asyncio.run(run())
+    json_path = tmp_path / "torch_asyncio.pt.trace.json"
+    prof.export_chrome_trace(str(json_path))
+    out = tmp_path / "torch_asyncio.pftrace"
+    assert main(["convert", str(json_path), "-o", str(out)]) == 0
+    facts = _check(json_path, out)
+    assert facts["slices"] >= 10 + 10  # the tasks' ranges and their aten::mm at least
+    from xpuprof._native import pfdec
+
+    notes = json.loads(dict(pfdec.metadata(out.read_bytes()))["xpuprof.pftrace"][1])["notes"]
+    assert notes.get("slices_on_lanes", 0) > 0, notes  # torch's rows overlap; the file says how many it moved
