@@ -88,7 +88,7 @@ def to_perfetto(args) -> int:
 
 def run(args) -> int:
     from ..trace.write.kineto_store import ConvertError, convert_trace
-    from ..trace.write.perfetto import is_perfetto_path
+    from ..trace.write.files import is_perfetto_path
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
     if args.rank is not None and args.rank < 0:

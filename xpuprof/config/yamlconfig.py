@@ -68,9 +68,8 @@ OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
     "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
-    "format": ("str", "json", "json: Kineto JSON trace files; perfetto: Perfetto protobuf trace files (.pftrace); "
-                              "parquet: a trace store per trace, this rank's partition "
-                              "(<worker_name, else name>.store; docs/store.md)"),
+    "format": ("str", "json", "json: Kineto JSON trace files; perfetto: Perfetto protobuf (.pftrace); parquet: a "
+                              "trace store per trace, this rank's partition (<worker_name, else name>.store; docs/store.md)"),
     "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
     "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
 }

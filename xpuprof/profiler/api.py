@@ -103,6 +103,18 @@ def _keep_summary(partition: Path) -> None:
                     "instead", partition, exc.strerror or exc)
 
 
+def export_trace(builder: TraceBuilder | None, path, generic_categories: bool, fmt: str | None) -> Path:
+    """``profile.export_chrome_trace`` / ``export_perfetto``: the last completed trace, in the format the path's
+    name says (or ``fmt``)."""
+    if builder is None:
+        raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+    from ..trace.write.files import write_trace
+
+    out = write_trace(builder, path, vendor_categories=not generic_categories, fmt=fmt)
+    log.info("xpuprof: trace written to %s", out)
+    return out
+
+
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False, *,
                   format: str = "json") -> Callable[["profile"], Path]:
     """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler;
@@ -345,13 +357,7 @@ class profile(TorchResultsMethods):
         return self._export(path, "perfetto")
 
     def _export(self, path, fmt: str | None) -> Path:
-        if self.builder is None:
-            raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
-        from ..trace.write.files import write_trace
-
-        out = write_trace(self.builder, path, vendor_categories=not self.config.generic_categories, fmt=fmt)
-        self.last_trace_path = out
-        log.info("xpuprof: trace written to %s", out)
+        self.last_trace_path = out = export_trace(self.builder, path, self.config.generic_categories, fmt)
         return out
 
     def export_parquet(self, path, *, replace: bool = False) -> Path:

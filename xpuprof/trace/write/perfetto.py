@@ -27,7 +27,6 @@ import orjson
 from ..table.builder_view import metadata_json
 from ..table.model import TraceTable
 from . import perfetto_proto as pb
-from .files import PERFETTO_SUFFIXES, is_perfetto_path
 from .perfetto_rows import Keys, StringPool, counter_rows, event_rows, flow_rows
 from .perfetto_rows import pfenc as native
 from .perfetto_tracks import Tracks
@@ -207,4 +206,4 @@ def write_perfetto(source, path, *, vendor_categories: bool = True, trace_name: 
     return path
 
 
-__all__ = ["PERFETTO_SUFFIXES", "encode_perfetto", "is_perfetto_path", "write_perfetto"]
+__all__ = ["encode_perfetto", "write_perfetto"]
