@@ -51,7 +51,7 @@ static int grow_slow(Buf *b, size_t more) {
 }
 HOT int grow(Buf *b, size_t more) { return b->n + more <= b->cap ? 0 : grow_slow(b, more); }
 HOT void put(Buf *b, const void *src, size_t n) {
-    if (grow(b, n) < 0) return;
+    if (!n || grow(b, n) < 0) return; /* nothing to copy: src may be an empty buffer's NULL */
     memcpy(b->p + b->n, src, n);
     b->n += n;
 }
