@@ -77,7 +77,7 @@ HOT int buf_grow(Buf *b, size_t more) {
 }
 
 HOT void put_raw(Buf *b, const void *src, size_t len) {
-    if (buf_grow(b, len) < 0) return;
+    if (!len || buf_grow(b, len) < 0) return; /* nothing to copy: an empty buffer's p may be NULL */
     memcpy(b->p + b->n, src, len);
     b->n += len;
 }
@@ -298,7 +298,7 @@ static int64_t intern_text(Strings *S, const char *s, size_t n) {
     size_t j = fnv1a(s, n) & (S->hcap - 1);
     while (S->hash[j]) {
         Py_ssize_t k = S->hash[j] - 1;
-        if (S->extra_len[k] == n && memcmp(S->extra[k], s, n) == 0) return S->nbase + k;
+        if (S->extra_len[k] == n && (n == 0 || memcmp(S->extra[k], s, n) == 0)) return S->nbase + k;
         j = (j + 1) & (S->hcap - 1);
     }
     if (S->nextra == S->extra_cap) {
@@ -313,7 +313,7 @@ static int64_t intern_text(Strings *S, const char *s, size_t n) {
     }
     char *copy = malloc(n ? n : 1);
     if (!copy) return -1;
-    memcpy(copy, s, n);
+    if (n) memcpy(copy, s, n); /* an empty text's s may be NULL */
     S->extra[S->nextra] = copy;
     S->extra_len[S->nextra] = (uint32_t)n;
     S->hash[j] = S->nextra + 1;
