@@ -1,8 +1,11 @@
 """``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
-any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
-``xpuprof convert INPUT -o OUT.json[.gz]``: one trace into a Kineto JSON trace every viewer shows whole:
-slices that overlap without nesting on a thread (torch.profiler's asyncio tasks) on lanes of their own, ids
-within 32 bits (what the trace's ``laneLayout``/``idMap`` metadata then say). A store is laid out the same way.
+any Kineto's) or Perfetto protobuf traces (``.pftrace``) into a trace store, one rank partition per trace,
+JSON streamed in bounded memory.
+
+``xpuprof convert INPUT -o OUT.json[.gz]`` or ``-o OUT.pftrace``: one trace (any of those) into a trace every
+viewer shows whole: slices that overlap without nesting on a thread (torch.profiler's asyncio tasks) on lanes of
+their own, ids within 32 bits (what the trace's ``laneLayout``/``idMap`` metadata then say); ``.pftrace`` is
+Perfetto's native protobuf, which Perfetto's UI opens far bigger than JSON. A store is laid out the same way.
 
 Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read, recursively (the rule every
 command shares: symbolic links, hidden entries and stores inside are skipped, and said). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
@@ -16,11 +19,12 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet), or one "
-                              "into a trace every viewer shows whole (.json/.json.gz)", description=__doc__)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files (.json/.json.gz) or directories of them")
-    p.add_argument("-o", "--output", required=True, metavar="STORE|OUT.json",
-                   help="the store directory (created when new), or a .json/.json.gz trace file (one INPUT)")
+    p = subparsers.add_parser("convert", help="traces into a columnar trace store (Parquet), or one trace into a "
+                              "trace every viewer shows whole (-o X.json, X.json.gz or X.pftrace)", description=__doc__)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="trace files (.json/.json.gz/.pftrace) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="STORE|TRACE",
+                   help="the store directory (created when new), or a .json/.json.gz/.pftrace trace file (one INPUT)")
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
@@ -54,11 +58,16 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 def run(args) -> int:
-    if str(args.output).endswith(TRACE_SUFFIXES):
+    from ..trace.write.files import is_perfetto_path
+
+    if str(args.output).endswith(TRACE_SUFFIXES) or is_perfetto_path(args.output):
         return run_to_trace(args)
     from ..trace.write.kineto_store import ConvertError, convert_trace
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
+    if args.rank is not None and args.rank < 0:
+        print(f"xpuprof convert: --rank must be 0 or more, not {args.rank}", file=sys.stderr)
+        return 2
     if not _installed("pyarrow"):  # checked before any input is read
         print("xpuprof convert: a trace store needs the pyarrow package: pip install 'xpuprof[scale]'",
               file=sys.stderr)
@@ -109,19 +118,21 @@ def run(args) -> int:
 
 
 def run_to_trace(args) -> int:
-    """One trace into a laid-out Kineto JSON trace (``-o OUT.json[.gz]``)."""
+    """One trace into a laid-out trace, Kineto JSON or Perfetto protobuf by the output's name (``-o OUT.json[.gz]``,
+    ``-o OUT.pftrace``)."""
     from ..outputs import names_stdout, write_error_line
     from ..trace.layout import lay_out
-    from ..trace.read.kineto import read_trace
+    from ..trace.read.inputs import read_file
     from ..trace.read.source import TraceLoadError
-    from ..trace.write.chrome import write_chrome_trace
+    from ..trace.write.files import write_trace
 
     out = Path(args.output)
     if args.rank is not None or args.replace:
         print(f"xpuprof convert: --rank and --replace name a store's rank; {out} is a trace file", file=sys.stderr)
         return 2
     if out.is_dir():
-        print(f"xpuprof convert: {out} is a directory; a trace output is a .json or .json.gz file", file=sys.stderr)
+        print(f"xpuprof convert: {out} is a directory; a trace output is a .json, .json.gz or .pftrace file",
+              file=sys.stderr)
         return 2
     files, errors, notes = expand_inputs(args.inputs, out)
     for line in notes + errors:
@@ -132,15 +143,15 @@ def run_to_trace(args) -> int:
         return 2
     (path,) = files
     try:
-        table = read_trace(path)
+        table = read_file(path)
         bad = [b for info in table.traces for b in info.bad_times]
         if bad:
             name, key, value = bad[0]
             raise TraceLoadError(f"{path}: event {name!r} has {key} {value!r}, which is not a time a trace can hold "
                                  f"({len(bad)} such event(s))")
         table = lay_out(table)
-        written = write_chrome_trace(table, out)
-    except TraceLoadError as exc:
+        written = write_trace(table, out)
+    except (TraceLoadError, ValueError) as exc:
         print(f"xpuprof convert: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
