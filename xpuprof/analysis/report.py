@@ -233,6 +233,7 @@ class Report:
     resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
     intervals: dict = field(default_factory=dict)  # (rank, name) -> analysis.intervals columns (XPU traces)
     ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
+    trace_table: object = None  # the TraceTable the report was made of (the HTML's timeline reads its steps)
 
     def interval_of(self, stat: "NameStat") -> dict:
         return self.intervals.get((stat.rank, stat.name)) or {}
@@ -353,4 +354,5 @@ def report_of(table, *, categories: Sequence[str] | None = None, name: str | Non
     intervals = {} if windowed else combine(((info.rank if info.named else None, h.get(INTERVALS_KEY))
                                              for info, h in zip(table.traces, headers)), by_rank)
     return Report(stats, rows, [info.origin for info in table.traces], report_ranks(table),
-                  int(rows.self_ns.sum()) if len(rows) else 0, telemetry, filters, resources, intervals)
+                  int(rows.self_ns.sum()) if len(rows) else 0, telemetry, filters, resources, intervals,
+                  trace_table=table)
