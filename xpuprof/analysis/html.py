@@ -49,8 +49,8 @@ def metric_distributions(report: Report) -> list[str]:
         having = [k for k in order if ok[codes == k].any()]
         groups = [(str(names[k]), column[(codes == k) & ok], PALETTE[j % len(PALETTE)])
                   for j, k in enumerate(having[:KERNELS_PER_DISTRIBUTION])]
-        label = metric_label(metric, unit)
-        what = f"{metric}{f' [{unit}]' if unit else ''} per kernel instance: share of each kernel's calls"
+        label = f"{metric} [{unit or 'no unit'}]"
+        what = f"{label} per kernel instance: share of each kernel's calls"
         out += [f"<h2>Distribution of {_esc(label)} per kernel</h2>",
                 distribution_chart(groups, unit=unit, chart_id=f"metric-{i}", what=what,
                                    more=max(len(having) - KERNELS_PER_DISTRIBUTION, 0))]

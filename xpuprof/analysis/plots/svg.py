@@ -171,7 +171,7 @@ def tick_formatter(unit: str, top: float, step: float) -> Callable[[float], str]
         dec = _decimals(step)
         return lambda v: f"{v:,.{dec}f} %"
     prefixed = len(unit) > 1 and unit[0] in "kKMGT" and unit[1].isalpha()
-    prefix, scale = ("", 1.0) if prefixed else next(((p, s) for p, s in _SI if top >= 10 * s), ("", 1.0))
+    prefix, scale = ("", 1.0) if prefixed else next(((p, s) for p, s in _SI if top >= s), ("", 1.0))
     dec = _decimals(step / scale)
     sep = " " if unit or prefix else ""
     return lambda v: f"{v / scale:,.{dec}f}{sep}{prefix}{unit}".rstrip()
