@@ -10,12 +10,17 @@ against its history, with statistics instead of a threshold."""
 from __future__ import annotations
 
 import sys
+from functools import partial
+from typing import TYPE_CHECKING
 
-from ..analysis.diff import (TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry,
-                             metric_units)
-from ..trace.builder.columns import encode_json
+if TYPE_CHECKING:  # the comparison's modules load when a diff runs, not to parse or show --help
+    from ..analysis.diff import DiffResult
+
+# analysis.diff.TIME_FIELDS, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
+TIME_FIELDS = ("avg", "total", "min", "max")
 
 FORMATS = ("table", "json", "html")
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("diff", help="compare kernel times and metrics of two runs (non-zero exit on regression)",
@@ -56,15 +61,17 @@ def _signed(value: float, unit: str) -> str:
 class _Spec:
     """A table before it is rendered: title, columns, cells, and lines under it (text) or beside it (HTML)."""
 
-    def __init__(self, title: str, columns: list, cells: list, notes: str = "", empty: str = "") -> None:
+    def __init__(self, title: str, columns: list, cells: list, notes=None, empty: str = "") -> None:
+        # notes: the lines under the table for a width (None: unwrapped), or None for no lines
         self.title, self.columns, self.cells, self.notes, self.empty = title, columns, cells, notes, empty
 
     def text(self, width: int | None) -> str:
         from ..analysis.text import render_table
 
+        notes = self.notes(width) if self.notes else ""
         if not self.cells:
-            return render_table([], [], title=self.title, width=width, boxed=False) + self.empty + self.notes
-        return render_table(self.columns, self.cells, title=self.title, width=width) + self.notes
+            return render_table([], [], title=self.title, width=width, boxed=False) + self.empty + notes
+        return render_table(self.columns, self.cells, title=self.title, width=width) + notes
 
     def html(self, table_id: str) -> str:
         from ..analysis.html import _esc, columns_table
@@ -82,7 +89,7 @@ def _kernel_spec(result: DiffResult, show_all: bool, units: dict[str, str] | Non
     rows = [r for r in result.rows if show_all or r.status != "same"]
     title = (f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
              f"{len(result.regressions)} regression(s)")
-    notes = _pairing_notes(result)
+    notes = partial(_pairing_notes, result)  # wrapped to the width the table is rendered at
     empty = "no kernel changed by more than the threshold\n"
     metrics = list(dict.fromkeys(m for r in rows for m in r.metrics))
     points = any(r.point for r in rows)
@@ -111,15 +118,18 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
     return _kernel_spec(result, show_all, units).text(width)
 
 
-def _pairing_notes(result: DiffResult) -> str:
-    """What kernel identity paired across problem sizes, and what it could not pair (one line each)."""
+def _pairing_notes(result: DiffResult, width: int | None = None) -> str:
+    """What kernel identity paired across problem sizes, and what it could not pair (one note each, wrapped
+    to ``width`` as the table is)."""
+    import textwrap
+
     lines = []
     paired = [r for r in result.rows if r.match == "params"]
     if paired:
         lines.append(f"{len(paired)} kernel(s) matched by identity with changed parameters (shown, never counted as "
                      "regressions: another problem size is another measurement)")
     lines += [f"not paired: {note}" for note in dict.fromkeys(r.note for r in result.rows if r.match == "ambiguous")]
-    return "".join(line + "\n" for line in lines)
+    return "".join((textwrap.fill(line, width) if width else line) + "\n" for line in lines)
 
 
 def run(args) -> int:
@@ -130,6 +140,9 @@ def run(args) -> int:
     except UsageError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
+    from ..analysis.diff import DiffError, diff, diff_telemetry, load_side, load_telemetry, metric_units
+    from ..trace.builder.columns import encode_json
+
     if args.history:
         if args.b is not None:
             print(f"xpuprof diff: with --history give one run directory (the run to judge against the history), "
