@@ -103,7 +103,10 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    from .progress import shown
+
+    with shown():  # long work draws a bar on a terminal (xpuprof.progress), nothing when stderr is not one
+        return int(args.func(args) or 0)
 
 
 def console_main() -> int:

@@ -105,4 +105,11 @@ class DuckDBEngine(Engine):
         ranks = self.store.ranks if ranks is None else sorted(ranks)
         groups = rank_groups(self.store, ranks, self.group_events) or [[]]
         self.nodes = [f"local:{os.getpid()}"] * len(groups)
-        return [run_task(self.store, group, task, params or {}, self.memory_limit, self.threads) for group in groups]
+        from ...progress import bar
+
+        out = []
+        with bar("analyzing", len(ranks), unit="ranks") as shown:
+            for group in groups:
+                out.append(run_task(self.store, group, task, params or {}, self.memory_limit, self.threads))
+                shown.advance(len(group))
+        return out
