@@ -105,7 +105,8 @@ def _main(argv: list[str] | None) -> int:
         return 2
     from .progress import shown
 
-    with shown():  # long work draws a bar on a terminal (xpuprof.progress), nothing when stderr is not one
+    # long work draws a bar on a terminal (xpuprof.progress), nothing when stderr is not one or --no-progress
+    with shown(enabled=not getattr(args, "no_progress", False)):
         return int(args.func(args) or 0)
 
 

@@ -35,11 +35,12 @@ def is_terminal(stream) -> bool:
 
 
 @contextmanager
-def shown(stream: IO[str] | None = None) -> Iterator[bool]:
-    """Bars opened inside are drawn on ``stream`` (stderr) if it is a terminal; yields whether they are."""
+def shown(stream: IO[str] | None = None, *, enabled: bool = True) -> Iterator[bool]:
+    """Bars opened inside are drawn on ``stream`` (stderr) if it is a terminal and ``enabled`` (a command's
+    ``--no-progress`` turns it off); yields whether they are."""
     stream = sys.stderr if stream is None else stream
     before = _state.stream
-    _state.stream = stream if is_terminal(stream) else None
+    _state.stream = stream if enabled and is_terminal(stream) else None
     try:
         yield _state.stream is not None
     finally:

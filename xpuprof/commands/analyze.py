@@ -60,6 +60,9 @@ def register(subparsers) -> None:
                         "step, and a straggler when that adds up to PCT %% of the run (default 5)")
     g.add_argument("--min-us", type=float, default=None, metavar="US",
                    help="stragglers: the least wait, µs, that makes a rank behind in a step (default 100)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 

@@ -20,6 +20,9 @@ def register(subparsers) -> None:
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 

@@ -47,6 +47,9 @@ def register(subparsers) -> None:
                                 "instead of --threshold)")
     add_gate_options(gate, history_required=False)
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 

@@ -17,6 +17,9 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="merged view path, e.g. job.merged.json or .json.gz (never *.pt.trace.json: "
                         "TensorBoard and HTA would read it as one rank's trace)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.add_argument("--align", default="epoch", choices=ALIGN_MODES,
                    help="epoch: absolute clocks (default); start: first events coincide; "
                         "step: first ProfilerStep# annotations coincide")
