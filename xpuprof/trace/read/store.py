@@ -71,8 +71,12 @@ def is_store(path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def open_store(path, *, read_meta: bool = True) -> Store:
-    """The store at ``path``, its partitions checked; ``read_meta`` also reads each rank's metadata."""
+def open_store(path, *, read_meta: bool = True, ranks: Iterable[int] | None = None) -> Store:
+    """The store at ``path``, its partitions checked; ``read_meta`` also reads each rank's metadata.
+    ``ranks``: only these ranks' partitions, each found by its name (one rank of a store of 1,000 is one
+    partition's work: convert reads back each rank it writes, and opened the whole store for it, which
+    made a convert of N ranks read N * N / 2 partitions' metadata). When one is missing, every partition
+    is opened, so that its absence is said beside the ranks the store holds."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store")
@@ -92,7 +96,16 @@ def open_store(path, *, read_meta: bool = True) -> Store:
         raise StoreError(f"{path} has store schema version {data.get('schema_version')!r}; this xpuprof reads "
                          f"version {SCHEMA_VERSION}")
     partitions: dict[int, RankPartition] = {}
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+    wanted = None if ranks is None else sorted({int(r) for r in ranks})
+    if wanted and all((path / f"{RANK_DIR_PREFIX}{r}").is_dir() for r in wanted):
+        for r in wanted:
+            part = RankPartition(r, path / f"{RANK_DIR_PREFIX}{r}")
+            for table in (*TABLES, RANKS_TABLE):
+                _check_parquet(part.file(table))
+            partitions[r] = part
+    # else every partition (a rank asked for and not there is then said with the ranks the store holds)
+    entries = [] if partitions else sorted(os.scandir(path), key=lambda e: e.name)
+    for entry in entries:
         if entry.name.startswith(".") or entry.name == MANIFEST:
             continue  # writers' private partitions in progress, and the manifest
         m = _RANK_DIR.match(entry.name)

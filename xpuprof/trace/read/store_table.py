@@ -30,7 +30,7 @@ def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str
     is (default: all of them); ``slice_args``: the args of every slice (True), of none (False), or of the
     slices whose name satisfies a function (their row groups' args columns are read only then);
     ``counters``: every counter (True) or those whose category satisfies a function."""
-    st = store if isinstance(store, Store) else open_store(store)
+    st = store if isinstance(store, Store) else open_store(store, ranks=ranks)
     wanted = st.ranks if ranks is None else sorted(ranks)
     missing = [r for r in wanted if r not in st.partitions]
     if missing:
