@@ -1,13 +1,14 @@
 """Which files a command reads: the one directory rule, shared by ``report``, ``convert``, ``diff``, ``merge``
 and ``analyze``; and ``read_inputs``, every input read into one TraceTable.
 
-A path named on the command line is read as given: a file as a trace (whatever its name), a directory
-holding a store manifest as a trace store. Any other directory stands for the trace files under it,
-recursively: its regular files named ``*.json`` or ``*.json.gz``, in natural order (numbers in names compare
-as numbers: ``rank2`` before ``rank10``, so ranks from positions and per-rank work run 0, 1, 2, ...). Not
+A path named on the command line is read as given: a file as a trace (whatever its name: Kineto JSON or
+Perfetto protobuf, told apart by its first bytes), a directory holding a store manifest as a trace store.
+Any other directory stands for the trace files under it, recursively: its regular files named ``*.json``,
+``*.json.gz``, ``*.pftrace`` or ``*.perfetto-trace``, in natural order (numbers in names compare as
+numbers: ``rank2`` before ``rank10``, so ranks from positions and per-rank work run 0, 1, 2, ...). Not
 taken, and said in one line per directory (``Inputs.notes``): hidden entries (a writer's private
-``.rank=N.tmp``, editor files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
-followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
+``.rank=N.tmp``, editor files), trace stores inside (give a store by itself), symbolic links (a link
+another user planted is never followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
 (``COMPANIONS``: ``xpuprof run``'s ``summary.jsonl``) is passed over without a line: it is expected there.
 A directory with no trace file is an error naming it.
 """
@@ -24,7 +25,8 @@ from typing import Callable, Iterable, Sequence
 
 from ..store_schema import MANIFEST
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
+TRACE_NAMES = "*.json, *.json.gz, *.pftrace or *.perfetto-trace"
 COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
 _DIGITS = re.compile(r"(\d+)")
@@ -36,7 +38,7 @@ class InputsError(ValueError):
 
 @dataclass
 class Inputs:
-    traces: list[Path] = field(default_factory=list)  # Kineto JSON files, in order
+    traces: list[Path] = field(default_factory=list)  # trace files (Kineto JSON, Perfetto protobuf), in order
     stores: list[Path] = field(default_factory=list)  # trace store directories
     notes: list[str] = field(default_factory=list)  # per directory: what was not taken, and why
     errors: list[str] = field(default_factory=list)  # paths that name nothing to read (``strict=False``)
@@ -64,7 +66,7 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
                     continue
                 found, note = _walk(p)
                 if not found:
-                    raise InputsError(f"{p}: directory holds no *.json or *.json.gz files"
+                    raise InputsError(f"{p}: directory holds no trace files ({TRACE_NAMES})"
                                       + (f" ({note.split(': ', 1)[1]})" if note else ""))
                 out.traces += found
                 if note:
@@ -124,7 +126,7 @@ def _walk(top: Path) -> tuple[list[Path], str]:
             elif is_trace_name(e.name):
                 found.append(path)
             elif e.name not in COMPANIONS:
-                skip("not *.json or *.json.gz", path)
+                skip(f"not {TRACE_NAMES}", path)
         stack.extend(reversed(subdirs))
     found.sort(key=lambda p: tuple(map(natural_key, p.relative_to(top).parts)))
     if not skipped:
@@ -159,11 +161,9 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
     tables = []
     size = input_bytes(got.traces)
     with bar("reading", len(got.traces) + len(got.stores), unit="inputs", size_bytes=size) as shown:
-        if got.traces:  # the JSON reader only for JSON files: a store's report imports none
-            from .kineto import read_trace
-
+        # read_file imports a trace reader only for a trace file: a store's report imports none
         for i, p in enumerate(got.traces):
-            tables.append(read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters))
+            tables.append(read_file(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters))
             shown.advance()
         if got.stores:
             from .store_table import read_store
@@ -172,6 +172,20 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
             tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
             shown.advance()
     return TraceTable.concat(tables)
+
+
+def read_file(path, **kw):
+    """One trace file as a TraceTable, whichever format its first bytes say: Kineto JSON (``kineto.read_trace``)
+    or Perfetto protobuf (``perfetto.read_perfetto``); the same keywords (rank, position, push-down)."""
+    from .source import trace_format
+
+    if trace_format(path) == "perfetto":
+        from .perfetto import read_perfetto
+
+        return read_perfetto(path, **kw)
+    from .kineto import read_trace
+
+    return read_trace(path, **kw)
 
 
 def input_bytes(files: Sequence[Path]) -> int:
