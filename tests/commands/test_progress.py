@@ -236,3 +236,31 @@ def test_no_progress_draws_nothing_on_a_terminal(job12, tmp_path, monkeypatch, c
     terminal = on_a_terminal(monkeypatch)
     assert main([*argv, "--no-progress"]) == 0
     assert "\x1b[?25l" not in terminal.getvalue() and "/12 " not in terminal.getvalue()
+
+
+def test_ray_groups_advance_the_bar_as_they_finish(monkeypatch):
+    """Ray's tasks are waited for one by one while a bar shows (each finished group advances it by its ranks);
+    their results keep the groups' order whatever order they finish in."""
+    from xpuprof.analysis.engines.ray_engine import RayEngine
+    from xpuprof.progress import shown
+
+    class FakeRay:  # finishes the tasks last first
+        def __init__(self):
+            self.waits = 0
+
+        def wait(self, refs, num_returns=1):
+            self.waits += 1
+            return refs[-1:], refs[:-1]
+
+        def get(self, refs):
+            return [f"result of {r}" for r in refs]
+
+    engine = object.__new__(RayEngine)  # no cluster: only the gathering is tested
+    engine._ray = FakeRay()
+    terminal = on_a_terminal(monkeypatch)
+    with shown():
+        out = engine._gather(["g0", "g1", "g2"], [5, 5, 2])
+    assert out == ["result of g0", "result of g1", "result of g2"] and engine._ray.waits == 3
+    assert "analyzing" in terminal.getvalue() and re.search(r"\d+/12 ranks", terminal.getvalue())
+    engine._ray = FakeRay()
+    assert engine._gather(["g0"], [12]) == ["result of g0"] and engine._ray.waits == 0  # no terminal: one get
