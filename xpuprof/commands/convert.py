@@ -76,23 +76,28 @@ def run(args) -> int:
         return 2
     taken: dict[int, str] = {}
     done = 0
+    alone = len(files) == 1  # one input: its error is the one line (with what became of the store)
     for position, path in enumerate(files):
         try:
             got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace, taken=taken)
         except ConvertError as exc:
-            print(f"xpuprof convert: {exc}", file=sys.stderr)
             errors.append(str(exc))
-            continue
         except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
-            print(f"xpuprof convert: {path}: cannot write {store}: {exc.strerror or exc}", file=sys.stderr)
-            errors.append(str(exc))
+            errors.append(f"{path}: cannot write {store}: {exc.strerror or exc}")
+        else:
+            done += 1
+            print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; "
+                  f"rank from {got.rank_source})", file=sys.stderr)
             continue
-        done += 1
-        print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
-              f"from {got.rank_source})", file=sys.stderr)
+        if not alone:
+            print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
     if not done and created:
         _remove_empty_store(store)  # a failed convert leaves nothing behind (not an empty store)
-        print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        print(f"xpuprof convert: {errors[-1]}; {store} was not created" if alone else
+              f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        return 2
+    if alone and not done:
+        print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
         return 2
     print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
     return 2 if errors else 0
