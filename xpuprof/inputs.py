@@ -138,6 +138,6 @@ def check_json_start(path, what: str) -> Callable[[bytes], None]:
     return check
 
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "check_json_start", "max_input_bytes",
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "KIND_NAMES", "check_json_start", "max_input_bytes",
            "not_regular", "open_regular", "read_input", "too_large"]
 

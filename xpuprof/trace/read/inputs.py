@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..store_schema import MANIFEST
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 log = logging.getLogger("xpuprof")
@@ -37,7 +36,9 @@ class Inputs:
 
 
 def is_store_dir(path: Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    from .store import is_store
+
+    return is_store(path)
 
 
 def is_trace_name(name: str) -> bool:

@@ -4,21 +4,28 @@ A bad store gets one clear line (``StoreError``): not a store (or a trace file g
 another schema version, a partition whose files are missing or truncated (Parquet files end with
 the ``PAR1`` magic: a cut file does not), or mixed ranks (a partition whose metadata names another
 rank than its directory).
+
+The store's files are inputs like any other (``xpuprof.inputs``): only regular files are read - a manifest
+or a Parquet file that is a FIFO, a device or a link to one is refused before it is opened (a FIFO would
+hang the read, ``/dev/zero`` never ends) - and the manifest is read with a bound (``MAX_MANIFEST_BYTES``).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ...inputs import InputError, KIND_NAMES, open_regular, read_input
 from ..store_schema import FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES
 
 _RANK_DIR = re.compile(re.escape(RANK_DIR_PREFIX) + r"(-?\d+)$")
 PARQUET_MAGIC = b"PAR1"
 HEAVY_META = ("header_json", "metadata_events_json")  # read when asked (RankPartition.header ...)
+MAX_MANIFEST_BYTES = 1 << 20  # the manifest is a few keys (the writers' is under 100 bytes)
 
 
 class StoreError(ValueError):
@@ -67,25 +74,43 @@ class Store:
 
 
 def is_store(path) -> bool:
-    """Whether ``path`` is a directory holding a store manifest (cheap: for choosing a reader)."""
-    return (Path(path) / MANIFEST).is_file()
+    """Whether ``path`` is a directory holding a store manifest (cheap: for choosing a reader). A manifest
+    that is no regular file (a FIFO, a link to ``/dev/zero``) still makes a store - one ``open_store``
+    refuses with one line - rather than a directory of traces."""
+    manifest = Path(path) / MANIFEST
+    return os.path.lexists(manifest) and not manifest.is_dir()
 
 
 def open_store(path, *, read_meta: bool = True) -> Store:
     """The store at ``path``, its partitions checked; ``read_meta`` also reads each rank's metadata."""
+    import orjson
+
     path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such store")
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise StoreError(f"{path}: no such store") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
         raise StoreError(f"{path} is a file, not a trace store (a store is a directory; convert a trace with "
                          f"`xpuprof convert {path} -o STORE`)")
+    if not stat.S_ISDIR(mode):
+        raise StoreError(f"{path} is a {KIND_NAMES.get(stat.S_IFMT(mode), 'special file')}, not a trace store "
+                         "(a store is a directory)")
     manifest = path / MANIFEST
     try:
-        data = json.loads(manifest.read_bytes())
+        data = orjson.loads(read_input(manifest, "store manifest", limit=MAX_MANIFEST_BYTES))
     except FileNotFoundError:
         raise StoreError(f"{path} is not a trace store (no {MANIFEST}; `xpuprof convert` writes one)") from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{manifest} is unreadable: {exc}") from None
+    except IsADirectoryError:
+        raise StoreError(f"{manifest} is a directory, not a store manifest") from None
+    except InputError as exc:  # a FIFO, a device, over the bound
+        raise StoreError(str(exc)) from None
+    except OSError as exc:
+        raise StoreError(f"{manifest} is unreadable: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise StoreError(f"{manifest} is not a store manifest (not JSON: {exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StoreError(f"{manifest} does not describe an {FORMAT}")
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -112,13 +137,18 @@ def open_store(path, *, read_meta: bool = True) -> Store:
 
 def _check_parquet(file: Path) -> None:
     try:
-        size = file.stat().st_size
-        with open(file, "rb") as f:
+        fd, st = open_regular(file, "store file")  # a FIFO here would hang DuckDB's read, /dev/zero never end
+        size = st.st_size
+        with open(fd, "rb") as f:
             head = f.read(4)
             f.seek(max(size - 4, 0))
             tail = f.read(4)
     except FileNotFoundError:
         raise StoreError(f"{file.parent} is missing {file.name}: an incomplete rank partition") from None
+    except IsADirectoryError:
+        raise StoreError(f"{file} is a directory, not a Parquet file") from None
+    except InputError as exc:
+        raise StoreError(str(exc)) from None
     except OSError as exc:
         raise StoreError(f"{file} is unreadable: {exc.strerror or exc}") from None
     if size < 12 or head != PARQUET_MAGIC or tail != PARQUET_MAGIC:

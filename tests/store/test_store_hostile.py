@@ -1,0 +1,127 @@
+"""A store's files are untrusted inputs too (issue 40 item 7): its paths are literal (never globbed, never
+parsed for ``key=value`` partitions above the store), only regular files are read (a manifest or Parquet file
+that is a FIFO or ``/dev/zero`` is one line, not a hang or a MemoryError), and a flipped bit is one error."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xpuprof.cli import main
+from xpuprof.trace.write.parquet import write_store
+
+from storehelp import synthetic_rank
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _store(path: Path, ranks=(0, 1), **kw) -> Path:
+    for r in ranks:
+        write_store(synthetic_rank(r, **kw), path)
+    return path
+
+
+def _analyze_json(capsys, store: Path, analysis: str) -> dict:
+    assert main(["analyze", str(store), analysis, "--format", "json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _report_json(capsys, store: Path, *extra) -> dict:
+    assert main(["report", str(store), "--format", "json", *extra]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def one_line(capsys, argv) -> str:
+    rc = main(argv)
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and len(err) == 1, err
+    return err[0]
+
+
+# ----------------------------------------------------------------------------- literal paths
+@pytest.mark.parametrize("name", ["run[1].store", "run?.store", "run*.store"])
+def test_a_store_path_is_literal_never_a_glob(name, tmp_path, capsys):
+    """``run[1].store`` beside ``run1.store`` is read as itself: before, DuckDB globbed the path and
+    ``analyze``/``report --start`` answered with ``run1.store``'s data."""
+    decoy = _store(tmp_path / "run1.store", ranks=(0, 1), steps=5)
+    mine = _store(tmp_path / name, ranks=(0,), steps=2)
+    want = _analyze_json(capsys, shutil.copytree(mine, tmp_path / "plain" / "mine.store"), "temporal")
+    got = _analyze_json(capsys, mine, "temporal")
+    assert got == want and got != _analyze_json(capsys, decoy, "temporal")
+    assert {row["rank"] for row in got} == {0}
+    start = _report_json(capsys, mine, "--start", "0")
+    plain = _report_json(capsys, tmp_path / "plain" / "mine.store", "--start", "0")
+    assert start["ranks"] == [0] and (start["totals"], start["tables"]) == (plain["totals"], plain["tables"])
+
+
+@pytest.mark.parametrize("parent", ["rank=7", "name=x"])
+def test_key_value_directories_above_a_store_are_not_columns(parent, tmp_path, capsys):
+    """DuckDB's hive partitioning took every ``key=value`` directory of the path as a column: a store under
+    ``rank=7/`` was rank 7 throughout, one under ``name=x/`` named every kernel ``x``."""
+    plain = _store(tmp_path / "plain.store", ranks=(0, 1), steps=2)
+    nested = tmp_path / parent / "s.store"
+    shutil.copytree(plain, nested)
+    for analysis in ("kernels", "temporal"):
+        assert _analyze_json(capsys, nested, analysis) == _analyze_json(capsys, plain, analysis)
+
+
+# ----------------------------------------------------------------------------- regular files only
+def _limits():
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def _child(*argv) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xpuprof", *map(str, argv)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_limits)
+
+
+SPECIAL = {
+    "manifest -> /dev/zero": ("xpuprof-store.json", "zero", "store manifest is a character device"),
+    "manifest FIFO": ("xpuprof-store.json", "fifo", "store manifest is a FIFO"),
+    "slices.parquet FIFO": ("rank=0/slices.parquet", "fifo", "store file is a FIFO"),
+    "rank.parquet -> /dev/zero": ("rank=1/rank.parquet", "zero", "store file is a character device"),
+    "manifest of 10^6 '['": ("xpuprof-store.json", "brackets", "is not a store manifest"),
+    "manifest of 4 GiB": ("xpuprof-store.json", "sparse", "larger than the 1 MiB input limit"),
+}
+
+
+@pytest.mark.parametrize("command", ["analyze", pytest.param("report", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", sorted(SPECIAL))
+def test_a_store_file_that_is_no_regular_file_is_one_line(case, command, tmp_path):
+    """Before: a manifest that is /dev/zero was a MemoryError traceback (without a limit, the machine's OOM
+    killer); a FIFO manifest or slices.parquet hung report and analyze."""
+    store = _store(tmp_path / "s.store")
+    rel, kind, said = SPECIAL[case]
+    target = store / rel
+    target.unlink()
+    if kind == "zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "brackets":
+        target.write_bytes(b"[" * 10**6)
+    else:
+        with open(target, "wb") as f:
+            f.truncate(4 << 30)
+    argv = ["analyze", store, "temporal"] if command == "analyze" else ["report", store]
+    done = _child(*argv)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith(f"xpuprof {command}: ") and said in lines[0] and str(target) in lines[0], lines
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_store_path_that_is_a_special_file_is_one_line(kind, tmp_path, capsys):
+    path = tmp_path / "s.store"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    line = one_line(capsys, ["analyze", str(path), "temporal"])
+    assert f"{path} is a {'FIFO' if kind == 'fifo' else 'character device'}, not a trace store" in line
