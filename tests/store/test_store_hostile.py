@@ -125,3 +125,74 @@ def test_a_store_path_that_is_a_special_file_is_one_line(kind, tmp_path, capsys)
         path = Path("/dev/zero")
     line = one_line(capsys, ["analyze", str(path), "temporal"])
     assert f"{path} is a {'FIFO' if kind == 'fifo' else 'character device'}, not a trace store" in line
+
+
+# ----------------------------------------------------------------------------- checksums
+def _flip_a_bit_in_dur(store: Path, rank: int = 0) -> Path:
+    """One bit flipped in a compressed page of ``slices.dur``: the first one, from the column chunk's start,
+    that both pyarrow (not verifying page checksums) and DuckDB read without a word, as other numbers."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = store / f"rank={rank}" / "slices.parquet"
+    md = pq.ParquetFile(f).metadata
+    col = md.row_group(0).column(md.schema.to_arrow_schema().get_field_index("dur"))
+    raw = f.read_bytes()
+    want = pq.read_table(f).column("dur").to_pylist()
+    sql = f"SELECT list(dur) FROM read_parquet('{f}')"
+    for at in range(col.data_page_offset, col.data_page_offset + col.total_compressed_size):
+        flipped = bytearray(raw)
+        flipped[at] ^= 0x10
+        f.write_bytes(bytes(flipped))
+        try:
+            if pq.read_table(f).column("dur").to_pylist() != want and \
+                    sorted(duckdb.connect().execute(sql).fetchone()[0]) != sorted(want):
+                return f
+        except (pa.ArrowException, OSError, duckdb.Error):  # refused: not the silent kind
+            pass
+    raise AssertionError("no silent flip found")
+
+
+@pytest.mark.parametrize("argv", [["report", "{s}"], ["report", "{s}", "--start", "0"], ["analyze", "{s}", "kernels"],
+                                  ["analyze", "{s}", "temporal"]], ids=" ".join)
+def test_a_flipped_bit_in_a_store_is_one_error(argv, tmp_path, capsys):
+    """Before: ``report`` exited 0 with other totals (pyarrow and DuckDB decode a flipped page without a word)."""
+    store = _store(tmp_path / "s.store", ranks=(0, 1), steps=3)
+    argv = [a.format(s=store) for a in argv]
+    assert main(argv) == 0
+    capsys.readouterr()
+    bad = _flip_a_bit_in_dur(store)
+    line = one_line(capsys, argv)
+    assert str(bad) in line and "checksum" in line, line
+
+
+def test_page_checksums_are_written_for_other_parquet_readers(tmp_path):
+    """Parquet's own page CRCs are written too (they cover page bodies, not page headers): of the flips in
+    ``dur``'s column chunk that a reader checking nothing decodes into other numbers, pyarrow's verifying
+    read refuses those in page bodies with a CRC error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = _store(tmp_path / "s.store", ranks=(0,), steps=3)
+    f = store / "rank=0" / "slices.parquet"
+    md = pq.ParquetFile(f).metadata
+    col = md.row_group(0).column(md.schema.to_arrow_schema().get_field_index("dur"))
+    raw = f.read_bytes()
+    want = pq.ParquetFile(f).read(columns=["dur"]).column(0).to_pylist()
+    caught = 0
+    for at in range(col.data_page_offset, col.data_page_offset + col.total_compressed_size):
+        flipped = bytearray(raw)
+        flipped[at] ^= 0x10
+        f.write_bytes(bytes(flipped))
+        try:
+            pq.ParquetFile(f, page_checksum_verification=True).read(columns=["dur"])
+        except (pa.ArrowException, OSError) as exc:
+            caught += "CRC" in str(exc)
+    assert caught > 0
+
+
+def test_a_store_written_before_checksums_still_reads(capsys):
+    """tests/data/store_v1 was written before checksums were recorded: it reads as before."""
+    old = REPO / "tests" / "data" / "store_v1" / "convert"
+    assert main(["report", str(old), "--format", "json"]) == 0, capsys.readouterr().err

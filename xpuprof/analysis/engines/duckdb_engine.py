@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from typing import Any, Iterable, Sequence
 
-from ...trace.read.store import Store, StoreError
+from ...trace.read.store import Store, StoreError, verify_checksums
 from ...trace.store_schema import RANKS_TABLE, TABLES
 from .base import Engine, EngineError, Task, default_group_events, default_memory_limit
 
@@ -78,6 +78,7 @@ def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memor
              threads: int | None) -> Any:
     """One task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
     duckdb = _duckdb()
+    verify_checksums(store, ranks)  # DuckDB verifies no checksum itself: a flipped bit would be other numbers
     try:
         with connect(store, ranks, memory_limit=memory_limit, threads=threads) as con:
             return task(con, list(ranks), dict(params))

@@ -8,6 +8,9 @@ rank than its directory).
 The store's files are inputs like any other (``xpuprof.inputs``): only regular files are read - a manifest
 or a Parquet file that is a FIFO, a device or a link to one is refused before it is opened (a FIFO would
 hang the read, ``/dev/zero`` never ends) - and the manifest is read with a bound (``MAX_MANIFEST_BYTES``).
+A data file is checked against the CRC-32 its writer recorded (``store_checksum``; ``verify_checksums``)
+before it is read: a flipped bit is one error, never other numbers. Stores written before checksums were
+recorded have none to check (their Parquet pages are still read with pyarrow's page-CRC check where present).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...inputs import InputError, KIND_NAMES, open_regular, read_input
+from ..store_checksum import CHECKSUMS_KEY, crc32_fd
 from ..store_schema import FORMAT, MANIFEST, RANK_DIR_PREFIX, RANKS_TABLE, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES
 
 _RANK_DIR = re.compile(re.escape(RANK_DIR_PREFIX) + r"(-?\d+)$")
@@ -37,6 +41,7 @@ class RankPartition:
     rank: int
     path: Path
     meta: dict[str, Any] = field(default_factory=dict)
+    checksums: dict[str, dict] | None = None  # file name -> {"bytes", "crc32"}; None: written without them
 
     def file(self, table: str) -> Path:
         return self.path / f"{table}.parquet"
@@ -53,7 +58,8 @@ class RankPartition:
     def _heavy(self, column: str):
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(self.file(RANKS_TABLE)).read(columns=[column]).column(0)[0].as_py()
+        return pq.ParquetFile(self.file(RANKS_TABLE), page_checksum_verification=True).read(
+            columns=[column]).column(0)[0].as_py()
 
 
 @dataclass
@@ -165,12 +171,17 @@ def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
     def read(part: RankPartition):
         file = part.file(RANKS_TABLE)
         try:
-            pf = pq.ParquetFile(file)
+            pf = pq.ParquetFile(file, page_checksum_verification=True)
             version = (pf.schema_arrow.metadata or {}).get(SCHEMA_VERSION_KEY)
+            sums = (pf.schema_arrow.metadata or {}).get(CHECKSUMS_KEY)
             rows = pf.read(columns=[c for c in pf.schema_arrow.names if c not in HEAVY_META]).to_pylist()
         except (pa.ArrowException, OSError) as exc:
             return StoreError(f"{file} is not a readable Parquet file (truncated or corrupt): "
                               f"{str(exc).splitlines()[0]}")
+        try:
+            part.checksums = None if sums is None else _checksums(sums)
+        except ValueError:
+            return StoreError(f"{file} holds unreadable file checksums ({CHECKSUMS_KEY.decode()}): corrupt")
         return version, rows
 
     parts = list(partitions.values())
@@ -199,6 +210,54 @@ def _read_meta(path: Path, partitions: dict[int, RankPartition]) -> None:
             raise StoreError(f"{part.path} holds rank {meta.get('rank')}'s data (its {file.name} says so): mixed "
                              f"ranks; a partition {RANK_DIR_PREFIX}<r> holds rank r only")
         part.meta = meta
+
+
+def _checksums(raw: bytes) -> dict[str, dict]:
+    sums = json.loads(raw)
+    if not isinstance(sums, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("bytes"), int) and isinstance(v.get("crc32"), int)
+            for v in sums.values()):
+        raise ValueError("not a checksum table")
+    return sums
+
+
+_VERIFIED: set[tuple] = set()  # (device, inode, size, mtime_ns, crc) of files checked in this process
+
+
+def verify_checksums(store: Store, ranks: Iterable[int] | None = None, tables: Iterable[str] = TABLES) -> None:
+    """Each named data file's bytes against the CRC-32 its writer recorded; ``StoreError`` naming the first
+    file that differs (in size or CRC). A file is read once per process while it stays as it was checked
+    (its inode, size and mtime); a partition written without checksums is not checked."""
+    for r in store.ranks if ranks is None else ranks:
+        part = store.partitions[r]
+        if part.checksums is None:
+            continue
+        for table in tables:
+            file = part.file(table)
+            want = part.checksums.get(file.name)
+            if want is None:
+                raise StoreError(f"{file} has no checksum in {part.file(RANKS_TABLE).name} (which records one for "
+                                 "every data file): the partition was changed after it was written")
+            try:
+                fd, st = open_regular(file, "store file")
+            except InputError as exc:
+                raise StoreError(str(exc)) from None
+            except OSError as exc:
+                raise StoreError(f"{file} is unreadable: {exc.strerror or exc}") from None
+            try:
+                key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, want["crc32"])
+                if key in _VERIFIED:
+                    continue
+                size, crc = crc32_fd(fd)
+            except OSError as exc:
+                raise StoreError(f"{file} is unreadable: {exc.strerror or exc}") from None
+            finally:
+                os.close(fd)
+            if (size, crc) != (want["bytes"], want["crc32"]):
+                raise StoreError(f"{file} does not match the checksum written with it ({size:,} bytes, CRC-32 "
+                                 f"{crc:08x}; written: {want['bytes']:,} bytes, {want['crc32']:08x}): the file was "
+                                 "changed or corrupted after it was written")
+            _VERIFIED.add(key)
 
 
 def check_data_files(store: Store, ranks: Iterable[int] | None = None) -> None:
