@@ -61,8 +61,16 @@ def test_a_stream_of_zeros_is_refused_at_its_first_bytes(command, source, tmp_pa
     done = subprocess.run([sys.executable, "-m", "xpuprof", *argv], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_limited_memory)
     assert done.returncode == 2, done.stderr[-2000:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"xpuprof {argv[0]}: ") and ZEROS[source] in lines[0], lines
+    _one_line_refusing_zeros(done.stderr, argv[0], source)
+
+
+def _one_line_refusing_zeros(stderr: str, command: str, source: str) -> None:
+    """One line: the command and the file; /dev/zero refused as no regular file, a regular file of zeros by its
+    first byte and the bytes a trace opens with (JSON's '{' or '[', a Perfetto protobuf trace's 0x0a)."""
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith(f"xpuprof {command}: ") and ZEROS[source] in line, line
+    if source == "zeros.json":
+        assert "0x00" in line and "'{' or '['" in line and "Perfetto" in line and "0x0a" in line, line
 
 
 def test_a_file_over_the_input_limit_is_one_line(tmp_path, monkeypatch, capsys):
@@ -171,8 +179,7 @@ def test_diff_of_a_stream_of_zeros_exits_2(source, tmp_path):
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
                           preexec_fn=_limited_memory)
     assert done.returncode == 2, done.stderr[-2000:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("xpuprof diff: ") and ZEROS[source] in lines[0], lines
+    _one_line_refusing_zeros(done.stderr, "diff", source)
 
 
 # ----------------------------------------------------------------------------- replay

@@ -25,7 +25,7 @@ from .pausing import Pausing
 from .schedule import CLEARS_EVENTS, ProfilerAction, always_record, as_action, incorrect_schedule, schedule, warn_once
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
-from .stages import load_trace_stages
+from .stages import load_trace_stages, start_loading
 from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
@@ -45,15 +45,18 @@ def default_worker_name(host: str | None = None, pid: int | None = None) -> str:
 
 
 def trace_file_name(worker_name: str | None = None, *, use_gzip: bool = False, ts_ns: int | None = None,
-                    host: str | None = None, pid: int | None = None) -> str:
+                    host: str | None = None, pid: int | None = None, format: str = "json") -> str:
     """The one naming rule of every trace file xpuprof writes for a worker (``trace_handler``, ``xpuprof run``,
     the on-demand path): ``<worker>.<ts ns>.pt.trace.json[.gz]`` as torch's tensorboard_trace_handler names
-    it, the worker ``<host>_<pid>`` by default. The rank is not in the name: it is in the trace
-    (``distributedInfo``), where TensorBoard's distributed view and HTA read it."""
+    it (``<worker>.<ts ns>.pftrace`` for ``format="perfetto"``), the worker ``<host>_<pid>`` by default. The
+    rank is not in the name: it is in the trace (``distributedInfo``), where TensorBoard's distributed view
+    and HTA read it."""
+    from ..trace.write.files import suffix
+
     worker = str(worker_name) if worker_name else default_worker_name(host, pid)
     worker = worker.replace(os.sep, "_").replace("/", "_")
     ts = time.time_ns() if ts_ns is None else ts_ns
-    return f"{worker}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
+    return f"{worker}.{ts}" + suffix(format, use_gzip)
 
 
 def _make_trace_dir(directory: Path) -> None:
@@ -83,16 +86,49 @@ def _export_store(builder: TraceBuilder | None, path, replace: bool, vendor_cate
     rank, source = _store_rank(builder)
     out = write_store(builder, path, rank=rank, rank_source=source, replace=replace,
                       vendor_categories=vendor_categories)
+    _keep_summary(out)
     log.info("xpuprof: trace stored as %s", out)
     return out
 
 
-def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
+def _keep_summary(partition: Path) -> None:
+    """The rank's report summary beside its rows (``analysis.report_summary``: ``report STORE`` reads it instead
+    of the events); one that cannot be written is said, and the store stays whole."""
+    from ..analysis.report_summary import write_summary
+
+    try:
+        write_summary(partition)
+    except OSError as exc:
+        log.warning("xpuprof: %s: the rank's report summary was not written (%s); `xpuprof report` reads its rows "
+                    "instead", partition, exc.strerror or exc)
+
+
+def export_trace(builder: TraceBuilder | None, path, generic_categories: bool, fmt: str | None) -> Path:
+    """``profile.export_chrome_trace`` / ``export_perfetto``: the last completed trace, in the format the path's
+    name says (or ``fmt``)."""
+    if builder is None:
+        raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+    from ..trace.write.files import write_trace
+
+    out = write_trace(builder, path, vendor_categories=not generic_categories, fmt=fmt)
+    log.info("xpuprof: trace written to %s", out)
+    return out
+
+
+def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False, *,
+                  format: str = "json") -> Callable[["profile"], Path]:
     """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler;
-    torch's own handler works too).
+    torch's own handler works too); ``format="perfetto"`` writes Perfetto protobuf (``.pftrace``) instead of
+    Kineto JSON.
 
     The directory is created here, so a path that cannot hold traces is one ``ValueError`` before the
     workload runs, not an error after it."""
+    from ..trace.write.files import suffix
+
+    try:
+        suffix(format, use_gzip)
+    except ValueError as exc:
+        raise ValueError(f"trace_handler: {exc}") from None
     directory = Path(dir_name)
     try:
         _make_trace_dir(directory)
@@ -102,7 +138,8 @@ def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = Fal
 
     def handler(prof: "profile") -> Path:
         _make_trace_dir(directory)  # again: it may have been removed since
-        return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip))
+        return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip,
+                                                                    format=format))
 
     return handler
 
@@ -244,6 +281,7 @@ class profile(TorchResultsMethods):
         self._started = True
         self.step_num = 0
         self.current_action = first
+        start_loading()  # the trace stages, beside the user's first steps (stages.py)
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
@@ -307,15 +345,19 @@ class profile(TorchResultsMethods):
             self._pausing.apply(self._recording, self._toggled_off)
 
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
-        """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
+        """Write the last completed trace: Kineto JSON (``.json``, or ``.json.gz``), or Perfetto protobuf for a
+        ``.pftrace``/``.perfetto-trace`` path (``export_perfetto``). ``use_python_export`` (torch's choice
         between its C++ and Python exporters of one format) writes the same file: there is one writer here."""
-        if self.builder is None:
-            raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
-        from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
+        return self._export(path, None)
 
-        out = write_chrome_trace(self.builder, path, vendor_categories=not self.config.generic_categories)
-        self.last_trace_path = out
-        log.info("xpuprof: trace written to %s", out)
+    def export_perfetto(self, path) -> Path:
+        """Write the last completed trace as Perfetto protobuf (TracePacket/TrackEvent; the same events as the
+        JSON trace, a fraction of its size; Perfetto's UI and trace processor open it natively), whatever the
+        path's name (``.pftrace`` by convention)."""
+        return self._export(path, "perfetto")
+
+    def _export(self, path, fmt: str | None) -> Path:
+        self.last_trace_path = out = export_trace(self.builder, path, self.config.generic_categories, fmt)
         return out
 
     def export_parquet(self, path, *, replace: bool = False) -> Path:
@@ -401,11 +443,11 @@ class profile(TorchResultsMethods):
         """Choose the backends once and check that the requested metrics can be collected: at start(),
         so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            backends = select_backends(self.config)
+            backends = select_backends(self.config, probes := {})  # probed once: for choosing and explaining
             log.debug("xpuprof: backends %s", [b.name for b in backends])
             _check_metrics_collectable(self.config, backends)
             self._backends = backends
-            self._no_device_reasons = explain_host_only(self.config, self._backends)
+            self._no_device_reasons = explain_host_only(self.config, self._backends, probes)
 
     def check(self) -> None:
         """What start() checks before anything runs, without starting: the backends can be chosen and the
@@ -419,6 +461,7 @@ class profile(TorchResultsMethods):
         self._select()
         if self._cycle and not self.acc_events:  # torch's words, when a second cycle replaces the first's events
             warn_once(CLEARS_EVENTS, stacklevel=5)
+        self._release_last_results()  # when torch.profiler releases its own (torch_methods)
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
 

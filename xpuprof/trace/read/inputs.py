@@ -1,12 +1,15 @@
 """Which files a command reads: the one directory rule, shared by ``report``, ``convert``, ``diff``, ``merge``
 and ``analyze``; and ``read_inputs``, every input read into one TraceTable.
 
-A path named on the command line is read as given: a file as a trace (whatever its name), a directory
-holding a store manifest as a trace store. Any other directory stands for the trace files under it,
-recursively: its regular files named ``*.json`` or ``*.json.gz``, in sorted order. Not taken, and said in
+A path named on the command line is read as given: a file as a trace (whatever its name: Kineto JSON or
+Perfetto protobuf, told apart by its first bytes), a directory holding a store manifest as a trace store.
+Any other directory stands for the trace files under it, recursively: its regular files named ``*.json``,
+``*.json.gz``, ``*.pftrace`` or ``*.perfetto-trace``, in sorted order. Not taken, and said in
 one line per directory (``Inputs.notes``): hidden entries (a writer's private ``.rank=N.tmp``, editor
 files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
-followed), and files of other names or kinds. A directory with no trace file is an error naming it.
+followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
+(``COMPANIONS``: ``xpuprof run``'s ``summary.jsonl``) is passed over without a line: it is expected there.
+A directory with no trace file is an error naming it.
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
+TRACE_NAMES = "*.json, *.json.gz, *.pftrace or *.perfetto-trace"
+COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
 
 
@@ -29,7 +34,7 @@ class InputsError(ValueError):
 
 @dataclass
 class Inputs:
-    traces: list[Path] = field(default_factory=list)  # Kineto JSON files, in order
+    traces: list[Path] = field(default_factory=list)  # trace files (Kineto JSON, Perfetto protobuf), in order
     stores: list[Path] = field(default_factory=list)  # trace store directories
     notes: list[str] = field(default_factory=list)  # per directory: what was not taken, and why
     errors: list[str] = field(default_factory=list)  # paths that name nothing to read (``strict=False``)
@@ -59,7 +64,7 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
                     continue
                 found, note = _walk(p)
                 if not found:
-                    raise InputsError(f"{p}: directory holds no *.json or *.json.gz files"
+                    raise InputsError(f"{p}: directory holds no trace files ({TRACE_NAMES})"
                                       + (f" ({note.split(': ', 1)[1]})" if note else ""))
                 out.traces += found
                 if note:
@@ -113,8 +118,8 @@ def _walk(top: Path) -> tuple[list[Path], str]:
                 skip("not a regular file", path)
             elif is_trace_name(e.name):
                 found.append(path)
-            else:
-                skip("not *.json or *.json.gz", path)
+            elif e.name not in COMPANIONS:
+                skip(f"not {TRACE_NAMES}", path)
         stack.extend(reversed(subdirs))
     found.sort()
     if not skipped:
@@ -142,14 +147,29 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
     every slice, of none, or of those whose name satisfies a function), ``counters`` (every counter, or those
     whose category satisfies a function), ``columns`` (a store's columns per table). ``say``: where the lines on skipped entries go (``say_skipped``)."""
     from ..table.model import TraceTable
-    from .kineto import read_trace
-    from .store_table import read_store
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
-    tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
+    # read_file imports a trace reader only for a trace file: a store's report imports none
+    tables = [read_file(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
               for i, p in enumerate(got.traces)]
+    if got.stores:
+        from .store_table import read_store
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
         tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
     return TraceTable.concat(tables)
+
+
+def read_file(path, **kw):
+    """One trace file as a TraceTable, whichever format its first bytes say: Kineto JSON (``kineto.read_trace``)
+    or Perfetto protobuf (``perfetto.read_perfetto``); the same keywords (rank, position, push-down)."""
+    from .source import trace_format
+
+    if trace_format(path) == "perfetto":
+        from .perfetto import read_perfetto
+
+        return read_perfetto(path, **kw)
+    from .kineto import read_trace
+
+    return read_trace(path, **kw)

@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from .source import TraceInput, TraceLoadError
+from .source import FORMATS, TraceInput, TraceLoadError
 
 log = logging.getLogger("xpuprof")
 
@@ -350,7 +350,9 @@ def holds_trace_events(path) -> bool | None:
     ts = native()
     if ts is None:
         return None
-    with TraceInput(Path(path)) as src:
+    with TraceInput(Path(path), accept=FORMATS) as src:
+        if src.format != "json":
+            return True  # a Perfetto protobuf trace, whatever its name
         buf = b""
         while len(buf) <= MAX_HEADER_BYTES:
             data = src.read(max(CHUNK_BYTES, len(buf)))

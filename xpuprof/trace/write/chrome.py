@@ -249,6 +249,9 @@ def _event_bodies(table: TraceTable, columnar: bool,
             continue  # the spans and the closing instant: written from the builder below, as Kineto orders them
         b = seg.batch
         if seg.kind == "instants":  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
+            if fast is not None and fast.can_write(b):
+                yield from fast.instants(b, None)
+                continue
             for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
                 yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
             continue
@@ -325,6 +328,15 @@ def _write(table: TraceTable, path: Path, gz: bool, gzip_level: int, threads: in
             sink.abort()
             raise
         sink.close()
+
+
+def table_json(table: TraceTable) -> bytes:
+    """A one-trace read table (no builder behind it) as Kineto JSON in memory: the file ``write_chrome_trace``
+    writes of it (for the readers that still take a trace as one dict, ``trace.read.load``)."""
+    if table.builder is not None or len(table.traces) != 1:
+        raise ValueError("table_json renders a one-trace table a reader made")
+    parts = [_table_header(table), *flat_bodies(table), b"]}\n"]
+    return b"".join(parts)
 
 
 def _table_header(table: TraceTable) -> bytes:
