@@ -196,3 +196,47 @@ def test_a_store_written_before_checksums_still_reads(capsys):
     """tests/data/store_v1 was written before checksums were recorded: it reads as before."""
     old = REPO / "tests" / "data" / "store_v1" / "convert"
     assert main(["report", str(old), "--format", "json"]) == 0, capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- report summaries
+@pytest.fixture
+def summarized(tmp_path):
+    """A store converted by `xpuprof convert`, which keeps each rank's report summary (report.json)."""
+    from xpuprof.trace.write.chrome import write_chrome_trace
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for r in (0, 1):
+        b = synthetic_rank(r, steps=3)
+        b.set_distributed_info({"rank": r, "world_size": 2})
+        write_chrome_trace(b, traces / f"w.rank{r}.pt.trace.json")
+    store = tmp_path / "s.store"
+    assert main(["convert", str(traces), "-o", str(store)]) == 0
+    assert (store / "rank=0" / "report.json").is_file()
+    return store
+
+
+def test_a_changed_report_summary_is_one_error(summarized, capsys):
+    """``report STORE`` reads each rank's summary instead of its rows: a value changed in it was other totals."""
+    assert main(["report", str(summarized)]) == 0
+    f = summarized / "rank=1" / "report.json"
+    text = f.read_text()
+    data = json.loads(text)
+    row = data["partial"][0]
+    i = next(i for i, v in enumerate(row) if isinstance(v, int) and not isinstance(v, bool) and v > 1000)
+    row[i] += 1 << 10  # one bit
+    f.write_text(json.dumps(data, separators=(",", ":")))
+    line = one_line(capsys, ["report", str(summarized)])
+    assert str(f) in line and "checksum" in line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_report_summary_that_is_no_regular_file_is_one_line(kind, summarized):
+    """Before: a FIFO report.json hung ``report STORE``; one linked to /dev/zero filled memory."""
+    f = summarized / "rank=0" / "report.json"
+    f.unlink()
+    os.mkfifo(f) if kind == "fifo" else f.symlink_to("/dev/zero")
+    done = _child("report", summarized)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and str(f) in lines[0], done.stderr[-2000:]
+    assert ("is a FIFO" if kind == "fifo" else "is a character device") in lines[0]
