@@ -302,3 +302,14 @@ def _orjson_ok(doc) -> bool:
         return True
     except TypeError:  # ints past 64 bits: the standard encoder writes them
         return False
+
+
+@pytest.mark.parametrize("key, value", [("pid", 2**64), ("tid", -(2**70)), ("pid", 123456789012345678901234567890)])
+def test_an_id_past_64_bits_is_kept_as_its_digits(key, value, tmp_path, capsys):
+    """An id no int64 holds is a text label with the digits written - before, orjson's float of it
+    (``1.8446744073709552e+19``): a value silently replaced."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    t = _trace(tmp_path / "t.json", dict(KERNEL, **{key: value}), KERNEL)
+    assert main(["convert", str(t), "-o", str(tmp_path / "s.store")]) == 0, capsys.readouterr().err
+    rows = pq.read_table(tmp_path / "s.store" / "rank=0" / "slices.parquet", columns=[key, f"{key}_label"]).to_pylist()
+    assert {(r[key], r[f"{key}_label"]) for r in rows} == {(1, None), (None, str(value))}

@@ -73,6 +73,8 @@ def _is_number(v) -> bool:
 def _text(v) -> str | None:
     if v is None:
         return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)  # past 64 bits too (orjson refuses to write those)
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 

@@ -87,7 +87,12 @@ class EventChunk:
 
     def event(self, i: int) -> dict:
         s, e = self.span[i].tolist()
-        return orjson.loads(self.buf[s:e])
+        event = orjson.loads(self.buf[s:e])
+        if isinstance(event, dict) and (type(event.get("pid")) is float or type(event.get("tid")) is float):
+            import json  # orjson reads an integer past 64 bits as a float: the pid's label keeps its digits
+
+            event = json.loads(self.buf[s:e])
+        return event
 
 
 def decode_strings(raw: bytes, ranges: np.ndarray) -> tuple[list[str], np.ndarray]:
