@@ -374,15 +374,12 @@ def read_report_inputs(paths: Iterable[str | Path], say=None):
 def check_times(table) -> None:
     """Every trace's base time and event times are times a trace can hold; else one ``ReportError`` naming
     the file, the event and the value (the reader counted them; a report refuses such a trace)."""
+    from ..trace.read.kineto import time_error
+
     for info in table.traces:
-        if info.bad_base is not None:
-            raise ReportError(f"{info.origin}: baseTimeNanoseconds {info.bad_base!r} is not a time (an integer of "
-                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
-        if info.bad_times:
-            event, key, value = info.bad_times[0]
-            limit_us = (TIME_LIMIT_NS - abs(info.base_time_ns)) / 1000
-            raise ReportError(f"{info.origin}: event {event[:80]!r} has {key} {value!r}, which is not a time a trace "
-                              f"can hold (a finite number of microseconds below {limit_us:.3g} in magnitude)")
+        bad = time_error(info)
+        if bad:
+            raise ReportError(f"{info.origin}: {bad}")
         merged = set(info.merged_ranks)
         if merged:
             also = sorted({o.rank for o in table.traces if o is not info and o.named} & merged)

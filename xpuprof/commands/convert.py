@@ -128,26 +128,31 @@ def run(args) -> int:
 
     taken: dict[int, str] = {}
     done: list = []
+    alone = len(files) == 1  # one input: its error is the one line (with what became of the store)
     with bar("converting", len(files), unit="traces", size_bytes=input_bytes(files)) as shown:
         for position, path in enumerate(files):
             try:
                 got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace,
                                     taken=taken)
             except ConvertError as exc:
-                print(f"xpuprof convert: {exc}", file=sys.stderr)
                 errors.append(str(exc))
-                continue
             except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
-                print(f"xpuprof convert: {path}: cannot write {store}: {exc.strerror or exc}", file=sys.stderr)
-                errors.append(str(exc))
+                errors.append(f"{path}: cannot write {store}: {exc.strerror or exc}")
+            else:
+                done.append(got)
+                _keep_summary(store, got.rank)
                 continue
             finally:
                 shown.advance()
-            done.append(got)
-            _keep_summary(store, got.rank)
+            if not alone:
+                print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
     if not done and created:
         _remove_empty_store(store)  # a failed convert leaves nothing behind (not an empty store)
-        print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        print(f"xpuprof convert: {errors[-1]}; {store} was not created" if alone else
+              f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        return 2
+    if alone and not done:
+        print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
         return 2
     print(f"xpuprof convert: {summary_line(done, len(files), store)}", file=sys.stderr)
     return 2 if errors else 0

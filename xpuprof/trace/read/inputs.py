@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..store_schema import MANIFEST
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
 TRACE_NAMES = "*.json, *.json.gz, *.pftrace or *.perfetto-trace"
@@ -45,7 +44,9 @@ class Inputs:
 
 
 def is_store_dir(path: Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    from .store import is_store
+
+    return is_store(path)
 
 
 def is_trace_name(name: str) -> bool:
