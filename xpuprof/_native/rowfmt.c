@@ -585,14 +585,17 @@ static PyObject *fixed3(PyObject *mod, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"fixed3", fixed3, METH_O,
-     "fixed3(float64 column) -> int64 k per value (bytes) where each value is the float nearest k / 1000 and "
-     "below 2^43 in magnitude (render those as FIXED3: orjson's text), else None."},
+     "fixed3($module, values, /)\n--\n\n"
+     "int64 k per float64 value (bytes) where each value is the float nearest k / 1000 and below 2^43 in "
+     "magnitude (render those as FIXED3: orjson's text), else None."},
     {"json_tokens", json_tokens, METH_VARARGS,
-     "json_tokens(blob, ends, ids) -> (tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 "
-     "texts blob[ends[i]:ends[i + 1]] for i in ids (int64), and their n + 1 int64 offsets as bytes."},
+     "json_tokens($module, blob, ends, ids, /)\n--\n\n"
+     "(tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 texts blob[ends[i]:ends[i + 1]] "
+     "for i in ids (int64), and their n + 1 int64 offsets as bytes."},
     {"render", render, METH_VARARGS,
-     "render(n, segments[, into]) -> bytes: n compact JSON rows described by segments (see the module "
-     "source). With a writable buffer `into`: the byte count written, or minus the size needed."},
+     "render($module, n, segments, into=None, /)\n--\n\n"
+     "n compact JSON rows described by segments (see the module source) as bytes. With a writable buffer "
+     "`into`: the byte count written, or minus the size needed."},
     {NULL, NULL, 0, NULL},
 };
 

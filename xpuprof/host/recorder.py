@@ -32,10 +32,9 @@ from typing import Any, Callable, Mapping
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
 
-try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
-    from .._native import hostrec as _c
-except ImportError:
-    _c = None
+from .. import _native
+
+_c = _native.optional("hostrec")  # the C fast path (hostrec.c; the pure-Python path without it)
 if _c is not None and not (hasattr(_c, "close_open_ranges") and hasattr(_c, "ArgsArea")):  # an older build: records differ
     import warnings
 
