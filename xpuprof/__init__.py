@@ -34,9 +34,9 @@ def step() -> None:
 
 
 # Kineto's opt-in: with KINETO_USE_DAEMON set, this process registers with the on-demand daemon (dynolog)
-# as torch's Kineto would (xpuprof moves the variable to XPUPROF_KINETO_USE_DAEMON so torch's own client stays
-# off: one process, one client); without either, nothing of xpuprof.ondemand is imported.
-if "KINETO_USE_DAEMON" in _os.environ or "XPUPROF_KINETO_USE_DAEMON" in _os.environ:
+# as torch's Kineto would (torch's own client is kept off in this process: one process, one client; the variable
+# stays set for child processes); without it, nothing of xpuprof.ondemand is imported.
+if "KINETO_USE_DAEMON" in _os.environ:
     from .ondemand import activate as _activate_ondemand
 
     _activate_ondemand()

@@ -17,6 +17,11 @@
           assert xpuprof_trace.metric("XVE_STALL").mean() < 40
 
 - ``--xpuprof-keep-failed DIR``: keep the trace of every failing test that used the fixture.
+- ``@pytest.mark.xpuprof(max_regression=3, history="perf-history")``: after the test body passes, its
+  kernels and host ranges are gated against the run history of this test (``xpuprof gate``'s rule); a
+  regression fails the test with the gate's explanation, and an HTML history plot of the kernels is
+  written beside the trace. ``--xpuprof-accept`` adds each gated test's run to its history when it did
+  not regress; ``--xpuprof-history DIR`` is the history of tests that name none.
 """
 from __future__ import annotations
 
@@ -34,7 +39,9 @@ DEVICE_MARKERS = {  # plain names; ours are namespaced "xpuprof_<name>"
     "rocm": "needs an AMD GPU with rocprofiler-sdk (skipped otherwise, with the probe's reason)",
 }
 HOST_RANGE_CATEGORIES = ("user_annotation", "cpu_op")
-MARKER_OPTIONS = ("backends", "activities", "metrics", "per_kernel", "max_scopes", "record_shapes")
+MARKER_OPTIONS = ("backends", "activities", "metrics", "per_kernel", "max_scopes", "record_shapes", "max_regression",
+                  "history")
+GATE_OPTIONS = ("max_regression", "history")  # the rest configure the profiler (and key the test's history)
 _probes: dict[str, tuple[bool, str]] = {}
 
 
@@ -44,7 +51,12 @@ def pytest_addoption(parser) -> None:
                        "default only tests using xpuprof_trace; xpuprof_xpu/_cuda/_rocm always)")
     group = parser.getgroup("xpuprof")
     group.addoption("--xpuprof-keep-failed", metavar="DIR", default=None,
-                    help="copy the xpuprof_trace trace of each failing test into DIR")
+                    help="copy the xpuprof_trace trace (and history plot) of each failing test into DIR")
+    group.addoption("--xpuprof-history", metavar="DIR", default=None,
+                    help="run history for tests marked with max_regression= but no history= (relative paths: to "
+                         "the rootdir)")
+    group.addoption("--xpuprof-accept", action="store_true", default=False,
+                    help="add each gated test's run to its history when it did not regress (build the baseline)")
 
 
 def pytest_configure(config) -> None:
@@ -53,7 +65,9 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("markers", f"{name}: {text} (xpuprof acts on it only for tests using "
                                            "xpuprof_trace, or with the ini option xpuprof_device_markers = true)")
     config.addinivalue_line("markers", "xpuprof(backends=None, activities=None, metrics=None, per_kernel=True, "
-                                       "max_scopes=0, record_shapes=False): options for the xpuprof_trace fixture")
+                                       "max_scopes=0, record_shapes=False, max_regression=None, history=None): options "
+                                       "for the xpuprof_trace fixture; max_regression (percent) gates the test's "
+                                       "kernels against the run history")
 
 
 def probe_device(name: str) -> tuple[bool, str]:
@@ -86,6 +100,19 @@ def pytest_runtest_setup(item) -> None:
             if not ok:
                 item._xpuprof_device_skip = True
                 pytest.skip(f"{name} device not available: {reason}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test whose body passed is gated when its marker asks (``max_regression=``): a regression fails it
+    here, in the call phase, with the gate's explanation."""
+    result = yield
+    trace = getattr(item, "funcargs", {}).get("xpuprof_trace")
+    if isinstance(trace, ProfiledTrace) and trace.gate.get("max_regression") is not None:
+        from .pytest_gate import gate_test
+
+        gate_test(item, trace)
+    return result
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -177,6 +204,13 @@ class ProfiledTrace:
         if bad:
             raise ValueError(f"@pytest.mark.xpuprof got unknown option(s) {bad}; valid: {', '.join(MARKER_OPTIONS)}")
         self.path = Path(path)
+        self.gate = {k: options.pop(k) for k in GATE_OPTIONS if k in options}
+        if self.gate.get("history") is not None and self.gate.get("max_regression") is None:
+            self.gate["max_regression"] = 3.0
+        mr = self.gate.get("max_regression")
+        if mr is not None and (isinstance(mr, bool) or not isinstance(mr, (int, float)) or not 0 < mr < 1000):
+            raise ValueError(f"@pytest.mark.xpuprof(max_regression=...) must be a percentage above 0 (3 for 3 %), "
+                             f"got {mr!r}")
         self.options = options
         self._prof = None
         self._device = None
@@ -204,8 +238,8 @@ class ProfiledTrace:
         """Stop profiling and write the trace (idempotent)."""
         if self.stopped:
             return self
-        from .analysis.report import DEVICE_CATEGORIES, EventTable, TraceFile
-        from .trace.read.load import load
+        from .analysis.event_table import DEVICE_CATEGORIES, EventTable
+        from .trace.read.kineto import read_trace
 
         if self._error is not None:
             raise RuntimeError(f"the profiled trace could not be written: {self._error}")
@@ -215,13 +249,12 @@ class ProfiledTrace:
         except Exception as exc:
             self._error = f"{type(exc).__name__}: {exc}"
             raise
-        data = load(self.path)
-        tf = TraceFile(self.path, data, None)
-        self._device = EventTable.from_trace(tf, DEVICE_CATEGORIES)
+        table = read_trace(self.path)
+        self._device = EventTable.from_table(table, DEVICE_CATEGORIES)
         # Host ranges only: each also has gpu_user_annotation copies on the device rows it launched work on
         # (one per device row), which would count one range several times.
-        self._host = EventTable.from_trace(tf, HOST_RANGE_CATEGORIES)
-        self._device_annotations = EventTable.from_trace(tf, ("gpu_user_annotation",))
+        self._host = EventTable.from_table(table, HOST_RANGE_CATEGORIES)
+        self._device_annotations = EventTable.from_table(table, ("gpu_user_annotation",))
         return self
 
     def kernels(self, name: str | None = None) -> KernelSelection:
@@ -276,3 +309,8 @@ def xpuprof_trace(request, tmp_path):
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(trace.path, dest)
             request.node.user_properties.append(("xpuprof_trace", str(dest)))
+            plot = trace.path.parent / "xpuprof-history.html"
+            if plot.exists():
+                dest = Path(keep) / f"{_safe_name(request.node.nodeid)}.history.html"
+                shutil.copyfile(plot, dest)
+                request.node.user_properties.append(("xpuprof_history_plot", str(dest)))

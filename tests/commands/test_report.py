@@ -93,8 +93,11 @@ def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    assert 'data-charts="3"' in dom  # the bar chart and two metric histograms were laid out
+    # the bar chart, two metric histograms and the ranks' chart (two ranks: the per-rank view) were laid out
+    assert 'data-charts="4"' in dom
     import re
+
+    assert re.findall(r'<svg class="chart" id="straggler-waits"[^>]*data-clipped="(\d+)"', dom) == ["0"]
 
     rendered = re.findall(r'id="time-per-kernel"[^>]*data-rendered="(\d+)x(\d+):([^"]*)"', dom) or \
         re.findall(r'data-rendered="(\d+)x(\d+):([^"]*)"[^>]*id="time-per-kernel"', dom)
@@ -117,7 +120,7 @@ def test_cat_takes_either_spelling_of_a_category(tmp_path, monkeypatch, capsys, 
     import time
 
     import xpuprof
-    from xpuprof.trace.read import scan as scan_mod
+    from xpuprof.trace.read import kineto_stream as scan_mod
 
     if not scanner:
         monkeypatch.setattr(scan_mod, "_native_module", None)  # the loaded-events path
@@ -172,7 +175,7 @@ def test_a_host_report_is_titled_by_what_it_holds_and_splits_self_from_inclusive
 
 
 def test_self_times_are_the_same_read_as_columns_or_as_events(tmp_path, monkeypatch):
-    from xpuprof.trace.read import scan as scan_mod
+    from xpuprof.trace.read import kineto_stream as scan_mod
 
     trace = _nested_host_trace(tmp_path / "host.pt.trace.json")
     fast = {s.name: (s.self_ns, s.total_ns) for s in build_report([trace]).stats}

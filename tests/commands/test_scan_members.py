@@ -1,4 +1,4 @@
-"""tracescan.members: the C split of objects into integer columns and the other members' text
+"""tracescan.members (the one C reader of Kineto JSON): the C split of objects into integer columns and the other members' text
 (as torch's Kineto file is read at stop), against a Python reference on seeded random objects."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import orjson
 import pytest
 
-from xpuprof.trace.read import scan
+from xpuprof.trace.read import kineto_stream, scan
 
-tracescan = scan._native()
+tracescan = kineto_stream.native()
 pytestmark = pytest.mark.skipif(tracescan is None, reason="xpuprof._native.tracescan is not built: "
                                                         "python setup.py build_ext --inplace")
 INT_KEYS = ("External id", "Sequence number", "n")

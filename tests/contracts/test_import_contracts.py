@@ -133,7 +133,7 @@ def test_the_store_and_its_commands_import_no_scale_package():
     # The scale extra (duckdb, pyarrow, ray) is imported when a store is read or written, never before.
     assert _vendor_modules_after("import xpuprof; xpuprof.profile; import xpuprof.trace.write.parquet, "
                                  "xpuprof.trace.read.store, xpuprof.analysis.engines, xpuprof.analysis.cluster, "
-                                 "xpuprof.analysis.store_report, xpuprof.commands.analyze, "
+                                 "xpuprof.trace.read.store_table, xpuprof.trace.table.arrow, xpuprof.commands.analyze, "
                                  "xpuprof.commands.convert; from xpuprof.cli import build_parser; "
                                  "build_parser()") == []
 

@@ -9,17 +9,20 @@ import pytest
 
 import xpuprof
 from xpuprof.cli import main
-from xpuprof.ondemand import control
+from xpuprof.ondemand import answers, control
 from xpuprof.ondemand.client import DaemonClient
 from xpuprof.config.kineto import KinetoConfig
 from xpuprof.ondemand.request import RequestError, from_kineto_text
 
 
 def test_control_text_round_trips_and_capture_configs_are_not_commands():
-    assert control.parse(control.control_text("pause")) == ("pause", False)
-    assert control.parse(control.control_text("resume", reply=True)) == ("resume", True)
+    assert control.parse(control.control_text("pause")) == "pause"
+    assert control.parse(control.control_text("cancel")) == "cancel"
+    name = "xpuproftrigger" + "ab" * 16
+    assert control.parse(control.control_text("resume", answer_to=name)) == "resume"
+    assert answers.answer_name(control.control_text("resume", answer_to=name)) == name
     # what a daemon appends to any config it hands out is accepted beside the command
-    assert control.parse("XPUPROF_CONTROL=Pause\nREQUEST_TRACE_ID=123\n") == ("pause", False)
+    assert control.parse("XPUPROF_CONTROL=Pause\nREQUEST_TRACE_ID=123\n") == "pause"
     assert control.parse("ACTIVITIES_LOG_FILE=/tmp/x.json\nACTIVITIES_DURATION_MSECS=500\n") is None
     with pytest.raises(ValueError, match="stop"):
         control.control_text("stop")
@@ -40,7 +43,7 @@ def test_a_command_is_no_trace_request_to_a_client_that_does_not_know_it():
 def test_a_control_text_that_cannot_be_obeyed_is_refused_naming_what_is_wrong():
     with pytest.raises(RequestError) as bad:
         control.parse("XPUPROF_CONTROL=stop\n")
-    assert "'stop'" in str(bad.value) and "pause, resume" in str(bad.value)
+    assert "'stop'" in str(bad.value) and "pause, resume, cancel" in str(bad.value)
     with pytest.raises(RequestError) as mixed:
         control.parse("XPUPROF_CONTROL=pause\nACTIVITIES_DURATION_MSECS=500\nPROFILE_WITH_STACK=true\n")
     assert "ACTIVITIES_DURATION_MSECS, PROFILE_WITH_STACK" in str(mixed.value)
@@ -78,7 +81,7 @@ def test_a_command_without_a_recording_capture_is_logged_by_the_process(caplog):
     assert "pause request ignored" in caplog.text and "no capture is running" in caplog.text
     caplog.clear()
     assert control.apply(_Agent(_NotRecording()), "resume") == control.NOT_RECORDING
-    assert "resume request ignored" in caplog.text and "not started recording yet" in caplog.text
+    assert "resume request ignored" in caplog.text and "is not recording" in caplog.text
 
 
 def test_a_refused_command_is_logged_and_starts_no_capture(caplog):

@@ -32,6 +32,11 @@ def traces(out: Path) -> list[dict]:
     return [load_trace(p) for p in sorted(out.glob("*.pt.trace.json"))]
 
 
+def wrote_lines(out: Path) -> bytes:
+    """What exec adds to the command's stderr: one line per trace, saying where it wrote it (issue 39)."""
+    return b"".join(f"xpuprof exec: wrote {p}\n".encode() for p in sorted(out.glob("*.pt.trace.json")))
+
+
 NOISY = textwrap.dedent(r"""
     import os, sys
     sys.stdout.buffer.write(b"out \x00\xff\xfe line\n" * 3)
@@ -50,7 +55,8 @@ def test_exit_status_and_output_bytes_are_the_commands(status, tmp_path):
     direct = subprocess.run([PYTHON, str(script), str(status)], capture_output=True, env=base_env(), timeout=60)
     under = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), "--", PYTHON, str(script), str(status)],
                            capture_output=True, env=base_env(), timeout=120, cwd=tmp_path)
-    assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+    assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout,
+                                                              direct.stderr + wrote_lines(tmp_path / "t"))
     assert under.returncode == status
     (trace,) = traces(tmp_path / "t")
     assert trace["ondemand"] == {"source": "exec", "mode": "run", "pid": trace["ondemand"]["pid"]}
@@ -79,7 +85,7 @@ def test_a_signal_ends_the_command_as_it_would_and_the_trace_is_still_written(tm
         (trace,) = traces(out)
         if mode == "default":
             assert trace["ondemand"]["stopped_early"].startswith("SIGTERM")
-            assert proc.stderr.read() == b""
+            assert proc.stderr.read() == wrote_lines(out)
         else:
             assert "handled" in watch.text() and "stopped_early" not in trace["ondemand"]
     killed = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "k"), "--", PYTHON, "-c",
@@ -173,7 +179,8 @@ def test_recording_torch_ops_adds_nothing_to_the_programs_output(policy, tmp_pat
     direct = subprocess.run([PYTHON, str(script)], capture_output=True, env=base_env(), timeout=120)
     under = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), *policy, "--", PYTHON, str(script)],
                            capture_output=True, env=base_env(), timeout=120)
-    assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+    assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout,
+                                                              direct.stderr + wrote_lines(tmp_path / "t"))
     (trace,) = traces(tmp_path / "t")
     assert trace["torch_ops"]["ops"] > 0
 

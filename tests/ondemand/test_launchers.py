@@ -74,7 +74,7 @@ def test_a_request_to_the_launchers_pid_reaches_its_ranks(daemon, sockdir):
     them); the launcher does not register itself."""
     script = write_program(sockdir, ON_DEMAND_RANK)
     env = client_env(sockdir, XPUPROF_DISABLE_BACKENDS="cuda,rocm")
-    p = Program([*XPUPROF, "exec", "--on-demand", "--out", str(sockdir / "x"), "--", str(TORCHRUN), "--standalone",
+    p = Program([*XPUPROF, "exec", "--on-demand", "--", str(TORCHRUN), "--standalone",
                  "--nproc-per-node", "2", str(script), str(sockdir / "stop")], env, sockdir, sockdir / "stop")
     ranks = {int(m.group(1)): int(m.group(2)) for m in p.out.wait_all(r"ready (\d) (\d+)", 2)}
     for pid in ranks.values():

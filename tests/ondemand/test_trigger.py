@@ -81,8 +81,10 @@ def test_one_request_per_host_with_one_shared_future_start_time(sockdir, tmp_pat
         assert proc.returncode == 0, proc.stderr
         starts = set()
         for d, p in zip(dirs, programs):
-            # outside this process's KINETO_ONDEMAND_TRACE_DIR: Kineto's default file, in its dir
-            trace = load_trace(wait_for_file(d / f"libkineto_activities_{p.pid}.json"))
+            # outside this process's KINETO_ONDEMAND_TRACE_DIR: the default file (the one naming rule), in its dir
+            p.err.wait(r"on-demand trace written to")
+            (path,) = d.glob(f"*_{p.pid}.*.pt.trace.json")
+            trace = load_trace(path)
             starts.add(trace["ondemand"]["requested_start_ms"])
             assert trace["ondemand"]["started_ms"] >= trace["ondemand"]["requested_start_ms"]
             assert p.finish() == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import stat
 import struct
 import subprocess
@@ -94,7 +96,8 @@ def test_a_dyno_gputrace_request(monkeypatch):
     it = from_kineto_text("PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=100\nACTIVITIES_ITERATIONS=5",
                           pid=9)
     assert (it.by_iterations, it.iterations, it.roundup) == (True, 5, 100)
-    assert it.log_file == "/tmp/libkineto_activities_9.json"  # Kineto's default, named once with the pid
+    # no ACTIVITIES_LOG_FILE: the project's one naming rule, <host>_<pid>.<ts>.pt.trace.json (issue 39)
+    assert re.fullmatch(rf"/tmp/{re.escape(socket.gethostname())}_9\.\d+\.pt\.trace\.json", it.log_file)
     sent = trigger.gputrace_config(log_file="/tmp/m.json", profile_memory=True)  # xpuprof trigger --profile-memory
     assert from_kineto_text(sent, pid=9).config.profile_memory
     assert not from_kineto_text(trigger.gputrace_config(log_file="/tmp/m.json"), pid=9).config.profile_memory
@@ -104,7 +107,8 @@ def test_what_cannot_be_honoured_is_noted_and_what_cannot_run_is_refused(monkeyp
     monkeypatch.setenv("KINETO_ONDEMAND_TRACE_DIR", "/tmp")
     req = from_kineto_text("ACTIVITIES_LOG_FILE=/home/u/t.json\nPROFILE_PROFILE_MEMORY=true\nSOME_NEW_KEY=1\n"
                            "ACTIVITIES_ITERATIONS=4", pid=5)
-    assert req.log_file == "/tmp/libkineto_activities_5.json" and "/home/u/t.json" in req.notes["ACTIVITIES_LOG_FILE"]
+    assert re.fullmatch(r"/tmp/.*_5\.\d+\.pt\.trace\.json", req.log_file)
+    assert "/home/u/t.json" in req.notes["ACTIVITIES_LOG_FILE"] and req.log_file in req.notes["ACTIVITIES_LOG_FILE"]
     assert "SOME_NEW_KEY" in req.notes["unknown keys"]
     assert req.config.profile_memory and "PROFILE_PROFILE_MEMORY" not in req.notes  # torch's [memory] events
     assert not req.by_iterations and "duration-based" in req.notes["ACTIVITIES_ITERATIONS"]
@@ -251,3 +255,29 @@ def test_xpuprof_step_without_an_agent_costs_nothing():
                           capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if "KINETO" not in k})
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+# ----------------------------------------------------------------------------- answers to the trigger
+def test_answers_reach_the_trigger_with_the_senders_pid_and_exits_are_seen(monkeypatch):
+    """A process answers from an unbound socket; the trigger's box reads who sent it from the kernel, and a
+    process that exited - even before it was watched - is seen as exited (a kill while the embedded daemon
+    still served once went unnoticed until the trigger's timeout)."""
+    from xpuprof.ondemand import answers
+
+    monkeypatch.delenv("KINETO_IPC_SOCKET_DIR", raising=False)
+    box = answers.AnswerBox(directory="")
+    try:
+        answers.send(box.name, answers.ACCEPTED, path="/tmp/x.pt.trace.json")
+        answers.send("not-a-trigger", answers.WRITTEN, path="/etc/passwd")  # a name of another shape: never sent
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                               text=True, check=True)
+        gone = int(child.stdout)
+        box.watch(gone)
+        box.wait(lambda b: bool(b.by_pid), deadline=__import__("time").monotonic() + 10)
+        mine = box.of(os.getpid())
+        assert mine is not None and mine.kernel_pid == os.getpid() and mine.last["path"] == "/tmp/x.pt.trace.json"
+        assert box.has_exited(gone) and not box.has_exited(os.getpid())
+        assert answers.answer_name(f"X=1\n{answers.ANSWER_KEY}=../../etc\n") is None
+        assert answers.answer_name(f"{box.config_line()}\n") == box.name
+    finally:
+        box.close()

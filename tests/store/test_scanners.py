@@ -1,5 +1,5 @@
-"""Both C scanners (tracescan: a whole document; tracestream: chunks) read ordinary events as columns;
-only what the columns cannot hold goes to the per-event path (a string pid, an integer beyond int64)."""
+"""The one C scanner (tracescan), on a document streamed in chunks or held whole, reads ordinary events as
+columns; only what the columns cannot hold goes to the per-event path (a string pid, an integer beyond int64)."""
 from __future__ import annotations
 
 import json
@@ -33,7 +33,7 @@ def test_stream_scanner_reads_ordinary_events_as_columns(trace):
     assert chunk.exact[0].tolist() == [1500, 2250] and chunk.exact[1].tolist() == [3000, 4000]
 
 
-def test_whole_document_scanner_reads_ordinary_events_as_columns(trace):
+def test_the_scanner_over_a_whole_document_reads_ordinary_events_as_columns(trace):
     from xpuprof.trace.read.scan import scan
 
     sc = scan(trace)

@@ -10,7 +10,7 @@ def test_truncated_gzip_is_a_load_error(tmp_path):
     whole = gzip.compress(b'{"traceEvents": [' + b'{"ph": "i", "name": "x", "ts": 1},' * 2000 + b"{}]}")
     path = tmp_path / "t.pt.trace.json.gz"
     path.write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(TraceLoadError, match=r"t\.pt\.trace\.json\.gz is not a readable gzip file"):
+    with pytest.raises(TraceLoadError, match=r"t\.pt\.trace\.json\.gz: is not a readable gzip file"):
         load(path)
 
 

@@ -218,7 +218,7 @@ def test_hostile_strings_stay_valid(tmp_path, layout):
 def test_load_errors(tmp_path):
     from xpuprof.trace import TraceLoadError
 
-    with pytest.raises(TraceLoadError, match="not found"):
+    with pytest.raises(TraceLoadError, match="no such trace file"):
         load(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(TraceLoadError, match="not valid JSON"):

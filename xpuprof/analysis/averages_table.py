@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from .text import Column, format_value, render_table, terminal_width, wrapped
 
-if TYPE_CHECKING:
-    from .summary import KeyAverage, KeyAverages
+# "KeyAverages" / "KeyAverage" in the annotations are summary's classes: summary calls into this module, so it is
+# not imported here (not even for type checking: the package has no import cycle).
 
 # torch's attributes a table can be sorted by (its EventList.table docstring names most; every numeric
 # FunctionEventAvg attribute works there), before cuda/xpu/privateuse1 are read as "device".

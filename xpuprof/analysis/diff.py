@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from ..inputs import InputError, check_json_start, read_input
+from .kernel_identity import pair
 from .report import KernelStat, ReportError, build_report
 from .report_schema import SCHEMA, main_rows
 
@@ -167,12 +168,15 @@ def diff_telemetry(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, 
 class KernelDelta:
     point: str
     name: str
-    status: str  # "regression", "improvement", "same", "added", "removed"
+    status: str  # "regression", "improvement", "same", "added", "removed", "params" (same kernel, parameters changed)
     a_ns: float | None
     b_ns: float | None
     a_calls: int
     b_calls: int
     metrics: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    b_name: str | None = None  # B's name when it differs (matched by identity: kernel_identity)
+    match: str = ""  # how A and B were matched: "name", "params", "ambiguous" (not paired), "" (one side only)
+    note: str = ""  # the parameters that changed, or why an ambiguous kernel was not paired
 
     @property
     def delta_pct(self) -> float | None:
@@ -181,7 +185,9 @@ class KernelDelta:
         return 100.0 * (self.b_ns - self.a_ns) / self.a_ns
 
     def to_dict(self) -> dict:
-        return {"point": self.point, "name": self.name, "status": self.status, "a_ns": self.a_ns, "b_ns": self.b_ns,
+        return {"point": self.point, "name": self.name, "b_name": self.b_name or (self.name if self.b_ns is not None
+                                                                                  else None),
+                "match": self.match, "note": self.note, "status": self.status, "a_ns": self.a_ns, "b_ns": self.b_ns,
                 "delta_pct": self.delta_pct, "a_calls": self.a_calls, "b_calls": self.b_calls,
                 "metrics": {m: {"a": a, "b": b, "delta": None if a is None or b is None else b - a}
                             for m, (a, b) in self.metrics.items()}}
@@ -221,14 +227,17 @@ def diff(a: dict[str, list[KernelStat]], b: dict[str, list[KernelStat]], *, thre
     for point in points:
         sa = {s.name: s for s in a.get(point, [])}
         sb = {s.name: s for s in b.get(point, [])}
-        for name in list(dict.fromkeys([*sa, *sb])):
-            ka, kb = sa.get(name), sb.get(name)
+        for pr in pair(sa, sb):  # by identity: equal names, else one kernel whose parameters changed
+            ka, kb = sa.get(pr.a) if pr.a else None, sb.get(pr.b) if pr.b else None
+            name = pr.a if pr.a is not None else pr.b
             va = _value(ka, field) if ka else None
             vb = _value(kb, field) if kb else None
             if ka is None:
                 status = "added"
             elif kb is None:
                 status = "removed"
+            elif pr.how == "params":
+                status = "params"  # another problem: its time is shown, never a regression
             elif max(va, vb) < min_ns:
                 status = "same"
             else:
@@ -236,7 +245,8 @@ def diff(a: dict[str, list[KernelStat]], b: dict[str, list[KernelStat]], *, thre
                 status = "regression" if pct > threshold_pct else "improvement" if pct < -threshold_pct else "same"
             metrics = {m: ((ka.metrics.get(m) if ka else None), (kb.metrics.get(m) if kb else None))
                        for m in dict.fromkeys([*(ka.metrics if ka else {}), *(kb.metrics if kb else {})])}
-            rows.append(KernelDelta(point, name, status, va, vb, ka.calls if ka else 0, kb.calls if kb else 0, metrics))
-    order = {"regression": 0, "improvement": 1, "added": 2, "removed": 3, "same": 4}
+            rows.append(KernelDelta(point, name, status, va, vb, ka.calls if ka else 0, kb.calls if kb else 0, metrics,
+                                    pr.b if pr.how == "params" else None, pr.how, pr.note))
+    order = {"regression": 0, "improvement": 1, "params": 2, "added": 3, "removed": 4, "same": 5}
     rows.sort(key=lambda r: (order[r.status], -(abs(r.delta_pct) if r.delta_pct is not None else 0.0)))
     return DiffResult(rows, threshold_pct, field)

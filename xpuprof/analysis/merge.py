@@ -20,7 +20,9 @@ import orjson
 
 from ..outputs import write_output_bytes
 from ..trace.builder.columns import encode_json
-from .report import MERGED_RANK_PID_STRIDE, TIME_LIMIT_NS, ReportError, TraceFile, load_traces
+from ..trace.read.kineto import MERGED_RANK_PID_STRIDE
+from .event_table import TIME_LIMIT_NS, ReportError
+from .trace_files import TraceFile, load_traces
 
 ALIGN_MODES = ("epoch", "start", "step")
 RANK_PID_STRIDE = MERGED_RANK_PID_STRIDE  # merged pid = (rank + 1) * stride + per-rank row index

@@ -1,138 +1,27 @@
-"""``xpuprof report``'s numbers: load trace files (one or many, across ranks), filter by name regex
-and time window, and aggregate per name: calls, inclusive and self time, per-kernel metric columns.
+"""``xpuprof report``'s numbers, computed once from a TraceTable whichever reader made it (Kineto JSON
+files, a trace store, a frozen builder): filter by name regex and time window, and aggregate per name:
+calls, inclusive and self time, per-kernel metric columns (``name_stats``: the one per-name rule), with
+the telemetry tracks, the kernel resources and the submission intervals the traces carry.
 
-Reads traces through ``xpuprof.trace.read``; knows no vendor. The rows are device work (kernels,
-copies, fills) by default, host ranges and ops when a trace has none (``event_table``); host rows
-nest, so their self time (``nesting``) is what adds up. Per-kernel metrics are the ``metrics:
-<kernel>`` slices every backend writes through ``TraceBuilder.add_per_kernel_metrics`` (args
-``"<metric>::<unit>"``), joined back onto their kernel rows.
+The rows (``event_table``) are device work (kernels, copies, fills) by default, host ranges and ops when a
+trace has none; host rows nest, so their self time (``nesting``) is what adds up. Knows no vendor and no
+file format: ``build_report`` takes paths only to hand them to the one reader (``trace.read.inputs``).
+The renderers of a report (table, CSV, JSON document, HTML) are in ``report_render``.
 """
 from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..trace.read.load import TraceLoadError, load
-from ..trace.read.scan import DOUBLE, INT, TS, ScannedEvents, scan
-from ..trace.read.stream import scan_stream
 from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
                           STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
 
-TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
-_RANK_IN_NAME = re.compile(r"\.rank(\d+)\.")
-# ``xpuprof merge`` gives rank r's rows pids (r + 1) * stride + i, and the file a "mergedRanks" key.
-MERGED_RANK_PID_STRIDE = 1_000_000_000
-
-
-# ----------------------------------------------------------------------------- loading
-@dataclass
-class TraceFile:
-    path: Path
-    data: dict
-    rank: int | None
-
-    @property
-    def base_ns(self) -> int:
-        base = self.data.get("baseTimeNanoseconds") or 0
-        if type(base) not in (int, float) or not abs(base) < TIME_LIMIT_NS:
-            raise ReportError(f"{self.path}: baseTimeNanoseconds {base!r} is not a time (an integer of "
-                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
-        return int(base)
-
-    @property
-    def merged_ranks(self) -> list[int]:
-        """The ranks a merged view (``xpuprof merge``) holds; [] for a one-rank trace."""
-        merged = self.data.get("mergedRanks")
-        ranks = merged.get("ranks") if isinstance(merged, dict) else None
-        return [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else []
-
-    def telemetry_part(self) -> tuple[list, float]:
-        """(events, first timestamp) for ``telemetry.telemetry_series_of``."""
-        events = self.data.get("traceEvents") or []
-        return events, min((float(e["ts"]) for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))),
-                           default=0.0)
-
-    def row_ranks(self, pids) -> np.ndarray:
-        """Each row's rank: from the pid in a merged view, else the trace's own rank (-1 = none)."""
-        n = len(pids)
-        if self.merged_ranks:
-            p = np.fromiter((pid if isinstance(pid, int) else 0 for pid in pids), np.int64, n)
-            return np.where(p >= MERGED_RANK_PID_STRIDE, p // MERGED_RANK_PID_STRIDE - 1, -1)
-        return np.full(n, -1 if self.rank is None else self.rank, np.int64)
-
-
-@dataclass
-class ScannedTraceFile(TraceFile):
-    """A trace read as event columns: ``data`` holds the top-level keys but no traceEvents."""
-
-    scanned: ScannedEvents | None = None
-    _telemetry: tuple[list, float] | None = None
-
-    def keep_telemetry_only(self) -> None:
-        self._telemetry = self.telemetry_part()
-        self.scanned = None
-
-    def telemetry_part(self) -> tuple[list, float]:
-        from .telemetry import TELEMETRY_CATEGORIES
-
-        if self._telemetry is not None:
-            return self._telemetry
-        sc = self.scanned
-        numeric = np.isin(sc.kind[:, TS], (INT, DOUBLE)) & ~sc.complex
-        t0 = [float(v) for v in (sc.ints(TS)[numeric & (sc.kind[:, TS] == INT)].min(initial=np.iinfo(np.int64).max),
-                                 sc.floats(TS)[numeric & (sc.kind[:, TS] == DOUBLE)].min(initial=np.inf))]
-        cat_ok = np.array([c in TELEMETRY_CATEGORIES for c in sc.strings] + [False], bool)[sc.cat]
-        wanted = ((sc.ph == ord("C")) & cat_ok) | sc.complex  # complex: read whole, the general rules apply
-        events = [sc.event(i) for i in np.flatnonzero(wanted).tolist()]
-        t0 += [float(e["ts"]) for e in events if isinstance(e.get("ts"), (int, float))]
-        first = min(t0)
-        if not numeric.any() and not any(isinstance(e.get("ts"), (int, float)) for e in events):
-            first = 0.0
-        return events, first
-
-
-def rank_of(data: dict, path: Path | str = "") -> int | None:
-    """``distributedInfo.rank``, else ``.rank<r>.`` in the file name, else None."""
-    info = data.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return info["rank"]
-    m = _RANK_IN_NAME.search(Path(path).name)
-    return int(m.group(1)) if m else None
-
-
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; directories become their ``*.pt.trace.json[.gz]`` files (sorted)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted({f for g in TRACE_GLOBS for f in p.rglob(g)})
-            if not found:
-                raise ReportError(f"{p}: directory holds no *.pt.trace.json or *.pt.trace.json.gz files")
-            out.extend(found)
-        elif p.exists():
-            out.append(p)
-        else:
-            raise ReportError(f"{p}: no such trace file or directory")
-    if not out:
-        raise ReportError("no trace files given")
-    return out
-
-
-def load_traces(paths: Iterable[str | Path]) -> list[TraceFile]:
-    traces = []
-    for p in expand_paths(paths):
-        try:
-            data = load(p)
-        except TraceLoadError as exc:
-            raise ReportError(str(exc)) from None
-        traces.append(TraceFile(p, data, rank_of(data, p)))
-    return traces
+from ..trace.read.kineto import MERGED_RANK_PID_STRIDE  # noqa: F401 - rank r's pids in a merged view
 
 
 # ----------------------------------------------------------------------------- per-name stats
@@ -371,76 +260,97 @@ class Report:
     def inclusive_ns(self) -> int:
         return self.table.inclusive_ns
 
-    def to_dict(self) -> dict:
-        """The versioned JSON document (``docs/report-schema.md``)."""
-        from .report_schema import report_document
 
-        return report_document(self)
-
-
-def build_report(paths: Iterable[str | Path], *, categories: Sequence[str] | None = None, name: str | None = None,
+def build_report(inputs, *, categories: Sequence[str] | None = None, name: str | None = None,
                  start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
-                 sort_by: str = "total", top: int | None = None) -> Report:
+                 sort_by: str = "total", top: int | None = None, say=None) -> Report:
+    """The report of a TraceTable, or of the trace files, directories and stores ``inputs`` names (read by
+    ``trace.read.inputs.read_inputs``; ``say``: where its lines on skipped files go)."""
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
-    traces, tables = [], []
-    for path in expand_paths(paths):
-        trace, table = _read_for_report(path, categories)
-        traces.append(trace)
-        tables.append(table)
-    # Self times before filtering: a row's own time does not depend on which other names are shown.
-    table = EventTable.concat(tables).with_self_times()
-    table = table.filter(name=name, start_ms=start_ms, end_ms=end_ms)
-    stats = name_stats(table, by_rank=by_rank, sort_by=sort_by, top=top)
-    ranks = sorted({r for t in traces for r in (t.merged_ranks or ([t.rank] if t.rank is not None else []))})
-    from .telemetry import collector_units, telemetry_series_of
+    table = inputs if hasattr(inputs, "traces") else read_report_inputs(inputs, say=say)
+    return report_of(table, categories=categories, name=name, start_ms=start_ms, end_ms=end_ms, by_rank=by_rank,
+                     sort_by=sort_by, top=top)
 
-    telemetry = telemetry_series_of(t.telemetry_part() for t in traces)
-    units = collector_units(t.data for t in traces)
+
+REPORT_KINDS = ("slices", "counters")  # what a report reads of a trace
+
+
+def _metric_slice(name: str) -> bool:
+    """The only slices whose args a report reads: the per-kernel metric slices."""
+    return name.startswith(METRICS_PREFIX)
+
+
+def read_report_inputs(paths: Iterable[str | Path], say=None):
+    """The traces the paths stand for, as one TraceTable (``ReportError`` for what cannot be read)."""
+    from ..trace.read.inputs import InputsError, read_inputs
+    from ..trace.read.source import TraceLoadError
+    from ..trace.read.store import StoreError
+
+    paths = list(paths)
+    if not paths:
+        raise ReportError("no trace files given")
+    try:
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        return read_inputs(paths, kinds=REPORT_KINDS, slice_args=_metric_slice,
+                           counters=TELEMETRY_CATEGORIES.__contains__, say=say)
+    except (InputsError, TraceLoadError, StoreError) as exc:
+        raise ReportError(str(exc)) from None
+
+
+def check_times(table) -> None:
+    """Every trace's base time and event times are times a trace can hold; else one ``ReportError`` naming
+    the file, the event and the value (the reader counted them; a report refuses such a trace)."""
+    for info in table.traces:
+        if info.bad_base is not None:
+            raise ReportError(f"{info.origin}: baseTimeNanoseconds {info.bad_base!r} is not a time (an integer of "
+                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
+        if info.bad_times:
+            event, key, value = info.bad_times[0]
+            limit_us = (TIME_LIMIT_NS - abs(info.base_time_ns)) / 1000
+            raise ReportError(f"{info.origin}: event {event[:80]!r} has {key} {value!r}, which is not a time a trace "
+                              f"can hold (a finite number of microseconds below {limit_us:.3g} in magnitude)")
+        merged = set(info.merged_ranks)
+        if merged:
+            also = sorted({o.rank for o in table.traces if o is not info and o.named} & merged)
+            if also:
+                raise ReportError(f"{info.origin} is a merged view (xpuprof merge) of ranks {sorted(merged)}, and "
+                                  f"rank(s) {also} are read from their own traces too: give the merged view or the "
+                                  "rank traces, not both")
+
+
+def report_ranks(table) -> list[int]:
+    """The ranks the traces name (a merged view's ranks included; a rank taken from a position is none)."""
+    return sorted({r for info in table.traces
+                   for r in (info.merged_ranks or ([info.rank] if info.named else []))})
+
+
+def report_of(table, *, categories: Sequence[str] | None = None, name: str | None = None,
+              start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
+              sort_by: str = "total", top: int | None = None) -> Report:
+    """The report of a TraceTable (see ``build_report``)."""
+    from .intervals import METADATA_KEY as INTERVALS_KEY, combine
+    from .resources import METADATA_KEY as RESOURCES_KEY, resource_rows
+    from .telemetry import collector_units, telemetry_series
+
+    if start_ms is not None and end_ms is not None and end_ms <= start_ms:
+        raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
+    check_times(table)
+    # Self times before filtering: a row's own time does not depend on which other names are shown.
+    rows = EventTable.from_table(table, categories).with_self_times()
+    rows = rows.filter(name=name, start_ms=start_ms, end_ms=end_ms)
+    stats = name_stats(rows, by_rank=by_rank, sort_by=sort_by, top=top)
+    headers = [info.header for info in table.traces]
+    telemetry = telemetry_series(table)
+    units = collector_units(headers)
     for series in telemetry:
         series.unit = units.get((series.track, series.metric), "")
     filters = {"categories": list(categories) if categories else None, "name": name, "start_ms": start_ms,
                "end_ms": end_ms, "by_rank": by_rank, "sort": sort_by, "top": top}
-    from .intervals import METADATA_KEY as INTERVALS_KEY, combine
-    from .resources import METADATA_KEY as RESOURCES_KEY, resource_rows
-
-    resources = resource_rows((t.data.get(RESOURCES_KEY) for t in traces), [s.name for s in stats])
+    resources = resource_rows((h.get(RESOURCES_KEY) for h in headers), [s.name for s in stats])
     windowed = start_ms is not None or end_ms is not None  # the interval sums cover whole traces
-    intervals = {} if windowed else combine(((t.rank, t.data.get(INTERVALS_KEY)) for t in traces), by_rank)
-    return Report(stats, table, [str(t.path) for t in traces], ranks, int(table.self_ns.sum()) if len(table) else 0,
-                  telemetry, filters, resources, intervals)
-
-
-def _read_whole(sc: ScannedEvents) -> np.ndarray:
-    """The events the report reads whole rather than from columns: those the columns do not hold
-    exactly, telemetry counters and per-kernel metric slices (ScannedTraceFile.telemetry_part,
-    EventTable.from_scan)."""
-    from .telemetry import TELEMETRY_CATEGORIES
-
-    cat_ok = np.array([c in TELEMETRY_CATEGORIES for c in sc.strings] + [False], bool)[sc.cat]
-    metric = np.array([t.startswith(METRICS_PREFIX) for t in sc.strings] + [False], bool)[sc.name]
-    return sc.complex | ((sc.ph == ord("C")) & cat_ok) | ((sc.ph == ord("X")) & metric)
-
-
-def _read_for_report(path: Path, categories: Sequence[str] | None) -> tuple["TraceFile", EventTable]:
-    """The trace's slices as an EventTable: from event columns when the scanner can read the file
-    exactly (no dict per event), else from the loaded events."""
-    try:
-        sc = scan_stream(path, _read_whole)  # memory bounded by a block, not the file
-        if sc is None:
-            sc = scan(path)
-    except TraceLoadError as exc:
-        raise ReportError(str(exc)) from None
-    if sc is not None:
-        trace = ScannedTraceFile(path, sc.header, rank_of(sc.header, path), sc)
-        trace.keep_telemetry_only()  # read now: the table is built after the document's bytes go
-        table = EventTable.from_scan(trace, sc, categories, release=True)
-        if table is not None:
-            return trace, table
-    del sc
-    try:
-        data = load(path)
-    except TraceLoadError as exc:
-        raise ReportError(str(exc)) from None
-    trace = TraceFile(path, data, rank_of(data, path))
-    return trace, EventTable.from_trace(trace, categories)
+    intervals = {} if windowed else combine(((info.rank if info.named else None, h.get(INTERVALS_KEY))
+                                             for info, h in zip(table.traces, headers)), by_rank)
+    return Report(stats, rows, [info.origin for info in table.traces], report_ranks(table),
+                  int(rows.self_ns.sum()) if len(rows) else 0, telemetry, filters, resources, intervals)

@@ -19,10 +19,11 @@ from typing import Iterable
 
 import numpy as np
 
-from ..trace.read.load import TraceLoadError, load
-from ..trace.read.scan import scan
-from ..trace.read.stream import scan_stream
-from .report import ReportError, expand_paths, rank_of
+from ..trace.read.inputs import InputsError, expand_inputs, say_skipped
+from ..trace.read.kineto import read_header
+from ..trace.read.source import TraceLoadError
+from .event_table import ReportError
+from .trace_files import rank_of
 
 METADATA_KEY = "xpu_stall_sampling"
 ERROR_KEY = "xpu_stall_sampling_error"
@@ -80,16 +81,23 @@ class StallReport:
 
 
 def _header(path: Path) -> dict:
-    """The trace's top-level keys (its events are not needed)."""
+    """The trace's top-level keys (its events are not needed), from the one Kineto JSON reader."""
     try:
-        sc = scan_stream(path, lambda block: np.zeros(len(block), bool))  # no event read whole
-        if sc is None:
-            sc = scan(path)
-        if sc is not None:
-            return sc.header
-        return load(path)
+        return read_header(path)
     except TraceLoadError as exc:
         raise ReportError(str(exc)) from None
+
+
+def _trace_files(paths) -> list[Path]:
+    try:
+        got = expand_inputs(paths)
+    except InputsError as exc:
+        raise ReportError(str(exc)) from None
+    say_skipped(got.notes)
+    if got.stores:
+        raise ReportError(f"{got.stores[0]} is a trace store; --stalls reads trace files (the stall samples are "
+                          "in each trace's metadata)")
+    return got.traces
 
 
 def _kernel_lines(entry: dict, files: list[str], nreasons: int) -> list[LineStalls]:
@@ -124,7 +132,7 @@ def read_stalls(paths: Iterable[str | Path], *, by_rank: bool = False, name: str
     descriptions: dict[str, str] = {}
     merged: dict[tuple, KernelStalls] = {}
     sources, ranks, periods, notes = [], set(), set(), []
-    for path in expand_paths(paths):
+    for path in _trace_files(paths):
         head = _header(path)
         sources.append(str(path))
         md = head.get(METADATA_KEY)

@@ -7,8 +7,6 @@ and are left to the kernel table.
 """
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -60,33 +58,42 @@ def collector_units(headers: Iterable[dict]) -> dict[tuple[str, str], str]:
     return out
 
 
-def telemetry_series_of(parts: Iterable[tuple[Iterable[dict], float]]) -> list[TelemetrySeries]:
-    """Every telemetry series of the traces, in first-seen order, from (events, the trace's first timestamp)
-    pairs: a reader that holds the events as columns passes only its counter events and the first timestamp."""
-    cols: dict[tuple, tuple[list, list]] = {}
-    for events, t0 in parts:
-        for e in events:
-            if not isinstance(e, dict) or e.get("ph") != "C" or not isinstance(e.get("cat"), str) \
-                    or e["cat"] not in TELEMETRY_CATEGORIES:
-                continue
-            args = e.get("args")
-            if not isinstance(args, dict):
-                continue
-            for metric, v in args.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-                        and isinstance(e.get("ts", 0.0), (int, float)):
-                    # host rows are keyed "host", not by process id, so two runs' host tracks match
-                    row = "host" if e.get("cat") == "host_counter" else e.get("pid")
-                    if not isinstance(row, (str, int, float, type(None))):
-                        row = str(row)  # an unhashable pid still names a row
-                    ts, vals = cols.setdefault((str(e.get("name", "")), row, str(metric)), ([], []))
-                    ts.append((float(e.get("ts", 0.0)) - t0) / 1e3)
-                    vals.append(float(v))
+def telemetry_series(table) -> list[TelemetrySeries]:
+    """Every telemetry series of a TraceTable's traces, in first-seen order (file order, trace after trace):
+    one per (track, row, metric) of the counters that metric collectors (and PM sampling) write, its times
+    in ms since its trace's first event. A host row is keyed "host", not by its process id, so two runs'
+    host tracks match."""
+    keys: dict[tuple, int] = {}
+    codes, times, values = [], [], []
+    for trace, info in enumerate(table.traces):
+        c = table.columns("counters", trace)
+        if not len(c):
+            continue
+        strings = list(c.strings)
+        cat_ok = np.array([t in TELEMETRY_CATEGORIES for t in strings] + [False], bool)
+        value = np.asarray(c.value, np.float64)
+        rows = np.flatnonzero(cat_ok[c.cat] & np.isfinite(value))
+        if not len(rows):
+            continue
+        rows = rows[np.argsort(np.asarray(c.order)[rows], kind="stable")]  # file order; an event's metrics in order
+        sub = c.take(rows)
+        host = np.array([t == "host_counter" for t in strings] + [False], bool)[sub.cat]
+        for row, name, metric in zip(("host" if h else w for h, w in zip(host.tolist(), sub.where("pid"))),
+                                     sub.text("name"), sub.text("metric")):
+            codes.append(keys.setdefault((name or "", row, metric or ""), len(keys)))
+        times.append((np.asarray(sub.ts, np.int64) - (info.first_ts_ns or 0)) / 1e6)
+        values.append(np.asarray(sub.value, np.float64))
+    if not keys:
+        return []
+    code = np.asarray(codes, np.int64)
+    ts, vals = np.concatenate(times), np.concatenate(values)
+    by_key = np.argsort(code, kind="stable")
+    bounds = np.searchsorted(code[by_key], np.arange(len(keys) + 1))
     out = []
-    for (track, pid, metric), (ts, vals) in cols.items():
-        t, v = np.asarray(ts), np.asarray(vals)
-        order = np.argsort(t, kind="stable")
-        out.append(TelemetrySeries(track, pid, metric, t[order], v[order]))
+    for (track, pid, metric), k in keys.items():
+        sel = by_key[bounds[k]:bounds[k + 1]]
+        order = np.argsort(ts[sel], kind="stable")
+        out.append(TelemetrySeries(track, pid, metric, ts[sel][order], vals[sel][order]))
     return out
 
 

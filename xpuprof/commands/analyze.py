@@ -2,7 +2,8 @@
 ``profile.export_parquet``), HTA-compatible, on DuckDB in this process (default) or on a Ray cluster.
 
 Analyses: temporal, kernels, kernel-types, idle, overlap, queue, launch, memory-bw (HTA 0.5's
-definitions and numbers) and stragglers. Times are µs, as HTA gives them."""
+definitions and numbers) and stragglers (the ranks the others wait for in collectives, and in which
+steps). Times are µs, as HTA gives them."""
 from __future__ import annotations
 
 import sys
@@ -55,13 +56,31 @@ def register(subparsers) -> None:
     g.add_argument("--consecutive-kernel-delay", type=float, default=None, metavar="US",
                    help="idle: a gap shorter than this is kernel wait (HTA's default 30)")
     g.add_argument("--threshold-pct", type=float, default=None, metavar="PCT",
-                   help="stragglers: how much slower than the median rank counts (default 5)")
-    g.add_argument("--z", type=float, default=None, metavar="Z", help="stragglers: robust z-score bound (default 3.5)")
+                   help="stragglers: a rank is behind in a step when the others wait for it more than PCT %% of the "
+                        "step, and a straggler when that adds up to PCT %% of the run (default 5)")
+    g.add_argument("--min-us", type=float, default=None, metavar="US",
+                   help="stragglers: the least wait, µs, that makes a rank behind in a step (default 100)")
     p.set_defaults(func=run)
 
 
 OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_memory", "events", "runtime_cutoff",
-           "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "z")
+           "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "min_us")
+
+
+def _traces_hint(path: str) -> str:
+    """For a directory that is no store: the traces it holds by the one directory rule (``trace.read.inputs``),
+    and how to make a store of them."""
+    from pathlib import Path
+
+    from ..trace.read.inputs import expand_inputs, is_store_dir
+
+    if not Path(path).is_dir() or is_store_dir(path):
+        return ""
+    found = expand_inputs([path], strict=False).traces
+    if not found:
+        return ""
+    return (f"; it holds {len(found)} trace file(s) - make a store of them first: "
+            f"xpuprof convert {path} -o {path.rstrip('/')}.store")
 
 
 def run(args) -> int:
@@ -91,7 +110,8 @@ def run(args) -> int:
         with open_engine(args.store, args.engine, **engine_opts) as engine:
             result = run_analysis(args.analysis, engine, **options)
     except (StoreError, EngineError, AnalysisError) as exc:
-        print(f"xpuprof analyze: {exc}", file=sys.stderr)
+        print(f"xpuprof analyze: {exc}{_traces_hint(args.store) if isinstance(exc, StoreError) else ''}",
+              file=sys.stderr)
         return 2
     from ..analysis.text import terminal_width
 

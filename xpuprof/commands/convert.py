@@ -1,8 +1,8 @@
 """``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
 any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
 
-Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read (not recursively, as
-HTA reads a trace directory). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
+Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read, recursively (the rule every
+command shares: symbolic links, hidden entries and stores inside are skipped, and said). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
 in its file name, else its position among the inputs (the rank's metadata says which). A store that
 exists gets the ranks it lacks; a rank it has is refused unless ``--replace``. A bad input gets one
 line and the others are still converted (exit status 2 then)."""
@@ -23,26 +23,18 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def expand_inputs(inputs: list[str], store: Path) -> tuple[list[Path], list[str]]:
-    """(files in order, one error line per input that names nothing to convert)."""
-    files: list[Path] = []
-    errors: list[str] = []
+def expand_inputs(inputs: list[str], store: Path) -> tuple[list[Path], list[str], list[str]]:
+    """(trace files in order, one error line per input that names nothing to convert, one line per directory
+    on what it held that is not read) by the one directory rule (``trace.read.inputs``)."""
+    from ..trace.read.inputs import expand_inputs as expand
+
+    got = expand(inputs, strict=False)
+    errors = list(got.errors)
     store = store.resolve()
-    for text in inputs:
-        p = Path(text)
-        if p.is_dir():
-            if p.resolve() == store:
-                errors.append(f"{p}: is the output store itself")
-                continue
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith((".json", ".json.gz")))
-            if not found:
-                errors.append(f"{p}: directory holds no *.json or *.json.gz files")
-            files.extend(found)
-        elif p.exists():
-            files.append(p)
-        else:
-            errors.append(f"{p}: no such trace file or directory")
-    return files, errors
+    for s in got.stores:
+        errors.append(f"{s}: is the output store itself" if s.resolve() == store else
+                      f"{s}: is a trace store, not a trace file (convert reads Kineto JSON traces)")
+    return got.traces, errors, got.notes
 
 
 def _installed(package: str) -> bool:
@@ -63,8 +55,8 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     store = Path(args.output)
-    files, errors = expand_inputs(args.inputs, store)
-    for line in errors:
+    files, errors, notes = expand_inputs(args.inputs, store)
+    for line in notes + errors:
         print(f"xpuprof convert: {line}", file=sys.stderr)
     if args.rank is not None and len(files) != 1:
         print(f"xpuprof convert: --rank names the rank of one input; {len(files)} inputs given", file=sys.stderr)

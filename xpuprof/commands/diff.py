@@ -1,11 +1,14 @@
 """``xpuprof diff A B``: per-kernel time and metric deltas between two runs (traces, trace
-directories, ``summary.jsonl`` files or report JSON). Exits 1 when a kernel got slower by more
-than ``--threshold`` percent or, with EU stall samples on both sides (XPU traces recorded with stall
-sampling, or ``report --stalls`` JSON), a stall reason's share of a kernel's samples grew by more than
-``--threshold`` points; 2 on unusable input, 0 otherwise."""
+directories, ``summary.jsonl`` files or report JSON). Kernels are matched by identity: equal names, or
+one kernel whose parameters changed (``sim_gemm[numpy] n=128`` and ``n=512``: its time is shown, never a
+regression); kernels that differ only in parameters and cannot be paired one to one are said and left
+unpaired. Exits 1 when a kernel got slower by more than ``--threshold`` percent or, with EU stall
+samples on both sides (XPU traces recorded with stall sampling, or ``report --stalls`` JSON), a stall
+reason's share of a kernel's samples grew by more than ``--threshold`` points; 2 on unusable input, 0
+otherwise. ``xpuprof diff --history DIR RUN_DIR`` is ``xpuprof gate RUN_DIR --history DIR``: a run
+against its history, with statistics instead of a threshold."""
 from __future__ import annotations
 
-import io
 import sys
 
 from ..analysis.diff import (TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry,
@@ -16,8 +19,9 @@ from ..trace.builder.columns import encode_json
 def register(subparsers) -> None:
     p = subparsers.add_parser("diff", help="compare kernel times and metrics of two runs (non-zero exit on regression)",
                               description=__doc__)
-    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON")
-    p.add_argument("b", metavar="B", help="candidate, same kinds as A")
+    p.add_argument("a", metavar="A", help="baseline: trace, trace directory, summary.jsonl or report JSON (with "
+                                          "--history: the run directory to gate)")
+    p.add_argument("b", metavar="B", nargs="?", default=None, help="candidate, same kinds as A (not with --history)")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="a kernel slower by more than PCT percent is a regression (default 5); with EU stall samples "
                         "on both sides, a stall reason whose share of a kernel's samples grew by more than PCT "
@@ -25,10 +29,17 @@ def register(subparsers) -> None:
     p.add_argument("--field", default="avg", choices=TIME_FIELDS, help="time compared per kernel (default avg)")
     p.add_argument("--min-us", type=float, default=0.0, metavar="US",
                    help="ignore kernels faster than US microseconds on both sides")
-    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.add_argument("--format", default="table", choices=("table", "json", "html"),
+                   help="table (default), json; html with --history (a history plot per kernel, needs -o)")
     p.add_argument("--all", action="store_true", help="also list unchanged kernels")
     p.add_argument("--wide", action="store_true",
                    help="every column, however wide the terminal (default: the tables fit it)")
+    from .gate import add_gate_options
+
+    gate = p.add_argument_group("--history DIR: the run A against its history, as `xpuprof gate` (statistics "
+                                "instead of --threshold)")
+    add_gate_options(gate, history_required=False)
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="with --history: write to FILE")
     p.set_defaults(func=run)
 
 
@@ -48,9 +59,10 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
     rows = [r for r in result.rows if show_all or r.status != "same"]
     title = (f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
              f"{len(result.regressions)} regression(s)")
+    notes = _pairing_notes(result)
     if not rows:
         return render_table([], [], title=title, width=width, boxed=False) + \
-            "no kernel changed by more than the threshold\n"
+            "no kernel changed by more than the threshold\n" + notes
     metrics = list(dict.fromkeys(m for r in rows for m in r.metrics))
     points = any(r.point for r in rows)
     field = result.field.capitalize()
@@ -61,18 +73,47 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
     cells = []
     for r in rows:
         pct = r.delta_pct
+        name = f"{r.name} -> {r.b_name} ({r.note})" if r.b_name else r.name
+        status = {"params": "params changed"}.get(r.status, r.status)
         line = ([r.point] if points else []) + [
-            r.name, r.status, format_ns(r.a_ns) if r.a_ns is not None else "-",
+            name, status, format_ns(r.a_ns) if r.a_ns is not None else "-",
             format_ns(r.b_ns) if r.b_ns is not None else "-", f"{pct:+.1f} %" if pct is not None else "-",
             f"{r.a_calls:,}/{r.b_calls:,}"]
         for m in metrics:
             a, b = r.metrics.get(m, (None, None))
             line.append(_signed(b - a, units.get(m, "")) if a is not None and b is not None else "-")
         cells.append(line)
-    return render_table(columns, cells, title=title, width=width)
+    return render_table(columns, cells, title=title, width=width) + notes
+
+
+def _pairing_notes(result: DiffResult) -> str:
+    """What kernel identity paired across problem sizes, and what it could not pair (one line each)."""
+    lines = []
+    paired = [r for r in result.rows if r.match == "params"]
+    if paired:
+        lines.append(f"{len(paired)} kernel(s) matched by identity with changed parameters (shown, never counted as "
+                     "regressions: another problem size is another measurement)")
+    lines += [f"not paired: {note}" for note in dict.fromkeys(r.note for r in result.rows if r.match == "ambiguous")]
+    return "".join(line + "\n" for line in lines)
 
 
 def run(args) -> int:
+    if args.history:
+        if args.b is not None:
+            print(f"xpuprof diff: with --history give one run directory (the run to judge against the history), "
+                  f"not two: {args.a} {args.b}", file=sys.stderr)
+            return 2
+        from .gate import run_gate
+
+        return run_gate(args, args.a, "xpuprof diff --history")
+    if args.b is None:
+        print("xpuprof diff: give two runs to compare (A B), or one run directory with --history DIR",
+              file=sys.stderr)
+        return 2
+    if args.format == "html" or args.output or args.accept:
+        print("xpuprof diff: --format html, -o and --accept apply with --history (a run against its history)",
+              file=sys.stderr)
+        return 2
     try:
         result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
                       min_ns=args.min_us * 1000.0)

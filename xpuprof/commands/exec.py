@@ -2,13 +2,18 @@
 process it starts (a script, ``python -m``, torchrun, mpirun/srun launching Python; their children too),
 and Intel PTI's view library preloaded so SYCL programs are captured from their first call.
 
-What is recorded (one trace per process, in --out, named host/pid with the rank inside):
+What is recorded (one trace per process, in --out, named <host>_<pid>.<ts>.pt.trace.json with the rank
+inside; each process says on stderr where it wrote its trace):
   (default)                 the whole run of each process
   --delay S --duration S    a window of the run
   --iterations N            N iterations (torch optimizer steps or xpuprof.step()), from --start-iteration
-  --on-demand               nothing until a request arrives: dynolog (``dyno gputrace``) or ``xpuprof trigger``
+  --on-demand               nothing until a request arrives: dynolog (``dyno gputrace``) or ``xpuprof trigger``;
+                            with --out, those traces go to --out too (else where each request names them)
 What each trace holds: a Kineto config (--config FILE, --set KEY=VALUE: ACTIVITY_TYPES,
 XPUPTI_PROFILER_METRICS, PROFILE_WITH_STACK, ...).
+
+--out is checked before the command starts (created if missing, a file written and removed there): a
+directory that cannot hold the traces is one line, exit 2, and nothing runs.
 
 The command replaces this process (same pid): its exit status, output and signals are its own.
 """
@@ -21,6 +26,8 @@ import sys
 
 from ._options import non_negative_int, non_negative_seconds, positive_int
 
+DEFAULT_OUT = "xpuprof-traces"
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("exec", help="run a command with xpuprof in every Python process it starts",
@@ -28,7 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("--config", metavar="FILE", help="a Kineto config file (KEY=VALUE lines)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="one more Kineto config line (repeatable; after --config, so it wins)")
-    p.add_argument("--out", default="xpuprof-traces", metavar="DIR", help="trace directory (default ./xpuprof-traces)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help=f"trace directory (default ./{DEFAULT_OUT}); with --on-demand, requests' traces go there too")
     when = p.add_argument_group("when (default: the whole run)")
     when.add_argument("--delay", type=non_negative_seconds, default=None, metavar="S",
                       help="start S seconds after each process starts")
@@ -71,6 +79,8 @@ def policy_from_args(args):
         ProfilerConfig.from_kineto(kc)
     except ValueError as exc:
         raise ValueError(f"the config cannot be recorded: {exc}") from None
+    out_given = args.out is not None
+    out = os.path.abspath(args.out if out_given else DEFAULT_OUT)  # one directory, whatever cwd each process has
     timed = args.delay is not None or args.duration is not None
     if sum([timed, args.iterations is not None, args.on_demand]) > 1:
         raise ValueError("--delay/--duration, --iterations and --on-demand choose different captures: give one")
@@ -81,17 +91,35 @@ def policy_from_args(args):
             raise ValueError("--delay needs --duration S (a positive number of seconds)")
         if not args.duration:
             raise ValueError("--duration must be a positive number of seconds")
-        return ExecPolicy(mode="window", out_dir=args.out, config_text=text, delay_s=args.delay or 0.0,
+        return ExecPolicy(mode="window", out_dir=out, out_given=out_given, config_text=text, delay_s=args.delay or 0.0,
                           duration_s=args.duration)
     if args.iterations is not None:
-        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=args.iterations,
-                          start_iteration=args.start_iteration)
+        return ExecPolicy(mode="iterations", out_dir=out, out_given=out_given, config_text=text,
+                          iterations=args.iterations, start_iteration=args.start_iteration)
     if args.on_demand:
-        return ExecPolicy(mode="on-demand", out_dir=args.out, config_text=text)
+        return ExecPolicy(mode="on-demand", out_dir=out, out_given=out_given, config_text=text)
     if kc.iteration_mode:  # the config itself asks for iterations (Kineto's keys)
-        return ExecPolicy(mode="iterations", out_dir=args.out, config_text=text, iterations=kc.activities_iterations,
-                          start_iteration=max(0, kc.profile_start_iteration))
-    return ExecPolicy(mode="run", out_dir=args.out, config_text=text)
+        return ExecPolicy(mode="iterations", out_dir=out, out_given=out_given, config_text=text,
+                          iterations=kc.activities_iterations, start_iteration=max(0, kc.profile_start_iteration))
+    return ExecPolicy(mode="run", out_dir=out, out_given=out_given, config_text=text)
+
+
+def check_out_writable(policy) -> str | None:
+    """``--out`` can hold the traces: created when missing, a real file written and removed there (a read-only
+    filesystem, missing permissions, a file in the way are found now, not after the whole command ran). The
+    one-line problem, or None. With ``--on-demand`` and no ``--out``, nothing is written there: not checked."""
+    import tempfile
+
+    if policy.mode == "on-demand" and not policy.out_given:
+        return None
+    try:
+        os.makedirs(policy.out_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=policy.out_dir, prefix=".xpuprof-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"--out {policy.out_dir}: cannot write traces there: {exc.strerror or exc}"
+    return None
 
 
 def _isolating_flags(command: list[str]) -> str:
@@ -120,6 +148,9 @@ def run(args) -> int:
         policy = policy_from_args(args)
     except ValueError as exc:
         return _fail(str(exc))
+    problem = check_out_writable(policy)
+    if problem:
+        return _fail(problem)
     env = child_environment(policy)
     isolating = _isolating_flags(command)
     if isolating:

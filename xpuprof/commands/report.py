@@ -9,11 +9,10 @@ import io
 import sys
 
 from ..analysis.report import Report, ReportError, build_report
-from ..analysis.text import format_ns
+from ..analysis.report_render import FORMATS, render  # noqa: F401 - the renderers of a report
 from ..trace.builder.columns import encode_json
 from ._options import UsageError, check_categories, output_format, top_count
 
-FORMATS = ("table", "csv", "json", "html")
 
 
 def register(subparsers) -> None:
@@ -29,7 +28,10 @@ def register(subparsers) -> None:
     p.add_argument("--cat", action="append", default=None, metavar="CATEGORY",
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
-    p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
+    p.add_argument("--by-rank", action="store_true",
+                   help="one row per (rank, kernel) instead of all ranks together, and with two ranks or more the "
+                        "per-rank view: what each rank waits in collectives against the others, and the ranks they "
+                        "wait for (as `xpuprof analyze STORE stragglers`)")
     p.add_argument("--sort", default=None, metavar="KEY",
                    help="total (the default), self, calls, avg, max, name, or a metric column: "
                         "'<metric>[::<unit>][ mean|min|max]'; with --by op torch's keys (default cpu_time_total)")
@@ -47,105 +49,12 @@ def register(subparsers) -> None:
     p.add_argument("--wide", action="store_true",
                    help="every column, however wide the terminal (default: the table fits it, columns left out "
                         "are named under it)")
+    p.add_argument("--history", default=None, metavar="DIR",
+                   help="with --format html and one run directory (what `xpuprof run` wrote): add a history plot "
+                        "per kernel from the run history in DIR (`xpuprof gate`'s verdicts)")
     p.set_defaults(func=run)
 
 
-
-
-def _by_rank(report: Report) -> bool:
-    return any(s.rank is not None for s in report.stats)
-
-
-def to_csv(report: Report) -> str:
-    metrics = report.metric_names
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    by_rank = _by_rank(report)
-    name = "kernel" if set(report.categories) <= {"kernel"} else "name"  # what the rows are
-    w.writerow((["rank"] if by_rank else []) + [name, "calls", "total_ns", "self_ns", "pct", "avg_ns", "min_ns",
-                                                "max_ns"]
-               + [f"{m}::{report.table.units.get(m, '')}" if report.table.units.get(m) else m for m in metrics]
-               + [f"{m} {stat}" for m in metrics for stat in ("min", "max")] + _interval_keys(report))
-    for s in report.stats:
-        w.writerow(([s.rank] if by_rank else []) + [s.name, s.calls, s.total_ns, s.self_ns, f"{s.pct:.4f}",
-                                                    f"{s.avg_ns:.3f}", s.min_ns, s.max_ns]
-                   + [s.metrics.get(m, "") for m in metrics]
-                   + [d.get(m, "") for m in metrics for d in (s.metric_min, s.metric_max)]
-                   + [report.interval_of(s).get(key, "") for key in _interval_keys(report)])
-    return buf.getvalue()
-
-
-def _interval_keys(report: Report) -> list[str]:
-    """The submission-interval columns (unitrace -s) when the traces carry them."""
-    from ..analysis.intervals import COLUMNS
-
-    return [key for key, *_ in COLUMNS] if report.intervals else []
-
-
-def _title(report: Report) -> str:
-    traces = f"{len(report.sources)} trace{'s' if len(report.sources) != 1 else ''}"
-    ranks = f", ranks {', '.join(map(str, report.ranks))}" if report.ranks else ""
-    if report.nests:
-        return (f"{report.title} ({traces}{ranks}, {len(report.table):,} rows covering {format_ns(report.total_ns)}; "
-                "self time leaves out the rows nested inside)")
-    return f"{report.title} ({traces}{ranks}, {len(report.table):,} instances, {format_ns(report.total_ns)} total)"
-
-
-def text_table(report: Report, width: int | None = None) -> str:
-    """The per-name table as text, fitted to ``width`` (``analysis.tables``: the label set ``run`` shares)."""
-    from ..analysis.intervals import COLUMNS as INTERVALS
-    from ..analysis.tables import stats_table
-
-    return stats_table(report.stats, units=report.table.units, nests=report.nests, title=_title(report), width=width,
-                       sort_by=report.filters.get("sort") or "total",
-                       intervals=[(k, label) for k, label, *_ in INTERVALS][:2] if report.intervals else None,
-                       interval_of=report.interval_of)
-
-
-def telemetry_table(report: Report, width: int | None = None) -> str:
-    """Mean, peak and min of each telemetry series, in its unit (``[no unit]`` when the trace gives none)."""
-    from ..analysis.text import Column, format_count, format_value, render_table
-
-    unitless = any(not t.unit for t in report.telemetry)
-    head = " [no unit]" if unitless and not any(t.unit for t in report.telemetry) else ""
-    columns = [Column("Track", "left", wrap=True, min_width=10), Column("Row"),
-               Column("Metric", "left", wrap=True, min_width=10), Column("Samples"),
-               Column(AVG + head), Column(PEAK + head), Column(MIN + head)]
-    rows = [[t.track, str(t.pid), t.metric, format_count(len(t.values)),
-             *(format_value(v, t.unit) for v in (t.mean, t.peak, t.low))] for t in report.telemetry]
-    return render_table(columns, rows, title="Telemetry (counter tracks)", width=width)
-
-
-AVG, PEAK, MIN = "Avg", "Peak", "Min"
-
-
-def _nothing_found(report: Report) -> str:
-    """One line for a report with no rows: what was looked for, and where."""
-    asked = report.filters.get("categories")
-    what = ", ".join(asked) if asked else "kernel, copy, fill or host range"
-    where = ", ".join(report.sources) if len(report.sources) <= 3 else f"{len(report.sources)} traces"
-    narrowed = [f"--{k} {v}" for k, v in (("name", report.filters.get("name")), ("start", report.filters.get("start_ms")),
-                                          ("end", report.filters.get("end_ms"))) if v is not None]
-    return f"no {what} events in {where}" + (f" matching {' '.join(narrowed)}" if narrowed else "") + "\n"
-
-
-def render(report: Report, fmt: str, width: int | None = None) -> str:
-    if fmt == "csv":
-        return to_csv(report)
-    if fmt == "json":
-        return encode_json(report.to_dict()).decode() + "\n"
-    if fmt == "html":
-        from ..analysis.html import render as render_html
-
-        return render_html(report, ranks=report.ranks_view)
-    text = text_table(report, width) if report.stats else _nothing_found(report)
-    if report.telemetry:
-        text += "\n" + telemetry_table(report, width)
-    if report.resources:
-        from ..analysis.resources import resources_text
-
-        text += "\n" + resources_text(report.resources, width)
-    return text
 
 
 def stall_report(args) -> str:
@@ -178,9 +87,8 @@ def _width(args) -> int | None:
 
 def op_report(args) -> str:
     """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``)."""
-    from ..analysis.report import expand_paths
     from ..analysis.summary import KeyAverages
-    from ..trace.read.load import TraceLoadError, load
+    from ..analysis.trace_files import load_traces
     from ..trace.read.store import is_store
 
     if any(is_store(t) for t in args.traces):
@@ -190,15 +98,12 @@ def op_report(args) -> str:
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
                           "--format, --wide and -o")
-    evs: list = []
+    traces = load_traces(args.traces, say=_say)
+    evs = [e for t in traces for e in (t.data.get("traceEvents") or []) if isinstance(e, dict)]
     meta: dict = {}
-    try:
-        for path in expand_paths(args.traces):
-            data = load(path)
-            evs.extend(e for e in (data.get("traceEvents") or []) if isinstance(e, dict))
-            meta = {**data, "traceEvents": None, **meta}
-    except TraceLoadError as exc:
-        raise ReportError(str(exc)) from None
+    for t in traces:
+        meta = {**t.data, "traceEvents": None, **meta}
+    files = [t.path for t in traces]
     try:
         avgs = KeyAverages.from_events(evs, metadata=meta)
     except ValueError as exc:  # a time no trace can hold: named with its event
@@ -212,7 +117,7 @@ def op_report(args) -> str:
     if args.format == "html":
         from ..analysis.html import render_ops
 
-        return render_ops(avgs, rows, sources=[str(p) for p in expand_paths(args.traces)])
+        return render_ops(avgs, rows, sources=[str(p) for p in files])
     if args.format == "json":
         return encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
@@ -231,32 +136,41 @@ def op_report(args) -> str:
 
 
 def _build(args) -> Report:
-    """The kernel report of trace files, or of a trace store (one STORE given)."""
+    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way;
+    with the per-rank view (stragglers) where it is wanted (``_ranks_view_wanted``)."""
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
-    if not stores:
-        return build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                            by_rank=args.by_rank, sort_by=args.sort, top=args.top)
-    if len(args.traces) > 1:
+    if stores and len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
-    from ..analysis.engines import EngineError
-    from ..analysis.store_report import build_store_report
+    report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                          by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
+    if not _ranks_view_wanted(args, report):
+        return report
+    from ..analysis.cluster import stragglers
+
+    if not stores:
+        from ..trace.read.inputs import expand_inputs
+
+        report.ranks_view = stragglers.from_traces(expand_inputs(args.traces).traces)
+        return report
+    from ..analysis.engines import EngineError, open_engine
     from ..trace.read.store import StoreError
 
     try:
-        report = build_store_report(stores[0], categories=args.cat, name=args.name, start_ms=args.start,
-                                    end_ms=args.end, by_rank=args.by_rank, sort_by=args.sort, top=args.top)
-        if args.format == "html":  # the per-rank view: step time per rank, stragglers
-            from ..analysis.cluster import stragglers
-            from ..analysis.engines import open_engine
-
-            with open_engine(stores[0]) as engine:
-                report.ranks_view = stragglers.run(engine)[0]
+        with open_engine(stores[0]) as engine:
+            report.ranks_view = stragglers.run(engine)
     except (StoreError, EngineError) as exc:
         raise ReportError(str(exc)) from None
     return report
+
+
+def _ranks_view_wanted(args, report: Report) -> bool:
+    """The per-rank view (``analyze stragglers``: what each rank waits for the others, the ranks they wait
+    for) goes with ``--by-rank`` and in every HTML report, when the traces hold two ranks or more; CSV
+    holds one table, the per-name one."""
+    return args.format != "csv" and (args.by_rank or args.format == "html") and len(report.ranks) >= 2
 
 
 def run(args) -> int:
@@ -283,11 +197,40 @@ def run(args) -> int:
         return _emit(args, text)
     args.sort = args.sort or "total"
     try:
+        history = _history_sections(args)
         report = _build(args)
     except ReportError as exc:
         print(f"xpuprof report: {exc}", file=sys.stderr)
         return 2
+    if history:
+        from ..analysis.html import render as render_html
+
+        return _emit(args, render_html(report, ranks=report.ranks_view, extra_sections=history))
     return _emit(args, render(report, args.format, _width(args)))
+
+
+def _history_sections(args) -> list[str]:
+    """``--history DIR``: the gate's history plots of the one run directory given (``ReportError`` when the
+    report is not an HTML page of one run directory, or the history cannot be read)."""
+    if not getattr(args, "history", None):
+        return []
+    if args.format != "html" or len(args.traces) != 1:
+        raise ReportError("--history adds history plots to the HTML report of one run directory: give one "
+                          "directory `xpuprof run` wrote and --format html")
+    from ..analysis.gate import GateOptions, gate_run_dir
+    from ..analysis.history import HistoryError
+    from ..analysis.history_html import history_sections
+    from ..analysis.run_records import RunDirError
+
+    try:
+        return history_sections(gate_run_dir(args.traces[0], args.history, GateOptions()))
+    except (RunDirError, HistoryError, ValueError) as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _say(line: str) -> None:
+    """A line on what a directory held that is not read (``trace.read.inputs``)."""
+    print(f"xpuprof report: {line}", file=sys.stderr)
 
 
 def _emit(args, text: str) -> int:

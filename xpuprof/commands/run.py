@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..config.experiment import point_hash
 from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
 from ..trace.builder.columns import encode_json
-from ._options import top_count
+from ._options import positive_int, top_count
+
+DEFAULT_KEEP = 200  # analysis.history.DEFAULT_KEEP (not imported here: `xpuprof --help` stays light)
 
 # One JSON object on one line. Not ".json": HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz
 # in a directory as a rank's trace, and the summary sits beside a single point's traces.
@@ -43,6 +46,11 @@ def register(subparsers) -> None:
                    help="kernels shown per point in the summary (a positive integer, or 'all')")
     p.add_argument("--wide", action="store_true",
                    help="every column of the summary tables, however wide the terminal (default: they fit it)")
+    p.add_argument("--history", default=None, metavar="DIR",
+                   help="append each point's per-kernel and per-range call statistics to the run history in DIR "
+                        "(created if new; overrides the config's history:); `xpuprof gate` compares a run with it")
+    p.add_argument("--keep", type=positive_int, default=None, metavar="N",
+                   help=f"history retention: each series keeps its newest N runs (default {DEFAULT_KEEP})")
     xpu = p.add_argument_group("XPU (unitrace's flags; added to the config's kernels: and stall_sampling:)")
     xpu.add_argument("--include-kernels", action="append", default=[], metavar="REGEXES",
                      help='keep only kernels whose name matches one of the comma-separated regexes (quote an item '
@@ -120,13 +128,13 @@ def _kernels(result) -> tuple[list, dict]:
 
 def _store_kernels(partitions) -> list:
     """The kernel rows of this process's store partitions (one per trace), merged by name."""
-    from ..analysis.report import NameStat
-    from ..analysis.store_report import build_store_report
+    from ..analysis.report import NameStat, build_report
+    from ..trace.read.store_table import read_store
 
     merged: dict[str, NameStat] = {}
     for part in partitions:
         rank = int(part.name.split("=", 1)[1])
-        for s in build_store_report(part.parent, ranks=[rank]).stats:
+        for s in build_report(read_store(part.parent, ranks=[rank], kinds=("slices",))).stats:
             got = merged.get(s.name)
             if got is None:
                 merged[s.name] = s
@@ -282,7 +290,7 @@ def run(args) -> int:
         return 0
 
     multi = len(cfg.points) > 1
-    problem = check_outputs_writable(cfg, multi)
+    problem = _check_history(args, cfg) or check_outputs_writable(cfg, multi)
     if problem is not None:
         print(f"xpuprof run: {problem}", file=sys.stderr)
         return 2
@@ -326,6 +334,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
             guard.phase = "summarizing the traces"
             stats, units = _kernels(result)
             records.append(_point_record(result, stats, units))
+            records[-1]["config_hash"] = point_hash(cfg, pt)
             point_stats.append(stats)
             if result.interrupted is not None or guard.signum is not None:
                 interrupted = result.interrupted or guard.interrupted
@@ -342,6 +351,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     summary = {"kind": "xpuprof-run-summary", "xpuprof_version": __version__, "name": cfg.name,
                "config": str(Path(args.config)), "overrides": list(args.overrides), "host": socket.gethostname(),
                "pid": os.getpid(), "started": started, "elapsed_s": round(time.time() - started, 3),
+               **_where_it_ran(args),
                "interrupted": None if interrupted is None else {"signal": interrupted.signal_name,
                                                                  "during": guard.during},
                "points": records}
@@ -363,4 +373,53 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                       f"{len(records)} of {len(cfg.points)} point(s) recorded", markup=False)
         return interrupted.exit_status
     console.print(f"summary: {path}", markup=False)
-    return 1 if any(r["error"] for r in records) else 0
+    status = 1 if any(r["error"] for r in records) else 0
+    history = history_dir(args, cfg)
+    if history is not None:
+        status = max(status, _append_history(console, history, out_dir, args.keep))
+    return status
+
+
+def history_dir(args, cfg: BenchmarkConfig) -> str | None:
+    return args.history if getattr(args, "history", None) else cfg.history
+
+
+def _check_history(args, cfg: BenchmarkConfig) -> str | None:
+    """The history directory usable (created if new): checked before any workload runs."""
+    directory = history_dir(args, cfg)
+    if directory is None:
+        return None
+    from ..analysis.history import History, HistoryError
+
+    try:
+        History(directory).ensure()
+    except (HistoryError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def _where_it_ran(args) -> dict:
+    """The summary's machine fingerprint and git revision (the history's keys), when a history may be kept
+    or gated later: always, since `xpuprof gate RUN_DIR` reads them from any run."""
+    from ..analysis.history import git_revision, machine_fingerprint
+
+    return {"machine": machine_fingerprint(), "git": git_revision(Path(args.config).resolve().parent)}
+
+
+def _append_history(console, directory: str, out_dir: Path, keep: int | None) -> int:
+    """Append this run's points to the history; 0, or 1 when they could not be written (said)."""
+    from ..analysis.history import DEFAULT_KEEP as KEEP, History, HistoryError
+    from ..analysis.run_records import RunDirError, records_from_run_dir
+
+    try:
+        got = records_from_run_dir(out_dir, source="run --history")
+        history = History(directory)
+        written = [history.append(run, keep=keep or KEEP) for run in got.runs]
+    except (RunDirError, HistoryError, OSError) as exc:
+        console.print(f"xpuprof run: history not written: {exc}", markup=False)
+        return 1
+    for line in got.skipped:
+        console.print(f"history: {line}", markup=False)
+    for path in written:
+        console.print(f"history: {path}", markup=False)
+    return 0

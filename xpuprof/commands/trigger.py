@@ -1,32 +1,44 @@
 """``xpuprof trigger``: ask running processes for a trace, as ``dyno gputrace`` asks them.
 
 Sends dynolog's ``setKinetOnDemandRequest`` (the dyno CLI's request) to the dynolog at ``--host``/``--port``
-(default localhost:1778), or to every ``--hosts H[:P],...`` with one shared future start time, and prints
-what matched and where the traces will be. With no dynolog on this machine (and no address given), it
-acts as the daemon itself for one poll interval: the local processes of your user that poll (processes
-that imported xpuprof with KINETO_USE_DAEMON=1, or run under ``xpuprof exec --on-demand``) get the request.
+(default localhost:1778), or to every ``--hosts H[:P],...`` with one shared future start time. With no dynolog on
+this machine (and no address given), it acts as the daemon itself for one poll interval: the local processes of
+your user that poll (processes that imported xpuprof with KINETO_USE_DAEMON=1, or run under ``xpuprof exec``)
+get the request.
 
-``--pause`` / ``--resume`` instead control the processes' running capture (a process under ``xpuprof exec``:
-its whole run, or an on-demand capture); through the embedded daemon each process's outcome is printed.
+On this machine (embedded, or a dynolog at localhost), each xpuprof process answers: the trigger prints, per
+process, where its trace was written - waiting for it, up to --timeout - or why not (busy with another capture,
+refused, exited before writing). Without --log-file, each process names its trace by the project's one rule,
+<its trace dir>/<host>_<pid>.<ts>.pt.trace.json (KINETO_ONDEMAND_TRACE_DIR, default /tmp/), which
+``xpuprof report DIR``, TensorBoard and HTA find.
 
-Exit status: 0 when at least one process was triggered (paused or resumed), 1 when none was (no match, all
-busy, no daemon, no capture running), 2 for bad options.
+``--pause`` / ``--resume`` instead control the processes' running capture (a process under ``xpuprof exec``: its
+whole run, or an on-demand capture); ``--cancel`` drops a pending capture (nothing recorded) or stops a recording
+one now (its trace is written). Each process's outcome is printed.
+
+Exit status: 0 when at least one process was triggered (or its capture paused, resumed, cancelled) and none of
+the triggered ones failed to write its trace; 1 when none was (no match, all busy, no daemon, no capture
+running) or a triggered process exited or failed before writing; 2 for bad options, a request every process
+would refuse (a config over 64 KiB, a start more than an hour ahead, a kernel pattern that backtracks), or a
+daemon answer that is not dynolog's.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import socket
 import sys
 import time
 
-from ..config.kineto import ondemand_trace_dir
 from ._options import non_negative_int, positive_int, positive_seconds, tcp_port
 
 DEFAULT_START_DELAY_S = 10.0  # dynolog's unitrace.py --start-time-delay
-CONTROL_PROCESS_LIMIT = 1 << 30  # --pause/--resume reach every matching process (dynolog reads an int32)
+CONTROL_PROCESS_LIMIT = 1 << 30  # --pause/--resume/--cancel reach every matching process (dynolog reads an int32)
+ANSWER_GRACE_S = 2.0  # past a process's next poll, how long its first answer is awaited
+WRITE_MARGIN_S = 60.0  # past the end of a duration capture, how long its trace's build and write are awaited
+ITERATIONS_TIMEOUT_S = 300.0  # an iteration capture: how long it is awaited by default
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 def register(subparsers) -> None:
@@ -58,8 +70,9 @@ def register(subparsers) -> None:
     what.add_argument("--start-delay", type=positive_seconds, default=None, metavar="S",
                       help=f"start S seconds from now (--hosts default: {DEFAULT_START_DELAY_S:g})")
     what.add_argument("--log-file", default=None, metavar="PATH",
-                      help="trace file; each process writes PATH with _<pid> before .json "
-                           "(default: <KINETO_ONDEMAND_TRACE_DIR or /tmp>/xpuprof_<host>.json)")
+                      help="trace file; each process writes PATH with _<pid> before .json, as Kineto names it "
+                           "(default: each xpuprof process writes <its KINETO_ONDEMAND_TRACE_DIR or /tmp>/"
+                           "<host>_<pid>.<ts>.pt.trace.json, the one naming rule)")
     what.add_argument("--record-shapes", action="store_true")
     what.add_argument("--with-stacks", action="store_true")
     what.add_argument("--with-flops", action="store_true")
@@ -74,6 +87,16 @@ def register(subparsers) -> None:
                           "on-demand capture); the paused span is marked in the trace")
     ctl.add_argument("--resume", dest="control", action="store_const", const="resume",
                      help="resume collection paused by --pause")
+    ctl.add_argument("--cancel", dest="control", action="store_const", const="cancel",
+                     help="cancel the processes' pending capture (waiting for its start time, first step or start "
+                          "iteration: no trace), or stop a recording one now (its trace is written)")
+    waiting = p.add_argument_group("answers (processes on this machine)")
+    waiting.add_argument("--no-wait", action="store_true",
+                         help="return once each process said whether its capture started (default: wait for the "
+                              "traces to be written)")
+    waiting.add_argument("--timeout", type=positive_seconds, default=None, metavar="S",
+                         help="wait at most S seconds for the traces (default: the capture's length + 60 s; "
+                              f"{ITERATIONS_TIMEOUT_S:g} s for --iterations)")
     p.add_argument("--json", action="store_true", help="print the answers as JSON")
     p.set_defaults(func=run)
 
@@ -141,21 +164,20 @@ def run(args) -> int:
     start_ms = args.start_time
     if not start_ms and (args.start_delay or (hosts and not args.iterations)):
         start_ms = int((time.time() + (args.start_delay or DEFAULT_START_DELAY_S)) * 1000)
-    host_label = socket.gethostname() if not hosts else "{host}"
-    log_file = args.log_file or f"{ondemand_trace_dir()}xpuprof_{host_label}.json"
-    if not os.path.isabs(log_file.replace("{host}", "h")) or ".." in log_file:
+    log_file = args.log_file
+    if log_file is not None and (not os.path.isabs(log_file.replace("{host}", "h")) or ".." in log_file):
         return _fail(f"--log-file {log_file!r}: give an absolute path without '..' (processes confine traces to "
                      "/tmp/ or their KINETO_ONDEMAND_TRACE_DIR)")
 
-    def config_for(host: str) -> str:
+    def config_for(host: str, extra_lines=()) -> str:
         return trigger.gputrace_config(
-            log_file=log_file.replace("{host}", host), duration_ms=args.duration_ms, iterations=args.iterations or 0,
-            start_time_ms=start_ms, iteration_roundup=args.iteration_roundup, record_shapes=args.record_shapes,
-            with_stacks=args.with_stacks, with_flops=args.with_flops, with_modules=args.with_modules,
-            profile_memory=args.profile_memory, extra=args.extra)
+            log_file=log_file.replace("{host}", host) if log_file else None, duration_ms=args.duration_ms,
+            iterations=args.iterations or 0, start_time_ms=start_ms, iteration_roundup=args.iteration_roundup,
+            record_shapes=args.record_shapes, with_stacks=args.with_stacks, with_flops=args.with_flops,
+            with_modules=args.with_modules, profile_memory=args.profile_memory, extra=[*args.extra, *extra_lines])
 
     try:  # the text the processes will parse, checked here first: a bad key fails now, not in every rank
-        checked = from_kineto_text(config_for(hosts[0][0] if hosts else "local"))
+        checked = from_kineto_text(config_for(hosts[0][0] if hosts else "local", [_ANSWER_LINE_PLACEHOLDER]))
     except RequestError as exc:
         return _fail(f"the request would be refused by every process: {exc}")
     notes = {k: v for k, v in checked.notes.items() if k != "ACTIVITIES_LOG_FILE"}
@@ -165,86 +187,115 @@ def run(args) -> int:
         print("xpuprof trigger: note: ranks on different hosts may receive the request at different iterations; "
               "pass --iteration-roundup R (e.g. 100) to start them all at one iteration", file=sys.stderr)
 
-    if hosts:
-        results = _send_all(trigger, hosts, config_for, args.job_id, pids, args.process_limit)
-    elif args.embedded or (args.host is None and args.port is None
-                           and not trigger.daemon_listening("localhost", trigger.DEFAULT_PORT)):
-        results = [_embedded(trigger, config_for("local"), args, pids)]
-    else:
-        host, port = args.host or "localhost", args.port or trigger.DEFAULT_PORT
+    embedded = _use_embedded(trigger, args, hosts)
+    box = _answer_box(hosts, args, embedded)
+    extra = [box.config_line()] if box is not None else []
+    try:
         try:
-            results = [trigger.send_request(host, port, config_for(host), job_id=args.job_id, pids=pids,
-                                            process_limit=args.process_limit)]
-        except trigger.TriggerError as exc:
-            results = [trigger.TriggerResult(f"{host}:{port}", error=str(exc))]
-    return _report(results, log_file, args.json, start_ms)
+            results = _deliver(trigger, args, hosts, pids, args.process_limit, embedded,
+                               lambda host: config_for(host, extra))
+        except trigger.BadAnswer as exc:
+            return _fail(str(exc))
+        if box is not None:
+            from ._trigger_report import wait_for_answers
+
+            wait_for_answers(box, results, answer_window_s=_answer_window(embedded), final=not args.no_wait,
+                             timeout_s=args.timeout or _default_timeout(args, start_ms), embedded=embedded)
+        from ._trigger_report import report_trace_request
+
+        return report_trace_request(results, box, as_json=args.json, start_ms=start_ms, log_file=log_file)
+    finally:
+        if box is not None:
+            box.close()
+
+
+_ANSWER_LINE_PLACEHOLDER = "XPUPROF_ANSWER_TO=xpuproftrigger" + "0" * 32  # counted in the size check
+
+
+def _use_embedded(trigger, args, hosts) -> bool:
+    return not hosts and (args.embedded or (args.host is None and args.port is None
+                                            and not trigger.daemon_listening("localhost", trigger.DEFAULT_PORT)))
+
+
+def _answer_box(hosts, args, embedded: bool):
+    """The endpoint the processes answer to: on this machine only (a remote dynolog's processes cannot reach
+    it). None, with a note, when it cannot be set up."""
+    local = embedded or (not hosts and (args.host is None or args.host in LOCAL_HOSTS
+                                        or args.host == socket.gethostname()))
+    if not local:
+        return None
+    from ..ondemand import answers, fabric
+
+    try:
+        return answers.AnswerBox()
+    except fabric.FabricError as exc:
+        print(f"xpuprof trigger: note: the processes' answers cannot be received ({exc.strerror or exc}); only the "
+              "daemon's word is printed", file=sys.stderr)
+        return None
+
+
+def _answer_window(embedded: bool) -> float:
+    """How long a triggered process may take to answer at all: its next poll, through dynolog."""
+    if embedded:
+        return ANSWER_GRACE_S
+    from ..ondemand.client import read_base_config
+
+    return read_base_config().on_demand_config_update_interval_s + ANSWER_GRACE_S
+
+
+def _default_timeout(args, start_ms: int) -> float:
+    ahead = max(0.0, start_ms / 1e3 - time.time()) if start_ms else 0.0
+    if args.iterations:
+        return ahead + ITERATIONS_TIMEOUT_S
+    return ahead + args.duration_ms / 1e3 + WRITE_MARGIN_S
+
+
+def _deliver(trigger, args, hosts, pids, limit, embedded: bool, config_for):
+    """The request to every daemon: dynolog on each host, or this trigger as the daemon; the results."""
+    if hosts:
+        return _send_all(trigger, hosts, config_for, args.job_id, pids, limit)
+    if embedded:
+        return [_embedded(trigger, config_for("local"), args, pids, limit)]
+    host, port = args.host or "localhost", args.port or trigger.DEFAULT_PORT
+    try:
+        return [trigger.send_request(host, port, config_for(host), job_id=args.job_id, pids=pids, process_limit=limit)]
+    except trigger.BadAnswer:
+        raise
+    except trigger.TriggerError as exc:
+        return [trigger.TriggerResult(f"{host}:{port}", error=str(exc))]
 
 
 def _control(trigger, args, hosts, pids) -> int:
-    """``--pause`` / ``--resume``: the control text to every matching process (no process limit unless given)."""
+    """``--pause`` / ``--resume`` / ``--cancel``: the control text to every matching process (no process limit
+    unless given)."""
     from ..ondemand import control
 
     asked = [name for name, given in (("--iterations", args.iterations), ("--start-time", args.start_time),
                                       ("--start-delay", args.start_delay), ("--log-file", args.log_file),
                                       ("--set", args.extra)) if given]
     if asked:
-        return _fail(f"--{args.control} controls a running capture; {', '.join(asked)} describe a trace request "
+        return _fail(f"--{args.control} controls a capture; {', '.join(asked)} describe a trace request "
                      "(send that separately)")
-    text = control.control_text(args.control)
     limit = args.process_limit if args.process_limit_given else CONTROL_PROCESS_LIMIT
-    args.process_limit = limit
-    if hosts:
-        results = _send_all(trigger, hosts, lambda host: text, args.job_id, pids, limit)
-    elif args.embedded or (args.host is None and args.port is None
-                           and not trigger.daemon_listening("localhost", trigger.DEFAULT_PORT)):
-        results = [_embedded(trigger, text, args, pids)]
-    else:
-        host, port = args.host or "localhost", args.port or trigger.DEFAULT_PORT
+    embedded = _use_embedded(trigger, args, hosts)
+    box = _answer_box(hosts, args, embedded)
+    text = control.control_text(args.control, answer_to=box.name if box is not None else None)
+    try:
         try:
-            results = [trigger.send_request(host, port, text, job_id=args.job_id, pids=pids, process_limit=limit)]
-        except trigger.TriggerError as exc:
-            results = [trigger.TriggerResult(f"{host}:{port}", error=str(exc))]
-    return _report_control(results, args.control, args.json)
+            results = _deliver(trigger, args, hosts, pids, limit, embedded, lambda host: text)
+        except trigger.BadAnswer as exc:
+            return _fail(str(exc))
+        if box is not None:
+            from ._trigger_report import wait_for_answers
 
+            wait_for_answers(box, results, answer_window_s=_answer_window(embedded), final=True,
+                             timeout_s=_answer_window(embedded) + ANSWER_GRACE_S, embedded=embedded)
+        from ._trigger_report import report_control
 
-def _report_control(results, command: str, as_json: bool) -> int:
-    from ..ondemand import control
-
-    done = 0
-    out = []
-    for res in results:
-        answers = res.answers
-        if answers is None:  # through dynolog: delivered is all the protocol tells
-            done += len(res.triggered)
-        else:
-            done += sum(1 for o in answers.values() if o not in (control.NO_CAPTURE, control.NOT_RECORDING))
-        out.append({"where": res.where, "matched": res.matched, "sent": res.triggered, "busy": res.busy,
-                    "outcomes": {str(k): v for k, v in (answers or {}).items()} if answers is not None else None,
-                    "error": res.error})
-    if as_json:
-        print(json.dumps({"command": command, "results": out}, indent=2))
-        return 0 if done else 1
-    for item, res in zip(out, results):
-        where = item["where"]
-        if item["error"]:
-            print(f"{where}: {item['error']}")
-            continue
-        if not item["matched"]:
-            print(f"{where}: no process matched (check --job-id / --pid, and that the processes run under "
-                  "`xpuprof exec` or with KINETO_USE_DAEMON=1)")
-            continue
-        line = f"{where}: {len(item['matched'])} matched, {command} sent to {len(item['sent'])}"
-        if item["busy"]:
-            line += f", {item['busy']} busy (a request is still pending in that process; try again later)"
-        print(line)
-        if res.answers is None:
-            if item["sent"]:
-                print(f"    (dynolog does not carry answers back: each process logs whether a capture was running)")
-            continue
-        for pid in item["sent"]:
-            outcome = res.answers.get(pid, "no answer (the process may have exited)")
-            print(f"    pid {pid}: {outcome}")
-    return 0 if done else 1
+        return report_control(results, box, args.control, args.json)
+    finally:
+        if box is not None:
+            box.close()
 
 
 def _send_all(trigger, hosts, config_for, job_id, pids, limit):
@@ -253,14 +304,15 @@ def _send_all(trigger, hosts, config_for, job_id, pids, limit):
         port = port or trigger.DEFAULT_PORT
         try:
             return trigger.send_request(host, port, config_for(host), job_id=job_id, pids=pids, process_limit=limit)
-        except trigger.TriggerError as exc:
-            return trigger.TriggerResult(f"{host}:{port}", error=str(exc))
+        except trigger.TriggerError as exc:  # a broken answer from one host is that host's line (and exit 2)
+            return trigger.TriggerResult(f"{host}:{port}", error=str(exc),
+                                         bad_answer=isinstance(exc, trigger.BadAnswer))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         return list(pool.map(one, hosts))
 
 
-def _embedded(trigger, config: str, args, pids):
+def _embedded(trigger, config: str, args, pids, limit):
     from ..ondemand.client import read_base_config
 
     wait_s = args.wait or read_base_config().on_demand_config_update_interval_s + 1.0
@@ -271,43 +323,6 @@ def _embedded(trigger, config: str, args, pids):
     print(f"xpuprof trigger: no dynolog at localhost:{trigger.DEFAULT_PORT}; answering this machine's polling "
           f"processes directly for {wait_s:g} s", file=sys.stderr)
     try:
-        return daemon.serve(config, wait_s=wait_s, job_id=args.job_id, pids=pids, process_limit=args.process_limit)
+        return daemon.serve(config, wait_s=wait_s, job_id=args.job_id, pids=pids, process_limit=limit)
     finally:
         daemon.close()
-
-
-def _report(results, log_file: str, as_json: bool, start_ms: int) -> int:
-    from ..ondemand.request import log_file_for_pid
-
-    triggered = 0
-    out = []
-    for res in results:
-        host = res.where.rsplit(":", 1)[0] if res.where != "embedded" else socket.gethostname()
-        files = [log_file_for_pid(log_file.replace("{host}", host), pid) for pid in res.triggered]
-        triggered += len(res.triggered)
-        out.append({"where": res.where, "matched": res.matched, "triggered": res.triggered, "busy": res.busy,
-                    "trace_files": files, "error": res.error})
-    if as_json:
-        print(json.dumps({"results": out, "start_time_ms": start_ms or None}, indent=2))
-    else:
-        for item in out:
-            where = item["where"]
-            if item["error"]:
-                print(f"{where}: {item['error']}")
-                continue
-            if not item["matched"]:
-                print(f"{where}: no process matched (check --job-id / --pid, and that the processes run with "
-                      "KINETO_USE_DAEMON=1 or under `xpuprof exec --on-demand`)")
-                continue
-            line = f"{where}: {len(item['matched'])} matched, {len(item['triggered'])} triggered"
-            if item["busy"]:
-                line += f", {item['busy']} busy (a request is still pending in that process; try again later)"
-            untraced = len(item["matched"]) - len(item["triggered"]) - item["busy"]
-            if untraced > 0:
-                line += f", {untraced} over --process-limit"
-            print(line)
-            for path in item["trace_files"]:
-                print(f"    {path}")
-        if start_ms:
-            print(f"start time: {start_ms} ms since the epoch ({max(0.0, start_ms / 1e3 - time.time()):.1f} s from now)")
-    return 0 if triggered else 1

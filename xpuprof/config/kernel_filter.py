@@ -5,6 +5,11 @@ A kernel is kept when no include pattern is given or one of them matches, and no
 matches (unitrace: the excluded are taken out of the included). A plain word is a regex that matches
 names containing it, so unitrace's substring lists work unchanged.
 
+Patterns from the network (an on-demand request: whoever can reach the daemon chooses them) are matched
+with RE2 (``linear=True``: ``google-re2``), whose time is linear in the name: a pattern that backtracks
+for hours under Python's engine (``(.*.*)*z``) takes microseconds, and one RE2 cannot run in linear time
+(backreferences, lookaround) is refused, naming it.
+
 Lists are written as unitrace writes them: comma-separated, an item in double quotes may hold commas
 (``foo,"bar,with,comma",baz``; ``\\"`` is a quote inside one). Files hold such lists, one or more per
 line; blank lines and lines starting with ``#`` are skipped.
@@ -91,6 +96,27 @@ def compile_patterns(patterns: Iterable[str], what: str) -> list[re.Pattern]:
     return out
 
 
+def compile_linear(patterns: Iterable[str], what: str) -> list:
+    """The patterns compiled with RE2 (linear-time matching); ``KernelFilterError`` naming one RE2 cannot run
+    in linear time, or when google-re2 is not installed."""
+    try:
+        import re2
+    except ImportError:
+        raise KernelFilterError(f"{what}: patterns from an on-demand request are matched with RE2 (linear time), "
+                                "and google-re2 is not installed here (pip install google-re2)") from None
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each refused pattern on the process's stderr
+    out = []
+    for p in patterns:
+        try:
+            out.append(re2.compile(p, options))
+        except re2.error as exc:
+            detail = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+            raise KernelFilterError(f"{what} pattern {p!r} cannot be matched in linear time ({detail}); on-demand "
+                                    "requests accept RE2 syntax: no backreferences or lookaround") from None
+    return out
+
+
 _BACKREF = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
 
 
@@ -111,17 +137,23 @@ class KernelFilter:
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    linear: bool = False  # RE2: patterns from the network (on-demand requests)
 
     def __post_init__(self) -> None:
+        if self.linear:
+            object.__setattr__(self, "_inc", compile_linear(self.include, "include_kernels"))
+            object.__setattr__(self, "_exc", compile_linear(self.exclude, "exclude_kernels"))
+            return
         object.__setattr__(self, "_inc", _one_search(compile_patterns(self.include, "include_kernels")))
         object.__setattr__(self, "_exc", _one_search(compile_patterns(self.exclude, "exclude_kernels")))
 
     @classmethod
-    def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> "KernelFilter | None":
+    def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = (), *,
+           linear: bool = False) -> "KernelFilter | None":
         """None when nothing is filtered (the decode path then does no work at all)."""
         if not include and not exclude:
             return None
-        return cls(tuple(include), tuple(exclude))
+        return cls(tuple(include), tuple(exclude), linear)
 
     def keep(self, name: str) -> bool:
         if self._inc and not any(p.search(name) for p in self._inc):

@@ -87,6 +87,9 @@ class ProfilerConfig:
     # kept = (no include or one matches) and no exclude matches. Applied as device records are decoded.
     include_kernels: list[str] = field(default_factory=list)
     exclude_kernels: list[str] = field(default_factory=list)
+    # The filters matched with RE2 (linear time): set for on-demand requests, whose patterns come from whoever
+    # can reach the daemon (config.kernel_filter)
+    linear_kernel_filters: bool = False
     custom: dict[str, Any] = field(default_factory=dict)  # CUSTOM_CONFIG and backend-specific options
 
     def __post_init__(self) -> None:
@@ -97,14 +100,15 @@ class ProfilerConfig:
 
         self.include_kernels = normalize_patterns(self.include_kernels, "include_kernels")
         self.exclude_kernels = normalize_patterns(self.exclude_kernels, "exclude_kernels")
-        KernelFilter.of(self.include_kernels, self.exclude_kernels)  # a bad pattern fails here, naming it
+        # a bad pattern fails here, naming it
+        KernelFilter.of(self.include_kernels, self.exclude_kernels, linear=self.linear_kernel_filters)
 
     @property
     def kernel_filter(self):
         """The compiled ``KernelFilter``, or None when no kernel is filtered."""
         from .kernel_filter import KernelFilter
 
-        return KernelFilter.of(self.include_kernels, self.exclude_kernels)
+        return KernelFilter.of(self.include_kernels, self.exclude_kernels, linear=self.linear_kernel_filters)
 
     def with_changes(self, **changes) -> "ProfilerConfig":
         return replace(self, **changes)

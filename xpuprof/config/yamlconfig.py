@@ -91,6 +91,8 @@ SCHEMA: dict[str, Any] = {
     "custom": ("map", None, "backend-specific options, passed through (e.g. sim_vendor: cuda, sim_seed: 1)"),
     "output": OUTPUT_KEYS,
     "matrix": ("map", {}, "dotted key -> list of values; one run per combination"),
+    "history": ("str", None, "run history directory each run appends to (xpuprof run --history; xpuprof gate "
+                             "reads it)"),
 }
 REQUIRED_TOP = ("workload",)
 COMPRESSIONS = ("none", "gzip")
@@ -272,6 +274,13 @@ class BenchmarkConfig:
     @property
     def name(self) -> str:
         return self.points[0].name if self.points else ""
+
+    @property
+    def history(self) -> str | None:
+        """The ``history:`` directory (None: the run keeps no history)."""
+        value = self.data.get("history")
+        return str(value) if value not in (None, "") else None
+
 
 
 # ----------------------------------------------------------------------------- overrides

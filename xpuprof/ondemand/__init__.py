@@ -2,12 +2,15 @@
 ``xpuprof trigger``.
 
 Layout (one job each):
-  fabric     dynolog's IPC fabric: datagram layout, endpoint names, ancestor pids, job id, sender uid
+  fabric     dynolog's IPC fabric: datagram layout, endpoint names, ancestor pids, job id, sender credentials
+  sockdir    socket directories no other user can turn against the process; socket files set and removed safely
+  refusals   refused datagrams said once per sender, rate-limited
+  answers    what became of a request, told to the ``xpuprof trigger`` that sent it
   client     the poll loop (process side of the protocol)
   request    Kineto on-demand config text -> a capture request
   capture    one request, run off the training thread through ``xpuprof.profile``
   agent      one capture at a time; busy notes; exit, SIGTERM and fork
-  control    ``xpuprof trigger --pause/--resume``: the config line that carries them, their outcome
+  control    ``xpuprof trigger --pause/--resume/--cancel``: the config line that carries them, their outcome
   steps      iterations as Kineto counts them (``xpuprof.step()``); torchlink hooks torch's count
   torchlink  torch's own Kineto client kept from starting; KinetoStepTracker hooked
   mainthread torch's per-thread op recorder started/stopped on the main thread
@@ -15,8 +18,9 @@ Layout (one job each):
   launcher   what ``xpuprof exec`` puts in its command's environment; boot runs in each child
   trigger    the dyno CLI's request to dynolog, and an embedded daemon for local processes
 
-``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` (or ``XPUPROF_KINETO_USE_DAEMON``,
-where xpuprof moves it) is set: Kineto's opt-in.
+``import xpuprof`` imports this package only when ``KINETO_USE_DAEMON`` is set: Kineto's opt-in. The variable
+stays in the environment as the user set it (children inherit it); that this process runs xpuprof's client is
+recorded here (``_activated``), not in the environment.
 """
 from __future__ import annotations
 
@@ -27,7 +31,6 @@ import sys
 log = logging.getLogger("xpuprof.ondemand")
 
 USE_DAEMON_ENV = "KINETO_USE_DAEMON"
-STASHED_ENV = "XPUPROF_KINETO_USE_DAEMON"  # torchlink.hide_daemon_variable: the opt-in, out of torch's sight
 HELPER_ENV = "XPUPROF_HELPER"  # xpuprof's own probe subprocesses (backends.probe.HELPER_ENV): never registered
 
 _activated = False
@@ -62,13 +65,12 @@ def activate(*, force: bool = False) -> bool:
                     "polls the on-demand daemon in this process; xpuprof does not register beside it (one process, "
                     "one trace). For xpuprof's trace, import xpuprof before torch or run under `xpuprof exec`")
         return False
-    torchlink.hide_daemon_variable()
+    torchlink.install()  # torch's own client kept off here too (a launcher imports torch), the variable kept for children
     if launcher.is_launcher():  # torchrun starts the ranks; they register, it does not
         return False
-    torchlink.install()
     return client.start(agent.get_agent()) is not None
 
 
 def requested() -> bool:
-    """Kineto's opt-in for this process: ``KINETO_USE_DAEMON`` (or the name xpuprof moved it to)."""
-    return USE_DAEMON_ENV in os.environ or STASHED_ENV in os.environ
+    """Kineto's opt-in for this process: ``KINETO_USE_DAEMON``."""
+    return USE_DAEMON_ENV in os.environ

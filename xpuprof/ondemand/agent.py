@@ -1,14 +1,17 @@
-"""The process's one on-demand agent: at most one capture at a time, requests while busy noted, a
-clean end at exit and after fork.
+"""The process's one on-demand agent: at most one capture at a time, every request either started or
+listed in a trace, a clean end at exit and after fork.
 
-The protocol has no reply path to the requester, so a request that arrives while a capture runs
-is logged and listed in that capture's trace (``ondemand.requests_ignored``). At exit a running
-capture is stopped and written (the trace says it was cut short); under ``xpuprof exec`` SIGTERM is
-handled the same way when the program left its default action in place, then the process still dies
-by SIGTERM (``install_sigterm``).
+A request that arrives while a capture is pending or recording is logged and listed in that capture's trace
+(``ondemand.requests_ignored``), and its requester is told so (``answers``). Once a capture has stopped
+recording and sealed its trace's metadata (it is only building or writing), a new request starts a new
+capture: no request falls between the two. A capture cancelled before it recorded anything
+(``xpuprof trigger --cancel``) writes no trace: the requests it had listed go into the next trace this
+process writes. At exit a running capture is stopped and written (the trace says it was cut short); under
+``xpuprof exec`` SIGTERM is handled the same way when the program left its default action in place, then
+the process still dies by SIGTERM (``install_sigterm``).
 
-Control commands (``xpuprof trigger --pause/--resume``) arrive through the poll client like requests and
-act on ``active()`` (``control``).
+Control commands (``xpuprof trigger --pause/--resume/--cancel``) arrive through the poll client like requests
+and act on ``active()`` (``control``).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import signal
 import threading
 
 from ..config.kineto import ondemand_trace_dir
-from . import mainthread
+from . import answers, mainthread
 from .capture import Capture
 from .request import CaptureRequest
 
@@ -27,18 +30,23 @@ log = logging.getLogger("xpuprof.ondemand")
 
 EXIT_TIMEOUT_S = 300.0  # at exit: the capture's stop, build and write
 
+STARTED, BUSY, EXITING = "started", "busy", "exiting"
+
 _agent: "Agent | None" = None
 _agent_lock = threading.Lock()
 _hooks_installed = False  # atexit, SIGTERM and fork hooks: once per process image
 
 
 class Agent:
-    def __init__(self, *, out_dir: str | None = None) -> None:
+    def __init__(self, *, out_dir: str | None = None, out_given: bool = False) -> None:
+        """``out_dir``: the process runs under ``xpuprof exec`` (its traces go there; each written one is said
+        on stderr). ``out_given``: ``--out`` was given, so daemon requests are written there too."""
         self.out_dir = out_dir
+        self.out_given = out_given
         self._lock = threading.Lock()
         self._active = None  # a Capture (or exec's whole-run capture): anything with done/stop/note_ignored
         self._exiting = False
-        self.history: list[Capture] = []
+        self._carried: list[dict] = []  # requests listed by a capture that wrote no trace: for the next one
 
     def active(self):
         with self._lock:
@@ -46,26 +54,47 @@ class Agent:
             return cur if cur is not None and not cur.done.is_set() else None
 
     def submit(self, request: CaptureRequest) -> str:
-        """Start ``request`` unless a capture runs ("started" / "busy" / "exiting")."""
+        """Start ``request`` unless a capture is pending or recording (``STARTED`` / ``BUSY`` / ``EXITING``);
+        the requester is answered either way."""
         with self._lock:
             if self._exiting:
-                return "exiting"
-            cur = self._active
-            if cur is not None and not cur.done.is_set():
-                busy = cur
+                busy = capture = None
             else:
-                busy = None
-                capture = Capture(request, out_dir=self.out_dir, allowed_dir=ondemand_trace_dir())
-                self._active = capture
-                self.history.append(capture)
+                cur = self._active
+                busy = cur if cur is not None and not cur.done.is_set() and cur.note_ignored(
+                    request, "another capture was pending or running in this process") else None
+                capture = None
+                if busy is None:
+                    capture = Capture(request, out_dir=self.out_dir, allowed_dir=ondemand_trace_dir(),
+                                      out_given=self.out_given, carried=self._take_carried,
+                                      on_unwritten=self._carry, announce=self.out_dir is not None)
+                    self._active = capture
+        if capture is None and busy is None:
+            answers.send(request.answer_to, answers.REFUSED, trace_id=request.trace_id or None,
+                         why="the process is exiting")
+            log.warning("xpuprof: on-demand request %s ignored: the process is exiting", request.describe())
+            return EXITING
         if busy is not None:
-            busy.note_ignored(request, "another capture was running in this process")
-            log.warning("xpuprof: on-demand request %s ignored: a capture is running in this process (its trace "
-                        "lists the ignored request)", request.describe())
-            return "busy"
+            log.warning("xpuprof: on-demand request %s ignored: a capture is pending or running in this process "
+                        "(its trace lists the ignored request)", request.describe())
+            answers.send(request.answer_to, answers.BUSY, trace_id=request.trace_id or None,
+                         why="a capture was pending or running in this process: its trace lists this request",
+                         path=getattr(busy, "planned_path", None))
+            return BUSY
         log.info("xpuprof: on-demand request accepted: %s", request.describe())
+        answers.send(request.answer_to, answers.ACCEPTED, trace_id=request.trace_id or None,
+                     path=capture.planned_path, asked=request.describe())
         capture.start_thread()
-        return "started"
+        return STARTED
+
+    def _carry(self, entries: list[dict]) -> None:
+        with self._lock:
+            self._carried.extend(entries)
+
+    def _take_carried(self) -> list[dict]:
+        with self._lock:
+            out, self._carried = self._carried, []
+            return out
 
     def adopt(self, capture) -> None:
         """A capture started elsewhere (``xpuprof exec``'s whole run) that requests must see as busy."""
@@ -93,17 +122,18 @@ class Agent:
                         cur.request.describe(), EXIT_TIMEOUT_S)
 
 
-def get_agent(*, out_dir: str | None = None) -> Agent:
+def get_agent(*, out_dir: str | None = None, out_given: bool = False) -> Agent:
     global _agent, _hooks_installed
     with _agent_lock:
         if _agent is None:
-            _agent = Agent(out_dir=out_dir)
+            _agent = Agent(out_dir=out_dir, out_given=out_given)
             if not _hooks_installed:
                 _hooks_installed = True
                 atexit.register(_at_exit)
                 os.register_at_fork(after_in_child=_after_fork_in_child)
         elif out_dir is not None:
             _agent.out_dir = out_dir
+            _agent.out_given = out_given
         return _agent
 
 

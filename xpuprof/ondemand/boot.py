@@ -37,7 +37,7 @@ def main() -> None:
     if launcher.is_launcher():  # records nothing; `import xpuprof` already kept torch's client out of it
         return
     torchlink.install()
-    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir))
+    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given)
     if policy.mode != "on-demand":
         agent.install_sigterm()
     if policy.mode == "run":
@@ -53,8 +53,11 @@ class WholeRun:
     def __init__(self, policy: launcher.ExecPolicy) -> None:
         from ..profiler import profile
 
+        from .capture import exec_trace_name
+
         self.request = policy.request()
         self.out_dir = os.path.abspath(policy.out_dir)
+        self.planned_path = os.path.join(self.out_dir, exec_trace_name())
         self.done = threading.Event()
         self.path = None
         self._reason = ""
@@ -86,25 +89,32 @@ class WholeRun:
                     "ends here")
         self.finish_inline()
 
-    def note_ignored(self, request, why: str) -> None:
+    def note_ignored(self, request, why: str) -> bool:
+        """List ``request`` in the trace; False once the trace's metadata is written (the process is ending)."""
         with self._lock:
+            if self._finishing:
+                return False
             self._ignored.append({"trace_id": request.trace_id or None, "received_ms": request.received_ms,
                                   "why": why, "asked": request.describe()})
+            return True
 
     def stop(self, reason: str) -> None:
         self._reason = reason
 
     def control(self, command: str) -> str:
-        """``pause`` / ``resume`` from ``xpuprof trigger`` (``control.apply``); the outcome."""
+        """``pause`` / ``resume`` from ``xpuprof trigger`` (``control.apply``); the outcome. The whole run is
+        not cancelled: it is what ``xpuprof exec`` was asked for (``--pause`` stops its collection)."""
         from . import control
 
         with self._lock:  # finish_inline takes it before stopping the profile
             if self.done.is_set() or self._finishing:
                 return control.NO_CAPTURE
+            if command == "cancel":
+                return control.NOT_CANCELLABLE
             return control.toggle(self.prof, command)
 
     def finish_inline(self) -> None:
-        from .capture import exec_trace_name
+        from .capture import say_line
         from .tracefile import write_in_dir
 
         if self.done.is_set():
@@ -121,10 +131,10 @@ class WholeRun:
                     info["notes"] = {"preempted": self._preempted}
             self.prof.add_metadata("ondemand", info)
             self.prof.stop()
-            self.path = write_in_dir(self.prof, self.out_dir, exec_trace_name())
-            log.info("xpuprof: trace written to %s", self.path)
+            self.path = write_in_dir(self.prof, self.out_dir, os.path.basename(self.planned_path))
+            say_line(f"xpuprof exec: wrote {self.path}")
         except Exception as exc:
-            log.warning("xpuprof exec: the trace of process %d could not be written: %s: %s", os.getpid(),
-                        type(exc).__name__, exc)
+            say_line(f"xpuprof exec: the trace of process {os.getpid()} could not be written: {type(exc).__name__}: "
+                 f"{exc}")
         finally:
             self.done.set()

@@ -11,9 +11,15 @@ profile is started one boundary early, so iteration S is recorded whole; each re
 a ``ProfilerStep#k`` range on the stepping thread (torch.profiler's step ranges, which HTA and
 TensorBoard split iterations by), and the capture stops right after boundary S+N.
 
+An iteration request that arrives before the process's first step (a request picked up while torch still
+imports) waits for that step, up to ``first_step_wait_s()`` (``XPUPROF_ONDEMAND_FIRST_STEP_WAIT_S``, default
+60 s), before Kineto's fallback to a duration; the trace says which it did (``first_step_wait_ms``, or a
+``notes.iterations`` line).
+
 Everything the trace does not hold that was asked for is said in its ``ondemand`` metadata (``notes``:
 keys not honoured, a late start, a capture cut short at exit; ``requests_ignored``: requests that arrived
-while it ran).
+while it was pending, recording, stopping or building, until the moment its metadata is sealed, just before
+the write). The requester hears where the trace was written, or why not (``answers``).
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import time
 from ..host import recorder, torch_ops
 from ..profiler import profile, trace_file_name
 from ..profiler.api import default_worker_name
-from . import mainthread, steps, tracefile
+from . import answers, mainthread, steps, tracefile
 from .request import CaptureRequest
 
 log = logging.getLogger("xpuprof.ondemand")
@@ -37,6 +43,26 @@ STEP_IDLE_TIMEOUT_S = 600.0  # waiting for a start iteration: give up when the p
 KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"
 LATE_START_MS = 100  # a start this much after the requested time is noted in the trace
 ARM_AHEAD = 2  # iteration captures start recording this many step boundaries before their first iteration
+FIRST_STEP_WAIT_ENV = "XPUPROF_ONDEMAND_FIRST_STEP_WAIT_S"
+DEFAULT_FIRST_STEP_WAIT_S = 60.0
+CANCEL_REASON = "cancelled by xpuprof trigger --cancel"
+
+
+def first_step_wait_s() -> float:
+    """How long an iteration request waits for the process's first step (``XPUPROF_ONDEMAND_FIRST_STEP_WAIT_S``,
+    seconds >= 0; default 60: a program starts stepping after its imports, model and data loading)."""
+    raw = os.environ.get(FIRST_STEP_WAIT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_FIRST_STEP_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        log.warning("xpuprof: %s=%r is not a number of seconds >= 0; waiting %g s for the first step",
+                    FIRST_STEP_WAIT_ENV, raw, DEFAULT_FIRST_STEP_WAIT_S)
+        return DEFAULT_FIRST_STEP_WAIT_S
+    return value
 
 
 def start_iteration_for(request: CaptureRequest, current: int) -> int:
@@ -79,26 +105,46 @@ class _MainThreadOps:
 
 
 class Capture:
-    def __init__(self, request: CaptureRequest, *, out_dir: str | None = None, allowed_dir: str | None = None) -> None:
+    def __init__(self, request: CaptureRequest, *, out_dir: str | None = None, allowed_dir: str | None = None,
+                 out_given: bool = False, carried=None, on_unwritten=None, announce: bool = False) -> None:
+        """``out_dir``: exec traces (and, with ``out_given``, daemon requests too) go there, named by the one
+        rule; ``allowed_dir``: the confinement directory of daemon requests. ``carried()``: requests an earlier
+        capture listed but wrote no trace for; ``on_unwritten(entries)``: hands this one's over when it writes
+        none. ``announce``: say the written path on stderr (``xpuprof exec``)."""
         self.request = request
         self.out_dir = out_dir  # exec traces: the user's output directory
         self.allowed_dir = allowed_dir  # daemon traces: the confinement directory
-        self.cancel = threading.Event()  # stop now: process exit
+        self.cancel = threading.Event()  # stop now: process exit, --cancel
         self.cancel_reason = ""
         self.done = threading.Event()
         self.path = None  # the trace written
         self.error: str | None = None
+        self._announce = announce
+        self._carried = carried
+        self._on_unwritten = on_unwritten
         self._lock = threading.Lock()
         self._ignored: list[dict] = []
         self._notes = dict(request.notes)
-        self._open_notes = True  # notes still reach the trace (until the profile stops)
+        self._open_notes = True  # requests and notes still reach the trace (until its metadata is sealed)
         self._recording = False
         self._first = self._end = -1
         self._range = None  # the ProfilerStep# range open on the stepping thread
         self._prof = None
+        self._info: dict = {}
         self._thread: threading.Thread | None = None
         self._stop_lock = threading.Lock()
         self._stopped = False
+        self._in_dir = request.log_file is None or (out_given and out_dir is not None)
+        if self._in_dir:
+            self.planned_path = os.path.join(out_dir or ".", trace_file_name(default_worker_name()))
+            if request.log_file is not None and request.log_file_named:
+                self._notes["ACTIVITIES_LOG_FILE"] = (f"{request.log_file} not used: xpuprof exec --out {out_dir} "
+                                                      "holds this process's traces, named by the one naming rule")
+            elif request.log_file is not None and "ACTIVITIES_LOG_FILE" in self._notes:  # rejected: say where
+                self._notes["ACTIVITIES_LOG_FILE"] = self._notes["ACTIVITIES_LOG_FILE"].replace(
+                    f"written to {request.log_file} instead", f"written to {self.planned_path} (xpuprof exec --out)")
+        else:
+            self.planned_path = request.log_file
 
     # ------------------------------------------------------------------ control
     def start_thread(self) -> None:
@@ -112,20 +158,29 @@ class Capture:
         steps.notify_cancel()
 
     def control(self, command: str) -> str:
-        """``pause`` / ``resume`` (``control.apply``) while recording; the outcome."""
+        """``pause`` / ``resume`` while recording, ``cancel`` (``control.apply``); the outcome."""
         from . import control
 
         with self._stop_lock:  # never against a stop in progress
+            if command == "cancel":
+                if self._stopped:
+                    return control.NOT_RECORDING
+                self.stop(CANCEL_REASON)
+                return control.STOPPED if self._recording else control.CANCELLED
             if not self._recording or self._stopped or self._prof is None:
                 return control.NOT_RECORDING
             return control.toggle(self._prof, command)
 
-    def note_ignored(self, request: CaptureRequest, why: str) -> None:
+    def note_ignored(self, request: CaptureRequest, why: str) -> bool:
+        """List ``request`` in this capture's trace; False once its metadata is sealed (the agent then starts
+        a new capture for it)."""
         entry = {"trace_id": request.trace_id or None, "received_ms": request.received_ms, "why": why,
                  "asked": request.describe()}
         with self._lock:
             if self._open_notes:
                 self._ignored.append(entry)
+                return True
+            return False
 
     def note(self, key: str, text: str) -> None:
         with self._lock:
@@ -136,6 +191,10 @@ class Capture:
     def run(self) -> None:
         torch_ops.record_other_threads(True, runner=_MainThreadOps(), yield_to=self._yield_to_program)
         try:
+            if self._carried is not None:
+                carried = self._carried()
+                with self._lock:
+                    self._ignored[:0] = carried
             with yielding_gil():
                 self._run()
         except Exception as exc:
@@ -149,7 +208,32 @@ class Capture:
         finally:
             steps.remove_listener(self._on_step)
             torch_ops.record_other_threads(False)
+            self._conclude()
             self.done.set()
+
+    def _conclude(self) -> None:
+        """Tell the requester how it ended; hand the listed requests on when no trace holds them."""
+        req = self.request
+        ident = req.trace_id or None
+        if self.path is not None:
+            answers.send(req.answer_to, answers.WRITTEN, trace_id=ident, path=str(self.path))
+            if self._announce:
+                say_line(f"xpuprof exec: wrote {self.path}")
+            return
+        with self._lock:
+            self._open_notes = False
+            unwritten = list(self._ignored)
+        if unwritten and self._on_unwritten is not None:
+            self._on_unwritten(unwritten)
+        if self.error is not None:
+            answers.send(req.answer_to, answers.FAILED, trace_id=ident, why=self.error)
+            if self._announce:
+                say_line(f"xpuprof exec: no trace written: {self.error}")
+        elif self.cancel_reason == CANCEL_REASON:
+            answers.send(req.answer_to, answers.CANCELLED, trace_id=ident, why=CANCEL_REASON)
+        else:
+            why = self.cancel_reason or "the capture ended before it recorded"
+            answers.send(req.answer_to, answers.FAILED, trace_id=ident, why=f"nothing recorded: {why}")
 
     def _run(self) -> None:
         req = self.request
@@ -158,14 +242,11 @@ class Capture:
         prof.check()  # the warm-up: backends chosen and probed, metric names checked, before the start
         self._prof = prof
         if req.config.profile_memory and torch_ops.torch_if_imported() is not None:
-            self.note("PROFILE_PROFILE_MEMORY", "torch records [memory] events only in its per-thread profiler mode: "
+            self.note("PROFILE_PROFILE_MEMORY", "torch records [memory] events only in its per-thread mode: "
                       "the main thread's ops and memory events are recorded, other threads' ops are not")
         if req.by_iterations and steps.current() < 0 and req.source != "exec":
-            # Kineto's rule: an iteration request to a program that does not step runs by duration
-            self.note("iterations", f"{req.iterations} iterations were asked for, but this process has counted no "
-                      "step (no torch optimizer step, no xpuprof.step()): recorded "
-                      f"{req.duration_ms} ms instead, as Kineto does")
-            req.by_iterations = False
+            if not self._wait_for_first_step():
+                return
         if req.by_iterations:
             if not self._start_at_iteration(prof):
                 return
@@ -175,6 +256,31 @@ class Capture:
             self.cancel.wait(max(0.0, req.duration_ms / 1e3 - (time.monotonic() - self._t0)))
         self._finish(prof)
 
+    def _wait_for_first_step(self) -> bool:
+        """An iteration request before the first step: wait for it (bounded), then Kineto's rule. False when
+        cancelled meanwhile."""
+        req = self.request
+        limit = first_step_wait_s()
+        t0 = time.monotonic()
+        first = steps.wait_until(lambda n: n >= 0, cancel=self.cancel, idle_timeout_s=STEP_IDLE_TIMEOUT_S,
+                                 timeout_s=limit)
+        waited_ms = int((time.monotonic() - t0) * 1e3)
+        if first is not None:
+            self._info["first_step_wait_ms"] = waited_ms
+            log.info("xpuprof: on-demand capture %s waited %d ms for the process's first step", req.describe(),
+                     waited_ms)
+            return True
+        if self.cancel.is_set():
+            log.warning("xpuprof: on-demand capture %s cancelled while waiting for the first step: %s",
+                        req.describe(), self.cancel_reason)
+            return False
+        # Kineto's rule: an iteration request to a program that does not step runs by duration
+        self.note("iterations", f"{req.iterations} iterations were asked for, but this process counted no step "
+                  f"(no torch optimizer step, no xpuprof.step()) within {limit:g} s of the request "
+                  f"({FIRST_STEP_WAIT_ENV}): recorded {req.duration_ms} ms instead, as Kineto does")
+        req.by_iterations = False
+        return True
+
     def _start_at_time(self, prof) -> bool:
         req = self.request
         if req.start_time_ms is not None:
@@ -183,7 +289,8 @@ class Capture:
                 log.warning("xpuprof: on-demand capture %s cancelled before it started: %s", req.describe(),
                             self.cancel_reason)
                 return False
-        self._begin(prof)
+        if not self._begin(prof):
+            return False
         if req.start_time_ms is not None and self._started_ms - req.start_time_ms > LATE_START_MS:
             late = self._started_ms - req.start_time_ms
             self.note("start", f"started {late} ms after the requested start time (the request was picked up late, "
@@ -206,7 +313,8 @@ class Capture:
                         req.describe(), target, why)
             return False
         self._first, self._end = target, target + req.iterations
-        self._begin(prof)
+        if not self._begin(prof):
+            return False
         now = steps.current()
         if now >= target:  # the start took longer than the rest of the iteration before `target`: the next start
             moved = start_iteration_for(req, now)  # Kineto's rule allows (still a multiple of the roundup)
@@ -219,15 +327,21 @@ class Capture:
             self.stop(f"no step for {STEP_IDLE_TIMEOUT_S:g} s")
         return True
 
-    def _begin(self, prof) -> None:
-        """Start recording (the program's torch.profiler may pre-empt a started capture, never a starting one)."""
+    def _begin(self, prof) -> bool:
+        """Start recording (the program's torch.profiler may pre-empt a started capture, never a starting one);
+        False when the capture was cancelled before it could."""
         _wait_for_torch_import()
         with self._stop_lock:
+            if self.cancel.is_set():
+                log.warning("xpuprof: on-demand capture %s cancelled before it started: %s", self.request.describe(),
+                            self.cancel_reason)
+                return False
             quiet_kineto(prof.start)()
             self._t0 = time.monotonic()
             self._started_ms = time.time_ns() // 1_000_000
             self._recording = True
         log.info("xpuprof: on-demand capture recording (%s)", self.request.describe())
+        return True
 
     def _on_step(self, n: int) -> None:
         """At each boundary, on the stepping thread: the ProfilerStep# ranges of the requested iterations."""
@@ -253,7 +367,8 @@ class Capture:
             self._stop_profile(self._prof)
 
     def _stop_profile(self, prof) -> None:
-        """Metadata in, profile stopped: once, from the capture thread or the program's (see _yield_to_program)."""
+        """Profile stopped, its ``ondemand`` metadata drafted: once, from the capture thread or the program's
+        (see _yield_to_program). Requests arriving meanwhile are still listed (``_seal`` adds them)."""
         with self._stop_lock:
             if self._stopped or not self._recording:
                 return
@@ -266,29 +381,42 @@ class Capture:
                 log.warning("xpuprof: on-demand capture %s stopped early (%s): recorded %s", req.describe(),
                             self.cancel_reason, got)
             with self._lock:
-                self._open_notes = False
-                info = req.summary()
+                info = {**req.summary(), **self._info}
                 info.update(started_ms=self._started_ms, stopped_ms=time.time_ns() // 1_000_000, pid=os.getpid())
                 if req.by_iterations:
                     info.update(first_iteration=self._first, last_iteration=self._end - 1)
-                if self._notes:
-                    info["notes"] = dict(self._notes)
-                if self._ignored:
-                    info["requests_ignored"] = list(self._ignored)
-            prof.add_metadata("ondemand", info)
+                self._info = info
+            prof.add_metadata("ondemand", self._sealed_info(final=False))
             self._recording = False
             prof.stop()
 
+    def _sealed_info(self, *, final: bool) -> dict:
+        """The ``ondemand`` metadata as it stands; ``final``: no request or note is added after it."""
+        with self._lock:
+            if final:
+                self._open_notes = False
+            info = dict(self._info)
+            if self._notes:
+                info["notes"] = dict(self._notes)
+            if self._ignored:
+                info["requests_ignored"] = list(self._ignored)
+            return info
+
     def _finish(self, prof) -> None:
         self._stop_profile(prof)
+        builder = getattr(prof, "builder", None)
+        info = self._sealed_info(final=True)  # from here on, a new request starts a new capture
+        if builder is not None:
+            builder.set_metadata("ondemand", info)
         self.path = self._write(prof)
         log.info("xpuprof: on-demand trace written to %s (%s)", self.path, self.request.describe())
 
     def _write(self, prof):
         req = self.request
-        if req.log_file is not None:
+        if not self._in_dir:
             return tracefile.write_confined(prof, req.log_file, self.allowed_dir or "/tmp/")
-        return tracefile.write_in_dir(prof, self.out_dir or ".", exec_trace_name())
+        directory, name = os.path.split(self.planned_path)
+        return tracefile.write_in_dir(prof, directory or ".", name)
 
 
 class yielding_gil:
@@ -324,3 +452,11 @@ def _wait_for_torch_import() -> None:
 def exec_trace_name() -> str:
     """The file name of an ``xpuprof exec`` trace: the project's one naming rule (``trace_file_name``)."""
     return trace_file_name()
+
+
+def say_line(line: str) -> None:
+    """One line on the process's stderr, straight to fd 2 (it may run at exit, after sys.stderr is gone)."""
+    try:
+        os.write(2, (line + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass

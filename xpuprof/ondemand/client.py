@@ -8,9 +8,11 @@ ancestors, ``SLURM_JOB_ID``) to the daemon's endpoint and waits up to 90 ms for 
 becomes a request for the agent. Between polls the thread sleeps: idle, the cost is one datagram
 each way per interval.
 
-Only root or this process's own user may configure it: each datagram's sender uid comes from the
-kernel (``SO_PASSCRED``); others are dropped and said once per uid. No daemon, or one that goes away,
-is said once (INFO) and polled for again at the next interval.
+Only root or this process's own user may configure it: each datagram's sender comes from the kernel
+(``SO_PASSCRED``) and is checked before anything of the datagram is decoded or logged; others are dropped,
+said once per uid and at most a few lines a minute (``refusals``), as are malformed datagrams. No daemon, or
+one that goes away, is said once (INFO) and polled for again at the next interval. What became of each
+request is answered to the ``xpuprof trigger`` that sent it, when one did (``answers``).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import threading
 import time
 
 from ..config.kineto import KinetoConfig
-from . import control, fabric
+from . import answers, control, fabric
+from .refusals import RefusalLog
 from .request import RequestError, from_kineto_text
 
 log = logging.getLogger("xpuprof.ondemand")
@@ -66,7 +69,7 @@ class DaemonClient:
         self._thread: threading.Thread | None = None
         self._base_read_at = float("-inf")
         self._daemon_seen: bool | None = None
-        self._refused_uids: set[int] = set()
+        self._refusals = RefusalLog(log)
         self._request_datagram = fabric.encode_request(fabric.CONFIG_ACTIVITIES, self.pids, self.jobid)
 
     # ------------------------------------------------------------------ life
@@ -151,20 +154,23 @@ class DaemonClient:
     def _receive(self, ep: fabric.Endpoint, timeout: float) -> bool | None:
         """One datagram: True for the daemon's answer, False for anything else, None when none came."""
         try:
-            dg = ep.receive(timeout)
-        except ValueError as exc:
-            log.warning("xpuprof: dropped a malformed datagram on the on-demand socket: %s", exc)
+            dg = ep.receive(timeout, trust=fabric.trusted_sender)
+        except fabric.Untrusted as exc:  # nothing of it decoded: said once per uid, rate-limited
+            cred = exc.credentials
+            uid = cred.uid if cred else None
+            self._refusals.say(("uid", uid), lambda: (
+                f"xpuprof: ignored an on-demand datagram from "
+                f"{f'uid {uid} (pid {cred.pid})' if cred else 'an unknown sender'}: only root or this process's own "
+                f"user (uid {os.getuid()}) may configure it"))
+            return False
+        except fabric.Malformed as exc:
+            cred = exc.credentials
+            self._refusals.say(("malformed", cred.pid if cred else None), lambda: (
+                f"xpuprof: dropped a malformed datagram on the on-demand socket (from pid "
+                f"{cred.pid if cred else '?'}): {exc}"))
             return False
         if dg is None:
             return None
-        if not fabric.trusted_sender(dg.credentials):
-            uid = dg.credentials.uid if dg.credentials else None
-            if uid not in self._refused_uids:
-                self._refused_uids.add(uid)
-                who = f"uid {uid} (pid {dg.credentials.pid})" if dg.credentials else "an unknown sender"
-                log.warning("xpuprof: ignored an on-demand datagram from %s: only root or this process's own "
-                            "user (uid %d) may configure it", who, os.getuid())
-            return False
         if dg.type != fabric.MSG_REQUEST:
             log.debug("xpuprof: ignored a %r datagram from %s", dg.type, dg.sender)
             return False
@@ -174,32 +180,22 @@ class DaemonClient:
         return True
 
     def handle_config(self, text: str, *, sender: str | None = None) -> None:
-        log.info("xpuprof: on-demand config received:\n%s", text.strip())
+        log.info("xpuprof: on-demand config received:\n%s", text.strip()[:4096])
+        answer_to = answers.answer_name(text)
         try:
             command = control.parse(text)
             if command is not None:
-                outcome = control.apply(self.agent, command[0])
-                if command[1] and sender is not None:
-                    self._answer(sender, command[0], outcome)
+                outcome = control.apply(self.agent, command)
+                answers.send(answer_to, answers.OUTCOME, command=command, outcome=outcome)
                 return
             request = from_kineto_text(text)
         except RequestError as exc:
             log.warning("xpuprof: on-demand request refused: %s", exc)
+            answers.send(answer_to, answers.REFUSED, why=str(exc))
             return
         for key, why in request.notes.items():
             log.warning("xpuprof: on-demand request %s: %s: %s", request.describe(), key, why)
         self.agent.submit(request)
-
-    def _answer(self, sender: str, command: str, outcome: str) -> None:
-        """The outcome of a control command, to an embedded daemon that asked for it."""
-        ep = self.endpoint
-        if ep is None:
-            return
-        try:
-            ep.send(sender, fabric.encode(control.ANSWER_TYPE, control.answer_payload(os.getpid(), command,
-                                                                                    outcome)))
-        except OSError as exc:
-            log.debug("xpuprof: the answer to a %s request could not be sent: %s", command, exc)
 
     def _daemon_present(self, present: bool, exc: OSError | None = None) -> None:
         if present == self._daemon_seen:

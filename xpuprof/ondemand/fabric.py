@@ -16,7 +16,11 @@ Facts from dynolog ``src/ipcfabric/{Endpoint,FabricManager,Utils}.h`` and Kineto
 * ``jobid``: ``SLURM_JOB_ID`` read as ``strtoll`` reads it, else 0.
 
 Security (ours; Kineto does not check): every datagram is received with ``SO_PASSCRED``, so the
-kernel says which uid sent it. Only root or this process's own uid is trusted (``trusted_sender``).
+kernel says which pid and uid sent it, and the receiver's trust rule (``trusted_sender``: root or this
+process's own uid) is applied to those credentials before a byte of the datagram is decoded or logged
+(``Untrusted``). Filesystem sockets live only in a directory no other user can turn against this process
+(``sockdir``); the socket file's mode is set, and the file removed, through a descriptor of that directory
+and of the file itself, never through a name resolved again.
 """
 from __future__ import annotations
 
@@ -27,6 +31,9 @@ import socket
 import struct
 import uuid
 from dataclasses import dataclass
+from typing import Callable
+
+from . import sockdir
 
 DAEMON_NAME = "dynolog"
 CLIENT_PREFIX = "dynoconfigclient"
@@ -47,11 +54,28 @@ CONFIG_ACTIVITIES = 0x2
 
 MAX_ANCESTORS = 10  # kMaxParentPids: the process plus up to 10 ancestors
 MAX_NAME = 108 - 2  # sockaddr_un.sun_path minus the two NULs of an abstract name
-MAX_DATAGRAM = 1 << 20  # a config text is a few hundred bytes; anything near this is not one
+MAX_CONFIG_BYTES = 64 << 10  # a config text is a few hundred bytes; the documented bound on one (issue 40)
+MAX_DATAGRAM = METADATA_SIZE + MAX_CONFIG_BYTES  # anything larger is truncated, said, and dropped
 
 
 class FabricError(OSError):
-    """The endpoint cannot be set up (name too long, directory missing, name taken)."""
+    """The endpoint cannot be set up (name too long, directory missing or unsafe, name taken)."""
+
+
+class Untrusted(Exception):
+    """A datagram whose sender the receiver does not trust; nothing of it was decoded."""
+
+    def __init__(self, credentials: "Credentials | None") -> None:
+        super().__init__(credentials)
+        self.credentials = credentials
+
+
+class Malformed(ValueError):
+    """A datagram from a trusted sender that is not one (its header does not describe it, or truncated)."""
+
+    def __init__(self, message: str, credentials: "Credentials | None") -> None:
+        super().__init__(message)
+        self.credentials = credentials
 
 
 @dataclass(frozen=True)
@@ -203,11 +227,19 @@ class Endpoint:
     def __init__(self, name: str, directory: str | None = None, *, replace_stale: bool = True,
                  mode: int = 0o600) -> None:
         """``mode``: of the socket file (filesystem sockets). Clients keep 0600; a daemon-side endpoint
-        that other users' processes must reach takes 0666, as dynolog's, and checks who sends instead."""
+        that other users' processes must reach takes 0666, as dynolog's, and checks who sends instead.
+        ``FabricError`` when the directory is unsafe (``sockdir``), the name taken or too long."""
         self.name = name
         self._mode = mode
         self.directory = directory
         self.address = address(name, directory)
+        self._dir_fd: int | None = None
+        self._bound_name: str | None = None
+        if directory:
+            try:
+                self._dir_fd = sockdir.open_checked(directory)
+            except sockdir.SocketDirError as exc:
+                raise FabricError(exc.errno, exc.strerror) from None
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         try:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -217,22 +249,33 @@ class Endpoint:
                 self._sock.bind(self.address)
         except OSError as exc:
             self._sock.close()
+            self._close_dir()
             if isinstance(exc, FabricError):
                 raise
+            if isinstance(exc, sockdir.SocketDirError):
+                raise FabricError(exc.errno, exc.strerror) from None
             where = self.address if directory else f"abstract socket @{name}"
             raise FabricError(exc.errno, f"cannot bind {where}: {exc.strerror or exc}") from None
-        self._bound_file = self.address if directory else None
 
     def _bind_file(self, replace_stale: bool) -> None:
+        # Linux creates the socket file with the socket's own mode less the umask: set before bind, the file is
+        # never, even for an instant, more open than asked (the umask may still take bits away: see below).
+        os.fchmod(self._sock.fileno(), self._mode)
         try:
             self._sock.bind(self.address)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE or not replace_stale or self._in_use(self.address):
                 raise
-            os.unlink(self.address)  # a stale file no process listens on (dynolog unlinks before binding too)
+            # a stale socket no process listens on (dynolog unlinks before binding too): only our own is removed
+            if not sockdir.unlink_own_socket(self._dir_fd, self.name):
+                raise FabricError(errno.EADDRINUSE, f"{self.address} exists and is not a stale socket of this user; "
+                                  "it is left alone") from None
             self._sock.bind(self.address)
-        # Senders are checked by uid anyway (SO_PASSCRED); chmod, not umask: umask is process-wide.
-        os.chmod(self.address, self._mode)
+        self._bound_name = self.name
+        # Senders are checked by uid anyway (SO_PASSCRED). The exact mode (0666 for a daemon endpoint, which the
+        # umask narrowed) is set through an O_PATH descriptor of the file just bound, never by its name (which a
+        # swapped symlink could redirect); the umask is process-wide, so it is not changed.
+        sockdir.set_socket_mode(self._dir_fd, self.name, self._mode)
 
     @staticmethod
     def _in_use(path: str) -> bool:
@@ -252,11 +295,13 @@ class Endpoint:
         """One non-blocking send; OSError (ECONNREFUSED/ENOENT: nobody at ``dest_name``) is the caller's."""
         self._sock.sendto(datagram, socket.MSG_DONTWAIT, address(dest_name, self.directory))
 
-    def receive(self, timeout: float | None) -> Datagram | None:
+    def receive(self, timeout: float | None,
+                trust: Callable[["Credentials | None"], bool] | None = None) -> Datagram | None:
         """The next datagram, or None after ``timeout`` seconds (0: only what is queued now).
 
-        Malformed datagrams raise ValueError (the caller logs them); the datagram is consumed either way.
-        """
+        ``trust(credentials)`` is asked first (default: ``trusted_sender``); a sender it refuses raises
+        ``Untrusted`` before anything of the datagram is decoded. A trusted sender's malformed datagram raises
+        ``Malformed``. The datagram is consumed either way."""
         self._sock.settimeout(timeout)
         try:
             raw, ancdata, flags, addr = self._sock.recvmsg(MAX_DATAGRAM, socket.CMSG_SPACE(_UCRED.size))
@@ -266,21 +311,37 @@ class Endpoint:
         for level, kind, data in ancdata:
             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _UCRED.size:
                 cred = Credentials(*_UCRED.unpack_from(data))
+        if not (trust or trusted_sender)(cred):
+            raise Untrusted(cred)
         if flags & socket.MSG_TRUNC:
-            raise ValueError(f"datagram larger than {MAX_DATAGRAM} bytes (truncated)")
-        msg_type, payload = decode(raw)
+            raise Malformed(f"datagram larger than {MAX_DATAGRAM} bytes (truncated)", cred)
+        try:
+            msg_type, payload = decode(raw)
+        except ValueError as exc:
+            raise Malformed(str(exc), cred) from None
         return Datagram(msg_type, payload, name_of(addr, self.directory), cred)
+
+    def _close_dir(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
 
     def close(self) -> None:
         self._sock.close()
-        if self._bound_file:
-            try:
-                os.unlink(self._bound_file)
-            except OSError:
-                pass
-            self._bound_file = None
+        if self._bound_name and self._dir_fd is not None:
+            sockdir.unlink_own_socket(self._dir_fd, self._bound_name)  # through the directory's descriptor
+        self._bound_name = None
+        self._close_dir()
 
     def detach(self) -> None:
         """After fork, in the child: close our copy without removing the parent's socket file."""
-        self._bound_file = None
+        self._bound_name = None
         self._sock.close()
+        self._close_dir()
+
+
+def send_once(dest_name: str, datagram: bytes, directory: str | None = None) -> None:
+    """One datagram from an unbound socket (the receiver still gets the kernel's credentials); for answers
+    sent from any thread. OSError is the caller's."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        sock.sendto(datagram, socket.MSG_DONTWAIT, address(dest_name, directory))

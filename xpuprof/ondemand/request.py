@@ -14,6 +14,15 @@ under ``/tmp/`` or ``KINETO_ONDEMAND_TRACE_DIR``). Differences, each said in the
   trace's ``ondemand.notes``; a memory-snapshot request (``PROFILE_MEMORY``) or a config that fails to parse is
   refused with one line naming the problem. ``PROFILE_PROFILE_MEMORY`` records torch's ``[memory]`` events
   (and Level Zero allocations without torch), as ``profile(profile_memory=True)`` does.
+* Without ``ACTIVITIES_LOG_FILE`` (``xpuprof trigger``'s default), or with one outside the trace directory, the
+  trace is ``<trace dir>/<host>_<pid>.<ts>.pt.trace.json``: the project's one naming rule, which ``xpuprof
+  report DIR``, TensorBoard and HTA find (Kineto's own default is ``libkineto_activities_<pid>.json``).
+
+Bounds (anyone who can reach dynolog's port writes the text): at most ``MAX_CONFIG_BYTES`` (64 KiB) of text;
+a ``PROFILE_START_TIME`` at most ``START_HORIZON_S`` (one hour) ahead; kernel name patterns
+(``XPUPTI_INCLUDE_KERNELS`` / ``XPUPTI_EXCLUDE_KERNELS``) matched with RE2, in time linear in the name, and
+refused when RE2 cannot run them so. ``XPUPROF_ANSWER_TO`` names the ``xpuprof trigger`` to tell what became of
+the request (``answers``).
 """
 from __future__ import annotations
 
@@ -23,8 +32,11 @@ from dataclasses import dataclass, field
 
 from ..config.kineto import KinetoConfig, KinetoConfigError, ondemand_trace_dir
 from ..config.options import ProfilerConfig
+from . import answers
+from .fabric import MAX_CONFIG_BYTES
 
 DEFAULT_DURATION_MS = 500  # Kineto's ACTIVITIES_DURATION_MSECS default
+START_HORIZON_S = 3600  # a PROFILE_START_TIME further ahead is refused (it would hold the process busy)
 
 
 class RequestError(ValueError):
@@ -48,6 +60,8 @@ class CaptureRequest:
     text: str = ""
     notes: dict[str, str] = field(default_factory=dict)  # asked for, not honoured: why
     received_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    answer_to: str | None = None  # the xpuprof trigger to tell what became of the request (answers)
+    log_file_named: bool = False  # ACTIVITIES_LOG_FILE was given and honoured (else the one naming rule)
 
     def describe(self) -> str:
         when = (f"{self.iterations} iteration(s) from iteration {self.start_iteration}" if self.by_iterations
@@ -77,12 +91,24 @@ def log_file_for_pid(path: str, pid: int) -> str:
     return f"{path}_{pid}.json"
 
 
+def rule_file_name(directory: str, pid: int | None = None) -> str:
+    """``<directory><host>_<pid>.<ts>.pt.trace.json``: the project's one naming rule (``trace_file_name``)."""
+    from ..profiler.api import default_worker_name, trace_file_name
+
+    return f"{directory}{trace_file_name(default_worker_name(pid=pid))}"
+
+
 def from_kineto_text(text: str, *, source: str = "daemon", pid: int | None = None) -> CaptureRequest:
     """The request a daemon config means; ``RequestError`` when it cannot run."""
     pid = os.getpid() if pid is None else pid
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_CONFIG_BYTES:
+        raise RequestError(f"the config is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted (a config is a few "
+                           "hundred bytes)")
+    answer_to = answers.answer_name(text)
     kc = KinetoConfig()
     kc.set_on_demand(True)
-    if not kc.parse(text):
+    if not kc.parse(answers.without_answer_key(text)):
         raise RequestError(f"the config does not parse: {'; '.join(kc.errors)}")
     if kc.memory_profiler_enabled:
         raise RequestError("PROFILE_MEMORY=true asks for a memory snapshot (dyno gputrace --profile-memory), which "
@@ -90,23 +116,24 @@ def from_kineto_text(text: str, *, source: str = "daemon", pid: int | None = Non
     if not kc.activities_enabled:
         raise RequestError("ACTIVITIES_ENABLED=false: the request asks for no activity trace")
     notes = _not_honoured(kc)
-    default_file = f"{ondemand_trace_dir()}libkineto_activities_{pid}.json"
     if kc.activities_log_file_set:
         log_file = log_file_for_pid(kc.activities_log_file, pid)
     else:
-        log_file = default_file
+        log_file = rule_file_name(ondemand_trace_dir(), pid)
         rejected = [e for e in kc.errors if e.startswith("ACTIVITIES_LOG_FILE")]
         if rejected:
             notes["ACTIVITIES_LOG_FILE"] = (f"{rejected[0]} (on-demand traces are confined to that directory, "
                                             f"as Kineto confines them): written to {log_file} instead")
     request = _timing(kc, CaptureRequest(config=_profiler_config(kc), source=source, log_file=log_file,
-                                         trace_id=kc.request_trace_id, text=text, notes=notes))
+                                         trace_id=kc.request_trace_id, text=text, notes=notes,
+                                         answer_to=answer_to,
+                                         log_file_named=kc.activities_log_file_set))
     return request
 
 
 def _profiler_config(kc: KinetoConfig) -> ProfilerConfig:
-    try:
-        return ProfilerConfig.from_kineto(kc)
+    try:  # kernel name patterns come from the network: matched in linear time (RE2), or refused here
+        return ProfilerConfig.from_kineto(kc, linear_kernel_filters=True)
     except (KinetoConfigError, ValueError) as exc:
         raise RequestError(f"the config cannot be recorded: {exc}") from None
 
@@ -130,6 +157,12 @@ def _timing(kc: KinetoConfig, request: CaptureRequest) -> CaptureRequest:
     request.duration_ms = kc.activities_duration_ms
     request.warmup_ms = kc.activities_warmup_ms
     request.start_time_ms = kc.profile_start_time_ms if kc.profile_start_time_explicit else None
+    if request.start_time_ms is not None:
+        ahead_s = (request.start_time_ms - time.time_ns() / 1e6) / 1e3
+        if ahead_s > START_HORIZON_S:
+            raise RequestError(f"PROFILE_START_TIME={request.start_time_ms} is {ahead_s:.0f} s ahead; at most "
+                               f"{START_HORIZON_S} s (one hour) ahead is accepted (a pending capture holds the "
+                               "process busy until it starts)")
     return request
 
 

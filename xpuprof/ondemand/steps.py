@@ -73,9 +73,12 @@ def remove_listener(listener: Callable[[int], None]) -> None:
             _listeners.remove(listener)
 
 
-def wait_until(predicate: Callable[[int], bool], *, cancel: threading.Event, idle_timeout_s: float) -> int | None:
+def wait_until(predicate: Callable[[int], bool], *, cancel: threading.Event, idle_timeout_s: float,
+               timeout_s: float | None = None) -> int | None:
     """Block until ``predicate(current())`` holds; returns that iteration. None when ``cancel`` is set,
-    or when no step arrives for ``idle_timeout_s`` seconds (the program stopped stepping)."""
+    when no step arrives for ``idle_timeout_s`` seconds (the program stopped stepping), or after
+    ``timeout_s`` seconds in all."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with _cond:
         while True:
             n = _count
@@ -83,12 +86,18 @@ def wait_until(predicate: Callable[[int], bool], *, cancel: threading.Event, idl
                 return n
             if cancel.is_set():
                 return None
+            now = time.monotonic()
             last = _last_step_monotonic
-            idle = 0.0 if last is None else time.monotonic() - last
+            idle = 0.0 if last is None else now - last
             if idle >= idle_timeout_s:
                 return None
-            # Woken by a step or by notify_cancel(); the timeout bounds the idle check only.
-            _cond.wait(min(idle_timeout_s - idle, 1.0) if last is not None else 1.0)
+            if deadline is not None and now >= deadline:
+                return None
+            # Woken by a step or by notify_cancel(); the timeout bounds the idle and deadline checks only.
+            wait = min(idle_timeout_s - idle, 1.0) if last is not None else 1.0
+            if deadline is not None:
+                wait = min(wait, deadline - now)
+            _cond.wait(wait)
 
 
 def notify_cancel() -> None:

@@ -1,15 +1,19 @@
 """torch's own Kineto and xpuprof in one process: one daemon client, one step count.
 
-With ``KINETO_USE_DAEMON`` set, torch's Kineto starts its daemon client when it initializes (at
-``import torch``, or at the first profiler start when that comes first; ``libkineto_init`` reads the
-variable then, once) and ``torch.profiler`` registers an optimizer step hook that feeds
+With ``KINETO_USE_DAEMON`` set, torch's Kineto starts its daemon client when libkineto first initializes:
+when libtorch loads (``import torch``; a static initializer reads the variable with ``getenv``, after
+``KINETO_DAEMON_INIT_DELAY_S`` when that is set) or at the first profiler start, whichever comes first,
+once per process. ``torch.profiler`` also registers an optimizer step hook that feeds
 ``KinetoStepTracker``. Two clients polling one daemon would answer one request with two traces, both
 driving the same vendor tracing API. So:
 
-* xpuprof first (``import xpuprof`` before torch, or ``xpuprof exec``): the variable moves to
-  ``XPUPROF_KINETO_USE_DAEMON`` (``hide_daemon_variable``): torch's Kineto never sees it, whenever it
-  initializes; child processes inherit the opt-in under that name and xpuprof reads both. The optimizer
-  hook torch then skips is registered here. The process gives one trace: xpuprof's.
+* xpuprof first (``import xpuprof`` before torch, or ``xpuprof exec``): while ``import torch`` runs, the
+  variable is taken out of the C environment only (``os.unsetenv``: ``os.environ`` keeps it), and libkineto
+  is initialized right after, still without it (``_init_kineto_unregistered``: one empty profiler start and
+  stop of torch's, well under a millisecond); then the C environment gets the variable back. torch's client
+  never starts in this process, and every child process (a shell, libtorch in another venv, a Python child
+  without xpuprof) inherits the variable as the user set it. The optimizer hook is torch.profiler's own (it
+  reads ``os.environ``). The process gives one trace: xpuprof's.
 * torch first: its client already owns the link; xpuprof says so once and does not compete.
 
 Either way, once torch is in, ``KinetoStepTracker``'s ``_kineto_step`` is hooked so iterations count
@@ -18,6 +22,7 @@ imports it (a post-import hook on the top-level ``torch`` import).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import logging
 import os
@@ -30,7 +35,8 @@ from . import steps
 log = logging.getLogger("xpuprof.ondemand")
 
 USE_DAEMON_ENV = "KINETO_USE_DAEMON"
-STASHED_ENV = "XPUPROF_KINETO_USE_DAEMON"  # the opt-in, kept where torch's Kineto does not look
+INIT_DELAY_ENV = "KINETO_DAEMON_INIT_DELAY_S"  # torch's delayed libkineto init reads KINETO_USE_DAEMON later
+KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"
 
 _lock = threading.Lock()
 _after_import: list[Callable[[object], None]] = []
@@ -39,16 +45,52 @@ _finder: "_TorchImportFinder | None" = None
 
 
 def torch_client_running() -> bool:
-    """torch was imported with ``KINETO_USE_DAEMON`` set, before xpuprof could hide it: its Kineto polls."""
+    """torch was imported with ``KINETO_USE_DAEMON`` set, before xpuprof could keep its client off: its
+    Kineto polls."""
     torch = sys.modules.get("torch")
     return torch is not None and hasattr(torch, "_C") and USE_DAEMON_ENV in os.environ and not _hooked
 
 
-def hide_daemon_variable() -> None:
-    """Move ``KINETO_USE_DAEMON`` out of torch's sight, for this process and its children."""
-    value = os.environ.pop(USE_DAEMON_ENV, None)
-    if value is not None:
-        os.environ[STASHED_ENV] = value
+@contextlib.contextmanager
+def hidden_from_torch():
+    """While the block runs, the C environment (what libtorch's ``getenv`` reads) lacks ``KINETO_USE_DAEMON``
+    and ``KINETO_DAEMON_INIT_DELAY_S`` (so torch's init runs at once, and sees no opt-in); ``os.environ`` is
+    untouched, and the C environment gets both back from it after."""
+    names = [n for n in (USE_DAEMON_ENV, INIT_DELAY_ENV) if n in os.environ]
+    for name in names:
+        os.unsetenv(name)
+    try:
+        yield
+    finally:
+        for name in names:
+            value = os.environ.get(name)
+            if value is not None:
+                os.putenv(name, value)
+
+
+def _init_kineto_unregistered(torch) -> None:
+    """libkineto initialized now (inside ``hidden_from_torch``): torch registers its profiler at the first
+    profiler start, reading ``KINETO_USE_DAEMON`` then; after it, no later start reads it again. One empty
+    start and stop of torch's profiler (CPU only, nothing recorded), with Kineto's log level at its top so
+    that its ``USDT: profiler_start/stop`` lines do not reach the program's stderr. Skipped when a profiler
+    already runs (it initialized libkineto)."""
+    autograd = torch._C._autograd
+    if autograd._profiler_enabled():
+        return
+    profiler = torch._C._profiler
+    activities = {profiler.ProfilerActivity.CPU}
+    config = profiler.ProfilerConfig(profiler.ProfilerState.KINETO, False, False, False, False, False,
+                                     profiler._ExperimentalConfig())
+    quiet = KINETO_LOG_LEVEL_ENV not in os.environ
+    if quiet:
+        os.environ[KINETO_LOG_LEVEL_ENV] = "6"
+    try:
+        autograd._prepare_profiler(config, activities)
+        autograd._enable_profiler(config, activities)
+        autograd._disable_profiler()
+    finally:
+        if quiet:
+            os.environ.pop(KINETO_LOG_LEVEL_ENV, None)
 
 
 def on_torch_imported(callback: Callable[[object], None]) -> None:
@@ -100,13 +142,21 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
         original = loader.exec_module
 
         def exec_module(module, _original=original):
-            _original(module)
-            # torch/__init__ has run to its end; the import system clears this flag right after we return,
-            # and code that treats an initializing torch as absent (torch_ops) must see it complete now.
-            module_spec = getattr(module, "__spec__", None)
-            if module_spec is not None:
-                module_spec._initializing = False
-            _torch_ready(module)
+            with hidden_from_torch():  # no-op without the opt-in in the environment
+                _original(module)
+                # torch/__init__ has run to its end; the import system clears this flag right after we return,
+                # and code that treats an initializing torch as absent (torch_ops) must see it complete now.
+                module_spec = getattr(module, "__spec__", None)
+                if module_spec is not None:
+                    module_spec._initializing = False
+                _torch_ready(module)
+                if USE_DAEMON_ENV in os.environ:
+                    try:
+                        _init_kineto_unregistered(module)
+                    except Exception as exc:  # a torch without these internals: its client may start later
+                        log.warning("xpuprof: torch's profiler could not be initialized without its on-demand "
+                                    "client (%s: %s); a torch.profiler start in this process may register torch's "
+                                    "own client beside xpuprof's", type(exc).__name__, exc)
 
         loader.exec_module = exec_module
         return spec

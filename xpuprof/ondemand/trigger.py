@@ -14,8 +14,13 @@ Several hosts (dynolog's ``scripts/pytorch/unitrace.py``): one request per host,
 
 Embedded (no dynolog here): the trigger binds the daemon's IPC endpoint itself for one poll interval,
 answers each process that polls (the same datagrams dynolog sends), and hands the config to the
-matching ones of its own user (every user's when run as root). Clients check the trigger's uid as
-they check dynolog's.
+matching ones of its own user (every user's when run as root). Who polls, and so which process a config
+goes to, is the kernel's word (``SCM_CREDENTIALS``), never the datagram's: a process is matched by its
+kernel pid and that pid's ancestors as ``/proc`` shows them, and a sender of another user is not even
+decoded. Clients check the trigger's uid as they check dynolog's.
+
+Any daemon's RPC answer is read with bounds (``MAX_ANSWER_BYTES``, one overall deadline) and checked for the
+shape dynolog gives it; anything else is one ``TriggerError`` line.
 """
 from __future__ import annotations
 
@@ -28,16 +33,21 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from . import control, fabric
+from . import fabric
 
 DEFAULT_PORT = 1778  # dynolog's --port default
 DEFAULT_PROCESS_LIMIT = 3  # the dyno CLI's --process-limit default
 _LENGTH = struct.Struct("@i")
-ANSWER_GRACE_S = 1.0  # embedded control commands: how long past --wait the processes' answers are awaited
+MAX_ANSWER_BYTES = 1 << 20  # dynolog's answer is a few hundred bytes (a pid list); far more is not an answer
+RPC_TIMEOUT_S = 10.0
 
 
 class TriggerError(RuntimeError):
-    """The request could not be delivered (no daemon at the address, a broken answer)."""
+    """The request could not be delivered (no daemon at the address)."""
+
+
+class BadAnswer(TriggerError):
+    """A daemon answered something that is not dynolog's answer (broken or hostile): exit status 2."""
 
 
 @dataclass
@@ -48,16 +58,17 @@ class TriggerResult:
     busy: int = 0
     raw: dict = field(default_factory=dict)
     error: str | None = None
-    answers: dict[int, str] | None = None  # control commands, embedded: each process's outcome
+    bad_answer: bool = False  # the daemon answered something that is not dynolog's answer (error says what)
 
 
 # ----------------------------------------------------------------------------- the config text
-def gputrace_config(*, log_file: str, duration_ms: int = 500, iterations: int = 0, start_time_ms: int = 0,
+def gputrace_config(*, log_file: str | None, duration_ms: int = 500, iterations: int = 0, start_time_ms: int = 0,
                     iteration_roundup: int = 1, record_shapes: bool = False, with_stacks: bool = False,
                     with_flops: bool = False, with_modules: bool = False, profile_memory: bool = False,
                     extra: list[str] = ()) -> str:
     """The config ``dyno gputrace`` sends for these options (its line order; ``PROFILE_PROFILE_MEMORY`` only when
-    asked, as dyno adds it), plus ``extra`` lines."""
+    asked, as dyno adds it), plus ``extra`` lines. ``log_file`` None: no ``ACTIVITIES_LOG_FILE`` (each xpuprof
+    process then names its trace by the one rule in its own trace directory)."""
     if iterations > 0:
         when = (f"PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP={iteration_roundup}\n"
                 f"ACTIVITIES_ITERATIONS={iterations}")
@@ -68,37 +79,69 @@ def gputrace_config(*, log_file: str, duration_ms: int = 500, iterations: int = 
                 f"PROFILE_WITH_MODULES={str(with_modules).lower()}")
     if profile_memory:
         switches += "\nPROFILE_PROFILE_MEMORY=true"
-    lines = [f"ACTIVITIES_LOG_FILE={log_file}", when, switches, *extra]
+    lines = ([f"ACTIVITIES_LOG_FILE={log_file}"] if log_file else []) + [when, switches, *extra]
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- dynolog's RPC
-def rpc(host: str, port: int, message: dict, *, timeout_s: float = 10.0) -> dict:
-    """One RPC to dynolog (the dyno CLI's framing); the decoded answer."""
+def rpc(host: str, port: int, message: dict, *, timeout_s: float = RPC_TIMEOUT_S) -> dict:
+    """One RPC to dynolog (the dyno CLI's framing); the decoded answer, a JSON object. ``TriggerError`` when
+    nothing answers, ``BadAnswer`` for an answer that is not one (every read bounded: its length, its bytes
+    and one deadline for the whole exchange)."""
     body = json.dumps(message).encode()
+    where = f"{host}:{port}"
+    deadline = time.monotonic() + timeout_s
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as conn:
-            conn.sendall(_LENGTH.pack(len(body)) + body)
-            size = _LENGTH.unpack(_read_exactly(conn, _LENGTH.size))[0]
-            if size <= 0:
-                raise TriggerError(f"dynolog at {host}:{port} sent no answer (it did not understand the request)")
-            raw = _read_exactly(conn, size)
+        conn = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as exc:
-        raise TriggerError(f"cannot reach dynolog at {host}:{port}: {exc.strerror or exc}") from None
+        raise TriggerError(f"cannot reach dynolog at {where}: {exc.strerror or exc}") from None
+    with conn:
+        try:
+            conn.sendall(_LENGTH.pack(len(body)) + body)
+            size = _LENGTH.unpack(_read_exactly(conn, _LENGTH.size, deadline, where))[0]
+            if size <= 0:
+                raise BadAnswer(f"dynolog at {where} sent no answer (length {size}: it did not understand the request)")
+            if size > MAX_ANSWER_BYTES:
+                raise BadAnswer(f"dynolog at {where} announced a {size}-byte answer; at most {MAX_ANSWER_BYTES} are read "
+                                "(not dynolog's answer)")
+            raw = _read_exactly(conn, size, deadline, where)
+        except OSError as exc:
+            raise BadAnswer(f"dynolog at {where} broke off its answer: {exc.strerror or exc}") from None
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise TriggerError(f"dynolog at {host}:{port} answered something that is not JSON: {exc}") from None
+        answer = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadAnswer(f"dynolog at {where} answered something that is not JSON: {str(exc)[:200]}") from None
+    if not isinstance(answer, dict):
+        raise BadAnswer(f"dynolog at {where} answered a JSON {type(answer).__name__}, not an object")
+    return answer
 
 
-def _read_exactly(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
+def _read_exactly(conn: socket.socket, n: int, deadline: float, where: str) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BadAnswer(f"dynolog at {where} did not finish its answer within {RPC_TIMEOUT_S:g} s")
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(min(n - got, 1 << 16))
+        except socket.timeout:
+            raise BadAnswer(f"dynolog at {where} did not finish its answer within {RPC_TIMEOUT_S:g} s") from None
         if not chunk:
-            raise ConnectionError(errno.ECONNRESET, "the connection closed before the whole answer arrived")
-        data += chunk
-    return data
+            raise BadAnswer(f"dynolog at {where} closed the connection after {got} of {n} answer bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _pid_list(answer: dict, key: str, where: str) -> list[int]:
+    value = answer.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 1 << 31
+                                              for p in value):
+        raise BadAnswer(f"dynolog at {where} answered {key}={str(value)[:120]}, not a list of process ids")
+    return list(dict.fromkeys(value))
 
 
 def daemon_listening(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -111,13 +154,24 @@ def daemon_listening(host: str, port: int, timeout_s: float = 1.0) -> bool:
 
 def send_request(host: str, port: int, config: str, *, job_id: int = 0, pids: list[int] | None = None,
                  process_limit: int = DEFAULT_PROCESS_LIMIT) -> TriggerResult:
+    where = f"{host}:{port}"
     answer = rpc(host, port, {"fn": "setKinetOnDemandRequest", "config": config, "job_id": int(job_id),
                               "pids": list(pids or [0]), "process_limit": int(process_limit)})
     if "processesMatched" not in answer:
-        raise TriggerError(f"dynolog at {host}:{port} refused the request: {answer.get('status', answer)}")
-    return TriggerResult(f"{host}:{port}", list(answer.get("processesMatched") or []),
-                         list(answer.get("activityProfilersTriggered") or []),
-                         int(answer.get("activityProfilersBusy") or 0), answer)
+        status = answer.get("status", answer)
+        raise BadAnswer(f"dynolog at {where} refused the request: {str(status)[:200]}")
+    matched = _pid_list(answer, "processesMatched", where)
+    triggered = _pid_list(answer, "activityProfilersTriggered", where)
+    busy = answer.get("activityProfilersBusy", 0)
+    if busy is None:
+        busy = 0
+    if not isinstance(busy, int) or isinstance(busy, bool) or not 0 <= busy <= len(matched):
+        raise BadAnswer(f"dynolog at {where} answered activityProfilersBusy={str(busy)[:60]} for {len(matched)} "
+                        "matched process(es)")
+    if not set(triggered) <= set(matched) or len(triggered) + busy > len(matched):
+        raise BadAnswer(f"dynolog at {where} answered {len(triggered)} triggered and {busy} busy of {len(matched)} "
+                        f"matched process(es) {matched[:8]}: not an answer dynolog gives")
+    return TriggerResult(where, matched, triggered, busy, answer)
 
 
 # ----------------------------------------------------------------------------- embedded daemon
@@ -146,52 +200,47 @@ class EmbeddedDaemon:
 
     def serve(self, config: str, *, wait_s: float, job_id: int = 0, pids: list[int] | None = None,
               process_limit: int = DEFAULT_PROCESS_LIMIT) -> TriggerResult:
-        """Answer every poll for ``wait_s`` seconds; the matching processes get ``config``."""
+        """Answer every poll for ``wait_s`` seconds; the matching processes get ``config``. A process is who
+        the kernel says sent the poll: its pid and its ancestors are read from ``/proc``, never from the
+        datagram (a poll claiming another process's pid gets nothing of its request)."""
         targets = set(pids or [])
         everyone = not targets or targets == {0}
         result = TriggerResult("embedded")
-        wants_answers = control.parse(config) is not None
-        if wants_answers:
-            result.answers = {}
         answered: set[int] = set()
         deadline = time.monotonic() + wait_s
-        own_uid = os.getuid()
+        own_uid = os.geteuid()
+
+        def mine(cred) -> bool:  # before anything of the datagram is decoded
+            return cred is not None and (own_uid == 0 or cred.uid == own_uid)
+
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                pending = wants_answers and len(result.answers) < len(result.triggered)
-                if not pending or left <= -ANSWER_GRACE_S:  # a control's answers: a little longer
-                    return result
-                left += ANSWER_GRACE_S
+                return result
             try:
-                dg = self.endpoint.receive(left)
-            except ValueError:
-                continue  # a malformed datagram: dynolog drops it too
-            if dg is None:
-                continue
-            mine = dg.credentials is not None and (own_uid == 0 or dg.credentials.uid == own_uid)
-            if dg.type == control.ANSWER_TYPE and wants_answers and mine:
-                answer = control.read_answer(dg.payload)
-                if answer is not None and dg.credentials.pid in result.triggered:
-                    result.answers[dg.credentials.pid] = answer["outcome"]
-                continue
-            if dg.type != fabric.MSG_REQUEST:
+                dg = self.endpoint.receive(left, trust=mine)
+            except (fabric.Untrusted, fabric.Malformed):
+                continue  # another user's process, or not a datagram: dynolog drops those too
+            if dg is None or dg.type != fabric.MSG_REQUEST:
                 continue
             try:
-                config_type, req_pids, req_job = fabric.decode_request(dg.payload)
+                config_type, _claimed, req_job = fabric.decode_request(dg.payload)
             except ValueError:
                 continue
+            leaf = dg.credentials.pid
+            lineage = fabric.ancestor_pids(leaf)
             reply = ""
-            leaf = req_pids[0] if req_pids else 0
-            matches = mine and req_job == job_id and (everyone or targets.intersection(req_pids))
+            matches = req_job == job_id and (everyone or targets.intersection(lineage))
             if matches and leaf not in answered:
                 answered.add(leaf)
                 result.matched.append(leaf)
                 if len(result.triggered) < process_limit and config_type & fabric.CONFIG_ACTIVITIES:
-                    result.triggered.append(leaf)
-                    reply = (f"{config}\n{control.REPLY_KEY}=1\n" if wants_answers
-                             else f"{config}\nREQUEST_TRACE_ID={_trace_id(leaf)}\n")
+                    reply = f"{config}\nREQUEST_TRACE_ID={_trace_id(leaf)}\n"
             try:
                 self.endpoint.send(dg.sender, fabric.encode(fabric.MSG_REQUEST, reply.encode()))
-            except OSError:
-                pass  # the process went away between its poll and our answer
+            except OSError as exc:  # gone between its poll and our answer, or the config does not fit a datagram
+                if reply:
+                    result.error = f"pid {leaf}: the request could not be delivered: {exc.strerror or exc}"
+                continue
+            if reply:
+                result.triggered.append(leaf)

@@ -1,6 +1,7 @@
-"""Trace storage (TraceBuilder), the Kineto-compatible writer and the reader, one stage each:
-``build`` (TraceBuilder, its columns, interned strings, key indexes, intervals), ``write`` (the
-Chrome JSON writer) and ``read`` (load, scan).
+"""Traces, one stage each: ``builder`` (TraceBuilder, its columns, interned strings, key indexes, intervals),
+``table`` (TraceTable, the one model every reader makes and every writer and analysis reads), ``read``
+(the Kineto JSON reader, the store reader, the directory rule) and ``write`` (the Chrome JSON writer, the
+store writer).
 
 The names below load their stage on first use: importing one stage (the builder while recording)
 does not import the writer or the reader, which keeps ``import xpuprof`` light."""
@@ -10,6 +11,8 @@ import importlib
 
 _STAGE_OF = {
     "TraceBuilder": ".builder.builder",
+    "TraceTable": ".table.model",
+    "read_trace": ".read.kineto",
     "ArgColumn": ".builder.columns",
     "encode_json": ".builder.columns",
     "hex_column": ".builder.columns",
@@ -19,8 +22,8 @@ _STAGE_OF = {
     "write_chrome_trace": ".write.chrome",
 }
 
-__all__ = ["ArgColumn", "TraceBuilder", "TraceLoadError", "encode_json", "events", "hex_column", "load",
-           "write_chrome_trace"]
+__all__ = ["ArgColumn", "TraceBuilder", "TraceLoadError", "TraceTable", "encode_json", "events", "hex_column", "load",
+           "read_trace", "write_chrome_trace"]
 
 
 def __getattr__(name: str):

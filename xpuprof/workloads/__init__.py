@@ -7,12 +7,10 @@ The library behind a built-in is imported only when the workload is built, so co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
-
-class WorkloadError(RuntimeError):
-    """A workload that cannot be built or run here; the message says what and why."""
+from .base import Workload, WorkloadError
 
 
 @dataclass(frozen=True)
@@ -35,17 +33,6 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 }
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-
-@dataclass
-class Workload:
-    """A ready-to-run workload: ``step()`` is one iteration, ``sync()`` waits for device work."""
-
-    name: str
-    step: Callable[[], Any]
-    sync: Callable[[], None] = lambda: None
-    device: str = "cpu"
-    info: dict[str, Any] = field(default_factory=dict)  # flops/bytes per step, library, shapes
 
 
 def builtin_params(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ GPU the pinned ``dpnp-cpu`` extra runs them on the OpenCL CPU device (set
 ``OCL_ICD_FILENAMES=<venv>/lib/libintelocl.so``)."""
 from __future__ import annotations
 
-from . import Workload, WorkloadError
+from .base import Workload, WorkloadError
 
 
 def import_library():

@@ -1,7 +1,7 @@
 """Built-in workloads on the host CPU through numpy (runs on any machine)."""
 from __future__ import annotations
 
-from . import Workload, WorkloadError
+from .base import Workload, WorkloadError
 
 
 def import_library():

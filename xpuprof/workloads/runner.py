@@ -135,10 +135,10 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
             raise TraceWriteError(f"trace not written: {write_error_line(trace_dir(point, multi_point), exc)}") \
                 from exc
         if path is not None:
-            from ..analysis.report import EventTable
+            from ..analysis.event_table import EventTable
 
             result.traces.append(Path(path))
-            result.tables.append(EventTable.from_builder(prof.builder))
+            result.tables.append(EventTable.from_table(prof.builder.freeze()))
         phase("recording")
 
     for repeat in range(point.repeats):

@@ -1,7 +1,7 @@
 """Built-in workloads through torch on xpu, cuda or cpu (``device: auto`` picks xpu, then cuda, then cpu)."""
 from __future__ import annotations
 
-from . import Workload, WorkloadError
+from .base import Workload, WorkloadError
 
 
 def import_library():

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import Workload, WorkloadError
+from .base import Workload, WorkloadError
 
 
 @contextmanager

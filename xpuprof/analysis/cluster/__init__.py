@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .result import FORMATS, AnalysisResult
+from .result import FORMATS, AnalysisError, AnalysisResult
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _overlap(engine, **kw):
 
 def _stragglers(engine, **kw):
     from . import stragglers
-    return stragglers.run(engine, **kw)[0]
+    return stragglers.run(engine, **kw)
 
 
 _STEP = frozenset({"include_last_step"})
@@ -84,13 +84,11 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              "per rank: CPU-to-GPU launch delays (--events: one row per launch)"),
     Analysis("memory-bw", "get_memory_bw_summary", _memory_bw, _STEP,
              "per rank and copy kind: memory bandwidth statistics"),
-    Analysis("stragglers", "", _stragglers, frozenset({"threshold_pct", "z"}),
-             "per rank: step time and start lag; outlier ranks"),
+    Analysis("stragglers", "", _stragglers, _STEP | {"threshold_pct", "min_us"},
+             "per rank: what it waits in collectives against the others, step time and start lag; the ranks "
+             "the others wait for, and in which steps"),
 )}
 
-
-class AnalysisError(ValueError):
-    """An unknown analysis or an option it does not take."""
 
 
 def run_analysis(name: str, engine, **options: Any) -> AnalysisResult:

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from ...trace.read.store import Store, StoreError
 from ...trace.store_schema import RANKS_TABLE, TABLES
-from . import Engine, EngineError, Task, default_group_events, default_memory_limit
+from .base import Engine, EngineError, Task, default_group_events, default_memory_limit
 
 
 def _duckdb():

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Iterable, Sequence
 
 from ...trace.read.store import Store
-from . import Engine, EngineError, Task
+from .base import Engine, EngineError, Task
 from .duckdb_engine import run_task
 
 log = logging.getLogger("xpuprof")

@@ -19,7 +19,8 @@ from ...trace.builder.intervals import innermost_containing
 from ..base import Backend, BackendError, ProbeResult, ProcessWindow, Session
 from ..common import OUT_OF_WINDOW
 from .launches import Launches, from_ops, from_ranges, innermost
-from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour, write_timeline
+from .noise import NoiseConfigError, NoiseModel
+from .records import CUDA_DEVICE_PROPERTIES, DEVICE_PROPERTIES, SIM_FLAVOURS, SimFlavour
 from .timeline import METRICS, MIN_RANGE_NS, metric_values, simulate
 
 _METRIC_ACTIVITIES = frozenset({ActivityType.GPU_PM_COUNTER, ActivityType.XPU_SCOPE_PROFILER,
@@ -51,6 +52,7 @@ class SimSession(Session):
         self._dropped: dict[str, int] = {}
         self._errors: list[str] = []
         self.vendor_state: dict[str, object] = {}  # what a vendor's emit stage keeps for a session
+        self.noise: NoiseModel | None = None  # opt-in (custom sim_noise): noise.py, applied in process()
 
     def start(self) -> None:
         self.correlation_log.clear()
@@ -148,17 +150,23 @@ class SimSession(Session):
             launches = launches.take(np.flatnonzero(fits))
         if len(launches) == 0:
             return
+        if self.noise is not None:
+            launches.work_ns = self.noise.apply(launches.names, launches.work_ns)
         rng = np.random.default_rng(self.seed)
         timeline = simulate(launches, rng)
         duration = timeline.k_end - timeline.k_start
         metrics = metric_values(self.metrics, timeline.work_bytes, timeline.comm, duration, rng) if self.metrics else {}
-        write_timeline(self, builder, timeline, metrics)
+        from . import cuda_records, hip_records, xpu_records  # the flavour's vendor records, through its emit stage
+
+        vendor = {"xpu": xpu_records, "cuda": cuda_records, "hip": hip_records}[self.flavour.name]
+        vendor.write(self, builder, timeline, metrics)
 
     def device_properties(self) -> list[dict[str, Any]]:
         return [dict(CUDA_DEVICE_PROPERTIES if self.flavour.name == "cuda" else DEVICE_PROPERTIES)]
 
     def metadata(self) -> dict[str, Any]:
-        return {"backend": "sim", "simulated": True, "sim_seed": self.seed, "sim_vendor": self.flavour.name}
+        noise = {"sim_noise": self.noise.metadata()} if self.noise is not None else {}
+        return {"backend": "sim", "simulated": True, "sim_seed": self.seed, "sim_vendor": self.flavour.name, **noise}
 
     def errors(self) -> list[str]:
         return list(self._errors)
@@ -209,4 +217,9 @@ class SimBackend(Backend):
         flavour = str(config.custom.get("sim_vendor", "xpu")).strip().lower()
         if flavour not in SIM_FLAVOURS:
             raise BackendError(f"sim_vendor {flavour!r} is not known; valid: {', '.join(SIM_FLAVOURS)}")
-        return SimSession(types, metrics, seed, SIM_FLAVOURS[flavour])
+        session = SimSession(types, metrics, seed, SIM_FLAVOURS[flavour])
+        try:
+            session.noise = NoiseModel.from_config(config.custom.get("sim_noise"))
+        except NoiseConfigError as exc:
+            raise BackendError(str(exc)) from None
+        return session

@@ -114,11 +114,3 @@ def name_pointers(names: list[str], base: int) -> tuple[np.ndarray, dict[int, st
         np.zeros(0, str), np.zeros(0, np.int64))
     ptrs = base + 16 * np.arange(len(uniq), dtype=np.int64)
     return ptrs[codes.reshape(-1)], {int(p): str(n) for p, n in zip(ptrs.tolist(), uniq.tolist())}
-
-
-def write_timeline(session, builder, timeline: Timeline, metrics: dict[str, np.ndarray]) -> None:
-    """Write ``timeline`` into ``builder`` through the session's flavour's emit stage."""
-    from . import cuda_records, hip_records, xpu_records
-
-    writer = {"xpu": xpu_records, "cuda": cuda_records, "hip": hip_records}[session.flavour.name]
-    writer.write(session, builder, timeline, metrics)

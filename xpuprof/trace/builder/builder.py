@@ -4,8 +4,9 @@ Storage is columnar: each bulk call becomes one *batch* of numpy columns; scalar
 host code collect in small pending lists that turn into a batch every ``FLUSH_EVERY`` rows.
 Strings (names, categories, string args) are interned once. Timestamps are int64 epoch ns.
 
-Producers write; writers (``xpuprof.trace.write.chrome``) and analysis read ``batches``. The
-columns and batches themselves are in ``columns``.
+Producers write; ``freeze()`` gives the trace as a ``TraceTable`` (``xpuprof.trace.table``), its segments
+the builder's batches as they are, which the writers and the analyses read. The columns and batches
+themselves are in ``columns``.
 """
 from __future__ import annotations
 
@@ -348,6 +349,17 @@ class TraceBuilder:
         self.flush()
         return (sum(len(b) for b in self.slices) + sum(len(b) for b in self.instants)
                 + sum(len(b) for b in self.counters) + sum(len(b) for b in self.flows))
+
+    def freeze(self, *, vendor_categories: bool = True):
+        """The trace so far as a ``TraceTable`` (``xpuprof.trace.table``): its batches become the table's
+        segments as they are (no column is copied); rows added afterwards are not in it. The writers and
+        the analyses read the table; ``vendor_categories`` picks the category spelling its rows carry
+        (the writer's option of that name)."""
+        from ..table.builder_view import builder_table
+
+        with self._lock:
+            self.flush()
+            return builder_table(self, vendor_categories=vendor_categories)
 
     def nbytes(self) -> int:
         """Bytes held by the columns (for the memory-per-event benchmark); shared constants count once."""

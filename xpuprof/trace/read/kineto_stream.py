@@ -1,20 +1,18 @@
-"""A Kineto/Chrome JSON trace (``.json`` or ``.json.gz``; torch's, ours, any Kineto's) read in chunks.
+"""A Kineto/Chrome JSON document (``.json`` or ``.json.gz``; torch's, ours, any Kineto's) read in chunks of
+events: the two implementations behind the one reader (``kineto.read_trace``), chosen here, never by a caller.
 
-Memory stays bounded by the chunk size whatever the file's size: the C part
-``xpuprof._native.tracestream`` parses the document with tracescan's strict grammar in pieces,
-keeping per event ph, name, cat, ts, dur, pid, tid, id, the "s"/"bp" letter and the byte ranges of
-the event and of its args, as columns; the top-level keys before and after ``traceEvents`` are read
-whole. ``EventChunk`` hands one piece's columns on, with the bytes their ranges point into.
+* With the C part (``xpuprof._native.tracescan``) the document is parsed with its strict grammar in
+  pieces, so memory stays bounded by the chunk whatever the file's size: per event ph, name, cat, ts,
+  dur, pid, tid, id, the "s"/"bp" letter and the byte ranges of the event and of its args, as columns
+  (``EventChunk``); the top-level keys before and after ``traceEvents`` are read whole.
+* Without it the document is parsed whole by orjson and its events handed on in chunks of parsed
+  objects (``EventChunk.objects``): the same rows, without the memory bound.
 
-Without the C part the file is parsed whole (orjson) and its events are handed on in chunks of
-parsed objects: the same rows, without the memory bound.
+The file is opened, bounded and checked by ``source.TraceInput`` (the input limit, the first bytes).
 """
 from __future__ import annotations
 
-import gzip
 import logging
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -22,28 +20,45 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from ...inputs import max_input_bytes, too_large
-from . import scan as _scan
+from .source import TraceInput, TraceLoadError
 
 log = logging.getLogger("xpuprof")
 
-CHUNK_BYTES = 32 << 20  # read (and decompressed) per step
+CHUNK_BYTES = 16 << 20  # read (and decompressed) per step: a chunk is about three times this, held at once
 MAX_HEADER_BYTES = 256 << 20  # the top-level keys before traceEvents
 MAX_EVENT_BYTES = 256 << 20  # one event; a longer one (or an unterminated one) is an error
 MAX_TAIL_BYTES = 256 << 20  # the top-level keys after traceEvents
 DICT_CHUNK_EVENTS = 65536
+TS, DUR, PID, TID, ID = range(5)
+FIELDS = 5  # numeric fields the scanner keeps per event
+ABSENT, INT, DOUBLE = 0, 1, 2
+
+TraceStreamError = TraceLoadError  # the name this reader's errors had
+
+_UNSET = object()
+_native_module = _UNSET
 
 
-class TraceStreamError(ValueError):
-    """A file that is not a readable Chrome trace; the message names the file and what is wrong."""
+def native():
+    """``xpuprof._native.tracescan``, or None when xpuprof was built without a C compiler."""
+    global _native_module
+    if _native_module is _UNSET:
+        try:
+            from ..._native import tracescan
+        except ImportError:
+            tracescan = None
+        _native_module = tracescan
+    return _native_module
 
 
 @dataclass
 class EventChunk:
-    """Events ``first_idx ..`` of the traceEvents array. Columns as ``trace.read.scan.ScannedEvents``
-    (ph, name/cat ids into ``strings``, kind/num, span, complex, args_span) plus ``aux``; ``buf``
-    holds the bytes the spans index. ``objects``: the events already parsed (the path without the
-    C part), in which case the columns are empty."""
+    """Events ``first_idx ..`` of the traceEvents array as columns: ph (uint8, 0 absent, 0xff another
+    value), name/cat (int32 ids into ``strings``, -1 absent), kind/num (per field TS, DUR, PID, TID, ID:
+    ABSENT, INT or DOUBLE and the value's 8 bytes), span (each event's bytes in ``buf``), complex (read the
+    event whole), args_span (its args object's bytes, -1 none), aux (the "s"/"bp" letter), exact (ts and dur
+    in ns from the numbers' text). ``objects``: the events already parsed (the path without the C part),
+    in which case the columns are empty."""
 
     first_idx: int
     buf: bytes
@@ -72,85 +87,138 @@ class EventChunk:
         return orjson.loads(self.buf[s:e])
 
 
+def decode_strings(raw: bytes, ranges: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Distinct raw string bodies -> distinct decoded strings, and the raw id -> decoded id table
+    (two spellings of one string, e.g. with and without a \\u escape, become one)."""
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    remap = np.empty(len(ranges), np.int32)
+    for i, (s, e) in enumerate(ranges.tolist()):
+        body = raw[s:e]
+        text = orjson.loads(b'"' + body + b'"') if b"\\" in body else body.decode("utf-8")
+        got = seen.get(text)
+        if got is None:
+            got = seen[text] = len(out)
+            out.append(text)
+        remap[i] = got
+    return out, remap
+
+
+def make_chunk(buf, idx: int, n: int, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact) -> EventChunk:
+    """An EventChunk from ``tracescan.events``'s columns (string ids made ids of distinct decoded strings)."""
+    texts, remap = decode_strings(buf, np.frombuffer(strings, np.int64).reshape(-1, 2))
+
+    def ids(raw):
+        a = np.frombuffer(raw, np.int32)
+        return np.where(a >= 0, remap[np.maximum(a, 0)] if len(remap) else a, -1).astype(np.int32)
+
+    return EventChunk(idx, buf, n, np.frombuffer(ph, np.uint8), ids(name), ids(cat),
+                      np.frombuffer(kind, np.uint8).reshape(n, FIELDS),
+                      np.frombuffer(num, np.uint8).reshape(n, 8 * FIELDS).view(np.uint64),
+                      np.frombuffer(span, np.int64).reshape(n, 2), np.frombuffer(cx, np.uint8).astype(bool),
+                      np.frombuffer(args_span, np.int64).reshape(n, 2), np.frombuffer(aux, np.uint8),
+                      np.frombuffer(exact, np.int64).reshape(n, 2), texts)
+
+
+def _escaped_key(buf: bytes, members: bytes, start: int) -> tuple[int, bytes]:
+    """The events' start when a top-level key that spells "traceEvents" with escapes holds an array (the C
+    scanner compares keys as written), and the other members; (-1, members) when none does."""
+    rows = np.frombuffer(members, np.int64).reshape(-1, 4)
+    for j, (ks, ke, vs, ve) in enumerate(rows.tolist()):
+        if b"\\" in buf[ks:ke] and orjson.loads(buf[ks:ke]) == "traceEvents" and buf[vs:vs + 1] == b"[":
+            return vs + 1, np.delete(rows, j, axis=0).tobytes()
+    return -1, members
+
+
+class ExactFloat(float):
+    """A JSON number read as a float that keeps its text (``text``), so its µs convert to ns exactly as the
+    C scanner converts them (``kineto_rows.exact_ns``)."""
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+
+def _inexact_times(data) -> bool:
+    """Whether a parsed document holds a float ts or dur a double may not hold to the ns (|µs| >= 2**43
+    with a fraction): then the orjson path reads it again keeping the numbers' text."""
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        return False
+    for e in events:
+        if isinstance(e, dict):
+            for key in ("ts", "dur"):
+                v = e.get(key)
+                if type(v) is float and abs(v) >= 2.0 ** 43 and not v.is_integer():
+                    return True
+    return False
+
+
+def _floats(v):
+    if type(v) is ExactFloat:
+        return float(v)
+    if isinstance(v, dict):
+        return {k: _floats(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_floats(x) for x in v]
+    return v
+
+
+def _plain_floats(data):
+    """Every ExactFloat a plain float again, but the events' ts and dur (what ``exact_ns`` reads)."""
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if isinstance(data, dict):
+        data = {k: (v if k == "traceEvents" else _floats(v)) for k, v in data.items()}
+    if isinstance(events, list):
+        events = [{k: (x if k in ("ts", "dur") else _floats(x)) for k, x in e.items()} if isinstance(e, dict)
+                  else _floats(e) for e in events]
+        if isinstance(data, dict):
+            data["traceEvents"] = events
+        else:
+            data = events
+    return data
+
+
 @dataclass
 class KinetoStream:
     """``for chunk in KinetoStream(path).chunks()``; after the loop, ``header`` holds every top-level
-    key other than traceEvents."""
+    key other than traceEvents and ``events_read`` the number of events."""
 
     path: Path
-    chunk_bytes: int = CHUNK_BYTES
+    chunk_bytes: int | None = None  # CHUNK_BYTES
     header: dict = field(default_factory=dict)
     events_read: int = 0
-    limit: int = 0  # XPUPROF_MAX_INPUT_BYTES: the file as stored and what it decompresses to
-    _total: int = field(default=0, init=False, repr=False)  # bytes read so far
+    limit: int | None = None  # XPUPROF_MAX_INPUT_BYTES by default (source.TraceInput)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
-        self.limit = self.limit or max_input_bytes()
+        self.chunk_bytes = self.chunk_bytes or CHUNK_BYTES
 
-    def _fail(self, what: str) -> TraceStreamError:
-        return TraceStreamError(f"{self.path}: {what}")
-
-    def _open(self):
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
-            raise self._fail("no such file") from None
-        except IsADirectoryError:
-            raise self._fail("is a directory") from None
-        except OSError as exc:
-            raise self._fail(f"cannot read: {exc.strerror or exc}") from None
-        st = os.fstat(f.fileno())
-        if stat.S_ISREG(st.st_mode) and st.st_size > self.limit:
-            f.close()
-            raise TraceStreamError(str(too_large(self.path, "the file", self.limit, f" ({st.st_size:,} bytes)")))
-        magic = f.read(2)
-        f.seek(0)
-        if magic != b"\x1f\x8b":
-            return f
-        try:
-            from isal import igzip  # several times faster than zlib
-            return igzip.IGzipFile(fileobj=f, mode="rb")
-        except ImportError:
-            return gzip.GzipFile(fileobj=f, mode="rb")
-
-    def _read(self, f, n: int) -> bytes:
-        """Up to ``n`` bytes (``-1``: the rest), counted against the input limit (decompressed, for gzip;
-        a FIFO or a device has no size to check first)."""
-        try:
-            data = f.read(self.limit + 1 - self._total if n < 0 else n)
-        except (EOFError, OSError, ValueError) as exc:  # truncated or corrupt gzip
-            raise self._fail(f"is not a readable gzip file (truncated or corrupt?): {type(exc).__name__}: {exc}") \
-                from None
-        self._total += len(data)
-        if self._total > self.limit:
-            raise TraceStreamError(str(too_large(self.path, "what it holds (decompressed, for gzip)", self.limit)))
-        return data
+    def _fail(self, what: str) -> TraceLoadError:
+        return TraceLoadError(f"{self.path}: {what}")
 
     def chunks(self) -> Iterator[EventChunk]:
-        try:
-            from ..._native import tracestream
-        except ImportError:
-            tracestream = None
-        f = self._open()
-        try:
-            if tracestream is None:
-                yield from self._whole(f)
+        ts = native()
+        with TraceInput(self.path, limit=self.limit) as src:
+            if ts is None:
+                yield from self._whole(src)
             else:
-                yield from self._stream(f, tracestream)
-        finally:
-            f.close()
+                yield from self._stream(src, ts)
 
     # ------------------------------------------------------------------ with the C part
-    def _stream(self, f, ts) -> Iterator[EventChunk]:
+    def _stream(self, src: TraceInput, ts) -> Iterator[EventChunk]:
         buf = b""
         offset = 0  # file offset of buf[0] (in the decompressed document)
         final = False
         while True:  # the top level, up to traceEvents
-            data = self._read(f, self.chunk_bytes)
+            data = src.read(self.chunk_bytes)
             final = not data
             buf += data
             status, start, members = ts.header(buf, final)
+            if status == -3:  # "traceEvents" spelled with escapes ("tr\u0061ceEvents"): the same key
+                start, members = _escaped_key(buf, members, start)
+                status = 1 if start >= 0 else status
             if status == 1:
                 break
             if status == 0 and len(buf) <= MAX_HEADER_BYTES:
@@ -163,11 +231,13 @@ class KinetoStream:
         bare = buf.lstrip()[:1] == b"["
         pos, state, idx = start, 0, 0
         while True:
-            got = ts.events(buf, pos, state, final)
             (n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact, consumed, state, status,
-             error_at) = got
+             error_at) = ts.events(buf, pos, state, final)
             if n:
-                yield self._chunk(buf, idx, n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact)
+                chunk = make_chunk(buf, idx, n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact)
+                del ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact
+                yield chunk
+                del chunk  # the consumer is done with it: its columns go before the next read
                 idx += n
             if status == -1:
                 where = offset + error_at
@@ -188,12 +258,14 @@ class KinetoStream:
                 raise self._fail(f"event {idx} (byte {offset + consumed}) is not valid JSON or is longer than "
                                  f"{MAX_EVENT_BYTES >> 20} MiB")
             offset += consumed
-            data = self._read(f, self.chunk_bytes)
+            del buf  # the rest is copied out: the chunk's bytes go before the next are read
+            data = src.read(self.chunk_bytes)
             final = not data
             buf, pos = rest + data, 0
+            del rest, data
         tail = buf[consumed:]
         while True:  # the top-level keys after traceEvents
-            data = self._read(f, self.chunk_bytes)
+            data = src.read(self.chunk_bytes)
             if not data:
                 break
             tail += data
@@ -219,29 +291,19 @@ class KinetoStream:
             raise self._fail("has two traceEvents keys; not a Chrome trace xpuprof can read")
         self.header.update(more)
 
-    def _chunk(self, buf, idx, n, ph, name, cat, kind, num, span, cx, strings, args_span, aux, exact) -> EventChunk:
-        texts, remap = _scan._decode_strings(buf, np.frombuffer(strings, np.int64).reshape(-1, 2))
-
-        def ids(raw):
-            a = np.frombuffer(raw, np.int32)
-            return np.where(a >= 0, remap[np.maximum(a, 0)] if len(remap) else a, -1).astype(np.int32)
-
-        return EventChunk(idx, buf, n, np.frombuffer(ph, np.uint8), ids(name), ids(cat),
-                          np.frombuffer(kind, np.uint8).reshape(n, _scan.FIELDS),
-                          np.frombuffer(num, np.uint8).reshape(n, 8 * _scan.FIELDS).view(np.uint64),
-                          np.frombuffer(span, np.int64).reshape(n, 2), np.frombuffer(cx, np.uint8).astype(bool),
-                          np.frombuffer(args_span, np.int64).reshape(n, 2), np.frombuffer(aux, np.uint8),
-                          np.frombuffer(exact, np.int64).reshape(n, 2), texts)
-
     # ------------------------------------------------------------------ without it
-    def _whole(self, f) -> Iterator[EventChunk]:
-        log.warning("xpuprof: the C part xpuprof._native.tracestream is not built; %s is read whole (memory "
-                    "grows with its size)", self.path)
-        raw = self._read(f, -1)
+    def _whole(self, src: TraceInput) -> Iterator[EventChunk]:
+        log.warning("xpuprof: the C part xpuprof._native.tracescan is not built; %s is read whole (memory grows "
+                    "with its size)", self.path)
+        raw = src.read(-1)
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise self._fail(f"is not valid JSON: {exc}") from None
+        if _inexact_times(data):  # µs past 2**43 with decimals: a double cannot keep every ns
+            import json
+
+            data = _plain_floats(json.loads(raw, parse_float=ExactFloat))
         del raw
         if isinstance(data, list):
             data = {"traceEvents": data}
@@ -258,7 +320,7 @@ class KinetoStream:
             if bad is not None:
                 raise self._fail(f"traceEvents[{lo + bad}] is not an event object; not a Chrome trace")
             yield EventChunk(lo, b"", 0, empty8, np.zeros(0, np.int32), np.zeros(0, np.int32),
-                             np.zeros((0, _scan.FIELDS), np.uint8), np.zeros((0, _scan.FIELDS), np.uint64),
+                             np.zeros((0, FIELDS), np.uint8), np.zeros((0, FIELDS), np.uint64),
                              np.zeros((0, 2), np.int64), np.zeros(0, bool), np.zeros((0, 2), np.int64), empty8,
                              np.zeros((0, 2), np.int64), [], objects=part)
         self.events_read = len(events)

@@ -1,32 +1,19 @@
-"""Read a trace file (.json or .json.gz, ours or Kineto's) back for tests and analysis."""
+"""A trace file (.json or .json.gz, ours or Kineto's) as one dict: what the analyses that still walk events as
+objects read (``xpuprof report --by op``, ``merge``); every other reader takes the trace table
+(``kineto.read_trace``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
 
-from ...inputs import InputError, check_json_start, read_maybe_gzip
-
-
-class TraceLoadError(ValueError):
-    """A trace file that is missing or not a Chrome trace."""
+from .source import TraceLoadError, read_document
 
 
 def read_trace_bytes(path) -> bytes:
-    """The trace's JSON bytes (gzip undone), bounded (``inputs``): ``TraceLoadError`` for a file that is
-    missing, unreadable, over the input limit, not JSON-shaped or a corrupt gzip stream."""
-    path = Path(path)
-    if not path.exists():
-        raise TraceLoadError(f"trace file not found: {path}")
-    try:
-        return read_maybe_gzip(path, "trace file", head=check_json_start(path, "trace file"))
-    except InputError as exc:
-        raise TraceLoadError(str(exc)) from None
-    except OSError as exc:
-        raise TraceLoadError(f"cannot read trace file {path}: {exc.strerror or exc}") from None
-    except Exception as exc:  # truncated or corrupt gzip stream: EOFError, zlib/isal errors
-        raise TraceLoadError(f"{path} is not a readable gzip file (truncated or corrupt?): "
-                             f"{type(exc).__name__}: {exc}") from None
+    """The trace's JSON bytes (gzip undone), bounded and checked (``source``): ``TraceLoadError`` for a file
+    that is missing, unreadable, over the input limit, not JSON-shaped or a corrupt gzip stream."""
+    return read_document(path)
 
 
 def load(path) -> dict:

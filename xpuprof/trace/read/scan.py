@@ -1,11 +1,12 @@
-"""Columns of a trace's events without a Python object per event (``xpuprof report``'s reader).
+"""Columns of a document's events held in memory (torch's own trace, which the host stage reads from the
+bytes torch hands over): ``scan_bytes`` runs the one C scanner (``xpuprof._native.tracescan``, the scanner
+behind ``kineto.read_trace``) over the whole buffer.
 
-``scan(path)`` runs the C scanner (``xpuprof._native.tracescan``) over the file's bytes: one strict
-JSON pass that keeps ph, name, cat, ts, dur, pid and tid per event as columns, the distinct name
-and category strings once each, and every event's byte range so a caller can read the few events
-it needs whole (``event(i)``). It returns None whenever the general reader must decide instead:
-the C part is not built, the JSON is invalid (the general reader then gives the exact error), or
-the document is shaped in a way the scanner does not model.
+It keeps ph, name, cat, ts, dur, pid and tid per event as columns, the distinct name and category strings
+once each, and every event's byte range so a caller can read the few events it needs whole
+(``event(i)``). It returns None whenever the general reader must decide instead: the C part is not built,
+the JSON is invalid (the general reader then gives the exact error), or the document is shaped in a way
+the scanner does not model.
 """
 from __future__ import annotations
 
@@ -15,25 +16,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .load import TraceLoadError, read_trace_bytes
+from .kineto_stream import ABSENT, DOUBLE, DUR, FIELDS, ID, INT, PID, TID, TS, decode_strings, native  # noqa: F401
+from .source import read_document
 
-TS, DUR, PID, TID, ID = range(5)
-FIELDS = 5  # numeric fields the scanner keeps per event
-ABSENT, INT, DOUBLE = 0, 1, 2
-
-_UNSET = object()
-_native_module = _UNSET
-
-
-def _native():
-    global _native_module
-    if _native_module is _UNSET:
-        try:
-            from ..._native import tracescan
-        except ImportError:
-            tracescan = None
-        _native_module = tracescan
-    return _native_module
+_decode_strings = decode_strings  # the names these had
+_native = native
 
 
 @dataclass
@@ -70,40 +57,34 @@ class ScannedEvents:
                         np.where(kind == DOUBLE, self.floats(field), 0.0))
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's JSON bytes (gzip undone, bounded); ``TraceLoadError`` for what cannot be read."""
-    return read_trace_bytes(path)
-
-
-def _decode_strings(raw: bytes, ranges: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Distinct raw string bodies -> distinct decoded strings, and the raw id -> decoded id table
-    (two spellings of one string, e.g. with and without a \\u escape, become one)."""
-    seen: dict[str, int] = {}
-    out: list[str] = []
-    remap = np.empty(len(ranges), np.int32)
-    for i, (s, e) in enumerate(ranges.tolist()):
-        body = raw[s:e]
-        text = orjson.loads(b'"' + body + b'"') if b"\\" in body else body.decode("utf-8")
-        got = seen.get(text)
-        if got is None:
-            got = seen[text] = len(out)
-            out.append(text)
-        remap[i] = got
-    return out, remap
-
-
 def scan_bytes(raw: bytes) -> ScannedEvents | None:
-    native = _native()
-    if native is None:
+    """The document's event columns, or None (the general reader decides: see the module docstring)."""
+    ts = native()
+    if ts is None:
         return None
-    got = native.scan(raw)
-    if got is None:
+    status, start, members = ts.header(raw, True)
+    if status != 1:
         return None
-    members, n, ph, name, cat, kind, num, span, cx, strings, args_span = got
+    (n, ph, name, cat, kind, num, span, cx, strings, args_span, _aux, _exact, consumed, _state, status,
+     _error_at) = ts.events(raw, start, 0, True)
+    if status != 1:
+        return None
     header = {}
     for ks, ke, vs, ve in np.frombuffer(members, np.int64).reshape(-1, 4).tolist():
         header[orjson.loads(raw[ks:ke])] = orjson.loads(raw[vs:ve])
-    texts, remap = _decode_strings(raw, np.frombuffer(strings, np.int64).reshape(-1, 2))
+    tail = raw[consumed:].strip()
+    bare = raw.lstrip()[:1] == b"["
+    if tail != (b"" if bare else b"}"):
+        if bare or not tail.startswith(b","):
+            return None
+        try:
+            more = orjson.loads(b"{" + tail[1:])
+        except orjson.JSONDecodeError:
+            return None
+        if "traceEvents" in more:
+            return None
+        header.update(more)
+    texts, remap = decode_strings(raw, np.frombuffer(strings, np.int64).reshape(-1, 2))
 
     def ids(buf):
         a = np.frombuffer(buf, np.int32)
@@ -117,8 +98,5 @@ def scan_bytes(raw: bytes) -> ScannedEvents | None:
 
 
 def scan(path) -> ScannedEvents | None:
-    """The trace's event columns, or None when the general reader (``load``) must read it."""
-    path = Path(path)
-    if not path.exists():
-        raise TraceLoadError(f"trace file not found: {path}")
-    return scan_bytes(read_bytes(path))
+    """The trace file's event columns, or None when the general reader (``load``) must read it."""
+    return scan_bytes(read_document(Path(path)))

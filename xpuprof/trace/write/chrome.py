@@ -1,4 +1,4 @@
-"""Kineto-compatible Chrome/Perfetto JSON writer.
+"""Kineto-compatible Chrome/Perfetto JSON writer: a TraceTable (or a TraceBuilder, frozen here) into a file.
 
 Contract (see the Kineto trace reference): top-level keys in Kineto's order, ``ts``/``dur`` in
 µs with exactly 3 decimals relative to ``baseTimeNanoseconds`` (clamped at 0), M rows, "X"
@@ -6,7 +6,7 @@ slices with ``External id`` first in args (omitted when 0), ``ac2g`` flows with 
 on "f" only, "C" counters (``args`` always present), trace spans, and the closing
 ``Record Window End`` instant. Every string goes through a real JSON encoder.
 
-Two renderings of the same events:
+Two renderings of the same events of a frozen builder's segments (its batches):
 
 * the vectorized path (``rows``, ``rows_native``): bulk slice/counter/flow batches become compact
   rows rendered in C from their numpy columns (``rows_native.CompactWriter``; the pure-numpy
@@ -14,6 +14,9 @@ Two renderings of the same events:
 * the generic path: one dict per event, encoded by orjson. It renders what the vectorized path
   cannot (``obj`` arg columns, per-row host args, instants, metadata, spans, over-long strings)
   and is the reference the tests compare the vectorized output against.
+
+A table a reader made (flat columns, no builder behind it) is written through the generic path: its rows
+in file order, its metadata rows and top-level keys as the file it came from held them.
 
 The file is written in chunks through ``outputs.output_file`` (a private temporary file beside it,
 renamed atomically, for a regular file); chunks render (and, for ``.gz`` paths, compress: python-isal
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Callable, Iterator
@@ -37,13 +39,16 @@ from ...clock import BASE_TIME_NS
 from ...cpus import WRITER_THREADS_ENV, free_cpus
 from ...outputs import output_file
 from ..builder.builder import TraceBuilder
-from ..builder.columns import ArgColumn, CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
+from ..builder.columns import CounterBatch, FlowBatch, InstantBatch, SliceBatch, encode_json
+from ..table.args import args_objects, plain
+from ..table.builder_view import header_bytes, metadata_json
+from ..table.flatten import SPANS_PID, SPANS_SORT_INDEX, meta_events as _meta_events, sanitize_tid
+from ..table.model import BatchSegment, TraceTable
+from .flat_events import flat_bodies
 from .rows import sanitize_tids
 from .rows_native import DeferredChunk, PooledChunk, make_writer
 from .sinks import ChunkSink, gc_paused, gzip_codec
 
-SPANS_PID = "Spans"
-SPANS_SORT_INDEX = 0x20000000
 GENERIC_CHUNK_EVENTS = 32768
 MAX_WRITER_THREADS = 4  # rendering / compressing threads; more only contend for memory bandwidth and the file
 INT64_MIN = -(1 << 63)
@@ -72,11 +77,7 @@ def _floats(ns) -> list:
     return [v / 1000.0 for v in np.asarray(ns).tolist()]
 
 
-def _sanitize_tid(t):
-    if isinstance(t, (int, np.integer)) and not isinstance(t, bool):
-        t = int(t)
-        return 0 if t == INT64_MIN else abs(t)
-    return t
+_sanitize_tid = sanitize_tid
 
 
 def _rows(col: np.ndarray, sel, tid: bool = False) -> list:
@@ -84,33 +85,13 @@ def _rows(col: np.ndarray, sel, tid: bool = False) -> list:
     return [_sanitize_tid(v) for v in vals] if tid else vals
 
 
-def _plain(value):
-    """A numpy/Python number as the JSON value Kineto writes (non-finite floats quoted)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _py_values(col: ArgColumn, strings: list[str], sel) -> tuple[list, list | None]:
-    vals = col.values[sel] if col.kind != "obj" else [col.values[i] for i in _indices(sel, len(col))]
-    if col.kind == "str":
-        out = [strings[i] for i in vals.tolist()]
-    elif col.kind == "hex":
-        out = [f"0x{v:016x}" for v in vals.astype(np.uint64).tolist()]
-    elif col.kind == "obj":
-        out = list(vals)
-    elif col.kind == "vec":
-        out = [[_plain(x) for x in row] for row in vals.tolist()]
-    else:
-        out = [_plain(v) for v in vals.tolist()] if vals.dtype.kind == "f" else vals.tolist()
-    present = None if col.present is None else col.present[sel].tolist()
-    return out, present
-
-
 def _indices(sel, n: int) -> list[int]:
     if isinstance(sel, slice):
         return list(range(*sel.indices(n)))
     return np.asarray(sel).tolist()
+
+
+_plain = plain
 
 
 # ----------------------------------------------------------------------------- generic events
@@ -120,20 +101,9 @@ def generic_slice_events(b: SliceBatch, strings: list[str], vendor_categories: b
     pid, tid = _rows(b.pid, sel), _rows(b.tid, sel, tid=True)
     names = [strings[i] for i in b.name[sel].tolist()]
     cat = [strings[i] for i in cats[sel].tolist()]
-    ext = b.external_id[sel].tolist()
-    arg_cols = [(k, *_py_values(c, strings, sel)) for k, c in b.args.items()]
-    row_args = [b.row_args[i] for i in _indices(sel, len(b))] if b.row_args is not None else None
     out = []
-    for i in range(len(ts)):
+    for i, args in enumerate(args_objects(b, strings, sel)):  # the one rule of a row's args object
         ev = {"ph": "X", "cat": cat[i], "name": names[i], "pid": pid[i], "tid": tid[i], "ts": ts[i], "dur": dur[i]}
-        args = {}
-        if ext[i]:
-            args["External id"] = ext[i]
-        for k, vals, present in arg_cols:
-            if present is None or present[i]:
-                args[k] = vals[i]
-        if row_args is not None and row_args[i] is not None:
-            args.update(orjson.loads(row_args[i]))
         if args:
             ev["args"] = args
         out.append(ev)
@@ -194,22 +164,8 @@ def generic_flow_events(b: FlowBatch, strings: list[str], sel, fmt_ns: Callable)
 
 
 def meta_events(builder: TraceBuilder, fmt_ns: Callable) -> list[dict]:
-    (ts,) = fmt_ns(rel_ns([builder.window_start_ns]))
-    out = []
-    for pid, name in builder.process_names.items():
-        out.append({"ph": "M", "name": "process_name", "ts": ts, "pid": pid, "tid": 0, "args": {"name": name}})
-        if pid in builder.process_labels:
-            out.append({"ph": "M", "name": "process_labels", "ts": ts, "pid": pid, "tid": 0,
-                        "args": {"labels": builder.process_labels[pid]}})
-        out.append({"ph": "M", "name": "process_sort_index", "ts": ts, "pid": pid, "tid": 0,
-                    "args": {"sort_index": builder.process_sort.get(pid, pid if isinstance(pid, int) else 0)}})
-    for (pid, tid), name in builder.thread_names.items():
-        row_tid = _sanitize_tid(tid)
-        out.append({"ph": "M", "name": "thread_name", "ts": ts, "pid": pid, "tid": row_tid, "args": {"name": name}})
-        sort = builder.thread_sort.get((pid, tid), tid if isinstance(tid, int) else 0)
-        out.append({"ph": "M", "name": "thread_sort_index", "ts": ts, "pid": pid, "tid": row_tid,
-                    "args": {"sort_index": sort}})
-    return out
+    """The process and thread metadata rows, first in the file (``table.flatten.meta_events``)."""
+    return _meta_events(builder, fmt_ns)
 
 
 def span_events(builder: TraceBuilder, fmt_ns: Callable) -> list[dict]:
@@ -272,67 +228,38 @@ def encode_events(events: list[dict]) -> bytes:
     return bytes(out)
 
 
-def _metadata_json(key, value) -> bytes:
-    """One metadata value as JSON; a value JSON cannot hold (an int >= 2**64, a cycle, a failing
-    __str__) becomes a note saying why, so the trace is still written (never lost at export)."""
-    try:
-        return encode_json(value)
-    except Exception as exc:  # noqa: BLE001 - any failure here would lose the whole trace
-        try:
-            why = f"{type(exc).__name__}: {exc}"[:200]
-        except Exception:  # an exception whose message itself fails
-            why = type(exc).__name__
-        logging.getLogger("xpuprof").warning("xpuprof: metadata %r could not be written as JSON (%s); the trace "
-                                             "holds a note instead", str(key)[:80], why)
-        return encode_json({"xpuprof_invalid_metadata": f"a {type(value).__name__} could not be written ({why})"})
+_metadata_json = metadata_json
+_header = header_bytes
 
 
-def _header(builder: TraceBuilder) -> bytes:
-    parts = [b'{"schemaVersion": 1, "deviceProperties": ', encode_json(builder.device_properties)]
-    meta = dict(builder.metadata)
-    if builder.strings.invalid_utf8:  # names kept with U+FFFD for their invalid bytes (never dropped)
-        meta.setdefault("invalid_utf8_names", builder.strings.invalid_utf8)
-    if builder.dropped:
-        meta["dropped_records"] = dict(builder.dropped)
-    for k, v in meta.items():
-        if k == "distributedInfo":
-            continue
-        parts += [b", ", encode_json(k), b": ", _metadata_json(k, v)]
-    dist = builder.distributed_info if builder.distributed_info is not None else meta.get("distributedInfo")
-    if dist is not None:
-        dist = json.loads(_metadata_json("distributedInfo", dist))
-        # json.dumps's default separators give `"rank": 0`: HTA's rank regex needs the space.
-        parts += [b', "distributedInfo": ', json.dumps(dist, ensure_ascii=False).encode()]
-    parts.append(f', "displayTimeUnit": "ms", "baseTimeNanoseconds": {BASE_TIME_NS}, "traceEvents": [\n'.encode())
-    return b"".join(parts)
-
-
-def _event_bodies(builder: TraceBuilder, vendor_categories: bool, columnar: bool,
+def _event_bodies(table: TraceTable, columnar: bool,
                   defer: bool = False) -> Iterator[bytes | np.ndarray | PooledChunk | DeferredChunk]:
-    builder.flush()
+    builder, vendor_categories = table.builder, table.vendor_categories
+    if builder is None:
+        yield from flat_bodies(table)
+        return
     strings = builder.strings.strings
     yield encode_events(meta_events(builder, _fragments))
     fast = make_writer(builder.strings, vendor_categories, defer=defer) if columnar else None
-
-    def batches(group, fast_method, generic):
-        # The columnar writer where it can take the batch (with the generic path for the rows it
-        # cannot), the generic dict path otherwise.
-        for b in group:
-            render = (lambda sel, b=b: encode_events(generic(b, sel)))
-            if fast is not None and fast.can_write(b):
-                yield from getattr(fast, fast_method)(b, render)
-            else:
-                for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-                    yield render(sel)
-
-    yield from batches(builder.slices, "slices",
-                       lambda b, sel: generic_slice_events(b, strings, vendor_categories, sel, _fragments))
-    for b in builder.instants:  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
-        for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
-            yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
-    yield from batches(builder.counters, "counters",
-                       lambda b, sel: generic_counter_events(b, strings, vendor_categories, sel, _fragments))
-    yield from batches(builder.flows, "flows", lambda b, sel: generic_flow_events(b, strings, sel, _fragments))
+    generic = {"slices": lambda b, sel: generic_slice_events(b, strings, vendor_categories, sel, _fragments),
+               "counters": lambda b, sel: generic_counter_events(b, strings, vendor_categories, sel, _fragments),
+               "flows": lambda b, sel: generic_flow_events(b, strings, sel, _fragments)}
+    for seg in table.segments:
+        if not isinstance(seg, BatchSegment):
+            continue  # the spans and the closing instant: written from the builder below, as Kineto orders them
+        b = seg.batch
+        if seg.kind == "instants":  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
+            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
+            continue
+        # The columnar writer where it can take the batch (with the generic path for the rows it cannot), the
+        # generic dict path otherwise.
+        render = (lambda sel, b=b, g=generic[seg.kind]: encode_events(g(b, sel)))
+        if fast is not None and fast.can_write(b):
+            yield from getattr(fast, seg.kind)(b, render)
+        else:
+            for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
+                yield render(sel)
     yield encode_events(span_events(builder, _fragments))
 
 
@@ -349,23 +276,26 @@ def writer_threads() -> int:
     return max(1, min(free_cpus(), MAX_WRITER_THREADS))
 
 
-def write_chrome_trace(builder: TraceBuilder, path, *, vendor_categories: bool = True, gzip_level: int = 1,
+def write_chrome_trace(source, path, *, vendor_categories: bool = True, gzip_level: int = 1,
                        columnar: bool = True, threads: int | None = None, trace_name: str | None = None) -> Path:
-    """Write the builder as a Kineto-compatible trace; returns the final path.
+    """Write a trace as a Kineto-compatible trace; returns the final path.
 
-    ``.gz`` names are gzip-compressed. ``columnar=False`` renders every event through the
-    generic dict path (same events, slower; kept as the reference for tests). ``threads``: how
-    many threads render chunks and compress (default ``writer_threads()``; 1 = the calling thread
-    alone); the bytes written are the same for any count. ``trace_name``: the name the trace calls
+    ``source``: a TraceTable (one trace), or a TraceBuilder, frozen here with ``vendor_categories`` (a table
+    keeps the spelling it was frozen with). ``.gz`` names are gzip-compressed. ``columnar=False`` renders
+    every event through the generic dict path (same events, slower; kept as the reference for tests).
+    ``threads``: how many threads render chunks and compress (default ``writer_threads()``; 1 = the calling
+    thread alone); the bytes written are the same for any count. ``trace_name``: the name the trace calls
     itself (``traceName``) when ``path`` is a staging file that is renamed into place.
     """
+    table = source if isinstance(source, TraceTable) else source.freeze(vendor_categories=vendor_categories)
+    if len(table.traces) != 1:
+        raise ValueError(f"a Kineto trace file holds one trace; the table holds {len(table.traces)}")
     threads = writer_threads() if threads is None else max(1, int(threads))
     path = Path(path)
     gz = path.name.endswith(".gz")
     trace_name = str(path if trace_name is None else trace_name).replace("\\", "/").replace("\n", "")
-    end_ns = builder.window_end_ns or builder.window_start_ns
     try:
-        _write(builder, path, gz, gzip_level, threads, vendor_categories, columnar, trace_name, end_ns)
+        _write(table, path, gz, gzip_level, threads, columnar, trace_name)
     except OSError as exc:
         if exc.filename is None and exc.errno is not None:  # a write() error (a full disk) names no file
             exc.filename = str(path)
@@ -373,23 +303,42 @@ def write_chrome_trace(builder: TraceBuilder, path, *, vendor_categories: bool =
     return path
 
 
-def _write(builder: TraceBuilder, path: Path, gz: bool, gzip_level: int, threads: int, vendor_categories: bool,
-           columnar: bool, trace_name: str, end_ns: int) -> None:
+def _write(table: TraceTable, path: Path, gz: bool, gzip_level: int, threads: int, columnar: bool,
+           trace_name: str) -> None:
     # Regular files are replaced atomically; a symlink is followed; a device/FIFO is written directly.
     with output_file(path) as dest, gc_paused():
         sink = ChunkSink(dest, threads, gzip_codec(gzip_level) if gz else None)
         try:
-            sink.put(_header(builder))
-            for body in _event_bodies(builder, vendor_categories, columnar, defer=True):
+            builder = table.builder
+            sink.put(_header(builder) if builder is not None else _table_header(table))
+            for body in _event_bodies(table, columnar, defer=True):
                 if isinstance(body, DeferredChunk) or len(body):  # a deferred render's size is not known yet
                     sink.put(body)
-            closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
-                       "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
-            sink.put(orjson.dumps(closing) + b"\n], " + b'"traceName": ' + encode_json(trace_name) + b"}\n")
+            if builder is not None:
+                end_ns = builder.window_end_ns or builder.window_start_ns
+                closing = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "",
+                           "ts": orjson.Fragment(micros_bytes(rel_ns([end_ns])[0]))}
+                sink.put(orjson.dumps(closing) + b"\n], " + b'"traceName": ' + encode_json(trace_name) + b"}\n")
+            else:
+                sink.put(b"], " + b'"traceName": ' + encode_json(trace_name) + b"}\n")
         except BaseException:
             sink.abort()
             raise
         sink.close()
+
+
+def _table_header(table: TraceTable) -> bytes:
+    """A read table's top-level keys (its own order; ``baseTimeNanoseconds`` the base its rows are written
+    against), then the opening of ``traceEvents``."""
+    info = table.traces[0]
+    header = {k: v for k, v in info.header.items() if k not in ("traceEvents", "traceName")}
+    header["baseTimeNanoseconds"] = info.base_time_ns
+    parts = [b"{"]
+    for k, v in header.items():
+        value = json.dumps(v, ensure_ascii=False).encode() if k == "distributedInfo" else _metadata_json(k, v)
+        parts += [encode_json(k), b": ", value, b", "]
+    parts.append(b'"traceEvents": [\n')
+    return b"".join(parts)
 
 
 __all__ = ["iter_event_chunks", "micros_bytes", "rel_ns", "sanitize_tids", "write_chrome_trace"]

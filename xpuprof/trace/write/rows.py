@@ -15,7 +15,6 @@ handed to the generic path (``fallback``) instead of widening every row of the c
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Iterator
 
 import numpy as np
@@ -24,10 +23,14 @@ import orjson
 from ...clock import BASE_TIME_NS
 from ..builder.columns import CounterBatch, FlowBatch, RowArgs, SliceBatch
 from ..builder.strings import StringTable
+from ..table.rowtext import EXTERNAL_ID_KEY as _EXTERNAL_ID_KEY
+from ..table.rowtext import MAX_CHUNK_ROWS, StringTokens, Tokens
+from ..table.rowtext import fast_arg as _fast_arg
+from ..table.rowtext import key_token as _key
+from ..table.rowtext import row_args_blob as _row_args_blob
 from .value_text import (SPACE, float_matrix, hex_matrix, int_matrix, is_constant, micros_matrix, number_matrix,
                          ragged_matrix, vector_matrix)
 
-MAX_CHUNK_ROWS = 65536
 MIN_CHUNK_ROWS = 2048
 TARGET_CHUNK_BYTES = 4 << 20  # several chunks in flight render at once; 12 MiB write()s stalled here
 LONG_STRING_BYTES = 2048  # encoded strings longer than this go through the generic path
@@ -44,19 +47,6 @@ def sanitize_tids(tid: np.ndarray) -> np.ndarray:
     return out
 
 
-def _fast_arg(col) -> bool:
-    if col.kind == "obj" or not isinstance(col.values, np.ndarray):
-        return False
-    if col.present is not None and not isinstance(col.present, np.ndarray):
-        return False
-    if col.kind == "vec":
-        return col.values.ndim == 2 and col.values.dtype.kind in "biuf"
-    if col.kind == "num":
-        return col.values.ndim == 1 and col.values.dtype.kind in "biuf"
-    return col.kind in ("str", "hex") and col.values.ndim == 1 and col.values.dtype.kind in "iu"
-
-
-Tokens = Callable[[np.ndarray], "tuple[bytes, np.ndarray]"]  # used ids -> (JSON tokens blob, offsets)
 
 
 class _StringColumn:
@@ -170,9 +160,6 @@ def _ts_matrix(ts: np.ndarray, sel) -> np.ndarray:
 ROW_ARGS_MAX_BYTES = 256
 
 
-_EXTERNAL_ID_KEY = re.compile(rb'"External id"')
-
-
 def _row_args_fit(b: SliceBatch) -> bool:
     """Every row's args are short, and none repeats a key the writer adds (the generic path merges)."""
     if b.args:
@@ -183,44 +170,13 @@ def _row_args_fit(b: SliceBatch) -> bool:
     return all(a is None or (len(a) <= ROW_ARGS_MAX_BYTES and b'"External id"' not in a) for a in b.row_args)
 
 
-def _row_args_blob(row_args) -> tuple[bytes | np.ndarray, np.ndarray, np.ndarray]:
-    """The objects' inner text (without braces): (blob, starts, lens); lens 0 = none."""
-    if isinstance(row_args, RowArgs):
-        return row_args.inner()
-    inner = [a[1:-1] if a else b"" for a in row_args]
-    lens = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
-    return b"".join(inner), np.cumsum(lens) - lens, lens
-
-
-def _key(name: str) -> bytes:
-    return orjson.dumps(name) + b":"
-
-
 class FixedWidthWriter:
     """Renders bulk batches; ``can_write`` says which ones it handles exactly."""
 
     def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool) -> None:
-        self.table = strings if isinstance(strings, StringTable) else None
-        self.strings = strings.strings if self.table is not None else strings
+        self.tokens = StringTokens(strings)
+        self.strings = self.tokens.strings
         self.vendor_categories = vendor_categories
-        self._encoded: dict[int, bytes] = {}
-
-    def encode(self, sid: int) -> bytes:
-        tok = self._encoded.get(sid)
-        if tok is None:
-            # An exact-size copy: orjson's result keeps a 4 KiB buffer, which held ~4 KB per cached string.
-            tok = self._encoded[sid] = bytes(memoryview(orjson.dumps(self.strings[sid])))
-        return tok
-
-    def tokens(self, used: np.ndarray) -> tuple[bytes, np.ndarray]:
-        """JSON tokens of the string ids ``used`` (distinct, ascending) as one blob and offsets; bulk
-        strings (a recorder's names) are escaped together, the others cached one by one."""
-        if self.table is not None:
-            return self.table.json_tokens(used, self.encode)
-        toks = [self.encode(int(i)) for i in used.tolist()]
-        offsets = np.zeros(len(toks) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, toks), np.int64, len(toks)), out=offsets[1:])
-        return b"".join(toks), offsets
 
     # ------------------------------------------------------------------ eligibility
     @staticmethod

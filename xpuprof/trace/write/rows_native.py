@@ -9,185 +9,25 @@ fixed-width numpy layout of ``rows`` renders the same events.
 """
 from __future__ import annotations
 
-import threading
-from typing import Callable, Iterator, NamedTuple
+from typing import Iterator
 
 import numpy as np
-import orjson
 
 from ...clock import BASE_TIME_NS
 from ..builder.columns import CounterBatch, FlowBatch, SliceBatch
 from ..builder.strings import StringTable
-from .rows import MAX_CHUNK_ROWS, Fallback, FixedWidthWriter, Tokens, _key, _row_args_blob, sanitize_tids
+from ..table.rowtext import BufferPool, DeferredChunk, PooledChunk, Segments, TokenTable, add_arg, add_number
+from ..table.rowtext import chunk_of as _chunk
+from ..table.rowtext import mask_of as _mask
+from ..table.rowtext import rowfmt as _rowfmt
+from .rows import Fallback, FixedWidthWriter, _key, _row_args_blob, sanitize_tids
 from .value_text import is_constant
-
-try:
-    from ..._native import rowfmt as _rowfmt
-except ImportError:  # built without a C compiler: the fixed-width numpy layout renders instead
-    _rowfmt = None
 
 COMPACT_ROW_BYTES = 200  # rough size of a compact row, for chunk sizing
 _PHASES = (b'"f""s"', np.array([0, 3, 6], dtype=np.int64))
+_Segments, _TokenTable, _add_number = Segments, TokenTable, add_number
 
-
-class _Segments:
-    """One chunk's row description for ``rowfmt.render``; adjacent literal text is merged."""
-
-    def __init__(self) -> None:
-        self.segs: list[tuple] = []
-        self._lit = b""
-
-    def lit(self, text: bytes) -> None:
-        self._lit += text
-
-    def add(self, kind: int, a=None, b=None, c=None, *, prefix: bytes = b"", mask=None, flags: int = 0,
-            base: int = 0) -> None:
-        if flags or mask is not None:  # its prefix is conditional: it cannot carry the pending text
-            self._flush()
-        else:
-            prefix, self._lit = self._lit + prefix, b""
-        self.segs.append((kind, flags, prefix, a, b, c, mask, base))
-
-    def _flush(self) -> None:
-        if self._lit:
-            self.segs.append((_rowfmt.LIT, 0, self._lit, None, None, None, None, 0))
-            self._lit = b""
-
-    def render(self, n: int, pool: "BufferPool | None" = None):
-        self._flush()
-        if pool is None:
-            return _rowfmt.render(n, self.segs)
-        buf = pool.take()
-        used = _rowfmt.render(n, self.segs, buf)
-        if used < 0:  # grow (with headroom, so the pool settles on one size)
-            buf = bytearray(-used + (-used >> 2))
-            used = _rowfmt.render(n, self.segs, buf)
-        return PooledChunk(buf, used, pool)
-
-
-class DeferredChunk(NamedTuple):
-    """A chunk described but not rendered yet: ``render(*args)`` gives its ``PooledChunk`` (in C, without
-    the GIL, on whichever thread runs it)."""
-    render: Callable
-    args: tuple
-
-
-class PooledChunk:
-    """Rendered rows in a pooled buffer; the file writer hands the buffer back once written."""
-
-    __slots__ = ("buf", "size", "pool")
-
-    def __init__(self, buf: bytearray, size: int, pool: "BufferPool") -> None:
-        self.buf, self.size, self.pool = buf, size, pool
-
-    def __len__(self) -> int:
-        return self.size
-
-    def view(self) -> memoryview:
-        return memoryview(self.buf)[:self.size]
-
-    def release(self) -> None:
-        self.pool.give(self.buf)
-
-
-class BufferPool:
-    """A few output buffers reused chunk after chunk (thread-safe: the writer thread gives back)."""
-
-    def __init__(self) -> None:
-        self._free: list[bytearray] = []
-        self._lock = threading.Lock()
-
-    def take(self) -> bytearray:
-        with self._lock:
-            return self._free.pop() if self._free else bytearray(0)
-
-    def give(self, buf: bytearray) -> None:
-        with self._lock:
-            self._free.append(buf)
-
-
-def _chunk(col: np.ndarray, sel: slice, dtype=None) -> np.ndarray:
-    """The chunk's values, contiguous; a broadcast (constant) column stays one value."""
-    v = col[:1] if is_constant(col) else col[sel]
-    return np.ascontiguousarray(v, dtype=dtype)
-
-
-def _mask(present: np.ndarray | None):
-    """None when every row has the value, False when none has, else the bool column."""
-    if present is None or present.all():
-        return None
-    return np.ascontiguousarray(present) if present.any() else False
-
-
-class _TokenTable:
-    """Interned string ids of one batch column as a blob of encoded tokens plus local ids.
-
-    A column whose rows mostly name strings of their own (a range per distinct name) is encoded chunk by
-    chunk instead: each chunk's tokens are made when it is described, so the whole column's tokens never
-    exist at once (they cost what the names cost again)."""
-
-    def __init__(self, ids: np.ndarray, tokens_of: Tokens) -> None:
-        self.constant = is_constant(ids)
-        self.tokens_of = tokens_of
-        if self.constant:
-            self.token = tokens_of(np.asarray(ids[:1], np.int64))[0]
-            return
-        ids = np.asarray(ids)
-        counts = np.bincount(ids, minlength=1)
-        n_used = int(np.count_nonzero(counts))
-        self.per_chunk = n_used > MAX_CHUNK_ROWS and n_used * 4 > len(ids)
-        if self.per_chunk:
-            self.ids = ids
-            return
-        used = np.flatnonzero(counts)
-        del counts
-        # int32 local ids (a batch's distinct strings fit): 4 B a row, not 8
-        remap = np.zeros(int(used[-1]) + 1 if len(used) else 1, dtype=np.int32)
-        remap[used] = np.arange(len(used), dtype=np.int32)
-        self.local = remap[ids]
-        del remap
-        self.blob, self.offsets = tokens_of(used)
-
-    def add(self, segs: _Segments, sel: slice, prefix: bytes = b"", mask=None, flags: int = 0) -> None:
-        if self.constant:
-            if mask is None and not flags:
-                segs.lit(prefix + self.token)
-            else:
-                segs.add(_rowfmt.LIT, prefix=prefix + self.token, mask=mask, flags=flags)
-        elif self.per_chunk:
-            used, local = np.unique(self.ids[sel], return_inverse=True)
-            blob, offsets = self.tokens_of(used.astype(np.int64))
-            segs.add(_rowfmt.TOKENS, blob, offsets, local.astype(np.int64), prefix=prefix, mask=mask, flags=flags)
-        else:
-            segs.add(_rowfmt.TOKENS, self.blob, self.offsets, self.local[sel].astype(np.int64), prefix=prefix,
-                     mask=mask, flags=flags)
-
-
-def _add_number(segs: _Segments, values: np.ndarray, prefix: bytes, mask=None, flags: int = 0) -> None:
-    """A numeric column: bool -> true/false, ints exact, floats shortest round-trip (orjson)."""
-    kind = values.dtype.kind
-    if kind == "b":
-        segs.add(_rowfmt.BOOL, np.ascontiguousarray(values).view(np.uint8), prefix=prefix, mask=mask, flags=flags)
-    elif kind == "u" and values.dtype.itemsize == 8:
-        segs.add(_rowfmt.UINT, np.ascontiguousarray(values), prefix=prefix, mask=mask, flags=flags)
-    elif kind in "iu":
-        segs.add(_rowfmt.INT, np.ascontiguousarray(values, dtype=np.int64), prefix=prefix, mask=mask, flags=flags)
-    elif kind == "f":
-        # float64 first: a float32 prints as the float64 it widens to, like the generic path.
-        v = np.ascontiguousarray(values, dtype=np.float64)
-        if len(v) == 1:  # a constant column: its one token
-            x = float(v[0])
-            tok = orjson.dumps(x if np.isfinite(x) else str(x))
-            segs.add(_rowfmt.LIT, prefix=prefix + tok, mask=mask, flags=flags)
-            return
-        fixed = _rowfmt.fixed3(v)  # µs from whole ns (most device args): orjson's text, written in C
-        if fixed is not None:
-            segs.add(_rowfmt.FIXED3, np.frombuffer(fixed, np.int64), prefix=prefix, mask=mask, flags=flags)
-            return
-        text = orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY)  # non-finite rows: C writes "nan"/"inf"
-        segs.add(_rowfmt.FLOAT, text, v, prefix=prefix, mask=mask, flags=flags)
-    else:
-        raise TypeError(f"not a numeric column: {values.dtype}")
+__all__ = ["BufferPool", "CompactWriter", "DeferredChunk", "PooledChunk", "make_writer"]
 
 
 _ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.slices
@@ -301,23 +141,7 @@ class CompactWriter(FixedWidthWriter):
             segs.lit(b"},\n")
             yield self._render(segs, sel)
 
-    @staticmethod
-    def _arg(segs: _Segments, col, sel: slice, key: bytes, mask, table: _TokenTable | None, entry: int) -> None:
-        if col.kind == "str":
-            table.add(segs, sel, key, mask=mask, flags=entry)
-        elif col.kind == "hex":
-            segs.add(_rowfmt.HEX, _chunk(col.values, sel, np.uint64), prefix=key, mask=mask, flags=entry)
-        elif col.kind == "vec":
-            vals = col.values[sel]
-            k = vals.shape[1]
-            if k == 0:
-                segs.add(_rowfmt.LIT, prefix=key + b"[]", mask=mask, flags=entry)
-                return
-            for j in range(k):
-                _add_number(segs, vals[:, j], key + b"[" if j == 0 else b",", mask=mask, flags=entry if j == 0 else 0)
-            segs.add(_rowfmt.LIT, prefix=b"]", mask=mask)
-        else:
-            _add_number(segs, _chunk(col.values, sel), key, mask=mask, flags=entry)
+    _arg = staticmethod(add_arg)
 
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
@@ -384,5 +208,3 @@ def make_writer(strings: "StringTable | list[str]", vendor_categories: bool, lay
         return FixedWidthWriter(strings, vendor_categories)
     raise ValueError(f"unknown trace layout {layout!r}; valid: compact, fixed")
 
-
-ColumnarWriter = FixedWidthWriter  # the pure-numpy layout under its former name

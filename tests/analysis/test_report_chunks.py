@@ -1,6 +1,6 @@
-"""``xpuprof report`` reads a trace in blocks (``trace.read.stream``): its memory is bounded by a block,
-not the file, and what it gives equals the whole-document scan and the general reader exactly, wherever
-the blocks cut the document."""
+"""``xpuprof report`` reads a trace in chunks (the one Kineto JSON reader's C path, ``trace.read.kineto_stream``):
+its memory is bounded by a chunk, not the file, and what it gives equals one whole chunk and the reader
+without its C part (orjson) exactly, wherever the chunks cut the document."""
 from __future__ import annotations
 
 import gzip
@@ -9,37 +9,27 @@ import json
 import numpy as np
 import pytest
 
-from xpuprof.analysis import report as report_mod
 from xpuprof.analysis.report import ReportError, build_report
-from xpuprof.trace.read import scan as scan_mod
-from xpuprof.trace.read import stream
+from xpuprof.trace.read import kineto_stream, load, source
+from xpuprof.trace.read.kineto import read_trace
+from xpuprof.trace.table.compare import differences
 
 from .conftest import make_rank_trace
-from .test_report_scan import _general, _kineto_like, _result, _write
+from .test_report_readers import _general, _kineto_like, _result, _write
 
-pytestmark = pytest.mark.skipif(scan_mod._native() is None,
+pytestmark = pytest.mark.skipif(kineto_stream.native() is None,
                                 reason="xpuprof._native.tracescan is not built (python setup.py build_ext --inplace)")
 
-BLOCKS = [1, 97, 4096]  # bytes per block: every event cut somewhere, and blocks holding many events
-
-
-def _texts(sc, ids):
-    return [None if i < 0 else sc.strings[i] for i in ids.tolist()]
+BLOCKS = [1, 97, 4096]  # bytes per chunk: every event cut somewhere, and chunks holding many events
 
 
 def _same_columns(path):
-    """scan_stream's columns equal the whole-document scan's; the events it read whole are the picked ones."""
-    whole = scan_mod.scan(path)
-    got = stream.scan_stream(path, report_mod._read_whole)
-    assert whole is not None and got is not None
-    assert got.header == whole.header
-    for col in ("ph", "kind", "num", "complex"):
-        assert np.array_equal(getattr(got, col), getattr(whole, col)), col
-    assert _texts(got, got.name) == _texts(whole, whole.name)
-    assert _texts(got, got.cat) == _texts(whole, whole.cat)
-    picked = np.flatnonzero(report_mod._read_whole(whole)).tolist()
-    assert sorted(got.whole) == picked
-    assert all(got.event(i) == whole.event(i) for i in picked)
+    """The table read in the chunks set now equals the one read in one chunk."""
+    got = read_trace(path)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(kineto_stream, "CHUNK_BYTES", 1 << 30)
+        whole = read_trace(path)
+    assert differences(got, whole) == []
     return got
 
 
@@ -58,9 +48,9 @@ def test_blocks_anywhere_give_the_whole_scans_columns(tmp_path, monkeypatch, blo
     doc = _kineto_like(np.random.default_rng(block))
     doc["after"] = {"keys": ["after", "the", "events"]}  # top-level keys on both sides of the array
     path = _write(tmp_path / ("k.json.gz" if gz else "k.json"), doc, indent=indent, gz=gz)
-    monkeypatch.setattr(stream, "BLOCK", block)
-    sc = _same_columns(path)
-    assert sc.header["after"] == doc["after"] and len(sc) == len(doc["traceEvents"])
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", block)
+    table = _same_columns(path)
+    assert table.header()["after"] == doc["after"] and table.traces[0].events == len(doc["traceEvents"])
     fast = _same_report(monkeypatch, [path])
     assert fast[0]["tables"]["telemetry"]["rows"] and fast[0]["ranks"] == [3]
     _same_report(monkeypatch, [path], categories=["cpu_op", "user_annotation"])
@@ -69,7 +59,7 @@ def test_blocks_anywhere_give_the_whole_scans_columns(tmp_path, monkeypatch, blo
 @pytest.mark.parametrize("block", BLOCKS)
 def test_builder_traces_with_metrics_in_blocks(tmp_path, monkeypatch, block):
     paths = [make_rank_trace(tmp_path / f"w.rank{r}.pt.trace.json", r, offset_ns=r * 5_000_000) for r in range(2)]
-    monkeypatch.setattr(stream, "BLOCK", block)
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", block)
     for p in paths:
         _same_columns(p)
     fast = _same_report(monkeypatch, paths, by_rank=True)
@@ -81,13 +71,15 @@ def test_report_never_holds_the_whole_document(tmp_path, monkeypatch):
     paths = [make_rank_trace(tmp_path / "w.rank0.pt.trace.json", 0, offset_ns=0),
              _write(tmp_path / "k.json.gz", _kineto_like(np.random.default_rng(9)), gz=True)]
     expected = [_result([p]) for p in paths]
-    monkeypatch.setattr(stream, "BLOCK", 4096)
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 4096)
 
-    def whole_read(path):
-        raise AssertionError(f"the whole document was read: {path}")
+    def whole_read(*args, **kw):
+        raise AssertionError(f"the whole document was read: {args}")
 
-    monkeypatch.setattr(scan_mod, "read_bytes", whole_read)
-    monkeypatch.setattr(report_mod, "load", whole_read)
+    monkeypatch.setattr(source, "read_document", whole_read)
+    monkeypatch.setattr(load, "load", whole_read)
+    monkeypatch.setattr(source.TraceInput, "read", lambda self, n=-1, _real=source.TraceInput.read:
+                        _real(self, n) if n >= 0 else whole_read(self.path))
     assert [_result([p]) for p in paths] == expected
 
 
@@ -99,11 +91,10 @@ def test_report_never_holds_the_whole_document(tmp_path, monkeypatch):
     b'{"tr\\u0061ceEvents": [{"ph": "X", "name": "a", "ts": 1}]}',  # an escaped key
     b'{"note": "traceEvents", "traceEvents": [{"ph": "X", "name": "a", "ts": 1}]}',  # the word as a value
 ])
-def test_unusual_shapes_go_to_the_whole_scan(tmp_path, monkeypatch, text):
+def test_unusual_shapes_read_as_the_orjson_path_reads_them(tmp_path, monkeypatch, text):
     path = tmp_path / "odd.json"
     path.write_bytes(text)
-    monkeypatch.setattr(stream, "BLOCK", 3)
-    assert stream.scan_stream(path, report_mod._read_whole) is None
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 3)
     try:
         fast = _result([path])
     except ReportError as exc:
@@ -114,7 +105,10 @@ def test_unusual_shapes_go_to_the_whole_scan(tmp_path, monkeypatch, text):
             slow = _result([path])
         except ReportError as exc:
             slow = str(exc)
-    assert fast == slow
+    if text.startswith(b'{"traceEvents": [{"ph": "X", "ts": 1}], "traceEvents"'):  # a repeated key: refused
+        assert "two traceEvents keys" in fast
+    else:
+        assert fast == slow
 
 
 @pytest.mark.parametrize("text", [
@@ -127,18 +121,18 @@ def test_unusual_shapes_go_to_the_whole_scan(tmp_path, monkeypatch, text):
     b'{"traceEvents": [{"ph": "X", "ts": 1}], "x": }',
 ])
 @pytest.mark.parametrize("block", [1, 7, 4096])
-def test_invalid_documents_in_blocks_get_the_general_readers_error(tmp_path, monkeypatch, text, block):
+def test_invalid_documents_in_chunks_are_one_error_naming_the_file(tmp_path, monkeypatch, text, block):
     path = tmp_path / "bad.json"
     path.write_bytes(text)
-    monkeypatch.setattr(stream, "BLOCK", block)
-    assert stream.scan_stream(path, report_mod._read_whole) is None
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", block)
     with pytest.raises(ReportError) as fast:
         build_report([path])
     with monkeypatch.context() as m:
         _general(m)
         with pytest.raises(ReportError) as slow:
             build_report([path])
-    assert str(fast.value) == str(slow.value)
+    for err in (fast, slow):
+        assert str(err.value).startswith(str(path)) and ("JSON" in str(err.value) or "truncated" in str(err.value))
 
 
 def test_an_event_bigger_than_a_block_and_strings_that_look_like_brackets(tmp_path, monkeypatch):
@@ -150,8 +144,8 @@ def test_an_event_bigger_than_a_block_and_strings_that_look_like_brackets(tmp_pa
     path = tmp_path / "tricky.json"
     path.write_text(json.dumps({"traceEvents": events, "tail": "]}"}))
     for block in (1, 5, 333, 1 << 20):
-        monkeypatch.setattr(stream, "BLOCK", block)
-        assert len(_same_columns(path)) == len(events)
+        monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", block)
+        assert len(_same_columns(path).slices) == len(events)
     _same_report(monkeypatch, [path])
 
 
@@ -159,7 +153,7 @@ def test_truncated_gzip_in_blocks(tmp_path, monkeypatch):
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "ts": i} for i in range(5000)]}).encode())
                      [:-40])
-    monkeypatch.setattr(stream, "BLOCK", 1000)
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 1000)
     with pytest.raises(ReportError, match="not a readable gzip file"):
         build_report([path])
 
@@ -181,9 +175,7 @@ def test_input_limits_and_gzip_oddities_read_as_the_whole_reader_does(tmp_path, 
     else:
         half = len(text) // 2
         path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
-    monkeypatch.setattr(stream, "BLOCK", 1000)
-    if case in ("over-limit", "gzip-bomb"):
-        assert stream.scan_stream(path, report_mod._read_whole) is None
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 1000)
     try:
         fast = _result([path])
     except ReportError as exc:

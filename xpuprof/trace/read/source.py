@@ -1,0 +1,204 @@
+"""Opening a trace file for reading: the one place where an input is checked before and while it is read.
+
+Every reader of Kineto JSON (``kineto_stream``, ``load``) opens its file here, so the rules are written once:
+
+* what may be read: a path that does not exist, a directory, or one that cannot be opened is one
+  ``TraceLoadError`` naming it (``FILE_KINDS`` says which kinds of file are read: regular files, and the
+  FIFOs and devices a user names, which are bounded like the rest);
+* the input limit (``xpuprof.inputs``, ``XPUPROF_MAX_INPUT_BYTES``): a regular file over it is refused
+  before it is read, and every byte read counts against it - for gzip, what it decompresses to - so a
+  gzip bomb or an endless FIFO stops at the limit;
+* the first bytes: a document must open with ``{`` or ``[`` (after a BOM and whitespace), so a stream of
+  zeros or a binary file is refused at its first bytes, not after gigabytes.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+import stat
+from pathlib import Path
+
+from ...inputs import InputError, check_json_start, max_input_bytes, too_large
+
+WHAT = "trace file"
+FIRST_BYTES = 1 << 16  # read before anything else: enough to see what the file is
+FILE_KINDS = ("regular file", "FIFO", "character device")
+
+
+class TraceLoadError(ValueError):
+    """A trace file that is missing, unreadable, over the input limit or not a Chrome trace; the message
+    names the file and what is wrong."""
+
+
+class TraceInput:
+    """A trace file opened for reading: ``read(n)`` gives the document's next bytes (gzip undone), checked
+    and counted as the module docstring says. Use as a context manager, or ``close()``."""
+
+    def __init__(self, path, *, limit: int | None = None) -> None:
+        self.path = Path(path)
+        self.limit = max_input_bytes() if limit is None else limit
+        self.total = 0  # document bytes read so far (decompressed)
+        self.gzip = False
+        self._raw = self._open()
+        self._f = self._raw
+        self._pending = b""
+        try:
+            self._pending = self._first_bytes()
+        except BaseException:
+            self.close()
+            raise
+
+    def _fail(self, what: str) -> TraceLoadError:
+        return TraceLoadError(f"{self.path}: {what}")
+
+    def _open(self):
+        p = self.path
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise TraceLoadError(f"{p}: no such trace file") from None
+        except IsADirectoryError:
+            raise self._fail("is a directory, not a trace file") from None
+        except OSError as exc:
+            raise TraceLoadError(f"cannot read trace file {p}: {exc.strerror or exc}") from None
+        f = open(fd, "rb", buffering=0)
+        st = os.fstat(fd)
+        kind = stat.S_IFMT(st.st_mode)
+        if kind == stat.S_IFDIR:
+            f.close()
+            raise self._fail("is a directory, not a trace file")
+        if kind not in (stat.S_IFREG, stat.S_IFIFO, stat.S_IFCHR):
+            f.close()
+            raise self._fail(f"is not a file that can be read as a trace (a {', '.join(FILE_KINDS)} can)")
+        if kind == stat.S_IFREG and st.st_size > self.limit:
+            f.close()
+            raise TraceLoadError(str(too_large(p, WHAT, self.limit, f" ({st.st_size:,} bytes)")))
+        return f
+
+    def _first_bytes(self) -> bytes:
+        head = self._raw_read(FIRST_BYTES)
+        self._check(head)
+        if head[:2] != b"\x1f\x8b":
+            return head
+        import io
+
+        self.gzip = True
+        self._f = _Gunzip(head, self._raw)
+        self.total = 0
+        first = self.read(FIRST_BYTES)
+        self._check(first)
+        return first
+
+    def _check(self, first: bytes) -> None:
+        try:
+            check_json_start(self.path, WHAT)(first)
+        except InputError as exc:
+            raise TraceLoadError(str(exc)) from None
+
+    def _raw_read(self, n: int) -> bytes:
+        try:
+            data = self._raw.read(n)
+        except OSError as exc:
+            raise TraceLoadError(f"cannot read trace file {self.path}: {exc.strerror or exc}") from None
+        self.total += len(data)
+        if self.total > self.limit:
+            raise TraceLoadError(str(too_large(self.path, WHAT, self.limit)))
+        return data
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes of the document (``-1``: the rest); b"" at its end."""
+        if self._pending:
+            data, self._pending = self._pending, b""
+            if n < 0:
+                return data + self.read(-1)
+            return data
+        if self._f is self._raw:
+            if n < 0:
+                parts = []
+                while True:
+                    got = self._raw_read(1 << 20)
+                    if not got:
+                        return b"".join(parts)
+                    parts.append(got)
+            return self._raw_read(n)
+        try:
+            data = self._f.read(self.limit + 1 - self.total if n < 0 else n)
+        except (EOFError, OSError, ValueError) as exc:  # truncated or corrupt gzip
+            raise TraceLoadError(f"{self.path}: is not a readable gzip file (truncated or corrupt?): "
+                                 f"{type(exc).__name__}: {exc}") \
+                from None
+        except Exception as exc:  # zlib/isal errors of a corrupt stream
+            raise TraceLoadError(f"{self.path}: is not a readable gzip file (truncated or corrupt?): "
+                                 f"{type(exc).__name__}: {exc}") \
+                from None
+        self.total += len(data)
+        if self.total > self.limit:
+            raise TraceLoadError(str(too_large(self.path, f"{WHAT} (decompressed)", self.limit)))
+        return data
+
+    def close(self) -> None:
+        for f in (self._f, self._raw):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - closing a broken gzip stream may raise again
+                pass
+
+    def __enter__(self) -> "TraceInput":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
+class _Gunzip:
+    """The gzip stream of a raw file (its first bytes already read: ``head``), decompressed piece by piece:
+    several members one after the other, and trailing bytes that start no member ignored, as gzip does.
+    A truncated or corrupt stream raises (``EOFError``, ``zlib.error``)."""
+
+    READ = 1 << 20
+
+    def __init__(self, head: bytes, raw) -> None:
+        try:
+            from isal import isal_zlib as z  # python-isal: several times faster than zlib
+        except ImportError:
+            z = zlib
+        self._z, self._raw = z, raw
+        self._pending = head
+        self._d = z.decompressobj(31)
+        self._out = b""
+        self._eof = False
+
+    def _more_input(self) -> bytes:
+        if self._pending:
+            data, self._pending = self._pending, b""
+            return data
+        return self._raw.read(self.READ)
+
+    def read(self, n: int) -> bytes:
+        while len(self._out) < n and not self._eof:
+            data = self._d.unconsumed_tail or self._more_input()
+            if not data:
+                if not self._d.eof:
+                    raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+                self._eof = True
+                break
+            self._out += self._d.decompress(data, max(n - len(self._out), 1 << 16))
+            if self._d.eof:
+                rest = self._d.unused_data + (b"" if self._d.unconsumed_tail else b"")
+                rest = rest or self._more_input()
+                if rest[:2] == b"\x1f\x8b":  # another member
+                    self._d = self._z.decompressobj(31)
+                    self._pending = rest
+                else:  # trailing garbage (or nothing): the stream ends
+                    self._eof = True
+        out, self._out = self._out[:n], self._out[n:]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def read_document(path) -> bytes:
+    """The whole document (gzip undone), checked and bounded as the module says."""
+    with TraceInput(path) as src:
+        return src.read(-1)
