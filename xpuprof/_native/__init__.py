@@ -31,7 +31,6 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
     "rocbuf": ("rocbuf.c", "shared/bufqueue.c", "shared/bufqueue_py.c"),
     "rowfmt": ("rowfmt.c",),
     "tracescan": ("tracescan.c",),
-    "tracestream": ("tracestream.c",),
     "zekernels": ("zekernels.c",),
     "zemem": ("zemem.c",),
 }
@@ -80,19 +79,20 @@ def optional(name: str) -> ModuleType | None:
         return None
 
 
-def _why_not(name: str, exc: ImportError) -> tuple[str, str, str]:
+def _why_not(name: str, exc: ImportError, folder: str | None = None) -> tuple[str, str, str]:
     """(what is wrong, why, what to do) for an extension whose import failed: no built file, a file that
-    does not load, a blocked import."""
+    does not load, a blocked import. ``folder``: where the extensions are (this package's folder)."""
     from importlib import machinery
     from pathlib import Path
 
     if sys.modules.get(f"{__name__}.{name}", ModuleType) is None:
         return "cannot be imported", "its import is blocked: None in sys.modules", ""
-    here = Path(__file__).parent
+    here = Path(__file__).parent if folder is None else Path(folder)
     suffixes = machinery.EXTENSION_SUFFIXES
     built = sorted(p for p in here.glob(f"{name}.*") if any(p.name == name + s for s in suffixes))
     if built:
-        return "is built but does not load", f"{built[0]}: {exc}", f"Rebuild it for this Python. {_compiler_state()}"
+        why = str(exc) if str(built[0]) in str(exc) else f"{built[0]}: {exc}"
+        return "is built but does not load", why, f"Rebuild it for this Python. {_compiler_state()}"
     source = here / EXTENSIONS[name][0]
     if not source.is_file():
         return "is not built", f"no {name}{suffixes[0]} in {here}, and no C sources to build it from", \

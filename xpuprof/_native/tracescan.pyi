@@ -1,16 +1,22 @@
-"""One validating pass over a Chrome-trace JSON document that keeps what reports read, as columns (tracescan.c).
-None where the document is not what the scanner models: the caller then reads it with orjson, whose error is
-the exact one."""
+"""The one C reader of Chrome-trace (Kineto) JSON (tracescan.c): a strict grammar over a document read in
+pieces, keeping per event only what the readers take, as columns (bytes; layouts in tracescan.c)."""
 from typing_extensions import Buffer
 
-# (members, n, ph, name_id, cat_id, num_kind, num, span, complex, strings, args_span): the columns as bytes
-# (see tracescan.c), members the other top-level keys' (key_start, key_end, value_start, value_end).
-_Scan = tuple[bytes, int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+# (n, ph, name, cat, kind, num, span, complex, strings, args_span, aux, exact, consumed, state, status, error_at)
+_Events = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, int, int, int, int]
 
-def scan(buffer: Buffer, /) -> _Scan | None: ...
-def scan_run(buffer: Buffer, pos: int, first: bool, /) -> tuple[_Scan, int, bool] | None:
-    """The events of the traceEvents array from pos on that buffer holds whole: (columns, resume, closed)."""
+def header(buffer: Buffer, final: bool, /) -> tuple[int, int, bytes]:
+    """(status, events_start, members): status 1 found the traceEvents array, 0 more bytes needed, -1 invalid
+    JSON, -2 traceEvents is not an array, -3 the document ends without one."""
+
+def events(buffer: Buffer, start: int, state: int, final: bool, /) -> _Events:
+    """The complete events from start as columns, then where the next call starts, its state, the status
+    (0 more may follow, 1 the array closed, -1 invalid JSON) and where the error is."""
+
+def args(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], float_keys: tuple[bytes, ...],
+         drop_keys: tuple[bytes, ...], /) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
+    """(ints, int_present, floats, float_present, offsets, blob, complex) of the objects at the int64 spans."""
 
 def members(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], drop_keys: tuple[bytes, ...],
             /) -> tuple[bytes, bytes, list[bytes | None], bytes]:
-    """(ints, present, others, complex) of the objects at the int64 (start, end) spans."""
+    """(ints, present, others, complex): args() for int keys only, the other members' text per row."""

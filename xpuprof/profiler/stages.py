@@ -15,7 +15,6 @@ TRACE_STAGE_MODULES = (
     "xpuprof.trace.write.chrome",
     "xpuprof.trace.read.scan",  # torch's ops and memory events are read through the trace scanner
     "xpuprof.trace.read.load",
-    "xpuprof._native.tracescan",
     "xpuprof.host.torch_memory",
     "xpuprof.config.kernel_filter",
     "xpuprof.rank",
@@ -32,3 +31,6 @@ def load_trace_stages() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    from .. import _native
+
+    _native.optional("tracescan")  # the C scanner torch's ops and memory events are read with

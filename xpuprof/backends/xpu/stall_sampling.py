@@ -220,9 +220,9 @@ class StallSampler:
     def collect(self) -> StallResults:
         """Everything PTI sampled, after ``stop``: the kernels' infos first (their instruction counts), then
         every kernel's instructions and samples straight into one preallocated array each."""
-        from .stall_session import load_pcsample
+        from ... import _native
 
-        pcsample = load_pcsample()  # checked when the session started
+        pcsample = _native.load("pcsample", "EU stall sampling")  # checked when the session started
 
         names, descs = self.reasons()
         nreasons = len(names)
