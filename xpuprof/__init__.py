@@ -20,7 +20,7 @@ from .host.recorder import current_correlation_id, instant, record_function, set
 from .plugins import register_backend  # noqa: E402
 from .profiler import ProfilerAction, profile, schedule, trace_handler  # noqa: E402
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 
 def step() -> None:
