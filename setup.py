@@ -35,7 +35,8 @@ extensions = [
         sources=[_rel(native / source) for source in sources],
         include_dirs=[_rel(native)],
         depends=headers,
-        extra_compile_args=["-O2", "-std=c11", "-Wall", "-fvisibility=hidden"],
+        extra_compile_args=["-O2", "-std=c11", "-Wall", "-fvisibility=hidden", "-flto"],
+        extra_link_args=["-flto"],
         libraries=["pthread", "dl"],
         optional=True,
     )

