@@ -7,11 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from typing import TYPE_CHECKING
 
-from ..analysis.report import Report, ReportError, build_report
-from ..analysis.report_render import FORMATS, render  # noqa: F401 - the renderers of a report
-from ..trace.builder.columns import encode_json
 from ._options import UsageError, check_categories, output_format, top_count
+
+if TYPE_CHECKING:  # the report's modules load when a report is made, not to parse or show --help
+    from ..analysis.report import Report
+
+# analysis.report_render.FORMATS, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
+FORMATS = ("table", "csv", "json", "html")
 
 
 
@@ -60,6 +64,8 @@ def register(subparsers) -> None:
 def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
+    from ..analysis.report import ReportError
+    from ..trace.builder.columns import encode_json
 
     unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
                    if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
@@ -70,7 +76,7 @@ def stall_report(args) -> str:
     if args.format == "json":
         doc = stalls.document(report, top=args.top, lines=args.lines,
                               filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
-        return encode_json(doc).decode() + "\n"
+        return _encode_json(doc).decode() + "\n"
     if args.format == "csv":
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
@@ -87,8 +93,10 @@ def _width(args) -> int | None:
 
 def op_report(args) -> str:
     """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``)."""
+    from ..analysis.report import ReportError
     from ..analysis.summary import KeyAverages
     from ..analysis.trace_files import load_traces
+    from ..trace.builder.columns import encode_json
     from ..trace.read.store import is_store
 
     if any(is_store(t) for t in args.traces):
@@ -119,7 +127,7 @@ def op_report(args) -> str:
 
         return render_ops(avgs, rows, sources=[str(p) for p in files])
     if args.format == "json":
-        return encode_json([r.to_dict() for r in rows]).decode() + "\n"
+        return _encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -138,14 +146,19 @@ def op_report(args) -> str:
 def _build(args) -> Report:
     """The kernel report of trace files, or of a trace store (one STORE given): the same report either way;
     with the per-rank view (stragglers) where it is wanted (``_ranks_view_wanted``)."""
+    from ..analysis.report import ReportError, build_report
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
     if stores and len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
-    report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                          by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
+    from ..analysis import report_summary
+
+    # a store's ranks' summaries answer a whole-trace report; the HTML charts read the rows
+    build = report_summary.build_report if args.format != "html" else build_report
+    report = build(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                   by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
     if not _ranks_view_wanted(args, report):
         return report
     from ..analysis.cluster import stragglers
@@ -174,6 +187,9 @@ def _ranks_view_wanted(args, report: Report) -> bool:
 
 
 def run(args) -> int:
+    from ..analysis.report import ReportError
+    from ..analysis.report_render import render
+
     try:  # the command line's own mistakes: one line, exit 2, before any trace is read
         args.format = output_format(args.format, args.output, FORMATS)
         if args.cat:
@@ -212,6 +228,8 @@ def run(args) -> int:
 def _history_sections(args) -> list[str]:
     """``--history DIR``: the gate's history plots of the one run directory given (``ReportError`` when the
     report is not an HTML page of one run directory, or the history cannot be read)."""
+    from ..analysis.report import ReportError
+
     if not getattr(args, "history", None):
         return []
     if args.format != "html" or len(args.traces) != 1:
@@ -246,3 +264,16 @@ def _emit(args, text: str) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _encode_json(value) -> bytes:
+    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
+    (its module loads numpy)."""
+    import orjson
+
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
+        from ..trace.builder.columns import encode_json
+
+        return encode_json(value)

@@ -22,6 +22,7 @@ from ..backends import registry
 from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import recorder
+from ..host.distinct import distinct
 from ..trace.builder.builder import TraceBuilder
 from ..trace.builder.columns import RowArgs, encode_json
 from ..trace.builder.gpu_annotations import add_gpu_user_annotations
@@ -228,7 +229,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
                                dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
                                cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=row_args)
         tid_arr = rec_arr[:, 2]
-        tids.update(np.unique(tid_arr).tolist())
+        tids.update(distinct(tid_arr).tolist())
     tids |= _add_range_lifetimes(cycle, builder, name_table)
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
         inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
@@ -244,7 +245,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
         builder.add_instants(name_ids=name_table[inst[:, 2]], ts=inst[:, 0] + MONOTONIC_TO_EPOCH_NS, pid=pid,
                              tid=inst[:, 1].copy(), cat=ActivityType.CPU_INSTANT_EVENT, scope=inst[:, 4],
                              row_args=row_args)
-        tids.update(np.unique(inst[:, 1]).tolist())
+        tids.update(distinct(inst[:, 1]).tolist())
     if bad:
         builder.set_metadata("invalid_args", bad)
         log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
@@ -309,7 +310,7 @@ def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_tabl
         builder.add_slices(names=None, name_ids=name_table[trunc[:, 4]], ts=trunc[:, 0] + MONOTONIC_TO_EPOCH_NS,
                            dur=trunc[:, 1] - trunc[:, 0], pid=builder.pid, tid=trunc[:, 2].copy(),
                            cat=ActivityType.USER_ANNOTATION, external_id=trunc[:, 3].copy(), row_args=marked)
-        tids.update(np.unique(trunc[:, 2]).tolist())
+        tids.update(distinct(trunc[:, 2]).tolist())
     if len(trunc):
         builder.set_metadata("truncated_ranges", {
             "count": int(len(trunc)), "note": "ranges still open when recording stopped: each ends at the window's "
