@@ -5,6 +5,10 @@ from typing_extensions import Buffer
 # (n, ph, name, cat, kind, num, span, complex, strings, args_span, aux, exact, consumed, state, status, error_at)
 _Events = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, int, int, int, int]
 
+def simd(level: str | None = None, /) -> str:
+    """The string-run level in use ('avx2', 'sse2' or 'scalar'; chosen at load: the best the processor runs);
+    a level, or 'best', pins it (ValueError for one this processor does not run)."""
+
 def header(buffer: Buffer, final: bool, /) -> tuple[int, int, bytes]:
     """(status, events_start, members): status 1 found the traceEvents array, 0 more bytes needed, -1 invalid
     JSON, -2 traceEvents is not an array, -3 the document ends without one."""
