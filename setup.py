@@ -12,7 +12,9 @@ import shutil
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.errors import CCompilerError
 
 root = Path(__file__).parent
 native = root / "xpuprof" / "_native"
@@ -28,6 +30,10 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(root))
 
 
+# Link-time optimization: the recorder's hot path (hostrec.c) calls into its shared sources (shared/int64log.c,
+# hostmem.c, correlation.c), which LTO inlines as when they were headers (without it: +7% instructions per
+# record_function range, measured with callgrind).
+LTO = "-flto"
 headers = [_rel(h) for h in sorted(native.rglob("*.h"))]  # an extension is rebuilt when one changes
 extensions = [
     Extension(
@@ -35,8 +41,8 @@ extensions = [
         sources=[_rel(native / source) for source in sources],
         include_dirs=[_rel(native)],
         depends=headers,
-        extra_compile_args=["-O2", "-std=c11", "-Wall", "-fvisibility=hidden", "-flto"],
-        extra_link_args=["-flto"],
+        extra_compile_args=["-O2", "-std=c11", "-Wall", "-fvisibility=hidden", LTO],
+        extra_link_args=[LTO],
         libraries=["pthread", "dl"],
         optional=True,
     )
@@ -56,4 +62,25 @@ class build_py_with_catalogs(build_py):
             shutil.copytree(source, target, dirs_exist_ok=True)
 
 
-setup(ext_modules=extensions, cmdclass={"build_py": build_py_with_catalogs})
+class build_ext_lto(build_ext):
+    """Each extension with link-time optimization, or, where the compiler or linker has none (clang with a
+    linker lacking its LTO plugin), built again without it and said: the same extension, a little slower."""
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except CCompilerError as exc:
+            if LTO not in ext.extra_compile_args:
+                raise
+            print(f"setup.py: {ext.name} does not build with {LTO} ({str(exc).strip()[:200]}); building it without "
+                  "link-time optimization")
+            ext.extra_compile_args = [a for a in ext.extra_compile_args if a != LTO]
+            ext.extra_link_args = [a for a in ext.extra_link_args if a != LTO]
+            force, self.force = self.force, True  # the objects compiled for LTO are not reused
+            try:
+                super().build_extension(ext)
+            finally:
+                self.force = force
+
+
+setup(ext_modules=extensions, cmdclass={"build_py": build_py_with_catalogs, "build_ext": build_ext_lto})
