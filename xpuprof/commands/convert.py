@@ -1,5 +1,9 @@
 """``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
-any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
+any Kineto's) or Perfetto protobuf traces (``.pftrace``) into a trace store, one rank partition per trace,
+JSON streamed in bounded memory.
+
+``xpuprof convert INPUT -o TRACE.pftrace``: one trace (any of those) as Perfetto's native protobuf, which
+Perfetto's UI opens far bigger than JSON; slices that overlap without nesting go on lanes of their own.
 
 Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read, recursively (the rule every
 command shares: symbolic links, hidden entries and stores inside are skipped, and said). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
@@ -13,10 +17,12 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet)",
-                              description=__doc__)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files (.json/.json.gz) or directories of them")
-    p.add_argument("-o", "--output", required=True, metavar="STORE", help="the store directory (created when new)")
+    p = subparsers.add_parser("convert", help="traces into a columnar trace store (Parquet), or one trace into "
+                              "Perfetto protobuf (-o X.pftrace)", description=__doc__)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="trace files (.json/.json.gz/.pftrace) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="STORE|TRACE.pftrace",
+                   help="the store directory (created when new), or a .pftrace/.perfetto-trace file")
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
@@ -46,10 +52,50 @@ def _installed(package: str) -> bool:
         return False
 
 
+def to_perfetto(args) -> int:
+    """One trace into a Perfetto protobuf file."""
+    from ..trace.read.inputs import InputsError, read_file
+    from ..trace.read.source import TraceLoadError
+    from ..trace.write.perfetto import write_perfetto
+
+    out = Path(args.output)
+    try:
+        files, errors, notes = expand_inputs(args.inputs, out)
+    except InputsError as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    for line in notes + errors:
+        print(f"xpuprof convert: {line}", file=sys.stderr)
+    if errors:
+        return 2
+    if len(files) != 1:
+        print(f"xpuprof convert: a {out.suffix} file holds one trace; {len(files)} inputs given (convert them one "
+              "at a time, or merge them first with xpuprof merge)", file=sys.stderr)
+        return 2
+    try:
+        table = read_file(files[0], rank=args.rank)
+        write_perfetto(table, out)
+    except (TraceLoadError, ValueError) as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"xpuprof convert: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"xpuprof convert: {files[0]} -> {out} ({out.stat().st_size:,} bytes, {len(table):,} events)",
+          file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from ..trace.write.kineto_store import ConvertError, convert_trace
+    from ..trace.write.files import is_perfetto_path
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
+    if args.rank is not None and args.rank < 0:
+        print(f"xpuprof convert: --rank must be 0 or more, not {args.rank}", file=sys.stderr)
+        return 2
+    if is_perfetto_path(args.output):
+        return to_perfetto(args)
     if not _installed("pyarrow"):  # checked before any input is read
         print("xpuprof convert: a trace store needs the pyarrow package: pip install 'xpuprof[scale]'",
               file=sys.stderr)

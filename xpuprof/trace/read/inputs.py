@@ -1,9 +1,10 @@
 """Which files a command reads: the one directory rule, shared by ``report``, ``convert``, ``diff``, ``merge``
 and ``analyze``; and ``read_inputs``, every input read into one TraceTable.
 
-A path named on the command line is read as given: a file as a trace (whatever its name), a directory
-holding a store manifest as a trace store. Any other directory stands for the trace files under it,
-recursively: its regular files named ``*.json`` or ``*.json.gz``, in sorted order. Not taken, and said in
+A path named on the command line is read as given: a file as a trace (whatever its name: Kineto JSON or
+Perfetto protobuf, told apart by its first bytes), a directory holding a store manifest as a trace store.
+Any other directory stands for the trace files under it, recursively: its regular files named ``*.json``,
+``*.json.gz``, ``*.pftrace`` or ``*.perfetto-trace``, in sorted order. Not taken, and said in
 one line per directory (``Inputs.notes``): hidden entries (a writer's private ``.rank=N.tmp``, editor
 files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
 followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
@@ -22,7 +23,8 @@ from typing import Callable, Iterable, Sequence
 
 from ..store_schema import MANIFEST
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
+TRACE_NAMES = "*.json, *.json.gz, *.pftrace or *.perfetto-trace"
 COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
 
@@ -33,7 +35,7 @@ class InputsError(ValueError):
 
 @dataclass
 class Inputs:
-    traces: list[Path] = field(default_factory=list)  # Kineto JSON files, in order
+    traces: list[Path] = field(default_factory=list)  # trace files (Kineto JSON, Perfetto protobuf), in order
     stores: list[Path] = field(default_factory=list)  # trace store directories
     notes: list[str] = field(default_factory=list)  # per directory: what was not taken, and why
     errors: list[str] = field(default_factory=list)  # paths that name nothing to read (``strict=False``)
@@ -61,7 +63,7 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
                     continue
                 found, note = _walk(p)
                 if not found:
-                    raise InputsError(f"{p}: directory holds no *.json or *.json.gz files"
+                    raise InputsError(f"{p}: directory holds no trace files ({TRACE_NAMES})"
                                       + (f" ({note.split(': ', 1)[1]})" if note else ""))
                 out.traces += found
                 if note:
@@ -116,7 +118,7 @@ def _walk(top: Path) -> tuple[list[Path], str]:
             elif is_trace_name(e.name):
                 found.append(path)
             elif e.name not in COMPANIONS:
-                skip("not *.json or *.json.gz", path)
+                skip(f"not {TRACE_NAMES}", path)
         stack.extend(reversed(subdirs))
     found.sort()
     if not skipped:
@@ -147,15 +149,26 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
-    tables = []
-    if got.traces:  # the JSON reader only for JSON files: a store's report imports none
-        from .kineto import read_trace
-
-        tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
-                  for i, p in enumerate(got.traces)]
+    # read_file imports a trace reader only for a trace file: a store's report imports none
+    tables = [read_file(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
+              for i, p in enumerate(got.traces)]
     if got.stores:
         from .store_table import read_store
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
         tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
     return TraceTable.concat(tables)
+
+
+def read_file(path, **kw):
+    """One trace file as a TraceTable, whichever format its first bytes say: Kineto JSON (``kineto.read_trace``)
+    or Perfetto protobuf (``perfetto.read_perfetto``); the same keywords (rank, position, push-down)."""
+    from .source import trace_format
+
+    if trace_format(path) == "perfetto":
+        from .perfetto import read_perfetto
+
+        return read_perfetto(path, **kw)
+    from .kineto import read_trace
+
+    return read_trace(path, **kw)

@@ -1,13 +1,13 @@
-"""A trace file (.json or .json.gz, ours or Kineto's) as one dict: what the analyses that still walk events as
-objects read (``xpuprof report --by op``, ``merge``); every other reader takes the trace table
-(``kineto.read_trace``)."""
+"""A trace file (.json or .json.gz, ours or Kineto's; or a Perfetto .pftrace, read into a table and rendered as
+the Kineto JSON it holds) as one dict: what the analyses that still walk events as objects read (``xpuprof
+report --by op``, ``merge``); every other reader takes the trace table (``inputs.read_file``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
 
-from .source import TraceLoadError, read_document
+from .source import TraceLoadError, read_document, trace_format
 
 
 def read_trace_bytes(path) -> bytes:
@@ -19,6 +19,11 @@ def read_trace_bytes(path) -> bytes:
 def load(path) -> dict:
     """The whole trace object: ``traceEvents`` plus the top-level keys."""
     path = Path(path)
+    if trace_format(path) == "perfetto":
+        from ..write.chrome import table_json
+        from .perfetto import read_perfetto
+
+        return orjson.loads(table_json(read_perfetto(path)))
     raw = read_trace_bytes(path)
     try:
         data = orjson.loads(raw)

@@ -9,7 +9,9 @@ Every reader of Kineto JSON (``kineto_stream``, ``load``) opens its file here, s
   before it is read, and every byte read counts against it - for gzip, what it decompresses to - so a
   gzip bomb or an endless FIFO stops at the limit;
 * the first bytes: a document must open with ``{`` or ``[`` (after a BOM and whitespace), so a stream of
-  zeros or a binary file is refused at its first bytes, not after gigabytes.
+  zeros or a binary file is refused at its first bytes, not after gigabytes; a reader that also takes
+  Perfetto protobuf (``accept``) takes a document whose first byte opens a ``Trace.packet`` (0x0a) too, and
+  ``TraceInput.format`` says which it is.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from ...inputs import InputError, check_json_start, max_input_bytes, too_large
 WHAT = "trace file"
 FIRST_BYTES = 1 << 16  # read before anything else: enough to see what the file is
 FILE_KINDS = ("regular file", "FIFO", "character device")
+FORMATS = ("json", "perfetto")  # Kineto JSON; Perfetto protobuf (a Trace message: packets, field 1)
+PERFETTO_FIRST_BYTE = b"\x0a"  # Trace.packet (field 1, length-delimited): how every Perfetto trace opens
 
 
 class TraceLoadError(ValueError):
@@ -34,9 +38,11 @@ class TraceInput:
     """A trace file opened for reading: ``read(n)`` gives the document's next bytes (gzip undone), checked
     and counted as the module docstring says. Use as a context manager, or ``close()``."""
 
-    def __init__(self, path, *, limit: int | None = None) -> None:
+    def __init__(self, path, *, limit: int | None = None, accept: tuple[str, ...] = ("json",)) -> None:
         self.path = Path(path)
         self.limit = max_input_bytes() if limit is None else limit
+        self.accept = accept
+        self.format = "json"
         self.total = 0  # document bytes read so far (decompressed)
         self.gzip = False
         self._raw = self._open()
@@ -90,9 +96,23 @@ class TraceInput:
         return first
 
     def _check(self, first: bytes) -> None:
+        # JSON first: its leading whitespace may be a newline, the byte that opens a Perfetto Trace
+        body = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
+        json_start = body.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        if "perfetto" in self.accept and not json_start and first[:1] == PERFETTO_FIRST_BYTE:
+            self.format = "perfetto"
+            return
+        if "json" not in self.accept:
+            if first[:2] == b"\x1f\x8b":
+                return  # gzip: checked again once decompressed
+            got = f"byte 0x{first[0]:02x}" if first else "nothing (it is empty)"
+            raise TraceLoadError(f"{self.path}: not a Perfetto protobuf trace (it starts with {got}, not a "
+                                 "TracePacket's 0x0a)")
         try:
             check_json_start(self.path, WHAT)(first)
         except InputError as exc:
+            if "perfetto" in self.accept:
+                raise TraceLoadError(f"{exc} nor a Perfetto protobuf trace's 0x0a") from None
             raise TraceLoadError(str(exc)) from None
 
     def _raw_read(self, n: int) -> bytes:
@@ -202,3 +222,10 @@ def read_document(path) -> bytes:
     """The whole document (gzip undone), checked and bounded as the module says."""
     with TraceInput(path) as src:
         return src.read(-1)
+
+
+def trace_format(path) -> str:
+    """Which format a trace file is in, from its first bytes: "json" (Kineto) or "perfetto" (protobuf); an
+    error naming the file when it is neither, missing or unreadable."""
+    with TraceInput(path, accept=FORMATS) as src:
+        return src.format
