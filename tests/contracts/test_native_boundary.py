@@ -232,15 +232,19 @@ def test_the_header_check_finds_code_in_a_header(tmp_path):
 
 # ----------------------------------------------------------------------------- stubs
 def test_an_extension_builds_without_link_time_optimization_where_the_toolchain_has_none(tmp_path):
-    """setup.py builds with -flto (the recorder's calls across its shared sources stay inlined); a compiler or
+    """setup.py builds an extension of several sources with -flto (the recorder's calls across its shared sources
+    stay inlined); a compiler or
     linker that refuses it (clang with a linker lacking its LTO plugin) gets the extension built again without
     it, and a line saying so, rather than an optional extension silently missing."""
     cc = _compiler()
     tree = tmp_path / "src"
     (tree / "xpuprof" / "_native").mkdir(parents=True)
     shutil.copy(ROOT / "setup.py", tree / "setup.py")
-    shutil.copy(NATIVE / "keyindex.c", tree / "xpuprof" / "_native" / "keyindex.c")
-    (tree / "xpuprof" / "_native" / "__init__.py").write_text('EXTENSIONS = {"keyindex": ("keyindex.c",)}\n')
+    (tree / "xpuprof" / "_native" / "shared").mkdir()
+    for source in ("rowfmt.c", "shared/jsonstr.c", "shared/jsonstr.h"):  # one built from two sources
+        shutil.copy(NATIVE / source, tree / "xpuprof" / "_native" / source)
+    (tree / "xpuprof" / "_native" / "__init__.py").write_text(
+        'EXTENSIONS = {"rowfmt": ("rowfmt.c", "shared/jsonstr.c")}\n')
     calls = tmp_path / "calls.log"
     wrapper = tmp_path / "cc-without-lto"
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nfor a in "$@"; do\n'
@@ -251,8 +255,8 @@ def test_an_extension_builds_without_link_time_optimization_where_the_toolchain_
     proc = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (tree / "xpuprof" / "_native" / f"keyindex{SUFFIX}").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "keyindex does not build with -flto" in proc.stdout and "without link-time optimization" in proc.stdout
+    assert (tree / "xpuprof" / "_native" / f"rowfmt{SUFFIX}").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "rowfmt does not build with -flto" in proc.stdout and "without link-time optimization" in proc.stdout
     lines = calls.read_text().splitlines()
     assert "-flto" in lines[0].split() and "-flto" not in lines[-1].split(), lines
 

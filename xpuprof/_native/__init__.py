@@ -27,6 +27,8 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
                 "shared/hostmem.c", "shared/jsonstr.c"),
     "keyindex": ("keyindex.c",),
     "pcsample": ("pcsample.c",),
+    "pfdec": ("pfdec.c",),
+    "pfenc": ("pfenc.c",),
     "ptibuf": ("ptibuf.c", "shared/bufqueue.c"),
     "records": ("records.c",),
     "rocbuf": ("rocbuf.c", "shared/bufqueue.c", "shared/bufqueue_py.c"),
