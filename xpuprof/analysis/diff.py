@@ -30,8 +30,8 @@ def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
     p = Path(path)
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
-    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        data = _read_json(p)
+    data = _document(p)
+    if data is not None:
         if isinstance(data, dict) and isinstance(data.get("points"), list):
             out = {}
             for i, pt in enumerate(data["points"]):
@@ -70,11 +70,11 @@ def metric_units(path: str | Path) -> dict[str, str]:
     p = Path(path)
     if str(p) in _TRACE_UNITS:
         return _TRACE_UNITS[str(p)]
-    if not (p.is_file() and p.suffix in (".json", ".jsonl")):
-        return {}
     try:
-        data = _read_json(p)
+        data = _document(p)
     except DiffError:
+        return {}
+    if data is None:
         return {}
     out: dict[str, str] = {}
     if isinstance(data, dict):
@@ -86,10 +86,36 @@ def metric_units(path: str | Path) -> dict[str, str]:
     return out
 
 
+MAX_SUMMARY_BYTES = 256 << 20  # a run summary or report JSON, read whole (as ``run_records`` reads summaries)
+_DOCUMENTS: dict[str, object] = {}  # path and version -> the summary or report JSON read there (each side is read once)
+
+
+def _document(p: Path):
+    """The run summary or report JSON at ``p``, parsed; None when ``p`` is a trace - a file holding a
+    ``traceEvents`` array whatever its name (found without reading it whole: ``holds_trace_events``), a
+    ``.json.gz`` - or a directory: those are read by the trace reader, with its bounds."""
+    if not (p.is_file() and p.suffix in (".json", ".jsonl")) or p.name.endswith(".pt.trace.json"):
+        return None
+    st = p.stat()
+    key = f"{p}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"  # a file written again is read again
+    if key not in _DOCUMENTS:
+        from ..trace.read.kineto_stream import TraceLoadError, holds_trace_events
+
+        try:
+            trace = holds_trace_events(p)
+        except TraceLoadError as exc:  # no JSON document at all (zeros, binary): said as the trace reader says it
+            raise DiffError(str(exc)) from None
+        _DOCUMENTS[key] = None if trace else _read_json(p)
+    return _DOCUMENTS[key]
+
+
+summary_document = _document  # for the other sides of diff (stall shares): one read, one set of bounds
+
+
 def _read_json(p: Path):
     """A summary or report JSON, read with bounds; ``DiffError`` for what is not one."""
     try:
-        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary")))
+        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary"), limit=MAX_SUMMARY_BYTES))
     except InputError as exc:
         raise DiffError(str(exc)) from None
     except OSError as exc:
@@ -120,8 +146,8 @@ def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
     summary.jsonl has none ({}).
     """
     p = Path(path)
-    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        data = _read_json(p)
+    data = _document(p)
+    if data is not None:
         if isinstance(data, dict) and "traceEvents" not in data:
             try:
                 rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") \

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
-
 from .report import ReportError
 from .stalls import read_stalls, stall_shares
 
 
 def load_stall_side(path: str | Path) -> dict[tuple[str, str], tuple[float, int]] | None:
     """(kernel, reason) -> (share %, kernel samples); None when the side holds no stall samples."""
+    from .diff import DiffError, summary_document
+
     p = Path(path)
     if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:
-            data = orjson.loads(p.read_bytes())
-        except orjson.JSONDecodeError:
+        try:  # read as the kernel diff read it (bounded; a trace is found without reading it whole: None)
+            data = summary_document(p)
+        except DiffError:
             return None  # the kernel diff reports a file it cannot read
-        if not isinstance(data, dict) or "traceEvents" in data:
+        if data is None or not isinstance(data, dict) or "traceEvents" in data:
             pass
         elif isinstance((data.get("tables") or {}).get("stall_reasons"), dict):
             return stall_shares(data)

@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 
@@ -120,29 +123,60 @@ def run(args) -> int:
     except (StoreWriteError, OSError) as exc:
         print(f"xpuprof convert: {exc}", file=sys.stderr)
         return 2
+    from ..progress import bar
+    from ..trace.read.inputs import input_bytes
+
     taken: dict[int, str] = {}
-    done = 0
-    for position, path in enumerate(files):
-        try:
-            got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace, taken=taken)
-        except ConvertError as exc:
-            print(f"xpuprof convert: {exc}", file=sys.stderr)
-            errors.append(str(exc))
-            continue
-        except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
-            print(f"xpuprof convert: {path}: cannot write {store}: {exc.strerror or exc}", file=sys.stderr)
-            errors.append(str(exc))
-            continue
-        done += 1
-        _keep_summary(store, got.rank)
-        print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
-              f"from {got.rank_source})", file=sys.stderr)
+    done: list = []
+    alone = len(files) == 1  # one input: its error is the one line (with what became of the store)
+    with bar("converting", len(files), unit="traces", size_bytes=input_bytes(files)) as shown:
+        for position, path in enumerate(files):
+            try:
+                got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace,
+                                    taken=taken)
+            except ConvertError as exc:
+                errors.append(str(exc))
+            except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
+                errors.append(f"{path}: cannot write {store}: {exc.strerror or exc}")
+            else:
+                done.append(got)
+                _keep_summary(store, got.rank)
+                continue
+            finally:
+                shown.advance()
+            if not alone:
+                print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
     if not done and created:
         _remove_empty_store(store)  # a failed convert leaves nothing behind (not an empty store)
-        print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        print(f"xpuprof convert: {errors[-1]}; {store} was not created" if alone else
+              f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
         return 2
-    print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
+    if alone and not done:
+        print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
+        return 2
+    print(f"xpuprof convert: {summary_line(done, len(files), store)}", file=sys.stderr)
     return 2 if errors else 0
+
+
+def summary_line(done: list, inputs: int, store: Path) -> str:
+    """The one line at the end of a convert, whatever the number of ranks: how many traces went in, the
+    ranks in numeric order as ranges (``ranks 0-999``), the rows, and where each rank number came from.
+    One trace names its file, as the per-rank line did."""
+    from ..analysis.text import format_ranks
+
+    if not done:
+        return f"0 of {inputs:,} trace(s) into {store}: no rank converted"
+    events = sum(c.events for c in done)
+    slices = sum(c.rows.get("slices", 0) for c in done)
+    sources: dict[str, int] = {}
+    for c in done:
+        sources[c.rank_source] = sources.get(c.rank_source, 0) + 1
+    source = (f"rank from {next(iter(sources))}" if len(sources) == 1 else
+              "ranks from " + ", ".join(f"{k} {n:,}" for k, n in sorted(sources.items(), key=lambda kv: -kv[1])))
+    ranks = sorted(c.rank for c in done)
+    which = f"rank {ranks[0]} <- {done[0].path}" if len(done) == 1 else f"ranks {format_ranks(ranks)}"
+    return (f"{len(done):,} of {inputs:,} trace(s) into {store}: {which} ({events:,} events, {slices:,} slices; "
+            f"{source})")
 
 
 def _remove_empty_store(store: Path) -> None:

@@ -56,6 +56,9 @@ def register(subparsers) -> None:
     p.add_argument("--history", default=None, metavar="DIR",
                    help="with --format html and one run directory (what `xpuprof run` wrote): add a history plot "
                         "per kernel from the run history in DIR (`xpuprof gate`'s verdicts)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 
 from ...trace.read.store import Store, open_store
-from .base import ENGINES, Engine, EngineError, Task, default_group_events, default_memory_limit
+from .base import (ENGINES, Engine, EngineError, Task, check_engine_options, default_group_events,
+                   default_memory_limit)
 
 
 def open_engine(store, kind: str = "duckdb", **options) -> Engine:
@@ -30,6 +31,7 @@ def open_engine(store, kind: str = "duckdb", **options) -> Engine:
     ``groups`` (ray)."""
     if kind not in ENGINES:
         raise EngineError(f"unknown engine {kind!r}; valid: {', '.join(ENGINES)}")
+    options = check_engine_options(kind, options)
     for package in ("duckdb", "pyarrow") + (("ray",) if kind == "ray" else ()):  # before reading anything
         try:
             importlib.import_module(package)
@@ -46,4 +48,5 @@ def open_engine(store, kind: str = "duckdb", **options) -> Engine:
     return RayEngine(store, **options)
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "Task", "default_group_events", "default_memory_limit", "open_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Task", "check_engine_options", "default_group_events",
+           "default_memory_limit", "open_engine"]

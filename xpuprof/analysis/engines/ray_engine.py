@@ -103,13 +103,14 @@ class RayEngine(Engine):
         nodes = self._nodes()
         n_groups = self.groups or max(len(nodes), int(sum(cpu for _, cpu in nodes)))
         refs = []
-        for i, group in enumerate(split_groups(ranks, n_groups)):
+        groups = split_groups(ranks, n_groups)
+        for i, group in enumerate(groups):
             part = Store(self.store.path, {r: self.store.partitions[r] for r in group})
             node = nodes[i % len(nodes)][0]  # round-robin: every node gets groups
             refs.append(self._remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
                         .remote(part, group, task, params or {}, self.memory_limit, self.threads))
         try:
-            results = self._ray.get(refs)
+            results = self._gather(refs, [len(g) for g in groups])
         except self._ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, Exception):
@@ -117,6 +118,18 @@ class RayEngine(Engine):
             raise
         self.nodes = [node for node, _ in results]
         return [partial for _, partial in results]
+
+    def _gather(self, refs: list, sizes: list[int]) -> list:
+        """The tasks' results in order, a progress bar advancing by each group's ranks as it finishes."""
+        from ...progress import bar
+
+        size_of = dict(zip(refs, sizes))
+        with bar("analyzing", sum(sizes), unit="ranks") as shown:
+            waiting = list(refs)
+            while waiting and shown.drawn:
+                ready, waiting = self._ray.wait(waiting, num_returns=1)
+                shown.advance(sum(size_of[r] for r in ready))
+            return self._ray.get(refs)
 
     def close(self) -> None:
         if self._started and self._ray.is_initialized():

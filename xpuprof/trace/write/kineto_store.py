@@ -16,7 +16,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..read.kineto import TraceReader, distributed_rank, merged_ranks, rank_from_name, resolve_rank  # noqa: F401
+from ..read.kineto import (TraceReader, distributed_rank, merged_ranks, rank_from_name, resolve_rank,  # noqa: F401
+                           time_error)
 from ..read.source import TraceLoadError, trace_format
 from .parquet import StoreRows, rank_metadata
 from .rankwriter import RankWriter, StoreWriteError
@@ -65,6 +66,9 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
                 raise ConvertError(f"{path}: is a merged view of ranks {merged} (xpuprof merge); convert the per-rank "
                                    "traces instead")
             info = reader.info
+            bad = time_error(info)  # as report refuses it: a value the store's int64 ns cannot hold is no row
+            if bad:
+                raise ConvertError(f"{path}: {bad}; nothing of it stored")
             _check_rank(path, writer, info.rank, info.source, taken)
             writer.commit(info.rank, rank_metadata(info, writer="convert"))
     except (TraceLoadError, StoreWriteError) as exc:
