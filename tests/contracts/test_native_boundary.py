@@ -284,13 +284,8 @@ def test_the_stubs_match_the_built_extensions(tmp_path):
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
 
-# Extensions whose functions have no text signature yet, and why (stubtest then checks their names only).
-WITHOUT_TEXT_SIGNATURES = {"tracescan": "the table helper's scanner; its C is theirs this round"}
-
-
 def test_every_c_function_has_a_text_signature():
-    """What lets stubtest check parameters: inspect.signature works on every function of every extension
-    (but those of WITHOUT_TEXT_SIGNATURES, which must still lack them: the list says what is true)."""
+    """What lets stubtest check parameters: inspect.signature works on every function of every extension."""
     import inspect
 
     missing = []
@@ -305,13 +300,7 @@ def test_every_c_function_has_a_text_signature():
                 inspect.signature(value)
             except (TypeError, ValueError):
                 missing.append(f"{name}.{attr}")
-    lacking = {m.split(".")[0] for m in missing}
-    if lacking != set(WITHOUT_TEXT_SIGNATURES):
-        assert not lacking - set(WITHOUT_TEXT_SIGNATURES), \
-            f"C functions without a text signature (\"name($module, a, /)\\n--\\n\\n\"): {missing}"
-        built = {n for n in WITHOUT_TEXT_SIGNATURES if _native.optional(n) is not None}
-        assert not built - lacking, f"these have text signatures now: remove them from WITHOUT_TEXT_SIGNATURES: " \
-                                    f"{built - lacking}"
+    assert not missing, f"C functions without a text signature (\"name($module, a, /)\\n--\\n\\n\"): {missing}"
 
 
 # ----------------------------------------------------------------------------- the sanitizer tier
