@@ -362,13 +362,17 @@ done:
 
 static PyMethodDef methods[] = {
     {"stack_lanes", py_stack_lanes, METH_VARARGS,
-     "stack_lanes(start, end, lane_out) -> lanes used: each slice (in walk order) onto a lane where it nests"},
+     "stack_lanes($module, start, end, lane_out, /)\n--\n\n"
+     "Lanes used: each slice (in walk order) onto a lane where it nests."},
     {"keep_track", py_keep_track, METH_VARARGS,
-     "keep_track(start, end, keep_out) -> kept: which slices stay on the track (the shorter of two that cross leaves)"},
+     "keep_track($module, start, end, keep_out, /)\n--\n\n"
+     "Slices kept: which stay on the track (of two sides that cross, the one that moves fewer slices leaves)."},
     {"spilled", py_spilled, METH_VARARGS,
-     "spilled(start, end, out) -> count: the slices a one-stack walk cannot place (out[i] = 1)"},
+     "spilled($module, start, end, out, /)\n--\n\n"
+     "Count: the slices a one-stack walk cannot place (out[i] = 1)."},
     {"nest_check", py_nest_check, METH_VARARGS,
-     "nest_check(track, start, end, order_out, offsets_out, nests_out): walk order per track, and which nest"},
+     "nest_check($module, track, start, end, order_out, offsets_out, nests_out, /)\n--\n\n"
+     "Walk order per track, and which tracks nest."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,11 +45,9 @@ def native():
     Python copies below run: the same lanes, slower)."""
     global _c_walks
     if _c_walks is _UNSET:
-        try:
-            from ..._native import lanes as mod
-        except ImportError:
-            mod = None
-        _c_walks = mod
+        from ... import _native
+
+        _c_walks = _native.optional("lanes")
     return _c_walks
 
 
