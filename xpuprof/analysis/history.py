@@ -240,7 +240,7 @@ class History:
 
     def append(self, run: HistoryRun, *, keep: int = DEFAULT_KEEP) -> Path:
         """Write ``run`` as a new file of its series, then apply retention; returns its path."""
-        from .. import __version__
+        from ..version import __version__
         from ..outputs import write_output_bytes
 
         if keep < 1:

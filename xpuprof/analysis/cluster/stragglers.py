@@ -10,28 +10,39 @@ late relative to the others' start lag by the same rules.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from typing import Sequence
 
 import numpy as np
 
+from ..engines.base import Reads, per_rank_slices
 from .result import AnalysisResult
 
-STEP_PATTERN = r"^ProfilerStep#[0-9]+$"
+STEP_NAME = re.compile(r"^ProfilerStep#([0-9]{1,18})$")
+READS = Reads(("slices",), {"slices": ["dur"]})
 HOST_CATEGORIES = ("user_annotation", "cpu_op", "python_function")
 COLUMNS = ["rank", "steps", "mean_step_us", "median_step_us", "max_step_us", "vs_median_pct", "step_z",
            "start_lag_us", "lag_z", "straggler"]
 
 
-def task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    cats = ", ".join(f"'{c}'" for c in HOST_CATEGORIES)
-    # One range per (rank, step): the host's (the longest when a step shows on several threads).
-    return con.execute(f"""
-        SELECT s.rank, CAST(regexp_extract(s.name, '[0-9]+$') AS BIGINT) AS step,
-               arg_max(s.ts + m.base_time_ns, s.dur) AS start_ns, max(s.dur) AS dur_ns
-        FROM slices s JOIN ranks m ON s.rank = m.rank
-        WHERE regexp_full_match(s.name, '{STEP_PATTERN}') AND s.cat IN ({cats}) AND s.dur IS NOT NULL
-        GROUP BY s.rank, step ORDER BY s.rank, step""").fetchall()
+def rank_steps(table, params: dict) -> list[tuple]:
+    """Task (``Engine.map``): per rank of the group and step N, the host's ``ProfilerStep#N`` range (the
+    longest when a step shows on several threads, the earliest of equal ones): (rank, N, start epoch ns,
+    duration ns)."""
+    out = []
+    for rank, _, s in per_rank_slices(table):
+        strings = list(s.strings)
+        number = np.array([int(m.group(1)) if (m := STEP_NAME.match(t)) else -1 for t in strings] + [-1], np.int64)
+        host = np.array([t in HOST_CATEGORIES for t in strings] + [False], bool)
+        rows = np.flatnonzero((number[s.name] >= 0) & host[s.cat]
+                              & (True if s.dur_present is None else np.asarray(s.dur_present, bool)))
+        step, start, dur = number[s.name[rows]], np.asarray(s.ts, np.int64)[rows], np.asarray(s.dur, np.int64)[rows]
+        order = np.lexsort((start, -dur, step))
+        first = np.ones(len(order), bool)
+        first[1:] = step[order][1:] != step[order][:-1]
+        out += [(rank, n, t, d) for n, t, d in zip(step[order][first].tolist(), start[order][first].tolist(),
+                                                   dur[order][first].tolist())]
+    return out
 
 
 def _robust_z(values: np.ndarray) -> np.ndarray:
@@ -44,7 +55,7 @@ def _robust_z(values: np.ndarray) -> np.ndarray:
 
 def run(engine, *, threshold_pct: float = 5.0, z: float = 3.5) -> tuple[AnalysisResult, list[dict]]:
     """The per-rank table and the per-(rank, step) rows (for the HTML report's per-rank view)."""
-    steps = [r for part in engine.run(task) for r in part]
+    steps = sorted(r for part in engine.map(rank_steps, reads=READS) for r in part)
     if not steps:
         return AnalysisResult("stragglers", COLUMNS, [], [
             "no ProfilerStep#N ranges in the store: per-step times need the profiler's step() (torch.profiler's "
