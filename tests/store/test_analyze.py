@@ -108,6 +108,19 @@ def test_the_duckdb_engine_in_rank_groups_gives_the_one_group_answer(which, rand
         assert len(whole.nodes) == 1 and len(split.nodes) == len(split.store.ranks) > 1
 
 
+@pytest.mark.parametrize("name", ["trace_filter", "ns_resolution_trace", "amd_trace"])
+def test_every_analysis_over_the_traces_equals_the_one_over_their_store(name, hta_stores):
+    """The analyses are written once over a rank group's table: the JSON traces (read by the one Kineto
+    reader) and the store made of them (the store reader) give the same rows and notes."""
+    from storehelp import HTA_DATA
+
+    with open_engine(HTA_DATA / name) as traces, open_engine(hta_stores[name]) as store:
+        for analysis in ANALYSES:
+            for options in ({}, {"include_last_step": True}) if analysis != "stragglers" else ({},):
+                a, b = run_analysis(analysis, traces, **options), run_analysis(analysis, store, **options)
+                assert (a.rows, a.notes) == (b.rows, b.notes), (name, analysis, options)
+
+
 def test_stragglers_are_the_slow_rank_and_the_late_one(tmp_path):
     store = tmp_path / "s"
     for rank in range(8):
