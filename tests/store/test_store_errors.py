@@ -96,7 +96,6 @@ def test_a_store_is_given_alone_to_report(store, tmp_path, capsys):
     trace.write_text('{"traceEvents": []}')
     line = one_line(capsys, ["report", str(store), str(trace)])
     assert "is a trace store" in line and "alone" in line
-    assert "--by op reads trace files" in one_line(capsys, ["report", str(store), "--by", "op"])
 
 
 def test_an_option_the_analysis_does_not_take_is_one_line(store, capsys):

@@ -83,28 +83,19 @@ def _width(args) -> int | None:
 
 
 def op_report(args) -> str:
-    """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``)."""
+    """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``), trace files
+    or a store alike."""
+    from ..analysis.report import check_times, read_report_inputs
     from ..analysis.summary import KeyAverages
-    from ..analysis.trace_files import load_traces
-    from ..trace.read.store import is_store
 
-    if any(is_store(t) for t in args.traces):
-        raise ReportError("--by op reads trace files; for a trace store use the kernel report or `xpuprof analyze`")
     unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
                           "--format, --wide and -o")
-    traces = load_traces(args.traces, say=_say)
-    evs = [e for t in traces for e in (t.data.get("traceEvents") or []) if isinstance(e, dict)]
-    meta: dict = {}
-    for t in traces:
-        meta = {**t.data, "traceEvents": None, **meta}
-    files = [t.path for t in traces]
-    try:
-        avgs = KeyAverages.from_events(evs, metadata=meta)
-    except ValueError as exc:  # a time no trace can hold: named with its event
-        raise ReportError(str(exc)) from None
+    table = read_report_inputs(args.traces, say=_say, kinds=("slices", "instants"), slice_args=True)
+    check_times(table)  # a time no trace can hold: named with its event
+    avgs = KeyAverages.from_table(table)
     sort = args.sort or "cpu_time_total"
     try:
         rows = avgs.sorted(sort)
@@ -114,7 +105,7 @@ def op_report(args) -> str:
     if args.format == "html":
         from ..analysis.html import render_ops
 
-        return render_ops(avgs, rows, sources=[str(p) for p in files])
+        return render_ops(avgs, rows, sources=[info.origin for info in table.traces])
     if args.format == "json":
         return encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
