@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from ..analysis.diff import (TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, load_side, load_telemetry,
-                             metric_units)
+from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, read_side
 from ..trace.builder.columns import encode_json
 
 
@@ -115,12 +114,12 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     try:
-        result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
-                      min_ns=args.min_us * 1000.0)
-        telemetry = diff_telemetry(load_telemetry(args.a), load_telemetry(args.b))
-        from ..analysis.stall_diff import diff_stalls, load_stall_side
+        a, b = read_side(args.a, say=_say), read_side(args.b, say=_say)  # each side read once
+        result = diff(a.kernels, b.kernels, threshold_pct=args.threshold, field=args.field, min_ns=args.min_us * 1000.0)
+        telemetry = diff_telemetry(a.telemetry, b.telemetry)
+        from ..analysis.stall_diff import diff_stalls
 
-        stalls = diff_stalls(load_stall_side(args.a), load_stall_side(args.b), threshold_points=args.threshold)
+        stalls = diff_stalls(a.stalls, b.stalls, threshold_points=args.threshold)
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
@@ -139,7 +138,7 @@ def run(args) -> int:
         from ..analysis.text import terminal_width
 
         width = None if args.wide else terminal_width()
-        units = {**metric_units(args.a), **metric_units(args.b)}
+        units = {**a.units, **b.units}
         sys.stdout.write(_table(result, args.all, units, width))
         if telemetry:
             sys.stdout.write("\n" + _telemetry_table(telemetry, width=width))
@@ -185,3 +184,8 @@ def _telemetry_table(rows: list[dict], units: dict[str, str] | None = None, widt
     cells = [[r["series"], num(r["series"], r["a_mean"]), num(r["series"], r["b_mean"]), pct(r["mean_delta_pct"]),
               num(r["series"], r["a_peak"]), num(r["series"], r["b_peak"]), pct(r["peak_delta_pct"])] for r in rows]
     return render_table(columns, cells, title="Telemetry: average and peak per metric, B vs A", width=width)
+
+
+def _say(line: str) -> None:
+    """A line on what a directory held that is not read (``trace.read.inputs``)."""
+    print(f"xpuprof diff: {line}", file=sys.stderr)
