@@ -23,6 +23,10 @@ figure is the median of ``--runs`` runs, with the range (min-max). Rows:
   after ``stop()`` and after the write.
 - ``args-export``: stop + export of ``--n`` ranges that all carry a small dict arg against the same
   ranges without args, alternated fresh processes (goal: >= 0.6x the events/s).
+- ``crash-safe``: what ``xpuprof exec``'s crash-safe recording (host/spill.py: the recorder's logs in mapped
+  files of a private directory under /dev/shm or the temp dir) adds: ``--n`` ranges recorded, stopped and
+  written with the copy on / off, alternated fresh processes; the ratio of the medians of record + stop +
+  write (goal: <= 1.03), and of recording alone.
 - ``under-load``: how much stop + export slows while ``--hogs`` CPU-bound processes (a Python busy
   loop each) run beside it, for xpuprof (``.json``) and viztracer (stop + save, ``.json``): each run
   is a fresh process timed quiet, then the same with the hogs, the tools alternated; slowdown = median
@@ -49,7 +53,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 NAMES = [f"op{i}" for i in range(64)]
-CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem", "under-load", "args-export")
+CASES = ("xpuprof-json", "xpuprof-gz", "torch", "viztracer", "rf-sim", "args-mem", "under-load", "args-export",
+         "crash-safe")
 # Children run by the under-load case (not cases of their own): stop + export once, nothing else.
 LOAD_CHILDREN = ("xpuprof-stop-export", "viztracer")
 
@@ -252,6 +257,42 @@ def _child_args_mem(n: int, out: Path) -> dict:
             "rss_write_B_per_range": (_rss() - base) / n}
 
 
+def _child_crash_safe(n: int, out: Path, on: bool) -> dict:
+    """record + stop + export of ``n`` ranges, with the crash-safe copy (as under ``xpuprof exec``) or not."""
+    import shutil
+
+    import xpuprof
+    from xpuprof.host import spill
+
+    root = None
+    if on:
+        from xpuprof.ondemand.crashsafe import make_root
+
+        root = make_root()
+        os.environ[spill.SPILL_ENV] = root
+        spill.start_from_environment()
+    try:
+        with xpuprof.profile(activities=["cpu"]) as warm:
+            with xpuprof.record_function("warm"):
+                pass
+        warm.export_chrome_trace(out / "warm.json")
+        names, rf = NAMES, xpuprof.record_function
+        t0, c0 = time.perf_counter(), _cpu()
+        prof = xpuprof.profile(activities=["cpu"])
+        prof.start()
+        for i in range(n):
+            with rf(names[i & 63]):
+                pass
+        t_rec = time.perf_counter() - t0
+        prof.stop()
+        prof.export_chrome_trace(out / "trace.json")
+        return {"total_s": time.perf_counter() - t0, "record_s": t_rec, "total_cpu_s": _cpu() - c0}
+    finally:
+        if root is not None:
+            spill._at_exit()
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def _run_child(case: str, n: int, out: Path) -> dict:
     if case == "xpuprof-json":
         return _child_xpuprof(n, out, gz=False)
@@ -269,6 +310,8 @@ def _run_child(case: str, n: int, out: Path) -> dict:
         return _child_stop_export(n, out)
     if case == "xpuprof-args-stop-export":
         return _child_stop_export(n, out, args=True)
+    if case in ("crash-safe-on", "crash-safe-off"):
+        return _child_crash_safe(n, out, case.endswith("-on"))
     raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
 
 
@@ -357,6 +400,11 @@ def main() -> int:
             results[case] = [{"args": x["events_per_s"], "plain": y["events_per_s"], "args_cpu": x["events_per_cpu_s"],
                               "plain_cpu": y["events_per_cpu_s"]} for x, y in pairs]
             continue
+        if case == "crash-safe":  # alternated: the crash-safe copy on / off
+            pairs = [(_spawn("crash-safe-on", a.n), _spawn("crash-safe-off", a.n)) for _ in range(a.runs)]
+            results[case] = [{"on": x["total_s"], "off": y["total_s"], "rec_on": x["record_s"], "rec_off": y["record_s"],
+                              "cpu_on": x["total_cpu_s"], "cpu_off": y["total_cpu_s"]} for x, y in pairs]
+            continue
         results[case] = [_spawn(case, n) for _ in range(a.runs)]
 
     def col(case, key):
@@ -401,6 +449,14 @@ def main() -> int:
                      f"{statistics.median(col('args-export', 'args')) / statistics.median(col('args-export', 'plain')):.2f}"))
         rows.append(("  same, events per CPU second (user + sys)",
                      f"{statistics.median(col('args-export', 'args_cpu')) / statistics.median(col('args-export', 'plain_cpu')):.2f}"))
+    if "crash-safe" in results:
+        on, off = col("crash-safe", "on"), col("crash-safe", "off")
+        rows.append(("record + stop + write, crash-safe copy on | off, s", f"{_fmt(on)} | {_fmt(off)}"))
+        rows.append(("  on / off (medians; goal <= 1.03)", f"{statistics.median(on) / statistics.median(off):.3f}"))
+        rows.append(("  same, CPU time (user + sys; what the process pays on a busy machine)",
+                     f"{statistics.median(col('crash-safe', 'cpu_on')) / statistics.median(col('crash-safe', 'cpu_off')):.3f}"))
+        rows.append(("  recording alone, on / off (medians)",
+                     f"{statistics.median(col('crash-safe', 'rec_on')) / statistics.median(col('crash-safe', 'rec_off')):.3f}"))
     if "args-mem" in results:
         for stage in ("record", "stop", "write"):
             rows.append((f"ranges with small args: peak RSS growth after {stage}, B/range (goal <= 250)",

@@ -19,6 +19,7 @@ from .config import ExperimentalConfig, KinetoConfig, ProfilerConfig  # noqa: E4
 from .host.recorder import current_correlation_id, instant, record_function, set_thread_name  # noqa: E402
 from .plugins import register_backend  # noqa: E402
 from .profiler import ProfilerAction, profile, schedule, trace_handler  # noqa: E402
+
 from .version import __version__  # noqa: E402
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import re
 import sys
 
@@ -49,16 +48,31 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
                 _plain_help(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: list[str]) -> str | None:
+    """The command an argument list runs (its first word that is not an option), None when it names none."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``xpuprof`` parser. Given the argument list to parse, only the module of the command it names is
+    imported (``xpuprof --help``: none); every other command is listed by its line in ``commands.SUMMARIES``.
+    Without one, every command's full parser is built."""
     from .commands._options import OneLineParser  # usage errors in one line, with the closest choice
 
     parser = OneLineParser(prog="xpuprof", description="Profile accelerator workloads into Kineto-compatible traces.")
     parser.add_argument("--version", action="version", version=f"xpuprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
+    wanted = None if argv is None else command_of(argv)
+    for name in commands.names():
+        if argv is None or name == wanted or name not in commands.SUMMARIES:
+            importlib.import_module(f"{commands.__name__}.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=commands.SUMMARIES[name])  # listed, not imported
     _plain_help(parser)
     return parser
 
@@ -83,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -99,7 +114,7 @@ def console_main() -> int:
     (a no-op without intel-pti). Only the executable does this, never ``main()`` called in-process.
     """
     argv = sys.argv[1:]
-    if argv[:1] == ["run"]:
+    if argv[:1] == ["run"] and not {"-h", "--help"} & set(argv[1:]):  # help runs nothing: no PTI, no re-exec
         from .vendors.pti import reexec_with_library_path
 
         reexec_with_library_path()

@@ -93,8 +93,11 @@ def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    assert 'data-charts="3"' in dom  # the bar chart and two metric histograms were laid out
+    # the bar chart, two metric histograms and the ranks' chart (two ranks: the per-rank view) were laid out
+    assert 'data-charts="4"' in dom
     import re
+
+    assert re.findall(r'<svg class="chart" id="straggler-waits"[^>]*data-clipped="(\d+)"', dom) == ["0"]
 
     rendered = re.findall(r'id="time-per-kernel"[^>]*data-rendered="(\d+)x(\d+):([^"]*)"', dom) or \
         re.findall(r'data-rendered="(\d+)x(\d+):([^"]*)"[^>]*id="time-per-kernel"', dom)

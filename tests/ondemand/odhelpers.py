@@ -172,6 +172,19 @@ class Program:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def command_pid(self) -> int:
+        """The pid of the process that records: under `xpuprof exec`, exec's child (exec is the command's parent,
+        so that a command that crashes keeps its trace); otherwise the process itself. Read once, while it runs."""
+        if self.proc.args[3:4] != ["exec"]:
+            return self.pid
+        if getattr(self, "_command_pid", None) is None:
+            import psutil
+
+            (child,) = psutil.Process(self.pid).children()
+            self._command_pid = child.pid
+        return self._command_pid
+
     def finish(self, timeout: float = DEADLINE_S) -> int:
         self.stop_file.touch()
         try:

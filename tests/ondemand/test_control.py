@@ -63,14 +63,14 @@ def test_pause_and_resume_a_whole_run_capture_through_the_embedded_daemon(sockdi
     p = start_exec(sockdir)
     env = exec_env(sockdir)
     more_steps(p)
-    paused = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", env=env)
+    paused = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.command_pid), "--pause", env=env)
     assert paused.returncode == 0, paused.stdout + paused.stderr
-    assert "embedded: 1 matched, pause sent to 1" in paused.stdout and f"pid {p.pid}: paused" in paused.stdout
+    assert "embedded: 1 matched, pause sent to 1" in paused.stdout and f"pid {p.command_pid}: paused" in paused.stdout
     more_steps(p)
-    again = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", "--json", env=env)
+    again = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.command_pid), "--pause", "--json", env=env)
     assert '"outcomes"' in again.stdout and "already paused" in again.stdout and again.returncode == 0
-    resumed = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--resume", env=env)
-    assert resumed.returncode == 0 and f"pid {p.pid}: resumed" in resumed.stdout, resumed.stdout
+    resumed = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.command_pid), "--resume", env=env)
+    assert resumed.returncode == 0 and f"pid {p.command_pid}: resumed" in resumed.stdout, resumed.stdout
     more_steps(p)
     assert p.finish() == 0
     (path,) = (sockdir / "out").glob("*.pt.trace.json")
@@ -79,10 +79,10 @@ def test_pause_and_resume_a_whole_run_capture_through_the_embedded_daemon(sockdi
 
 def test_a_control_that_finds_no_capture_is_said_by_the_process_and_by_trigger(sockdir):
     p = start_exec(sockdir, "--on-demand")
-    proc = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.pid), "--pause", env=exec_env(sockdir))
+    proc = trigger("--embedded", "--wait", EMBEDDED_WAIT_S, "--pid", str(p.command_pid), "--pause", env=exec_env(sockdir))
     assert proc.returncode == 1, proc.stdout
-    assert f"pid {p.pid}: no capture running" in proc.stdout
-    p.err.wait(rf"pause request ignored \(pid {p.pid}\): no capture is running")
+    assert f"pid {p.command_pid}: no capture running" in proc.stdout
+    p.err.wait(rf"pause request ignored \(pid {p.command_pid}\): no capture is running")
     assert p.finish() == 0
     assert not list((sockdir / "out").glob("*.json"))
 
@@ -90,27 +90,27 @@ def test_a_control_that_finds_no_capture_is_said_by_the_process_and_by_trigger(s
 @needs_daemon
 def test_pause_and_resume_an_on_demand_capture_through_dynolog(daemon, sockdir):
     p = start_exec(sockdir, "--on-demand")
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     env = exec_env(sockdir)
     port = str(daemon.port)
     log_file = sockdir / "ctl.json"
-    started = trigger("--port", port, "--pid", str(p.pid), "--duration-ms", "600000", "--log-file", str(log_file),
+    started = trigger("--port", port, "--pid", str(p.command_pid), "--duration-ms", "600000", "--log-file", str(log_file),
                       "--no-wait", env=env)
     assert started.returncode == 0, started.stdout + started.stderr
     # --out given to exec: its on-demand traces go there, named by the one rule (issue 39)
-    planned = re.search(rf"pid {p.pid}: capture accepted; its trace will be (\S+) ", started.stdout).group(1)
+    planned = re.search(rf"pid {p.command_pid}: capture accepted; its trace will be (\S+) ", started.stdout).group(1)
     assert planned.startswith(str(sockdir / "out") + "/") and planned.endswith(".pt.trace.json")
     p.err.wait(r"on-demand capture recording")
     more_steps(p)
-    paused = trigger("--port", port, "--pid", str(p.pid), "--pause", env=env)
+    paused = trigger("--port", port, "--pid", str(p.command_pid), "--pause", env=env)
     assert paused.returncode == 0, paused.stdout + paused.stderr
     assert "1 matched, pause sent to 1" in paused.stdout, paused.stdout
-    assert f"pid {p.pid}: paused" in paused.stdout  # the process answers the trigger on its machine (issue 40)
-    p.err.wait(rf"collection paused by a control request \(pid {p.pid}\)")
+    assert f"pid {p.command_pid}: paused" in paused.stdout  # the process answers the trigger on its machine (issue 40)
+    p.err.wait(rf"collection paused by a control request \(pid {p.command_pid}\)")
     more_steps(p)
-    resumed = trigger("--port", port, "--pid", str(p.pid), "--resume", env=env)
+    resumed = trigger("--port", port, "--pid", str(p.command_pid), "--resume", env=env)
     assert resumed.returncode == 0, resumed.stdout
-    p.err.wait(rf"collection resumed by a control request \(pid {p.pid}\)")
+    p.err.wait(rf"collection resumed by a control request \(pid {p.command_pid}\)")
     more_steps(p)
     assert p.finish() == 0  # the capture is cut short at exit and written
     trace = load_trace(wait_for_file(Path(planned)))

@@ -34,7 +34,7 @@ def start_imported(daemon, sockdir):
     prog = write_program(sockdir, IMPORTED_PROGRAM)
     p = Program([PYTHON, str(prog), str(sockdir / "stop")], client_env(sockdir), sockdir, sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     return p
 
 
@@ -46,23 +46,23 @@ def start_unmodified_under_exec(daemon, sockdir):
     p = Program([*XPUPROF, "exec", "--on-demand", "--", PYTHON, str(prog), str(sockdir / "stop")], env, sockdir,
                 sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid)  # exec replaced itself with the command: the same pid registers
+    daemon.wait_registered(p.command_pid)  # the command, exec's child, registers
     return p
 
 
 @pytest.mark.parametrize("kind", ["imported", "exec"])
 def test_duration_request_traces_the_program(kind, daemon, sockdir):
     p = start_imported(daemon, sockdir) if kind == "imported" else start_unmodified_under_exec(daemon, sockdir)
-    answer = daemon.request(duration_config(sockdir / "dur.json", 300), pids=[p.pid])
-    assert answer["activityProfilersTriggered"] == [p.pid] and answer["activityProfilersBusy"] == 0
-    trace_path = wait_for_file(sockdir / f"dur_{p.pid}.json")  # Kineto's name: _<pid> before .json
+    answer = daemon.request(duration_config(sockdir / "dur.json", 300), pids=[p.command_pid])
+    assert answer["activityProfilersTriggered"] == [p.command_pid] and answer["activityProfilersBusy"] == 0
+    trace_path = wait_for_file(sockdir / f"dur_{p.command_pid}.json")  # Kineto's name: _<pid> before .json
     assert p.finish() == 0
     trace = load_trace(trace_path)
     od = trace["ondemand"]
-    assert od["source"] == "daemon" and od["pid"] == p.pid and od["duration_ms"] == 300
+    assert od["source"] == "daemon" and od["pid"] == p.command_pid and od["duration_ms"] == 300
     assert 290 <= od["stopped_ms"] - od["started_ms"] <= 5000
     assert trace["trace_id"] == od["trace_id"] and od["trace_id"]  # the daemon's REQUEST_TRACE_ID
-    assert trace["traceName"] == str(sockdir / f"dur_{p.pid}.json")
+    assert trace["traceName"] == str(sockdir / f"dur_{p.command_pid}.json")
     assert (trace_path.stat().st_mode & 0o777) == 0o600
     names = {e["name"] for e in events(trace)}
     if kind == "imported":
@@ -76,9 +76,9 @@ def test_duration_request_traces_the_program(kind, daemon, sockdir):
 @pytest.mark.parametrize("kind", ["imported", "exec"])
 def test_iteration_request_records_whole_iterations(kind, daemon, sockdir):
     p = start_imported(daemon, sockdir) if kind == "imported" else start_unmodified_under_exec(daemon, sockdir)
-    answer = daemon.request(iteration_config(sockdir / "it.json", iterations=4, roundup=5), pids=[p.pid])
-    assert answer["activityProfilersTriggered"] == [p.pid]
-    trace = load_trace(wait_for_file(sockdir / f"it_{p.pid}.json"))
+    answer = daemon.request(iteration_config(sockdir / "it.json", iterations=4, roundup=5), pids=[p.command_pid])
+    assert answer["activityProfilersTriggered"] == [p.command_pid]
+    trace = load_trace(wait_for_file(sockdir / f"it_{p.command_pid}.json"))
     assert p.finish() == 0
     od = trace["ondemand"]
     first, last = od["first_iteration"], od["last_iteration"]
@@ -97,19 +97,19 @@ def test_busy_pending_and_busy_capturing(daemon, sockdir):
     """A second request before the process polled: the daemon answers busy. A request that arrives while a
     capture runs: the process says so, and the running capture's trace lists it."""
     p = start_imported(daemon, sockdir)
-    first = daemon.request(duration_config(sockdir / "long.json", 3000), pids=[p.pid])
-    second = daemon.request(duration_config(sockdir / "other.json", 300), pids=[p.pid])
-    assert first["activityProfilersTriggered"] == [p.pid]
+    first = daemon.request(duration_config(sockdir / "long.json", 3000), pids=[p.command_pid])
+    second = daemon.request(duration_config(sockdir / "other.json", 300), pids=[p.command_pid])
+    assert first["activityProfilersTriggered"] == [p.command_pid]
     assert second["activityProfilersTriggered"] == [] and second["activityProfilersBusy"] == 1
     p.err.wait(r"on-demand request accepted: 3000 ms")
-    third = daemon.request(duration_config(sockdir / "third.json", 300), pids=[p.pid])
-    assert third["activityProfilersTriggered"] == [p.pid]  # the daemon cannot know the process is busy
+    third = daemon.request(duration_config(sockdir / "third.json", 300), pids=[p.command_pid])
+    assert third["activityProfilersTriggered"] == [p.command_pid]  # the daemon cannot know the process is busy
     p.err.wait(r"on-demand request .*ignored: a capture is pending or running")
-    trace = load_trace(wait_for_file(sockdir / f"long_{p.pid}.json"))
+    trace = load_trace(wait_for_file(sockdir / f"long_{p.command_pid}.json"))
     assert p.finish() == 0
     (ignored,) = trace["ondemand"]["requests_ignored"]
     assert ignored["trace_id"] and ignored["asked"].startswith("300 ms")
-    assert not (sockdir / f"third_{p.pid}.json").exists() and not (sockdir / f"other_{p.pid}.json").exists()
+    assert not (sockdir / f"third_{p.command_pid}.json").exists() and not (sockdir / f"other_{p.command_pid}.json").exists()
 
 
 def test_no_match_says_so(daemon, sockdir):
@@ -130,15 +130,15 @@ def test_bad_config_is_refused_and_the_next_request_works(daemon, sockdir):
     `xpuprof trigger` checks it before sending (exit 2)."""
     p = start_imported(daemon, sockdir)
     bad = f"ACTIVITIES_LOG_FILE={sockdir}/bad.json\nACTIVITIES_DURATION_MSECS=abc"
-    assert daemon.request(bad, pids=[p.pid])["activityProfilersTriggered"] == [p.pid]
+    assert daemon.request(bad, pids=[p.command_pid])["activityProfilersTriggered"] == [p.command_pid]
     line = p.err.wait(r"on-demand request refused: .*").group(0)
     assert "ACTIVITIES_DURATION_MSECS" in line and "abc" in line
     memory = f"ACTIVITIES_LOG_FILE={sockdir}/mem.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=100\n" \
              "PROFILE_PROFILE_MEMORY=true\nPROFILE_MEMORY=true\nPROFILE_MEMORY_DURATION_MSECS=100"
-    daemon.request(memory, pids=[p.pid])
+    daemon.request(memory, pids=[p.command_pid])
     assert "PROFILE_MEMORY" in p.err.wait(r"on-demand request refused: .*memory snapshot").group(0)
-    daemon.request(duration_config(sockdir / "good.json", 200), pids=[p.pid])
-    wait_for_file(sockdir / f"good_{p.pid}.json")
+    daemon.request(duration_config(sockdir / "good.json", 200), pids=[p.command_pid])
+    wait_for_file(sockdir / f"good_{p.command_pid}.json")
     assert p.finish() == 0
     assert not list(sockdir.glob("bad_*")) and not list(sockdir.glob("mem_*"))
     proc = __import__("subprocess").run(
@@ -153,9 +153,9 @@ def test_log_file_outside_the_trace_dir_goes_to_the_default_name(daemon, sockdir
     the trace and the log say so."""
     p = start_imported(daemon, sockdir)
     outside = tmp_path / "elsewhere.json"
-    daemon.request(duration_config(outside, 200), pids=[p.pid])
+    daemon.request(duration_config(outside, 200), pids=[p.command_pid])
     p.err.wait(r"on-demand trace written to")
-    (path,) = sockdir.glob(f"*_{p.pid}.*.pt.trace.json")
+    (path,) = sockdir.glob(f"*_{p.command_pid}.*.pt.trace.json")
     trace = load_trace(path)
     assert p.finish() == 0
     assert not outside.exists() and not list(tmp_path.glob("elsewhere*"))
@@ -183,10 +183,10 @@ def test_an_iteration_request_to_a_program_that_never_steps_is_recorded_by_durat
     p = Program([PYTHON, str(prog), str(sockdir / "stop")],
                 client_env(sockdir, XPUPROF_ONDEMAND_FIRST_STEP_WAIT_S="1.5"), sockdir, sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     daemon.request(iteration_config(sockdir / "ns.json", iterations=5) + "\nACTIVITIES_DURATION_MSECS=250",
-                   pids=[p.pid])
-    trace = load_trace(wait_for_file(sockdir / f"ns_{p.pid}.json"))
+                   pids=[p.command_pid])
+    trace = load_trace(wait_for_file(sockdir / f"ns_{p.command_pid}.json"))
     assert p.finish() == 0
     od = trace["ondemand"]
     # first the bounded wait for a first step (issue 40 item 4), then Kineto's fallback, both said
@@ -200,9 +200,9 @@ def test_profile_memory_request_records_torchs_memory_events(daemon, sockdir):
     [memory] events of the training thread are in the trace, as Kineto's client records them."""
     p = start_unmodified_under_exec(daemon, sockdir)
     config = duration_config(sockdir / "mem.json", 300) + "\nPROFILE_PROFILE_MEMORY=true"
-    answer = daemon.request(config, pids=[p.pid])
-    assert answer["activityProfilersTriggered"] == [p.pid]
-    trace = load_trace(wait_for_file(sockdir / f"mem_{p.pid}.json"))
+    answer = daemon.request(config, pids=[p.command_pid])
+    assert answer["activityProfilersTriggered"] == [p.command_pid]
+    trace = load_trace(wait_for_file(sockdir / f"mem_{p.command_pid}.json"))
     assert p.finish() == 0
     assert "main thread" in trace["ondemand"]["notes"]["PROFILE_PROFILE_MEMORY"]  # torch's per-thread mode, said
     memory = [e for e in events(trace, "i") if e["name"] == "[memory]"]

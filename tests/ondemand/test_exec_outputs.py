@@ -54,11 +54,11 @@ def test_on_demand_honours_out(sockdir):
     p = Program([*XPUPROF, "exec", "--on-demand", "--out", str(out), "--", PYTHON, str(prog), str(sockdir / "stop")],
                 env, sockdir, sockdir / "stop")
     p.out.wait("ready")
-    trig = subprocess.run([*XPUPROF, "trigger", "--embedded", "--pid", str(p.pid), "--duration-ms", "200"],
+    trig = subprocess.run([*XPUPROF, "trigger", "--embedded", "--pid", str(p.command_pid), "--duration-ms", "200"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert trig.returncode == 0, trig.stdout + trig.stderr
     (path,) = out.glob("*.pt.trace.json")
-    assert RULE.fullmatch(path.name) and f"pid {p.pid}: wrote {path}" in trig.stdout
+    assert RULE.fullmatch(path.name) and f"pid {p.command_pid}: wrote {path}" in trig.stdout
     assert load_trace(path)["ondemand"]["source"] == "daemon"
     assert p.finish() == 0
     assert f"xpuprof exec: wrote {path}" in p.err.text()

@@ -43,16 +43,16 @@ def test_iterations_requested_before_the_first_step_are_recorded(daemon, sockdir
         runs.append((run, p, go))
     for run, p, go in runs:
         p.out.wait("ready")
-        daemon.wait_registered(p.pid)
+        daemon.wait_registered(p.command_pid)
         config = (f"ACTIVITIES_LOG_FILE={sockdir}/it{run}.json\nPROFILE_START_ITERATION=0\n"
                   "PROFILE_START_ITERATION_ROUNDUP=1\nACTIVITIES_ITERATIONS=3\nACTIVITIES_WARMUP_PERIOD_SECS=0")
-        assert daemon.request(config, pids=[p.pid])["activityProfilersTriggered"] == [p.pid]
+        assert daemon.request(config, pids=[p.command_pid])["activityProfilersTriggered"] == [p.command_pid]
     for run, p, go in runs:
         p.err.wait(r"on-demand request accepted: 3 iteration")
         go.touch()  # now torch imports and the program steps
     recorded = 0
     for run, p, go in runs:
-        trace = load_trace(wait_for_file(sockdir / f"it{run}_{p.pid}.json", timeout=180))
+        trace = load_trace(wait_for_file(sockdir / f"it{run}_{p.command_pid}.json", timeout=180))
         assert p.finish() == 0
         od = trace["ondemand"]
         assert "iterations" not in od.get("notes", {}), (run, od)

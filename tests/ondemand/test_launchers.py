@@ -79,7 +79,7 @@ def test_a_request_to_the_launchers_pid_reaches_its_ranks(daemon, sockdir):
     ranks = {int(m.group(1)): int(m.group(2)) for m in p.out.wait_all(r"ready (\d) (\d+)", 2)}
     for pid in ranks.values():
         daemon.wait_registered(pid)
-    launcher_pid = p.pid  # exec became torchrun: same pid
+    launcher_pid = p.command_pid  # torchrun, exec's child
     config = (f"ACTIVITIES_LOG_FILE={sockdir}/job.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=200\n"
               "ACTIVITIES_WARMUP_PERIOD_SECS=0")
     answer = daemon.request(config, pids=[launcher_pid], process_limit=8)

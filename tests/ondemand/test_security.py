@@ -112,7 +112,7 @@ def test_floods_of_refused_datagrams_are_said_once_per_sender(sockdir):
         send_as(target, junk)
     # a valid request after them: once its trace exists, every datagram before it was read
     send_as(target, config_datagram(f"ACTIVITIES_LOG_FILE={sockdir}/ok.json\nACTIVITIES_DURATION_MSECS=50"))
-    wait_for_file(sockdir / f"ok_{p.pid}.json")
+    wait_for_file(sockdir / f"ok_{p.command_pid}.json")
     assert p.finish() == 0
     err = p.err.text()
     assert err.count("malformed") == 1, err[-3000:]

@@ -40,7 +40,7 @@ def test_a_config_from_another_user_is_ignored_and_said_once(daemon, sockdir):
     prog = write_program(sockdir, IMPORTED_PROGRAM)
     p = Program([PYTHON, str(prog), str(sockdir / "stop")], client_env(sockdir), sockdir, sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     target = client_socket(sockdir)
     evil = config_datagram(f"ACTIVITIES_LOG_FILE={sockdir}/evil.json\nACTIVITIES_DURATION_MSECS=100")
     for _ in range(3):
@@ -49,8 +49,8 @@ def test_a_config_from_another_user_is_ignored_and_said_once(daemon, sockdir):
     assert "only root or this process's own user" in p.err.text()
     # the daemon's own requests still work after it
     daemon.request(f"ACTIVITIES_LOG_FILE={sockdir}/ok.json\nACTIVITIES_DURATION_MSECS=100\n"
-                   "ACTIVITIES_WARMUP_PERIOD_SECS=0", pids=[p.pid])
-    wait_for_file(sockdir / f"ok_{p.pid}.json")
+                   "ACTIVITIES_WARMUP_PERIOD_SECS=0", pids=[p.command_pid])
+    wait_for_file(sockdir / f"ok_{p.command_pid}.json")
     assert p.finish() == 0
     assert p.err.count(r"ignored an on-demand datagram from uid 54321") == 1, line
     assert not list(sockdir.glob("evil*"))
@@ -65,7 +65,7 @@ def test_the_process_own_user_may_configure_it_without_a_daemon(sockdir):
     p.err.wait(r"no on-demand daemon answers")
     send_as(client_socket(sockdir), config_datagram(
         f"ACTIVITIES_LOG_FILE={sockdir}/mine.json\nACTIVITIES_DURATION_MSECS=100"), uid=None)
-    wait_for_file(sockdir / f"mine_{p.pid}.json")
+    wait_for_file(sockdir / f"mine_{p.command_pid}.json")
     assert p.finish() == 0
 
 
@@ -77,12 +77,12 @@ def test_at_kinetos_defaults_the_trace_comes_within_one_poll_interval(daemon, so
     p = Program([PYTHON, str(prog), str(sockdir / "stop")], client_env(sockdir, fast=False), sockdir,
                 sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid, timeout=15)
+    daemon.wait_registered(p.command_pid, timeout=15)
     sent = time.time()
     answer = daemon.request(f"ACTIVITIES_LOG_FILE={sockdir}/def.json\nPROFILE_START_TIME=0\n"
-                            "ACTIVITIES_DURATION_MSECS=500", pids=[p.pid])
-    assert answer["activityProfilersTriggered"] == [p.pid]
-    trace = load_trace(wait_for_file(sockdir / f"def_{p.pid}.json", timeout=30))
+                            "ACTIVITIES_DURATION_MSECS=500", pids=[p.command_pid])
+    assert answer["activityProfilersTriggered"] == [p.command_pid]
+    trace = load_trace(wait_for_file(sockdir / f"def_{p.command_pid}.json", timeout=30))
     assert p.finish() == 0
     od = trace["ondemand"]
     assert od["received_ms"] / 1e3 - sent <= 5.0 + 1.0  # at most one 5 s poll interval

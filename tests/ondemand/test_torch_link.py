@@ -48,12 +48,12 @@ def run_order(order, daemon, sockdir):
                 sockdir, sockdir / "stop")
     # the opt-in stays in the environment as the user set it, whichever came first (issue 40)
     assert p.out.wait(r"ready (\S+)").group(1) == "1"
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     config = (f"ACTIVITIES_LOG_FILE={sockdir}/t.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=300\n"
               "ACTIVITIES_WARMUP_PERIOD_SECS=0")
-    answer = daemon.request(config, pids=[p.pid])
-    assert answer["activityProfilersTriggered"] == [p.pid]
-    trace = load_trace(wait_for_file(sockdir / f"t_{p.pid}.json"))
+    answer = daemon.request(config, pids=[p.command_pid])
+    assert answer["activityProfilersTriggered"] == [p.command_pid]
+    trace = load_trace(wait_for_file(sockdir / f"t_{p.command_pid}.json"))
     sockets = client_sockets(sockdir)
     assert p.finish() == 0
     return p, trace, sockets
@@ -61,7 +61,7 @@ def run_order(order, daemon, sockdir):
 
 def test_xpuprof_first_gives_one_trace_and_torch_never_registers(daemon, sockdir):
     p, trace, sockets = run_order("xpuprof_first", daemon, sockdir)
-    assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
+    assert daemon.log.count(rf"Registered process \({p.command_pid}[,)]") == 1
     assert len(sockets) == 1  # one client endpoint in the process: ours
     assert trace["ondemand"]["source"] == "daemon"
     assert trace["torch_ops"]["ops"] > 0  # torch's ops, recorded by xpuprof: every thread's, as Kineto's
@@ -69,7 +69,7 @@ def test_xpuprof_first_gives_one_trace_and_torch_never_registers(daemon, sockdir
     assert {e["name"] for e in ops} >= {"aten::linear", "aten::add_"}
     assert len({e["tid"] for e in ops}) >= 2
     assert "torch was imported before xpuprof" not in p.err.text()
-    assert list(sockdir.glob(f"t_{p.pid}*")) == [sockdir / f"t_{p.pid}.json"]
+    assert list(sockdir.glob(f"t_{p.command_pid}*")) == [sockdir / f"t_{p.command_pid}.json"]
 
 
 CHILDREN = """
@@ -97,16 +97,16 @@ def test_children_keep_kinetos_opt_in_and_register_themselves(daemon, sockdir):
     assert p.out.wait(r"^env (\S+)").group(1) == "1"
     p.out.wait(r"^shell=1$")
     child = int(p.out.wait(r"^child (\d+)").group(1))
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     daemon.wait_registered(child, timeout=30)
     assert p.finish() == 0
-    assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
+    assert daemon.log.count(rf"Registered process \({p.command_pid}[,)]") == 1
 
 
 def test_torch_first_keeps_torchs_client_and_says_so_once(daemon, sockdir):
     p, trace, sockets = run_order("torch_first", daemon, sockdir)
     assert p.err.count(r"torch was imported before xpuprof with KINETO_USE_DAEMON set") == 1
-    assert daemon.log.count(rf"Registered process \({p.pid}[,)]") == 1
+    assert daemon.log.count(rf"Registered process \({p.command_pid}[,)]") == 1
     assert len(sockets) == 1  # torch's; xpuprof opened none
     assert "ondemand" not in trace  # Kineto's own trace
     assert any(e.get("cat") == "cpu_op" for e in events(trace))
@@ -140,13 +140,13 @@ def test_the_programs_own_torch_profiler_takes_over_from_an_on_demand_capture(da
     p = Program([PYTHON, str(prog), str(sockdir / "stop"), str(go), str(own)], client_env(sockdir, KINETO_LOG_LEVEL="6"),
                 sockdir, sockdir / "stop")
     p.out.wait("ready")
-    daemon.wait_registered(p.pid)
+    daemon.wait_registered(p.command_pid)
     daemon.request(f"ACTIVITIES_LOG_FILE={sockdir}/od.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=30000\n"
-                   "ACTIVITIES_WARMUP_PERIOD_SECS=0", pids=[p.pid])
+                   "ACTIVITIES_WARMUP_PERIOD_SECS=0", pids=[p.command_pid])
     p.err.wait(r"on-demand capture recording")
     go.touch()
     p.out.wait("own profile written")
-    trace = load_trace(wait_for_file(sockdir / f"od_{p.pid}.json"))
+    trace = load_trace(wait_for_file(sockdir / f"od_{p.command_pid}.json"))
     assert p.finish() == 0
     od = trace["ondemand"]
     assert "torch.profiler" in od["notes"]["preempted"] and od["stopped_ms"] - od["started_ms"] < 30000

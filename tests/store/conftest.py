@@ -1,6 +1,7 @@
 """Fixtures of the store tier: HTA's own test traces (tests/data/hta), converted once per session; a
 sim job profiled through the public API (kernels, copies, syncs, per-kernel metrics, telemetry,
-ProfilerSteps) exported both as JSON and as a store."""
+ProfilerSteps) exported both as JSON and as a store; gloo jobs with and without a slow rank
+(``gloo_jobs``), run once per session."""
 from __future__ import annotations
 
 import shutil
@@ -61,3 +62,18 @@ def copy_store(tmp_path):
     return copy
 
 
+
+
+@pytest.fixture(scope="session")
+def gloo_runs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """Per ``gloo_jobs.SCENARIOS`` name: (the directory of its per-rank JSON traces, its store)."""
+    torch = pytest.importorskip("torch", reason="the gloo jobs need torch (pip install torch==2.13.0)")
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("this torch has no gloo backend")
+    del torch
+    from gloo_jobs import generate
+
+    out = tmp_path_factory.mktemp("gloo_jobs")
+    return {name: (d, convert_dir(d, out / "stores" / name)) for name, d in generate(out / "traces").items()}

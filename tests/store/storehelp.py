@@ -53,9 +53,10 @@ def profile_sim(*, vendor: str = "cuda", seed: int = 0, metrics=(), steps: int =
 
 
 def synthetic_rank(rank: int, *, steps: int = 6, step_ns: int = 10_000_000, kernels_per_step: int = 20,
-                   start_ns: int | None = None):
+                   start_ns: int | None = None, comm: bool = True):
     """A builder with exact timestamps: ``steps`` ProfilerStep ranges of ``step_ns`` each, kernels on
-    two streams launched by runtime calls (correlation ids), NCCL kernels overlapping compute."""
+    two streams launched by runtime calls (correlation ids), NCCL kernels overlapping compute (without
+    ``comm``: a compute kernel in their place)."""
     import numpy as np
 
     from xpuprof.clock import BASE_TIME_NS
@@ -72,7 +73,8 @@ def synthetic_rank(rank: int, *, steps: int = 6, step_ns: int = 10_000_000, kern
     corr = np.arange(1, n + 1) + rank * 1_000_000
     b.add_slices(names=["cudaLaunchKernel"] * n, ts=launch, dur=np.full(n, 3_000), pid=100 + rank, tid=1,
                  cat="cuda_runtime", args={"correlation": corr})
-    names = np.array(["gemm_kernel", "elementwise_kernel", "ncclKernel_AllReduce", "Memcpy DtoD (Device -> Device)"])
+    names = np.array(["gemm_kernel", "elementwise_kernel", "ncclKernel_AllReduce" if comm else "softmax_kernel",
+                      "Memcpy DtoD (Device -> Device)"])
     kind = np.arange(n) % 4
     dur = np.array([200_000, 20_000, 300_000, 5_000])[kind] + (kind == 0) * rank * 1_000
     b.add_slices(names=list(names[kind]), ts=launch + 10_000, dur=dur, pid=rank, tid=7 + (kind == 2) * 10,

@@ -121,19 +121,39 @@ def test_every_analysis_over_the_traces_equals_the_one_over_their_store(name, ht
                 assert (a.rows, a.notes) == (b.rows, b.notes), (name, analysis, options)
 
 
-def test_stragglers_are_the_slow_rank_and_the_late_one(tmp_path):
+def test_without_collectives_stragglers_are_the_slow_rank_and_the_late_one(tmp_path):
+    """No collective in the job: step time and start lag decide."""
     store = tmp_path / "s"
     for rank in range(8):
         step = 11_500_000 if rank == 5 else 10_000_000 + rank * 1_000  # rank 5: 15 % slower steps
         start = BASE_TIME_NS + 10**9 + (4_000_000 if rank == 2 else rank * 2_000)  # rank 2: starts 4 ms late
-        write_store(synthetic_rank(rank, steps=5, step_ns=step, start_ns=start, kernels_per_step=4), store)
+        write_store(synthetic_rank(rank, steps=5, step_ns=step, start_ns=start, kernels_per_step=4, comm=False), store)
     with open_engine(store) as engine:
-        result = run_analysis("stragglers", engine)
+        result = run_analysis("stragglers", engine, include_last_step=True)
     flagged = [r["rank"] for r in result.rows if r["straggler"]]
     assert flagged == [2, 5]
     rows = {r["rank"]: r for r in result.rows}
     assert rows[5]["vs_median_pct"] > 10 and rows[2]["start_lag_us"] > 3000
-    assert all(r["steps"] == 5 for r in result.rows)
+    assert all(r["steps"] == 5 for r in result.rows) and all(r["wait_us"] is None for r in result.rows)
+    assert rows[5]["behind_steps"] == [0, 1, 2, 3, 4] and "steps take longer" in rows[5]["explanation"]
+    assert "starts later" in rows[2]["explanation"]
+    assert any("no collectives" in n for n in result.notes)
+
+
+def test_with_collectives_of_equal_length_no_rank_is_a_straggler(tmp_path):
+    """Every rank waits as long as the others in its collectives: nobody waits for anybody, whatever the
+    step times and starts say (in a synchronous job those only show when each rank's step began)."""
+    store = tmp_path / "s"
+    for rank in range(4):
+        step = 11_500_000 if rank == 1 else 10_000_000
+        start = BASE_TIME_NS + 10**9 + (4_000_000 if rank == 2 else 0)
+        write_store(synthetic_rank(rank, steps=5, step_ns=step, start_ns=start, kernels_per_step=4), store)
+    with open_engine(store) as engine:
+        result = run_analysis("stragglers", engine)
+    assert [r["straggler"] for r in result.rows] == [False] * 4
+    assert {r["wait_us"] for r in result.rows} == {r["others_wait_us"] for r in result.rows} == {300.0}
+    assert all(r["steps"] == 4 for r in result.rows)  # the last step left out, as HTA does
+    assert any("ProfilerStep#4" in n and "left out" in n for n in result.notes)
 
 
 def test_stragglers_without_steps_say_so(tmp_path):

@@ -141,3 +141,13 @@ def test_without_an_address_a_local_cluster_starts_and_stops(eight_ranks, tmp_pa
     with open_engine(eight_ranks) as engine:
         assert got["rows"] == [dict(r) for r in run_analysis("temporal", engine).rows]
     assert got["ips"] == ["127.0.0.1"] and got["after"] is False
+
+
+def test_stragglers_of_gloo_jobs_equal_duckdb(cluster, gloo_runs):
+    """The straggler rule runs on the driver over the per-(rank, step) rows the tasks fetch: the rank
+    groups on two nodes give the embedded engine's rows, notes and per-step details."""
+    for name, slow in (("2-slow", 1), ("4-some", 1), ("4-balanced", None)):
+        got, want = _both(gloo_runs[name][1], "stragglers")
+        assert got.rows == want.rows and got.notes == want.notes and got.details == want.details, name
+        assert [r["rank"] for r in got.rows if r["straggler"]] == ([] if slow is None else [slow])
+        assert got.engine == "ray" and len(got.nodes) == 2  # one task per node: the ranks split in two groups

@@ -85,7 +85,7 @@ def test_html_report_of_a_store_has_a_per_rank_view(capsys, sim_ranks, tmp_path)
     out = tmp_path / "r.html"
     assert main(["report", str(store), "--format", "html", "-o", str(out)]) == 0
     page = out.read_text()
-    assert 'id="step-time-per-rank"' in page and 'id="stragglers"' in page
+    assert 'id="straggler-waits"' in page and 'id="stragglers"' in page
     assert len(re.findall(r">rank \d+</text>", page)) == 4
     assert 'id="kernels"' in page  # the kernel table as for trace files
 

@@ -137,8 +137,12 @@ def test_no_pti_wheel_reason(monkeypatch):
 
 def test_the_whole_probe_through_a_subprocess_with_a_fake_driver_crash(fake_loaders, monkeypatch, tmp_path):
     """PTI with a loader but no driver aborts; the probe child stands in for it with os.abort().
-    Holds without the intel-pti wheel too: the wheel lookup is stood in for as well."""
+    Holds without the intel-pti wheel too: the wheel lookup is stood in for as well, and so are the files
+    that let the child run (a loader on the library path, a GPU device node)."""
     monkeypatch.setattr(availability.pti, "find_pti_library", lambda: tmp_path / "libpti_view.so")
+    monkeypatch.setattr(availability.system_facts, "find_library", lambda names, env=None: fake_loaders["new"])
+    monkeypatch.setattr(availability.system_facts, "device_nodes", lambda patterns: ["/dev/dri/renderD128"])
+    monkeypatch.delenv(availability.system_facts.FULL_PROBE_ENV, raising=False)
     monkeypatch.setattr(availability, "run_probe", lambda *a, **k: run_probe(
         "os", "abort", [], name="XPU (Intel PTI)", on_crash=k["on_crash"]))
     r = availability.probe()

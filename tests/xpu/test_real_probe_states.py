@@ -48,7 +48,7 @@ print(json.dumps({"available": r.available, "reason": r.reason}))
 
 # What each state sets for itself: an explicit PTI / loader path, the null or an alternate driver.
 HIDDEN_ENV = ("XPUPROF_PTI_LIBRARY", "XPUPROF_ZE_LOADER", "ZE_ENABLE_NULL_DRIVER", "ZE_ENABLE_ALT_DRIVERS",
-              "XPUPROF_DISABLE_BACKENDS")
+              "XPUPROF_DISABLE_BACKENDS", "XPUPROF_FULL_PROBE")
 # The driver libraries the Level Zero loader (v1.32) looks up by name, besides the null driver.
 GPU_DRIVERS = ("libze_intel_gpu.so.1", "libze_intel_gpu_legacy1.so.1", "libze_intel_npu.so.1", "libze_intel_vpu.so.1")
 
@@ -103,13 +103,14 @@ def test_loader_without_zesinit(tmp_path):
     (tmp_path / "old.c").write_text("int zeInit(int flags) { (void)flags; return 0; }\n")
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libze_loader.so.1"), str(tmp_path / "old.c")],
                    check=True)
-    r = _python(PROBE, [tmp_path, PREFIX_LIB])
+    # The child's checks, as on a machine with a GPU device node (this one has none: see below)
+    r = _python(PROBE, [tmp_path, PREFIX_LIB], XPUPROF_FULL_PROBE="1")
     assert (r["available"], r["stage"]) == (False, "old_loader") and "does not export zesInit" in r["reason"]
 
 
 def test_loader_without_driver_is_said_before_pti_runs():
     _skip_unless_the_machine_lookup_is_hidden([LEVEL_ZERO, PREFIX_LIB], drivers=True)
-    r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB])
+    r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB], XPUPROF_FULL_PROBE="1")  # as where a device node is
     assert (r["available"], r["stage"]) == (False, "no_driver")
     assert "no driver initialized" in r["reason"] and "PTI would abort" in r["reason"]
 
@@ -125,3 +126,38 @@ def test_loader_with_the_null_driver_is_usable_and_said_to_be_a_test_device():
     r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB], ZE_ENABLE_NULL_DRIVER="1")
     assert (r["available"], r["stage"], r["null_device"]) == (True, "ok", True)
     assert "Null Device" in r["reason"] and "a test device, not a GPU" in r["reason"]
+
+
+NO_CHILD = """
+import json, time
+from xpuprof.backends.xpu import availability
+def refuse(*args, **kwargs):
+    raise AssertionError("a probe child was started")
+availability.run_probe = refuse
+t = time.perf_counter()
+r = availability.probe()
+print(json.dumps({"available": r.available, "reason": r.reason, "stage": r.details.get("stage"),
+                  "decided": r.details.get("decided"), "seconds": time.perf_counter() - t}))
+"""
+
+
+def test_a_loader_without_a_gpu_device_node_is_ruled_out_in_process():
+    """The real loader is found, but no Intel GPU device node exists and no null driver is asked for: no GPU
+    driver could open a device, so no child interpreter is started (it cost 0.3-0.7 s, seconds under load)."""
+    import glob
+
+    if glob.glob("/dev/dri/renderD*") or os.path.exists("/dev/dxg"):
+        pytest.skip("this machine has a GPU device node (/dev/dri/renderD* or /dev/dxg): the child must check it")
+    r = _python(NO_CHILD, [LEVEL_ZERO, PREFIX_LIB])
+    assert (r["available"], r["stage"], r["decided"]) == (False, "no_device_node", "in-process"), r
+    assert "/dev/dri/renderD*" in r["reason"] and "no Level Zero GPU driver can open a device" in r["reason"]
+    # the null driver needs no device node: then the child runs (and the GPU-less device is usable)
+    r = _python(PROBE, [LEVEL_ZERO, PREFIX_LIB], ZE_ENABLE_NULL_DRIVER="1")
+    assert (r["available"], r["stage"]) == (True, "ok")
+
+
+def test_no_loader_is_ruled_out_in_process():
+    _skip_unless_the_machine_lookup_is_hidden([PREFIX_LIB], loader=True)
+    r = _python(NO_CHILD, [PREFIX_LIB])
+    assert (r["available"], r["stage"], r["decided"]) == (False, "no_loader", "in-process"), r
+    assert "no Level Zero loader (libze_loader.so.1) found" in r["reason"]

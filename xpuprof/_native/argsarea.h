@@ -22,19 +22,14 @@ typedef struct {
     char *data;
     Py_ssize_t len, cap, exports, refused;
     Int64LogObject *ends; /* end offset of each entry, one int64 row each */
+    Store store;          /* where `data` lives (hostmem.h) */
 } ArgsAreaObject;
 
 static PyTypeObject ArgsAreaType;
 
 static int area_reserve(ArgsAreaObject *a, Py_ssize_t more) {
     if (a->len + more <= a->cap) return 0;
-    Py_ssize_t cap = a->cap ? a->cap : 1 << 16;
-    while (cap < a->len + more) cap *= 2;
-    char *d = PyMem_RawRealloc(a->data, (size_t)cap); /* large blocks: mremap, no copy */
-    if (!d) { PyErr_NoMemory(); return -1; }
-    a->data = d;
-    a->cap = cap;
-    return 0;
+    return store_grow(&a->store, &a->data, &a->cap, a->len + more, 1, 1 << 16); /* large blocks: mremap */
 }
 
 /* Close the entry that starts at `start` (the text is in place): its index, or an ARGS_ code. */
@@ -47,6 +42,8 @@ static int64_t area_commit(ArgsAreaObject *a, Py_ssize_t start) {
         return ARGS_ERROR;
     }
     *row = a->len;
+    store_commit(&a->store, a->len);
+    log_commit(a->ends); /* after the text: a spill file's reader sees whole entries */
     return a->ends->rows - 1;
 }
 
@@ -199,14 +196,14 @@ static int area_init(ArgsAreaObject *self, PyObject *a, PyObject *kw) {
     PyObject *ends = PyObject_CallFunction((PyObject *)&Int64LogType, "n", (Py_ssize_t)1);
     if (!ends) return -1;
     Py_XSETREF(self->ends, (Int64LogObject *)ends);
-    PyMem_RawFree(self->data);
+    store_free(&self->store, self->data);
     self->data = NULL;
     self->len = self->cap = self->refused = 0;
     return 0;
 }
 
 static void area_dealloc(ArgsAreaObject *self) {
-    PyMem_RawFree(self->data);
+    store_free(&self->store, self->data);
     Py_XDECREF(self->ends);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -232,6 +229,21 @@ static PyObject *area_encode(ArgsAreaObject *self, PyObject *dict) {
 static PyObject *area_add(ArgsAreaObject *self, PyObject *text) {
     if (area_ready(self) < 0) return NULL;
     return index_or_none(self, args_area_add(self, text));
+}
+
+/* spill_to(data_fd, ends_fd): the area's bytes and entry ends in these two new, empty files from now on. */
+static PyObject *area_spill_to(ArgsAreaObject *self, PyObject *a) {
+    PyObject *data_obj, *ends_obj;
+    if (!PyArg_ParseTuple(a, "OO:spill_to", &data_obj, &ends_obj)) return NULL;
+    if (area_ready(self) < 0) return NULL;
+    int data_fd = PyObject_AsFileDescriptor(data_obj);
+    if (data_fd < 0) return NULL;
+    if (self->exports || self->ends->exports) { PyErr_SetString(PyExc_BufferError, "ArgsArea is exported"); return NULL; }
+    if (store_spill_to(&self->store, data_fd, 0, &self->data, (size_t)self->cap, self->len) < 0) return NULL;
+    PyObject *r = PyObject_CallMethod((PyObject *)self->ends, "spill_to", "O", ends_obj);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
 }
 
 static Py_ssize_t area_len(ArgsAreaObject *self) { return self->ends ? self->ends->rows : 0; }
@@ -260,6 +272,8 @@ static PyMethodDef area_methods[] = {
      "encode(dict) -> the new entry's index, or None when a key or value is not a plain JSON one "
      "(negative: refused while exported)."},
     {"add", (PyCFunction)area_add, METH_O, "add(json_bytes) -> the new entry's index (negative: refused)."},
+    {"spill_to", (PyCFunction)area_spill_to, METH_VARARGS,
+     "spill_to(data_fd, ends_fd): keep the bytes and the ends in these new, empty files from now on."},
     {NULL},
 };
 

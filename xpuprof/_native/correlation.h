@@ -91,10 +91,10 @@ static FrameObject *own_frame(void) {
 }
 
 /* this thread's open ranges (strong refs), in enter order; any depth */
-static __thread RangeObject **tstack = NULL;
-static __thread Py_ssize_t tdepth = 0, tcap = 0;
-static __thread uint64_t stack_generation = 0;
-static __thread uint64_t pruned_at = 0;
+static THREAD_LOCAL RangeObject **tstack = NULL;
+static THREAD_LOCAL Py_ssize_t tdepth = 0, tcap = 0;
+static THREAD_LOCAL uint64_t stack_generation = 0;
+static THREAD_LOCAL uint64_t pruned_at = 0;
 static uint64_t closed_elsewhere = 0; /* bumps when a range is closed on a thread other than its own */
 
 /* every open range of the active recorder (intrusive list; borrowed) */
@@ -123,10 +123,12 @@ static void open_link(RangeObject *r) {
     if (open_head) open_head->open_prev = r;
     open_head = r;
     r->linked = 1;
+    if (open_log) slot_open(r);
 }
 
 static void open_unlink(RangeObject *r) {
     if (!r->linked) return;
+    if (r->slot1) slot_close(r);
     if (r->open_prev) r->open_prev->open_next = r->open_next;
     else open_head = r->open_next;
     if (r->open_next) r->open_next->open_prev = r->open_prev;
@@ -141,7 +143,10 @@ static int mark_all(int64_t v, long tid, int64_t t, int64_t parent) {
         int64_t *row = log_row(mark_logs[i], &refused);
         if (!row) {
             if (refused) continue; /* counted in the log's `refused` */
-            return -1;
+            if (!PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
+            PyErr_Clear(); /* the recording cap (or no memory): recording stops, the program goes on */
+            recording_stops("the system refused more memory");
+            continue;
         }
         row[0] = v;
         row[1] = tid;

@@ -30,8 +30,14 @@ static int track_correlation = 0;
 static uint64_t generation = 1; /* bumps on every set_recorder: threads re-announce their name */
 static int64_t last_correlation_id = 0;
 
-static __thread long cached_tid = 0;
-static __thread uint64_t named_generation = 0;
+/* Thread-locals in the initial-exec model: read at a fixed offset from the thread pointer, where the
+ * default (global-dynamic, for a dlopen'ed module) calls __tls_get_addr at each use - 13 calls, ~140
+ * instructions, per correlated range. They take 64 bytes of glibc's surplus static TLS, reserved for
+ * modules loaded later (at least 512 bytes); were it ever exhausted, this module would not load and
+ * record_function would fall back to its pure-Python path (recorder.py), never fail. */
+#define THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
+static THREAD_LOCAL long cached_tid = 0;
+static THREAD_LOCAL uint64_t named_generation = 0;
 
 static PyObject *str_name_thread;
 
@@ -51,6 +57,7 @@ static void after_fork_child(void) {
 }
 
 
+#include "hostmem.h" /* where the recorder's arrays live (memory or a spill file), the recording cap */
 #include "int64log.h"
 #include "argsarea.h" /* ArgsArea: dict args encoded at the call (uses Int64Log) */
 #include "nametable.h"
@@ -62,6 +69,8 @@ enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
 
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
 static Int64LogObject *truncated = NULL; /* recorder.truncated: ranges still open when recording stopped */
+static Int64LogObject *instants = NULL; /* recorder.instants (appended from Python; charged to the budget) */
+static int64_t n_not_recorded = 0;     /* ranges not recorded since recording stopped (the cap, no memory) */
 static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
 static PyObject *args_list = NULL;    /* recorder.args: args kept as objects (see append_range) */
 static ArgsAreaObject *args_area = NULL; /* recorder.args_area: args encoded at the call */
@@ -101,9 +110,57 @@ typedef struct RangeObject {
     long tid;         /* the entering thread: the range is drawn on its row */
     int closed, linked;
     struct RangeObject *open_prev, *open_next; /* the recorder's open ranges (correlation.h) */
+    Py_ssize_t slot1; /* its row + 1 in open_log while open (crash-safe copies only), else 0 */
 } RangeObject;
 
 static PyTypeObject RangeType;
+
+/* ---------------------------------------------------------------- open ranges on file
+ * With a crash-safe copy (host/spill.py), the ranges open now are on file too: a process that dies inside
+ * `with record_function("step 17")` leaves that range, drawn up to its end. recorder.open_slots is an
+ * Int64Log(OPEN_WIDTH) in a spill file; each open range holds one row (rows are reused through a free
+ * list), whose state is written last on open and cleared on close. Without a copy: nothing of this runs. */
+enum { O_T0, O_TID, O_CID, O_NAME, O_STATE, OPEN_WIDTH };
+static Int64LogObject *open_log = NULL;
+static Py_ssize_t *free_slots = NULL, n_free = 0, free_cap = 0;
+static int64_t nt_intern_for_slot(PyObject *name) { return name_table ? nt_intern(name_table, name) : -1; }
+
+static void slot_open(RangeObject *r) {
+    int64_t name = nt_intern_for_slot(r->name);
+    if (name < 0) { PyErr_Clear(); return; } /* not on file: a crash would lose only this open range */
+    Py_ssize_t row;
+    if (n_free) {
+        row = free_slots[--n_free];
+    } else {
+        int refused;
+        if (!log_row(open_log, &refused)) { PyErr_Clear(); return; }
+        row = open_log->rows - 1;
+    }
+    int64_t *v = open_log->data + row * OPEN_WIDTH;
+    v[O_T0] = r->t0;
+    v[O_TID] = r->tid;
+    v[O_CID] = r->cid;
+    v[O_NAME] = name;
+    __atomic_store_n(&v[O_STATE], 1, __ATOMIC_RELEASE);
+    log_commit(open_log);
+    r->slot1 = row + 1;
+}
+
+static void slot_close(RangeObject *r) {
+    Py_ssize_t row = r->slot1 - 1;
+    r->slot1 = 0;
+    if (!open_log || row >= open_log->rows) return;
+    __atomic_store_n(&open_log->data[row * OPEN_WIDTH + O_STATE], 0, __ATOMIC_RELEASE);
+    if (n_free == free_cap) {
+        Py_ssize_t cap = free_cap ? free_cap * 2 : 64;
+        Py_ssize_t *f = PyMem_RawRealloc(free_slots, (size_t)cap * sizeof *f);
+        if (!f) return; /* the row stays unused: the log grows instead */
+        free_slots = f;
+        free_cap = cap;
+    }
+    free_slots[n_free++] = row;
+}
+
 #include "correlation.h"
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
@@ -237,8 +294,21 @@ static int open_for_recorder(RangeObject *self) {
     return track_correlation ? corr_enter(self) : 0;
 }
 
+/* A MemoryError from the recorder's own storage is never raised into the user's code: recording stops
+ * there (said in the trace) and the program goes on. 1 when the error was that (and is cleared). */
+static int absorb_memory_error(void) {
+    if (!PyErr_ExceptionMatches(PyExc_MemoryError)) return 0;
+    PyErr_Clear();
+    recording_stops("the system refused more memory");
+    n_not_recorded++;
+    return 1;
+}
+
 static PyObject *range_enter(RangeObject *self, PyObject *unused) {
-    if (recorder != NULL && open_for_recorder(self) < 0) return NULL;
+    if (recorder != NULL) {
+        if (stop_ns) n_not_recorded++; /* recording stopped at the cap: counted, not recorded */
+        else if (open_for_recorder(self) < 0 && !absorb_memory_error()) return NULL;
+    }
     Py_INCREF(self);
     return (PyObject *)self;
 }
@@ -281,6 +351,7 @@ static int append_range(RangeObject *self, int64_t t1, Int64LogObject *log) {
     row[F_CID] = self->cid;
     row[F_NAME] = name;
     row[F_ARGS] = args;
+    log_commit(log);
     return 0;
 }
 
@@ -308,7 +379,8 @@ static PyObject *range_exit(RangeObject *self, PyObject *const *a, Py_ssize_t n)
         Py_DECREF(r);
         named_generation = generation;
     }
-    if (ranges != NULL && append_range(self, t1, ranges) < 0) goto fail;
+    if (stop_ns) n_not_recorded++; /* entered before recording stopped, exited after: not recorded */
+    else if (ranges != NULL && append_range(self, t1, ranges) < 0 && !absorb_memory_error()) goto fail;
     Py_DECREF(rec);
     Py_RETURN_FALSE;
 fail:
@@ -359,10 +431,13 @@ static PyTypeObject RangeType = {
 
 static void forget_recorder(void) {
     while (open_head) open_unlink(open_head); /* ranges still open belong to no trace from here on */
+    Py_CLEAR(open_log);
+    n_free = 0;
     reset_lifetimes();
     Py_CLEAR(recorder);
     Py_CLEAR(ranges);
     Py_CLEAR(truncated);
+    Py_CLEAR(instants);
     Py_CLEAR(name_table);
     Py_CLEAR(args_area);
     Py_CLEAR(args_list);
@@ -372,6 +447,32 @@ static void forget_recorder(void) {
     n_mark_logs = n_push_fns = n_hooks = 0;
     track_correlation = 0;
     generation++;
+    budget_gen++; /* the old recorder's blocks are charged to no budget from here */
+    budget_used = 0;
+    budget_cap = INT64_MAX;
+    stop_ns = 0;
+    stop_reason[0] = 0;
+    n_not_recorded = 0;
+}
+
+/* The active recorder's blocks, charged to its budget (`recorder.max_bytes`, 0: no cap) from here on. */
+static int start_budget(PyObject *rec) {
+    PyObject *v = PyObject_GetAttrString(rec, "max_bytes");
+    if (!v) return -1;
+    long long cap = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (cap == -1 && PyErr_Occurred()) return -1;
+    if (cap < 0) { PyErr_SetString(PyExc_ValueError, "recorder.max_bytes must be >= 0 (0: no cap)"); return -1; }
+    budget_cap = cap ? (int64_t)cap : INT64_MAX;
+    budget_used = 0;
+    Int64LogObject *logs[4 + MAX_SESSIONS] = {ranges, instants, name_table->offsets, args_area->ends};
+    int n = 4;
+    for (int i = 0; i < n_mark_logs; i++) logs[n++] = mark_logs[i];
+    for (int i = 0; i < n; i++)
+        store_charge(&logs[i]->store, (size_t)logs[i]->cap * (size_t)logs[i]->width * sizeof(int64_t));
+    store_charge(&name_table->blob_store, (size_t)name_table->blob_cap);
+    store_charge(&args_area->store, (size_t)args_area->cap);
+    return 0;
 }
 
 static PyObject *attr_of_type(PyObject *obj, const char *name, PyTypeObject *type, const char *what) {
@@ -441,6 +542,19 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
     if (!(name_table = (NameTableObject *)attr_of_type(rec, "names", &NameTableType, "a NameTable"))) goto fail;
     truncated = (Int64LogObject *)attr_of_type(rec, "truncated", &Int64LogType, "an Int64Log");
     if (!truncated) goto fail;
+    if (!(instants = (Int64LogObject *)attr_of_type(rec, "instants", &Int64LogType, "an Int64Log"))) goto fail;
+    PyObject *slots = PyObject_GetAttrString(rec, "open_slots");
+    if (!slots) goto fail;
+    if (slots != Py_None) {
+        if (!PyObject_TypeCheck(slots, &Int64LogType) || ((Int64LogObject *)slots)->width != OPEN_WIDTH) {
+            Py_DECREF(slots);
+            PyErr_SetString(PyExc_TypeError, "recorder.open_slots must be None or an Int64Log(5)");
+            goto fail;
+        }
+        open_log = (Int64LogObject *)slots;
+    } else {
+        Py_DECREF(slots);
+    }
     if (truncated->width != RANGE_WIDTH) {
         PyErr_SetString(PyExc_ValueError, "recorder.truncated must be an Int64Log(6)");
         goto fail;
@@ -480,6 +594,7 @@ static PyObject *set_recorder(PyObject *mod, PyObject *rec) {
         pop_fns[n_push_fns++] = pop;
     }
     Py_DECREF(seq);
+    if (start_budget(rec) < 0) goto fail;
     Py_INCREF(rec);
     recorder = rec;
     track_correlation = (n_mark_logs + n_push_fns + n_hooks) > 0;
@@ -536,7 +651,10 @@ static PyObject *close_open_ranges(PyObject *mod, PyObject *end_obj) {
         int rc = truncated != NULL ? append_range(r, end > r->t0 ? end : r->t0, truncated) : 0;
         Py_CLEAR(r->rec);
         Py_DECREF(r);
-        if (rc < 0) return NULL;
+        if (rc < 0) {
+            if (absorb_memory_error()) continue; /* its name could not be stored: counted, not recorded */
+            return NULL;
+        }
         n++;
     }
     return PyLong_FromSsize_t(n);
@@ -549,6 +667,20 @@ static PyObject *after_fork(PyObject *mod, PyObject *unused) {
     for (Py_ssize_t i = 0; i < tdepth; i++) Py_DECREF(tstack[i]);
     tdepth = 0;
     forget_recorder();
+    Py_RETURN_NONE;
+}
+
+/* recording_state() -> (stopped at ns or 0, why, ranges not recorded since, bytes taken, cap or 0). */
+static PyObject *recording_state(PyObject *mod, PyObject *unused) {
+    return Py_BuildValue("(LsLLL)", (long long)stop_ns, stop_reason, (long long)n_not_recorded, (long long)budget_used,
+                         (long long)(budget_cap == INT64_MAX ? 0 : budget_cap));
+}
+
+/* stop_recording(why): what instant() calls when its own row cannot be stored (the same stop as a range's). */
+static PyObject *stop_recording(PyObject *mod, PyObject *why) {
+    const char *text = PyUnicode_AsUTF8(why);
+    if (!text) return NULL;
+    recording_stops(text);
     Py_RETURN_NONE;
 }
 
@@ -592,6 +724,9 @@ static PyMethodDef module_methods[] = {
     {"close_open_ranges", close_open_ranges, METH_O,
      "Record every range still open as ending at end_ns (into recorder.truncated) and close it; the count."},
     {"after_fork", after_fork, METH_NOARGS, "Forget the parent's recording in a forked child."},
+    {"recording_state", recording_state, METH_NOARGS,
+     "(stopped at monotonic ns or 0, why, ranges not recorded since, bytes the recorder's storage takes, cap or 0)."},
+    {"stop_recording", stop_recording, METH_O, "Stop recording now (why: a str); later ranges are only counted."},
     {NULL},
 };
 

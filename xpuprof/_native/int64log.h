@@ -12,19 +12,25 @@ typedef struct {
     int64_t *data;
     Py_ssize_t rows, cap, width, exports, refused;
     Py_ssize_t shape; /* rows*width while exported (rows cannot change then) */
+    Store store;      /* where `data` lives (hostmem.h): anonymous memory or a spill file; its budget */
 } Int64LogObject;
 
 static PyTypeObject Int64LogType;
 
 static int log_reserve(Int64LogObject *log) {
     if (log->rows < log->cap) return 0;
-    Py_ssize_t cap = log->cap ? log->cap * 2 : 4096;
-    /* realloc of large blocks is mremap on glibc: no copy, no doubled peak */
-    int64_t *d = PyMem_RawRealloc(log->data, (size_t)cap * (size_t)log->width * sizeof(int64_t));
-    if (!d) { PyErr_NoMemory(); return -1; }
-    log->data = d;
-    log->cap = cap;
-    return 0;
+    /* realloc of large blocks is mremap on glibc: no copy, no doubled peak (a spill file: mremap too) */
+    return store_grow(&log->store, (char **)&log->data, &log->cap, log->rows + 1,
+                      (size_t)log->width * sizeof(int64_t), 4096);
+}
+
+/* The rows written so far are complete: a spill file's reader may take them. */
+static inline void log_commit(Int64LogObject *log) { store_commit(&log->store, log->rows); }
+
+static void log_free_data(Int64LogObject *log) {
+    store_free(&log->store, (char *)log->data);
+    log->data = NULL;
+    log->rows = log->cap = 0;
 }
 
 /* One row; returns a pointer to its `width` slots or NULL (exception set, or refused: *refused=1). */
@@ -41,15 +47,14 @@ static int log_init(Int64LogObject *self, PyObject *a, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(a, kw, "n:Int64Log", kwlist, &width)) return -1;
     if (width < 1 || width > 64) { PyErr_SetString(PyExc_ValueError, "Int64Log width must be 1..64"); return -1; }
     if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported"); return -1; }
-    PyMem_RawFree(self->data);
-    self->data = NULL;
-    self->rows = self->cap = self->refused = 0;
+    log_free_data(self);
+    self->refused = 0;
     self->width = width;
     return 0;
 }
 
 static void log_dealloc(Int64LogObject *self) {
-    PyMem_RawFree(self->data);
+    log_free_data(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -67,14 +72,23 @@ static PyObject *log_append(Int64LogObject *self, PyObject *const *a, Py_ssize_t
     int64_t *row = log_row(self, &refused);
     if (!row) { if (refused) Py_RETURN_FALSE; return NULL; }
     memcpy(row, tmp, (size_t)n * sizeof(int64_t));
+    log_commit(self);
     Py_RETURN_TRUE;
 }
 
 static PyObject *log_clear(Int64LogObject *self, PyObject *unused) {
     if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported: release the array first"); return NULL; }
-    PyMem_RawFree(self->data);
-    self->data = NULL;
-    self->rows = self->cap = self->refused = 0;
+    log_free_data(self);
+    self->refused = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *log_spill_to(Int64LogObject *self, PyObject *fd_obj) {
+    int fd = PyObject_AsFileDescriptor(fd_obj);
+    if (fd < 0) return NULL;
+    if (self->exports) { PyErr_SetString(PyExc_BufferError, "Int64Log is exported"); return NULL; }
+    if (store_spill_to(&self->store, fd, self->width, (char **)&self->data,
+                       (size_t)self->cap * (size_t)self->width * sizeof(int64_t), self->rows) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -112,6 +126,8 @@ static PyMethodDef log_methods[] = {
     {"append", (PyCFunction)(void (*)(void))log_append, METH_FASTCALL,
      "Append one row of `width` ints; False when refused (the log is exported)."},
     {"clear", (PyCFunction)log_clear, METH_NOARGS, "Drop every row and free the memory."},
+    {"spill_to", (PyCFunction)log_spill_to, METH_O,
+     "spill_to(fd): keep the rows in this new, empty file from now on (mapped: each row is in the file once written)."},
     {NULL},
 };
 

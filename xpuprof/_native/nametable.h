@@ -21,6 +21,7 @@ typedef struct {
     PyObject_HEAD
     char *blob;
     Py_ssize_t blob_len, blob_cap;
+    Store blob_store;        /* where `blob` lives (hostmem.h) */
     Int64LogObject *offsets; /* n + 1 rows: the end of each name's text (row 0 is 0) */
     uint32_t *hashes;        /* per name: the low 32 bits of its str hash (for lookups and regrowth) */
     uint32_t *slots;         /* name id + 1, 0 = empty; nslots is a power of two */
@@ -76,20 +77,17 @@ static int64_t nt_find_or_add(NameTableObject *t, const char *text, Py_ssize_t l
         t->hashes = hashes;
         t->cap = cap;
     }
-    if (t->blob_len + len > t->blob_cap) {
-        Py_ssize_t cap = t->blob_cap ? t->blob_cap : 1 << 16;
-        while (cap < t->blob_len + len) cap *= 2;
-        char *blob = PyMem_RawRealloc(t->blob, (size_t)cap); /* large blocks: mremap, no copy */
-        if (!blob) { PyErr_NoMemory(); return -1; }
-        t->blob = blob;
-        t->blob_cap = cap;
-    }
+    if (t->blob_len + len > t->blob_cap
+        && store_grow(&t->blob_store, &t->blob, &t->blob_cap, t->blob_len + len, 1, 1 << 16) < 0)
+        return -1;
     int refused;
     int64_t *end = log_row(t->offsets, &refused);
     if (!end) return refused ? -2 : -1;
     memcpy(t->blob + t->blob_len, text, (size_t)len);
     t->blob_len += len;
     *end = t->blob_len;
+    store_commit(&t->blob_store, t->blob_len);
+    log_commit(t->offsets); /* after the text: a spill file's reader sees whole names */
     int64_t id = t->n++;
     t->hashes[id] = h32;
     size_t mask = (size_t)t->nslots - 1, i = h32 & mask;
@@ -168,6 +166,7 @@ static PyObject *nt_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     int64_t *first = t->offsets && t->slow ? log_row(t->offsets, &refused) : NULL;
     if (!first) { Py_DECREF(t); return NULL; }
     *first = 0;
+    log_commit(t->offsets);
     return (PyObject *)t;
 }
 
@@ -188,7 +187,7 @@ static int nt_clear(NameTableObject *t) {
 static void nt_dealloc(NameTableObject *t) {
     PyObject_GC_UnTrack(t);
     nt_clear(t);
-    PyMem_RawFree(t->blob);
+    store_free(&t->blob_store, t->blob);
     PyMem_RawFree(t->hashes);
     PyMem_RawFree(t->slots);
     Py_TYPE(t)->tp_free((PyObject *)t);
@@ -208,6 +207,23 @@ static PyObject *nt_intern_method(NameTableObject *t, PyObject *name) {
 }
 
 static Py_ssize_t nt_len(NameTableObject *t) { return t->n; }
+
+/* spill_to(text_fd, offsets_fd): the table's text and ends in these two new, empty files from now on. */
+static PyObject *nt_spill_to(NameTableObject *t, PyObject *a) {
+    PyObject *text_obj, *ends_obj;
+    if (!PyArg_ParseTuple(a, "OO:spill_to", &text_obj, &ends_obj)) return NULL;
+    int text_fd = PyObject_AsFileDescriptor(text_obj), ends_fd = text_fd < 0 ? -1 : PyObject_AsFileDescriptor(ends_obj);
+    if (ends_fd < 0) return NULL;
+    if (t->exports || t->offsets->exports || t->sealed) {
+        PyErr_SetString(PyExc_BufferError, "NameTable is exported: its cycle has ended");
+        return NULL;
+    }
+    if (store_spill_to(&t->blob_store, text_fd, 0, &t->blob, (size_t)t->blob_cap, t->blob_len) < 0) return NULL;
+    PyObject *r = PyObject_CallMethod((PyObject *)t->offsets, "spill_to", "O", ends_obj);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
 
 static int nt_getbuffer(NameTableObject *t, Py_buffer *view, int flags) {
     static char empty = 0;
@@ -232,6 +248,8 @@ static PySequenceMethods nt_as_sequence = {.sq_length = (lenfunc)nt_len};
 
 static PyMethodDef nt_methods[] = {
     {"intern", (PyCFunction)nt_intern_method, METH_O, "The id of a name (str or bytes), adding it the first time."},
+    {"spill_to", (PyCFunction)nt_spill_to, METH_VARARGS,
+     "spill_to(text_fd, offsets_fd): keep the text and the ends in these new, empty files from now on."},
     {NULL},
 };
 

@@ -158,42 +158,16 @@ def kernel_table(report: Report) -> str:
     return _table(head, rows, "kernels")
 
 
-STRAGGLER_COLOR = "#d62728"
-
-
-def rank_chart(rows: Sequence[dict], *, width: int = 860, row: int = 16, chart_id: str = "step-time-per-rank") -> str:
-    """Horizontal bars: each rank's mean step time, stragglers in red, the median as a line."""
-    label_w, pad = 70, 150
-    height = row * len(rows) + 30
-    peak = max((r["mean_step_us"] for r in rows), default=1.0) or 1.0
-    median = float(np.median([r["mean_step_us"] for r in rows])) if rows else 0.0
-    scale = (width - label_w - pad) / peak
-    parts = [f'<svg class="chart" id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="step time per rank">']
-    for i, r in enumerate(rows):
-        y = 10 + i * row
-        w = max(1.0, scale * r["mean_step_us"])
-        color = STRAGGLER_COLOR if r["straggler"] else BAR_COLOR
-        text = f'{format_ns(r["mean_step_us"] * 1e3)} ({r["vs_median_pct"]:+.1f}%)'
-        parts.append(f'<text x="{label_w - 6}" y="{y + row * 0.7:.1f}" text-anchor="end">rank {_esc(r["rank"])}</text>')
-        parts.append(f'<rect class="bar{" straggler" if r["straggler"] else ""}" x="{label_w}" y="{y + 2}" '
-                     f'width="{w:.1f}" height="{row - 4}" fill="{color}"><title>rank {_esc(r["rank"])}: '
-                     f'{_esc(text)}, start lag {_esc(format_ns(r["start_lag_us"] * 1e3))}</title></rect>')
-        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.7:.1f}">{_esc(text)}</text>')
-    x = label_w + scale * median
-    parts.append(f'<line x1="{x:.1f}" y1="4" x2="{x:.1f}" y2="{height - 4}" stroke="#333" stroke-dasharray="3,3">'
-                 f'<title>median rank: {_esc(format_ns(median * 1e3))}</title></line></svg>')
-    return "".join(parts)
-
-
 def ranks_section(result) -> list[str]:
-    """The per-rank view of a store report: step time per rank and the stragglers table."""
+    """The per-rank view of a multi-rank report: what each rank waits against the others (or its step
+    time, without collectives), the steps they waited for it, and the stragglers table."""
     if not result.rows:
         return ["<h2>Ranks</h2>"] + [f'<p class="meta">{_esc(n)}</p>' for n in result.notes]
     flagged = [r["rank"] for r in result.rows if r["straggler"]]
     head = (f'<p class="meta">{len(result.rows)} ranks; stragglers: {_esc(", ".join(map(str, flagged)) or "none")}. '
-            "Bars: mean ProfilerStep time per rank (red: straggler); dashed line: the median rank.</p>")
-    return ["<h2>Ranks: step time and stragglers</h2>", head, rank_chart(result.rows),
+            "Red: the ranks the others wait for, and the steps they waited.</p>")
+    notes = [f'<p class="meta">{_esc(n)}</p>' for n in result.notes]
+    return ["<h2>Ranks: what they wait for</h2>", head, *notes, result.html_figure(),
             result.html_table("stragglers")]
 
 

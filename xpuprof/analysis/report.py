@@ -21,7 +21,6 @@ import numpy as np
 from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
                           STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
 
-from ..trace.read.kineto import MERGED_RANK_PID_STRIDE  # noqa: F401 - rank r's pids in a merged view
 
 
 # ----------------------------------------------------------------------------- per-name stats

@@ -100,6 +100,8 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
 
         return render_html(report, ranks=report.ranks_view)
     text = text_table(report, width) if report.stats else _nothing_found(report)
+    if report.ranks_view is not None:
+        text += "\n" + report.ranks_view.table_text(width)
     if report.telemetry:
         text += "\n" + telemetry_table(report, width)
     if report.resources:

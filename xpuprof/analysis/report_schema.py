@@ -68,6 +68,9 @@ def report_document(report: "Report") -> dict[str, Any]:
             column("samples", "Samples"), column("mean", "Mean", "see unit"), column("peak", "Peak", "see unit"),
             column("min", "Min", "see unit"), column("unit", "Unit", "", "the metric's unit, when the trace says it")],
             [t.to_dict() for t in report.telemetry])
+    if report.ranks_view is not None:  # the per-rank view: the ranks the others wait for
+
+        tables["stragglers"] = document_table(report.ranks_view)
     return {
         "schema": SCHEMA,
         "version": VERSION,
@@ -91,3 +94,18 @@ def main_rows(document: dict) -> list[dict] | None:
         return rows if isinstance(rows, list) else None
     rows = document.get("kernels")  # before the schema: {"kernels": [...], ...}
     return rows if isinstance(rows, list) else None
+
+
+def document_table(got) -> dict:
+    """The report document's ``stragglers`` table from the straggler analysis's result
+    (``cluster.stragglers``): its rows with times in integer ns, as every time of this document, and its notes."""
+    from .cluster.stragglers import DOCUMENT_COLUMNS
+
+    def value(row: dict, key: str, unit: str):
+        v = row.get(key)
+        return int(round(v * 1000)) if unit == "ns" and v is not None else v
+
+    out = table(got.title, [column(k, label, unit, meaning) for k, _, label, unit, meaning in DOCUMENT_COLUMNS],
+                [{k: value(r, src, unit) for k, src, _, unit, _ in DOCUMENT_COLUMNS} for r in got.rows])
+    out["notes"] = list(got.notes)
+    return out

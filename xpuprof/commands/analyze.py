@@ -3,7 +3,8 @@
 this process (default) or on a Ray cluster.
 
 Analyses: temporal, kernels, kernel-types, idle, overlap, queue, launch, memory-bw (HTA 0.5's
-definitions and numbers) and stragglers. Times are µs, as HTA gives them."""
+definitions and numbers) and stragglers (the ranks the others wait for in collectives, and in which
+steps). Times are µs, as HTA gives them."""
 from __future__ import annotations
 
 import sys
@@ -57,13 +58,15 @@ def register(subparsers) -> None:
     g.add_argument("--consecutive-kernel-delay", type=float, default=None, metavar="US",
                    help="idle: a gap shorter than this is kernel wait (HTA's default 30)")
     g.add_argument("--threshold-pct", type=float, default=None, metavar="PCT",
-                   help="stragglers: how much slower than the median rank counts (default 5)")
-    g.add_argument("--z", type=float, default=None, metavar="Z", help="stragglers: robust z-score bound (default 3.5)")
+                   help="stragglers: a rank is behind in a step when the others wait for it more than PCT %% of the "
+                        "step, and a straggler when that adds up to PCT %% of the run (default 5)")
+    g.add_argument("--min-us", type=float, default=None, metavar="US",
+                   help="stragglers: the least wait, µs, that makes a rank behind in a step (default 100)")
     p.set_defaults(func=run)
 
 
 OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_memory", "events", "runtime_cutoff",
-           "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "z")
+           "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "min_us")
 
 
 def run(args) -> int:

@@ -10,9 +10,13 @@ against its history, with statistics instead of a threshold."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from ..analysis.diff import TIME_FIELDS, DiffError, DiffResult, diff, diff_telemetry, read_side
-from ..trace.builder.columns import encode_json
+if TYPE_CHECKING:  # the comparison's modules load when a diff runs, not to parse or show --help
+    from ..analysis.diff import DiffResult
+
+# analysis.diff.TIME_FIELDS, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
+TIME_FIELDS = ("avg", "total", "min", "max")
 
 
 def register(subparsers) -> None:
@@ -58,7 +62,7 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
     rows = [r for r in result.rows if show_all or r.status != "same"]
     title = (f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
              f"{len(result.regressions)} regression(s)")
-    notes = _pairing_notes(result)
+    notes = _pairing_notes(result, width)
     if not rows:
         return render_table([], [], title=title, width=width, boxed=False) + \
             "no kernel changed by more than the threshold\n" + notes
@@ -85,18 +89,24 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
     return render_table(columns, cells, title=title, width=width) + notes
 
 
-def _pairing_notes(result: DiffResult) -> str:
-    """What kernel identity paired across problem sizes, and what it could not pair (one line each)."""
+def _pairing_notes(result: DiffResult, width: int | None = None) -> str:
+    """What kernel identity paired across problem sizes, and what it could not pair (one note each, wrapped
+    to ``width`` as the table is)."""
+    import textwrap
+
     lines = []
     paired = [r for r in result.rows if r.match == "params"]
     if paired:
         lines.append(f"{len(paired)} kernel(s) matched by identity with changed parameters (shown, never counted as "
                      "regressions: another problem size is another measurement)")
     lines += [f"not paired: {note}" for note in dict.fromkeys(r.note for r in result.rows if r.match == "ambiguous")]
-    return "".join(line + "\n" for line in lines)
+    return "".join((textwrap.fill(line, width) if width else line) + "\n" for line in lines)
 
 
 def run(args) -> int:
+    from ..analysis.diff import DiffError, diff, diff_telemetry, read_side
+    from ..trace.builder.columns import encode_json
+
     if args.history:
         if args.b is not None:
             print(f"xpuprof diff: with --history give one run directory (the run to judge against the history), "

@@ -15,7 +15,11 @@ XPUPTI_PROFILER_METRICS, PROFILE_WITH_STACK, ...).
 --out is checked before the command starts (created if missing, a file written and removed there): a
 directory that cannot hold the traces is one line, exit 2, and nothing runs.
 
-The command replaces this process (same pid): its exit status, output and signals are its own.
+The command runs as this process's child: its exit status, output and signals are its own (signals sent
+to exec are passed on; a command killed by a signal ends exec by the same signal). A process that crashes
+or is killed (SIGSEGV, SIGABRT, SIGBUS, SIGKILL) keeps what it recorded: its trace is written when it is
+gone, marked "truncated" (docs/reliability.md; XPUPROF_EXEC_WATCHDOG_S=S also writes the recording of a
+process that records nothing for S seconds).
 """
 from __future__ import annotations
 
@@ -163,8 +167,10 @@ def run(args) -> int:
         return 127
     sys.stdout.flush()
     sys.stderr.flush()
+    from ..ondemand.crashsafe import run_supervised  # the crash-safe parent (ondemand/crashsafe.py)
+
     try:
-        os.execve(program, command, env)
+        return run_supervised(program, command, env, os.path.abspath(policy.out_dir))
     except OSError as exc:
         print(f"xpuprof exec: {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 126

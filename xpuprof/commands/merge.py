@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 import warnings
 
-from ..analysis.merge import ALIGN_MODES, MergeError, MergeWarning, merge_traces
 from ..outputs import names_stdout, write_error_line
+
+# analysis.merge.ALIGN_MODES, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
+ALIGN_MODES = ("epoch", "start", "step")
 
 
 def register(subparsers) -> None:
@@ -22,6 +24,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..analysis.merge import MergeError, MergeWarning, merge_traces
+
     try:
         with warnings.catch_warnings():  # the note is printed once below, as one plain line
             warnings.simplefilter("ignore", MergeWarning)

@@ -7,11 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from typing import TYPE_CHECKING
 
-from ..analysis.report import Report, ReportError, build_report
-from ..analysis.report_render import FORMATS, render  # noqa: F401 - the renderers of a report
-from ..trace.builder.columns import encode_json
 from ._options import UsageError, check_categories, output_format, top_count
+
+if TYPE_CHECKING:  # the report's modules load when a report is made, not to parse or show --help
+    from ..analysis.report import Report
+
+# analysis.report_render.FORMATS, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
+FORMATS = ("table", "csv", "json", "html")
 
 
 
@@ -28,7 +32,10 @@ def register(subparsers) -> None:
     p.add_argument("--cat", action="append", default=None, metavar="CATEGORY",
                    help="event categories to summarize (repeatable; default: kernel, gpu_memcpy, gpu_memset, "
                         "or host annotations/ops when a trace has no device events)")
-    p.add_argument("--by-rank", action="store_true", help="one row per (rank, kernel) instead of all ranks together")
+    p.add_argument("--by-rank", action="store_true",
+                   help="one row per (rank, kernel) instead of all ranks together, and with two ranks or more the "
+                        "per-rank view: what each rank waits in collectives against the others, and the ranks they "
+                        "wait for (as `xpuprof analyze STORE stragglers`)")
     p.add_argument("--sort", default=None, metavar="KEY",
                    help="total (the default), self, calls, avg, max, name, or a metric column: "
                         "'<metric>[::<unit>][ mean|min|max]'; with --by op torch's keys (default cpu_time_total)")
@@ -57,6 +64,8 @@ def register(subparsers) -> None:
 def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
+    from ..analysis.report import ReportError
+    from ..trace.builder.columns import encode_json
 
     unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
                    if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
@@ -85,8 +94,9 @@ def _width(args) -> int | None:
 def op_report(args) -> str:
     """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``), trace files
     or a store alike."""
-    from ..analysis.report import check_times, read_report_inputs
+    from ..analysis.report import ReportError, check_times, read_report_inputs
     from ..analysis.summary import KeyAverages
+    from ..trace.builder.columns import encode_json
 
     unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
@@ -124,7 +134,9 @@ def op_report(args) -> str:
 
 
 def _build(args) -> Report:
-    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way."""
+    """The kernel report of trace files, or of a trace store (one STORE given): the same report either way;
+    with the per-rank view (stragglers) where it is wanted (``_ranks_view_wanted``)."""
+    from ..analysis.report import ReportError, build_report
     from ..trace.read.store import is_store
 
     stores = [t for t in args.traces if is_store(t)]
@@ -133,20 +145,31 @@ def _build(args) -> Report:
                           "traces into it with `xpuprof convert`)")
     report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
                           by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
-    if stores and args.format == "html":  # the per-rank view: step time per rank, stragglers
-        from ..analysis.cluster import stragglers
-        from ..analysis.engines import EngineError, open_engine
-        from ..trace.read.store import StoreError
+    if not _ranks_view_wanted(args, report):
+        return report
+    from ..analysis.cluster import stragglers
+    from ..analysis.engines import EngineError, open_engine
+    from ..trace.read.store import StoreError
 
-        try:
-            with open_engine(stores[0]) as engine:
-                report.ranks_view = stragglers.run(engine)[0]
-        except (StoreError, EngineError) as exc:
-            raise ReportError(str(exc)) from None
+    try:  # the rule of `analyze stragglers`, on the traces or the store alike
+        with open_engine(args.traces) as engine:
+            report.ranks_view = stragglers.run(engine)
+    except (StoreError, EngineError) as exc:
+        raise ReportError(str(exc)) from None
     return report
 
 
+def _ranks_view_wanted(args, report: Report) -> bool:
+    """The per-rank view (``analyze stragglers``: what each rank waits for the others, the ranks they wait
+    for) goes with ``--by-rank`` and in every HTML report, when the traces hold two ranks or more; CSV
+    holds one table, the per-name one."""
+    return args.format != "csv" and (args.by_rank or args.format == "html") and len(report.ranks) >= 2
+
+
 def run(args) -> int:
+    from ..analysis.report import ReportError
+    from ..analysis.report_render import render
+
     try:  # the command line's own mistakes: one line, exit 2, before any trace is read
         args.format = output_format(args.format, args.output, FORMATS)
         if args.cat:
@@ -185,6 +208,8 @@ def run(args) -> int:
 def _history_sections(args) -> list[str]:
     """``--history DIR``: the gate's history plots of the one run directory given (``ReportError`` when the
     report is not an HTML page of one run directory, or the history cannot be read)."""
+    from ..analysis.report import ReportError
+
     if not getattr(args, "history", None):
         return []
     if args.format != "html" or len(args.traces) != 1:

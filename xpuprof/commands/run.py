@@ -8,13 +8,14 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..config.experiment import point_hash
-from ..config.yamlconfig import BenchmarkConfig, ConfigError, load_config
 from ..outputs import OutputError, output_target, write_error_line, write_output_bytes
-from ..trace.builder.columns import encode_json
 from ._options import positive_int, top_count
+
+if TYPE_CHECKING:  # the config reader (PyYAML) loads when a run starts, not to parse or show --help
+    from ..config.yamlconfig import BenchmarkConfig
 
 DEFAULT_KEEP = 200  # analysis.history.DEFAULT_KEEP (not imported here: `xpuprof --help` stays light)
 
@@ -71,6 +72,7 @@ def register(subparsers) -> None:
 def apply_xpu_flags(cfg: BenchmarkConfig, args) -> None:
     """The unitrace-style flags onto every point (raises ConfigError naming a bad pattern or file)."""
     from ..config.kernel_filter import KernelFilter, KernelFilterError, read_filter_file, split_filter_list
+    from ..config.yamlconfig import ConfigError
 
     try:
         include = [p for text in args.include_kernels for p in split_filter_list(text)]
@@ -262,6 +264,8 @@ def _print_summary(cfg: BenchmarkConfig, records: list[dict], point_stats: list[
 def run(args) -> int:
     from rich.console import Console
 
+    from ..config.yamlconfig import ConfigError, load_config
+
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     from ..deadline import default_deadline_s
 
@@ -304,6 +308,8 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..config.experiment import point_hash
+    from ..trace.builder.columns import encode_json
     from ..workloads.runner import PointResult, TraceWriteError, run_point
 
     records: list[dict] = []

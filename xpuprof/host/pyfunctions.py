@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from ..activity import ActivityType
+from .distinct import distinct
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _FIELDS = 4  # code, is_call, monotonic ns, native tid
@@ -89,4 +90,4 @@ class PythonFunctionTracer:
         tid_arr = np.array(out_tid, np.int64)[idx]
         builder.add_slices(names=[names_by_code[out_code[i]] for i in keep], ts=start, dur=end - start,
                            pid=builder.pid, tid=tid_arr, cat=ActivityType.PYTHON_FUNCTION)
-        return set(np.unique(tid_arr).tolist())
+        return set(distinct(tid_arr).tolist())

@@ -23,11 +23,16 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import threading
 import time
 import weakref
 from typing import Any, Callable, Mapping
+
+from . import budget
+from . import spill as _spill
+from .record_layout import INSTANT_FIELDS, NO_ARGS, RANGE_FIELDS
 
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
@@ -48,75 +53,7 @@ if _c is not None:
     NameTable = _c.NameTable
     ArgsArea = _c.ArgsArea
 else:
-    class Int64Log:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.Int64Log: rows of ``width`` ints, read as numpy."""
-
-        __slots__ = ("width", "_values", "refused")
-
-        def __init__(self, width: int) -> None:
-            import array
-
-            self.width, self._values, self.refused = width, array.array("q"), 0
-
-        def append(self, *values) -> bool:
-            if len(values) != self.width:
-                raise TypeError(f"Int64Log.append takes {self.width} ints, got {len(values)}")
-            self._values.extend(values)
-            return True
-
-        def clear(self) -> None:
-            del self._values[:]
-
-        def __len__(self) -> int:
-            return len(self._values) // self.width
-
-        def __buffer__(self, flags):  # Python >= 3.12; older ones read .values
-            return memoryview(self._values)
-
-        @property
-        def values(self):
-            return self._values
-
-    class NameTable:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.NameTable: name -> id through a dict (names kept as given;
-        they are cleaned when the trace's string table interns them)."""
-
-        __slots__ = ("_ids", "names", "invalid_utf8")
-
-        def __init__(self) -> None:
-            self._ids: dict = {}
-            self.names: list = []
-            self.invalid_utf8 = 0
-
-        def intern(self, name) -> int:
-            got = self._ids.get(name)
-            if got is None:
-                got = self._ids[name] = len(self.names)
-                self.names.append(name)
-            return got
-
-        def __len__(self) -> int:
-            return len(self.names)
-
-    class ArgsArea:  # type: ignore[no-redef]
-        """The pure-Python stand-in of hostrec.ArgsArea: JSON objects one after another in a bytearray
-        (``encode`` leaves every dict to the Python encoder)."""
-
-        __slots__ = ("data", "ends", "refused")
-
-        def __init__(self) -> None:
-            self.data, self.ends, self.refused = bytearray(), Int64Log(1), 0
-
-        def encode(self, args) -> None:
-            return None
-
-        def add(self, text) -> int:
-            self.data += text
-            self.ends.append(len(self.data))
-            return len(self.ends) - 1
-
-        def __len__(self) -> int:
-            return len(self.ends)
+    from .pystore import ArgsArea, Int64Log, NameTable  # type: ignore[assignment]
 
 # Process-wide correlation ids: unique across profiling cycles, never 0 (0 means "no link").
 # One counter for both paths, so ids never repeat whichever path recorded a range.
@@ -126,11 +63,6 @@ _next_correlation_id = _c.next_correlation_id if _c is not None else itertools.c
 _recorder: "HostRecorder | None" = None
 
 
-# The fields of one range record in HostRecorder.ranges (int64 each).
-RANGE_FIELDS = ("t0", "t1", "tid", "correlation_id", "name", "args")
-# A range's args field: k >= 0, entry k of the recorder's args_area (JSON encoded at the call); NO_ARGS;
-# or object_key(j) for args kept as given in `args` (not a dict, or one no encoder could write).
-NO_ARGS = -1
 
 
 def object_key(j: int) -> int:
@@ -142,6 +74,8 @@ def log_array(log) -> "np.ndarray":
     """An Int64Log's rows as one int64 numpy array of shape (rows, width), without a copy."""
     import numpy as np
 
+    if isinstance(getattr(log, "array", None), np.ndarray):  # read back from a crash-safe copy (spill.py)
+        return log.array.reshape(-1, log.width)
     buf = log if _c is not None else log.values
     return np.frombuffer(buf, dtype=np.int64).reshape(-1, log.width)
 
@@ -150,6 +84,8 @@ def area_arrays(area) -> "tuple[np.ndarray, np.ndarray]":
     """An ArgsArea as (its bytes as uint8, each entry's end offset as int64), without a copy."""
     import numpy as np
 
+    if isinstance(getattr(area, "array", None), np.ndarray):  # read back from a crash-safe copy (spill.py)
+        return area.array, log_array(area.ends)[:, 0]
     return np.frombuffer(area if _c is not None else area.data, dtype=np.uint8), log_array(area.ends)[:, 0]
 
 
@@ -157,12 +93,15 @@ class HostRecorder:
     """What host code records during one profiling cycle (monotonic ns, native thread ids)."""
 
     __slots__ = ("ranges", "truncated", "names", "args", "args_area", "instants", "thread_names", "sessions",
-                 "track_correlation", "next_id", "record_annotations", "_py", "_py_open", "_py_cross_thread")
+                 "track_correlation", "next_id", "record_annotations", "max_bytes", "spill", "open_slots", "_py",
+                 "_py_open",
+                 "_py_cross_thread", "_py_stopped", "_instants_not_recorded")
 
     # The fields of one instant record in ``instants`` (int64 each; scope is ord('t'/'p'/'g')).
-    INSTANT_FIELDS = ("t", "tid", "name", "args", "scope")
+    INSTANT_FIELDS = INSTANT_FIELDS
 
-    def __init__(self, *, correlation_sessions=(), record_annotations: bool = True) -> None:
+    def __init__(self, *, correlation_sessions=(), record_annotations: bool = True, max_bytes: int | None = None,
+                 spill=None) -> None:
         # One record per range (RANGE_FIELDS, 48 bytes); names by id in `names` (each distinct name's
         # text once); dict args as JSON in `args_area`, other args in `args` (see NO_ARGS). Nothing per
         # range for the cyclic GC to visit.
@@ -188,6 +127,37 @@ class HostRecorder:
             self._py = PyCorrelation(self.sessions)
         self._py_open: "weakref.WeakSet" = weakref.WeakSet()
         self._py_cross_thread = 0
+        # The recording cap (host/budget.py): bytes this recorder's storage may take, 0 for none. The C
+        # part charges every block to it and stops recording when it is reached; the pure-Python path
+        # checks its own estimate (_py_stopped: (monotonic ns, why), not-recorded count).
+        self.max_bytes = budget.max_record_bytes() if max_bytes is None else int(max_bytes)
+        self._py_stopped: list | None = None
+        self._instants_not_recorded = 0
+        # A crash-safe copy (host/spill.py): under `xpuprof exec` the logs live in mapped files of a private
+        # directory, so what was recorded survives a crash of the process.
+        home = _spill.home() if spill is None and _c is not None else None
+        if home is not None:
+            spill = home.new_cycle()
+        self.spill = spill
+        # With a copy, the ranges open now are on file too (a row each while open: t0, tid, id, name, state):
+        # a process that dies inside a range leaves it, drawn up to its end.
+        self.open_slots = Int64Log(5) if spill is not None else None
+        if spill is not None:
+            try:
+                spill.attach(self)
+            except OSError as exc:  # a full or vanished directory: recording goes on in memory, said once
+                from .. import diagnostics
+
+                diagnostics.warn_once(logging.getLogger("xpuprof"), ("spill-attach", str(exc)),
+                                      "xpuprof: no crash-safe copy of this recording: %s", exc)
+                spill.discard()
+                self.spill = self.open_slots = None
+
+    def discard_spill(self) -> None:
+        """The trace of this recording is built: its crash-safe copy goes."""
+        if self.spill is not None:
+            self.spill.discard()
+            self.spill = None
 
     def close_open_ranges(self, end_ns: int) -> int:
         """Record every range still open as ending at ``end_ns`` (into ``truncated``) and close it; a
@@ -219,13 +189,69 @@ class HostRecorder:
         return counts
 
     def name_thread(self, tid: int) -> None:
-        self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
+        name = self.thread_names[tid] = _thread_name_overrides.get(tid) or threading.current_thread().name
+        if self.spill is not None:
+            self.spill.note_thread(tid, name)
 
     def range_count(self) -> int:
         return len(self.ranges)
 
+    def recording_state(self) -> dict | None:
+        """The trace's ``recording_stopped`` note when recording stopped at the cap (or out of memory), else
+        None. Read while this recorder is still installed."""
+        py_not_recorded = self._py_stopped[1] if self._py_stopped is not None else 0
+        if _c is not None and _recorder is self:
+            stopped, why, not_recorded, used, cap = _c.recording_state()
+            not_recorded += py_not_recorded  # ranges of the pure-Python record_function
+        elif self._py_stopped is not None:
+            (stopped, why), not_recorded = self._py_stopped[0], py_not_recorded
+            used, cap = self._py_bytes(), self.max_bytes
+        else:
+            return None
+        if not stopped:
+            return None
+        return budget.describe(stopped, why, not_recorded, used, cap, self._instants_not_recorded)
+
+    def _py_bytes(self) -> int:
+        """The pure-Python path's estimate of what it stores (the C part counts its blocks exactly)."""
+        if _c is not None:
+            return 0
+        return len(self.ranges) * 48 + len(self.instants) * 40 + len(self.args_area.data) + len(self.names) * 64
+
+    def _py_stop(self, why: str) -> None:
+        if self._py_stopped is None:
+            self._py_stopped = [(time.monotonic_ns(), why), 0]
+        if _c is not None and _recorder is self:
+            _c.stop_recording(why)
+
+    def _stopped(self) -> bool:
+        """Whether recording stopped (the cap, or no memory): records from now on are only counted."""
+        if self._py_stopped is None:
+            if _c is None:
+                if self.max_bytes and self._py_bytes() > self.max_bytes:
+                    self._py_stop("the recording cap was reached")
+            elif _recorder is self:
+                stopped, why = _c.recording_state()[:2]
+                if stopped:
+                    self._py_stopped = [(stopped, why), 0]
+        return self._py_stopped is not None
+
     def add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         """The pure-Python path's record (the C path writes the same fields)."""
+        if self._stopped():
+            self._not_recorded()
+            return
+        try:
+            self._add_range(name, t0, t1, tid, cid, args)
+        except MemoryError:  # never raised into the user's loop: recording stops here, said in the trace
+            self._py_stop("the system refused more memory")
+            self._not_recorded()
+
+    def _not_recorded(self) -> None:
+        if self._py_stopped is not None:
+            self._py_stopped[1] += 1
+
+    def _add_range(self, name, t0: int, t1: int, tid: int, cid: int, args) -> None:
         idx = self.names.intern(name)  # a str or bytes: checked when the range was made
         key = NO_ARGS
         if args is not None:
@@ -247,6 +273,16 @@ class HostRecorder:
     def add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         """One instant: its args snapshotted now (exact-size JSON bytes, as a range's dict args are), so
         a dict changed after the call cannot change what was recorded, and no dict is kept per event."""
+        if self._stopped():
+            self._instants_not_recorded += 1
+            return
+        try:
+            self._add_instant(name, t, tid, args, scope_code)
+        except MemoryError:  # never raised into the user's code: recording stops here, said in the trace
+            self._instants_not_recorded += 1
+            self._py_stop("the system refused more memory")
+
+    def _add_instant(self, name: str, t: int, tid: int, args, scope_code: int) -> None:
         idx = self.names.intern(name)
         if args is None:
             self.instants.append(t, tid, idx, NO_ARGS, scope_code)

@@ -18,6 +18,7 @@ import orjson
 
 from ..trace.builder.builder import TraceBuilder
 from ..trace.builder.columns import encode_json
+from .distinct import distinct
 
 MEMORY_EVENT = "[memory]"
 OOM_EVENT = "[OutOfMemory]"
@@ -74,7 +75,7 @@ class MemoryEvents:
         present = np.frombuffer(present, np.uint8).reshape(len(rows), k).astype(bool)[keep]
         others = [others[i] for i in keep.tolist()] if any(o is not None for o in others) else None
         name_ids = sc.name[rows[keep]]
-        names = [sc.strings[i] for i in np.unique(name_ids).tolist()]
+        names = [sc.strings[i] for i in distinct(name_ids).tolist()]
         name_codes = np.searchsorted(np.array([table[n] for n in names]), name_ids).astype(np.int64)
         return cls(names, name_codes, to_epoch_ns(sc.numbers(TS)[rows[keep]]), sc.ints(TID)[rows[keep]].copy(),
                    values.copy(), present, others, unreadable=int(len(rows) - len(keep)))
@@ -109,11 +110,14 @@ class MemoryEvents:
         name_ids = builder.strings.intern_many(self.names)[self.name_codes]
         builder.add_instants(name_ids=name_ids, ts=self.ts, pid=pid, tid=self.tid, cat="cpu_instant_event",
                              scope=np.full(len(self), ord("t"), np.uint8), row_args=self.encoded_args())
-        return set(np.unique(self.tid).tolist())
+        return set(distinct(self.tid).tolist())
 
     def encoded_args(self) -> list[bytes]:
         """Each event's args as torch writes them (one JSON object per row: instants carry encoded args)."""
         keys = [orjson.dumps(k) for k in MEMORY_ARGS]
+        if self.others is None and self.present.all():  # the usual case: every row one format, filled in C
+            row = b"{" + b",".join(k + b":%d" for k in keys) + b"}\n"
+            return (row * len(self) % tuple(self.values.ravel().tolist())).split(b"\n")[:-1]
         rows = []
         others = self.others
         for i, (vals, have) in enumerate(zip(self.values.tolist(), self.present.tolist())):

@@ -30,6 +30,8 @@ from ..activity import ActivityType
 from ..trace.builder.builder import TraceBuilder
 from ..trace.builder.columns import ArgColumn
 from ..trace.builder.intervals import innermost_containing
+from . import torch_args
+from .distinct import distinct
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
@@ -405,7 +407,7 @@ class TorchOps:
         ops.external_id = np.where(ext > 0, ext + id_base, 0)
         ops.num_args = {key: (ints[:, j].copy(), present[:, j].copy()) for j, key in enumerate(INT_ARGS)
                         if j != ext_col and present[:, j].any()}
-        ops.row_args = others if any(o is not None for o in others) else None
+        ops.row_args = torch_args.compact_rows(others) if any(o is not None for o in others) else None
         ops.flow_id = sc.ints(ID)[frows]
         ops.flow_ts = _us_to_epoch_ns(sc.numbers(TS)[frows], base_ns)
         ops.flow_pid, ops.flow_tid = sc.ints(PID)[frows], sc.ints(TID)[frows]
@@ -467,8 +469,8 @@ class TorchOps:
             builder.add_slices(names=None, name_ids=table_ids[self.name_codes[sel]], ts=self.ts[sel], dur=self.dur[sel],
                                pid=pid,
                                tid=self.tid[sel], cat=cat, external_id=self.external_id[sel], args=args,
-                               row_args=None if self.row_args is None else [self.row_args[i] for i in sel])
-            tids.update(np.unique(self.tid[sel]).tolist())
+                               row_args=torch_args.select(self.row_args, sel))
+            tids.update(distinct(self.tid[sel]).tolist())
         if len(self.flow_id):
             builder.add_flows(flow_ids=self.flow_id, ts=self.flow_ts, pid=pid, tid=self.flow_tid,
                               start=self.flow_start, cat=FLOW_CATEGORY)

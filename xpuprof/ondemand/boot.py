@@ -36,6 +36,9 @@ def main() -> None:
         return
     if launcher.is_launcher():  # records nothing; `import xpuprof` already kept torch's client out of it
         return
+    from ..host import spill
+
+    spill.start_from_environment()  # crash-safe recording (host/spill.py); its atexit runs after the trace's
     torchlink.install()
     ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given)
     if policy.mode != "on-demand":

@@ -25,7 +25,7 @@ from .pausing import Pausing
 from .schedule import CLEARS_EVENTS, ProfilerAction, always_record, as_action, incorrect_schedule, schedule, warn_once
 from .selection import (_check_metrics_collectable, explain_host_only, parse_activities, plan_collectors,
                         select_backends, with_metric_activities)
-from .stages import load_trace_stages
+from .stages import load_trace_stages, start_loading
 from .torch_methods import TorchResultsMethods
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ class profile(TorchResultsMethods):
         self._started = True
         self.step_num = 0
         self.current_action = first
+        start_loading()  # the trace stages, beside the user's first steps (stages.py)
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
@@ -401,11 +402,11 @@ class profile(TorchResultsMethods):
         """Choose the backends once and check that the requested metrics can be collected: at start(),
         so a bad request fails there, not after a schedule's wait steps already ran."""
         if self._backends is None:
-            backends = select_backends(self.config)
+            backends = select_backends(self.config, probes := {})  # probed once: for choosing and explaining
             log.debug("xpuprof: backends %s", [b.name for b in backends])
             _check_metrics_collectable(self.config, backends)
             self._backends = backends
-            self._no_device_reasons = explain_host_only(self.config, self._backends)
+            self._no_device_reasons = explain_host_only(self.config, self._backends, probes)
 
     def check(self) -> None:
         """What start() checks before anything runs, without starting: the backends can be chosen and the
@@ -419,6 +420,7 @@ class profile(TorchResultsMethods):
         self._select()
         if self._cycle and not self.acc_events:  # torch's words, when a second cycle replaces the first's events
             warn_once(CLEARS_EVENTS, stacklevel=5)
+        self._release_last_results()  # when torch.profiler releases its own (torch_methods)
         self._trace_id = torch_compat.new_trace_id(self.custom_trace_id_callback, self.config.trace_id)  # per cycle
         self._recording.prepare(self._backends)
 

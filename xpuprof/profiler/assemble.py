@@ -22,6 +22,7 @@ from ..backends import registry
 from ..backends.base import ProcessWindow
 from ..clock import MONOTONIC_TO_EPOCH_NS
 from ..host import recorder
+from ..host.distinct import distinct
 from ..trace.builder.builder import TraceBuilder
 from ..trace.builder.columns import RowArgs, encode_json
 from ..trace.builder.gpu_annotations import add_gpu_user_annotations
@@ -45,10 +46,12 @@ def launcher_distributed_info() -> dict | None:
 
 def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, list[str]], *, iteration: int,
                 block_error: str | None, no_device_reasons: dict[str, str],
-                metadata: Mapping[str, Any], trace_id: str = "") -> TraceBuilder:
-    """The trace of ``cycle``, stopped over ``window``; ``errors``: each backend's stop errors so far."""
+                metadata: Mapping[str, Any], trace_id: str = "", pid: int | None = None,
+                process_name: str | None = None) -> TraceBuilder:
+    """The trace of ``cycle``, stopped over ``window``; ``errors``: each backend's stop errors so far.
+    ``pid``/``process_name``: another process's recording (a crash-safe copy read back by ``xpuprof exec``)."""
     config = cycle.config
-    builder = TraceBuilder()
+    builder = TraceBuilder(pid=pid)
     builder.set_window(window.start_ns, window.end_ns)
     torch_ops, torch_note = read_torch_ops(cycle)
     host_paused = cycle.paused_intervals(HOST_SOURCE, window.end_ns)
@@ -88,7 +91,7 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
     tids |= add_torch_ops(cycle, builder, torch_ops, torch_note, host_paused)
     if cycle.pytracer is not None:
         tids |= cycle.pytracer.process(builder, MONOTONIC_TO_EPOCH_NS)
-    _add_rows(cycle, builder, tids)
+    _add_rows(cycle, builder, tids, process_name)
     builder.add_span(SPAN_NAME, window.start_ns, window.end_ns, op_count=cycle.recorder.range_count(),
                      iteration=iteration)
     builder.set_metadata("backends", [name for name, _ in cycle.sessions])
@@ -103,6 +106,13 @@ def build_trace(cycle: RecordingCycle, window: ProcessWindow, errors: dict[str, 
         builder.set_metadata("plugin_load_errors", {origin: reason for origin, reason in load_failures})
     if cycle.not_collected:
         builder.set_metadata("activities_not_collected", dict(cycle.not_collected))
+    if cycle.recording_stopped is not None:  # the recording cap (host/budget.py): said in the trace and once here
+        builder.set_metadata("recording_stopped", cycle.recording_stopped)
+        diagnostics.warn_once(log, ("recording-stopped", cycle.recording_stopped["reason"]),
+                              "xpuprof: host recording stopped before the end of the window: %s; %d range(s) not "
+                              "recorded after that (the trace's recording_stopped says when; %s sets the cap)",
+                              cycle.recording_stopped["reason"], cycle.recording_stopped["ranges_not_recorded"],
+                              cycle.recording_stopped["setting"])
     if config.group_trace_id:
         builder.set_metadata("group_trace_id", config.group_trace_id)
     errors = {k: list(dict.fromkeys(v)) for k, v in errors.items() if v}
@@ -219,7 +229,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
                                dur=rec_arr[sel, 1] - t0_args, pid=pid, tid=rec_arr[sel, 2],
                                cat=ActivityType.USER_ANNOTATION, external_id=rec_arr[sel, 3], row_args=row_args)
         tid_arr = rec_arr[:, 2]
-        tids.update(np.unique(tid_arr).tolist())
+        tids.update(distinct(tid_arr).tolist())
     tids |= _add_range_lifetimes(cycle, builder, name_table)
     if len(rec.instants) and ActivityType.CPU_INSTANT_EVENT in cycle.config.activities:
         inst = recorder.log_array(rec.instants)  # t, tid, name, args, scope (HostRecorder.INSTANT_FIELDS)
@@ -235,7 +245,7 @@ def _add_host_events(cycle: RecordingCycle, builder: TraceBuilder, paused: tuple
         builder.add_instants(name_ids=name_table[inst[:, 2]], ts=inst[:, 0] + MONOTONIC_TO_EPOCH_NS, pid=pid,
                              tid=inst[:, 1].copy(), cat=ActivityType.CPU_INSTANT_EVENT, scope=inst[:, 4],
                              row_args=row_args)
-        tids.update(np.unique(inst[:, 1]).tolist())
+        tids.update(distinct(inst[:, 1]).tolist())
     if bad:
         builder.set_metadata("invalid_args", bad)
         log.warning("xpuprof: %d record_function/instant args could not be written as JSON; each range is kept "
@@ -300,7 +310,7 @@ def _add_range_lifetimes(cycle: RecordingCycle, builder: TraceBuilder, name_tabl
         builder.add_slices(names=None, name_ids=name_table[trunc[:, 4]], ts=trunc[:, 0] + MONOTONIC_TO_EPOCH_NS,
                            dur=trunc[:, 1] - trunc[:, 0], pid=builder.pid, tid=trunc[:, 2].copy(),
                            cat=ActivityType.USER_ANNOTATION, external_id=trunc[:, 3].copy(), row_args=marked)
-        tids.update(np.unique(trunc[:, 2]).tolist())
+        tids.update(distinct(trunc[:, 2]).tolist())
     if len(trunc):
         builder.set_metadata("truncated_ranges", {
             "count": int(len(trunc)), "note": "ranges still open when recording stopped: each ends at the window's "
@@ -323,12 +333,13 @@ def _truncated_args(own: bytes | None) -> bytes:
     return b'{"truncated":true,' + own[1:]
 
 
-def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int]) -> None:
+def _add_rows(cycle: RecordingCycle, builder: TraceBuilder, tids: set[int], process_name: str | None = None) -> None:
     pid = builder.pid
     argv0 = sys.argv[0] if sys.argv else ""
+    if process_name is None:
+        process_name = Path(argv0).name if argv0 not in ("", "-", "-c") else "python"
     # Kineto's main CPU process rows: name = basename of argv[0], label "CPU", sort index = pid.
-    builder.set_process_name(pid, Path(argv0).name if argv0 not in ("", "-", "-c") else "python", label="CPU",
-                             sort_index=pid)
+    builder.set_process_name(pid, process_name, label="CPU", sort_index=pid)
     recorded = cycle.recorder.thread_names if cycle.recorder is not None else {}
     for tid, name in recorder.thread_names_for(sorted(tids), recorded).items():
         builder.set_thread_name(pid, tid, f"thread {tid} ({name})", sort_index=tid)

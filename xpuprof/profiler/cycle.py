@@ -45,6 +45,7 @@ class RecordingCycle:
         self.not_collected: dict[str, str] = {}  # asked-for activities no backend in use records: why
         self.truncated_ranges = 0  # ranges still open at stop, closed at its end (HostRecorder.truncated)
         self.lifetimes: dict[str, int] = {}  # HostRecorder.lifetimes() at stop
+        self.recording_stopped: dict | None = None  # HostRecorder.recording_state() at stop: the cap was reached
 
     @property
     def recording(self) -> bool:
@@ -174,6 +175,8 @@ class RecordingCycle:
             self.torch_ops = None
         if recorder.active_recorder() is self.recorder:
             recorder.install(None)
+        if self.recorder is not None:
+            self.recorder.discard_spill()
         for _, session in self.sessions:
             try:
                 session.stop()
@@ -196,6 +199,7 @@ class RecordingCycle:
         if rec is not None:  # while it is installed: ranges still open end here, never dropped
             self.truncated_ranges = rec.close_open_ranges(time.monotonic_ns())
             self.lifetimes = rec.lifetimes()
+            self.recording_stopped = rec.recording_state()
         recorder.install(None)
         if self.collectors is not None:
             self.collectors.stop()  # its last sample lies inside the window
@@ -263,7 +267,9 @@ class RecordingCycle:
         return tuple((s, e if e is not None else end_ns) for s, e in self.paused.get(name, ()))
 
     def clear(self) -> None:
-        """Drop the stopped sources (their records are in the trace now)."""
+        """Drop the stopped sources (their records are in the trace now, so their crash-safe copy goes)."""
+        if self.recorder is not None:
+            self.recorder.discard_spill()
         self.collectors = None
         self.recorder = None
         self.pytracer = None

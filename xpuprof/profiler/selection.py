@@ -11,7 +11,7 @@ import logging
 from .. import diagnostics
 from ..activity import DEVICE_GROUP, ActivityType, default_activity_types, parse_activity_types
 from ..backends import registry
-from ..backends.base import Backend, BackendError
+from ..backends.base import Backend, BackendError, ProbeResult
 from ..config.options import ProfilerConfig
 
 log = logging.getLogger("xpuprof")
@@ -56,41 +56,57 @@ def parse_activities(activities) -> frozenset[ActivityType]:
 
 
 # ----------------------------------------------------------------------------- backend selection
-def select_backends(config: ProfilerConfig) -> list[Backend]:
-    """Instantiate the backends this run uses. Named backends must be available (or it raises)."""
+def select_backends(config: ProfilerConfig, probes: dict[str, ProbeResult] | None = None) -> list[Backend]:
+    """Instantiate the backends this run uses. Named backends must be available (or it raises).
+
+    The candidates are probed all at once (``registry.probe_many``): starting a profile waits for the
+    slowest probe, once per process. ``probes``, when given, receives each probe's result, so that
+    ``explain_host_only`` says why without asking again."""
     disabled = set(registry.disabled_backends(config))  # config key + XPUPROF_DISABLE_BACKENDS + Kineto alias
     device_types = config.activities - HOST_ACTIVITIES
-    chosen: list[Backend] = []
     if config.backends is not None:
+        named: dict[str, type[Backend]] = {}
         for name in config.backends:
             if name in disabled:
                 raise BackendError(f"backend {name!r} is both requested and in disabled_backends")
-            cls = registry.get_backend_class(name, config)  # unknown name -> ValueError listing the known ones
-            probe = cls.probe()
+            named[name] = registry.get_backend_class(name, config)  # unknown name -> ValueError listing the known ones
+        results = registry.probe_many(named)
+        for name, probe in results.items():
+            if isinstance(probe, Exception):
+                raise probe
             if not probe.available:
                 raise BackendError(f"backend {name!r} is not available here: {probe.reason}")
-            chosen.append(cls())
-        return chosen
+        return [cls() for cls in named.values()]
     if not device_types:
-        return chosen  # host-only run: nothing to probe
+        return []  # host-only run: nothing to probe
+    candidates: dict[str, type[Backend]] = {}
     for name in registry.backend_names(config):  # loads config.plugin_paths plugins on first use
         if name in registry.EXPLICIT_ONLY or name in disabled:
             continue
         try:
             cls = registry.get_backend_class(name)
-            if not (cls.supported_activities() & device_types):
-                continue
-            probe = cls.probe()
+            if cls.supported_activities() & device_types:
+                candidates[name] = cls
         except Exception as exc:  # a broken backend must not stop the others
-            # a broken backend is reported once per process, not per run
-            diagnostics.warn_once(log, ("backend-probe-failed", name),
-                                  "xpuprof: backend %s could not be probed: %s: %s", name, type(exc).__name__, exc)
+            _probe_failed(name, exc)
+    chosen: list[Backend] = []
+    for name, probe in registry.probe_many(candidates).items():
+        if isinstance(probe, Exception):
+            _probe_failed(name, probe)
             continue
+        if probes is not None:
+            probes[name] = probe
         if probe.available:
-            chosen.append(cls())
+            chosen.append(candidates[name]())
         else:
             log.debug("backend %s not used: %s", name, probe.reason)
     return chosen
+
+
+def _probe_failed(name: str, exc: Exception) -> None:
+    # a broken backend is reported once per process, not per run
+    diagnostics.warn_once(log, ("backend-probe-failed", name),
+                          "xpuprof: backend %s could not be probed: %s: %s", name, type(exc).__name__, exc)
 
 
 def _plugin_failed(name: str) -> bool:
@@ -154,24 +170,34 @@ def _unknown_in_catalogs(metrics) -> str:
             "(names are case-sensitive):\n" + "\n".join(lines) + "\n")
 
 
-def _unavailable_reasons(config: ProfilerConfig) -> list[tuple[str, str]]:
+def _unavailable_reasons(config: ProfilerConfig, probes: dict[str, ProbeResult] | None = None) -> list[tuple[str, str]]:
     """(backend, probe reason or the switch that disabled it) for every auto-selectable backend that is not
-    available (probes are cached)."""
+    available. ``probes``: results already known (``select_backends``); the others are probed at once."""
     disabled = registry.disabled_backends(config)
-    out = []
-    for name in registry.backend_names(config):
-        if name in registry.EXPLICIT_ONLY:
-            continue
-        if name in disabled:  # switched off is a reason too: all off must not read as "nothing is wrong"
-            out.append((name, disabled[name]))
+    known = dict(probes or {})
+    names = [n for n in registry.backend_names(config) if n not in registry.EXPLICIT_ONLY]
+    failed: dict[str, str] = {}
+    missing: dict[str, type[Backend]] = {}
+    for name in names:
+        if name in disabled or name in known:
             continue
         try:
-            probe = registry.get_backend_class(name).probe()
+            missing[name] = registry.get_backend_class(name)
         except Exception as exc:  # reported by select_backends already
-            out.append((name, f"probe failed: {exc}"))
-            continue
-        if not probe.available:
-            out.append((name, probe.reason))
+            failed[name] = f"probe failed: {exc}"
+    for name, probe in registry.probe_many(missing).items():
+        if isinstance(probe, Exception):
+            failed[name] = f"probe failed: {probe}"
+        else:
+            known[name] = probe
+    out = []
+    for name in names:
+        if name in disabled:  # switched off is a reason too: all off must not read as "nothing is wrong"
+            out.append((name, disabled[name]))
+        elif name in failed:
+            out.append((name, failed[name]))
+        elif not known[name].available:
+            out.append((name, known[name].reason))
     return out
 
 
@@ -257,14 +283,16 @@ def plugin_errors(config: ProfilerConfig, active: set[str]) -> dict[str, list[st
     return out
 
 
-def explain_host_only(config: ProfilerConfig, backends: list[Backend]) -> dict[str, str]:
+def explain_host_only(config: ProfilerConfig, backends: list[Backend],
+                      probes: dict[str, ProbeResult] | None = None) -> dict[str, str]:
     """Device activities were asked for (no backend named) and no backend can run: warn once per
-    process with each probe's reason; the trace's metadata carries them too (never silent)."""
+    process with each probe's reason; the trace's metadata carries them too (never silent).
+    ``probes``: the results ``select_backends`` already has."""
     if backends or config.backends is not None:
         return {}
     if not config.activities & (_DEVICE_ACTIVITIES - METRIC_ACTIVITIES - {ActivityType.GPU_USER_ANNOTATION}):
         return {}
-    reasons = dict(_unavailable_reasons(config))
+    reasons = dict(_unavailable_reasons(config, probes))
     if not reasons:
         return {}
     explicit = config.activities != default_activity_types()  # the defaults alone do not warn

@@ -8,7 +8,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from .result import FORMATS, AnalysisResult
+from .result import FORMATS, AnalysisError, AnalysisResult
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,7 @@ class Analysis:
 
     def run(self, engine, **options) -> AnalysisResult:
         module, function = self.entry.split(":")
-        got = getattr(importlib.import_module(f".{module}", __name__), function)(engine, **options)
-        return got[0] if isinstance(got, tuple) else got
+        return getattr(importlib.import_module(f".{module}", __name__), function)(engine, **options)
 
 
 _STEP = frozenset({"include_last_step"})
@@ -46,13 +45,10 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              "per rank: CPU-to-GPU launch delays (--events: one row per launch)"),
     Analysis("memory-bw", "get_memory_bw_summary", "streams:run_memory_bw", _STEP,
              "per rank and copy kind: memory bandwidth statistics"),
-    Analysis("stragglers", "", "stragglers:run", frozenset({"threshold_pct", "z"}),
-             "per rank: step time and start lag; outlier ranks"),
+    Analysis("stragglers", "", "stragglers:run", _STEP | {"threshold_pct", "min_us"},
+             "per rank: what it waits in collectives against the others, step time and start lag; the ranks "
+             "the others wait for, and in which steps"),
 )}
-
-
-class AnalysisError(ValueError):
-    """An unknown analysis or an option it does not take."""
 
 
 def run_analysis(name: str, engine, **options: Any) -> AnalysisResult:

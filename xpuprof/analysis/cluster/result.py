@@ -11,6 +11,10 @@ from typing import Any
 FORMATS = ("table", "csv", "json", "html")
 
 
+class AnalysisError(ValueError):
+    """An unknown analysis or an option it does not take."""
+
+
 @dataclass
 class AnalysisResult:
     analysis: str
@@ -21,6 +25,8 @@ class AnalysisResult:
     nodes: list[str] = field(default_factory=list)  # where each task ran (a node id per task)
     title: str = ""
     units: dict[str, str] = field(default_factory=dict)  # column -> unit, for columns whose name does not say it
+    # finer-grained rows the HTML view draws (stragglers: one per rank and step); not in table/CSV/JSON
+    details: list[dict[str, Any]] = field(default_factory=list)
 
     def render(self, fmt: str, width: int | None = 200) -> str:
         if fmt == "json":
@@ -43,32 +49,39 @@ class AnalysisResult:
         is Total, ``mean_us`` Avg), each column in one format with its unit (CSV and JSON keep HTA's names)."""
         from ..text import render_table
 
-        columns, cells = self.presented()
+        shown = [c for c in self.columns if c not in _SENTENCES]
+        columns, cells = self.presented(shown)
         # the cells carry their units: a title's "(µs)" is the unit of the CSV and JSON columns only
         title = (self.title or self.analysis).replace(" (µs)", "")
+        # sentences read as lines under the table, each after what its row is (rank 1: ...)
+        said = [f"{_row_name(r, shown)}: {r[c]}" for c in self.columns if c in _SENTENCES for r in self.rows if r.get(c)]
         return render_table(columns, cells, title=title, width=width,
-                            notes=[f"note: {n}" for n in self.notes])
+                            notes=said + [f"note: {n}" for n in self.notes])
 
-    def presented(self):
-        """(text columns, cell text per row): the labels and formats people read (``table_text``, HTML)."""
+    def presented(self, shown: list[str] | None = None):
+        """(text columns, cell text per row) of ``shown`` (default: every column): the labels and formats people
+        read (``table_text``, HTML)."""
         from ..text import Column
 
-        shows = [_presentation(c, self.units.get(c), [r.get(c) for r in self.rows]) for c in self.columns]
+        shown = self.columns if shown is None else shown
+        shows = [_presentation(c, self.units.get(c), [r.get(c) for r in self.rows]) for c in shown]
         # names wrap; the columns that say what a row is stay; of the numbers the first two stay and the
         # rest are left out from the right on a narrow terminal (the table says which)
         columns, numbers = [], 0
-        for i, (c, (label, kind, _)) in enumerate(zip(self.columns, shows)):
+        for i, (c, (label, kind, _)) in enumerate(zip(shown, shows)):
             keep = c in _IDENTIFIERS or (kind == "number" and numbers < 2)
             numbers += kind == "number"
             columns.append(Column(label, "left" if kind == "text" else "right", wrap=c == "name", min_width=16,
                                   optional=0 if keep else i + 1))
-        cells = [[fmt(r.get(c)) for c, (_, _, fmt) in zip(self.columns, shows)] for r in self.rows]
+        cells = [[fmt(r.get(c)) for c, (_, _, fmt) in zip(shown, shows)] for r in self.rows]
         return columns, cells
 
     def html_table(self, table_id: str = "") -> str:
         columns, cells = self.presented()
         head = "".join(f"<th>{html.escape(c.header)}</th>" for c in columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in cells)
+        left = [' class="text"' if c.align == "left" else "" for c in columns]
+        body = "".join("<tr>" + "".join(f"<td{a}>{html.escape(v)}</td>" for a, v in zip(left, row)) + "</tr>"
+                       for row in cells)
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         return f"<table{ident}><tr>{head}</tr>{body}</table>"
 
@@ -78,8 +91,19 @@ class AnalysisResult:
         return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>{title}</title><style>body{{font-family:system-ui,sans-serif;margin:24px}}"
                 "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-                "text-align:right}th{background:#f3f3f3}.meta{color:#666;font-size:12px}</style></head><body>"
-                f"<h1>{title}</h1>{notes}{self.html_table(self.analysis)}</body></html>")
+                "text-align:right}th{background:#f3f3f3}td.text{text-align:left;max-width:460px}"
+                ".meta{color:#666;font-size:12px}"
+                ".chart text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px;fill:#333}"
+                ".chart .axis{fill:#666}</style></head><body>"
+                f"<h1>{title}</h1>{notes}{self.html_figure()}{self.html_table(self.analysis)}</body></html>")
+
+    def html_figure(self) -> str:
+        """The analysis's picture above its table, for those that have one."""
+        if self.analysis == "stragglers":
+            from .straggler_html import figure
+
+            return figure(self.rows, self.details)
+        return ""
 
 
 def ranks_text(ranks: list[int], limit: int = 20) -> str:
@@ -95,7 +119,10 @@ def _json_value(v):
 
 
 def _text(v) -> str:
-    """For reading: whole numbers whole, others to 6 significant digits (CSV and JSON keep every digit)."""
+    """For reading: whole numbers whole, others to 6 significant digits (CSV and JSON keep every digit); a list
+    in brackets, an empty one as nothing."""
+    if isinstance(v, (list, tuple)):
+        return str(list(v)) if v else ""
     if isinstance(v, float):
         if not math.isfinite(v):
             return "" if math.isnan(v) else str(v)
@@ -104,6 +131,12 @@ def _text(v) -> str:
 
 
 _IDENTIFIERS = frozenset({"rank", "stream", "name", "kernel_type", "idle_category"})
+_SENTENCES = frozenset({"explanation"})  # a sentence per row: lines under the text table, a column elsewhere
+
+
+def _row_name(row: dict, columns: list[str]) -> str:
+    """What a row is, in words: its identifying columns ("rank 1", "rank 0 stream 7")."""
+    return " ".join(f"{c.replace('_', ' ')} {row.get(c)}" for c in columns if c in _IDENTIFIERS) or "row"
 # HTA's column words -> the label set of analysis.tables
 _WORDS = {"calls": "Calls", "sum": "Total", "mean": "Avg", "min": "Min", "max": "Max", "std": "Std",
           "count": "Samples", "rank": "Rank", "stream": "Stream", "steps": "Steps", "launches": "Launches",

@@ -35,8 +35,8 @@ def open_engine(inputs, kind: str = "duckdb", **options) -> Engine:
 
     if kind not in ENGINES:
         raise EngineError(f"unknown engine {kind!r}; valid: {', '.join(ENGINES)}")
-    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs if isinstance(inputs, (list, tuple)) else []
-    store = not paths or any(is_store(p) for p in paths)
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs if isinstance(inputs, (list, tuple)) else None
+    store = paths is None or any(is_store(p) for p in paths)  # None: an opened Store or a source
     needs = (("pyarrow",) if store else ()) + (("ray",) if kind == "ray" else ())
     for package in needs:  # before reading anything
         try:

@@ -18,23 +18,11 @@ from ..common import SessionDrops
 from ..dependencies import DependencyResolver
 from . import records
 from .emit import VENDOR, CudaEmitter, DecodeOptions
+from .kinds import KINDS_FOR, SUPPORTED  # noqa: F401 (SUPPORTED: read from here too)
 
 BUFFER_BYTES = 8 * 1024 * 1024
 SUBSCRIBER_NAME = "xpuprof"
 
-# Which CUPTI activity kinds each xpuprof activity type needs.
-KINDS_FOR: dict[ActivityType, tuple[int, ...]] = {
-    ActivityType.CONCURRENT_KERNEL: (records.KIND_CONCURRENT_KERNEL,),
-    ActivityType.GPU_MEMCPY: (records.KIND_MEMCPY, records.KIND_MEMCPY2),  # MEMCPY2: peer-to-peer (Kineto enables it)
-    ActivityType.GPU_MEMSET: (records.KIND_MEMSET,),
-    ActivityType.RUNTIME: (records.KIND_RUNTIME,),
-    ActivityType.DRIVER: (records.KIND_DRIVER,),
-    ActivityType.CUDA_SYNC: (records.KIND_SYNCHRONIZATION, records.KIND_CUDA_EVENT),
-    ActivityType.CUDA_EVENT: (records.KIND_CUDA_EVENT,),
-    ActivityType.EXTERNAL_CORRELATION: (records.KIND_EXTERNAL_CORRELATION,),
-    ActivityType.OVERHEAD: (records.KIND_OVERHEAD,),
-}
-SUPPORTED = frozenset(KINDS_FOR) | {ActivityType.GPU_PM_COUNTER}
 # Kinds whose absence must not cost the whole session: a CUPTI/platform that refuses peer-to-peer
 # copy records still records everything else, and the trace says P2P copies are missing.
 OPTIONAL_KINDS = {records.KIND_MEMCPY2: "peer-to-peer copies (CUPTI_ACTIVITY_KIND_MEMCPY2)"}

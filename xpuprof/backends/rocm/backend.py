@@ -6,12 +6,38 @@ from a ROCm install and must be configured before HIP initializes.
 """
 from __future__ import annotations
 
+import os
+
 from ...activity import ActivityType
+from .. import system_facts
 from ..base import Backend, BackendError, ProbeResult, Session
 from ...vendors import rocprofiler as rocprof
 
+LIBRARY_ENV = "ROCPROFILER_SDK_LIBRARY"  # an explicit library path (vendors.rocprofiler.library_candidates)
+# The kernel fusion driver's node every HSA runtime opens (/dev/dxg under WSL2).
+DEVICE_NODES = ("/dev/kfd", system_facts.WSL_GPU_NODE)
+
 SUPPORTED = frozenset({ActivityType.CONCURRENT_KERNEL, ActivityType.GPU_MEMCPY, ActivityType.RUNTIME,
                        ActivityType.EXTERNAL_CORRELATION, ActivityType.CUDA_SYNC})
+
+
+def ruled_out() -> ProbeResult | None:
+    """The probe's answer from files alone (None: load the library to check): no rocprofiler-sdk on any
+    path, or no AMD GPU device node. An explicit library (ROCPROFILER_SDK_LIBRARY) is always loaded, and its
+    own error said; ``ctypes.util.find_library`` (ldconfig, gcc, ld: 30 ms and more) is not needed here."""
+    if system_facts.full_probe_forced() or os.environ.get(LIBRARY_ENV):
+        return None
+    dirs = [os.path.join(os.environ[env], "lib") for env in ("ROCM_PATH", "ROCM_HOME") if os.environ.get(env)]
+    if system_facts.find_library([rocprof.LIBRARY], extra_dirs=[*dirs, "/opt/rocm/lib"]) is None:
+        return ProbeResult.unavailable(
+            f"rocprofiler-sdk not found: no {rocprof.LIBRARY} in $ROCM_PATH/lib or /opt/rocm/lib. "
+            f"{system_facts.WHERE_LIBRARIES_ARE_LOOKED_FOR}. Install ROCm's rocprofiler-sdk or set ROCM_PATH / "
+            f"{LIBRARY_ENV}", stage="no_library", decided="in-process")
+    if not system_facts.device_nodes(DEVICE_NODES):
+        return ProbeResult.unavailable(
+            "no AMD GPU visible: no /dev/kfd (or /dev/dxg under WSL2) on this machine (inside a container, pass "
+            "--device /dev/kfd --device /dev/dri)", stage="no_device_node", decided="in-process")
+    return None
 
 
 class RocmBackend(Backend):
@@ -21,6 +47,9 @@ class RocmBackend(Backend):
 
     @classmethod
     def probe(cls) -> ProbeResult:
+        early = ruled_out()
+        if early is not None:
+            return early
         # Loading the library runs no HIP/HSA code, so it is safe in-process.
         try:
             lib = rocprof.load_library()

@@ -46,24 +46,11 @@ from .context import ApiNameCache, RecordContext, StringCache
 from .emit import VENDOR, KernelTable, write_records
 from .kernel_resources import ResourcesPart
 from .stall_session import StallPart
+from .views import SUPPORTED_TYPES, VIEWS_BY_TYPE  # noqa: F401 (SUPPORTED_TYPES: read from here too)
 
 log = logging.getLogger("xpuprof")
 _PROCESS_LOADER = object()  # read kernel resources through the process's Level Zero loader
 
-# Activity type -> the PTI views that produce it (Kineto's XpuptiActivityApi table).
-VIEWS_BY_TYPE: dict[ActivityType, tuple[pti.ViewKind, ...]] = {
-    ActivityType.GPU_MEMCPY: (pti.ViewKind.DEVICE_GPU_MEM_COPY, pti.ViewKind.DEVICE_GPU_MEM_COPY_P2P),
-    ActivityType.GPU_MEMSET: (pti.ViewKind.DEVICE_GPU_MEM_FILL,),
-    ActivityType.CONCURRENT_KERNEL: (pti.ViewKind.DEVICE_GPU_KERNEL,),
-    ActivityType.EXTERNAL_CORRELATION: (pti.ViewKind.EXTERNAL_CORRELATION,),
-    ActivityType.RUNTIME: (pti.ViewKind.RUNTIME_API,),
-    ActivityType.DRIVER: (pti.ViewKind.DRIVER_API,),
-    ActivityType.OVERHEAD: (pti.ViewKind.COLLECTION_OVERHEAD,),
-    ActivityType.XPU_SYNC: (pti.ViewKind.DEVICE_SYNCHRONIZATION,),
-    ActivityType.CUDA_SYNC: (pti.ViewKind.DEVICE_SYNCHRONIZATION,),  # the generic "sync" selection
-    ActivityType.COLLECTIVE_COMM: (pti.ViewKind.COMMUNICATION,),
-}
-SUPPORTED_TYPES = frozenset(VIEWS_BY_TYPE) | {ActivityType.XPU_SCOPE_PROFILER}
 _LINKABLE = frozenset(VIEWS_BY_TYPE) - {ActivityType.EXTERNAL_CORRELATION, ActivityType.OVERHEAD}
 
 

@@ -1,19 +1,27 @@
 """Can the XPU backend run here? Each failure gives its own specific reason.
 
-Order of checks: the ``intel-pti`` wheel (in this process: just a file lookup), then in a child
-process with PTI's LD_LIBRARY_PATH: a Level Zero loader, one new enough for PTI (``zesInit``),
-a driver (``zeInit``; with a loader but no driver PTI *aborts* the process), a GPU device, and
-finally PTI's core library itself. The parent never loads PTI for this.
+Order of checks: in this process, from files alone (``backends.system_facts``, nothing loaded): the
+``intel-pti`` wheel, a Level Zero loader the child's dynamic linker could find, and a device node an
+Intel GPU driver could open (``/dev/dri/renderD*``; ``/dev/dxg`` under WSL2) unless Level Zero is told to
+use its null or an alternate driver. Then in a child process with PTI's LD_LIBRARY_PATH: the loader, one
+new enough for PTI (``zesInit``), a driver (``zeInit``; with a loader but no driver PTI *aborts* the
+process), a GPU device, and finally PTI's core library itself. The parent never loads PTI for this.
+An explicit PTI library or loader path, or ``XPUPROF_FULL_PROBE=1``, always gets the child's checks.
 """
 from __future__ import annotations
 
 import os
 
+from .. import system_facts
 from ..base import ProbeResult
 from ..probe import run_probe
 from ...vendors import levelzero, pti
 
 STAGE_OK = "ok"
+LOADER_NAMES = ("libze_loader.so.1", "libze_loader.so")
+GPU_NODES = ("/dev/dri/renderD*", system_facts.WSL_GPU_NODE)
+# Level Zero driver choices that need no GPU device node (the null driver of the test tier, a named driver).
+NODELESS_DRIVER_ENV = ("ZE_ENABLE_NULL_DRIVER", "ZE_ENABLE_ALT_DRIVERS")
 NULL_DEVICE_NAME = levelzero.NULL_DEVICE_NAME  # what Level Zero's null driver (ZE_ENABLE_NULL_DRIVER=1) reports
 
 
@@ -92,12 +100,33 @@ def _explain_crash(returncode: int, stderr: str) -> str:
     return f"the XPU probe process died (status {returncode})"
 
 
+def ruled_out(env: dict) -> ProbeResult | None:
+    """The XPU probe's answer when files alone show it cannot succeed (None: the child must check)."""
+    if system_facts.full_probe_forced(env) or env.get(pti.PTI_LIBRARY_ENV) or env.get(levelzero.LOADER_ENV):
+        return None
+    if system_facts.find_library(LOADER_NAMES, env) is None:
+        return ProbeResult.unavailable(
+            "no Level Zero loader (libze_loader.so.1) found; install the Intel GPU runtime (Level Zero loader and "
+            f"intel-level-zero-gpu driver). {system_facts.WHERE_LIBRARIES_ARE_LOOKED_FOR}",
+            stage="no_loader", decided="in-process", searched=system_facts.library_search_dirs(env))
+    if not any(env.get(k) for k in NODELESS_DRIVER_ENV) and not system_facts.device_nodes(GPU_NODES):
+        return ProbeResult.unavailable(
+            "no Intel GPU device node (/dev/dri/renderD*, or /dev/dxg under WSL2) on this machine, so no Level "
+            "Zero GPU driver can open a device (inside a container, pass the GPU in with --device /dev/dri)",
+            stage="no_device_node", decided="in-process")
+    return None
+
+
 def probe(timeout: float = 60.0) -> ProbeResult:
     try:
         path = pti.find_pti_library()
     except pti.PtiNotFound as exc:
         return ProbeResult.unavailable(str(exc), stage="no_pti")
     env = pti.environment_with_library_path(path)
+    early = ruled_out(env)
+    if early is not None:
+        early.details.setdefault("pti_library", str(path))
+        return early
     res = run_probe(__name__, "probe_child", [str(path)], name="XPU (Intel PTI)", env=env, timeout=timeout,
                     on_crash=_explain_crash)
     details = dict(res.details)

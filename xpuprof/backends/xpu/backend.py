@@ -1,4 +1,8 @@
-"""XpuBackend: Intel GPUs through Intel PTI (``intel-pti``) and Level Zero."""
+"""XpuBackend: Intel GPUs through Intel PTI (``intel-pti``) and Level Zero.
+
+Choosing backends imports this module, probes and asks ``supported_activities`` on every machine, with an
+Intel GPU or not: so it imports only the probe (``availability``) and the activity table (``views``); the
+session's modules (record decoding, emit, stall sampling) load in ``configure``."""
 from __future__ import annotations
 
 import os
@@ -9,8 +13,7 @@ from ...activity import ActivityType
 from ..base import Backend, BackendError, ProbeResult, Session
 from ...vendors import pti
 from . import availability
-from .activity_api import SUPPORTED_TYPES, XpuptiActivityApi
-from .stall_session import prepare_metrics_env, wants_stall_sampling
+from .views import SUPPORTED_TYPES
 
 
 class XpuBackend(Backend):
@@ -36,6 +39,9 @@ class XpuBackend(Backend):
         selected = frozenset(activity_types) & SUPPORTED_TYPES
         if not selected:
             return None
+        from .activity_api import XpuptiActivityApi
+        from .stall_session import prepare_metrics_env, wants_stall_sampling
+
         if ActivityType.XPU_SCOPE_PROFILER in selected:
             from ...config.options import ExperimentalConfig
             from .metrics_scope import check_scope_request, ensure_metrics_env

@@ -6,7 +6,9 @@ holding a store manifest as a trace store. Any other directory stands for the tr
 recursively: its regular files named ``*.json`` or ``*.json.gz``, in sorted order. Not taken, and said in
 one line per directory (``Inputs.notes``): hidden entries (a writer's private ``.rank=N.tmp``, editor
 files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
-followed), and files of other names or kinds. A directory with no trace file is an error naming it.
+followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
+(``COMPANIONS``: ``xpuprof run``'s ``summary.jsonl``) is passed over without a line: it is expected there.
+A directory with no trace file is an error naming it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 from ..store_schema import MANIFEST
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
 
 
@@ -116,7 +119,7 @@ def _walk(top: Path) -> tuple[list[Path], str]:
                 skip("not a regular file", path)
             elif is_trace_name(e.name):
                 found.append(path)
-            else:
+            elif e.name not in COMPANIONS:
                 skip("not *.json or *.json.gz", path)
         stack.extend(reversed(subdirs))
     found.sort()
@@ -145,13 +148,17 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
     every slice, of none, or of those whose name satisfies a function), ``counters`` (every counter, or those
     whose category satisfies a function), ``columns`` (a store's columns per table). ``say``: where the lines on skipped entries go (``say_skipped``)."""
     from ..table.model import TraceTable
-    from .kineto import read_trace
-    from .store_table import read_store
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
-    tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
-              for i, p in enumerate(got.traces)]
+    tables = []
+    if got.traces:  # the JSON reader only for JSON files: a store's report imports none
+        from .kineto import read_trace
+
+        tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
+                  for i, p in enumerate(got.traces)]
+    if got.stores:
+        from .store_table import read_store
     for s in got.stores:
         kw = {} if kinds is None else {"kinds": kinds}
         tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))

@@ -249,6 +249,9 @@ def _event_bodies(table: TraceTable, columnar: bool,
             continue  # the spans and the closing instant: written from the builder below, as Kineto orders them
         b = seg.batch
         if seg.kind == "instants":  # chunked, args spliced as encoded: memory bounded by a chunk, not the batch
+            if fast is not None and fast.can_write(b):
+                yield from fast.instants(b, None)
+                continue
             for sel in _chunks(len(b), GENERIC_CHUNK_EVENTS):
                 yield encode_events(generic_instant_events(b, strings, vendor_categories, _fragments, sel, raw_args=True))
             continue

@@ -14,9 +14,10 @@ from typing import Iterator
 import numpy as np
 
 from ...clock import BASE_TIME_NS
-from ..builder.columns import CounterBatch, FlowBatch, SliceBatch
+from ..builder.columns import CounterBatch, FlowBatch, InstantBatch, RowArgs, SliceBatch
 from ..builder.strings import StringTable
-from ..table.rowtext import BufferPool, DeferredChunk, PooledChunk, Segments, TokenTable, add_arg, add_number
+from ..table.rowtext import (BufferPool, DeferredChunk, PooledChunk, Segments, TokenTable, add_arg, add_number,
+                             fast_arg)
 from ..table.rowtext import chunk_of as _chunk
 from ..table.rowtext import mask_of as _mask
 from ..table.rowtext import rowfmt as _rowfmt
@@ -33,8 +34,24 @@ __all__ = ["BufferPool", "CompactWriter", "DeferredChunk", "PooledChunk", "make_
 _ROW_ARGS = object()  # the entry of per-row pre-encoded args in CompactWriter.slices
 
 
+def _repeats_a_key(b: SliceBatch) -> bool:
+    """Whether any row's own args may name a key the writer also writes for it (its External id, a named
+    arg): searched in the whole blob at once (a string value that only looks like one counts too)."""
+    blob = b.row_args.blob.tobytes()
+    return any(_key(k)[:-1] in blob for k in ("External id", *b.args))
+
+
+def _whole_objects(row_args) -> tuple:
+    """Each row's encoded args object, braces included: (blob, starts, lens); lens 0 = none."""
+    if isinstance(row_args, RowArgs):
+        return row_args.blob, row_args.starts, row_args.lens
+    lens = np.fromiter(map(len, (a or b"" for a in row_args)), np.int64, len(row_args))
+    return np.frombuffer(b"".join(a for a in row_args if a), np.uint8), np.cumsum(lens) - lens, lens
+
+
 class CompactWriter(FixedWidthWriter):
-    """Compact rows rendered by ``xpuprof._native.rowfmt``; same eligibility and events.
+    """Compact rows rendered by ``xpuprof._native.rowfmt``: the fixed layout's events, and slices whose per-row
+    args are long or sit beside named args, and instants, which the fixed layout leaves to the generic path.
 
     Chunks come as ``PooledChunk``s: the consumer must ``release()`` each once written. With
     ``defer``, each comes as a ``DeferredChunk`` instead: the Python side only describes the chunk, and
@@ -45,6 +62,17 @@ class CompactWriter(FixedWidthWriter):
         super().__init__(strings, vendor_categories)
         self.pool = BufferPool()
         self.defer = defer
+
+    @staticmethod
+    def can_write(batch) -> bool:
+        """The fixed layout's batches, instants, and slices whose per-row args come as one blob (``RowArgs``:
+        torch's ops, their shapes, types and stacks compacted to orjson's form by ``host.torch_args``) of any
+        length beside named args: C copies each row's members after the named ones, as the generic path orders
+        them, unless a row repeats a named key (the generic path merges it). Per-row args as a list of texts
+        stay with the fixed layout's rule: the generic path encodes them again."""
+        if isinstance(batch, SliceBatch) and isinstance(batch.row_args, RowArgs):
+            return all(fast_arg(c) for c in batch.args.values()) and not _repeats_a_key(batch)
+        return isinstance(batch, InstantBatch) or FixedWidthWriter.can_write(batch)
 
     def _render(self, segs: _Segments, sel: slice):
         if not self.defer:
@@ -96,10 +124,12 @@ class CompactWriter(FixedWidthWriter):
         keys = {k: b"," + _key(k) for k in b.args}
         ext_col = b.external_id
         no_ext = is_constant(ext_col) and int(ext_col[0]) == 0
-        step = self._chunk_rows(COMPACT_ROW_BYTES + 16 * len(b.args))
         row_args = None
+        row_bytes = COMPACT_ROW_BYTES + 16 * len(b.args)
         if b.row_args is not None:  # each row's pre-encoded members, copied from their blob
             row_args = _row_args_blob(b.row_args)
+            row_bytes += int(row_args[2].sum()) // max(n, 1)
+        step = self._chunk_rows(row_bytes)
         for lo in range(0, n, step):
             sel = slice(lo, min(lo + step, n))
             segs = _Segments()
@@ -142,6 +172,40 @@ class CompactWriter(FixedWidthWriter):
             yield self._render(segs, sel)
 
     _arg = staticmethod(add_arg)
+
+    # ------------------------------------------------------------------ instants
+    def instants(self, b: InstantBatch, fallback: Fallback) -> Iterator:
+        """``{"ph":"i","cat":..,"s":..,"name":..,"pid":..,"tid":..,"ts":..,"args":{..}}``: the generic path's
+        keys in its order (no cat for category 0, args only for rows that have some), each row's args object
+        copied as it was encoded (torch's [memory] events, Level Zero allocations)."""
+        n = len(b)
+        cats = b.vendor_cat if self.vendor_categories else b.cat
+        cat = _TokenTable(cats, self.tokens)
+        name = _TokenTable(b.name, self.tokens)
+        scope_ids = np.searchsorted(np.array([ord("g"), ord("p"), ord("t")]), b.scope)  # g, p, t -> 0, 1, 2
+        scope_tokens = (b'"g""p""t"', np.array([0, 3, 6, 9], dtype=np.int64))
+        args = _whole_objects(b.row_args) if b.row_args is not None else None
+        step = self._chunk_rows(COMPACT_ROW_BYTES + (int(args[2].sum()) // max(n, 1) if args is not None else 0))
+        for lo in range(0, n, step):
+            sel = slice(lo, min(lo + step, n))
+            segs = _Segments()
+            segs.lit(b'{"ph":"i"')
+            has_cat = _mask(_chunk(cats, sel) != 0)
+            if has_cat is not False:
+                cat.add(segs, sel, b',"cat":', mask=has_cat)
+            segs.add(_rowfmt.TOKENS, scope_tokens[0], scope_tokens[1], _chunk(scope_ids, sel, np.int64),
+                     prefix=b',"s":')
+            name.add(segs, sel, b',"name":')
+            self._id_seg(segs, b.pid, sel, b',"pid":', tid=False)
+            self._id_seg(segs, b.tid, sel, b',"tid":', tid=True)
+            segs.add(_rowfmt.MICROS, _chunk(b.ts, sel, np.int64), prefix=b',"ts":', base=BASE_TIME_NS)
+            if args is not None:
+                has_args = _mask(args[2][sel] > 2)  # nothing, or "{}": no args key (as the generic path)
+                if has_args is not False:
+                    segs.add(_rowfmt.SPANS, args[0], args[1][sel], args[2][sel], prefix=b',"args":',
+                             mask=has_args)
+            segs.lit(b"},\n")
+            yield self._render(segs, sel)
 
     # ------------------------------------------------------------------ counters
     def counters(self, b: CounterBatch, fallback: Fallback) -> Iterator:
