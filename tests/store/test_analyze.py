@@ -116,7 +116,9 @@ def test_every_analysis_over_the_traces_equals_the_one_over_their_store(name, ht
 
     with open_engine(HTA_DATA / name) as traces, open_engine(hta_stores[name]) as store:
         for analysis in ANALYSES:
-            for options in ({}, {"include_last_step": True}) if analysis != "stragglers" else ({},):
+            if analysis == "stragglers" and name == "amd_trace":
+                continue  # its trace names no rank: stragglers leaves such a file out, said in a note
+            for options in ({}, {"include_last_step": True}):
                 a, b = run_analysis(analysis, traces, **options), run_analysis(analysis, store, **options)
                 assert (a.rows, a.notes) == (b.rows, b.notes), (name, analysis, options)
 
