@@ -74,6 +74,7 @@ def make_rank(rank: int, events: int, seed: int = 0):
 
 def make(kind: str, ranks: int, events: int, out: Path) -> None:
     """Writes ``ranks`` ranks as JSON files (``out/json``) and/or as one store (``out/store``)."""
+    from xpuprof.analysis.report_summary import write_summary
     from xpuprof.trace.write.chrome import write_chrome_trace
     from xpuprof.trace.write.parquet import write_store
 
@@ -83,7 +84,7 @@ def make(kind: str, ranks: int, events: int, out: Path) -> None:
         if kind in ("both", "json"):
             write_chrome_trace(b, out / "json" / f"w.rank{rank}.pt.trace.json")
         if kind in ("both", "store"):
-            write_store(b, out / "store")
+            write_summary(write_store(b, out / "store"))  # as profile.export_parquet and convert keep it
 
 
 # ----------------------------------------------------------------------------- measurement

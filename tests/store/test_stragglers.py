@@ -159,7 +159,9 @@ def test_hta_on_the_same_runs(gloo_runs):
         # its idxmax gives NaN and it raises TypeError), never "none", even where nobody waits for anybody
         assert isinstance(one, TypeError) or len(one) == 1, one
         if SCENARIOS[name][0] == 2:
-            assert isinstance(two, (IndexError, TypeError)), two  # 2 candidates among 2 ranks
+            # 2 candidates among 2 ranks: both ranks named, or its IndexError/TypeError (which one depends on
+            # how the gloo run's kernel durations fall against its filter)
+            assert isinstance(two, (IndexError, TypeError)) or sorted(two) == [0, 1], two
         else:
             assert isinstance(two, TypeError) or len(two) == 2, two
         with open_engine(store) as engine:

@@ -26,7 +26,7 @@
  *     args_span: int64 [n, 2]: the byte range of the event's "args" object, else (-1, -1)
  *     aux: uint8 per event: the one-character value of "s" (an instant's scope) or "bp" (a flow end's
  *          binding point), 0 when absent or longer
- *     exact: int64 [n, 2]: ts and dur in ns from the numbers' text (exact_ns)
+ *     exact: int64 [n, 2]: ts and dur in ns from the numbers' text (scan_number)
  *   state: 0 after '[', 1 after ',', 2 after an event. consumed: where the next call starts (the
  *   first incomplete event stays in the buffer). status 0: more may follow, 1: the array closed
  *   (consumed is after its ']'), -1: invalid JSON at error_at (an event whose object closes inside
@@ -98,8 +98,16 @@ typedef struct {
 } strtab;
 
 JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
+    /* eight bytes a step (names of kernels run to hundreds of bytes); the table is private to one call */
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
 
@@ -131,13 +139,30 @@ JS_FN int strtab_grow(strtab *t) {
     return 0;
 }
 
+/* Whether two byte ranges of length n are equal: short ones (most names and categories) by word loads
+ * inside both ranges, without a call. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t x0, y0, x1, y1;
+        memcpy(&x0, a, 8); memcpy(&y0, b, 8);
+        memcpy(&x1, a + n - 8, 8); memcpy(&y1, b + n - 8, 8);
+        return x0 == y0 && x1 == y1;
+    }
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 /* id of the raw string body [s, s + n), added when new; -1 on no memory */
 JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
     size_t h = hash_bytes(s, n) & t->mask;
     for (;;) {
         int32_t id = t->slots[h];
         if (id < 0) break;
-        if ((size_t)t->len[id] == n && memcmp(t->base + t->start[id], s, n) == 0) return id;
+        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n)) return id;
         h = (h + 1) & t->mask;
     }
     if (t->count == t->cap) {
@@ -160,8 +185,97 @@ JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
 }
 
 /* ------------------------------------------------------------------ JSON grammar */
-static inline void ws(parser *P) {
-    while (P->p < P->end && (*P->p == ' ' || *P->p == '\n' || *P->p == '\r' || *P->p == '\t')) P->p++;
+static inline void ws(parser *restrict P) {
+    /* every JSON whitespace byte is <= ' ', and no byte that may follow it is: one compare when there is none */
+    const unsigned char *p = P->p, *end = P->end;
+    while (p < end && *p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    P->p = p;
+}
+
+/* ------------------------------------------------------------------ SIMD: the plain run of a string body
+ * Most of a trace's bytes are string bodies (keys, names, hex handles) of plain ASCII. plain_run(p, end) is
+ * the length of the run from p of bytes that need no decision: not '"', not '\\', no control character and
+ * nothing beyond ASCII (UTF-8 is validated byte by byte after it). Three implementations, chosen once at
+ * module load by what the processor has (AVX2 32 bytes a step, SSE2 16, scalar 1); `simd(level)` pins one,
+ * so the tests run each over the same documents. Vector loads never read past `end`. */
+static size_t plain_run_scalar(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *s = p;
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+    return (size_t)(p - s);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SCAN_X86 1
+
+static size_t plain_run_sse2(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *s = p;
+    const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        /* signed compare: 0x00-0x1f and 0x80-0xff (negative as signed bytes) are both below 0x20 */
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                                    _mm_cmplt_epi8(v, space));
+        unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        if (m) return (size_t)(p - s) + (size_t)__builtin_ctz(m);
+        p += 16;
+    }
+    return (size_t)(p - s) + plain_run_scalar(p, end);
+}
+
+__attribute__((target("avx2"))) static size_t plain_run_avx2(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *s = p;
+    const __m256i quote = _mm256_set1_epi8('"'), slash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
+    while (end - p >= 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)p);
+        __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, slash)),
+                                       _mm256_cmpgt_epi8(space, v));
+        unsigned m = (unsigned)_mm256_movemask_epi8(stop);
+        if (m) return (size_t)(p - s) + (size_t)__builtin_ctz(m);
+        p += 32;
+    }
+    return (size_t)(p - s) + plain_run_sse2(p, end);
+}
+#endif
+
+enum { SIMD_SCALAR = 0, SIMD_SSE2 = 1, SIMD_AVX2 = 2 };
+static const char *const SIMD_NAMES[] = {"scalar", "sse2", "avx2"};
+static size_t (*plain_run)(const unsigned char *, const unsigned char *) = plain_run_scalar;
+static int simd_level = SIMD_SCALAR;
+
+/* The best level this processor runs (SSE2 is part of x86-64; AVX2 asked of the processor at run time). */
+static int simd_best(void) {
+#ifdef SCAN_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? SIMD_AVX2 : SIMD_SSE2;
+#else
+    return SIMD_SCALAR;
+#endif
+}
+
+/* plain_run with the first 16 bytes looked at inline (most keys and values end within them). */
+static inline size_t plain_span(const unsigned char *p, const unsigned char *end) {
+#ifdef SCAN_X86
+    if (simd_level != SIMD_SCALAR && end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+        unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        if (m) return (size_t)__builtin_ctz(m);
+        return 16 + plain_run(p + 16, end);
+    }
+#endif
+    return plain_run(p, end);
+}
+
+static void simd_use(int level) {
+    simd_level = level;
+#ifdef SCAN_X86
+    plain_run = level == SIMD_AVX2 ? plain_run_avx2 : level == SIMD_SSE2 ? plain_run_sse2 : plain_run_scalar;
+#else
+    plain_run = plain_run_scalar;
+#endif
 }
 
 static inline int hexval(unsigned char c) {
@@ -184,11 +298,13 @@ JS_FN int hex4(const unsigned char *p, const unsigned char *end) {
 }
 
 /* At '"': validates the string, leaves p after the closing quote. body/len: between the quotes. */
-JS_FN int scan_string(parser *P, const unsigned char **body, size_t *len, int *escaped) {
+JS_FN int scan_string(parser *restrict P, const unsigned char **body, size_t *len, int *escaped) {
     const unsigned char *p = P->p + 1, *end = P->end;
     *escaped = 0;
     *body = p;
-    while (p < end) {
+    for (;;) {
+        p += plain_span(p, end); /* the plain ASCII run, many bytes a step */
+        if (p >= end) return -1;
         unsigned char c = *p;
         if (c == '"') { *len = (size_t)(p - *body); P->p = p + 1; return 0; }
         if (c == '\\') {
@@ -213,8 +329,7 @@ JS_FN int scan_string(parser *P, const unsigned char **body, size_t *len, int *e
             continue;
         }
         if (c < 0x20) return -1;
-        if (c < 0x80) { p++; continue; }
-        /* UTF-8: the shortest form only, no surrogates, at most U+10FFFF */
+        /* UTF-8 (c >= 0x80 here): the shortest form only, no surrogates, at most U+10FFFF */
         int n;
         uint32_t cp;
         if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
@@ -230,38 +345,116 @@ JS_FN int scan_string(parser *P, const unsigned char **body, size_t *len, int *e
             return -1;
         p += n + 1;
     }
-    return -1;
 }
 
+#define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
+
+/* How many of the 8 bytes at p, from the first, are ASCII digits (0-8): the same test per byte, the first
+ * byte that fails found by its position (a carry out of a byte reaches only the bytes after it). */
+static inline int leading_digits(const unsigned char *p) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    int n = 0;
+    while (n < 8 && IS_DIGIT(p[n])) n++;
+    return n;
+#else
+    uint64_t v;
+    memcpy(&v, p, 8);
+    uint64_t x = ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4))
+                 ^ 0x3333333333333333ULL;
+    return x ? __builtin_ctzll(x) >> 3 : 8;
+#endif
+}
+
+/* The value of the first n (1-8) digits at p, the 8 bytes there readable. */
+static inline uint64_t parse_digits(const unsigned char *p, int n) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    uint64_t m = 0;
+    for (int i = 0; i < n; i++) m = m * 10 + (uint64_t)(p[i] - '0');
+    return m;
+#else
+    uint64_t v;
+    memcpy(&v, p, 8);
+    if (n < 8) v = (v << (8 * (8 - n))) | (0x3030303030303030ULL >> (8 * n)); /* '0's before the digits */
+    v -= 0x3030303030303030ULL;
+    v = (v * 10) + (v >> 8);
+    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)))
+         + (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+    return v;
+#endif
+}
+
+static const uint64_t POW10_U64[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* Powers of ten a double holds exactly. */
+static const double POW10_EXACT[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
+                                       1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
 /* A JSON number; kind K_INT (fits int64, no fraction/exponent) or K_DOUBLE, or 3 when it is an
- * integer beyond int64 (Python then reads the event). */
-JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv) {
+ * integer beyond int64 (Python then reads the event). A double is the one strtod gives: when its digits
+ * fit 2^53 and its decimal exponent lies within +-22, both the digits and the power of ten are exact
+ * doubles and one IEEE multiplication or division rounds their exact product or quotient correctly
+ * (Clinger's fast path: every time and interval of a trace); anything else goes to strtod.
+ * ns (when not NULL): the number as µs in int64 ns, exact from the decimal text when it has at most 3
+ * fractional digits and no exponent (a double holds 4400680850787.091 only approximately: its product by
+ * 1000 rounds to the neighbouring ns about one time in four); otherwise the double times 1000, rounded half
+ * to even; 0 when out of int64's range (the caller checks the range on the number itself). */
+JS_FN int scan_number(parser *restrict P, int *kind, int64_t *iv, double *dv, int64_t *ns) {
     const unsigned char *s = P->p, *p = P->p, *end = P->end;
-    if (p < end && *p == '-') p++;
+    int neg = 0;
+    if (p < end && *p == '-') { neg = 1; p++; }
     if (p >= end) return -1;
+    uint64_t m = 0;       /* the significant digits read so far */
+    int sig = 0, lost = 0; /* how many are in m (leading zeros not counted); digits beyond 19 */
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
-    else return -1;
-    int is_int = 1;
+    else if (*p >= '1' && *p <= '9') {
+        while (end - p >= 8 && sig <= 11) { /* up to 8 digits a step */
+            int k = leading_digits(p);
+            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; p += k; }
+            if (k < 8) break;
+        }
+        for (; p < end && IS_DIGIT(*p); p++) {
+            if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig++; }
+            else lost = 1;
+        }
+    } else return -1;
+    int is_int = 1, frac = 0;
     if (p < end && *p == '.') {
         is_int = 0;
         p++;
-        if (p >= end || *p < '0' || *p > '9') return -1;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || !IS_DIGIT(*p)) return -1;
+        while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
+            int k = leading_digits(p);
+            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
+            if (k < 8) break;
+        }
+        for (; p < end && IS_DIGIT(*p); p++) {
+            if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
+            else lost = 1;
+        }
     }
+    int64_t ex = 0;
+    int has_exp = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         is_int = 0;
+        has_exp = 1;
         p++;
-        if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') return -1;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) { eneg = *p == '-'; p++; }
+        if (p >= end || !IS_DIGIT(*p)) return -1;
+        for (; p < end && IS_DIGIT(*p); p++)
+            if (ex < 100000) ex = ex * 10 + (*p - '0');
+        if (eneg) ex = -ex;
     }
     P->p = p;
     size_t n = (size_t)(p - s);
+    if (is_int && !lost && sig <= 18) { /* below 10^18: no overflow, m is the value */
+        *iv = neg ? -(int64_t)m : (int64_t)m;
+        *kind = K_INT;
+        if (ns) *ns = *iv > INT64_MAX / 1000 || *iv < INT64_MIN / 1000 ? 0 : *iv * 1000;
+        return 0;
+    }
     if (is_int) {
-        const unsigned char *q = s;
-        int neg = *q == '-';
-        if (neg) q++;
+        const unsigned char *q = s + neg;
         uint64_t v = 0;
         for (; q < p; q++) {
             uint64_t d = (uint64_t)(*q - '0');
@@ -271,40 +464,70 @@ JS_FN int scan_number(parser *P, int *kind, int64_t *iv, double *dv) {
         if ((!neg && v > (uint64_t)INT64_MAX) || (neg && v > (uint64_t)INT64_MAX + 1)) { *kind = 3; return 0; }
         *iv = neg ? (int64_t)(0 - v) : (int64_t)v;
         *kind = K_INT;
+        if (ns) *ns = *iv > INT64_MAX / 1000 || *iv < INT64_MIN / 1000 ? 0 : *iv * 1000;
         return 0;
     }
-    char tmp[64];
-    if (n >= sizeof tmp) { *kind = 3; return 0; } /* very long literal: Python reads it */
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    *dv = strtod(tmp, NULL);
+    int64_t e10 = ex - frac;
+    if (!lost && m <= (1ULL << 53) && e10 >= -22 && e10 <= 22) {
+        double d = (double)m;
+        d = e10 < 0 ? d / POW10_EXACT[-e10] : d * POW10_EXACT[e10];
+        *dv = neg ? -d : d;
+    } else {
+        char tmp[64];
+        if (n >= sizeof tmp) { *kind = 3; return 0; } /* very long literal: Python reads it */
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        *dv = strtod(tmp, NULL);
+    }
     *kind = K_DOUBLE;
+    if (ns) {
+        /* m holds every digit when none was lost: the integer part below INT64_MAX / 1000 keeps it exact */
+        static const uint64_t SCALE[4] = {1000, 100, 10, 1};
+        /* the integer part m / 10^frac at most INT64_MAX / 1000 - 1, without a division */
+        static const uint64_t TOP[4] = {(uint64_t)(INT64_MAX / 1000) - 1, ((uint64_t)(INT64_MAX / 1000)) * 10 - 1,
+                                        ((uint64_t)(INT64_MAX / 1000)) * 100 - 1, ((uint64_t)(INT64_MAX / 1000)) * 1000 - 1};
+        if (!lost && !has_exp && frac <= 3 && m <= TOP[frac]) {
+            int64_t v = (int64_t)(m * SCALE[frac]);
+            *ns = neg ? -v : v;
+        } else {
+            double x = *dv * 1000.0;
+            *ns = x > -9.2e18 && x < 9.2e18 ? (int64_t)llrint(x) : 0;
+        }
+    }
     return 0;
 }
 
-JS_FN int skip_value(parser *P, int depth);
-
-JS_FN int skip_container(parser *P, int depth, unsigned char close) {
-    if (depth > MAX_DEPTH) return -1;
-    P->p++;
-    ws(P);
-    if (P->p < P->end && *P->p == close) { P->p++; return 0; }
-    for (;;) {
-        if (close == '}') {
-            const unsigned char *b; size_t l; int esc;
-            if (P->p >= P->end || *P->p != '"' || scan_string(P, &b, &l, &esc) < 0) return -1;
-            ws(P);
-            if (P->p >= P->end || *P->p != ':') return -1;
-            P->p++;
-            ws(P);
-        }
-        if (skip_value(P, depth + 1) < 0) return -1;
-        ws(P);
-        if (P->p >= P->end) return -1;
-        if (*P->p == ',') { P->p++; ws(P); continue; }
-        if (*P->p == close) { P->p++; return 0; }
-        return -1;
+/* A JSON number's grammar alone, for a value that is skipped (no conversion). */
+static inline const unsigned char *skip_digits(const unsigned char *p, const unsigned char *end) {
+    while (end - p >= 8) {
+        int k = leading_digits(p);
+        p += k;
+        if (k < 8) return p;
     }
+    while (p < end && IS_DIGIT(*p)) p++;
+    return p;
+}
+
+JS_FN int skip_number(parser *restrict P) {
+    const unsigned char *p = P->p, *end = P->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') p = skip_digits(p + 1, end);
+    else return -1;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !IS_DIGIT(*p)) return -1;
+        p = skip_digits(p, end);
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !IS_DIGIT(*p)) return -1;
+        while (p < end && IS_DIGIT(*p)) p++;
+    }
+    P->p = p;
+    return 0;
 }
 
 JS_FN int literal(parser *P, const char *word) {
@@ -314,139 +537,205 @@ JS_FN int literal(parser *P, const char *word) {
     return 0;
 }
 
-JS_FN int skip_value(parser *P, int depth) {
-    if (P->p >= P->end) return -1;
-    unsigned char c = *P->p;
-    if (c == '{') return skip_container(P, depth, '}');
-    if (c == '[') return skip_container(P, depth, ']');
-    if (c == '"') { const unsigned char *b; size_t l; int e; return scan_string(P, &b, &l, &e); }
-    if (c == 't') return literal(P, "true");
-    if (c == 'f') return literal(P, "false");
-    if (c == 'n') return literal(P, "null");
-    int kind; int64_t iv; double dv;
-    return scan_number(P, &kind, &iv, &dv);
-}
-
-
-/* A µs value as int64 ns: exact from the decimal text when it has at most 3 fractional digits and no
- * exponent (a double holds 4400680850787.091 only approximately: its product by 1000 rounds to the
- * neighbouring ns about one time in four); otherwise the double times 1000, rounded half to even.
- * 0 when out of int64's range (the caller checks the range on the number itself). */
-static inline int64_t exact_ns(const unsigned char *s, const unsigned char *e, int kind, int64_t iv, double dv) {
-    if (kind == K_INT) {
-        if (iv > INT64_MAX / 1000 || iv < INT64_MIN / 1000) return 0;
-        return iv * 1000;
-    }
-    int neg = s < e && *s == '-';
-    const unsigned char *p = s + neg;
-    uint64_t whole = 0;
-    for (; p < e && *p >= '0' && *p <= '9'; p++) {
-        if (whole > (UINT64_MAX - 9) / 10) goto approx;
-        whole = whole * 10 + (uint64_t)(*p - '0');
-    }
-    uint64_t frac = 0;
-    int digits = 0;
-    if (p < e && *p == '.') {
-        for (p++; p < e && *p >= '0' && *p <= '9'; p++, digits++) {
-            if (digits >= 3) goto approx;
-            frac = frac * 10 + (uint64_t)(*p - '0');
+/* Skips one JSON value (validated: strings with their escapes and UTF-8, numbers, literals, nesting), without
+ * recursion: the open containers' closing brackets on a stack. A container opened at nesting level k of this
+ * value has depth `depth` + k; deeper than MAX_DEPTH is refused. */
+JS_FN int skip_value(parser *restrict P, int depth) {
+    unsigned char stack[MAX_DEPTH + 1];
+    int top = 0;
+    const unsigned char *b; size_t l; int esc;
+    for (;;) {
+        /* a value at P->p */
+        if (P->p >= P->end) return -1;
+        unsigned char c = *P->p;
+        if (c == '{' || c == '[') {
+            if (depth + top > MAX_DEPTH) return -1;
+            stack[top++] = c == '{' ? '}' : ']';
+            P->p++;
+            ws(P);
+            if (P->p < P->end && *P->p == stack[top - 1]) { P->p++; top--; goto after_value; }
+            if (c == '[') continue;
+            goto key;
         }
-    }
-    if (p != e) goto approx; /* an exponent */
-    for (int d = digits; d < 3; d++) frac *= 10;
-    if (whole > (uint64_t)(INT64_MAX / 1000) - 1) goto approx;
-    {
-        int64_t ns = (int64_t)(whole * 1000 + frac);
-        return neg ? -ns : ns;
-    }
-approx: {
-        double x = dv * 1000.0;
-        if (!(x > -9.2e18 && x < 9.2e18)) return 0;
-        return (int64_t)llrint(x);
+        if (c == '"') { if (scan_string(P, &b, &l, &esc) < 0) return -1; }
+        else if (c == 't') { if (literal(P, "true") < 0) return -1; }
+        else if (c == 'f') { if (literal(P, "false") < 0) return -1; }
+        else if (c == 'n') { if (literal(P, "null") < 0) return -1; }
+        else if (skip_number(P) < 0) return -1;
+    after_value:
+        for (;;) {
+            if (top == 0) return 0;
+            ws(P);
+            if (P->p >= P->end) return -1;
+            if (*P->p == stack[top - 1]) { P->p++; top--; continue; }
+            if (*P->p != ',') return -1;
+            P->p++;
+            ws(P);
+            if (stack[top - 1] == ']') break; /* the next value */
+            goto key;
+        }
+        continue;
+    key: /* inside an object: a key, ':', then its value */
+        if (P->p >= P->end || *P->p != '"' || scan_string(P, &b, &l, &esc) < 0) return -1;
+        ws(P);
+        if (P->p >= P->end || *P->p != ':') return -1;
+        P->p++;
+        ws(P);
     }
 }
 
 /* ------------------------------------------------------------------ events */
+/* The columns of the events read, one array each, all grown together (an event is written in place). */
 typedef struct {
-    column ph, name, cat, kind, num, span, complex, args, aux, exact;
+    uint8_t *ph, *kind, *complex, *aux;
+    int32_t *name, *cat;
+    int64_t *num, *span, *args, *exact;
+    size_t n, cap;
     strtab strings;
-    size_t n;
+    struct { const unsigned char *b; size_t l; int32_t id; } last[2]; /* the previous event's name and cat */
 } events;
+
+/* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
+ * shares its category, often its name). */
+static inline int32_t string_id(events *E, int which, const unsigned char *b, size_t l) {
+    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l)) return E->last[which].id;
+    int32_t id = strtab_id(&E->strings, b, l);
+    E->last[which].b = b;
+    E->last[which].l = l;
+    E->last[which].id = id;
+    return id;
+}
+
+#define EVENTS_FIRST_CAP ((size_t)1 << 20) /* events; an estimate from the buffer's size below it */
+
+JS_FN int grow(void **a, size_t cap, size_t size) {
+    void *d = realloc(*a, cap * size);
+    if (!d) return -1;
+    *a = d;
+    return 0;
+}
+
+/* Room for one more event; 0, or -1 on no memory. */
+static inline int events_room(events *E) {
+    if (E->n < E->cap) return 0;
+    size_t cap = E->cap ? E->cap * 2 : E->n > 1024 ? E->n : 1024;
+    if (grow((void **)&E->ph, cap, 1) || grow((void **)&E->kind, cap, NF) || grow((void **)&E->complex, cap, 1)
+        || grow((void **)&E->aux, cap, 1) || grow((void **)&E->name, cap, 4) || grow((void **)&E->cat, cap, 4)
+        || grow((void **)&E->num, cap, 8 * NF) || grow((void **)&E->span, cap, 16) || grow((void **)&E->args, cap, 16)
+        || grow((void **)&E->exact, cap, 16))
+        return -1;
+    E->cap = cap;
+    return 0;
+}
+
+/* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
+enum { KEY_OTHER, KEY_PH, KEY_NAME, KEY_CAT, KEY_AUX, KEY_ARGS, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID };
+
+static inline int key_of(const unsigned char *b, size_t l) {
+    switch (l) {
+    case 1: return b[0] == 's' ? KEY_AUX : KEY_OTHER;
+    case 2:
+        if (b[0] == 'p' && b[1] == 'h') return KEY_PH;
+        if (b[0] == 't' && b[1] == 's') return KEY_TS;
+        if (b[0] == 'i' && b[1] == 'd') return KEY_ID;
+        if (b[0] == 'b' && b[1] == 'p') return KEY_AUX;
+        return KEY_OTHER;
+    case 3:
+        if (memcmp(b, "cat", 3) == 0) return KEY_CAT;
+        if (memcmp(b, "dur", 3) == 0) return KEY_DUR;
+        if (memcmp(b, "pid", 3) == 0) return KEY_PID;
+        if (memcmp(b, "tid", 3) == 0) return KEY_TID;
+        return KEY_OTHER;
+    case 4:
+        if (memcmp(b, "name", 4) == 0) return KEY_NAME;
+        if (memcmp(b, "args", 4) == 0) return KEY_ARGS;
+        return KEY_OTHER;
+    default: return KEY_OTHER;
+    }
+}
+
+/* At '"': a key the events' columns take, spelled plainly, read without the string scan (its letters leave
+ * no escape or other decision: the first quote after them closes it); P->p then after the closing quote.
+ * KEY_OTHER (P->p unchanged) for any other key: scan_string reads it. */
+static inline int fast_key(parser *restrict P) {
+    const unsigned char *p = P->p;
+    if (P->end - p < 6 || *p != '"') return KEY_OTHER;
+    size_t l = p[2] == '"' ? 1 : p[3] == '"' ? 2 : p[4] == '"' ? 3 : p[5] == '"' ? 4 : 0;
+    if (!l) return KEY_OTHER;
+    int key = key_of(p + 1, l);
+    if (key != KEY_OTHER) P->p = p + l + 2;
+    return key;
+}
 
 JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
     return strlen(word) == l && memcmp(b, word, l) == 0;
 }
 
-JS_FN int scan_event(parser *P, events *E) {
+JS_FN int scan_event(parser *restrict P, events *restrict E) {
     if (P->p >= P->end || *P->p != '{') return -1; /* not an object: the general path names it */
+    if (events_room(E) < 0) return -2;
     const unsigned char *start = P->p;
     unsigned char ph = 0, cx = 0, aux = 0;
     int32_t name = -1, cat = -1;
-    uint8_t kind[NF] = {0};
-    int64_t num[NF] = {0};
-    int64_t exact[2] = {0, 0}; /* ts and dur in ns, from the number's text (see exact_ns) */
+    uint8_t *kind = E->kind + E->n * NF;
+    int64_t *num = E->num + E->n * NF;
+    int64_t exact[2] = {0, 0}; /* ts and dur in ns, from the number's text (see scan_number) */
     int64_t args[2] = {-1, -1};
+    memset(kind, 0, NF);
+    memset(num, 0, 8 * NF);
     P->p++;
     ws(P);
     if (P->p < P->end && *P->p == '}') {
         P->p++;
     } else {
         for (;;) {
-            const unsigned char *kb; size_t kl; int kesc;
-            if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+            int key = fast_key(P);
+            if (key == KEY_OTHER) {
+                const unsigned char *kb; size_t kl; int kesc;
+                if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+                if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
+                else key = key_of(kb, kl);
+            }
             ws(P);
             if (P->p >= P->end || *P->p != ':') return -1;
             P->p++;
             ws(P);
             if (P->p >= P->end) return -1;
-            int field = -1, strfield = 0;
-            if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
-            else if (key_is(kb, kl, "ph")) strfield = 1;
-            else if (key_is(kb, kl, "name")) strfield = 2;
-            else if (key_is(kb, kl, "cat")) strfield = 3;
-            else if (key_is(kb, kl, "ts")) field = F_TS;
-            else if (key_is(kb, kl, "dur")) field = F_DUR;
-            else if (key_is(kb, kl, "pid")) field = F_PID;
-            else if (key_is(kb, kl, "tid")) field = F_TID;
-            else if (key_is(kb, kl, "id")) field = F_ID;
-            else if (key_is(kb, kl, "s") || key_is(kb, kl, "bp")) strfield = 4;
+            int field = key >= KEY_TS ? key - KEY_TS : -1; /* F_TS .. F_ID in the order of KEY_TS .. KEY_ID */
             unsigned char c = *P->p;
-            if (strfield == 4) {
+            if (key == KEY_AUX) {
                 /* an instant's scope or a flow end's binding point: one ASCII character, else none */
-                const unsigned char *vstart = P->p, *b; size_t l; int esc;
+                const unsigned char *b; size_t l; int esc;
                 if (c == '"') {
                     if (scan_string(P, &b, &l, &esc) < 0) return -1;
                     if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') aux = b[0];
                 } else if (skip_value(P, 1) < 0) {
                     return -1;
                 }
-                (void)vstart;
-            } else if (strfield && c == '"') {
+            } else if (key >= KEY_PH && key <= KEY_CAT && c == '"') {
                 const unsigned char *b; size_t l; int esc;
                 if (scan_string(P, &b, &l, &esc) < 0) return -1;
-                if (strfield == 1) {
+                if (key == KEY_PH) {
                     if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
                     else { ph = 0xff; cx = 1; }
                 } else {
-                    int32_t id = strtab_id(&E->strings, b, l);
+                    int32_t id = string_id(E, key == KEY_NAME, b, l);
                     if (id < 0) return -2;
-                    if (strfield == 2) name = id; else cat = id;
+                    if (key == KEY_NAME) name = id; else cat = id;
                 }
             } else if (field >= 0 && (c == '-' || (c >= '0' && c <= '9'))) {
-                int k; int64_t iv = 0; double dv = 0;
-                const unsigned char *nstart = P->p;
-                if (scan_number(P, &k, &iv, &dv) < 0) return -1;
+                int k; int64_t iv = 0, ns = 0; double dv = 0;
+                int timed = field == F_TS || field == F_DUR;
+                if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
                 if (k == K_INT) { kind[field] = K_INT; num[field] = iv; }
                 else if (k == K_DOUBLE) { kind[field] = K_DOUBLE; memcpy(&num[field], &dv, 8); }
                 else cx = 1; /* an integer beyond int64: Python reads the event */
-                if ((field == F_TS || field == F_DUR) && (k == K_INT || k == K_DOUBLE))
-                    exact[field == F_TS ? 0 : 1] = exact_ns(nstart, P->p, k, iv, dv);
+                if (timed && (k == K_INT || k == K_DOUBLE)) exact[field == F_TS ? 0 : 1] = ns;
             } else {
-                if (strfield || field >= 0) cx = 1; /* a field of another type: Python reads the event */
-                int is_args = !kesc && c == '{' && key_is(kb, kl, "args");
+                if ((key >= KEY_PH && key <= KEY_CAT) || field >= 0) cx = 1; /* a field of another type: Python reads it */
                 const unsigned char *vstart = P->p;
                 if (skip_value(P, 1) < 0) return -1;
-                if (is_args) { args[0] = vstart - P->base; args[1] = P->p - P->base; }
+                if (key == KEY_ARGS && c == '{') { args[0] = vstart - P->base; args[1] = P->p - P->base; }
             }
             ws(P);
             if (P->p >= P->end) return -1;
@@ -455,19 +744,25 @@ JS_FN int scan_event(parser *P, events *E) {
             return -1;
         }
     }
-    int64_t span[2] = {start - P->base, P->p - P->base};
-    if (col_push(&E->ph, &ph, 1) || col_push(&E->name, &name, 4) || col_push(&E->cat, &cat, 4)
-        || col_push(&E->kind, kind, NF) || col_push(&E->num, num, 8 * NF) || col_push(&E->span, span, 16)
-        || col_push(&E->complex, &cx, 1) || col_push(&E->args, args, 16) || col_push(&E->aux, &aux, 1)
-        || col_push(&E->exact, exact, 16))
-        return -2;
+    size_t i = E->n;
+    E->ph[i] = ph;
+    E->name[i] = name;
+    E->cat[i] = cat;
+    E->span[2 * i] = start - P->base;
+    E->span[2 * i + 1] = P->p - P->base;
+    E->complex[i] = cx;
+    E->args[2 * i] = args[0];
+    E->args[2 * i + 1] = args[1];
+    E->aux[i] = aux;
+    E->exact[2 * i] = exact[0];
+    E->exact[2 * i + 1] = exact[1];
     E->n++;
     return 0;
 }
 
 JS_FN void events_free(events *E) {
-    column *cols[] = {&E->ph, &E->name, &E->cat, &E->kind, &E->num, &E->span, &E->complex, &E->args, &E->aux, &E->exact};
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) free(cols[i]->data);
+    void *cols[] = {E->ph, E->kind, E->complex, E->aux, E->name, E->cat, E->num, E->span, E->args, E->exact};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) free(cols[i]);
     strtab_free(&E->strings);
 }
 
@@ -543,7 +838,7 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
             unsigned char c = P.p < P.end ? *P.p : 0;
             if (c == 'n') { /* null: absent, as the general path reads it */
                 if (literal(&P, "null") < 0) return -1;
-            } else if ((c == '-' || (c >= '0' && c <= '9')) && scan_number(&P, &kind, &iv, &dv) == 0
+            } else if ((c == '-' || (c >= '0' && c <= '9')) && scan_number(&P, &kind, &iv, &dv, NULL) == 0
                        && kind == K_INT) {
                 vals[ki] = iv;
                 present[ki] = 1;
@@ -557,7 +852,7 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
             unsigned char c = P.p < P.end ? *P.p : 0;
             if (c == 'n') {
                 if (literal(&P, "null") < 0) return -1;
-            } else if ((c == '-' || (c >= '0' && c <= '9')) && scan_number(&P, &kind, &iv, &dv) == 0
+            } else if ((c == '-' || (c >= '0' && c <= '9')) && scan_number(&P, &kind, &iv, &dv, NULL) == 0
                        && (kind == K_INT || kind == K_DOUBLE)) {
                 fvals[fi] = kind == K_INT ? (double)iv : dv;
                 fpresent[fi] = 1;
@@ -683,6 +978,16 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
     int status = 0, r = 0;
     int64_t consumed = start, error_at = -1;
     if (strtab_init(&E.strings, P.base) < 0) { PyErr_NoMemory(); goto done; }
+    {
+        /* room for the events the buffer likely holds (a Kineto event is rarely under 64 bytes), so the
+         * columns seldom move while they fill; pages not written are never touched */
+        size_t guess = (size_t)(P.end - P.p) / 64 + 64;
+        E.cap = 0;
+        E.n = guess < EVENTS_FIRST_CAP ? guess : EVENTS_FIRST_CAP;
+        int r0 = events_room(&E);
+        E.n = 0;
+        if (r0 < 0) { PyErr_NoMemory(); goto done; }
+    }
     Py_BEGIN_ALLOW_THREADS
     for (;;) {
         ws(&P);
@@ -717,12 +1022,14 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
         int64_t se[2] = {E.strings.start[i], E.strings.start[i] + E.strings.len[i]};
         if (col_push(&strings, se, 16)) { free(strings.data); PyErr_NoMemory(); goto done; }
     }
+    size_t n = E.n;
+    struct { const void *data; size_t size; } cols[11] = {
+        {E.ph, n}, {E.name, 4 * n}, {E.cat, 4 * n}, {E.kind, NF * n}, {E.num, 8 * NF * n}, {E.span, 16 * n},
+        {E.complex, n}, {strings.data, strings.used}, {E.args, 16 * n}, {E.aux, n}, {E.exact, 16 * n}};
     PyObject *parts[11];
-    column *cols[11] = {&E.ph, &E.name, &E.cat, &E.kind, &E.num, &E.span, &E.complex, &strings, &E.args, &E.aux,
-                        &E.exact};
     int ok = 1;
     for (int i = 0; i < 11; i++) {
-        parts[i] = ok ? column_bytes(cols[i]) : NULL;
+        parts[i] = ok ? PyBytes_FromStringAndSize(cols[i].size ? cols[i].data : "", (Py_ssize_t)cols[i].size) : NULL;
         if (!parts[i]) ok = 0;
     }
     free(strings.data);
@@ -898,7 +1205,28 @@ done:
     return result;
 }
 
+static PyObject *py_simd(PyObject *self, PyObject *args) {
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &name)) return NULL;
+    if (name) {
+        int best = simd_best(), level = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(name, SIMD_NAMES[i]) == 0) level = i;
+        if (strcmp(name, "best") == 0) level = best;
+        if (level < 0 || level > best) {
+            PyErr_Format(PyExc_ValueError, "simd: %s is not a level this processor runs; valid: %s%s%s, best",
+                         name, "scalar", best >= SIMD_SSE2 ? ", sse2" : "", best >= SIMD_AVX2 ? ", avx2" : "");
+            return NULL;
+        }
+        simd_use(level);
+    }
+    return PyUnicode_FromString(SIMD_NAMES[simd_level]);
+}
+
 static PyMethodDef methods[] = {
+    {"simd", py_simd, METH_VARARGS,
+     "simd([level]) -> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
+     "a level ('best' too) pins it"},
     {"header", py_header, METH_VARARGS, "header(buffer, final) -> (status, events_start, members) (see the module source)"},
     {"events", py_events, METH_VARARGS,
      "events(buffer, start, state, final) -> columns of the complete events from start (see the module source)"},
@@ -911,4 +1239,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracescan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit_tracescan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_tracescan(void) {
+    simd_use(simd_best());
+    return PyModule_Create(&module);
+}

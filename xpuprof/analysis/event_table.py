@@ -19,18 +19,11 @@ import orjson
 from ..activity import category_spellings
 from ..trace.store_schema import FLOAT_ARGS, INT_ARGS
 
-DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-HOST_CATEGORIES = ("user_annotation", "cpu_op", "gpu_user_annotation")
-METRICS_PREFIX = "metrics: "
-NON_METRIC_ARGS = frozenset({"kernel_id", "External id"})  # ids Kineto puts on "metrics: <kernel>" slices
-TIME_LIMIT_NS = 2**62  # times (ns, base included) the int64 columns hold with room for sums and differences
+from .report_terms import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
+                           STEP_GROUP, TIME_LIMIT_NS, ReportError, device_work)
+
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
-STEP_GROUP = "ProfilerStep#*"  # step annotations are summarized as one row
 _ARG_KEY = {col: key for key, col in {**INT_ARGS, **FLOAT_ARGS}.items()}  # typed column -> the args key
-
-
-class ReportError(ValueError):
-    """Bad report input (no traces found, a bad regex, an empty window); the message says which."""
 
 
 @dataclass
@@ -62,6 +55,11 @@ class EventTable:
         """The slices of every trace of a TraceTable, of the given categories (None: device categories, or
         host ones for a trace that has none), with their metrics joined."""
         return cls.concat([_trace_rows(table, i, categories) for i in range(len(table.traces))])
+
+    @classmethod
+    def of_trace(cls, table, trace: int, categories: Sequence[str] | None = None) -> "EventTable":
+        """The rows of one trace of a TraceTable (``from_table`` is these of every trace, concatenated)."""
+        return _trace_rows(table, trace, categories)
 
     @classmethod
     def concat(cls, tables: Sequence["EventTable"]) -> "EventTable":
@@ -151,7 +149,7 @@ class EventTable:
         return self.take(mask)
 
 
-DEVICE_WORK = frozenset(c for name in DEVICE_CATEGORIES for c in category_spellings(name))  # rows that never nest
+DEVICE_WORK = device_work()  # rows that never nest
 _DEVICE_WORK = DEVICE_WORK
 
 

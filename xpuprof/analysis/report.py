@@ -16,10 +16,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import numpy as np
+from typing import TYPE_CHECKING
 
-from .event_table import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
-                          STEP_GROUP, TIME_LIMIT_NS, EventTable, ReportError)
+from .report_terms import (DEVICE_CATEGORIES, HOST_CATEGORIES, METRICS_PREFIX, NON_METRIC_ARGS,  # noqa: F401
+                           STEP_GROUP, TIME_LIMIT_NS, ReportError)
+
+if TYPE_CHECKING:
+    from .event_table import EventTable
+
+# numpy and the rows' module load where rows are read (a report from a store's summaries needs neither)
+
+
+def __getattr__(name: str):
+    if name == "EventTable":  # the name callers import from here
+        from .event_table import EventTable
+
+        return EventTable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 
@@ -92,57 +105,115 @@ KernelStat = NameStat  # the name it had while the report held kernels only
 
 def name_stats(table: EventTable, *, by_rank: bool = False, sort_by: str = "total",
                top: int | None = None) -> list[NameStat]:
-    """One row per name (per (rank, name) with ``by_rank``): one grouping pass over the rows, sums and
-    extremes by ``np.bincount`` / ``ufunc.at``, one Python object per name."""
-    from .summary import unique_inverse
-
+    """One row per name (per (rank, name) with ``by_rank``) of the rows of one trace or of several traces
+    together: ``stats_of`` over the rows' ``partials``."""
     if not len(table):
         return []
     if table.self_ns is None:
         table.with_self_times()
-    if by_rank:  # (rank, name) pairs: names first, then their codes paired with the rank
-        names, name_codes = unique_inverse(table.name)
-        from ..trace.builder.keyindex import factorize_pairs
+    return stats_of([partials(table)], table.units, by_rank=by_rank, sort_by=sort_by, top=top)
 
-        pairs = factorize_pairs(table.rank, name_codes)
-        codes = pairs.codes.astype(np.int64)
-        key_rank = table.rank[pairs.first]
-        key_name = names[name_codes[pairs.first]]
-    else:
-        key_name, codes = unique_inverse(table.name)
-        key_rank = np.full(len(key_name), -1, np.int64)
+
+# A partial: (rank, name) -> [calls, total_ns, self_ns, min_ns, max_ns, {metric: [count, sum, min, max]}] of some
+# rows (rank -1: none). One trace's partial is what a store keeps per rank (``report_summary``); the report of
+# any number of traces is ``stats_of`` their partials, so a report over a store's summaries and one over the
+# traces' rows are one computation.
+Partial = dict
+
+
+def partials(table: EventTable) -> Partial:
+    """The rows' sums and extremes per (rank, name): one grouping pass, ``np.bincount`` / ``ufunc.at``."""
+    import numpy as np
+
+    from .summary import unique_inverse
+
+    if not len(table):
+        return {}
+    if table.self_ns is None:
+        table.with_self_times()
+    names, name_codes = unique_inverse(table.name)
+    from ..trace.builder.keyindex import factorize_pairs
+
+    pairs = factorize_pairs(np.asarray(table.rank, np.int64), name_codes)
+    codes = pairs.codes.astype(np.int64)
+    key_rank = np.asarray(table.rank, np.int64)[pairs.first].tolist()
+    key_name = names[name_codes[pairs.first]].tolist()
     k = len(key_name)
     dur = table.dur_ns.astype(np.int64)
-    calls = np.bincount(codes, minlength=k)
-    total = np.bincount(codes, weights=dur, minlength=k)
-    own = np.bincount(codes, weights=table.self_ns, minlength=k)
+    calls = np.bincount(codes, minlength=k).tolist()
+    total = _int_sums(codes, dur, k)
+    own = _int_sums(codes, np.asarray(table.self_ns, np.int64), k)
     lo = np.full(k, np.iinfo(np.int64).max, np.int64)
     hi = np.full(k, np.iinfo(np.int64).min, np.int64)
     np.minimum.at(lo, codes, dur)
     np.maximum.at(hi, codes, dur)
-    per_metric = {m: _metric_stats(codes, col, k) for m, col in table.metrics.items()}
-    grand = float(table.self_ns.sum()) or 1.0
+    lo, hi = lo.tolist(), hi.tolist()
+    per_metric = {m: [v.tolist() for v in _metric_stats(codes, col, k)] for m, col in table.metrics.items()}
+    return {(key_rank[i], str(key_name[i])): [calls[i], total[i], own[i], lo[i], hi[i],
+                                             {m: [v[0][i], v[1][i], v[2][i], v[3][i]] for m, v in per_metric.items()
+                                              if v[0][i]}]
+            for i in range(k)}
+
+
+def _int_sums(codes, values, k: int) -> list[int]:
+    """Exact int64 sums per code (``np.bincount`` sums in float64, which rounds beyond 2**53 ns)."""
+    import numpy as np
+
+    out = np.zeros(k, np.int64)
+    np.add.at(out, codes, values)
+    return out.tolist()
+
+
+def stats_of(parts: Sequence[Partial], units: dict[str, str], *, by_rank: bool = False, sort_by: str = "total",
+             top: int | None = None) -> list[NameStat]:
+    """The report's rows from partials (of each trace, in any order): counts, sums and extremes added up per
+    name (per (rank, name) with ``by_rank``); a metric's mean is its sum over its count. Partials are added in
+    the order of their ranks, so the same traces given in any order give the same floating-point sums."""
+    merged: dict[tuple, list] = {}
+    for part in sorted(parts, key=lambda p: min((r for r, _ in p), default=-1)):
+        for (rank, name), (calls, total, own, lo, hi, metrics) in part.items():
+            key = (rank if by_rank else -1, name)
+            got = merged.get(key)
+            if got is None:
+                merged[key] = [calls, total, own, lo, hi, {m: list(v) for m, v in metrics.items()}]
+                continue
+            got[0] += calls
+            got[1] += total
+            got[2] += own
+            got[3], got[4] = min(got[3], lo), max(got[4], hi)
+            for m, (n, s, mlo, mhi) in metrics.items():
+                have = got[5].get(m)
+                if have is None:
+                    got[5][m] = [n, s, mlo, mhi]
+                else:
+                    have[0] += n
+                    have[1] += s
+                    have[2], have[3] = min(have[2], mlo), max(have[3], mhi)
+    grand = float(sum(v[2] for v in merged.values())) or 1.0
     rows = []
-    for i, name in enumerate(key_name.tolist()):
-        mean = {m: float(v[0][i]) for m, v in per_metric.items() if v[3][i]}
-        rows.append(NameStat(str(name), int(calls[i]), int(total[i]), 100.0 * own[i] / grand, total[i] / calls[i],
-                             int(lo[i]), int(hi[i]), None if key_rank[i] < 0 else int(key_rank[i]), mean,
-                             {m: float(v[1][i]) for m, v in per_metric.items() if v[3][i]},
-                             {m: float(v[2][i]) for m, v in per_metric.items() if v[3][i]}, int(own[i])))
-    rows.sort(key=_order(sort_by, {m: f"{m}::{table.units[m]}" if table.units.get(m) else m for m in table.metrics}))
+    for (rank, name), (calls, total, own, lo, hi, metrics) in merged.items():
+        rows.append(NameStat(name, int(calls), int(total), 100.0 * own / grand, total / calls, int(lo), int(hi),
+                             None if rank < 0 else int(rank), {m: float(v[1] / v[0]) for m, v in metrics.items()},
+                             {m: float(v[2]) for m, v in metrics.items()},
+                             {m: float(v[3]) for m, v in metrics.items()}, int(own)))
+    metrics = dict.fromkeys([*units, *(m for r in rows for m in r.metrics)])
+    labels = {m: f"{m}::{units[m]}" if units.get(m) else m for m in metrics}
+    rows.sort(key=_order(sort_by, labels))
     return rows[:top] if top else rows
 
 
-def _metric_stats(codes: np.ndarray, col: np.ndarray, k: int):
-    """(mean, min, max, present) per key over the rows that have a value."""
+def _metric_stats(codes, col, k: int):
+    """(count, sum, min, max) per key over the rows that have a value."""
+    import numpy as np
+
     ok = np.isfinite(col)
     c, v = codes[ok], col[ok]
     n = np.bincount(c, minlength=k)
-    mean = np.bincount(c, weights=v, minlength=k) / np.maximum(n, 1)
+    total = np.bincount(c, weights=v, minlength=k)
     lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
     np.minimum.at(lo, c, v)
     np.maximum.at(hi, c, v)
-    return mean, lo, hi, n > 0
+    return n, total, lo, hi
 
 
 _METRIC_STATS = ("mean", "min", "max")
@@ -264,7 +335,8 @@ def build_report(inputs, *, categories: Sequence[str] | None = None, name: str |
                  start_ms: float | None = None, end_ms: float | None = None, by_rank: bool = False,
                  sort_by: str = "total", top: int | None = None, say=None) -> Report:
     """The report of a TraceTable, or of the trace files, directories and stores ``inputs`` names (read by
-    ``trace.read.inputs.read_inputs``; ``say``: where its lines on skipped files go)."""
+    ``trace.read.inputs.read_inputs``; ``say``: where its lines on skipped files go). ``report_summary.
+    build_report`` is this one, added up from a store's summaries when they answer."""
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
     table = inputs if hasattr(inputs, "traces") else read_report_inputs(inputs, say=say)
@@ -336,11 +408,16 @@ def report_of(table, *, categories: Sequence[str] | None = None, name: str | Non
 
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ReportError(f"--end ({end_ms} ms) must be after --start ({start_ms} ms)")
+    from .event_table import EventTable
+
     check_times(table)
-    # Self times before filtering: a row's own time does not depend on which other names are shown.
-    rows = EventTable.from_table(table, categories).with_self_times()
-    rows = rows.filter(name=name, start_ms=start_ms, end_ms=end_ms)
-    stats = name_stats(rows, by_rank=by_rank, sort_by=sort_by, top=top)
+    # Each trace's rows, partial and filtered apart (a store keeps each rank's partial: see report_summary); self
+    # times before filtering: a row's own time does not depend on which other names are shown.
+    traces = [EventTable.of_trace(table, i, categories).with_self_times().filter(name=name, start_ms=start_ms,
+                                                                                   end_ms=end_ms)
+              for i in range(len(table.traces))]
+    rows = EventTable.concat(traces)
+    stats = stats_of([partials(t) for t in traces], rows.units, by_rank=by_rank, sort_by=sort_by, top=top)
     headers = [info.header for info in table.traces]
     telemetry = telemetry_series(table)
     units = collector_units(headers)

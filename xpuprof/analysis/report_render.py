@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 
-from ..trace.builder.columns import encode_json
 from .report import Report
 from .text import format_ns
 
@@ -94,7 +93,7 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
     if fmt == "csv":
         return to_csv(report)
     if fmt == "json":
-        return encode_json(to_dict(report)).decode() + "\n"
+        return _encode_json(to_dict(report)).decode() + "\n"
     if fmt == "html":
         from .html import render as render_html
 
@@ -117,3 +116,16 @@ def to_dict(report: Report) -> dict:
     from .report_schema import report_document
 
     return report_document(report)
+
+
+def _encode_json(value) -> bytes:
+    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
+    (its module loads numpy)."""
+    import orjson
+
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
+        from ..trace.builder.columns import encode_json
+
+        return encode_json(value)

@@ -137,7 +137,8 @@ class CorrelationSpace:
         return cls(lo, span) if span <= max(4 * total, 1 << 20) else None
 
     def offsets(self, corr: np.ndarray) -> np.ndarray:
-        return np.asarray(corr).astype(np.intp) - self.lo
+        # one pass: the subtraction casts as it goes (astype, then subtract, made two)
+        return np.subtract(corr, np.intp(self.lo), dtype=np.intp, casting="unsafe")
 
     def members(self, corr: np.ndarray, *, zero: bool = False) -> np.ndarray:
         """Table: offset -> True for every id in ``corr`` (0 too when ``zero``; 0 means "none" to PTI)."""

@@ -88,6 +88,7 @@ def run(args) -> int:
             errors.append(str(exc))
             continue
         done += 1
+        _keep_summary(store, got.rank)
         print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
               f"from {got.rank_source})", file=sys.stderr)
     if not done and created:
@@ -109,3 +110,16 @@ def _remove_empty_store(store: Path) -> None:
         if entry.is_file() and not entry.is_symlink():
             entry.unlink()
     store.rmdir()
+
+
+def _keep_summary(store: Path, rank: int) -> None:
+    """The rank's report summary beside its rows (``analysis.report_summary``: ``report STORE`` reads it instead
+    of the events); one that cannot be written is said, and the rank stays as converted."""
+    from ..analysis.report_summary import write_summary
+    from ..trace.store_schema import rank_dir_name
+
+    try:
+        write_summary(store / rank_dir_name(rank))
+    except OSError as exc:
+        print(f"xpuprof convert: {store}: rank {rank}'s report summary was not written ({exc.strerror or exc}); "
+              "`xpuprof report` reads its rows instead", file=sys.stderr)

@@ -76,7 +76,7 @@ def stall_report(args) -> str:
     if args.format == "json":
         doc = stalls.document(report, top=args.top, lines=args.lines,
                               filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
-        return encode_json(doc).decode() + "\n"
+        return _encode_json(doc).decode() + "\n"
     if args.format == "csv":
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
@@ -117,7 +117,7 @@ def op_report(args) -> str:
 
         return render_ops(avgs, rows, sources=[info.origin for info in table.traces])
     if args.format == "json":
-        return encode_json([r.to_dict() for r in rows]).decode() + "\n"
+        return _encode_json([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -143,8 +143,12 @@ def _build(args) -> Report:
     if stores and len(args.traces) > 1:
         raise ReportError(f"{stores[0]} is a trace store: give it alone (a store holds every rank; convert more "
                           "traces into it with `xpuprof convert`)")
-    report = build_report(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
-                          by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
+    from ..analysis import report_summary
+
+    # a store's ranks' summaries answer a whole-trace report; the HTML charts read the rows
+    build = report_summary.build_report if args.format != "html" else build_report
+    report = build(args.traces, categories=args.cat, name=args.name, start_ms=args.start, end_ms=args.end,
+                   by_rank=args.by_rank, sort_by=args.sort, top=args.top, say=_say)
     if not _ranks_view_wanted(args, report):
         return report
     from ..analysis.cluster import stragglers
@@ -244,3 +248,16 @@ def _emit(args, text: str) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _encode_json(value) -> bytes:
+    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
+    (its module loads numpy)."""
+    import orjson
+
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
+        from ..trace.builder.columns import encode_json
+
+        return encode_json(value)

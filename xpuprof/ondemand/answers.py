@@ -183,6 +183,8 @@ class AnswerBox:
         """Read answers until ``done(self)`` holds or ``deadline`` (monotonic) passes, looking again at least
         every ``tick_s`` (``done`` may depend on time); notes processes that exit meanwhile (``exited``), each
         after every answer it sent was read."""
+        while self._take(0.0):  # answers queued before the wait (a process that answered, then exited) count
+            pass
         while not done(self):
             left = deadline - time.monotonic()
             if left <= 0:

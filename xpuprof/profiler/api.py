@@ -83,8 +83,21 @@ def _export_store(builder: TraceBuilder | None, path, replace: bool, vendor_cate
     rank, source = _store_rank(builder)
     out = write_store(builder, path, rank=rank, rank_source=source, replace=replace,
                       vendor_categories=vendor_categories)
+    _keep_summary(out)
     log.info("xpuprof: trace stored as %s", out)
     return out
+
+
+def _keep_summary(partition: Path) -> None:
+    """The rank's report summary beside its rows (``analysis.report_summary``: ``report STORE`` reads it instead
+    of the events); one that cannot be written is said, and the store stays whole."""
+    from ..analysis.report_summary import write_summary
+
+    try:
+        write_summary(partition)
+    except OSError as exc:
+        log.warning("xpuprof: %s: the rank's report summary was not written (%s); `xpuprof report` reads its rows "
+                    "instead", partition, exc.strerror or exc)
 
 
 def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
