@@ -125,7 +125,7 @@ def partials(table: EventTable) -> Partial:
     """The rows' sums and extremes per (rank, name): one grouping pass, ``np.bincount`` / ``ufunc.at``."""
     import numpy as np
 
-    from .summary import unique_inverse
+    from .averages import unique_inverse
 
     if not len(table):
         return {}
