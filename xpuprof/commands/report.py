@@ -65,7 +65,7 @@ def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
     from ..analysis.report import ReportError
-    from ..trace.builder.columns import encode_json
+    from ..analysis.report_render import json_bytes
 
     unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
                    if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
@@ -76,7 +76,7 @@ def stall_report(args) -> str:
     if args.format == "json":
         doc = stalls.document(report, top=args.top, lines=args.lines,
                               filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
-        return _encode_json(doc).decode() + "\n"
+        return json_bytes(doc).decode() + "\n"
     if args.format == "csv":
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
@@ -96,7 +96,7 @@ def op_report(args) -> str:
     or a store alike."""
     from ..analysis.report import ReportError, check_times, read_report_inputs
     from ..analysis.summary import KeyAverages
-    from ..trace.builder.columns import encode_json
+    from ..analysis.report_render import json_bytes
 
     unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
@@ -117,7 +117,7 @@ def op_report(args) -> str:
 
         return render_ops(avgs, rows, sources=[info.origin for info in table.traces])
     if args.format == "json":
-        return _encode_json([r.to_dict() for r in rows]).decode() + "\n"
+        return json_bytes([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -248,16 +248,3 @@ def _emit(args, text: str) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-def _encode_json(value) -> bytes:
-    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
-    (its module loads numpy)."""
-    import orjson
-
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
-        from ..trace.builder.columns import encode_json
-
-        return encode_json(value)
