@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 SUMMARIES: dict[str, str] = {
-    "analyze": "analyses over a trace store (any number of ranks; DuckDB or Ray)",
+    "analyze": "analyses over a trace store or traces (any number of ranks; this process or Ray)",
     "convert": "Kineto JSON traces into a columnar trace store (Parquet)",
     "devices": "list profiler backends: which can run here and why others cannot",
     "diff": "compare kernel times and metrics of two runs (non-zero exit on regression)",

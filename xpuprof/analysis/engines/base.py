@@ -7,8 +7,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-import numpy as np
-
 ENGINES = ("duckdb", "ray")
 Task = Callable[[Any, dict], Any]  # (a rank group's TraceTable, params) -> a partial result
 Query = Callable[[Any, Sequence[int], dict], Any]  # (a DuckDB connection, the group's ranks, params) -> rows
