@@ -220,10 +220,15 @@ def read_trace(path) -> tuple[dict, RankInputs]:
 
 
 def table_inputs(table, trace: int, rank: int) -> RankInputs:
-    """One trace of a TraceTable as ``step_rows``' inputs (times: the table's epoch ns)."""
-    c = table.columns("slices", trace, keep=False)
+    """One trace of a TraceTable as ``step_rows``' inputs (times: the table's epoch ns), segment by segment
+    (each with its own strings: ``_Rows`` gathers chunks, so no concatenation merges their dictionaries)."""
     rows = _Rows()
-    if len(c):
+    for segment in table.segments_of("slices"):
+        if segment.trace != trace:
+            continue
+        c = segment.flat()
+        if not len(c):
+            continue
         ts = np.asarray(c.ts, np.int64)
         dur = np.asarray(c.dur, np.int64)
         timed = np.ones(len(c), bool) if c.dur_present is None else np.asarray(c.dur_present, bool)
