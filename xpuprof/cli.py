@@ -103,7 +103,11 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    from .progress import shown
+
+    # long work draws a bar on a terminal (xpuprof.progress), nothing when stderr is not one or --no-progress
+    with shown(enabled=not getattr(args, "no_progress", False)):
+        return int(args.func(args) or 0)
 
 
 def console_main() -> int:

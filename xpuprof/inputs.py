@@ -1,17 +1,23 @@
-"""Reading files a command was handed (traces, summaries, captures, configs) with bounds.
+"""Reading files a command was handed (traces, summaries, captures, configs, a store's files) with bounds.
 
-Every input is untrusted: ``/dev/zero``, a FIFO that never ends, a 100 GB file, a gzip bomb. Reads
-stop at ``max_input_bytes()`` (``XPUPROF_MAX_INPUT_BYTES``, 8 GiB by default) - the file as stored
-and, for gzip, what it decompresses to - with one clear error naming the file and the limit. A
-caller may check the first bytes (``head``) before anything more is read, so a stream of zeros is
-refused at once rather than after gigabytes.
+Every input is untrusted: ``/dev/zero``, a FIFO that never ends, a 100 GB file, a gzip bomb. The rules,
+written once here and used by every reader (``trace.read.source`` for traces of every format, the store
+reader, ``diff``'s summaries, configs, PTI captures):
+
+* **Only regular files are read** (``open_regular``): a FIFO, a character or block device or a socket named
+  as an input - or reached through a symbolic link - is refused before it is opened (a FIFO would block the
+  read for ever, ``/dev/zero`` never ends), and checked again on the descriptor opened.
+* **One input limit**: at most ``max_input_bytes()`` (``XPUPROF_MAX_INPUT_BYTES``, 8 GiB by default) per file,
+  counted on what the reader takes in - the file as stored and, for a compressed input, what it decompresses
+  to - with one clear error naming the file and the limit.
+* **The first bytes first**: a caller may check the first bytes (``head``) before anything more is read, so
+  a stream of zeros is refused at once rather than after gigabytes.
 """
 from __future__ import annotations
 
 import logging
 import os
 import stat
-import zlib
 from typing import Callable
 
 from . import diagnostics
@@ -55,72 +61,63 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
+KIND_NAMES = {stat.S_IFDIR: "directory", stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device",
+              stat.S_IFBLK: "block device", stat.S_IFSOCK: "socket"}
+
+
+def not_regular(path, what: str, mode: int) -> InputError:
+    kind = KIND_NAMES.get(stat.S_IFMT(mode), "special file")
+    return InputError(f"{path}: {what} is a {kind}, not a regular file (xpuprof reads inputs from regular files "
+                      "only; copy it into one)")
+
+
+def open_regular(path, what: str = "input") -> tuple[int, os.stat_result]:
+    """A descriptor of ``path`` opened for reading, and its ``fstat``, when it is a regular file (a symbolic
+    link to one is followed). Anything else is refused before it is opened - a FIFO's open would block until
+    a writer came, a device's may act - and checked again on the descriptor (no swap in between):
+    ``IsADirectoryError`` for a directory, ``InputError`` for the other kinds, ``OSError`` as the system
+    says for a path that cannot be opened."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, what, mode)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped since the stat above
+            raise not_regular(path, what, st.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def read_input(path, what: str = "input", *, head: Callable[[bytes], None] | None = None,
                limit: int | None = None) -> bytes:
-    """The bytes of ``path`` (a file, FIFO or device), at most ``limit`` (default ``max_input_bytes()``).
+    """The bytes of ``path`` (a regular file: ``open_regular``), at most ``limit`` (default
+    ``max_input_bytes()``).
 
     ``head(first_bytes)`` may raise to refuse the input after its first chunk. ``OSError`` for a
-    path that cannot be opened (the caller words it); ``InputError`` when the input is over the limit."""
+    path that cannot be opened (the caller words it); ``InputError`` when the input is over the limit or
+    not a regular file."""
     limit = max_input_bytes() if limit is None else limit
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd, st = open_regular(path, what)
     with open(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(21, "Is a directory", str(path))
-        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        if st.st_size > limit:
             raise too_large(path, what, limit, f" ({st.st_size:,} bytes)")
         first = f.read(min(_CHUNK, limit + 1))
         if head is not None:
             head(first)
-        if stat.S_ISREG(st.st_mode) and len(first) == st.st_size:
+        if len(first) == st.st_size:
             return first  # the usual case: one read
         buf = bytearray(first)
-        while len(buf) <= limit:
+        while len(buf) <= limit:  # a file that grows while it is read stops at the limit too
             chunk = f.read(min(_CHUNK, limit + 1 - len(buf)) or 1)
             if not chunk:
                 return bytes(buf)
             buf += chunk
         raise too_large(path, what, limit)
-
-
-def gunzip(raw: bytes, path, what: str = "input", *, limit: int | None = None) -> bytes:
-    """``raw`` (one or more gzip members) decompressed, at most ``limit`` bytes (a gzip bomb is refused).
-    Raises ``zlib.error``/``EOFError`` for a corrupt or truncated stream, ``InputError`` past the limit."""
-    limit = max_input_bytes() if limit is None else limit
-    try:
-        from isal import isal_zlib as z  # python-isal: several times faster than zlib
-    except ImportError:
-        z = zlib
-    out = bytearray()
-    data = memoryview(raw)
-    while len(data):
-        d = z.decompressobj(31)
-        pending = bytes(data)
-        while True:
-            piece = d.decompress(pending, limit + 1 - len(out))
-            out += piece
-            if len(out) > limit:
-                raise too_large(path, f"{what} (decompressed)", limit)
-            if d.eof:
-                break
-            pending = d.unconsumed_tail
-            if not pending and not piece:
-                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-        data = memoryview(d.unused_data)
-        if len(data) and bytes(data[:2]) != b"\x1f\x8b":
-            break  # trailing garbage after the last member: ignored, as gzip does
-    return bytes(out)
-
-
-def read_maybe_gzip(path, what: str = "trace file", *, head: Callable[[bytes], None] | None = None) -> bytes:
-    """``read_input`` plus gzip undone when the file starts with the gzip magic; ``head`` sees the
-    (decompressed) document's first bytes."""
-    raw = read_input(path, what, head=head)  # a stream of garbage is refused after its first chunk
-    if raw[:2] == b"\x1f\x8b":
-        raw = gunzip(raw, path, what)
-        if head is not None:
-            head(raw[:_CHUNK])
-    return raw
 
 
 def check_json_start(path, what: str) -> Callable[[bytes], None]:
@@ -141,6 +138,6 @@ def check_json_start(path, what: str) -> Callable[[bytes], None]:
     return check
 
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "check_json_start", "gunzip", "too_large",
-           "max_input_bytes", "read_input", "read_maybe_gzip"]
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "ENV_MAX_INPUT", "InputError", "KIND_NAMES", "check_json_start", "max_input_bytes",
+           "not_regular", "open_regular", "read_input", "too_large"]
 

@@ -42,7 +42,9 @@ def test_report_json_table_and_html_show_telemetry(tmp_path, capsys):
     assert "Telemetry (counter tracks)" in capsys.readouterr().out
     assert main(["report", str(trace), "--format", "html"]) == 0
     html = capsys.readouterr().out
-    assert '<div id="telemetry">' in html and '<svg class="spark"' in html and "steps [host] step_value" in html
+    # a chart with axes per series (issue 39: was a sparkline); its caption names the series and its extremes
+    assert '<div id="telemetry"' in html and '<svg class="chart" id="telemetry-0"' in html
+    assert "steps step_value [1]: [host], 1 samples" in html and "max 3" in html
 
 
 def test_diff_compares_mean_and_peak_per_metric(tmp_path, capsys):

@@ -93,8 +93,9 @@ def test_html_report_renders_in_headless_chromium(rank_traces, tmp_path):
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    # the bar chart, two metric histograms and the ranks' chart (two ranks: the per-rank view) were laid out
-    assert 'data-charts="4"' in dom
+    # the timeline, the bar chart, a distribution per metric and the ranks' two charts (two ranks: the per-rank
+    # view) were laid out
+    assert 'data-charts="6"' in dom
     import re
 
     assert re.findall(r'<svg class="chart" id="straggler-waits"[^>]*data-clipped="(\d+)"', dom) == ["0"]
@@ -266,9 +267,10 @@ def test_html_charts_are_drawn_whole_with_units(tmp_path, make_trace):
     assert main(["report", str(trace), "--format", "html", "-o", str(out)]) == 0
     dom = _dump_dom(out)
     clipped = re.findall(r'data-clipped="(\d+)"', dom)
-    assert len(clipped) == 3 and set(clipped) == {"0"}, clipped  # bar chart and two histograms, nothing cut off
-    assert "[percent]" in dom  # the histograms' x axis names the metric's unit
-    assert "kernels</text>" in dom and "time per name" in dom
+    # the timeline, the bar chart and a distribution per metric, nothing cut off
+    assert len(clipped) == 4 and set(clipped) == {"0"}, clipped
+    assert "[percent]" in dom  # the distributions' x axis names the metric's unit
+    assert "share of each kernel's calls" in dom and "time per name" in dom
 
 
 def test_html_shows_bytes_in_human_units(tmp_path):

@@ -39,15 +39,38 @@ def _limited_memory():
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a runaway read fails fast instead of swapping
 
 
+def _zeros(tmp_path) -> Path:
+    """A regular file of 4 GiB of zeros (sparse: nothing written), under the 8 GiB input limit."""
+    path = tmp_path / "zeros.json"
+    with open(path, "wb") as f:
+        f.truncate(4 << 30)
+    return path
+
+
+ZEROS = {"/dev/zero": "/dev/zero: trace file is a character device, not a regular file",
+         "zeros.json": "zeros.json: not a JSON trace file (it starts with byte 0x00, not '{' or '[')"}
+
+
+@pytest.mark.parametrize("source", sorted(ZEROS))
 @pytest.mark.parametrize("command", [["report"], ["report", "--by", "op"], ["merge", "-o", "{tmp}/m.json"]])
-def test_a_stream_of_zeros_is_refused_at_its_first_bytes(command, tmp_path):
+def test_a_stream_of_zeros_is_refused_at_its_first_bytes(command, source, tmp_path):
+    """/dev/zero is no regular file: refused before it is opened; a regular file of zeros at its first bytes."""
+    zeros = source if source.startswith("/") else str(_zeros(tmp_path))
     argv = [a.format(tmp=tmp_path) for a in command]
-    argv = argv[:1] + ["/dev/zero"] + argv[1:] if argv[0] != "merge" else ["merge", "/dev/zero", "/dev/zero", *argv[1:]]
+    argv = argv[:1] + [zeros] + argv[1:] if argv[0] != "merge" else ["merge", zeros, zeros, *argv[1:]]
     done = subprocess.run([sys.executable, "-m", "xpuprof", *argv], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_limited_memory)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == [
-        f"xpuprof {argv[0]}: /dev/zero: not a JSON trace file (it starts with byte 0x00, not '{{' or '[')"]
+    _one_line_refusing_zeros(done.stderr, argv[0], source)
+
+
+def _one_line_refusing_zeros(stderr: str, command: str, source: str) -> None:
+    """One line: the command and the file; /dev/zero refused as no regular file, a regular file of zeros by its
+    first byte and the bytes a trace opens with (JSON's '{' or '[', a Perfetto protobuf trace's 0x0a)."""
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith(f"xpuprof {command}: ") and ZEROS[source] in line, line
+    if source == "zeros.json":
+        assert "0x00" in line and "'{' or '['" in line and "Perfetto" in line and "0x0a" in line, line
 
 
 def test_a_file_over_the_input_limit_is_one_line(tmp_path, monkeypatch, capsys):
@@ -80,25 +103,42 @@ def test_a_bad_input_limit_setting_is_one_warning_and_the_default(tmp_path, monk
 
 
 # ----------------------------------------------------------------------------- numbers
-TIMES = [("ts", 1e300), ("ts", -1e20), ("ts", 10**20), ("dur", 1e300), ("dur", "soon")]
+INT64_MIN = -(2**63)
+TIMES = [("ts", 1e300), ("ts", -1e20), ("ts", 10**20), ("ts", INT64_MIN), ("ts", 2**64), ("dur", 1e300),
+         ("dur", "soon"), ("dur", "x"), ("dur", 2**64), ("dur", INT64_MIN)]
+
+
+def _argv(command: str, t: Path, tmp_path: Path) -> list[str]:
+    return {"report": ["report", str(t)], "report-html": ["report", str(t), "--format", "html", "-o",
+                                                          str(tmp_path / "r.html")],
+            "diff": ["diff", str(t), str(t)], "convert": ["convert", str(t), "-o", str(tmp_path / "s.store")],
+            "merge": ["merge", str(t), str(t), "-o", str(tmp_path / "m.json")]}[command]
 
 
 @pytest.mark.parametrize("field,value", TIMES, ids=[f"{f}={v}" for f, v in TIMES])
-@pytest.mark.parametrize("command", ["report", "report-html", "diff"])
+@pytest.mark.parametrize("command", ["report", "report-html", "diff", "convert"])
 def test_timestamps_out_of_range_are_one_line(field, value, command, tmp_path, capsys):
+    """Every command refuses the trace alike. Before: ``convert`` stored dur 1e300 / "x" / 2**64 as null and
+    INT64_MIN as 0 with exit status 0 and nothing said, and ``report`` of ts -2**63 was an OverflowError
+    (then, once the scanner's columns took it, a table with the event at ts 0)."""
     t = _trace(tmp_path / "t.json", dict(KERNEL, **{field: value}), KERNEL)
-    argv = {"report": ["report", str(t)], "report-html": ["report", str(t), "--format", "html", "-o",
-                                                          str(tmp_path / "r.html")],
-            "diff": ["diff", str(t), str(t)]}[command]
+    argv = _argv(command, t, tmp_path)
     assert main(argv) == 2
     line = _one_error_line(capsys, argv[0])
     assert f"{t}: event 'gemm' has {field} " in line and "not a time a trace can hold" in line
+    assert not (tmp_path / "s.store").exists()
 
 
-def test_a_base_time_out_of_range_is_one_line(tmp_path, capsys):
-    t = _trace(tmp_path / "t.json", KERNEL, baseTimeNanoseconds=1e300)
-    assert main(["report", str(t)]) == 2
-    assert "baseTimeNanoseconds 1e+300 is not a time" in _one_error_line(capsys, "report")
+@pytest.mark.parametrize("value", [1e300, "soon", 2**64, INT64_MIN])
+@pytest.mark.parametrize("command", ["report", "convert"])
+def test_a_base_time_out_of_range_is_one_line(value, command, tmp_path, capsys):
+    """Before: ``convert`` stored baseTimeNanoseconds "soon" as 0, exit status 0, nothing said."""
+    t = _trace(tmp_path / "t.json", KERNEL, baseTimeNanoseconds=value)
+    argv = _argv(command, t, tmp_path)
+    assert main(argv) == 2
+    line = _one_error_line(capsys, command)
+    assert f"{t}: baseTimeNanoseconds " in line and "is not a time" in line
+    assert not (tmp_path / "s.store").exists()
 
 
 # ----------------------------------------------------------------------------- diff
@@ -130,15 +170,16 @@ def test_diff_of_a_malformed_summary_exits_2_never_1(case, side, tmp_path, capsy
     assert str(bad) in _one_error_line(capsys, "diff")
 
 
-def test_diff_of_a_stream_of_zeros_exits_2(tmp_path):
+@pytest.mark.parametrize("source", sorted(ZEROS))
+def test_diff_of_a_stream_of_zeros_exits_2(source, tmp_path):
     good = tmp_path / "good.json"
     good.write_bytes(orjson.dumps({"kernels": [GOOD_ROW]}))
-    done = subprocess.run([sys.executable, "-m", "xpuprof", "diff", str(good), "/dev/zero"], capture_output=True,
+    zeros = source if source.startswith("/") else str(_zeros(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "xpuprof", "diff", str(good), zeros], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
                           preexec_fn=_limited_memory)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == [
-        "xpuprof diff: /dev/zero: not a JSON trace file (it starts with byte 0x00, not '{' or '[')"]
+    _one_line_refusing_zeros(done.stderr, "diff", source)
 
 
 # ----------------------------------------------------------------------------- replay
@@ -175,11 +216,15 @@ def test_replay_of_a_malformed_capture_is_one_line_and_status_2(case, tmp_path, 
     assert not (tmp_path / "out.json").exists()
 
 
-def test_replay_of_a_stream_of_zeros_is_refused_at_once(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "xpuprof", "replay", "/dev/zero", "-o", str(tmp_path / "o.json")],
+@pytest.mark.parametrize("source", sorted(ZEROS))
+def test_replay_of_a_stream_of_zeros_is_refused_at_once(source, tmp_path):
+    zeros = source if source.startswith("/") else str(_zeros(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "xpuprof", "replay", zeros, "-o", str(tmp_path / "o.json")],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
                           preexec_fn=_limited_memory)
-    assert done.returncode == 2 and "/dev/zero is not an xpuprof PTI capture" in done.stderr, done.stderr[-2000:]
+    said = {"/dev/zero": "/dev/zero: PTI capture is a character device, not a regular file",
+            "zeros.json": "zeros.json is not an xpuprof PTI capture"}[source]
+    assert done.returncode == 2 and said in done.stderr, done.stderr[-2000:]
 
 
 # ----------------------------------------------------------------------------- YAML configs
@@ -257,3 +302,14 @@ def _orjson_ok(doc) -> bool:
         return True
     except TypeError:  # ints past 64 bits: the standard encoder writes them
         return False
+
+
+@pytest.mark.parametrize("key, value", [("pid", 2**64), ("tid", -(2**70)), ("pid", 123456789012345678901234567890)])
+def test_an_id_past_64_bits_is_kept_as_its_digits(key, value, tmp_path, capsys):
+    """An id no int64 holds is a text label with the digits written - before, orjson's float of it
+    (``1.8446744073709552e+19``): a value silently replaced."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    t = _trace(tmp_path / "t.json", dict(KERNEL, **{key: value}), KERNEL)
+    assert main(["convert", str(t), "-o", str(tmp_path / "s.store")]) == 0, capsys.readouterr().err
+    rows = pq.read_table(tmp_path / "s.store" / "rank=0" / "slices.parquet", columns=[key, f"{key}_label"]).to_pylist()
+    assert {(r[key], r[f"{key}_label"]) for r in rows} == {(1, None), (None, str(value))}

@@ -59,3 +59,21 @@ def test_lists_without_quotes_split_as_before():
     for text in ("a,b , c,,", " gemm ", "x{1,3}", ",,", "a\\b,c"):
         slow = split_filter_list(text + ',"q"')[:-1]  # the quoted path
         assert split_filter_list(text) == slow
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_filter_file_that_is_no_regular_file_is_one_line(kind, tmp_path):
+    """Before: a FIFO hung ``read_text`` and ``/dev/zero`` (size 0 to ``stat``) grew until memory ran out."""
+    path = tmp_path / "filters.txt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from xpuprof.config.kernel_filter import KernelFilterError, read_filter_file\n"
+            f"try:\n    read_filter_file({str(path)!r})\nexcept KernelFilterError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{path}: kernel filter file is a {'FIFO' if kind == 'fifo' else 'character device'}, not a regular file" \
+        in done.stdout

@@ -180,3 +180,39 @@ def test_without_torch_and_without_device_allocations_the_trace_says_why(tmp_pat
     meta = json.loads(out.stdout.strip().splitlines()[-1])
     assert "torch is not in use" in meta["memory_events_not_recorded"]
     assert "profile_memory=True" in out.stderr  # said once in the log
+
+
+@pytest.fixture(scope="module")
+def memory_profile():
+    with xpuprof.profile(activities=["cpu"], record_shapes=True, profile_memory=True, with_stack=True) as prof:
+        torch.ones(64, 64) @ torch.ones(64, 64)
+    return prof
+
+
+def _said(prof, target) -> str:
+    with pytest.raises(OSError) as info:
+        prof.export_memory_timeline(target)
+    return str(info.value)
+
+
+def test_export_memory_timeline_to_a_full_device_names_it(memory_profile):
+    """Before: ``OSError: [Errno 28] No space left on device`` - no path at all."""
+    said = _said(memory_profile, "/dev/full")
+    assert said == "cannot write /dev/full: No space left on device"
+
+
+def test_export_memory_timeline_errors_name_the_output_never_a_temporary_file(memory_profile, tmp_path, monkeypatch):
+    """Before: a name the file system cannot hold failed inside torch's writer, in xpuprof's private directory,
+    and the error named that directory's file (``/tmp/xpuprof-export-…/aaa….json``)."""
+    long = tmp_path / ("a" * 260 + ".json")
+    said = _said(memory_profile, long)
+    assert said.startswith(f"cannot write {long}: ") and "File name too long" in said and "xpuprof-export-" not in said
+    from torch.profiler._memory_profiler import MemoryProfileTimeline
+
+    def full_tmpdir(self, path, device):  # torch's writer in a full TMPDIR
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(MemoryProfileTimeline, "export_memory_timeline", full_tmpdir)
+    said = _said(memory_profile, tmp_path / "m.json")
+    assert said.startswith(f"cannot write {tmp_path / 'm.json'}: ") and "No space left on device" in said
+    assert "xpuprof-export-" not in said and not (tmp_path / "m.json").exists()

@@ -53,7 +53,7 @@ def test_files_named_are_read_as_given_and_a_missing_path_is_one_error(tmp_path,
         expand_inputs([tmp_path / "missing"])
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(InputsError, match="holds no \\*.json or \\*.json.gz files"):
+    with pytest.raises(InputsError, match="holds no trace files .*\\*.json.gz.*\\*.pftrace"):
         expand_inputs([empty])
     got = expand_inputs([tmp_path / "missing", top], strict=False)
     assert got.traces == sorted(files) and "no such trace file" in got.errors[0]

@@ -21,8 +21,8 @@ def test_corrupt_gzip_is_a_load_error(tmp_path):
         load(path)
 
 
-@pytest.mark.parametrize("text, where", [("[1, 2]", r"traceEvents\[0\] is not an event object \(got int\)"),
-                                         ('{"traceEvents": [{"ph": "X"}, "oops"]}', r"traceEvents\[1\] is not an event object \(got str\)")])
+@pytest.mark.parametrize("text, where", [("[1, 2]", r"traceEvents\[0\].* is not an event object"),
+                                         ('{"traceEvents": [{"ph": "X"}, "oops"]}', r"traceEvents\[1\].* is not an event object")])
 def test_events_that_are_not_objects_are_a_load_error(tmp_path, text, where):
     path = tmp_path / "t.json"
     path.write_text(text)

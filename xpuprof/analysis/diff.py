@@ -42,10 +42,9 @@ def read_side(path: str | Path, say=None) -> Side:
     p = Path(path)
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
-    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        data = _read_json(p)
-        if not (isinstance(data, dict) and "traceEvents" in data):
-            return _document_side(p, data)
+    data = _document(p)  # a run summary or report JSON; None for a trace (told without reading it whole)
+    if data is not None:
+        return _document_side(p, data)
     from .report import read_report_inputs, report_of
     from .stalls import read_stalls, stall_shares
 
@@ -100,10 +99,33 @@ def _document_side(p: Path, data) -> Side:
                     f"JSON (\"schema\": \"{SCHEMA}\")")
 
 
+MAX_SUMMARY_BYTES = 256 << 20  # a run summary or report JSON, read whole (as ``run_records`` reads summaries)
+_DOCUMENTS: dict[str, object] = {}  # path and version -> the summary or report JSON read there (each side is read once)
+
+
+def _document(p: Path):
+    """The run summary or report JSON at ``p``, parsed; None when ``p`` is a trace - a file holding a
+    ``traceEvents`` array whatever its name (found without reading it whole: ``holds_trace_events``), a
+    ``.json.gz`` - or a directory: those are read by the trace reader, with its bounds."""
+    if not (p.is_file() and p.suffix in (".json", ".jsonl")) or p.name.endswith(".pt.trace.json"):
+        return None
+    st = p.stat()
+    key = f"{p}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"  # a file written again is read again
+    if key not in _DOCUMENTS:
+        from ..trace.read.kineto_stream import TraceLoadError, holds_trace_events
+
+        try:
+            trace = holds_trace_events(p)
+        except TraceLoadError as exc:  # no JSON document at all (zeros, binary): said as the trace reader says it
+            raise DiffError(str(exc)) from None
+        _DOCUMENTS[key] = None if trace else _read_json(p)
+    return _DOCUMENTS[key]
+
+
 def _read_json(p: Path):
     """A summary or report JSON, read with bounds; ``DiffError`` for what is not one."""
     try:
-        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary")))
+        return orjson.loads(read_input(p, "summary", head=check_json_start(p, "summary"), limit=MAX_SUMMARY_BYTES))
     except InputError as exc:
         raise DiffError(str(exc)) from None
     except OSError as exc:

@@ -1,120 +1,101 @@
-"""Self-contained HTML report: the per-name table, a time-per-name bar chart and one histogram per
-metric (``xpuprof report --format html``), or the operator table (``--by op``), all inline SVG (no
-scripts or styles fetched at view time).
+"""Self-contained HTML report (``xpuprof report --format html``): the timeline of the first trace's steps,
+time per name as bars, the per-name table, per-kernel distributions of each metric, telemetry over time
+with its axes and extremes, the kernels' resources and the per-rank view; or the operator table (``--by
+op``). Every chart is inline SVG from ``analysis.plots`` (nothing fetched at view time).
 
-Charts are laid out for their text: labels use a monospace font whose advance is known
-(``CHAR_W`` per character), names are elided in the middle to a fixed budget, and the chart is as
-wide as its labels need, so nothing is clipped. Values carry their units (``text.format_value``).
-A short inline script records each chart's laid-out size and any text outside it into
-``data-rendered`` / ``data-clipped`` attributes, so a headless browser's ``--dump-dom`` shows
-that the charts were drawn whole.
+A short inline script records each chart's laid-out size and any text outside it into ``data-rendered`` /
+``data-clipped`` attributes, so a headless browser's ``--dump-dom`` shows that the charts were drawn whole.
 """
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import numpy as np
 
+from .plots.page import _esc, _page  # noqa: F401 - the page every HTML output shares (history_html uses it)
+from .plots.svg import CHAR_W, PALETTE  # noqa: F401 - CHAR_W: the history plots' text measure
 from .report import NameStat, Report
 from .tables import AVG, CALLS, MAX, MIN, SELF, SELF_PCT, TOTAL, metric_label
-from .text import elide_middle, format_count, format_ns, format_percent, format_value
+from .text import format_count, format_ns, format_percent, format_value
 
-BAR_COLOR = "#2f6fde"
-HIST_COLOR = "#e07b39"
-FONT_PX = 11
-CHAR_W = 0.62 * FONT_PX  # a monospace advance is 0.6em; a little slack for font differences
-NAME_CHARS = 56  # bar labels longer than this are elided in the middle (the table has the whole name)
-_CSS = f"""
-body{{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1d1f}}
-h1{{font-size:20px}}h2{{font-size:16px;margin-top:28px}}
-table{{border-collapse:collapse;font-size:13px}}th,td{{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}}
-th{{background:#f3f3f3}}td.name,th.name{{text-align:left;max-width:520px;overflow-wrap:anywhere}}
-.chart text{{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:{FONT_PX}px;fill:#333}}
-.chart .axis{{fill:#666}}.meta{{color:#666;font-size:12px}}
-"""
-_SCRIPT = """
-window.addEventListener('load',function(){
-  document.querySelectorAll('svg.chart').forEach(function(svg){
-    var widths=[];svg.querySelectorAll('rect.bar').forEach(function(r){widths.push(r.getBBox().width.toFixed(1));});
-    var box=svg.getBoundingClientRect(), view=svg.viewBox.baseVal, clipped=0;
-    svg.querySelectorAll('text').forEach(function(t){var b=t.getBBox();
-      if(b.x<view.x-0.5||b.y<view.y-0.5||b.x+b.width>view.x+view.width+0.5||b.y+b.height>view.y+view.height+0.5)clipped++;});
-    svg.setAttribute('data-rendered', Math.round(box.width)+'x'+Math.round(box.height)+':'+widths.join(','));
-    svg.setAttribute('data-clipped', String(clipped));
-  });
-  document.body.setAttribute('data-charts', String(document.querySelectorAll('svg.chart[data-rendered]').length));
-});
-"""
-
-
-def _esc(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _text_w(text: str) -> float:
-    return len(text) * CHAR_W
-
-
+BAR_COLOR = PALETTE[0]
+KERNELS_PER_DISTRIBUTION = 8  # kernels drawn in one metric's distribution chart (the busiest)
+TIMELINES = 1  # traces whose timeline a report draws (the first; `report TRACE` shows another)
 def bar_chart(labels: Sequence[str], values: Sequence[float], notes: Sequence[str], *, what: str,
-              min_width: int = 860, row: int = 20, chart_id: str = "time-per-kernel") -> str:
-    """Horizontal bars, one per label: ``values`` (ns) as bar lengths, ``notes`` printed after each bar."""
-    shown = [elide_middle(str(n), NAME_CHARS) for n in labels]
-    label_w = max([_text_w(s) for s in shown] + [40.0]) + 12
-    note_w = max([_text_w(s) for s in notes] + [0.0]) + 10
-    plot_w = max(240.0, min_width - label_w - note_w)
-    width = int(label_w + plot_w + note_w + 4)
-    height = row * len(labels) + 52
-    peak = max(values, default=1) or 1
-    parts = [f'<svg class="chart" id="{_esc(chart_id)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(what)}">']
-    for i, (name, label, value, note) in enumerate(zip(labels, shown, values, notes)):
-        y = 10 + i * row
-        w = max(1.0, plot_w * value / peak)
-        parts.append(f'<text x="{label_w - 6:.1f}" y="{y + row * 0.65:.1f}" text-anchor="end">{_esc(label)}'
-                     f'<title>{_esc(name)}</title></text>')
-        parts.append(f'<rect class="bar" x="{label_w:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 5}" '
-                     f'fill="{BAR_COLOR}"><title>{_esc(name)}: {_esc(note)}</title></rect>')
-        parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">{_esc(note)}</text>')
-    axis_y = 10 + len(labels) * row + 4
-    parts.append(f'<line x1="{label_w:.1f}" y1="{axis_y}" x2="{label_w + plot_w:.1f}" y2="{axis_y}" stroke="#888"/>')
-    parts.append(f'<text class="axis" x="{label_w:.1f}" y="{axis_y + 14}">0</text>')
-    parts.append(f'<text class="axis" x="{label_w + plot_w:.1f}" y="{axis_y + 14}" text-anchor="end">'
-                 f'{_esc(format_ns(peak))}</text>')
-    parts.append(f'<text class="axis" x="{label_w + plot_w / 2:.1f}" y="{axis_y + 28}" text-anchor="middle">'
-                 f'{_esc(what)}</text></svg>')
-    return "".join(parts)
+              chart_id: str = "time-per-kernel") -> str:
+    """Horizontal bars, one per label: ``values`` (ns) as bar lengths, ``notes`` in a column at their right."""
+    from .plots.bars import Part, stacked_bars
+
+    return stacked_bars(list(labels), [Part(what, BAR_COLOR, list(values))], unit="ns", chart_id=chart_id, what=what,
+                        notes=list(notes))
 
 
-def histogram(values: np.ndarray, *, title: str, unit: str = "", bins: int = 20, width: int = 460,
-              height: int = 200, chart_id: str = "") -> str:
-    """Distribution of one metric over kernel instances: x in the metric's unit, y in kernels."""
-    values = values[np.isfinite(values)]
-    counts, edges = np.histogram(values, bins=bins) if len(values) else (np.zeros(bins, int), np.linspace(0, 1, bins + 1))
-    peak = int(counts.max()) or 1
-    left = _text_w(f"{peak:,}") + 14
-    bottom, top_pad, right = 44, 10, 10 + _text_w(format_value(float(edges[-1]), unit)) / 2
-    plot_w, plot_h = width - left - right, height - bottom - top_pad
-    bw = plot_w / bins
-    parts = [f'<svg class="chart" id="{_esc(chart_id)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">']
-    for i, c in enumerate(counts.tolist()):
-        h = plot_h * c / peak
-        lo, hi = format_value(float(edges[i]), unit), format_value(float(edges[i + 1]), unit)
-        parts.append(f'<rect class="bar" x="{left + i * bw:.1f}" y="{top_pad + plot_h - h:.1f}" width="{max(bw - 1, 1):.1f}" '
-                     f'height="{h:.1f}" fill="{HIST_COLOR}"><title>{_esc(lo)} to {_esc(hi)}: {c:,} kernels</title></rect>')
-    base = top_pad + plot_h
-    parts.append(f'<line x1="{left:.1f}" y1="{base}" x2="{left + plot_w:.1f}" y2="{base}" stroke="#888"/>')
-    parts.append(f'<text class="axis" x="{left:.1f}" y="{base + 14}" text-anchor="middle">'
-                 f'{_esc(format_value(float(edges[0]), unit))}</text>')
-    parts.append(f'<text class="axis" x="{left + plot_w:.1f}" y="{base + 14}" text-anchor="middle">'
-                 f'{_esc(format_value(float(edges[-1]), unit))}</text>')
-    parts.append(f'<text class="axis" x="{left + plot_w / 2:.1f}" y="{base + 32}" text-anchor="middle">'
-                 f'{_esc(title)}{_esc(f" [{unit}]" if unit else "")}</text>')
-    parts.append(f'<text class="axis" x="{left - 6:.1f}" y="{top_pad + 10}" text-anchor="end">{peak:,}</text>')
-    parts.append(f'<text class="axis" x="{left - 6:.1f}" y="{base}" text-anchor="end">0</text>')
-    parts.append(f'<text class="axis" x="{left + 4:.1f}" y="{top_pad + 10}">kernels</text></svg>')
-    return "".join(parts)
+def metric_distributions(report: Report) -> list[str]:
+    """Per metric, its values' distribution per kernel (the busiest ``KERNELS_PER_DISTRIBUTION`` of those that
+    have it, in the table's order), one line each with a legend."""
+    from .plots.lines import distribution_chart
+    from .summary import unique_inverse
+
+    table = report.table
+    if not table.metrics or not len(table):
+        return []
+    names, codes = unique_inverse(table.name)
+    index = {str(n): i for i, n in enumerate(names.tolist())}
+    order = list(dict.fromkeys(index[s.name] for s in report.stats if s.name in index))
+    out = []
+    for i, (metric, column) in enumerate(table.metrics.items()):
+        unit = table.units.get(metric, "")
+        ok = np.isfinite(column)
+        having = [k for k in order if ok[codes == k].any()]
+        groups = [(str(names[k]), column[(codes == k) & ok], PALETTE[j % len(PALETTE)])
+                  for j, k in enumerate(having[:KERNELS_PER_DISTRIBUTION])]
+        label = f"{metric} [{unit or 'no unit'}]"
+        what = f"{label} per kernel instance: share of each kernel's calls"
+        out += [f"<h2>Distribution of {_esc(label)} per kernel</h2>",
+                distribution_chart(groups, unit=unit, chart_id=f"metric-{i}", what=what,
+                                   more=max(len(having) - KERNELS_PER_DISTRIBUTION, 0))]
+    return out
+
+
+def telemetry_section(series_list) -> list[str]:
+    """Telemetry: a chart per (track, metric), a line per device row, with time and value axes and the
+    extremes marked; the caption says the average, minimum and maximum."""
+    from .plots.lines import Line, series_chart
+
+    groups: dict[tuple, list] = {}
+    for t in series_list:
+        groups.setdefault((t.track, t.metric, t.unit), []).append(t)
+    figures = []
+    for i, ((track, metric, unit), members) in enumerate(groups.items()):
+        values = np.concatenate([t.values for t in members])
+        lines = [Line(f"{t.track} [{t.pid}]", PALETTE[j % len(PALETTE)], t.ts_ms, t.values)
+                 for j, t in enumerate(members)]
+        what = f"{track} {metric}" + (f" [{unit}]" if unit else "")
+        rows = f"{len(members)} rows, " if len(members) > 1 else f"[{members[0].pid}], "
+        caption = (f"{what}: {rows}{len(values):,} samples; avg {format_value(float(values.mean()), unit)}, "
+                   f"min {format_value(float(values.min()), unit)}, max {format_value(float(values.max()), unit)}")
+        figures.append(f'<figure class="telemetry"><figcaption>{_esc(caption)}</figcaption>'
+                       f'{series_chart(lines, unit=unit, chart_id=f"telemetry-{i}", what=what)}</figure>')
+    return ["<h2>Telemetry</h2>", f'<div id="telemetry" class="figures">{"".join(figures)}</div>'] if figures else []
+
+
+def timeline_section(report: Report) -> list[str]:
+    """The first trace's steps and busy time per kind of work (``analysis.step_timeline``)."""
+    from .plots.timeline import timeline_chart
+    from .step_timeline import step_timeline
+
+    table = getattr(report, "trace_table", None)
+    if table is None or not len(table.traces):
+        return []
+    tl = step_timeline(table, 0)
+    if tl is None or not tl.span_ns:
+        return []
+    which = f"rank {tl.rank}" if tl.rank is not None else tl.source
+    others = len(table.traces) - TIMELINES
+    note = (f"{which}: {len(tl.step_names):,} steps over {format_ns(tl.span_ns)}; hover a step for its time and "
+            "what each kind of work took of it" + (f". {others:,} more trace(s) in this report: "
+                                                  "`xpuprof report TRACE --format html` shows one" if others > 0 else ""))
+    return ["<h2>Timeline</h2>", f'<p class="meta">{_esc(note)}</p>', timeline_chart(tl)]
 
 
 def _table(head: Sequence[tuple[str, str]], rows: Sequence[Sequence], table_id: str) -> str:
@@ -127,7 +108,14 @@ def _table(head: Sequence[tuple[str, str]], rows: Sequence[Sequence], table_id: 
             title = f' title="{_esc(hover)}"' if hover is not None else ""
             tds.append(f'<td class="{cls}"{title}>{_esc(text)}</td>')
         out.append(f"<tr>{''.join(tds)}</tr>")
-    return f'<table id="{_esc(table_id)}">' + "".join(out) + "</table>"
+    return f'<div class="scroll"><table id="{_esc(table_id)}">' + "".join(out) + "</table></div>"
+
+
+def columns_table(columns, cells: Sequence[Sequence[str]], table_id: str) -> str:
+    """A table the text renderer would print (``text.Column`` headers, cells as formatted), as HTML: text
+    columns aligned left, numbers right, every cell whole."""
+    head = [(c.header, "text" if c.align == "left" else "") for c in columns]
+    return _table(head, cells, table_id)
 
 
 def kernel_table(report: Report) -> str:
@@ -167,14 +155,10 @@ def ranks_section(result) -> list[str]:
     head = (f'<p class="meta">{len(result.rows)} ranks; stragglers: {_esc(", ".join(map(str, flagged)) or "none")}. '
             "Red: the ranks the others wait for, and the steps they waited.</p>")
     notes = [f'<p class="meta">{_esc(n)}</p>' for n in result.notes]
-    return ["<h2>Ranks: what they wait for</h2>", head, *notes, result.html_figure(),
-            result.html_table("stragglers")]
+    from .plots.analyses import figures
 
-
-def _page(title: str, sections: list[str]) -> str:
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
-            + "".join(sections) + f"<script>{_SCRIPT}</script></body></html>")
+    return ["<h2>Ranks: what they wait for</h2>", head, *notes, *figures(result),
+            f'<div class="scroll">{result.html_table("stragglers")}</div>']
 
 
 def render(report: Report, *, title: str | None = None, ranks=None, extra_sections: Sequence[str] = ()) -> str:
@@ -189,6 +173,7 @@ def render(report: Report, *, title: str | None = None, ranks=None, extra_sectio
                 + f", {len(report.table):,} rows, {covered}. Sources: "
                 + ", ".join(_esc(s) for s in report.sources) + "</p>"]
     noun = report.title.lower()
+    sections += timeline_section(report)
     if report.stats:
         stats: list[NameStat] = report.stats
         values = [float(s.self_ns if report.nests and s.self_ns is not None else s.total_ns) for s in stats]
@@ -199,14 +184,8 @@ def render(report: Report, *, title: str | None = None, ranks=None, extra_sectio
                      f"<h2>{_esc(report.title)}</h2>", kernel_table(report)]
     else:
         sections.append(f"<p>No {_esc(noun)} matched.</p>")
-    if report.telemetry:
-        from .telemetry import sparkline
-
-        cells = "".join(
-            f'<figure class="telemetry"><figcaption>{_esc(t.key)}: avg {_esc(format_value(t.mean, t.unit))}, '
-            f'peak {_esc(format_value(t.peak, t.unit))} ({len(t.values)} samples)</figcaption>{sparkline(t)}</figure>'
-            for t in report.telemetry)
-        sections += ["<h2>Telemetry</h2>", f'<div id="telemetry">{cells}</div>']
+    sections += metric_distributions(report)
+    sections += telemetry_section(report.telemetry)
     if report.resources:
         from .resources import COLUMNS as RESOURCES
 
@@ -215,10 +194,6 @@ def render(report: Report, *, title: str | None = None, ranks=None, extra_sectio
         sections += ["<h2>Kernel resources</h2>", _table(head, rows, "kernel-resources")]
     if ranks is not None:
         sections += ranks_section(ranks)
-    for i, m in enumerate(report.table.metrics):
-        unit = report.table.units.get(m, "")
-        sections += [f"<h2>Distribution of {_esc(m)}{' [' + _esc(unit) + ']' if unit else ''}</h2>",
-                     histogram(report.table.metrics[m], title=m, unit=unit, chart_id=f"metric-{i}")]
     return _page(title, [*sections, *extra_sections])
 
 

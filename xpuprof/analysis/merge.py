@@ -19,6 +19,7 @@ from typing import Sequence
 import orjson
 
 from ..outputs import write_output_bytes
+from ..progress import bar
 from ..trace.builder.columns import encode_json
 from ..trace.read.kineto import MERGED_RANK_PID_STRIDE
 from .event_table import TIME_LIMIT_NS, ReportError
@@ -139,10 +140,12 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
 
     events: list[dict] = []
     device_props: list[dict] = []
-    for t, rank in sorted(zip(traces, ranks), key=lambda x: x[1]):
-        events.extend(_rank_events(t, rank, shifts[rank], base_ns))
-        for props in t.data.get("deviceProperties") or []:
-            device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
+    with bar("merging", len(traces), unit="ranks") as shown:
+        for t, rank in sorted(zip(traces, ranks), key=lambda x: x[1]):
+            events.extend(_rank_events(t, rank, shifts[rank], base_ns))
+            for props in t.data.get("deviceProperties") or []:
+                device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
+            shown.advance()
     end_us = max((e["ts"] + e.get("dur", 0) for e in events if "ts" in e), default=0.0)
     events.append({"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": round(end_us, 3)})
 

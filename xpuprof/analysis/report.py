@@ -303,6 +303,7 @@ class Report:
     resources: list = field(default_factory=list)  # analysis.resources rows (XPU traces)
     intervals: dict = field(default_factory=dict)  # (rank, name) -> analysis.intervals columns (XPU traces)
     ranks_view: object = None  # a store's per-rank view for the HTML report (cluster.stragglers' result)
+    trace_table: object = None  # the TraceTable the report was made of (the HTML's timeline reads its steps)
 
     def interval_of(self, stat: "NameStat") -> dict:
         return self.intervals.get((stat.rank, stat.name)) or {}
@@ -374,15 +375,12 @@ def read_report_inputs(paths: Iterable[str | Path], say=None, *, kinds=REPORT_KI
 def check_times(table) -> None:
     """Every trace's base time and event times are times a trace can hold; else one ``ReportError`` naming
     the file, the event and the value (the reader counted them; a report refuses such a trace)."""
+    from ..trace.read.kineto import time_error
+
     for info in table.traces:
-        if info.bad_base is not None:
-            raise ReportError(f"{info.origin}: baseTimeNanoseconds {info.bad_base!r} is not a time (an integer of "
-                              f"nanoseconds below {TIME_LIMIT_NS:.3g} in magnitude)")
-        if info.bad_times:
-            event, key, value = info.bad_times[0]
-            limit_us = (TIME_LIMIT_NS - abs(info.base_time_ns)) / 1000
-            raise ReportError(f"{info.origin}: event {event[:80]!r} has {key} {value!r}, which is not a time a trace "
-                              f"can hold (a finite number of microseconds below {limit_us:.3g} in magnitude)")
+        bad = time_error(info)
+        if bad:
+            raise ReportError(f"{info.origin}: {bad}")
         merged = set(info.merged_ranks)
         if merged:
             also = sorted({o.rank for o in table.traces if o is not info and o.named} & merged)
@@ -430,4 +428,5 @@ def report_of(table, *, categories: Sequence[str] | None = None, name: str | Non
     intervals = {} if windowed else combine(((info.rank if info.named else None, h.get(INTERVALS_KEY))
                                              for info, h in zip(table.traces, headers)), by_rank)
     return Report(stats, rows, [info.origin for info in table.traces], report_ranks(table),
-                  int(rows.self_ns.sum()) if len(rows) else 0, telemetry, filters, resources, intervals)
+                  int(rows.self_ns.sum()) if len(rows) else 0, telemetry, filters, resources, intervals,
+                  trace_table=table)

@@ -24,6 +24,8 @@ from typing import Sequence
 FILE = "report.json"
 FORMAT = "xpuprof-report-summary"
 VERSION = 1
+CHECKSUM_KEY = "crc32"  # of the rest (``_crc``); summaries written before it have none and are read as they are
+MAX_SUMMARY_BYTES = 64 << 20  # a few KB per rank (one row per kernel name)
 HEADER_KEYS = ("collectors", "xpu_kernel_resources", "xpu_submission_intervals")  # what report_of reads of headers
 
 
@@ -84,6 +86,7 @@ def write_summary(partition) -> Path | None:
     if summary is None:
         return None
     final = partition / FILE
+    summary[CHECKSUM_KEY] = _crc(summary)  # a flipped bit in it is an error, as in the store's data files
     fd, tmp = tempfile.mkstemp(prefix=f".{FILE}.", dir=final.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -100,18 +103,36 @@ def read_summaries(store) -> list[dict] | None:
     """Every rank's summary, in rank order, or None when a rank has none (or one that does not parse)."""
     from ..trace.read.store import open_store
 
+    from ..inputs import InputError, read_input
+    from ..trace.read.store import StoreError
+
     st = open_store(store, read_meta=False)
     out = []
     for rank in st.ranks:
-        try:
-            data = json.loads((st.partitions[rank].path / FILE).read_bytes())
+        file = st.partitions[rank].path / FILE
+        try:  # a store file like the others: regular, bounded (a FIFO here hung report, /dev/zero filled memory)
+            data = json.loads(read_input(file, "report summary", limit=MAX_SUMMARY_BYTES))
+        except InputError as exc:
+            raise StoreError(str(exc)) from None
         except (OSError, ValueError):
             return None
         if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") == VERSION
                 and data.get("rank") == rank and isinstance(data.get("partial"), list)):
             return None
+        want = data.pop(CHECKSUM_KEY, None)
+        if want is not None and want != _crc(data):
+            raise StoreError(f"{file} does not match the checksum written with it: the file was changed or corrupted "
+                             "after it was written")
         out.append(data)
     return out
+
+
+def _crc(summary: dict) -> int:
+    """CRC-32 of the summary's canonical JSON (sorted keys; floats as Python writes them, which read back equal)."""
+    import zlib
+
+    return zlib.crc32(json.dumps({k: v for k, v in summary.items() if k != CHECKSUM_KEY}, sort_keys=True,
+                                 separators=(",", ":")).encode())
 
 
 def build_report(inputs, *, categories=None, name=None, start_ms=None, end_ms=None, by_rank: bool = False,

@@ -96,18 +96,3 @@ def telemetry_series(table) -> list[TelemetrySeries]:
         out.append(TelemetrySeries(track, pid, metric, ts[sel][order], vals[sel][order]))
     return out
 
-
-def sparkline(series: TelemetrySeries, *, width: int = 260, height: int = 48) -> str:
-    """A small inline SVG line of one series (no script needed)."""
-    t, v = series.ts_ms, series.values
-    if len(v) == 0:
-        return ""
-    lo, hi = float(v.min()), float(v.max())
-    span_v = hi - lo or 1.0
-    span_t = float(t[-1] - t[0]) or 1.0
-    xs = (t - t[0]) / span_t * (width - 4) + 2
-    ys = height - 2 - (v - lo) / span_v * (height - 4)
-    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
-    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="time series"><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" '
-            f'points="{points}"/></svg>')

@@ -277,6 +277,21 @@ _TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
+def format_ranks(ranks) -> str:
+    """Ranks in numeric order, runs of three or more as ranges: ``0, 1``, ``0-999``, ``0-3, 5, 7-9``
+    (one short line however many ranks a job has)."""
+    ordered = sorted(set(int(r) for r in ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts += [f"{ordered[i]}-{ordered[j]}"] if j - i >= 2 else [str(r) for r in ordered[i:j + 1]]
+        i = j + 1
+    return ", ".join(parts)
+
+
 def format_ns(ns: float | None) -> str:
     """A time for people: ``120 ns``, ``3.606 us``, ``43.275 ms``, ``1.204 s`` (one format: the unit scales)."""
     if ns is None or not math.isfinite(ns):

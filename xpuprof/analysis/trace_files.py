@@ -52,11 +52,16 @@ def load_traces(paths: Iterable[str | Path], say=None) -> list[TraceFile]:
         raise ReportError(f"{files.stores[0]} is a trace store; this reads trace files")
     if not files.traces:
         raise ReportError("no trace files given")
+    from ..progress import bar
+    from ..trace.read.inputs import input_bytes
+
     traces = []
-    for p in files.traces:
-        try:
-            data = load(p)
-        except TraceLoadError as exc:
-            raise ReportError(str(exc)) from None
-        traces.append(TraceFile(p, data, rank_of(data, p)))
+    with bar("reading", len(files.traces), unit="traces", size_bytes=input_bytes(files.traces)) as shown:
+        for p in files.traces:
+            try:
+                data = load(p)
+            except TraceLoadError as exc:
+                raise ReportError(str(exc)) from None
+            traces.append(TraceFile(p, data, rank_of(data, p)))
+            shown.advance()
     return traces

@@ -12,7 +12,7 @@ import os
 
 SUMMARIES: dict[str, str] = {
     "analyze": "analyses over a trace store or traces (any number of ranks; this process or Ray)",
-    "convert": "Kineto JSON traces into a columnar trace store (Parquet)",
+    "convert": "traces into a columnar trace store (Parquet), or one trace into Perfetto protobuf (-o X.pftrace)",
     "devices": "list profiler backends: which can run here and why others cannot",
     "diff": "compare kernel times and metrics of two runs (non-zero exit on regression)",
     "exec": "run a command with xpuprof in every Python process it starts",

@@ -111,3 +111,9 @@ def check_categories(categories) -> list[str]:
                              f" Valid: {', '.join(valid)} (or a vendor spelling: cuda_runtime, xpu_driver, ...)") \
                 from None
     return list(categories or [])
+
+
+def add_progress_option(parser) -> None:
+    """``--no-progress``, as ``xpuprof run`` spells it: no bar on the terminal (there is none on a pipe)."""
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar on the terminal (none is drawn when stderr is not a terminal)")

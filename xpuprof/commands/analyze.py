@@ -62,16 +62,22 @@ def register(subparsers) -> None:
                         "step, and a straggler when that adds up to PCT %% of the run (default 5)")
     g.add_argument("--min-us", type=float, default=None, metavar="US",
                    help="stragglers: the least wait, µs, that makes a rank behind in a step (default 100)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 
+ENGINE_FLAGS = {"memory_limit": "--memory-limit", "threads": "--threads", "group_events": "--group-events",
+                "address": "--ray-address"}
 OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_memory", "events", "runtime_cutoff",
            "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "min_us")
 
 
 def run(args) -> int:
     from ..analysis.cluster import FORMATS, AnalysisError, run_analysis
-    from ..analysis.engines import EngineError, open_engine
+    from ..analysis.engines import (EngineError, check_engine_options, default_group_events, default_memory_limit,
+                                    open_engine)
     from ..trace.read.source import TraceLoadError
     from ..trace.read.store import StoreError
 
@@ -83,16 +89,15 @@ def run(args) -> int:
         print(f"xpuprof analyze: {exc}", file=sys.stderr)
         return 2
     options = {k: getattr(args, k) for k in OPTIONS}
-    engine_opts = {"memory_limit": args.memory_limit}
-    if args.threads is not None:
-        engine_opts["threads"] = args.threads
-    if args.group_events is not None:
-        if args.engine != "duckdb":
-            print("xpuprof analyze: --group-events is the duckdb engine's (Ray's groups are its tasks)", file=sys.stderr)
-            return 2
-        engine_opts["group_events"] = args.group_events
-    if args.engine == "ray" and args.ray_address:
-        engine_opts["address"] = args.ray_address
+    given = {"memory_limit": args.memory_limit, "threads": args.threads, "group_events": args.group_events,
+             "address": args.ray_address}
+    try:  # every engine option checked, and one the engine does not take refused, before anything is read
+        engine_opts = check_engine_options(args.engine, {k: v for k, v in given.items() if v is not None},
+                                           ENGINE_FLAGS)
+        default_memory_limit(), default_group_events()  # the environment's, too
+    except EngineError as exc:
+        print(f"xpuprof analyze: {exc}", file=sys.stderr)
+        return 2
     try:
         with open_engine(args.store, args.engine, say=_say, **engine_opts) as engine:
             result = run_analysis(args.analysis, engine, **options)

@@ -1,5 +1,9 @@
 """``xpuprof convert INPUT… -o STORE``: Kineto JSON traces (``.json``/``.json.gz``; torch's, xpuprof's,
-any Kineto's) into a trace store, one rank partition per trace, streamed in bounded memory.
+any Kineto's) or Perfetto protobuf traces (``.pftrace``) into a trace store, one rank partition per trace,
+JSON streamed in bounded memory.
+
+``xpuprof convert INPUT -o TRACE.pftrace``: one trace (any of those) as Perfetto's native protobuf, which
+Perfetto's UI opens far bigger than JSON; slices that overlap without nesting go on lanes of their own.
 
 Inputs are files, or directories whose ``*.json``/``*.json.gz`` files are read, recursively (the rule every
 command shares: symbolic links, hidden entries and stores inside are skipped, and said). Each trace's rank: ``distributedInfo.rank``, else ``rank<N>``/``rank-N``
@@ -13,13 +17,18 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("convert", help="Kineto JSON traces into a columnar trace store (Parquet)",
-                              description=__doc__)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files (.json/.json.gz) or directories of them")
-    p.add_argument("-o", "--output", required=True, metavar="STORE", help="the store directory (created when new)")
+    p = subparsers.add_parser("convert", help="traces into a columnar trace store (Parquet), or one trace into "
+                              "Perfetto protobuf (-o X.pftrace)", description=__doc__)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="trace files (.json/.json.gz/.pftrace) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="STORE|TRACE.pftrace",
+                   help="the store directory (created when new), or a .pftrace/.perfetto-trace file")
     p.add_argument("--replace", action="store_true", help="replace ranks the store already holds")
     p.add_argument("--rank", type=int, default=None, metavar="N",
                    help="the rank of the one INPUT (default: from the trace, its name or its position)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 
@@ -46,10 +55,50 @@ def _installed(package: str) -> bool:
         return False
 
 
+def to_perfetto(args) -> int:
+    """One trace into a Perfetto protobuf file."""
+    from ..trace.read.inputs import InputsError, read_file
+    from ..trace.read.source import TraceLoadError
+    from ..trace.write.perfetto import write_perfetto
+
+    out = Path(args.output)
+    try:
+        files, errors, notes = expand_inputs(args.inputs, out)
+    except InputsError as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    for line in notes + errors:
+        print(f"xpuprof convert: {line}", file=sys.stderr)
+    if errors:
+        return 2
+    if len(files) != 1:
+        print(f"xpuprof convert: a {out.suffix} file holds one trace; {len(files)} inputs given (convert them one "
+              "at a time, or merge them first with xpuprof merge)", file=sys.stderr)
+        return 2
+    try:
+        table = read_file(files[0], rank=args.rank)
+        write_perfetto(table, out)
+    except (TraceLoadError, ValueError) as exc:
+        print(f"xpuprof convert: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"xpuprof convert: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"xpuprof convert: {files[0]} -> {out} ({out.stat().st_size:,} bytes, {len(table):,} events)",
+          file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from ..trace.write.kineto_store import ConvertError, convert_trace
+    from ..trace.write.files import is_perfetto_path
     from ..trace.write.rankwriter import StoreWriteError, prepare_store
 
+    if args.rank is not None and args.rank < 0:
+        print(f"xpuprof convert: --rank must be 0 or more, not {args.rank}", file=sys.stderr)
+        return 2
+    if is_perfetto_path(args.output):
+        return to_perfetto(args)
     if not _installed("pyarrow"):  # checked before any input is read
         print("xpuprof convert: a trace store needs the pyarrow package: pip install 'xpuprof[scale]'",
               file=sys.stderr)
@@ -74,29 +123,60 @@ def run(args) -> int:
     except (StoreWriteError, OSError) as exc:
         print(f"xpuprof convert: {exc}", file=sys.stderr)
         return 2
+    from ..progress import bar
+    from ..trace.read.inputs import input_bytes
+
     taken: dict[int, str] = {}
-    done = 0
-    for position, path in enumerate(files):
-        try:
-            got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace, taken=taken)
-        except ConvertError as exc:
-            print(f"xpuprof convert: {exc}", file=sys.stderr)
-            errors.append(str(exc))
-            continue
-        except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
-            print(f"xpuprof convert: {path}: cannot write {store}: {exc.strerror or exc}", file=sys.stderr)
-            errors.append(str(exc))
-            continue
-        done += 1
-        _keep_summary(store, got.rank)
-        print(f"xpuprof convert: rank {got.rank} <- {path} ({got.events} events, {got.rows['slices']} slices; rank "
-              f"from {got.rank_source})", file=sys.stderr)
+    done: list = []
+    alone = len(files) == 1  # one input: its error is the one line (with what became of the store)
+    with bar("converting", len(files), unit="traces", size_bytes=input_bytes(files)) as shown:
+        for position, path in enumerate(files):
+            try:
+                got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace,
+                                    taken=taken)
+            except ConvertError as exc:
+                errors.append(str(exc))
+            except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
+                errors.append(f"{path}: cannot write {store}: {exc.strerror or exc}")
+            else:
+                done.append(got)
+                _keep_summary(store, got.rank)
+                continue
+            finally:
+                shown.advance()
+            if not alone:
+                print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
     if not done and created:
         _remove_empty_store(store)  # a failed convert leaves nothing behind (not an empty store)
-        print(f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
+        print(f"xpuprof convert: {errors[-1]}; {store} was not created" if alone else
+              f"xpuprof convert: no trace converted; {store} was not created", file=sys.stderr)
         return 2
-    print(f"xpuprof convert: {done} of {len(files)} trace(s) into {store}", file=sys.stderr)
+    if alone and not done:
+        print(f"xpuprof convert: {errors[-1]}", file=sys.stderr)
+        return 2
+    print(f"xpuprof convert: {summary_line(done, len(files), store)}", file=sys.stderr)
     return 2 if errors else 0
+
+
+def summary_line(done: list, inputs: int, store: Path) -> str:
+    """The one line at the end of a convert, whatever the number of ranks: how many traces went in, the
+    ranks in numeric order as ranges (``ranks 0-999``), the rows, and where each rank number came from.
+    One trace names its file, as the per-rank line did."""
+    from ..analysis.text import format_ranks
+
+    if not done:
+        return f"0 of {inputs:,} trace(s) into {store}: no rank converted"
+    events = sum(c.events for c in done)
+    slices = sum(c.rows.get("slices", 0) for c in done)
+    sources: dict[str, int] = {}
+    for c in done:
+        sources[c.rank_source] = sources.get(c.rank_source, 0) + 1
+    source = (f"rank from {next(iter(sources))}" if len(sources) == 1 else
+              "ranks from " + ", ".join(f"{k} {n:,}" for k, n in sorted(sources.items(), key=lambda kv: -kv[1])))
+    ranks = sorted(c.rank for c in done)
+    which = f"rank {ranks[0]} <- {done[0].path}" if len(done) == 1 else f"ranks {format_ranks(ranks)}"
+    return (f"{len(done):,} of {inputs:,} trace(s) into {store}: {which} ({events:,} events, {slices:,} slices; "
+            f"{source})")
 
 
 def _remove_empty_store(store: Path) -> None:

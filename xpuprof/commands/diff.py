@@ -10,6 +10,7 @@ against its history, with statistics instead of a threshold."""
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the comparison's modules load when a diff runs, not to parse or show --help
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # the comparison's modules load when a diff runs, not to pars
 
 # analysis.diff.TIME_FIELDS, named here for the parser (tests/commands/test_cli_startup.py keeps them equal)
 TIME_FIELDS = ("avg", "total", "min", "max")
+
+FORMATS = ("table", "json", "html")
 
 
 def register(subparsers) -> None:
@@ -32,8 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--field", default="avg", choices=TIME_FIELDS, help="time compared per kernel (default avg)")
     p.add_argument("--min-us", type=float, default=0.0, metavar="US",
                    help="ignore kernels faster than US microseconds on both sides")
-    p.add_argument("--format", default="table", choices=("table", "json", "html"),
-                   help="table (default), json; html with --history (a history plot per kernel, needs -o)")
+    p.add_argument("--format", default=None, choices=FORMATS,
+                   help="table (default), json or html (charts of what changed; with --history a history plot per "
+                        "kernel, needs -o); with -o the file's extension picks it (d.html: html)")
     p.add_argument("--all", action="store_true", help="also list unchanged kernels")
     p.add_argument("--wide", action="store_true",
                    help="every column, however wide the terminal (default: the tables fit it)")
@@ -42,7 +46,10 @@ def register(subparsers) -> None:
     gate = p.add_argument_group("--history DIR: the run A against its history, as `xpuprof gate` (statistics "
                                 "instead of --threshold)")
     add_gate_options(gate, history_required=False)
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="with --history: write to FILE")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 
@@ -54,18 +61,39 @@ def _signed(value: float, unit: str) -> str:
     return ("-" if value < 0 else "+") + text
 
 
-def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = None, width: int | None = None) -> str:
+class _Spec:
+    """A table before it is rendered: title, columns, cells, and lines under it (text) or beside it (HTML)."""
+
+    def __init__(self, title: str, columns: list, cells: list, notes=None, empty: str = "") -> None:
+        # notes: the lines under the table for a width (None: unwrapped), or None for no lines
+        self.title, self.columns, self.cells, self.notes, self.empty = title, columns, cells, notes, empty
+
+    def text(self, width: int | None) -> str:
+        from ..analysis.text import render_table
+
+        notes = self.notes(width) if self.notes else ""
+        if not self.cells:
+            return render_table([], [], title=self.title, width=width, boxed=False) + self.empty + notes
+        return render_table(self.columns, self.cells, title=self.title, width=width) + notes
+
+    def html(self, table_id: str) -> str:
+        from ..analysis.html import _esc, columns_table
+
+        if not self.cells:
+            return f'<p class="meta">{_esc(self.empty.strip())}</p>'
+        return columns_table(self.columns, self.cells, table_id)
+
+
+def _kernel_spec(result: DiffResult, show_all: bool, units: dict[str, str] | None = None) -> _Spec:
     from ..analysis.tables import metric_label
-    from ..analysis.text import Column, format_ns, render_table
+    from ..analysis.text import Column, format_ns
 
     units = units or {}
     rows = [r for r in result.rows if show_all or r.status != "same"]
     title = (f"Kernel {result.field} time: B vs A (threshold {result.threshold_pct:g}%), "
              f"{len(result.regressions)} regression(s)")
-    notes = _pairing_notes(result, width)
-    if not rows:
-        return render_table([], [], title=title, width=width, boxed=False) + \
-            "no kernel changed by more than the threshold\n" + notes
+    notes = partial(_pairing_notes, result)  # wrapped to the width the table is rendered at
+    empty = "no kernel changed by more than the threshold\n"
     metrics = list(dict.fromkeys(m for r in rows for m in r.metrics))
     points = any(r.point for r in rows)
     field = result.field.capitalize()
@@ -86,7 +114,11 @@ def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = No
             a, b = r.metrics.get(m, (None, None))
             line.append(_signed(b - a, units.get(m, "")) if a is not None and b is not None else "-")
         cells.append(line)
-    return render_table(columns, cells, title=title, width=width) + notes
+    return _Spec(title, columns, cells, notes, empty)
+
+
+def _table(result: DiffResult, show_all: bool, units: dict[str, str] | None = None, width: int | None = None) -> str:
+    return _kernel_spec(result, show_all, units).text(width)
 
 
 def _pairing_notes(result: DiffResult, width: int | None = None) -> str:
@@ -104,6 +136,13 @@ def _pairing_notes(result: DiffResult, width: int | None = None) -> str:
 
 
 def run(args) -> int:
+    from ._options import UsageError, output_format
+
+    try:
+        args.format = output_format(args.format, args.output, FORMATS)
+    except UsageError as exc:
+        print(f"xpuprof diff: {exc}", file=sys.stderr)
+        return 2
     from ..analysis.diff import DiffError, diff, diff_telemetry, read_side
     from ..trace.builder.columns import encode_json
 
@@ -119,9 +158,8 @@ def run(args) -> int:
         print("xpuprof diff: give two runs to compare (A B), or one run directory with --history DIR",
               file=sys.stderr)
         return 2
-    if args.format == "html" or args.output or args.accept:
-        print("xpuprof diff: --format html, -o and --accept apply with --history (a run against its history)",
-              file=sys.stderr)
+    if args.accept or args.keep:
+        print("xpuprof diff: --accept and --keep apply with --history (a run against its history)", file=sys.stderr)
         return 2
     try:
         a, b = read_side(args.a, say=_say), read_side(args.b, say=_say)  # each side read once
@@ -138,45 +176,50 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     grew = [r for r in stalls if r["status"] == "grew"]
+    units = {**a.units, **b.units} if args.format != "json" else {}
     if args.format == "json":
         out = result.to_dict()
         out["telemetry"] = telemetry
         if stalls:
             out["stalls"] = {"threshold_points": args.threshold, "grew": len(grew), "rows": stalls}
-        sys.stdout.write(encode_json(out).decode() + "\n")
+        text = encode_json(out).decode() + "\n"
+    elif args.format == "html":
+        text = _html(args, result, telemetry, stalls, units)
     else:
         from ..analysis.text import terminal_width
 
         width = None if args.wide else terminal_width()
-        units = {**a.units, **b.units}
-        sys.stdout.write(_table(result, args.all, units, width))
+        text = _table(result, args.all, units, width)
         if telemetry:
-            sys.stdout.write("\n" + _telemetry_table(telemetry, width=width))
+            text += "\n" + _telemetry_table(telemetry, width=width)
         if stalls:
-            sys.stdout.write("\n" + _stall_table(stalls, args.threshold, args.all, width))
+            text += "\n" + _stall_table(stalls, args.threshold, args.all, width)
+    if not _emit(args, text):
+        return 2
     return 1 if result.regressions or grew else 0
 
 
-def _stall_table(rows: list[dict], threshold: float, show_all: bool, width: int | None = None) -> str:
-    from ..analysis.text import Column, format_percent, render_table
+def _stall_spec(rows: list[dict], threshold: float, show_all: bool) -> _Spec:
+    from ..analysis.text import Column, format_percent
 
     shown = [r for r in rows if show_all or r["status"] != "same"]
     grew = sum(r["status"] == "grew" for r in rows)
     title = (f"EU stall reasons: share of each kernel's samples, B vs A (threshold {threshold:g} points), "
              f"{grew} grew")
-    if not shown:
-        return render_table([], [], title=title, width=width, boxed=False) + \
-            "no stall reason's share changed by more than the threshold\n"
     columns = [Column("Kernel", "left", wrap=True, min_width=16), Column("Reason", "left", wrap=True, min_width=8),
                Column("Status", "left"), Column("A %"), Column("B %"), Column("Δ points"),
                Column("Samples A/B", optional=2)]
     cells = [[r["kernel"], r["reason"], r["status"], format_percent(r["a_pct"]), format_percent(r["b_pct"]),
               f"{r['delta_points']:+.1f} points", f"{r['a_samples']:,}/{r['b_samples']:,}"] for r in shown]
-    return render_table(columns, cells, title=title, width=width)
+    return _Spec(title, columns, cells, empty="no stall reason's share changed by more than the threshold\n")
 
 
-def _telemetry_table(rows: list[dict], units: dict[str, str] | None = None, width: int | None = None) -> str:
-    from ..analysis.text import Column, format_value, render_table
+def _stall_table(rows: list[dict], threshold: float, show_all: bool, width: int | None = None) -> str:
+    return _stall_spec(rows, threshold, show_all).text(width)
+
+
+def _telemetry_spec(rows: list[dict], units: dict[str, str] | None = None) -> _Spec:
+    from ..analysis.text import Column, format_value
 
     units = units or {}
 
@@ -193,7 +236,58 @@ def _telemetry_table(rows: list[dict], units: dict[str, str] | None = None, widt
                Column("Peak Δ %", optional=2)]
     cells = [[r["series"], num(r["series"], r["a_mean"]), num(r["series"], r["b_mean"]), pct(r["mean_delta_pct"]),
               num(r["series"], r["a_peak"]), num(r["series"], r["b_peak"]), pct(r["peak_delta_pct"])] for r in rows]
-    return render_table(columns, cells, title="Telemetry: average and peak per metric, B vs A", width=width)
+    return _Spec("Telemetry: average and peak per metric, B vs A", columns, cells)
+
+
+def _telemetry_table(rows: list[dict], units: dict[str, str] | None = None, width: int | None = None) -> str:
+    return _telemetry_spec(rows, units).text(width)
+
+
+def _series_of(path: str) -> dict:
+    """key -> TelemetrySeries of a side that is traces (a report JSON or run summary holds no samples: {})."""
+    from pathlib import Path
+
+    from ..analysis.report import ReportError, build_report
+
+    p = Path(path)
+    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
+        return {}
+    try:
+        return {t.key: t for t in build_report([p]).telemetry}
+    except ReportError:
+        return {}
+
+
+def _html(args, result: DiffResult, telemetry: list[dict], stalls: list[dict], units: dict[str, str]) -> str:
+    from ..analysis.plots.diff_page import render
+
+    kernels = _kernel_spec(result, args.all, units)
+    tables = [(kernels.title, kernels.html("kernels"))]
+    series_a, series_b = (_series_of(args.a), _series_of(args.b)) if telemetry else ({}, {})
+    if telemetry:  # the traces' series name their units (the collectors' metadata)
+        spec = _telemetry_spec(telemetry, {k: t.unit for k, t in {**series_a, **series_b}.items() if t.unit})
+        tables.append((spec.title, spec.html("telemetry")))
+    if stalls:
+        spec = _stall_spec(stalls, args.threshold, args.all)
+        tables.append((spec.title, spec.html("stalls")))
+    return render(result, a=args.a, b=args.b, units=units, telemetry=telemetry, series_a=series_a, series_b=series_b,
+                  stalls=stalls, tables=tables, notes=_pairing_notes(result).splitlines())
+
+
+def _emit(args, text: str) -> bool:
+    """``text`` to -o (atomically; the path said on stderr) or stdout; False when the file cannot be written."""
+    if not args.output:
+        sys.stdout.write(text)
+        return True
+    from ..outputs import write_error_line, write_output_bytes
+
+    try:
+        write_output_bytes(args.output, text.encode("utf-8"))
+    except OSError as exc:
+        print(f"xpuprof diff: {write_error_line(args.output, exc)}", file=sys.stderr)
+        return False
+    print(f"xpuprof diff: wrote {args.output}", file=sys.stderr)
+    return True
 
 
 def _say(line: str) -> None:

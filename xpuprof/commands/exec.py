@@ -2,8 +2,8 @@
 process it starts (a script, ``python -m``, torchrun, mpirun/srun launching Python; their children too),
 and Intel PTI's view library preloaded so SYCL programs are captured from their first call.
 
-What is recorded (one trace per process, in --out, named <host>_<pid>.<ts>.pt.trace.json with the rank
-inside; each process says on stderr where it wrote its trace):
+What is recorded (one trace per process, in --out, named <host>_<pid>.<ts>.pt.trace.json, or .pftrace with
+--format perfetto, with the rank inside; each process says on stderr where it wrote its trace):
   (default)                 the whole run of each process
   --delay S --duration S    a window of the run
   --iterations N            N iterations (torch optimizer steps or xpuprof.step()), from --start-iteration
@@ -41,6 +41,8 @@ def register(subparsers) -> None:
                    help="one more Kineto config line (repeatable; after --config, so it wins)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help=f"trace directory (default ./{DEFAULT_OUT}); with --on-demand, requests' traces go there too")
+    p.add_argument("--format", default="json", choices=("json", "perfetto"),
+                   help="the traces written in --out: Kineto JSON (default) or Perfetto protobuf (.pftrace)")
     when = p.add_argument_group("when (default: the whole run)")
     when.add_argument("--delay", type=non_negative_seconds, default=None, metavar="S",
                       help="start S seconds after each process starts")
@@ -85,6 +87,7 @@ def policy_from_args(args):
         raise ValueError(f"the config cannot be recorded: {exc}") from None
     out_given = args.out is not None
     out = os.path.abspath(args.out if out_given else DEFAULT_OUT)  # one directory, whatever cwd each process has
+    fmt = getattr(args, "format", "json")
     timed = args.delay is not None or args.duration is not None
     if sum([timed, args.iterations is not None, args.on_demand]) > 1:
         raise ValueError("--delay/--duration, --iterations and --on-demand choose different captures: give one")
@@ -96,16 +99,17 @@ def policy_from_args(args):
         if not args.duration:
             raise ValueError("--duration must be a positive number of seconds")
         return ExecPolicy(mode="window", out_dir=out, out_given=out_given, config_text=text, delay_s=args.delay or 0.0,
-                          duration_s=args.duration)
+                          duration_s=args.duration, trace_format=fmt)
     if args.iterations is not None:
         return ExecPolicy(mode="iterations", out_dir=out, out_given=out_given, config_text=text,
-                          iterations=args.iterations, start_iteration=args.start_iteration)
+                          iterations=args.iterations, start_iteration=args.start_iteration, trace_format=fmt)
     if args.on_demand:
-        return ExecPolicy(mode="on-demand", out_dir=out, out_given=out_given, config_text=text)
+        return ExecPolicy(mode="on-demand", out_dir=out, out_given=out_given, config_text=text, trace_format=fmt)
     if kc.iteration_mode:  # the config itself asks for iterations (Kineto's keys)
         return ExecPolicy(mode="iterations", out_dir=out, out_given=out_given, config_text=text,
-                          iterations=kc.activities_iterations, start_iteration=max(0, kc.profile_start_iteration))
-    return ExecPolicy(mode="run", out_dir=out, out_given=out_given, config_text=text)
+                          iterations=kc.activities_iterations, start_iteration=max(0, kc.profile_start_iteration),
+                          trace_format=fmt)
+    return ExecPolicy(mode="run", out_dir=out, out_given=out_given, config_text=text, trace_format=fmt)
 
 
 def check_out_writable(policy) -> str | None:

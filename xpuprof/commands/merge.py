@@ -17,6 +17,9 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="merged view path, e.g. job.merged.json or .json.gz (never *.pt.trace.json: "
                         "TensorBoard and HTA would read it as one rank's trace)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.add_argument("--align", default="epoch", choices=ALIGN_MODES,
                    help="epoch: absolute clocks (default); start: first events coincide; "
                         "step: first ProfilerStep# annotations coincide")
@@ -36,9 +39,26 @@ def run(args) -> int:
     except OSError as exc:  # a full disk, a directory or a read-only place at -o: one line, no traceback
         print(f"xpuprof merge: {write_error_line(args.output, exc)}", file=sys.stderr)
         return 1
-    shifts = ", ".join(f"rank {r}: {s / 1e6:+.3f} ms" for r, s in sorted(info.shifts_ns.items()))
-    print(f"merged ranks {', '.join(map(str, info.ranks))} ({info.events} events, clock shifts {shifts}) "
+    from ..analysis.text import format_ranks
+
+    print(f"merged ranks {format_ranks(info.ranks)} ({info.events:,} events, {_shifts(info.shifts_ns)}) "
           f"into {info.path}", file=sys.stderr if names_stdout(args.output) else sys.stdout)
     if info.note:
         print(f"xpuprof merge: warning: {info.note}", file=sys.stderr)
     return 0
+
+
+SHIFTS_LISTED = 8  # more ranks than this: the shifts' range, not one per rank (one line for 1,000 ranks)
+
+
+def _shifts(shifts_ns: dict[int, int]) -> str:
+    """Each rank's clock shift (``rank 0: +0.000 ms, ...``), or for many ranks their range and who has the
+    extremes; the clocks as recorded when none moved (``--align epoch``)."""
+    if not any(shifts_ns.values()):
+        return "clocks as recorded"
+    items = sorted(shifts_ns.items())
+    if len(items) <= SHIFTS_LISTED:
+        return "clock shifts " + ", ".join(f"rank {r}: {s / 1e6:+.3f} ms" for r, s in items)
+    low, high = min(items, key=lambda kv: kv[1]), max(items, key=lambda kv: kv[1])
+    return (f"clock shifts from {low[1] / 1e6:+.3f} ms (rank {low[0]}) to {high[1] / 1e6:+.3f} ms "
+            f"(rank {high[0]})")

@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="kernel summary table from trace files (any number of ranks)",
                               description=__doc__)
     p.add_argument("traces", nargs="+", metavar="TRACE",
-                   help="trace files (.json/.json.gz) or directories of them, or one trace store (xpuprof convert)")
+                   help="trace files (.json/.json.gz/.pftrace) or directories of them, or one trace store (xpuprof convert)")
     p.add_argument("--top", type=top_count, default=None, metavar="N",
                    help="only the N busiest kernels (a positive integer, or 'all': the default)")
     p.add_argument("--name", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
@@ -56,6 +56,9 @@ def register(subparsers) -> None:
     p.add_argument("--history", default=None, metavar="DIR",
                    help="with --format html and one run directory (what `xpuprof run` wrote): add a history plot "
                         "per kernel from the run history in DIR (`xpuprof gate`'s verdicts)")
+    from ._options import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=run)
 
 

@@ -66,11 +66,21 @@ def split_filter_list(text: str) -> list[str]:
 
 def read_filter_file(path) -> list[str]:
     """The patterns of a unitrace-style filter file."""
+    from ..inputs import InputError, open_regular
+
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILTER_FILE_BYTES:
-            raise KernelFilterError(f"kernel filter file {p} is larger than {MAX_FILTER_FILE_BYTES >> 20} MiB")
-        text = p.read_text(encoding="utf-8")
+    too_big = f"kernel filter file {p} is larger than {MAX_FILTER_FILE_BYTES >> 20} MiB"
+    try:  # a regular file (a FIFO would hang the read, /dev/zero never end), at most the limit
+        fd, st = open_regular(p, "kernel filter file")
+        with open(fd, "rb") as f:
+            if st.st_size > MAX_FILTER_FILE_BYTES:
+                raise KernelFilterError(too_big)
+            raw = f.read(MAX_FILTER_FILE_BYTES + 1)
+        if len(raw) > MAX_FILTER_FILE_BYTES:  # grew while read
+            raise KernelFilterError(too_big)
+        text = raw.decode("utf-8")
+    except InputError as exc:
+        raise KernelFilterError(str(exc)) from None
     except OSError as exc:
         raise KernelFilterError(f"cannot read kernel filter file {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -68,8 +68,8 @@ OUTPUT_KEYS: dict[str, tuple] = {
     "dir": ("str", None, "output directory (default: traces/<name>)"),
     "worker_name": ("str", None, "first part of trace file names (default: <host>_<pid>, as torch names workers)"),
     "compression": ("str", "none", "none or gzip (.pt.trace.json.gz)"),
-    "format": ("str", "json", "json: Kineto JSON trace files; parquet: a trace store per trace, this rank's partition "
-                              "(<worker_name, else name>.store; docs/store.md)"),
+    "format": ("str", "json", "json: Kineto JSON trace files; perfetto: Perfetto protobuf (.pftrace); parquet: a "
+                              "trace store per trace, this rank's partition (<worker_name, else name>.store; docs/store.md)"),
     "legacy_categories": ("bool", False, "accepted for compatibility: Kineto main's vendor category names are the default"),
     "generic_categories": ("bool", False, "write the generic category names (runtime, driver) instead of the vendor ones"),
 }
@@ -96,7 +96,7 @@ SCHEMA: dict[str, Any] = {
 }
 REQUIRED_TOP = ("workload",)
 COMPRESSIONS = ("none", "gzip")
-OUTPUT_FORMATS = ("json", "parquet")
+OUTPUT_FORMATS = ("json", "perfetto", "parquet")
 
 
 # ----------------------------------------------------------------------------- loading with positions
@@ -480,9 +480,10 @@ def _build_point(ck: _Checker, data: dict, index: int, params: dict, base_dir: P
     fmt = out.get("format") or "json"
     if fmt not in OUTPUT_FORMATS:
         ck.fail(("output", "format"), f"unknown output format {fmt!r}; valid: {', '.join(OUTPUT_FORMATS)}")
-    if fmt == "parquet" and out["compression"] != "none":
-        ck.fail(("output", "compression"), "compression applies to json traces; a parquet store is compressed "
-                                           "(zstd) already: remove output.compression or use output.format: json")
+    if fmt in ("parquet", "perfetto") and out["compression"] != "none":
+        ck.fail(("output", "compression"), f"compression applies to json traces; a {fmt} "
+                                           f"{'store' if fmt == 'parquet' else 'trace'} is compact already: remove "
+                                           "output.compression or use output.format: json")
     output = OutputSpec(Path(out["dir"] or Path("traces") / name), out["worker_name"] or None, out["compression"],
                         out["legacy_categories"], out.get("generic_categories", False), fmt)
 

@@ -38,11 +38,13 @@ _hooks_installed = False  # atexit, SIGTERM and fork hooks: once per process ima
 
 
 class Agent:
-    def __init__(self, *, out_dir: str | None = None, out_given: bool = False) -> None:
+    def __init__(self, *, out_dir: str | None = None, out_given: bool = False, trace_format: str = "json") -> None:
         """``out_dir``: the process runs under ``xpuprof exec`` (its traces go there; each written one is said
-        on stderr). ``out_given``: ``--out`` was given, so daemon requests are written there too."""
+        on stderr). ``out_given``: ``--out`` was given, so daemon requests are written there too.
+        ``trace_format``: exec's ``--format`` (the traces it names in ``out_dir``)."""
         self.out_dir = out_dir
         self.out_given = out_given
+        self.trace_format = trace_format
         self._lock = threading.Lock()
         self._active = None  # a Capture (or exec's whole-run capture): anything with done/stop/note_ignored
         self._exiting = False
@@ -67,7 +69,8 @@ class Agent:
                 if busy is None:
                     capture = Capture(request, out_dir=self.out_dir, allowed_dir=ondemand_trace_dir(),
                                       out_given=self.out_given, carried=self._take_carried,
-                                      on_unwritten=self._carry, announce=self.out_dir is not None)
+                                      on_unwritten=self._carry, announce=self.out_dir is not None,
+                                      trace_format=self.trace_format)
                     self._active = capture
         if capture is None and busy is None:
             answers.send(request.answer_to, answers.REFUSED, trace_id=request.trace_id or None,
@@ -122,11 +125,11 @@ class Agent:
                         cur.request.describe(), EXIT_TIMEOUT_S)
 
 
-def get_agent(*, out_dir: str | None = None, out_given: bool = False) -> Agent:
+def get_agent(*, out_dir: str | None = None, out_given: bool = False, trace_format: str = "json") -> Agent:
     global _agent, _hooks_installed
     with _agent_lock:
         if _agent is None:
-            _agent = Agent(out_dir=out_dir, out_given=out_given)
+            _agent = Agent(out_dir=out_dir, out_given=out_given, trace_format=trace_format)
             if not _hooks_installed:
                 _hooks_installed = True
                 atexit.register(_at_exit)
@@ -134,6 +137,7 @@ def get_agent(*, out_dir: str | None = None, out_given: bool = False) -> Agent:
         elif out_dir is not None:
             _agent.out_dir = out_dir
             _agent.out_given = out_given
+            _agent.trace_format = trace_format
         return _agent
 
 

@@ -40,7 +40,8 @@ def main() -> None:
 
     spill.start_from_environment()  # crash-safe recording (host/spill.py); its atexit runs after the trace's
     torchlink.install()
-    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given)
+    ag = agent.get_agent(out_dir=os.path.abspath(policy.out_dir), out_given=policy.out_given,
+                         trace_format=policy.trace_format)
     if policy.mode != "on-demand":
         agent.install_sigterm()
     if policy.mode == "run":
@@ -60,7 +61,7 @@ class WholeRun:
 
         self.request = policy.request()
         self.out_dir = os.path.abspath(policy.out_dir)
-        self.planned_path = os.path.join(self.out_dir, exec_trace_name())
+        self.planned_path = os.path.join(self.out_dir, exec_trace_name(policy.trace_format))
         self.done = threading.Event()
         self.path = None
         self._reason = ""

@@ -106,11 +106,13 @@ class _MainThreadOps:
 
 class Capture:
     def __init__(self, request: CaptureRequest, *, out_dir: str | None = None, allowed_dir: str | None = None,
-                 out_given: bool = False, carried=None, on_unwritten=None, announce: bool = False) -> None:
+                 out_given: bool = False, carried=None, on_unwritten=None, announce: bool = False,
+                 trace_format: str = "json") -> None:
         """``out_dir``: exec traces (and, with ``out_given``, daemon requests too) go there, named by the one
-        rule; ``allowed_dir``: the confinement directory of daemon requests. ``carried()``: requests an earlier
-        capture listed but wrote no trace for; ``on_unwritten(entries)``: hands this one's over when it writes
-        none. ``announce``: say the written path on stderr (``xpuprof exec``)."""
+        rule in ``trace_format`` (exec's ``--format``); ``allowed_dir``: the confinement directory of daemon
+        requests. ``carried()``: requests an earlier capture listed but wrote no trace for;
+        ``on_unwritten(entries)``: hands this one's over when it writes none. ``announce``: say the written path
+        on stderr (``xpuprof exec``). A request's own file name says its format (``.pftrace``: Perfetto)."""
         self.request = request
         self.out_dir = out_dir  # exec traces: the user's output directory
         self.allowed_dir = allowed_dir  # daemon traces: the confinement directory
@@ -136,7 +138,8 @@ class Capture:
         self._stopped = False
         self._in_dir = request.log_file is None or (out_given and out_dir is not None)
         if self._in_dir:
-            self.planned_path = os.path.join(out_dir or ".", trace_file_name(default_worker_name()))
+            self.planned_path = os.path.join(out_dir or ".", trace_file_name(default_worker_name(),
+                                                                             format=trace_format))
             if request.log_file is not None and request.log_file_named:
                 self._notes["ACTIVITIES_LOG_FILE"] = (f"{request.log_file} not used: xpuprof exec --out {out_dir} "
                                                       "holds this process's traces, named by the one naming rule")
@@ -449,9 +452,9 @@ def _wait_for_torch_import() -> None:
         importlib.import_module("torch")
 
 
-def exec_trace_name() -> str:
+def exec_trace_name(trace_format: str = "json") -> str:
     """The file name of an ``xpuprof exec`` trace: the project's one naming rule (``trace_file_name``)."""
-    return trace_file_name()
+    return trace_file_name(format=trace_format)
 
 
 def say_line(line: str) -> None:

@@ -34,6 +34,7 @@ class ExecPolicy:
     mode: str = "run"  # whole run | window (delay + duration) | iterations | on-demand
     out_dir: str = "xpuprof-traces"
     out_given: bool = False  # --out was given: daemon requests (--on-demand) are written there too
+    trace_format: str = "json"  # --format: the traces written in out_dir (json, perfetto)
     config_text: str = ""  # Kineto config lines (--config FILE, --set KEY=VALUE)
     delay_s: float = 0.0
     duration_s: float = 0.0

@@ -82,9 +82,10 @@ class CaptureRequest:
 
 def log_file_for_pid(path: str, pid: int) -> str:
     """Kineto's file name for ``ACTIVITIES_LOG_FILE``: ``_<pid>`` before the first ``.pt.trace.json``,
-    else before the first ``.json``. A name with neither gets ``_<pid>.json`` appended (Kineto would use
-    it unchanged, so every process of a job would write the same file)."""
-    for suffix in (".pt.trace.json", ".json"):
+    else before the first ``.json`` (or a Perfetto trace's ``.pftrace``/``.perfetto-trace``: the trace is
+    written in that format). A name with none gets ``_<pid>.json`` appended (Kineto would use it unchanged,
+    so every process of a job would write the same file)."""
+    for suffix in (".pt.trace.json", ".json", ".pftrace", ".perfetto-trace"):
         at = path.find(suffix)
         if at >= 0:
             return f"{path[:at]}_{pid}{path[at:]}"

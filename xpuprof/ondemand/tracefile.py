@@ -21,7 +21,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from ..trace.write.chrome import write_chrome_trace
+from ..trace.write.files import format_of, write_trace
 
 
 class TraceFileError(OSError):
@@ -91,8 +91,8 @@ def _stage_and_rename(prof, dfd: int, name: str, final: str, mode: int | None) -
     private = f".xpuprof-{uuid.uuid4().hex}"
     os.mkdir(private, 0o700, dir_fd=dfd)
     try:
-        write_chrome_trace(prof.builder, f"{here}/{private}/{name}",
-                           vendor_categories=not prof.config.generic_categories, trace_name=final)
+        write_trace(prof.builder, f"{here}/{private}/{name}", vendor_categories=not prof.config.generic_categories,
+                    trace_name=final, fmt=format_of(name))
         staged = f"{private}/{name}"
         if mode is not None:
             os.chmod(staged, mode, dir_fd=dfd, follow_symlinks=False)

@@ -45,15 +45,18 @@ def default_worker_name(host: str | None = None, pid: int | None = None) -> str:
 
 
 def trace_file_name(worker_name: str | None = None, *, use_gzip: bool = False, ts_ns: int | None = None,
-                    host: str | None = None, pid: int | None = None) -> str:
+                    host: str | None = None, pid: int | None = None, format: str = "json") -> str:
     """The one naming rule of every trace file xpuprof writes for a worker (``trace_handler``, ``xpuprof run``,
     the on-demand path): ``<worker>.<ts ns>.pt.trace.json[.gz]`` as torch's tensorboard_trace_handler names
-    it, the worker ``<host>_<pid>`` by default. The rank is not in the name: it is in the trace
-    (``distributedInfo``), where TensorBoard's distributed view and HTA read it."""
+    it (``<worker>.<ts ns>.pftrace`` for ``format="perfetto"``), the worker ``<host>_<pid>`` by default. The
+    rank is not in the name: it is in the trace (``distributedInfo``), where TensorBoard's distributed view
+    and HTA read it."""
+    from ..trace.write.files import suffix
+
     worker = str(worker_name) if worker_name else default_worker_name(host, pid)
     worker = worker.replace(os.sep, "_").replace("/", "_")
     ts = time.time_ns() if ts_ns is None else ts_ns
-    return f"{worker}.{ts}.pt.trace.json" + (".gz" if use_gzip else "")
+    return f"{worker}.{ts}" + suffix(format, use_gzip)
 
 
 def _make_trace_dir(directory: Path) -> None:
@@ -100,12 +103,32 @@ def _keep_summary(partition: Path) -> None:
                     "instead", partition, exc.strerror or exc)
 
 
-def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False) -> Callable[["profile"], Path]:
+def export_trace(builder: TraceBuilder | None, path, generic_categories: bool, fmt: str | None) -> Path:
+    """``profile.export_chrome_trace`` / ``export_perfetto``: the last completed trace, in the format the path's
+    name says (or ``fmt``)."""
+    if builder is None:
+        raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
+    from ..trace.write.files import write_trace
+
+    out = write_trace(builder, path, vendor_categories=not generic_categories, fmt=fmt)
+    log.info("xpuprof: trace written to %s", out)
+    return out
+
+
+def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False, *,
+                  format: str = "json") -> Callable[["profile"], Path]:
     """An ``on_trace_ready`` callback writing each trace into ``dir_name`` (torch's tensorboard_trace_handler;
-    torch's own handler works too).
+    torch's own handler works too); ``format="perfetto"`` writes Perfetto protobuf (``.pftrace``) instead of
+    Kineto JSON.
 
     The directory is created here, so a path that cannot hold traces is one ``ValueError`` before the
     workload runs, not an error after it."""
+    from ..trace.write.files import suffix
+
+    try:
+        suffix(format, use_gzip)
+    except ValueError as exc:
+        raise ValueError(f"trace_handler: {exc}") from None
     directory = Path(dir_name)
     try:
         _make_trace_dir(directory)
@@ -115,7 +138,8 @@ def trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = Fal
 
     def handler(prof: "profile") -> Path:
         _make_trace_dir(directory)  # again: it may have been removed since
-        return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip))
+        return prof.export_chrome_trace(directory / trace_file_name(worker_name or prof.worker_name, use_gzip=use_gzip,
+                                                                    format=format))
 
     return handler
 
@@ -321,15 +345,19 @@ class profile(TorchResultsMethods):
             self._pausing.apply(self._recording, self._toggled_off)
 
     def export_chrome_trace(self, path, use_python_export: bool = False) -> Path:
-        """Write the last completed trace (``.json`` or ``.json.gz``). ``use_python_export`` (torch's choice
+        """Write the last completed trace: Kineto JSON (``.json``, or ``.json.gz``), or Perfetto protobuf for a
+        ``.pftrace``/``.perfetto-trace`` path (``export_perfetto``). ``use_python_export`` (torch's choice
         between its C++ and Python exporters of one format) writes the same file: there is one writer here."""
-        if self.builder is None:
-            raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
-        from ..trace.write.chrome import write_chrome_trace  # loaded by _prepare_trace already
+        return self._export(path, None)
 
-        out = write_chrome_trace(self.builder, path, vendor_categories=not self.config.generic_categories)
-        self.last_trace_path = out
-        log.info("xpuprof: trace written to %s", out)
+    def export_perfetto(self, path) -> Path:
+        """Write the last completed trace as Perfetto protobuf (TracePacket/TrackEvent; the same events as the
+        JSON trace, a fraction of its size; Perfetto's UI and trace processor open it natively), whatever the
+        path's name (``.pftrace`` by convention)."""
+        return self._export(path, "perfetto")
+
+    def _export(self, path, fmt: str | None) -> Path:
+        self.last_trace_path = out = export_trace(self.builder, path, self.config.generic_categories, fmt)
         return out
 
     def export_parquet(self, path, *, replace: bool = False) -> Path:

@@ -168,19 +168,54 @@ def _device_events(done: FinishedCycle, FunctionEvent, DeviceType, start_ns: int
     return out
 
 
-def _through_private_dir(path, write) -> Path:
+def _through_private_dir(path, write, suffix: str = "") -> Path:
     """Let torch's writer ``write(tmp_path)`` fill a file in a private directory, then write its bytes to
-    ``path`` by our output rules (atomic, never through a planted link)."""
-    from ..outputs import write_output_bytes
+    ``path`` by our output rules (atomic, never through a planted link). The private file has a short name of
+    its own (``export`` + ``suffix``: torch picks its format by the suffix), so the user's file name never
+    breaks torch's write; every failure is one ``OSError`` (``outputs.OutputError``) that names ``path`` and
+    the reason - never the private directory, which the user did not ask for and which is gone."""
+    from ..outputs import OutputError, write_error_line, write_output_bytes
 
-    tmp = tempfile.mkdtemp(prefix="xpuprof-export-")
+    def failed(exc: OSError, how: str = "") -> OutputError:
+        err = OutputError(f"cannot write {path}: {how}{exc.strerror or exc}")
+        err.errno = exc.errno
+        return err
+
     try:
-        inner = os.path.join(tmp, Path(str(path)).name)
-        write(inner)
-        with open(inner, "rb") as f:
-            return write_output_bytes(path, f.read())
+        tmp = tempfile.mkdtemp(prefix="xpuprof-export-")
+    except OSError as exc:
+        raise failed(exc, f"no private temporary directory for torch's writer under {tempfile.gettempdir()}: ") from None
+    try:
+        inner = os.path.join(tmp, "export" + suffix)
+        try:
+            write(inner)
+            with open(inner, "rb") as f:
+                data = f.read()
+        except OSError as exc:  # torch's writer, in the private directory (a full or read-only TMPDIR)
+            raise failed(exc, f"torch's writer failed in a temporary directory under {tempfile.gettempdir()}: ") \
+                from None
+        try:
+            return write_output_bytes(path, data)
+        except OutputError:
+            raise
+        except OSError as exc:  # /dev/full, a full disk: the output named, whichever file the system names
+            err = OutputError(write_error_line(path, _unnamed(exc)))
+            err.errno = exc.errno
+            raise err from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unnamed(exc: OSError) -> OSError:
+    """``exc`` without the file name the system gave (the output's temporary sibling, or none)."""
+    return OSError(exc.errno, exc.strerror or str(exc))
+
+
+def _memory_timeline_suffix(target: str) -> str:
+    for suffix in (".html", ".raw.json.gz", ".json.gz", ".gz"):
+        if target.endswith(suffix):
+            return suffix
+    return ".json"
 
 
 def export_stacks(events, path, metric: str, with_stack: bool) -> Path:
@@ -246,4 +281,4 @@ def export_memory_timeline(done: FinishedCycle, path, device: str | None) -> Pat
         else:
             timeline.export_memory_timeline(inner, device)
 
-    return _through_private_dir(path, write)
+    return _through_private_dir(path, write, _memory_timeline_suffix(target))

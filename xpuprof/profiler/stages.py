@@ -22,6 +22,7 @@ import threading
 TRACE_STAGE_MODULES = (
     "xpuprof.profiler.assemble",  # build_trace, and the torch ops' assembly it imports
     "xpuprof.trace.write.chrome",
+    "xpuprof.trace.write.files",  # which writer a path gets (the Perfetto writer loads on its first use)
     "xpuprof.trace.read.scan",  # torch's ops and memory events are read through the trace scanner
     "xpuprof.trace.read.load",
     "xpuprof._native.tracescan",

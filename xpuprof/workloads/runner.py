@@ -121,7 +121,7 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
         handler = store_handler(trace_dir(point, multi_point), store_worker(point))
     else:
         handler = trace_handler(trace_dir(point, multi_point), worker_name=point.output.worker_name,
-                                use_gzip=point.output.use_gzip)
+                                use_gzip=point.output.use_gzip, format=point.output.format)
 
     def ready(prof) -> None:
         if guard is not None and guard.signum is not None:  # landed while the trace was built: it says so too

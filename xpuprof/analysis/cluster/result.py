@@ -86,24 +86,16 @@ class AnalysisResult:
         return f"<table{ident}><tr>{head}</tr>{body}</table>"
 
     def html_page(self) -> str:
-        notes = "".join(f"<p class=\"meta\">{html.escape(n)}</p>" for n in self.notes)
-        title = html.escape(self.title or f"xpuprof analyze {self.analysis}")
-        return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{title}</title><style>body{{font-family:system-ui,sans-serif;margin:24px}}"
-                "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-                "text-align:right}th{background:#f3f3f3}td.text{text-align:left;max-width:460px}"
-                ".meta{color:#666;font-size:12px}"
-                ".chart text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px;fill:#333}"
-                ".chart .axis{fill:#666}</style></head><body>"
-                f"<h1>{title}</h1>{notes}{self.html_figure()}{self.html_table(self.analysis)}</body></html>")
+        """The page: title, notes, the analysis's charts (``analysis.plots.analyses``) and its table."""
+        from ..plots.analyses import page
+
+        return page(self)
 
     def html_figure(self) -> str:
-        """The analysis's picture above its table, for those that have one."""
-        if self.analysis == "stragglers":
-            from .straggler_html import figure
+        """The analysis's charts, with their headings (none for an analysis without a picture)."""
+        from ..plots.analyses import figures
 
-            return figure(self.rows, self.details)
-        return ""
+        return "".join(figures(self))
 
 
 def ranks_text(ranks: list[int], limit: int = 20) -> str:

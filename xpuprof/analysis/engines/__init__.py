@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib
 import os
 
-from .base import ENGINES, Engine, EngineError, Query, Reads, Task, default_group_events, default_memory_limit
+from .base import (ENGINES, Engine, EngineError, Query, Reads, Task, check_engine_options, default_group_events,
+                   default_memory_limit)
 
 
 def open_engine(inputs, kind: str = "duckdb", **options) -> Engine:
@@ -37,6 +38,8 @@ def open_engine(inputs, kind: str = "duckdb", **options) -> Engine:
         raise EngineError(f"unknown engine {kind!r}; valid: {', '.join(ENGINES)}")
     paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs if isinstance(inputs, (list, tuple)) else None
     store = paths is None or any(is_store(p) for p in paths)  # None: an opened Store or a source
+    say = options.pop("say", None)
+    options = check_engine_options(kind, options)
     needs = (("pyarrow",) if store else ()) + (("ray",) if kind == "ray" else ())
     for package in needs:  # before reading anything
         try:
@@ -44,7 +47,7 @@ def open_engine(inputs, kind: str = "duckdb", **options) -> Engine:
         except ImportError:
             what = "a trace store" if package == "pyarrow" else f"the {kind} engine"
             raise EngineError(f"{what} needs the {package} package: pip install 'xpuprof[scale]'") from None
-    source = open_source(inputs, say=options.pop("say", None))
+    source = open_source(inputs, say=say)
     if kind == "duckdb":
         from .duckdb_engine import DuckDBEngine
 
@@ -54,5 +57,5 @@ def open_engine(inputs, kind: str = "duckdb", **options) -> Engine:
     return RayEngine(source, **options)
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "Query", "Reads", "Task", "default_group_events",
-           "default_memory_limit", "open_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Query", "Reads", "Task", "check_engine_options",
+           "default_group_events", "default_memory_limit", "open_engine"]

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from typing import Any, Iterable, Sequence
 
-from ...trace.read.store import Store, StoreError
+from ...trace.read.store import Store, StoreError, verify_checksums
 from ...trace.store_schema import RANKS_TABLE, TABLES
 from .base import Engine, EngineError, Query, Reads, Task, default_group_events, default_memory_limit
 
@@ -25,8 +25,35 @@ def _duckdb():
     return duckdb
 
 
+def literal_path(path: str) -> str:
+    """``path`` as a DuckDB file pattern that matches that one file: DuckDB globs every path it reads
+    (``run[1].store`` would read ``run1.store``), so ``*``, ``?`` and ``[`` become one-character classes;
+    absolute, so no ``s3://``/``http://``-like prefix or ``~`` is taken for anything but a file name."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in os.path.abspath(path))
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _sql_list(paths: Sequence[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(_sql_text(literal_path(p)) for p in paths) + "]"
+
+
+def _view(con, name: str, files: Sequence[str], ranks: Sequence[int] | None) -> None:
+    """The view ``name`` over ``files``, with each file's ``rank`` (the partition it is in) as its last column
+    when ``ranks`` are given. Not DuckDB's hive partitioning: it takes every ``key=value`` directory of the
+    path as a column, so a store under ``/data/rank=7/`` would be rank 7 throughout and one under
+    ``/data/name=x/`` would name every kernel ``x``."""
+    if ranks is None:
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, hive_partitioning = false)")
+        return
+    pairs = ", ".join(f"({_sql_text(os.path.abspath(f))}, {int(r)})" for f, r in zip(files, ranks))
+    con.execute(f"CREATE TEMP TABLE _{name}_files (filename VARCHAR, rank INTEGER)")
+    if pairs:
+        con.execute(f"INSERT INTO _{name}_files VALUES {pairs}")
+    con.execute(f"CREATE VIEW {name} AS SELECT s.* EXCLUDE (filename), f.rank FROM read_parquet({_sql_list(files)}, "
+                f"hive_partitioning = false, filename = true) s JOIN _{name}_files f USING (filename)")
 
 
 @contextlib.contextmanager
@@ -40,10 +67,8 @@ def connect(store: Store, ranks: Sequence[int], *, memory_limit: str | None = No
                                  **({"threads": int(threads)} if threads else {})})
     try:
         for table in TABLES:
-            files = store.files(table, ranks)
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(files)}, "
-                        "hive_partitioning = true, hive_types = {'rank': INTEGER})")
-        con.execute(f"CREATE VIEW ranks AS SELECT * FROM read_parquet({_sql_list(store.files(RANKS_TABLE, ranks))})")
+            _view(con, table, store.files(table, ranks), ranks)
+        _view(con, "ranks", store.files(RANKS_TABLE, ranks), None)
         yield con
     finally:
         con.close()
@@ -54,6 +79,7 @@ def run_task(store: Store, ranks: Sequence[int], task: Query, params: dict, memo
              threads: int | None) -> Any:
     """One query task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
     duckdb = _duckdb()
+    verify_checksums(store, ranks)  # DuckDB verifies no checksum itself: a flipped bit would be other numbers
     try:
         with connect(store, ranks, memory_limit=memory_limit, threads=threads) as con:
             return task(con, list(ranks), dict(params))
@@ -113,7 +139,15 @@ class DuckDBEngine(Engine):
         return groups
 
     def map(self, task: Task, params: dict | None = None, reads: Reads = Reads(), units=None) -> list[Any]:
-        return [map_group(self.source, group, task, params or {}, reads) for group in self._groups(units)]
+        from ...progress import bar
+
+        groups = self._groups(units)
+        out = []
+        with bar("analyzing", sum(map(len, groups)), unit="ranks") as shown:
+            for group in groups:
+                out.append(map_group(self.source, group, task, params or {}, reads))
+                shown.advance(len(group))
+        return out
 
     def run(self, query: Query, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
         store = self.store

@@ -105,12 +105,13 @@ class RayEngine(Engine):
         nodes = self._nodes()
         n_groups = self.groups or max(len(nodes), int(sum(cpu for _, cpu in nodes)))
         refs = []
-        for i, group in enumerate(split_groups(units, n_groups)):
-            node = nodes[i % len(nodes)][0]
+        groups = split_groups(units, n_groups)
+        for i, group in enumerate(groups):
+            node = nodes[i % len(nodes)][0]  # round-robin: every node gets groups
             refs.append(self._remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
                         .remote(*call(group)))
         try:
-            results = self._ray.get(refs)
+            results = self._gather(refs, [len(g) for g in groups])
         except self._ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, Exception):
@@ -127,6 +128,18 @@ class RayEngine(Engine):
         self.store  # a query needs a store
         return self._spread(ranks, lambda group: (run_task, self.source.part(group).store, group, query, params or {},
                                                   self.memory_limit, self.threads))
+
+    def _gather(self, refs: list, sizes: list[int]) -> list:
+        """The tasks' results in order, a progress bar advancing by each group's ranks as it finishes."""
+        from ...progress import bar
+
+        size_of = dict(zip(refs, sizes))
+        with bar("analyzing", sum(sizes), unit="ranks") as shown:
+            waiting = list(refs)
+            while waiting and shown.drawn:
+                ready, waiting = self._ray.wait(waiting, num_returns=1)
+                shown.advance(sum(size_of[r] for r in ready))
+            return self._ray.get(refs)
 
     def close(self) -> None:
         if self._started and self._ray.is_initialized():

@@ -1,12 +1,14 @@
 """Which files a command reads: the one directory rule, shared by ``report``, ``convert``, ``diff``, ``merge``
 and ``analyze``; and ``read_inputs``, every input read into one TraceTable.
 
-A path named on the command line is read as given: a file as a trace (whatever its name), a directory
-holding a store manifest as a trace store. Any other directory stands for the trace files under it,
-recursively: its regular files named ``*.json`` or ``*.json.gz``, in sorted order. Not taken, and said in
-one line per directory (``Inputs.notes``): hidden entries (a writer's private ``.rank=N.tmp``, editor
-files), trace stores inside (give a store by itself), symbolic links (a link another user planted is never
-followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
+A path named on the command line is read as given: a file as a trace (whatever its name: Kineto JSON or
+Perfetto protobuf, told apart by its first bytes), a directory holding a store manifest as a trace store.
+Any other directory stands for the trace files under it, recursively: its regular files named ``*.json``,
+``*.json.gz``, ``*.pftrace`` or ``*.perfetto-trace``, in natural order (numbers in names compare as
+numbers: ``rank2`` before ``rank10``, so ranks from positions and per-rank work run 0, 1, 2, ...). Not
+taken, and said in one line per directory (``Inputs.notes``): hidden entries (a writer's private
+``.rank=N.tmp``, editor files), trace stores inside (give a store by itself), symbolic links (a link
+another user planted is never followed), and files of other names or kinds. What xpuprof itself writes beside its traces and is not a trace
 (``COMPANIONS``: ``xpuprof run``'s ``summary.jsonl``) is passed over without a line: it is expected there.
 A directory with no trace file is an error naming it.
 """
@@ -14,17 +16,19 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..store_schema import MANIFEST
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
+TRACE_NAMES = "*.json, *.json.gz, *.pftrace or *.perfetto-trace"
 COMPANIONS = frozenset({"summary.jsonl"})  # files xpuprof writes beside its traces (xpuprof run's summary)
 log = logging.getLogger("xpuprof")
+_DIGITS = re.compile(r"(\d+)")
 
 
 class InputsError(ValueError):
@@ -37,14 +41,16 @@ class InputsError(ValueError):
 
 @dataclass
 class Inputs:
-    traces: list[Path] = field(default_factory=list)  # Kineto JSON files, in order
+    traces: list[Path] = field(default_factory=list)  # trace files (Kineto JSON, Perfetto protobuf), in order
     stores: list[Path] = field(default_factory=list)  # trace store directories
     notes: list[str] = field(default_factory=list)  # per directory: what was not taken, and why
     errors: list[str] = field(default_factory=list)  # paths that name nothing to read (``strict=False``)
 
 
 def is_store_dir(path: Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    from .store import is_store
+
+    return is_store(path)
 
 
 def is_trace_name(name: str) -> bool:
@@ -65,7 +71,7 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
                     continue
                 found, note = _walk(p)
                 if not found:
-                    raise InputsError(f"{p}: directory holds no *.json or *.json.gz files"
+                    raise InputsError(f"{p}: directory holds no trace files ({TRACE_NAMES})"
                                       + (f" ({note.split(': ', 1)[1]})" if note else ""), p)
                 out.traces += found
                 if note:
@@ -79,8 +85,13 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
     return out
 
 
+def natural_key(name: str) -> tuple:
+    """Sorts names with their numbers as numbers (``t2`` before ``t10``): text and numbers alternate."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(_DIGITS.split(name)))
+
+
 def _walk(top: Path) -> tuple[list[Path], str]:
-    """The trace files under ``top`` (sorted, recursively) and one line on what was not taken."""
+    """The trace files under ``top`` (in natural order, recursively) and one line on what was not taken."""
     found: list[Path] = []
     skipped: Counter = Counter()
     examples: dict[str, str] = {}
@@ -93,7 +104,7 @@ def _walk(top: Path) -> tuple[list[Path], str]:
     while stack:
         d = stack.pop()
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
+            entries = sorted(os.scandir(d), key=lambda e: natural_key(e.name))
         except OSError as exc:
             skip(f"unreadable ({exc.strerror or exc})", d)
             continue
@@ -120,9 +131,9 @@ def _walk(top: Path) -> tuple[list[Path], str]:
             elif is_trace_name(e.name):
                 found.append(path)
             elif e.name not in COMPANIONS:
-                skip("not *.json or *.json.gz", path)
+                skip(f"not {TRACE_NAMES}", path)
         stack.extend(reversed(subdirs))
-    found.sort()
+    found.sort(key=lambda p: tuple(map(natural_key, p.relative_to(top).parts)))
     if not skipped:
         return found, ""
     parts = [f"{n} {why} (e.g. {examples[why]})" for why, n in skipped.items()]
@@ -147,19 +158,47 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
     them, then the stores' ranks). Push-down: ``kinds`` (the kinds of rows), ``slice_args`` (the args of
     every slice, of none, or of those whose name satisfies a function), ``counters`` (every counter, or those
     whose category satisfies a function), ``columns`` (a store's columns per table). ``say``: where the lines on skipped entries go (``say_skipped``)."""
+    from ...progress import bar
     from ..table.model import TraceTable
 
     got = inputs if inputs is not None else expand_inputs(paths)
     say_skipped(got.notes, say)
     tables = []
-    if got.traces:  # the JSON reader only for JSON files: a store's report imports none
-        from .kineto import read_trace
-
-        tables = [read_trace(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters)
-                  for i, p in enumerate(got.traces)]
-    if got.stores:
-        from .store_table import read_store
-    for s in got.stores:
-        kw = {} if kinds is None else {"kinds": kinds}
-        tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
+    size = input_bytes(got.traces)
+    with bar("reading", len(got.traces) + len(got.stores), unit="inputs", size_bytes=size) as shown:
+        # read_file imports a trace reader only for a trace file: a store's report imports none
+        for i, p in enumerate(got.traces):
+            tables.append(read_file(p, position=i, kinds=kinds, slice_args=slice_args, counters=counters))
+            shown.advance()
+        if got.stores:
+            from .store_table import read_store
+        for s in got.stores:
+            kw = {} if kinds is None else {"kinds": kinds}
+            tables.append(read_store(s, columns=columns, slice_args=slice_args, counters=counters, **kw))
+            shown.advance()
     return TraceTable.concat(tables)
+
+
+def read_file(path, **kw):
+    """One trace file as a TraceTable, whichever format its first bytes say: Kineto JSON (``kineto.read_trace``)
+    or Perfetto protobuf (``perfetto.read_perfetto``); the same keywords (rank, position, push-down)."""
+    from .source import trace_format
+
+    if trace_format(path) == "perfetto":
+        from .perfetto import read_perfetto
+
+        return read_perfetto(path, **kw)
+    from .kineto import read_trace
+
+    return read_trace(path, **kw)
+
+
+def input_bytes(files: Sequence[Path]) -> int:
+    """The files' bytes (what a progress bar weighs; unreadable ones count 0: the reader says why)."""
+    total = 0
+    for f in files:
+        try:
+            total += os.stat(f).st_size
+        except OSError:
+            pass
+    return total

@@ -32,7 +32,7 @@ MERGED_RANK_PID_STRIDE = 1_000_000_000  # xpuprof merge gives rank r's rows pids
 _RANK_IN_NAME = re.compile(r"(?:^|[^A-Za-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 
 __all__ = ["MERGED_RANK_PID_STRIDE", "TraceLoadError", "TraceReader", "read_document", "read_header", "read_trace",
-           "resolve_rank"]
+           "resolve_rank", "time_error"]
 
 
 def rank_from_name(path) -> int | None:
@@ -182,3 +182,21 @@ def read_header(path) -> dict:
     for _ in stream.chunks():
         pass
     return dict(stream.header)
+
+
+def time_error(info: RankInfo) -> str | None:
+    """What makes a trace's times unusable, said once for every command that reads it (``report`` refuses the
+    trace, ``convert`` stores nothing of it): a ``baseTimeNanoseconds`` that is no time, or the first event
+    whose ts or dur no trace can hold (the reader counted them and kept the first few: ``bad_times``). None
+    when its times are all usable. Never a value replaced by 0 or null without a word."""
+    from .kineto_rows import TIME_LIMIT_NS
+
+    if info.bad_base is not None:
+        return (f"baseTimeNanoseconds {info.bad_base!r} is not a time (an integer of nanoseconds below "
+                f"{TIME_LIMIT_NS:.3g} in magnitude)")
+    if info.bad_times:
+        event, key, value = info.bad_times[0]
+        limit_us = (TIME_LIMIT_NS - abs(info.base_time_ns)) / 1000
+        return (f"event {event[:80]!r} has {key} {value!r}, which is not a time a trace can hold (a finite number of "
+                f"microseconds below {limit_us:.3g} in magnitude)")
+    return None

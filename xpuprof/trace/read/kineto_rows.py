@@ -60,6 +60,12 @@ def _exact(v, scanned: int | None) -> int | None:
     return scanned if ns is not None and scanned is not None else ns
 
 
+def _in_limit(us: np.ndarray) -> np.ndarray:
+    """|us| < the limit for int64 µs - not ``np.abs(us) < limit``: the absolute value of INT64_MIN is INT64_MIN,
+    which passed, and the event was stored at ts or dur 0."""
+    return (us > -_LIMIT_US) & (us < _LIMIT_US)
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -67,6 +73,8 @@ def _is_number(v) -> bool:
 def _text(v) -> str | None:
     if v is None:
         return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)  # past 64 bits too (orjson refuses to write those)
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
@@ -134,7 +142,7 @@ class KinetoRows:
         ts_kind = kind[:, TS]
         self.float_ts |= bool(((ts_kind == DOUBLE) | (ts_kind == ABSENT)).any())
         ts_i, ts_f = c.ints(TS), c.floats(TS)
-        ts_ok = ((ts_kind == INT) & (np.abs(ts_i) < _LIMIT_US)) | ((ts_kind == DOUBLE) & (np.abs(ts_f) < _LIMIT_US))
+        ts_ok = ((ts_kind == INT) & _in_limit(ts_i)) | ((ts_kind == DOUBLE) & (np.abs(ts_f) < _LIMIT_US))
         ts = c.exact[:, 0]
         self._seen_ts(ts[ts_ok])  # every event with a time counts for the trace's first one
         where_ok = np.isin(kind[:, PID], (INT, ABSENT)) & np.isin(kind[:, TID], (INT, ABSENT))
@@ -142,7 +150,7 @@ class KinetoRows:
         ph = c.ph
         is_x = ph == ord("X")
         dur_kind = kind[:, DUR]
-        dur_ok = (dur_kind == ABSENT) | ((dur_kind == INT) & (np.abs(c.ints(DUR)) < _LIMIT_US)) \
+        dur_ok = (dur_kind == ABSENT) | ((dur_kind == INT) & _in_limit(c.ints(DUR))) \
             | ((dur_kind == DOUBLE) & (np.abs(c.floats(DUR)) < _LIMIT_US))
         x = np.flatnonzero(simple & is_x & dur_ok)
         flows = np.flatnonzero(simple & np.isin(ph, list(_FLOW)) & (kind[:, ID] == INT))

@@ -20,14 +20,17 @@ from typing import Any, Iterator
 import numpy as np
 import orjson
 
-from .source import TraceInput, TraceLoadError
+from .source import FORMATS, TraceInput, TraceLoadError
 
 log = logging.getLogger("xpuprof")
 
 CHUNK_BYTES = 16 << 20  # read (and decompressed) per step: a chunk is about three times this, held at once
-MAX_HEADER_BYTES = 256 << 20  # the top-level keys before traceEvents
-MAX_EVENT_BYTES = 256 << 20  # one event; a longer one (or an unterminated one) is an error
-MAX_TAIL_BYTES = 256 << 20  # the top-level keys after traceEvents
+# What one piece of a document may take. A longer one - a 1 GiB name, an event or key that never ends - is
+# one error after at most this many bytes, never a read of the whole file into memory: what is held at once
+# stays under about four times the bound. Kineto's events and keys are kilobytes.
+MAX_HEADER_BYTES = 64 << 20  # the top-level keys before traceEvents
+MAX_EVENT_BYTES = 64 << 20  # one event; a longer one (or an unterminated one) is an error
+MAX_TAIL_BYTES = 64 << 20  # the top-level keys after traceEvents
 DICT_CHUNK_EVENTS = 65536
 TS, DUR, PID, TID, ID = range(5)
 FIELDS = 5  # numeric fields the scanner keeps per event
@@ -84,7 +87,12 @@ class EventChunk:
 
     def event(self, i: int) -> dict:
         s, e = self.span[i].tolist()
-        return orjson.loads(self.buf[s:e])
+        event = orjson.loads(self.buf[s:e])
+        if isinstance(event, dict) and (type(event.get("pid")) is float or type(event.get("tid")) is float):
+            import json  # orjson reads an integer past 64 bits as a float: the pid's label keeps its digits
+
+            event = json.loads(self.buf[s:e])
+        return event
 
 
 def decode_strings(raw: bytes, ranges: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -189,6 +197,7 @@ class KinetoStream:
     chunk_bytes: int | None = None  # CHUNK_BYTES
     header: dict = field(default_factory=dict)
     events_read: int = 0
+    keys_before_events: int = 0  # how many of ``header``'s keys come before traceEvents in the document
     limit: int | None = None  # XPUPROF_MAX_INPUT_BYTES by default (source.TraceInput)
     document: Any = None  # a document already parsed (a dict, or a list of events): read instead of ``path``
 
@@ -212,13 +221,16 @@ class KinetoStream:
 
     # ------------------------------------------------------------------ with the C part
     def _stream(self, src: TraceInput, ts) -> Iterator[EventChunk]:
+        # What is not parsed yet is carried into the next step and parsed again from its start, so each step
+        # reads at least as much as it carries: a long event or header costs twice its bytes, not its square.
         buf = b""
         offset = 0  # file offset of buf[0] (in the decompressed document)
         final = False
         while True:  # the top level, up to traceEvents
-            data = src.read(self.chunk_bytes)
+            data = src.read(max(self.chunk_bytes, len(buf)))
             final = not data
             buf += data
+            del data
             status, start, members = ts.header(buf, final)
             if status == -3:  # "traceEvents" spelled with escapes ("tr\u0061ceEvents"): the same key
                 start, members = _escaped_key(buf, members, start)
@@ -227,11 +239,13 @@ class KinetoStream:
                 break
             if status == 0 and len(buf) <= MAX_HEADER_BYTES:
                 continue
-            raise self._fail({0: f"no traceEvents array in its first {MAX_HEADER_BYTES >> 20} MiB",
+            raise self._fail({0: f"no traceEvents array in its first {MAX_HEADER_BYTES >> 20} MiB (the most the keys "
+                                 "before it may take)",
                               -1: "is not valid JSON (or is truncated) before its traceEvents array",
                               -2: "its traceEvents is not an array; not a Chrome trace",
                               -3: "has no traceEvents array; not a Chrome trace"}[status])
         self._members(buf, members)
+        self.keys_before_events = len(self.header)
         bare = buf.lstrip()[:1] == b"["
         pos, state, idx = start, 0, 0
         while True:
@@ -259,23 +273,27 @@ class KinetoStream:
                                  f"events)")
             rest = buf[consumed:]
             if len(rest) > MAX_EVENT_BYTES:
-                raise self._fail(f"event {idx} (byte {offset + consumed}) is not valid JSON or is longer than "
-                                 f"{MAX_EVENT_BYTES >> 20} MiB")
+                raise self._fail(f"traceEvents[{idx}] (byte {offset + consumed}) is longer than "
+                                 f"{MAX_EVENT_BYTES >> 20} MiB, the most one event may take (or it never ends)")
             offset += consumed
             del buf  # the rest is copied out: the chunk's bytes go before the next are read
-            data = src.read(self.chunk_bytes)
+            data = src.read(max(self.chunk_bytes, len(rest)))
             final = not data
             buf, pos = rest + data, 0
             del rest, data
-        tail = buf[consumed:]
-        while True:  # the top-level keys after traceEvents
+        tail = [buf[consumed:]]
+        size = len(tail[0])
+        del buf
+        while size <= MAX_TAIL_BYTES:  # the top-level keys after traceEvents
             data = src.read(self.chunk_bytes)
             if not data:
                 break
-            tail += data
-            if len(tail) > MAX_TAIL_BYTES:
-                raise self._fail(f"more than {MAX_TAIL_BYTES >> 20} MiB follow its traceEvents array")
-        self._tail(tail, bare)
+            tail.append(data)
+            size += len(data)
+        if size > MAX_TAIL_BYTES:
+            raise self._fail(f"more than {MAX_TAIL_BYTES >> 20} MiB follow its traceEvents array (the most the keys "
+                             "after it may take)")
+        self._tail(b"".join(tail), bare)
 
     def _members(self, buf: bytes, members: bytes) -> None:
         for ks, ke, vs, ve in np.frombuffer(members, np.int64).reshape(-1, 4).tolist():
@@ -317,7 +335,8 @@ class KinetoStream:
             data = {"traceEvents": data}
         if not isinstance(data, dict) or "traceEvents" not in data:
             raise self._fail("has no traceEvents array; not a Chrome trace")
-        events = data["traceEvents"]
+        self.keys_before_events = list(data).index("traceEvents")
+        events = data["traceEvents"]  # not popped: a parsed document may be the caller's (read_document)
         if not isinstance(events, list):
             raise self._fail("its traceEvents is not an array; not a Chrome trace")
         self.header.update((k, v) for k, v in data.items() if k != "traceEvents")
@@ -332,3 +351,28 @@ class KinetoStream:
                              np.zeros((0, 2), np.int64), np.zeros(0, bool), np.zeros((0, 2), np.int64), empty8,
                              np.zeros((0, 2), np.int64), [], objects=part)
         self.events_read = len(events)
+
+
+def holds_trace_events(path) -> bool | None:
+    """Whether the JSON document at ``path`` is a trace - its top level holds a ``traceEvents`` array - read
+    by the rules of every trace read (``source.TraceInput``: a ``TraceLoadError`` for a file that breaks
+    them, e.g. one that is no JSON at all) up to that array, at most ``MAX_HEADER_BYTES``: True, False (the
+    document ends without one, or is not valid JSON), None when it cannot tell (no C scanner, or more than
+    the bound of other keys first). For a command that takes traces and other JSON documents alike
+    (``diff``: run summaries, report JSON) and must not read a trace whole to find out."""
+    ts = native()
+    if ts is None:
+        return None
+    with TraceInput(Path(path), accept=FORMATS) as src:
+        if src.format != "json":
+            return True  # a Perfetto protobuf trace, whatever its name
+        buf = b""
+        while len(buf) <= MAX_HEADER_BYTES:
+            data = src.read(max(CHUNK_BYTES, len(buf)))
+            buf += data
+            status, start, members = ts.header(buf, not data)
+            if status == -3:
+                status = 1 if _escaped_key(buf, members, start)[0] >= 0 else status
+            if status != 0 or not data:
+                return status == 1
+        return None

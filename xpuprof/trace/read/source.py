@@ -2,27 +2,28 @@
 
 Every reader of Kineto JSON (``kineto_stream``, ``load``) opens its file here, so the rules are written once:
 
-* what may be read: a path that does not exist, a directory, or one that cannot be opened is one
-  ``TraceLoadError`` naming it (``FILE_KINDS`` says which kinds of file are read: regular files, and the
-  FIFOs and devices a user names, which are bounded like the rest);
-* the input limit (``xpuprof.inputs``, ``XPUPROF_MAX_INPUT_BYTES``): a regular file over it is refused
-  before it is read, and every byte read counts against it - for gzip, what it decompresses to - so a
-  gzip bomb or an endless FIFO stops at the limit;
+* what may be read: regular files only (``xpuprof.inputs.open_regular``); a path that does not exist, a
+  directory, a FIFO, a device or one that cannot be opened is one ``TraceLoadError`` naming it;
+* the input limit (``xpuprof.inputs``, ``XPUPROF_MAX_INPUT_BYTES``): a file over it is refused before it is
+  read, and every byte read counts against it - for gzip, what it decompresses to - so a gzip bomb stops at
+  the limit (and, being zeros or garbage, at its first inflated bytes);
 * the first bytes: a document must open with ``{`` or ``[`` (after a BOM and whitespace), so a stream of
-  zeros or a binary file is refused at its first bytes, not after gigabytes.
+  zeros or a binary file is refused at its first bytes, not after gigabytes; a reader that also takes
+  Perfetto protobuf (``accept``) takes a document whose first byte opens a ``Trace.packet`` (0x0a) too, and
+  ``TraceInput.format`` says which it is.
 """
 from __future__ import annotations
 
-import os
 import zlib
-import stat
 from pathlib import Path
 
-from ...inputs import InputError, check_json_start, max_input_bytes, too_large
+from ...inputs import InputError, check_json_start, max_input_bytes, open_regular, too_large
 
 WHAT = "trace file"
 FIRST_BYTES = 1 << 16  # read before anything else: enough to see what the file is
-FILE_KINDS = ("regular file", "FIFO", "character device")
+FILE_KINDS = ("regular file",)  # what is read as a trace (xpuprof.inputs.open_regular)
+FORMATS = ("json", "perfetto")  # Kineto JSON; Perfetto protobuf (a Trace message: packets, field 1)
+PERFETTO_FIRST_BYTE = b"\x0a"  # Trace.packet (field 1, length-delimited): how every Perfetto trace opens
 
 
 class TraceLoadError(ValueError):
@@ -34,9 +35,11 @@ class TraceInput:
     """A trace file opened for reading: ``read(n)`` gives the document's next bytes (gzip undone), checked
     and counted as the module docstring says. Use as a context manager, or ``close()``."""
 
-    def __init__(self, path, *, limit: int | None = None) -> None:
+    def __init__(self, path, *, limit: int | None = None, accept: tuple[str, ...] = ("json",)) -> None:
         self.path = Path(path)
         self.limit = max_input_bytes() if limit is None else limit
+        self.accept = accept
+        self.format = "json"
         self.total = 0  # document bytes read so far (decompressed)
         self.gzip = False
         self._raw = self._open()
@@ -54,23 +57,17 @@ class TraceInput:
     def _open(self):
         p = self.path
         try:
-            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+            fd, st = open_regular(p, WHAT)
         except FileNotFoundError:
             raise TraceLoadError(f"{p}: no such trace file") from None
         except IsADirectoryError:
             raise self._fail("is a directory, not a trace file") from None
+        except InputError as exc:  # a FIFO, a device, a socket
+            raise TraceLoadError(str(exc)) from None
         except OSError as exc:
             raise TraceLoadError(f"cannot read trace file {p}: {exc.strerror or exc}") from None
         f = open(fd, "rb", buffering=0)
-        st = os.fstat(fd)
-        kind = stat.S_IFMT(st.st_mode)
-        if kind == stat.S_IFDIR:
-            f.close()
-            raise self._fail("is a directory, not a trace file")
-        if kind not in (stat.S_IFREG, stat.S_IFIFO, stat.S_IFCHR):
-            f.close()
-            raise self._fail(f"is not a file that can be read as a trace (a {', '.join(FILE_KINDS)} can)")
-        if kind == stat.S_IFREG and st.st_size > self.limit:
+        if st.st_size > self.limit:
             f.close()
             raise TraceLoadError(str(too_large(p, WHAT, self.limit, f" ({st.st_size:,} bytes)")))
         return f
@@ -90,9 +87,23 @@ class TraceInput:
         return first
 
     def _check(self, first: bytes) -> None:
+        # JSON first: its leading whitespace may be a newline, the byte that opens a Perfetto Trace
+        body = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
+        json_start = body.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        if "perfetto" in self.accept and not json_start and first[:1] == PERFETTO_FIRST_BYTE:
+            self.format = "perfetto"
+            return
+        if "json" not in self.accept:
+            if first[:2] == b"\x1f\x8b":
+                return  # gzip: checked again once decompressed
+            got = f"byte 0x{first[0]:02x}" if first else "nothing (it is empty)"
+            raise TraceLoadError(f"{self.path}: not a Perfetto protobuf trace (it starts with {got}, not a "
+                                 "TracePacket's 0x0a)")
         try:
             check_json_start(self.path, WHAT)(first)
         except InputError as exc:
+            if "perfetto" in self.accept:
+                raise TraceLoadError(f"{exc} nor a Perfetto protobuf trace's 0x0a") from None
             raise TraceLoadError(str(exc)) from None
 
     def _raw_read(self, n: int) -> bytes:
@@ -202,3 +213,10 @@ def read_document(path) -> bytes:
     """The whole document (gzip undone), checked and bounded as the module says."""
     with TraceInput(path) as src:
         return src.read(-1)
+
+
+def trace_format(path) -> str:
+    """Which format a trace file is in, from its first bytes: "json" (Kineto) or "perfetto" (protobuf); an
+    error naming the file when it is neither, missing or unreadable."""
+    with TraceInput(path, accept=FORMATS) as src:
+        return src.format

@@ -18,7 +18,7 @@ from ..store_schema import COLUMNS, FLOAT_ARGS, INT_ARGS, TABLES
 from ..table.arrow import dict_ids, row_text, to_numpy, valid
 from ..table.columns import COLUMN_SETS, RowText, constant
 from ..table.model import FlatSegment, RankInfo, TraceTable
-from .store import Store, StoreError, open_store
+from .store import Store, StoreError, open_store, verify_checksums
 
 _ALWAYS = ("idx", "ts", "name", "cat")  # what and when a row is; where (pid, tid) when asked for
 
@@ -30,11 +30,12 @@ def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str
     is (default: all of them; rows whose pid and tid are not read have none); ``slice_args``: the args of every slice (True), of none (False), or of the
     slices whose name satisfies a function (their row groups' args columns are read only then);
     ``counters``: every counter (True) or those whose category satisfies a function."""
-    st = store if isinstance(store, Store) else open_store(store)
+    st = store if isinstance(store, Store) else open_store(store, ranks=ranks)
     wanted = st.ranks if ranks is None else sorted(ranks)
     missing = [r for r in wanted if r not in st.partitions]
     if missing:
         raise StoreError(f"{st.path} holds no rank {missing[0]} (it holds ranks {st.ranks})")
+    verify_checksums(st, wanted, kinds)
     segments, traces = [], []
     for i, r in enumerate(wanted):
         part = st.partitions[r]
@@ -73,7 +74,7 @@ def _segments(part, kind: str, names, rank: int, trace: int, base: int, slice_ar
 
     file = part.file(kind)
     try:
-        pf = pq.ParquetFile(file)
+        pf = pq.ParquetFile(file, page_checksum_verification=True)
         have = pf.schema_arrow.names
         wanted = [c for c in (names or have) if c in have]
         args_cols = [c for c in wanted if c in _SLICE_ARGS] if kind == "slices" and slice_args is not True else []

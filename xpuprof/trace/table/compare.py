@@ -4,7 +4,9 @@ Two tables are equal when their rank tables agree (rank, where it came from, bas
 top-level keys, metadata rows) and, kind by kind, their rows agree after decoding strings, in
 (rank, pid, tid, ts, dur, name) order: every column, a row label as its text, the typed args by value,
 the other args as parsed JSON objects (so the same object spelled with other whitespace is equal).
-``differences`` lists what differs (empty: equal); ``assert_equal`` raises with the first few.
+``differences`` lists what differs (empty: equal); ``assert_equal`` raises with the first few. ``orders=False``
+leaves out each row's index in its file (``order``): a Perfetto protobuf trace holds the events of a Kineto
+trace in another order (a sequence per track).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def _args(c, n: int) -> list:
     return out
 
 
-def canonical_rows(c: Columns) -> list[tuple]:
+def canonical_rows(c: Columns, orders: bool = True) -> list[tuple]:
     """Every row as a tuple of plain values, sorted by (rank, pid, tid, ts, dur, name, the rest)."""
     n = len(c)
     rank = np.asarray(c.rank).tolist()
@@ -50,7 +52,8 @@ def canonical_rows(c: Columns) -> list[tuple]:
         cols.append([d if p else None for d, p in zip(np.asarray(c.dur).tolist(), present.tolist())])
     else:
         cols.append([None] * n)
-    cols += [[(t is None, t or "") for t in name], [(t is None, t or "") for t in cat], np.asarray(c.order).tolist()]
+    cols += [[(t is None, t or "") for t in name], [(t is None, t or "") for t in cat],
+             np.asarray(c.order).tolist() if orders else [0] * n]
     if isinstance(c, SliceColumns):
         for group in (c.ints, c.floats):
             for key in sorted(group):
@@ -83,7 +86,7 @@ def _sortable(v):
 
 
 def differences(a: TraceTable, b: TraceTable, *, ignore_header: Iterable[str] = ("traceName",),
-                kinds: Iterable[str] = KINDS, compare_ranks: bool = True) -> list[str]:
+                kinds: Iterable[str] = KINDS, compare_ranks: bool = True, orders: bool = True) -> list[str]:
     """What differs between two tables (see the module docstring); [] when they are equal."""
     out: list[str] = []
     if compare_ranks:
@@ -93,7 +96,7 @@ def differences(a: TraceTable, b: TraceTable, *, ignore_header: Iterable[str] = 
         if len(ca) != len(cb):
             out.append(f"{kind}: {len(ca)} rows vs {len(cb)}")
             continue
-        ra, rb = canonical_rows(ca), canonical_rows(cb)
+        ra, rb = canonical_rows(ca, orders), canonical_rows(cb, orders)
         bad = [i for i, (x, y) in enumerate(zip(ra, rb)) if x != y]
         for i in bad[:MAX_REPORTED]:
             out.append(f"{kind}: row {i} differs:\n  {ra[i]}\n  {rb[i]}")

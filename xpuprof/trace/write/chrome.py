@@ -330,6 +330,15 @@ def _write(table: TraceTable, path: Path, gz: bool, gzip_level: int, threads: in
         sink.close()
 
 
+def table_json(table: TraceTable) -> bytes:
+    """A one-trace read table (no builder behind it) as Kineto JSON in memory: the file ``write_chrome_trace``
+    writes of it (for the readers that still take a trace as one dict, ``trace.read.load``)."""
+    if table.builder is not None or len(table.traces) != 1:
+        raise ValueError("table_json renders a one-trace table a reader made")
+    parts = [_table_header(table), *flat_bodies(table), b"]}\n"]
+    return b"".join(parts)
+
+
 def _table_header(table: TraceTable) -> bytes:
     """A read table's top-level keys (its own order; ``baseTimeNanoseconds`` the base its rows are written
     against), then the opening of ``traceEvents``."""

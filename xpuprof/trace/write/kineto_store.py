@@ -1,4 +1,6 @@
-"""A Kineto JSON trace into one rank of a store (``xpuprof convert``): read -> table -> store writer.
+"""A Kineto JSON trace into one rank of a store (``xpuprof convert``): read -> table -> store writer. A Perfetto
+protobuf trace (``.pftrace``, told by its first bytes) is read whole (``trace.read.perfetto``) and written the
+same way.
 
 The one Kineto JSON reader (``trace.read.kineto.TraceReader``) hands over the trace's rows a chunk at a
 time, and the one store row producer (``parquet.StoreRows``) writes each as it comes, so memory is bounded
@@ -14,8 +16,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..read.kineto import TraceReader, distributed_rank, merged_ranks, rank_from_name, resolve_rank  # noqa: F401
-from ..read.source import TraceLoadError
+from ..read.kineto import (TraceReader, distributed_rank, merged_ranks, rank_from_name, resolve_rank,  # noqa: F401
+                           time_error)
+from ..read.source import TraceLoadError, trace_format
 from .parquet import StoreRows, rank_metadata
 from .rankwriter import RankWriter, StoreWriteError
 
@@ -41,6 +44,11 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
     """Converts one trace file into a rank partition of ``store``. ``taken``: ranks already written by
     this run (rank -> file), never replaced. Raises ConvertError naming the file."""
     path = Path(path)
+    try:
+        if trace_format(path) == "perfetto":
+            return _convert_perfetto(path, store, rank, position, replace, taken)
+    except (TraceLoadError, StoreWriteError) as exc:
+        raise ConvertError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from None
     reader = TraceReader(path, rank=rank, position=position, chunk_bytes=chunk_bytes)
     try:
         with RankWriter(store, replace=replace) as writer:
@@ -58,6 +66,9 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
                 raise ConvertError(f"{path}: is a merged view of ranks {merged} (xpuprof merge); convert the per-rank "
                                    "traces instead")
             info = reader.info
+            bad = time_error(info)  # as report refuses it: a value the store's int64 ns cannot hold is no row
+            if bad:
+                raise ConvertError(f"{path}: {bad}; nothing of it stored")
             _check_rank(path, writer, info.rank, info.source, taken)
             writer.commit(info.rank, rank_metadata(info, writer="convert"))
     except (TraceLoadError, StoreWriteError) as exc:
@@ -65,6 +76,23 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
     if info.not_stored:
         log.warning("xpuprof convert: %s: %d events not stored (%s); counted in rank %d's not_stored_json", path,
                     sum(info.not_stored.values()), ", ".join(f"{k}: {v}" for k, v in info.not_stored.items()), info.rank)
+    if taken is not None:
+        taken[info.rank] = str(path)
+    return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored))
+
+
+def _convert_perfetto(path: Path, store, rank, position, replace: bool, taken) -> Converted:
+    from ..read.perfetto import read_perfetto
+
+    table = read_perfetto(path, rank=rank, position=position)
+    info = table.traces[0]
+    if info.merged_ranks or "mergedRanks" in info.header:
+        raise ConvertError(f"{path}: is a merged view of ranks {info.merged_ranks} (xpuprof merge); convert the "
+                           "per-rank traces instead")
+    with RankWriter(store, replace=replace) as writer:
+        _check_rank(path, writer, info.rank, info.source, taken)
+        StoreRows(writer).add_table(table)
+        writer.commit(info.rank, rank_metadata(info, writer="convert"))
     if taken is not None:
         taken[info.rank] = str(path)
     return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored))

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..store_checksum import CHECKSUMS_KEY, crc32_file
 from ..store_schema import (COLUMNS, FORMAT, MANIFEST, RANK_DIR_PREFIX, SCHEMA_VERSION, TABLES,
                             arrow_schema,
                             rank_dir_name)
@@ -153,7 +154,8 @@ class RankWriter:
                 use_dictionary=[name for name, kind in COLUMNS[table] if kind == "dict"],
                 # integers delta-packed: half lz4's time on plain pages here, a quarter of the size
                 column_encoding={name: "DELTA_BINARY_PACKED" for name, kind in COLUMNS[table] if kind in ("i64", "i32")},
-                write_statistics=[c for c in STATISTICS if c in schema.names])
+                write_statistics=[c for c in STATISTICS if c in schema.names],
+                write_page_checksum=True)  # page CRCs: pyarrow and parquet-java verify them
         return w
 
     def commit(self, rank: int, meta: Mapping[str, Any]) -> Path:
@@ -169,7 +171,14 @@ class RankWriter:
         schema = arrow_schema("rank")
         table = pa.Table.from_arrays([_one(row[f.name], kind) for f, (_, kind) in zip(schema, COLUMNS["rank"])],
                                      schema=schema)
-        self._pq.write_table(table, self.tmp / "rank.parquet", compression=self.compression)
+        sums = {}  # every byte of each data file, checked by every reader (store_checksum)
+        for name in TABLES:
+            size, crc = crc32_file(self.tmp / f"{name}.parquet")
+            sums[f"{name}.parquet"] = {"bytes": size, "crc32": crc}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               CHECKSUMS_KEY: json.dumps(sums, sort_keys=True).encode()})
+        self._pq.write_table(table, self.tmp / "rank.parquet", compression=self.compression,
+                             write_page_checksum=True)
         os.chmod(self.tmp, 0o755)
         final = self.store / rank_dir_name(rank)
         self._move_into_place(final, rank)
