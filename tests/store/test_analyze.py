@@ -195,10 +195,11 @@ def test_group_events_on_the_command_line(random_store, capsys):
     assert main(["analyze", str(random_store), "temporal", "--format", "json", "--group-events", "1"]) == 0
     assert capsys.readouterr().out == whole
     assert main(["analyze", str(random_store), "temporal", "--engine", "ray", "--group-events", "1"]) == 2
-    assert capsys.readouterr().err.strip() == ("xpuprof analyze: --group-events is the duckdb engine's (Ray's "
-                                               "groups are its tasks)")
+    err = capsys.readouterr().err.strip()  # the engine options' one check (engines.check_engine_options)
+    assert err.startswith("xpuprof analyze: --group-events ") and "duckdb" in err and "ray" in err, err
     assert main(["analyze", str(random_store), "temporal", "--group-events", "0"]) == 2
-    assert "group_events must be positive" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--group-events" in err and "0" in err, err
 
 
 STEP_VARIANTS = {  # the step events of a rank: (name, cat, has a duration)
