@@ -1,8 +1,8 @@
 """No slowdown from the trace-table refactor (issue 37): this checkout against another one, paired.
 
-    python benchmarks/bench_refactor_pairs.py --baseline /work/wt/base93            # every case, 5 rounds
-    python benchmarks/bench_refactor_pairs.py --baseline DIR --rounds 7 --only report,analyze-temporal
-    python benchmarks/bench_refactor_pairs.py --baseline DIR --scale 0.2 --rounds 3  # a short proof run
+    python benchmarks/bench_refactor_pairs.py --baseline /work/wt/base93            # every case, 6 rounds
+    python benchmarks/bench_refactor_pairs.py --baseline DIR --rounds 8 --only report,analyze-temporal
+    python benchmarks/bench_refactor_pairs.py --baseline DIR --scale 0.2 --rounds 2  # a short proof run
 
 ``--baseline DIR`` is another checkout of xpuprof with its C extensions built in place (for issue 37:
 ``git worktree add /work/wt/base93 93da605`` and ``setup.py build_ext --inplace`` there). Every
@@ -194,8 +194,8 @@ def _line(row: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", help="another checkout (C extensions built in place)")
-    ap.add_argument("--rounds", type=int, default=5, help="paired rounds per case after a warm-up pair (>= 5 for "
-                    "the issue's rule)")
+    ap.add_argument("--rounds", type=int, default=6, help="paired rounds per case after a warm-up pair (>= 5 for "
+                    "the issue's rule; an even number runs each side first equally often)")
     ap.add_argument("--ranks", type=int, default=4, help="rank traces (report) and store ranks (analyze)")
     ap.add_argument("--events", type=int, default=200_000, help="events per rank")
     ap.add_argument("--n", type=int, default=300_000, help="record_function ranges (key_averages, end-to-end)")
