@@ -155,7 +155,7 @@ def run(a) -> list[dict]:
     sides = {"this": REPO, "baseline": base}
     cases = [c for c in CASES if not a.only or c in a.only.split(",") or
              (c.startswith("analyze-") and "analyze" in a.only.split(","))]
-    tmp = Path(a.tmp or tempfile.mkdtemp(prefix="xpuprof-pairs-"))
+    tmp = Path(a.tmp or a.tmp_made)
     ranks, events, n = max(2, a.ranks), int(a.events * a.scale), int(a.n * a.scale)
     make_inputs(base, ranks, events, tmp)
     jsons = sorted(str(p) for p in (tmp / "json").iterdir())
@@ -214,13 +214,20 @@ def main() -> int:
     unknown = set((a.only or "").split(",")) - set(CASES) - {"analyze", ""}
     if unknown:
         ap.error(f"--only: unknown case(s) {', '.join(sorted(unknown))}; valid: analyze, {', '.join(CASES)}")
+    a.tmp_made = None if a.tmp else tempfile.mkdtemp(prefix="xpuprof-pairs-")
     load = os.getloadavg()
     print(f"this: {REPO}  baseline: {Path(a.baseline).resolve()}  rounds: {a.rounds}  ranks: {a.ranks}  "
           f"events/rank: {int(a.events * a.scale)}  ranges: {int(a.n * a.scale)}  load: {load[0]:.1f} {load[1]:.1f}")
     print("| case | wall s, this / baseline (medians) | CPU s, this / baseline | paired wall ratio, median (rounds) "
           "| paired CPU ratio |")
     print("|---|---|---|---|---|")
-    rows = run(a)
+    try:
+        rows = run(a)
+    finally:
+        if not a.tmp:  # the generated inputs and outputs: gone with the run
+            import shutil
+
+            shutil.rmtree(a.tmp_made, ignore_errors=True)
     load = os.getloadavg()
     over = [r["case"] for r in rows if r["wall_ratio"] > 1.05]
     print(f"load after: {load[0]:.1f} {load[1]:.1f}; paired wall median over 1.05: {', '.join(over) or 'none'}")
