@@ -190,7 +190,9 @@ def test_torch_profilers_own_asyncio_trace_through_convert_opens_whole(tmp_path)
     assert main(["convert", str(json_path), "-o", str(out)]) == 0
     facts = _check(json_path, out)
     assert facts["slices"] >= 10 + 10  # the tasks' ranges and their aten::mm at least
-    from xpuprof._native import pfdec
+    from xpuprof import _native
+
+    pfdec = _native.load("pfdec", "reading the .pftrace's notes")
 
     notes = json.loads(dict(pfdec.metadata(out.read_bytes()))["xpuprof.pftrace"][1])["notes"]
     assert notes.get("slices_on_lanes", 0) > 0, notes  # torch's rows overlap; the file says how many it moved

@@ -32,7 +32,8 @@ def test_preparing_waits_for_the_background_load(fresh_stages, monkeypatch):
     stages.start_loading()  # once per process
     threading.Timer(0, gate.set).start()
     stages.load_trace_stages()
-    assert order == list(stages.TRACE_STAGE_MODULES) and not stages._loader.is_alive()
+    # the stages, then the C scanner they read torch's events with (through xpuprof._native's loader)
+    assert order == [*stages.TRACE_STAGE_MODULES, "xpuprof._native.tracescan"] and not stages._loader.is_alive()
 
 
 def test_a_fork_waits_for_the_background_load(fresh_stages, monkeypatch):

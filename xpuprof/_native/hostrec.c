@@ -4,10 +4,10 @@
  * 0.5 us budget. Here enter/exit are C methods: enter reads the monotonic clock and takes a
  * correlation id; exit writes one fixed-size record (t0, t1, tid, id, name index, args index)
  * into the recorder's Int64Log - no Python object per range. A name gets an index in the
- * recorder's NameTable (nametable.h: distinct names as UTF-8 text in one buffer) the first time it
- * is seen; dict args are encoded as JSON into the recorder's ArgsArea (argsarea.h), other args
+ * recorder's NameTable (shared/nametable.c: distinct names as UTF-8 text in one buffer) the first time
+ * it is seen; dict args are encoded as JSON into the recorder's ArgsArea (shared/argsarea.c), other args
  * objects go to a list. stop() reads the log and the area as numpy arrays.
- * External correlation (correlation.h): the logical range follows contextvars; each thread's open
+ * External correlation (shared/correlation.c): the logical range follows contextvars; each thread's open
  * ranges are mirrored for the sessions - a correlation_log (an Int64Log of (id or -id, tid, ns,
  * parent id) marks) written in C, correlation_hooks (the vendor library's C push/pop entry points)
  * called from C, or the session's push/pop_correlation_id methods.
@@ -25,23 +25,24 @@
 #include <time.h>
 #include <unistd.h>
 
-static PyObject *recorder = NULL; /* the active HostRecorder (strong ref) or NULL */
-static int track_correlation = 0;
-static uint64_t generation = 1; /* bumps on every set_recorder: threads re-announce their name */
+#include "shared/argsarea.h"    /* ArgsArea: dict args encoded at the call */
+#include "shared/correlation.h" /* the logical range, the sessions */
+#include "shared/hostmem.h"     /* where the recorder's arrays live (memory or a spill file), the recording cap */
+#include "shared/int64log.h"
+#include "shared/nametable.h"
+#include "shared/recorder.h"    /* the state below that correlation.c reads */
+
+PyObject *recorder = NULL; /* the active HostRecorder (strong ref) or NULL */
+int track_correlation = 0;
+uint64_t generation = 1; /* bumps on every set_recorder: threads re-announce their name */
 static int64_t last_correlation_id = 0;
 
-/* Thread-locals in the initial-exec model: read at a fixed offset from the thread pointer, where the
- * default (global-dynamic, for a dlopen'ed module) calls __tls_get_addr at each use - 13 calls, ~140
- * instructions, per correlated range. They take 64 bytes of glibc's surplus static TLS, reserved for
- * modules loaded later (at least 512 bytes); were it ever exhausted, this module would not load and
- * record_function would fall back to its pure-Python path (recorder.py), never fail. */
-#define THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 static THREAD_LOCAL long cached_tid = 0;
 static THREAD_LOCAL uint64_t named_generation = 0;
 
 static PyObject *str_name_thread;
 
-static inline int64_t mono_ns(void) {
+int64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts); /* the clock time.monotonic_ns() reads on Linux */
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -57,14 +58,8 @@ static void after_fork_child(void) {
 }
 
 
-#include "hostmem.h" /* where the recorder's arrays live (memory or a spill file), the recording cap */
-#include "int64log.h"
-#include "argsarea.h" /* ArgsArea: dict args encoded at the call (uses Int64Log) */
-#include "nametable.h"
-
 /* ---------------------------------------------------------------- the active recorder */
 enum { F_T0, F_T1, F_TID, F_CID, F_NAME, F_ARGS, RANGE_WIDTH };
-#define MAX_SESSIONS 16
 #define MARK_WIDTH 4
 
 static Int64LogObject *ranges = NULL; /* recorder.ranges */
@@ -74,46 +69,16 @@ static int64_t n_not_recorded = 0;     /* ranges not recorded since recording st
 static NameTableObject *name_table = NULL; /* recorder.names: the cycle's distinct names */
 static PyObject *args_list = NULL;    /* recorder.args: args kept as objects (see append_range) */
 static ArgsAreaObject *args_area = NULL; /* recorder.args_area: args encoded at the call */
-/* correlation targets: a session's Int64Log of marks, or its bound push/pop methods */
-static Int64LogObject *mark_logs[MAX_SESSIONS];
-static PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
-static int n_mark_logs = 0, n_push_fns = 0;
-/* Sessions whose vendor library takes the ids through C entry points, called here with no Python
- * call per range. Two shapes, both returning 0 on success:
- * - by kind: PTI's ptiViewPush/PopExternalCorrelationId(kind, id) and CUPTI's
- *   cuptiActivityPush/PopExternalCorrelationId(kind, id);
- * - by context and thread: rocprofiler-sdk's rocprofiler_push/pop_external_correlation_id(context,
- *   thread, id) with the thread from rocprofiler_get_thread_id(&thread) (the context and the
- *   user-data union are 8-byte values, passed as uint64 by the platform ABI).
- * A failing call is counted into the session's own buffer (int64 failures, int64 last result):
- * never silent. */
-typedef int (*push_hook_fn)(uint32_t kind, uint64_t id);
-typedef int (*pop_hook_fn)(uint32_t kind, uint64_t *id);
-typedef int (*ctx_push_hook_fn)(uint64_t context, uint64_t thread, uint64_t id);
-typedef int (*ctx_pop_hook_fn)(uint64_t context, uint64_t thread, uint64_t *id);
-typedef int (*thread_id_fn)(uint64_t *thread);
-static void *push_hooks[MAX_SESSIONS], *pop_hooks[MAX_SESSIONS];
-static uint64_t hook_kinds[MAX_SESSIONS]; /* the kind, or the context for the second shape */
-static thread_id_fn hook_thread_ids[MAX_SESSIONS]; /* NULL for the first shape */
-static Py_buffer hook_failures[MAX_SESSIONS];
-static int n_hooks = 0;
-
-typedef struct RangeObject {
-    PyObject_HEAD
-    PyObject *name;
-    PyObject *args;
-    PyObject *rec;    /* recorder at enter (strong ref) while open and recording */
-    PyObject *parent; /* the enclosing range in the entering context (strong ref), when correlating */
-    PyObject *frame;  /* the entering context's frame (correlation.h), while open and correlating */
-    int64_t t0;
-    int64_t cid;
-    long tid;         /* the entering thread: the range is drawn on its row */
-    int closed, linked;
-    struct RangeObject *open_prev, *open_next; /* the recorder's open ranges (correlation.h) */
-    Py_ssize_t slot1; /* its row + 1 in open_log while open (crash-safe copies only), else 0 */
-} RangeObject;
-
-static PyTypeObject RangeType;
+/* correlation targets (recorder.h): a session's Int64Log of marks, its bound push/pop methods, or its
+ * vendor library's C entry points */
+Int64LogObject *mark_logs[MAX_SESSIONS];
+PyObject *push_fns[MAX_SESSIONS], *pop_fns[MAX_SESSIONS];
+int n_mark_logs = 0, n_push_fns = 0;
+void *push_hooks[MAX_SESSIONS], *pop_hooks[MAX_SESSIONS];
+uint64_t hook_kinds[MAX_SESSIONS];
+thread_id_fn hook_thread_ids[MAX_SESSIONS];
+Py_buffer hook_failures[MAX_SESSIONS];
+int n_hooks = 0;
 
 /* ---------------------------------------------------------------- open ranges on file
  * With a crash-safe copy (host/spill.py), the ranges open now are on file too: a process that dies inside
@@ -161,7 +126,27 @@ static void slot_close(RangeObject *r) {
     free_slots[n_free++] = row;
 }
 
-#include "correlation.h"
+/* every open range of the active recorder (intrusive list; borrowed) */
+static RangeObject *open_head = NULL;
+
+static void open_link(RangeObject *r) {
+    r->open_prev = NULL;
+    r->open_next = open_head;
+    if (open_head) open_head->open_prev = r;
+    open_head = r;
+    r->linked = 1;
+    if (open_log) slot_open(r);
+}
+
+static void open_unlink(RangeObject *r) {
+    if (!r->linked) return;
+    if (r->slot1) slot_close(r);
+    if (r->open_prev) r->open_prev->open_next = r->open_next;
+    else open_head = r->open_next;
+    if (r->open_next) r->open_next->open_prev = r->open_prev;
+    r->open_prev = r->open_next = NULL;
+    r->linked = 0;
+}
 
 static PyObject *decorate = NULL; /* Python helper: decorate(range, fn) -> wrapper */
 /* encode(args) -> exact-size JSON bytes: a dict's args are stored encoded (~60 B instead of the
@@ -393,8 +378,9 @@ static PyObject *range_get_cid(RangeObject *self, void *closure) {
 }
 
 static PyMethodDef range_methods[] = {
-    {"__enter__", (PyCFunction)range_enter, METH_NOARGS, "Open the range."},
-    {"__exit__", (PyCFunction)(void (*)(void))range_exit, METH_FASTCALL, "Close the range."},
+    {"__enter__", (PyCFunction)range_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nOpen the range."},
+    {"__exit__", (PyCFunction)(void (*)(void))range_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\nClose the range."},
     {NULL},
 };
 
@@ -410,12 +396,12 @@ static PyGetSetDef range_getset[] = {
     {NULL},
 };
 
-static PyTypeObject RangeType = {
+PyTypeObject RangeType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "xpuprof.record_function",
     .tp_basicsize = sizeof(RangeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "record_function(name, args=None): a named host range (context manager and decorator).\n\n"
+    .tp_doc = "record_function(name, args=None)\n--\n\nA named host range (context manager and decorator).\n\n"
               "Becomes a user_annotation slice on the calling thread while a profiler records.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)range_init,
@@ -664,8 +650,7 @@ static PyObject *close_open_ranges(PyObject *mod, PyObject *end_obj) {
  * starts its own profile). Called from os.register_at_fork(after_in_child=...). */
 static PyObject *after_fork(PyObject *mod, PyObject *unused) {
     cached_tid = 0;
-    for (Py_ssize_t i = 0; i < tdepth; i++) Py_DECREF(tstack[i]);
-    tdepth = 0;
+    correlation_after_fork();
     forget_recorder();
     Py_RETURN_NONE;
 }
@@ -705,30 +690,44 @@ static PyObject *next_correlation_id(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"set_recorder", set_recorder, METH_O, "Install the active HostRecorder (None: stop recording)."},
+    {"set_recorder", set_recorder, METH_O,
+     "set_recorder($module, recorder, /)\n--\n\nInstall the active HostRecorder (None: stop recording)."},
     {"set_name_cleaner", set_name_cleaner, METH_VARARGS,
+     "set_name_cleaner($module, cleaner, max_chars, /)\n--\n\n"
      "Register cleaner(name) -> (clean str, had invalid UTF-8) for names that are not plain valid text, and the "
      "longest name (in characters) stored as given."},
     {"set_args_encoder", set_args_encoder, METH_O,
+     "set_args_encoder($module, encoder, /)\n--\n\n"
      "Register encode(dict) -> JSON bytes, used to store a range's dict args compactly (None: store objects)."},
-    {"set_decorator", set_decorator, METH_O, "Register decorate(range, fn) -> wrapper for @record_function."},
-    {"next_correlation_id", next_correlation_id, METH_NOARGS, "A new process-wide correlation id."},
+    {"set_decorator", set_decorator, METH_O,
+     "set_decorator($module, decorate, /)\n--\n\nRegister decorate(range, fn) -> wrapper for @record_function."},
+    {"next_correlation_id", next_correlation_id, METH_NOARGS,
+     "next_correlation_id($module, /)\n--\n\nA new process-wide correlation id."},
     {"correlation_enter", correlation_enter, METH_O,
+     "correlation_enter($module, correlation_id, /)\n--\n\n"
      "Open a pure-Python range's correlation (its id); returns the handle correlation_exit takes."},
-    {"correlation_exit", correlation_exit, METH_O, "Close a pure-Python range's correlation."},
+    {"correlation_exit", correlation_exit, METH_O,
+     "correlation_exit($module, handle, /)\n--\n\nClose a pure-Python range's correlation."},
     {"current_correlation_id", current_correlation_id, METH_NOARGS,
+     "current_correlation_id($module, /)\n--\n\n"
      "The innermost open range's id in the calling context (0 when none is linked)."},
     {"lifetimes", lifetimes, METH_NOARGS,
+     "lifetimes($module, /)\n--\n\n"
      "Counts of this recording's ranges whose lifetimes the trace must mention (out of order, other thread, "
      "interleaved contexts) and the deepest nesting."},
     {"close_open_ranges", close_open_ranges, METH_O,
+     "close_open_ranges($module, end_ns, /)\n--\n\n"
      "Record every range still open as ending at end_ns (into recorder.truncated) and close it; the count."},
-    {"after_fork", after_fork, METH_NOARGS, "Forget the parent's recording in a forked child."},
+    {"after_fork", after_fork, METH_NOARGS,
+     "after_fork($module, /)\n--\n\nForget the parent's recording in a forked child."},
     {"recording_state", recording_state, METH_NOARGS,
+     "recording_state($module, /)\n--\n\n"
      "(stopped at monotonic ns or 0, why, ranges not recorded since, bytes the recorder's storage takes, cap or 0)."},
-    {"stop_recording", stop_recording, METH_O, "Stop recording now (why: a str); later ranges are only counted."},
+    {"stop_recording", stop_recording, METH_O,
+     "stop_recording($module, why, /)\n--\n\nStop recording now (why: a str); later ranges are only counted."},
     {NULL},
 };
+
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "xpuprof._native.hostrec", "record_function fast path", -1, module_methods,
@@ -736,12 +735,10 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit_hostrec(void) {
     if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&Int64LogType) < 0 || PyType_Ready(&NameTableType) < 0
-        || PyType_Ready(&FrameType) < 0 || PyType_Ready(&ArgsAreaType) < 0)
+        || PyType_Ready(&ArgsAreaType) < 0 || correlation_init() < 0)
         return NULL;
     str_name_thread = PyUnicode_InternFromString("name_thread");
     if (!str_name_thread) return NULL;
-    current_var = PyContextVar_New("xpuprof.current_range", NULL);
-    if (!current_var) return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;

@@ -162,12 +162,15 @@ done:
 
 static PyMethodDef methods[] = {
     {"factorize", py_factorize, METH_VARARGS,
-     "factorize(keys: uint64 buffer, codes_out: int32 buffer) -> (uniq bytes, first bytes)"},
+     "factorize($module, keys, codes_out, /)\n--\n\n"
+     "(uniq, first) of the uint64 keys: distinct keys as uint64 bytes in order of first appearance, each one's "
+     "first row as int64 bytes; codes_out (int32, one per key) gets each row's index into uniq."},
     {"first_rows", py_first_rows, METH_VARARGS,
-     "first_rows(offsets: int64 buffer, first_out: int64 buffer): first_out[offset] = first row holding it"},
+     "first_rows($module, offsets, first_out, /)\n--\n\n"
+     "first_out[offset] = the first row holding it, for the int64 offsets (into the int64 table first_out)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "keyindex", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.keyindex", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_keyindex(void) { return PyModule_Create(&module); }

@@ -59,10 +59,11 @@ static PyObject *py_source_info(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"source_info", py_source_info, METH_VARARGS,
-     "source_info(pointers) -> (file pointers, lines): PTI's source info behind each instruction's pointer."},
+     "source_info($module, pointers, /)\n--\n\n"
+     "(file pointers, lines) as uint64 bytes: PTI's source info behind each instruction's uint64 pointer."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "pcsample", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.pcsample", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_pcsample(void) { return PyModule_Create(&module); }

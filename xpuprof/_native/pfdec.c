@@ -1466,10 +1466,10 @@ static PyObject *metadata(PyObject *mod, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
-     "decode(buffer, hoisted) -> dict of columns (slices, instants, counters, flows as bytes; strings; descriptors; "
+     "decode($module, buffer, hoisted, /)\n--\n\n-> dict of columns (slices, instants, counters, flows as bytes; strings; descriptors; "
      "metadata; counts): a Perfetto protobuf trace read in one pass (see the module source)."},
     {"metadata", metadata, METH_O,
-     "metadata(buffer) -> [(name, (kind, value))]: the trace's Chrome metadata entries."},
+     "metadata($module, buffer, /)\n--\n\n-> [(name, (kind, value))]: the trace's Chrome metadata entries."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2047,15 +2047,15 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode", encode, METH_VARARGS,
-     "encode(blob, offsets, nrows, segments, codes, tracks, flows, base_ts, clamp_ts, next_uuid, next_seq) -> "
-     "(bytes, lanes, hoisted, counts): the slices and instants of a trace as Perfetto TracePackets, one sequence per "
+     "encode($module, blob, offsets, nrows, segments, codes, tracks, flows, base_ts, clamp_ts, next_uuid, next_seq, "
+     "/)\n--\n\n-> (bytes, lanes, hoisted, counts): the slices and instants of a trace as Perfetto TracePackets, one sequence per "
      "track and lane (see the module source)."},
     {"pair_codes", pair_codes, METH_VARARGS,
-     "pair_codes(a, b, known) -> (codes, pairs): int32 codes of the (a[i], b[i]) int64 pairs (known pairs first, "
+     "pair_codes($module, a, b, known, /)\n--\n\n-> (codes, pairs): int32 codes of the (a[i], b[i]) int64 pairs (known pairs first, "
      "then new ones in row order) and every pair as int64 bytes."},
     {"counters", counters, METH_VARARGS,
-     "counters(ts, group, event_offsets, uuids, values, group_seq, group_offsets, group_uuids, base_ts, clamp_ts) -> "
-     "bytes: counter events as TYPE_COUNTER packets, one sequence per group."},
+     "counters($module, ts, group, event_offsets, uuids, values, group_seq, group_offsets, group_uuids, base_ts, "
+     "clamp_ts, /)\n--\n\n-> bytes: counter events as TYPE_COUNTER packets, one sequence per group."},
     {NULL, NULL, 0, NULL},
 };
 

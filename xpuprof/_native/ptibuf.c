@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "bufqueue.h"
+#include "shared/bufqueue.h"
 
 #define DEFAULT_BUFFER_SIZE ((size_t)4 << 20) /* Kineto's choice: 4 MiB */
 
@@ -145,12 +145,16 @@ static PyObject *py_reset(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"callback_addresses", py_callback_addresses, METH_NOARGS,
+     "callback_addresses($module, /)\n--\n\n"
      "(request, complete) C function addresses to pass to ptiViewSetCallbacks."},
-    {"set_buffer_size", py_set_buffer_size, METH_O, "Bytes per buffer handed to PTI (default 4 MiB)."},
-    {"buffer_size", py_buffer_size, METH_NOARGS, "Bytes per buffer handed to PTI."},
-    {"drain", py_drain, METH_NOARGS, "Completed buffers (read-only memoryviews, oldest first, no copy)."},
-    {"stats", py_stats, METH_NOARGS, "Buffer counters: requested, request_failures, completed, drained, ..."},
-    {"reset", py_reset, METH_NOARGS, "Free queued buffers and zero the counters."},
+    {"set_buffer_size", py_set_buffer_size, METH_O,
+     "set_buffer_size($module, size, /)\n--\n\nBytes per buffer handed to PTI (4096 to 16 GiB; default 4 MiB)."},
+    {"buffer_size", py_buffer_size, METH_NOARGS, "buffer_size($module, /)\n--\n\nBytes per buffer handed to PTI."},
+    {"drain", py_drain, METH_NOARGS,
+     "drain($module, /)\n--\n\nCompleted buffers (read-only memoryviews, oldest first, no copy)."},
+    {"stats", py_stats, METH_NOARGS,
+     "stats($module, /)\n--\n\nBuffer counters: requested, request_failures, completed, drained, ..."},
+    {"reset", py_reset, METH_NOARGS, "reset($module, /)\n--\n\nFree queued buffers and zero the counters."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -503,16 +503,25 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"walk", py_walk, METH_VARARGS, "walk(buffer, next_record_address) -> (uint64 offsets bytes, status)."},
-    {"walk_sizes", py_walk_sizes, METH_VARARGS, "walk_sizes(buffer, uint32 size table) -> (offsets bytes, stop)."},
+    {"walk", py_walk, METH_VARARGS,
+     "walk($module, buffer, next_record_address, /)\n--\n\n"
+     "Records located by the vendor's iterator at next_record_address: (uint64 offsets as bytes, status; 1 = end "
+     "of buffer)."},
+    {"walk_sizes", py_walk_sizes, METH_VARARGS,
+     "walk_sizes($module, buffer, sizes, /)\n--\n\n"
+     "Records located with a uint32 kind -> size table: (uint64 offsets as bytes, -1 or the offset it stopped at)."},
     {"gather_into", py_gather_into, METH_VARARGS,
-     "gather_into(buffer, uint64 offsets, size, out, out_offset): records copied into out."},
+     "gather_into($module, buffer, offsets, size, out, out_offset, /)\n--\n\n"
+     "The size-byte records at the uint64 offsets, copied into out from byte out_offset."},
     {"gather_fields", py_gather_fields, METH_VARARGS,
-     "gather_fields(buffer, uint64 offsets, int64 (src, len, dst) spans, out, out_offset, out_size)."},
+     "gather_fields($module, buffer, offsets, spans, out, out_offset, out_size, /)\n--\n\n"
+     "Byte spans (int64 source offset, length, destination offset) of each record into out_size-byte rows of out."},
     {"plan_count", py_plan_count, METH_VARARGS,
-     "plan_count(buffer, offsets, plan, window) -> (int64 [kept, dropped, misordered] per slot, {kind: n})."},
+     "plan_count($module, buffer, offsets, plan, window, /)\n--\n\n"
+     "(int64 [kept, dropped, misordered] per plan slot as bytes, {kind the plan lacks: records})."},
     {"plan_fill", py_plan_fill, METH_VARARGS,
-     "plan_fill(buffer, offsets, plan, outs, pos, window): kept records' fields into the columns at pos."},
+     "plan_fill($module, buffer, offsets, plan, outs, pos, window, /)\n--\n\n"
+     "The kept records' fields into the columns outs, slot s from row pos[s] on (pos is advanced)."},
     {NULL, NULL, 0, NULL},
 };
 

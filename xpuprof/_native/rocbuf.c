@@ -29,8 +29,8 @@
 
 #include <stdint.h>
 
-#include "bufqueue.h"
-#include "bufqueue_py.h"
+#include "shared/bufqueue.h"
+#include "shared/bufqueue_py.h"
 
 #define MAX_CATEGORIES 8
 #define MAX_KINDS 64
@@ -462,21 +462,32 @@ static PyObject *py_reset(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"callback_addresses", py_callback_addresses, METH_VARARGS,
-     "callback_addresses(layout) -> {'buffer', 'hip', 'code_object', 'dispatch_counting'}: C callback addresses "
-     "for rocprofiler-sdk; layout 0 = SDK 0.x callback records, 1 = SDK 1.x (24-byte correlation id)."},
+     "callback_addresses($module, layout, /)\n--\n\n"
+     "{'buffer', 'hip', 'code_object', 'dispatch_counting'}: C callback addresses for rocprofiler-sdk; layout 0 = "
+     "SDK 0.x callback records, 1 = SDK 1.x (24-byte correlation id)."},
     {"set_fixed_size", py_set_fixed_size, METH_VARARGS,
-     "set_fixed_size(category, kind, bytes): records of this type have no leading size field."},
+     "set_fixed_size($module, category, kind, size, /)\n--\n\n"
+     "Records of this type are size bytes with no leading size field."},
     {"set_hip_ops", py_set_hip_ops, METH_VARARGS,
-     "set_hip_ops(kind, [(operation, code, event_offset, stream_offset)]): HIP calls whose args are kept."},
+     "set_hip_ops($module, kind, ops, /)\n--\n\n"
+     "HIP calls whose args are kept: ops is [(operation, code, event_offset, stream_offset)], offsets -1 = absent."},
     {"set_code_object", py_set_code_object, METH_VARARGS,
-     "set_code_object(kind, kernel_symbol_register_operation)."},
-    {"set_agent_configs", py_set_agent_configs, METH_O, "[(agent handle, counter config handle)] for dispatch counting."},
-    {"drain", py_drain, METH_NOARGS, "Completed packed buffers (bytes, oldest first); frees them."},
-    {"drain_event_ops", py_drain_event_ops, METH_NOARGS, "Captured HIP call args as packed 25-byte rows."},
-    {"drain_kernel_symbols", py_drain_kernel_symbols, METH_NOARGS, "{kernel_id: name} registered since last drain."},
-    {"split", py_split, METH_O, "split(packed) -> {(category, kind): (stride, rows bytes)}."},
-    {"stats", py_stats, METH_NOARGS, "Counters: dropped, malformed, callbacks, records, pending, ..."},
-    {"reset", py_reset, METH_NOARGS, "Free everything queued and zero the counters."},
+     "set_code_object($module, kind, operation, /)\n--\n\n"
+     "The code-object tracing kind and its kernel-symbol-register operation."},
+    {"set_agent_configs", py_set_agent_configs, METH_O,
+     "set_agent_configs($module, configs, /)\n--\n\n"
+     "[(agent handle, counter config handle)] for dispatch counting."},
+    {"drain", py_drain, METH_NOARGS,
+     "drain($module, /)\n--\n\nCompleted packed buffers (bytes, oldest first); frees them."},
+    {"drain_event_ops", py_drain_event_ops, METH_NOARGS,
+     "drain_event_ops($module, /)\n--\n\nCaptured HIP call args as packed 25-byte rows."},
+    {"drain_kernel_symbols", py_drain_kernel_symbols, METH_NOARGS,
+     "drain_kernel_symbols($module, /)\n--\n\n{kernel_id: name} registered since the last drain."},
+    {"split", py_split, METH_O,
+     "split($module, packed, /)\n--\n\n{(category, kind): (stride, rows bytes)}: a packed buffer's records by type."},
+    {"stats", py_stats, METH_NOARGS,
+     "stats($module, /)\n--\n\nCounters: dropped, malformed, callbacks, records, pending, ..."},
+    {"reset", py_reset, METH_NOARGS, "reset($module, /)\n--\n\nFree everything queued and zero the counters."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,6 +37,8 @@
 #endif
 #include <string.h>
 
+#include "shared/jsonstr.h"
+
 enum { K_LIT, K_INT, K_UINT, K_MICROS, K_HEX, K_BOOL, K_TOKENS, K_FLOAT, K_SPANS, K_FIXED3, K_COUNT };
 enum { F_ENTRY = 1, F_OPEN = 2, F_CLOSE = 4 };
 
@@ -467,19 +469,13 @@ done:
 }
 
 /* json_tokens(blob, ends, ids) -> (bytes, int64 offsets as bytes): the JSON string token of each text
- * blob[ends[i]:ends[i + 1]] for i in ids (valid UTF-8), escaped exactly as orjson escapes: '"' and '\\'
- * backslashed, \b \t \n \f \r short, other bytes below 0x20 as \u00XX (lowercase hex), the rest
- * (multi-byte UTF-8 included) as they are. One pass to size, one to write; no GIL while writing. */
-static inline Py_ssize_t escaped_len(unsigned char ch) {
-    if (ch >= 0x20) return (ch == '"' || ch == '\\') ? 2 : 1;
-    return (ch == '\b' || ch == '\t' || ch == '\n' || ch == '\f' || ch == '\r') ? 2 : 6;
-}
-
+ * blob[ends[i]:ends[i + 1]] for i in ids (valid UTF-8), escaped exactly as orjson escapes (jsonstr.h).
+ * One pass to size, one to write; no GIL while writing. */
 static PyObject *json_tokens(PyObject *mod, PyObject *args) {
     Py_buffer blob, ends, ids;
     if (!PyArg_ParseTuple(args, "y*y*y*:json_tokens", &blob, &ends, &ids)) return NULL;
     PyObject *out = NULL, *offs = NULL;
-    const unsigned char *text = blob.buf;
+    const char *text = blob.buf;
     const int64_t *end = ends.buf, *id = ids.buf;
     Py_ssize_t nends = ends.len / 8, n = ids.len / 8, total = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -488,8 +484,7 @@ static PyObject *json_tokens(PyObject *mod, PyObject *args) {
             PyErr_Format(PyExc_ValueError, "json_tokens: id %lld outside the text's %zd strings", (long long)i, nends - 1);
             goto done;
         }
-        total += 2;
-        for (int64_t j = end[i]; j < end[i + 1]; j++) total += escaped_len(text[j]);
+        total += (Py_ssize_t)json_string_size(text + end[i], (size_t)(end[i + 1] - end[i]));
     }
     out = PyBytes_FromStringAndSize(NULL, total);
     offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
@@ -497,29 +492,12 @@ static PyObject *json_tokens(PyObject *mod, PyObject *args) {
     {
         char *w = PyBytes_AS_STRING(out);
         int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
-        static const char hex[] = "0123456789abcdef";
         Py_BEGIN_ALLOW_THREADS
         char *start = w;
         o[0] = 0;
         for (Py_ssize_t k = 0; k < n; k++) {
             int64_t i = id[k];
-            *w++ = '"';
-            for (int64_t j = end[i]; j < end[i + 1]; j++) {
-                unsigned char ch = text[j];
-                if (ch >= 0x20 && ch != '"' && ch != '\\') { *w++ = (char)ch; continue; }
-                *w++ = '\\';
-                switch (ch) {
-                    case '"': *w++ = '"'; break;
-                    case '\\': *w++ = '\\'; break;
-                    case '\b': *w++ = 'b'; break;
-                    case '\t': *w++ = 't'; break;
-                    case '\n': *w++ = 'n'; break;
-                    case '\f': *w++ = 'f'; break;
-                    case '\r': *w++ = 'r'; break;
-                    default: *w++ = 'u'; *w++ = '0'; *w++ = '0'; *w++ = hex[ch >> 4]; *w++ = hex[ch & 15];
-                }
-            }
-            *w++ = '"';
+            w = json_string_put(w, text + end[i], (size_t)(end[i + 1] - end[i]));
             o[k + 1] = w - start;
         }
         Py_END_ALLOW_THREADS
@@ -585,14 +563,17 @@ static PyObject *fixed3(PyObject *mod, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"fixed3", fixed3, METH_O,
-     "fixed3(float64 column) -> int64 k per value (bytes) where each value is the float nearest k / 1000 and "
-     "below 2^43 in magnitude (render those as FIXED3: orjson's text), else None."},
+     "fixed3($module, values, /)\n--\n\n"
+     "int64 k per float64 value (bytes) where each value is the float nearest k / 1000 and below 2^43 in "
+     "magnitude (render those as FIXED3: orjson's text), else None."},
     {"json_tokens", json_tokens, METH_VARARGS,
-     "json_tokens(blob, ends, ids) -> (tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 "
-     "texts blob[ends[i]:ends[i + 1]] for i in ids (int64), and their n + 1 int64 offsets as bytes."},
+     "json_tokens($module, blob, ends, ids, /)\n--\n\n"
+     "(tokens, offsets): JSON string tokens (orjson's escaping) of the UTF-8 texts blob[ends[i]:ends[i + 1]] "
+     "for i in ids (int64), and their n + 1 int64 offsets as bytes."},
     {"render", render, METH_VARARGS,
-     "render(n, segments[, into]) -> bytes: n compact JSON rows described by segments (see the module "
-     "source). With a writable buffer `into`: the byte count written, or minus the size needed."},
+     "render($module, n, segments, into=None, /)\n--\n\n"
+     "n compact JSON rows described by segments (see the module source) as bytes. With a writable buffer "
+     "`into`: the byte count written, or minus the size needed."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1225,15 +1225,15 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"simd", py_simd, METH_VARARGS,
-     "simd([level]) -> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
+     "simd($module, level=None, /)\n--\n\n-> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
      "a level ('best' too) pins it"},
-    {"header", py_header, METH_VARARGS, "header(buffer, final) -> (status, events_start, members) (see the module source)"},
+    {"header", py_header, METH_VARARGS, "header($module, buffer, final, /)\n--\n\n-> (status, events_start, members) (see the module source)"},
     {"events", py_events, METH_VARARGS,
-     "events(buffer, start, state, final) -> columns of the complete events from start (see the module source)"},
+     "events($module, buffer, start, state, final, /)\n--\n\n-> columns of the complete events from start (see the module source)"},
     {"args", py_args, METH_VARARGS,
-     "args(buffer, spans, int_keys, float_keys, drop_keys) -> typed members and the rest (see the module source)"},
+     "args($module, buffer, spans, int_keys, float_keys, drop_keys, /)\n--\n\n-> typed members and the rest (see the module source)"},
     {"members", py_members, METH_VARARGS,
-     "members(buffer, spans, int_keys, drop_keys) -> (ints, present, others, complex) (see the module source)"},
+     "members($module, buffer, spans, int_keys, drop_keys, /)\n--\n\n-> (ints, present, others, complex) (see the module source)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -233,16 +233,21 @@ static PyObject *py_reset(PyObject *self, PyObject *noargs) {
 static PyObject *py_row_size(PyObject *self, PyObject *noargs) { return PyLong_FromSize_t(sizeof(row_t)); }
 
 static PyMethodDef methods[] = {
-    {"install", py_install, METH_VARARGS, "install(addresses): trace zeModuleCreate/Destroy and zeKernelCreate."},
-    {"uninstall", py_uninstall, METH_NOARGS, "Disable and destroy the tracer (the rows stay)."},
-    {"installed", py_installed, METH_NOARGS, "True while a tracer is installed."},
-    {"rows", py_rows, METH_NOARGS, "(row bytes, kernel names) of every kernel created since install/reset."},
-    {"count", py_count, METH_NOARGS, "Kernels recorded."},
-    {"reset", py_reset, METH_NOARGS, "Forget the recorded kernels and modules."},
-    {"row_size", py_row_size, METH_NOARGS, "sizeof one row (the Python dtype checks it)."},
+    {"install", py_install, METH_VARARGS,
+     "install($module, addresses, /)\n--\n\n"
+     "Trace zeModuleCreate/Destroy and zeKernelCreate; addresses: the loader's 8 tracer function addresses."},
+    {"uninstall", py_uninstall, METH_NOARGS,
+     "uninstall($module, /)\n--\n\nDisable and destroy the tracer (the rows stay)."},
+    {"installed", py_installed, METH_NOARGS, "installed($module, /)\n--\n\nTrue while a tracer is installed."},
+    {"rows", py_rows, METH_NOARGS,
+     "rows($module, /)\n--\n\n(row bytes, kernel names) of every kernel created since install/reset."},
+    {"count", py_count, METH_NOARGS, "count($module, /)\n--\n\nKernels recorded."},
+    {"reset", py_reset, METH_NOARGS, "reset($module, /)\n--\n\nForget the recorded kernels and modules."},
+    {"row_size", py_row_size, METH_NOARGS,
+     "row_size($module, /)\n--\n\nsizeof one row (the Python dtype checks it)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "zekernels", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.zekernels", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_zekernels(void) { return PyModule_Create(&module); }

@@ -305,13 +305,14 @@ static PyObject *py_drain(PyObject *self, PyObject *unused) {
 static PyObject *py_running(PyObject *self, PyObject *unused) { return PyBool_FromLong(tracer != NULL); }
 
 static PyMethodDef methods[] = {
-    {"start", py_start, METH_VARARGS, "start(loader_path): trace zeMemAlloc*/zeMemFree from now on"},
-    {"stop", py_stop, METH_NOARGS, "stop tracing (records stay until drain)"},
-    {"drain", py_drain, METH_NOARGS, "drain() -> (records bytes, stats dict)"},
-    {"running", py_running, METH_NOARGS, "whether the tracer is running"},
+    {"start", py_start, METH_VARARGS,
+     "start($module, loader_path, /)\n--\n\nTrace zeMemAlloc*/zeMemFree through the loader at loader_path from now on."},
+    {"stop", py_stop, METH_NOARGS, "stop($module, /)\n--\n\nStop tracing (the records stay until drain)."},
+    {"drain", py_drain, METH_NOARGS, "drain($module, /)\n--\n\n(records bytes, stats dict)."},
+    {"running", py_running, METH_NOARGS, "running($module, /)\n--\n\nWhether the tracer is running."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "zemem", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.zemem", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_zemem(void) { return PyModule_Create(&module); }

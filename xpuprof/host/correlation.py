@@ -1,4 +1,4 @@
-"""Range correlation without the C extension: the same rules as ``xpuprof/_native/correlation.h``.
+"""Range correlation without the C extension: the same rules as ``xpuprof/_native/shared/correlation.c``.
 
 The logical range follows ``contextvars`` (asyncio tasks and ``copy_context().run`` see their own;
 plain threads their own); each thread's open ranges are mirrored, in enter order, for sessions

@@ -16,7 +16,7 @@ Int64Log(4): id, thread, ns, parent id on enter; -id, thread, ns, 0 on exit) whe
 C, no call), else through its push/pop methods. ``current_correlation_id()`` is the innermost
 open range of the calling *context* (contextvars: an asyncio task's own range, a thread's own).
 Ranges closed out of order or on another thread, and ranges of interleaved contexts on one
-thread, are handled as ``_native/correlation.h`` describes and counted (``lifetimes()``); ranges
+thread, are handled as ``_native/shared/correlation.c`` describes and counted (``lifetimes()``); ranges
 still open when recording stops are closed at its end (``close_open_ranges``), never dropped.
 """
 from __future__ import annotations
@@ -37,10 +37,9 @@ from .record_layout import INSTANT_FIELDS, NO_ARGS, RANGE_FIELDS
 _mono = time.monotonic_ns
 _native_tid = threading.get_native_id
 
-try:  # the C fast path (built from xpuprof/_native/hostrec.c by setup.py)
-    from .._native import hostrec as _c
-except ImportError:
-    _c = None
+from .. import _native
+
+_c = _native.optional("hostrec")  # the C fast path (hostrec.c; the pure-Python path without it)
 if _c is not None and not (hasattr(_c, "close_open_ranges") and hasattr(_c, "ArgsArea")):  # an older build: records differ
     import warnings
 

@@ -2,7 +2,7 @@
 
 Under ``xpuprof exec`` every Python process records into files rather than anonymous memory: each of a
 HostRecorder's growing blocks (ranges, instants, names, args) lives in a ``MAP_SHARED`` mapping of its
-own file (``Int64Log.spill_to`` and friends, ``_native/hostmem.h``), so a row is in the file the moment
+own file (``Int64Log.spill_to`` and friends, ``_native/shared/hostmem.c``), so a row is in the file the moment
 it is written. A process killed by SIGKILL, SIGSEGV, SIGBUS or SIGABRT, or hung, leaves every range it
 closed: nothing is flushed, nothing runs in a signal handler. The ``exec`` parent turns what is left
 into the trace (``ondemand/crashsafe.py``). PyTorch's NCCL flight recorder keeps the last collectives

@@ -56,9 +56,10 @@ class MemoryEvents:
     @classmethod
     def from_scan(cls, raw: bytes, sc, to_epoch_ns) -> "MemoryEvents":
         """The instants of a scanned torch trace (``trace.read.scan``); ``to_epoch_ns``: µs column -> epoch ns."""
-        from .._native import tracescan
+        from .. import _native
         from ..trace.read.scan import INT, TID, TS
 
+        tracescan = _native.load("tracescan", "reading torch's memory events from the scanned trace")  # scanned: built
         table = {text: i for i, text in enumerate(sc.strings)}
         codes = [table[n] for n in EVENT_NAMES if n in table]
         rows = np.flatnonzero((sc.ph == ord("i")) & np.isin(sc.name, codes)) if codes else np.zeros(0, np.int64)

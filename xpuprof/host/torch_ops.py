@@ -368,10 +368,11 @@ class TorchOps:
 
     @classmethod
     def _from_scan(cls, raw: bytes, sc, id_base: int, drop_shapes: bool = False) -> "TorchOps | None":
-        from .._native import tracescan
+        from .. import _native
         from ..trace.read.scan import DUR, ID, INT, PID, TID, TS
         from .torch_memory import MemoryEvents
 
+        tracescan = _native.load("tracescan", "reading torch's ops from the scanned trace")  # scanned: it is built
         table = {text: i for i, text in enumerate(sc.strings)}
         op_cats = [table[c] for c in OP_CATEGORIES if c in table]
         rows = np.flatnonzero((sc.ph == ord("X")) & np.isin(sc.cat, op_cats))

@@ -25,7 +25,6 @@ TRACE_STAGE_MODULES = (
     "xpuprof.trace.write.files",  # which writer a path gets (the Perfetto writer loads on its first use)
     "xpuprof.trace.read.scan",  # torch's ops and memory events are read through the trace scanner
     "xpuprof.trace.read.load",
-    "xpuprof._native.tracescan",
     "xpuprof.host.torch_ops",  # the cycle's start records torch's ops through it
     "xpuprof.host.torch_memory",
     "xpuprof.host.torch_args",
@@ -48,6 +47,9 @@ def _import_all() -> None:
                 importlib.import_module(name)
             except ImportError:  # python-isal is optional, a C part may be unbuilt: its stage says so when it runs
                 pass
+        from .. import _native
+
+        _native.optional("tracescan")  # the C scanner torch's ops and memory events are read with
     except Exception as exc:  # a broken stage: the profile that needs it says so (load_trace_stages)
         _failure.append(exc)
     finally:

@@ -190,7 +190,16 @@ int xpd_emit_locked(const void *record, size_t size) {
 static const char *double_version = "0.99.0-xpuprof-double";
 const char *ptiVersionString(void) { return double_version; }
 /* A test can make the double claim a real release (NULL: back to the double's own version). */
-void xpd_set_version(const char *version) { double_version = version ? version : "0.99.0-xpuprof-double"; }
+/* Copied: the caller's string (a Python bytes object through ctypes) may be freed right after the call. */
+void xpd_set_version(const char *version) {
+    static char copy[64];
+    if (!version) {
+        double_version = "0.99.0-xpuprof-double";
+        return;
+    }
+    snprintf(copy, sizeof copy, "%s", version);
+    double_version = copy;
+}
 
 /* PTI 1.2.0's wording for memory types (older releases said MEMORY/HOST/DEVICE/SHARED): the
  * backend must take these names from the library, as Kineto does, not from its own table. */

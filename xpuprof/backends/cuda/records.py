@@ -88,10 +88,9 @@ def _rowgather():
     """The C record gather (``xpuprof._native.records``), or None when it is not built (numpy gathers then)."""
     global _rowgather_module
     if _rowgather_module is _UNSET:
-        try:
-            from ..._native import records
-        except ImportError:
-            records = None
+        from ... import _native
+
+        records = _native.optional("records")
         _rowgather_module = records
     return _rowgather_module
 

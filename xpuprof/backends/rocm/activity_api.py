@@ -90,12 +90,12 @@ HIP_ARG_LAYOUT = {
 COPY_DIRECTIONS = {"HOST_TO_HOST": 1, "HOST_TO_DEVICE": 2, "DEVICE_TO_HOST": 3, "DEVICE_TO_DEVICE": 4}
 
 def load_rocbuf():
+    from ... import _native
+
     try:
-        from ..._native import rocbuf
-    except ImportError as exc:
-        raise BackendError("the ROCm backend needs xpuprof's C part xpuprof._native.rocbuf, which is not built "
-                           f"({exc}); rebuild with `python setup.py build_ext --inplace` (needs a C compiler)") from exc
-    return rocbuf
+        return _native.load("rocbuf", "the ROCm backend (rocprofiler-sdk's callbacks are C)")
+    except _native.NativeUnavailable as exc:
+        raise BackendError(str(exc)) from exc
 
 
 def _need(found: dict[str, int], what: str, *names: str) -> int:

@@ -62,14 +62,13 @@ def with_external_correlation(types: frozenset[ActivityType]) -> frozenset[Activ
 
 def load_ptibuf():
     """The C callback module, or a BackendError that says how to get it."""
+    from ... import _native
+
     try:
-        from ..._native import ptibuf
-    except ImportError as exc:
-        raise BackendError(
-            "xpuprof's C extension xpuprof._native.ptibuf is not built, and PTI buffer callbacks must be in C "
-            "(Python callbacks deadlock inside SYCL). Reinstall xpuprof with a C compiler available, or run "
-            f"`python setup.py build_ext --inplace` in the source tree ({exc})") from exc
-    return ptibuf
+        return _native.load("ptibuf", "the XPU backend's PTI buffer callbacks, which must be C (Python callbacks "
+                                      "deadlock inside SYCL),")
+    except _native.NativeUnavailable as exc:
+        raise BackendError(str(exc)) from exc
 
 
 def measure_clock_offset(lib: pti.PtiLibrary, samples: int = 7) -> int:

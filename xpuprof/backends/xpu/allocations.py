@@ -32,12 +32,12 @@ class AllocationTracerError(RuntimeError):
 
 
 def _native():
+    from ... import _native as c_parts
+
     try:
-        from ..._native import zemem
-    except ImportError:
-        raise AllocationTracerError("xpuprof._native.zemem is not built (python setup.py build_ext --inplace, "
-                                    "or reinstall xpuprof with a C compiler)") from None
-    return zemem
+        return c_parts.load("zemem", "the XPU allocation tracer (Level Zero's tracing callbacks are C)")
+    except c_parts.NativeUnavailable as exc:
+        raise AllocationTracerError(str(exc)) from None
 
 
 def _uuid(lib: ctypes.CDLL, handle: int) -> bytes | None:

@@ -63,11 +63,12 @@ def check_pti_core(pti_path: str) -> dict:
     """Load PTI and enable one view with the C callbacks: NOT_IMPLEMENTED means its core did not load."""
     lib = pti.PtiLibrary.load(pti_path)
     version = lib.version()
+    from ... import _native
+
     try:
-        from ..._native import ptibuf
-    except ImportError:
-        return _result(False, "no_native", "xpuprof._native.ptibuf is not built (PTI needs C buffer callbacks); "
-                       "reinstall xpuprof with a C compiler available", pti_version=version)
+        ptibuf = _native.load("ptibuf", "PTI's buffer callbacks (C: Python callbacks deadlock inside SYCL)")
+    except _native.NativeUnavailable as exc:
+        return _result(False, "no_native", str(exc), pti_version=version)
     lib.ptiViewSetCallbacks(*ptibuf.callback_addresses())
     code = lib.ptiViewEnable(int(pti.ViewKind.DEVICE_GPU_KERNEL))
     if code != pti.Result.SUCCESS:

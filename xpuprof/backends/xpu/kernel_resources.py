@@ -51,10 +51,12 @@ class _Tracer:
 
 
 def _native():
+    from ... import _native as c_parts
+
     try:
-        from ..._native import zekernels
-    except ImportError as exc:
-        raise RuntimeError(f"xpuprof's C extension xpuprof._native.zekernels is not built ({exc})") from None
+        zekernels = c_parts.load("zekernels", "kernel resources (Level Zero's tracing callbacks are C)")
+    except c_parts.NativeUnavailable as exc:
+        raise RuntimeError(str(exc)) from None
     if zekernels.row_size() != ROW_DTYPE.itemsize:
         raise RuntimeError(f"xpuprof._native.zekernels rows are {zekernels.row_size()} bytes, the Python mirror "
                            f"{ROW_DTYPE.itemsize}: rebuild xpuprof")

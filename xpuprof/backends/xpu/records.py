@@ -38,10 +38,9 @@ def _native():
     """The C records module, or None when it is not built (the numpy fallbacks then apply)."""
     global _native_module
     if _native_module is _NATIVE_UNSET:
-        try:
-            from ..._native import records
-        except ImportError:
-            records = None
+        from ... import _native as c_parts
+
+        records = c_parts.optional("records")
         _native_module = records
     return _native_module
 

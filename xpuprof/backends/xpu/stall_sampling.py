@@ -220,7 +220,9 @@ class StallSampler:
     def collect(self) -> StallResults:
         """Everything PTI sampled, after ``stop``: the kernels' infos first (their instruction counts), then
         every kernel's instructions and samples straight into one preallocated array each."""
-        from ..._native import pcsample  # built with xpuprof; BackendError from load_pcsample otherwise
+        from ... import _native
+
+        pcsample = _native.load("pcsample", "EU stall sampling")  # checked when the session started
 
         names, descs = self.reasons()
         nreasons = len(names)

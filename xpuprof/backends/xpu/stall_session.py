@@ -38,13 +38,12 @@ def prepare_metrics_env(environ=None) -> None:
 
 
 def load_pcsample():
+    from ... import _native
+
     try:
-        from ..._native import pcsample
-    except ImportError as exc:
-        raise StallSamplingError("xpuprof's C extension xpuprof._native.pcsample is not built (it reads PTI's "
-                                 "per-instruction source info); reinstall xpuprof with a C compiler available or "
-                                 f"run `python setup.py build_ext --inplace` in the source tree ({exc})") from exc
-    return pcsample
+        return _native.load("pcsample", "EU stall sampling (it reads PTI's per-instruction source info)")
+    except _native.NativeUnavailable as exc:
+        raise StallSamplingError(str(exc)) from exc
 
 
 class StallPart:

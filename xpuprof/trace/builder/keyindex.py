@@ -19,11 +19,9 @@ _native_module = _UNSET
 def _native():
     global _native_module
     if _native_module is _UNSET:
-        try:
-            from ..._native import keyindex
-        except ImportError:
-            keyindex = None
-        _native_module = keyindex
+        from ... import _native as c_parts
+
+        _native_module = c_parts.optional("keyindex")
     return _native_module
 
 

@@ -220,10 +220,9 @@ def _joined(tokens: list[bytes]) -> tuple[bytes, np.ndarray]:
 
 def native_escaper():
     """``xpuprof._native.rowfmt`` when it is built with ``json_tokens`` (the bulk escaper), else None."""
-    try:
-        from ..._native import rowfmt
-    except ImportError:
-        return None
+    from ... import _native
+
+    rowfmt = _native.optional("rowfmt")
     return rowfmt if hasattr(rowfmt, "json_tokens") else None
 
 

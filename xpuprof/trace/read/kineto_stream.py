@@ -46,11 +46,9 @@ def native():
     """``xpuprof._native.tracescan``, or None when xpuprof was built without a C compiler."""
     global _native_module
     if _native_module is _UNSET:
-        try:
-            from ..._native import tracescan
-        except ImportError:
-            tracescan = None
-        _native_module = tracescan
+        from ... import _native as c_parts
+
+        _native_module = c_parts.optional("tracescan")
     return _native_module
 
 

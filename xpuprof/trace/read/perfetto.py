@@ -30,14 +30,12 @@ KINDS = ("slices", "counters", "flows", "instants")
 
 
 def _native():
-    import importlib
+    from ... import _native
 
     try:
-        return importlib.import_module("xpuprof._native.pfdec")
-    except ImportError as exc:
-        raise TraceLoadError(
-            "reading a Perfetto protobuf trace needs the C part xpuprof._native.pfdec, which is not built "
-            "(`python setup.py build_ext --inplace` in the source tree, or reinstall with a C compiler)") from exc
+        return _native.load("pfdec", "reading a Perfetto protobuf trace")
+    except _native.NativeUnavailable as exc:
+        raise TraceLoadError(str(exc)) from exc
 
 
 def _metadata_value(kind: str, value):

@@ -39,11 +39,9 @@ def tracescan():
     without a C compiler."""
     global _scanner
     if _scanner is _UNSET:
-        try:
-            from ..._native import tracescan as mod
-        except ImportError:
-            mod = None
-        _scanner = mod
+        from ... import _native
+
+        _scanner = _native.optional("tracescan")
     return _scanner
 
 

@@ -21,10 +21,9 @@ import orjson
 
 from ..builder.columns import RowArgs
 
-try:
-    from ..._native import rowfmt
-except ImportError:  # built without a C compiler
-    rowfmt = None
+from ... import _native
+
+rowfmt = _native.optional("rowfmt")  # None: built without a C compiler
 
 MAX_CHUNK_ROWS = 65536
 Tokens = Callable[[np.ndarray], "tuple[bytes, np.ndarray]"]  # used ids -> (JSON tokens blob, offsets)

@@ -39,15 +39,12 @@ SLICES, INSTANTS = 0, 1
 def pfenc():
     """The C encoder, or an error saying it is not built (no slower path: a per-event Python encoder would
     cost what this format exists to avoid). The one import of it."""
-    import importlib
+    from ... import _native
 
     try:
-        return importlib.import_module("xpuprof._native.pfenc")
-    except ImportError as exc:
-        raise RuntimeError(
-            "writing a Perfetto protobuf trace needs the C part xpuprof._native.pfenc, which is not built "
-            "(`python setup.py build_ext --inplace` in the source tree, or reinstall with a C compiler); "
-            "write a .json trace instead") from exc
+        return _native.load("pfenc", "writing a Perfetto protobuf trace (write a .json trace instead)")
+    except _native.NativeUnavailable as exc:
+        raise RuntimeError(str(exc)) from exc
 
 
 _pfenc = pfenc

@@ -1,87 +1,35 @@
-/* hostmem.h: where the host recorder's growing arrays live, and how much they may take.
- *
- * Included by hostrec.c (one extension module), before int64log.h, argsarea.h and nametable.h: each of
- * their growing blocks (a log's rows, a name table's text, an args area's bytes) grows through
- * store_grow and is freed through store_free.
- *
- * The recording cap. Blocks of the active recorder are "budgeted": their capacity is charged to one
- * budget (budget_cap bytes, set with the recorder). A growth the budget cannot take, or that the system
- * refuses (an address-space or cgroup limit), is not an error raised into the user's loop: the recorder
- * stops recording (stop_ns, stop_reason) and every later range is only counted. Python reads that state
- * (`recording_state()`) and writes it into the trace. A block near the cap grows to what is left rather
- * than doubling past it, so the cap is reached by the rows, not by one doubling.
- *
- * Crash-safe blocks. A block given a spill file (`spill_to(fd)` on an empty container) lives in a
- * MAP_SHARED mapping of that file after a 64-byte header: a row is in the file the moment it is written
- * (the page cache is the memory), so a process killed by SIGKILL, SIGSEGV or SIGABRT leaves every row it
- * committed, with no flush and nothing to do in a signal handler. The header's `used` is stored (release)
- * after the row's fields: a reader never sees a half-written row. Space is reserved with fallocate before
- * the mapping grows (a full tmpfs is an error here, never a SIGBUS later); when the file cannot grow the
- * block moves to anonymous memory and the header says why (`detached`): recording goes on, the crash-safe
- * copy ends there.
- */
-#ifndef XPUPROF_HOSTMEM_H
-#define XPUPROF_HOSTMEM_H
+/* hostmem.c: the host recorder's blocks in memory or in spill files, and the recording cap (hostmem.h). */
+#define _GNU_SOURCE /* mremap */
+#include "hostmem.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#define SPILL_MAGIC "XPUSPL1"
-#define SPILL_HEADER 64
-
-typedef struct {
-    char magic[8];           /* SPILL_MAGIC */
-    int64_t width;           /* int64 values per row (a log), or 0 (bytes) */
-    int64_t used;            /* committed rows (a log) or bytes */
-    int64_t detached;        /* errno that ended the crash-safe copy here, or 0 */
-    int64_t pid;             /* the writing process */
-    int64_t reserved[3];
-} SpillHeader;
-
-typedef struct {          /* zero-initialized: anonymous memory, charged to no budget */
-    int spilled;             /* the block lives in `fd`'s mapping */
-    int fd;                  /* the spill file while spilled */
-    char *map;               /* the file mapping (header, then the block) */
-    size_t map_len;
-    uint64_t budget_gen;     /* the budget this block is charged to (0: none) */
-    size_t charged;          /* bytes charged to it */
-} Store;
-
+#include "recorder.h" /* mono_ns */
 
 /* ---------------------------------------------------------------- the budget */
-static uint64_t budget_gen = 0;          /* bumps with every recorder: older blocks are no longer charged */
-static int64_t budget_cap = INT64_MAX;   /* bytes the active recorder's blocks may take */
-static int64_t budget_used = 0;
-static int64_t stop_ns = 0;              /* when recording stopped (0: it records) */
-static char stop_reason[192];
+uint64_t budget_gen = 0;
+int64_t budget_cap = INT64_MAX;
+int64_t budget_used = 0;
+int64_t stop_ns = 0;
+char stop_reason[192];
 
-static inline int64_t mono_ns(void);
-
-static void recording_stops(const char *why) {
+void recording_stops(const char *why) {
     if (stop_ns) return;
     stop_ns = mono_ns();
     snprintf(stop_reason, sizeof stop_reason, "%s", why);
 }
 
-static inline void store_budget(Store *s, int on) {
-    if (!on) { s->budget_gen = 0; s->charged = 0; return; }
-    s->budget_gen = budget_gen;
-    s->charged = 0;
-}
-
 /* ---------------------------------------------------------------- spill files */
-static inline SpillHeader *store_header(Store *s) { return s->spilled ? (SpillHeader *)s->map : NULL; }
-
-static inline void store_commit(Store *s, int64_t used) {
+void store_commit(Store *s, int64_t used) {
     if (s->spilled) __atomic_store_n(&((SpillHeader *)s->map)->used, used, __ATOMIC_RELEASE);
 }
 
-/* Move the block `*data` (`bytes` of capacity, `used` committed) into `fd`, a new, empty regular file
- * (duplicated here): from now on the block lives in the file's mapping. 0, or -1 with an exception set
- * (the block is then unchanged). */
-static int store_spill_to(Store *s, int fd, int64_t width, char **data, size_t bytes, int64_t used) {
+int store_spill_to(Store *s, int fd, int64_t width, char **data, size_t bytes, int64_t used) {
     if (s->spilled) { PyErr_SetString(PyExc_ValueError, "spill_to: the container already has a spill file"); return -1; }
     struct stat st;
     if (fstat(fd, &st) < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
@@ -152,9 +100,7 @@ static char *store_resize(Store *s, char *data, size_t old, size_t bytes) {
     return map + SPILL_HEADER;
 }
 
-/* Grow the block `*data` of `*cap` elements of `elem` bytes to hold at least `need` elements (doubling from
- * `first`). 0, or -1 with MemoryError set: for a budgeted block the recorder has then stopped recording. */
-static int store_grow(Store *s, char **data, Py_ssize_t *cap, Py_ssize_t need, size_t elem, Py_ssize_t first) {
+int store_grow(Store *s, char **data, Py_ssize_t *cap, Py_ssize_t need, size_t elem, Py_ssize_t first) {
     Py_ssize_t want = *cap ? *cap : first;
     while (want < need) want *= 2;
     size_t old = (size_t)*cap * elem;
@@ -185,7 +131,7 @@ static int store_grow(Store *s, char **data, Py_ssize_t *cap, Py_ssize_t need, s
     return 0;
 }
 
-static void store_free(Store *s, char *data) {
+void store_free(Store *s, char *data) {
     if (s->budget_gen && s->budget_gen == budget_gen) budget_used -= (int64_t)s->charged;
     s->charged = 0;
     if (s->spilled) {
@@ -199,11 +145,8 @@ static void store_free(Store *s, char *data) {
     }
 }
 
-/* Charge a block to the active recorder's budget (its current size counts from now). */
-static void store_charge(Store *s, size_t bytes) {
+void store_charge(Store *s, size_t bytes) {
     s->budget_gen = budget_gen;
     s->charged = bytes;
     budget_used += (int64_t)bytes;
 }
-
-#endif

@@ -1,31 +1,12 @@
-/* ArgsArea: the JSON text of host ranges' args, encoded at the call into one growing byte area.
- *
- * Included by hostrec.c (after Int64Log). A range's dict args of plain values (str keys; str, int,
- * float, bool and None values) are written here in C as one JSON object, right after the previous
- * one: no Python object per range, no copy at stop (the trace reads the area through the buffer
- * protocol, each range's args as [ends[k-1], ends[k]) ), no per-range Python at stop or export.
- * Anything else (nested values, other key types, a dict subclass, a lone surrogate) is left to the
- * caller (ARGS_UNSUPPORTED), which encodes it another way and may add the result with
- * args_area_add. Text is what orjson writes for the same dict, up to float spelling (Python's
- * shortest repr: 1e+16 where orjson writes 1e16; the same value), non-finite floats as null.
- * All state is touched with the GIL held; appends while the area is exported are refused.
- */
-#ifndef XPUPROF_ARGSAREA_H
-#define XPUPROF_ARGSAREA_H
+/* ArgsArea (argsarea.h): host ranges' args as JSON text in one growing byte area. */
+#include "argsarea.h"
 
 #include <math.h>
+#include <string.h>
+#include <structmember.h>
 
-enum { ARGS_ERROR = -1, ARGS_UNSUPPORTED = -2, ARGS_REFUSED = -3 };
+#include "jsonstr.h"
 
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    Py_ssize_t len, cap, exports, refused;
-    Int64LogObject *ends; /* end offset of each entry, one int64 row each */
-    Store store;          /* where `data` lives (hostmem.h) */
-} ArgsAreaObject;
-
-static PyTypeObject ArgsAreaType;
 
 static int area_reserve(ArgsAreaObject *a, Py_ssize_t more) {
     if (a->len + more <= a->cap) return 0;
@@ -47,40 +28,6 @@ static int64_t area_commit(ArgsAreaObject *a, Py_ssize_t start) {
     return a->ends->rows - 1;
 }
 
-static const char HEX_DIGITS[] = "0123456789abcdef";
-
-/* A JSON string of `n` UTF-8 bytes; the area has room for 6 * n + 2 bytes. orjson's escapes. */
-static inline char *put_json_string(char *p, const char *s, Py_ssize_t n) {
-    *p++ = '"';
-    Py_ssize_t run = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        memcpy(p, s + run, (size_t)(i - run));
-        p += i - run;
-        run = i + 1;
-        *p++ = '\\';
-        switch (c) {
-        case '"': *p++ = '"'; break;
-        case '\\': *p++ = '\\'; break;
-        case '\n': *p++ = 'n'; break;
-        case '\r': *p++ = 'r'; break;
-        case '\t': *p++ = 't'; break;
-        case '\b': *p++ = 'b'; break;
-        case '\f': *p++ = 'f'; break;
-        default:
-            memcpy(p, "u00", 3);
-            p[3] = HEX_DIGITS[c >> 4];
-            p[4] = HEX_DIGITS[c & 15];
-            p += 5;
-        }
-    }
-    memcpy(p, s + run, (size_t)(n - run));
-    p += n - run;
-    *p++ = '"';
-    return p;
-}
-
 /* A str as a JSON string at the end of the area; 0, or ARGS_UNSUPPORTED (lone surrogates), or -1. */
 static int area_put_str(ArgsAreaObject *a, PyObject *str) {
     Py_ssize_t n;
@@ -90,8 +37,8 @@ static int area_put_str(ArgsAreaObject *a, PyObject *str) {
         PyErr_Clear();
         return ARGS_UNSUPPORTED;
     }
-    if (area_reserve(a, 6 * n + 2) < 0) return -1;
-    a->len = put_json_string(a->data + a->len, s, n) - a->data;
+    if (area_reserve(a, (Py_ssize_t)JSON_STRING_MAX(n)) < 0) return -1;
+    a->len = json_string_put(a->data + a->len, s, (size_t)n) - a->data;
     return 0;
 }
 
@@ -150,9 +97,7 @@ static int area_put_value(ArgsAreaObject *a, PyObject *v) {
     return ARGS_UNSUPPORTED;
 }
 
-/* A dict of plain values as one entry: its index, ARGS_UNSUPPORTED (the area unchanged),
- * ARGS_REFUSED, or ARGS_ERROR with an exception set. */
-static int64_t args_area_encode(ArgsAreaObject *a, PyObject *dict) {
+int64_t args_area_encode(ArgsAreaObject *a, PyObject *dict) {
     if (a->exports) { a->refused++; return ARGS_REFUSED; }
     Py_ssize_t start = a->len, pos = 0;
     PyObject *k, *v;
@@ -174,8 +119,7 @@ static int64_t args_area_encode(ArgsAreaObject *a, PyObject *dict) {
     return area_commit(a, start);
 }
 
-/* JSON text encoded elsewhere (bytes-like), as one entry: its index or an ARGS_ code. */
-static int64_t args_area_add(ArgsAreaObject *a, PyObject *text) {
+int64_t args_area_add(ArgsAreaObject *a, PyObject *text) {
     if (a->exports) { a->refused++; return ARGS_REFUSED; }
     Py_buffer view;
     if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return ARGS_ERROR;
@@ -269,11 +213,12 @@ static PySequenceMethods area_as_sequence = {.sq_length = (lenfunc)area_len};
 
 static PyMethodDef area_methods[] = {
     {"encode", (PyCFunction)area_encode, METH_O,
-     "encode(dict) -> the new entry's index, or None when a key or value is not a plain JSON one "
+     "encode($self, args, /)\n--\n\nThe new entry's index, or None when a key or value is not a plain JSON one "
      "(negative: refused while exported)."},
-    {"add", (PyCFunction)area_add, METH_O, "add(json_bytes) -> the new entry's index (negative: refused)."},
+    {"add", (PyCFunction)area_add, METH_O,
+     "add($self, text, /)\n--\n\nJSON text (bytes-like) as a new entry: its index (negative: refused)."},
     {"spill_to", (PyCFunction)area_spill_to, METH_VARARGS,
-     "spill_to(data_fd, ends_fd): keep the bytes and the ends in these new, empty files from now on."},
+     "spill_to($self, data_fd, ends_fd, /)\n--\n\nKeep the bytes and the ends in these new, empty files from now on."},
     {NULL},
 };
 
@@ -288,12 +233,12 @@ static PyGetSetDef area_getset[] = {
     {NULL},
 };
 
-static PyTypeObject ArgsAreaType = {
+PyTypeObject ArgsAreaType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "xpuprof._native.hostrec.ArgsArea",
     .tp_basicsize = sizeof(ArgsAreaObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ArgsArea(): JSON objects one after another in one C buffer (the bytes through the buffer "
+    .tp_doc = "ArgsArea()\n--\n\nJSON objects one after another in one C buffer (the bytes through the buffer "
               "protocol, each entry's end in .ends).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)area_init,
@@ -304,5 +249,3 @@ static PyTypeObject ArgsAreaType = {
     .tp_as_buffer = &area_as_buffer,
     .tp_as_sequence = &area_as_sequence,
 };
-
-#endif

@@ -1,10 +1,11 @@
-/* bufqueue_py.h: the Python side of bufqueue.h, shared by every buffer-owning extension.
- * Include after <Python.h> and "bufqueue.h". Runs on the draining (Python) thread only. */
-#ifndef XPUPROF_BUFQUEUE_PY_H
-#define XPUPROF_BUFQUEUE_PY_H
+/* bufqueue_py.c: bufqueue.h's queues drained into Python objects (bufqueue_py.h). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
-/* Every completed buffer's used bytes as a list of bytes, oldest first; frees the buffers. */
-static PyObject *bq_drain_to_list(bq_queue *q) {
+#include "bufqueue.h"
+#include "bufqueue_py.h"
+
+PyObject *bq_drain_to_list(bq_queue *q) {
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
     bq_entry e;
@@ -20,5 +21,3 @@ static PyObject *bq_drain_to_list(bq_queue *q) {
     }
     return out;
 }
-
-#endif

@@ -1,33 +1,10 @@
-/* Which range device work belongs to: the logical range, and what is told to device sessions.
- * Included by hostrec.c (one extension module), after RangeObject and the session tables.
- *
- * The logical range. Each context (contextvars: asyncio tasks run in copies of their creator's,
- * plain threads in their own) gets a frame the first time it enters a range: a small mutable object
- * set once into a ContextVar, holding the innermost range entered there; each range holds its
- * enclosing one (`parent`). Per range this costs a cached ContextVar read and pointer updates - no
- * context copy per range (setting a ContextVar per range cost ~1,100 instructions). So
- * current_correlation_id() is the range of the code asking: an asyncio task's own, work run through
- * copy_context().run()'s, a thread's own; a context that has entered no range of its own yet sees
- * the innermost range of the context it was copied from. A range closed out of order, or on another
- * thread (its frame is updated wherever it closes), is skipped: the answer is the innermost open one.
- *
- * Device sessions. Vendor libraries keep one external-id stack per thread (PTI, CUPTI,
- * rocprofiler-sdk), so each thread's open ranges are mirrored here in the order they were entered
- * (any depth). A range closed out of order is removed from its place (the ranges above it popped
- * and pushed again); one closed on another thread is removed from its own thread's stack at that
- * thread's next range. Sessions that take marks get (id, thread, ns, parent id) on enter and
- * (-id, thread, ns, 0) on exit, so they pair them exactly whatever the order.
- *
- * What cannot be told right is counted and said in the trace (`lifetimes()`): ranges exited out of
- * order or on another thread, and ranges entered while a range of another context was open on top
- * of the same thread (asyncio tasks interleaving across awaits) - work launched there may be linked
- * by the vendor library to the range entered last on the thread.
- *
- * Ranges open when recording stops are closed at its end (`close_open_ranges`), never dropped.
- */
-#ifndef XPUPROF_CORRELATION_H
-#define XPUPROF_CORRELATION_H
+/* Which range device work belongs to (correlation.h): the logical range, and what is told to device
+ * sessions. */
+#include "correlation.h"
 
+#include <string.h>
+
+#include "hostmem.h"
 static PyObject *current_var = NULL; /* ContextVar: this context's frame */
 
 typedef struct {
@@ -97,11 +74,9 @@ static THREAD_LOCAL uint64_t stack_generation = 0;
 static THREAD_LOCAL uint64_t pruned_at = 0;
 static uint64_t closed_elsewhere = 0; /* bumps when a range is closed on a thread other than its own */
 
-/* every open range of the active recorder (intrusive list; borrowed) */
-static RangeObject *open_head = NULL;
-
 /* lifetimes of this recorder's ranges that the trace must mention */
-static int64_t n_out_of_order = 0, n_cross_thread = 0, n_interleaved = 0, max_depth = 0;
+int64_t n_cross_thread = 0;
+static int64_t n_out_of_order = 0, n_interleaved = 0, max_depth = 0;
 
 static inline int is_open(RangeObject *r) { return r && !r->closed && r->rec && r->rec == recorder; }
 
@@ -115,25 +90,6 @@ static RangeObject *open_range(PyObject *r) {
         r = ((RangeObject *)r)->parent;
     }
     return NULL;
-}
-
-static void open_link(RangeObject *r) {
-    r->open_prev = NULL;
-    r->open_next = open_head;
-    if (open_head) open_head->open_prev = r;
-    open_head = r;
-    r->linked = 1;
-    if (open_log) slot_open(r);
-}
-
-static void open_unlink(RangeObject *r) {
-    if (!r->linked) return;
-    if (r->slot1) slot_close(r);
-    if (r->open_prev) r->open_prev->open_next = r->open_next;
-    else open_head = r->open_next;
-    if (r->open_next) r->open_next->open_prev = r->open_prev;
-    r->open_prev = r->open_next = NULL;
-    r->linked = 0;
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -245,7 +201,7 @@ static int stack_push(RangeObject *r) {
 }
 
 /* ---------------------------------------------------------------- enter / exit */
-static int corr_enter(RangeObject *self) {
+int corr_enter(RangeObject *self) {
     FrameObject *frame = own_frame();
     if (!frame) return -1;
     RangeObject *parent = open_range(frame->range);
@@ -263,7 +219,7 @@ static int corr_enter(RangeObject *self) {
     return vendor(self->cid);
 }
 
-static int corr_exit(RangeObject *self, long tid) {
+int corr_exit(RangeObject *self, long tid) {
     self->closed = 1;
     FrameObject *frame = (FrameObject *)self->frame;
     self->frame = NULL;
@@ -288,7 +244,7 @@ static int corr_exit(RangeObject *self, long tid) {
 }
 
 /* ---------------------------------------------------------------- module functions */
-static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
+PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
     if (recorder == NULL || !track_correlation) return PyLong_FromLong(0);
     PyObject *h = NULL;
     if (PyContextVar_Get(current_var, NULL, &h) < 0) return NULL;
@@ -299,12 +255,21 @@ static PyObject *current_correlation_id(PyObject *mod, PyObject *unused) {
     return PyLong_FromLongLong(cid);
 }
 
-static PyObject *lifetimes(PyObject *mod, PyObject *unused) {
+PyObject *lifetimes(PyObject *mod, PyObject *unused) {
     return Py_BuildValue("{s:L,s:L,s:L,s:L}", "exited_out_of_order", (long long)n_out_of_order,
                          "exited_on_another_thread", (long long)n_cross_thread,
                          "entered_over_another_context", (long long)n_interleaved, "max_depth", (long long)max_depth);
 }
 
-static void reset_lifetimes(void) { n_out_of_order = n_cross_thread = n_interleaved = max_depth = 0; }
+void reset_lifetimes(void) { n_out_of_order = n_cross_thread = n_interleaved = max_depth = 0; }
 
-#endif
+int correlation_init(void) {
+    if (PyType_Ready(&FrameType) < 0) return -1;
+    current_var = PyContextVar_New("xpuprof.current_range", NULL);
+    return current_var ? 0 : -1;
+}
+
+void correlation_after_fork(void) {
+    for (Py_ssize_t i = 0; i < tdepth; i++) Py_DECREF(tstack[i]);
+    tdepth = 0;
+}

@@ -1,39 +1,9 @@
-/* NameTable: the distinct range/instant names of one recording cycle, as UTF-8 text in one growing
- * buffer - no Python object per name. Included by hostrec.c (one extension module).
- *
- * A distinct name costs its UTF-8 bytes, one offset (8 B), its hash (4 B) and a slot of an open
- * addressing table (4 B, at most half full): ~30 B for "step 123456", where a dict of str objects
- * cost ~130 B. Repeated names are found through a small cache of the last name objects seen (held
- * strongly, so a pointer match is always the same object), then by hash and bytes.
- *
- * Names that are not plain valid text - bytes, lone surrogates, longer than the string bound - are
- * handed to the cleaner registered from Python (json_safe) once each and stored as its result.
- * The text is exported without a copy: the table itself is a read-only uint8 buffer (the blob) and
- * ``offsets`` an Int64Log(1) of n+1 ends. The first export seals the table (its cycle has ended): the
- * lookup tables are freed and no name is added again.
- */
-#ifndef XPUPROF_NAMETABLE_H
-#define XPUPROF_NAMETABLE_H
+/* NameTable (nametable.h): the distinct names of one recording cycle as UTF-8 text in one buffer. */
+#include "nametable.h"
 
-#define NT_CACHE 64 /* a power of two */
+#include <string.h>
+#include <structmember.h>
 
-typedef struct {
-    PyObject_HEAD
-    char *blob;
-    Py_ssize_t blob_len, blob_cap;
-    Store blob_store;        /* where `blob` lives (hostmem.h) */
-    Int64LogObject *offsets; /* n + 1 rows: the end of each name's text (row 0 is 0) */
-    uint32_t *hashes;        /* per name: the low 32 bits of its str hash (for lookups and regrowth) */
-    uint32_t *slots;         /* name id + 1, 0 = empty; nslots is a power of two */
-    Py_ssize_t n, cap, nslots, exports;
-    int sealed;              /* exported once: the lookup tables are freed, no name is added again */
-    PyObject *slow;          /* dict: raw name (bytes, odd str) -> id, for names the cleaner fixed */
-    Py_ssize_t invalid_utf8; /* distinct raw names whose invalid UTF-8 was replaced */
-    PyObject *cache_obj[NT_CACHE];
-    int64_t cache_id[NT_CACHE];
-} NameTableObject;
-
-static PyTypeObject NameTableType;
 static PyObject *name_cleaner = NULL; /* cleaner(name) -> (clean str, had invalid UTF-8: bool) */
 static Py_ssize_t name_max_chars = 1 << 16;
 
@@ -129,8 +99,7 @@ static int64_t nt_intern_slow(NameTableObject *t, PyObject *name) {
     return id;
 }
 
-/* A range or instant name (an exact str or bytes, checked where it was passed) -> its id. */
-static int64_t nt_intern(NameTableObject *t, PyObject *name) {
+int64_t nt_intern(NameTableObject *t, PyObject *name) {
     size_t c = ((uintptr_t)name >> 4) & (NT_CACHE - 1);
     if (t->cache_obj[c] == name) return t->cache_id[c];
     int64_t id;
@@ -247,9 +216,10 @@ static PyBufferProcs nt_as_buffer = {(getbufferproc)nt_getbuffer, (releasebuffer
 static PySequenceMethods nt_as_sequence = {.sq_length = (lenfunc)nt_len};
 
 static PyMethodDef nt_methods[] = {
-    {"intern", (PyCFunction)nt_intern_method, METH_O, "The id of a name (str or bytes), adding it the first time."},
+    {"intern", (PyCFunction)nt_intern_method, METH_O,
+     "intern($self, name, /)\n--\n\nThe id of a name (str or bytes), adding it the first time."},
     {"spill_to", (PyCFunction)nt_spill_to, METH_VARARGS,
-     "spill_to(text_fd, offsets_fd): keep the text and the ends in these new, empty files from now on."},
+     "spill_to($self, text_fd, offsets_fd, /)\n--\n\nKeep the text and the ends in these new, empty files from now on."},
     {NULL},
 };
 
@@ -261,12 +231,12 @@ static PyMemberDef nt_members[] = {
     {NULL},
 };
 
-static PyTypeObject NameTableType = {
+PyTypeObject NameTableType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "xpuprof._native.hostrec.NameTable",
     .tp_basicsize = sizeof(NameTableObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "NameTable(): distinct names as UTF-8 text in one buffer (the object's buffer is the text; "
+    .tp_doc = "NameTable()\n--\n\nDistinct names as UTF-8 text in one buffer (the object's buffer is the text; "
               "offsets holds the ends).",
     .tp_new = nt_new,
     .tp_dealloc = (destructor)nt_dealloc,
@@ -278,7 +248,7 @@ static PyTypeObject NameTableType = {
     .tp_as_sequence = &nt_as_sequence,
 };
 
-static PyObject *set_name_cleaner(PyObject *mod, PyObject *a) {
+PyObject *set_name_cleaner(PyObject *mod, PyObject *a) {
     PyObject *fn;
     Py_ssize_t max_chars;
     if (!PyArg_ParseTuple(a, "On:set_name_cleaner", &fn, &max_chars)) return NULL;
@@ -287,5 +257,3 @@ static PyObject *set_name_cleaner(PyObject *mod, PyObject *a) {
     name_max_chars = max_chars;
     Py_RETURN_NONE;
 }
-
-#endif

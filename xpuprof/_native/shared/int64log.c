@@ -1,21 +1,9 @@
-/* Int64Log: rows of int64 values in one growing C array (the recorder's range, instant and mark
- * logs). Included by hostrec.c (one extension module). */
-#ifndef XPUPROF_INT64LOG_H
-#define XPUPROF_INT64LOG_H
+/* Int64Log (int64log.h): rows of int64 values in one growing C array. */
+#include "int64log.h"
 
-/* ---------------------------------------------------------------- Int64Log
- * Rows of `width` int64 values in one growing C array; exported read-only through the buffer
- * protocol (np.frombuffer) as n*width int64. Appends while a buffer is exported are refused
- * (the memory could move), counted in `refused`. */
-typedef struct {
-    PyObject_HEAD
-    int64_t *data;
-    Py_ssize_t rows, cap, width, exports, refused;
-    Py_ssize_t shape; /* rows*width while exported (rows cannot change then) */
-    Store store;      /* where `data` lives (hostmem.h): anonymous memory or a spill file; its budget */
-} Int64LogObject;
+#include <string.h>
+#include <structmember.h>
 
-static PyTypeObject Int64LogType;
 
 static int log_reserve(Int64LogObject *log) {
     if (log->rows < log->cap) return 0;
@@ -24,8 +12,7 @@ static int log_reserve(Int64LogObject *log) {
                       (size_t)log->width * sizeof(int64_t), 4096);
 }
 
-/* The rows written so far are complete: a spill file's reader may take them. */
-static inline void log_commit(Int64LogObject *log) { store_commit(&log->store, log->rows); }
+void log_commit(Int64LogObject *log) { store_commit(&log->store, log->rows); }
 
 static void log_free_data(Int64LogObject *log) {
     store_free(&log->store, (char *)log->data);
@@ -33,8 +20,7 @@ static void log_free_data(Int64LogObject *log) {
     log->rows = log->cap = 0;
 }
 
-/* One row; returns a pointer to its `width` slots or NULL (exception set, or refused: *refused=1). */
-static inline int64_t *log_row(Int64LogObject *log, int *refused) {
+int64_t *log_row(Int64LogObject *log, int *refused) {
     *refused = 0;
     if (log->exports) { log->refused++; *refused = 1; return NULL; }
     if (log_reserve(log) < 0) return NULL;
@@ -124,10 +110,11 @@ static PySequenceMethods log_as_sequence = {.sq_length = (lenfunc)log_len};
 
 static PyMethodDef log_methods[] = {
     {"append", (PyCFunction)(void (*)(void))log_append, METH_FASTCALL,
-     "Append one row of `width` ints; False when refused (the log is exported)."},
-    {"clear", (PyCFunction)log_clear, METH_NOARGS, "Drop every row and free the memory."},
+     "append($self, /, *values)\n--\n\nAppend one row of `width` ints; False when refused (the log is exported)."},
+    {"clear", (PyCFunction)log_clear, METH_NOARGS, "clear($self, /)\n--\n\nDrop every row and free the memory."},
     {"spill_to", (PyCFunction)log_spill_to, METH_O,
-     "spill_to(fd): keep the rows in this new, empty file from now on (mapped: each row is in the file once written)."},
+     "spill_to($self, fd, /)\n--\n\nKeep the rows in this new, empty file from now on (mapped: each row is in the "
+     "file once written)."},
     {NULL},
 };
 
@@ -138,12 +125,12 @@ static PyMemberDef log_members[] = {
     {NULL},
 };
 
-static PyTypeObject Int64LogType = {
+PyTypeObject Int64LogType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "xpuprof._native.hostrec.Int64Log",
     .tp_basicsize = sizeof(Int64LogObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Int64Log(width): rows of `width` int64 values in one C array; np.frombuffer reads them.",
+    .tp_doc = "Int64Log(width)\n--\n\nRows of `width` int64 values in one C array; np.frombuffer reads them.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)log_init,
     .tp_dealloc = (destructor)log_dealloc,
@@ -152,5 +139,3 @@ static PyTypeObject Int64LogType = {
     .tp_as_buffer = &log_as_buffer,
     .tp_as_sequence = &log_as_sequence,
 };
-
-#endif
