@@ -7,7 +7,12 @@
   for traces);
 - the Kineto JSON reader: ``trace.read.kineto`` over ``kineto_stream`` (one C scanner, ``tracescan``);
 - the store's rows: ``trace.write.parquet.StoreRows`` (a builder's and ``convert``'s);
-- the Parquet writer imports nothing of the Chrome writer.
+- the Parquet writer imports nothing of the Chrome writer;
+- key_averages' rows: ``analysis.trace_columns.columns_of_table`` (a builder's and a parsed document's
+  through ``KeyAverages.from_table``: the builder walk and the dict walk are gone);
+- the cluster analyses: numpy over a rank group's table (``analysis.cluster.frame``), no SQL of their own;
+  the engines read and distribute rank groups (``Engine.map``);
+- a diff side: ``analysis.diff.read_side`` (one table per side, read once by the command).
 """
 from __future__ import annotations
 
@@ -75,3 +80,40 @@ def test_no_module_but_the_directory_rule_lists_a_directory_for_traces():
     # (a warning); the run history lists its own series directory; convert removes a store it made and could not
     # fill (a failed convert leaves nothing behind).
     assert found == ["analysis/history.py: iterdir(", "analysis/merge.py: iterdir(", "commands/convert.py: iterdir("], found
+
+
+def _calls(rel: str, function: str) -> set[str]:
+    """Names of the functions and attributes ``function`` (a def or method in ``rel``) calls."""
+    for node in ast.walk(ast.parse(_source(rel))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+            return {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                    for c in ast.walk(node) if isinstance(c, ast.Call)}
+    raise AssertionError(f"{rel} defines no {function}")
+
+
+def test_key_averages_rows_come_from_the_table_only():
+    assert "columns_of_table" in _defined("analysis/trace_columns.py")
+    assert {"columns_of_builders", "columns_of_events", "_memory_of_builder"}.isdisjoint(
+        _defined("analysis/trace_columns.py"))
+    assert "columns_of_table" in _calls("analysis/summary.py", "from_table")
+    for entry in ("from_builder", "from_events"):  # each a TraceTable first, then the one path
+        assert "from_table" in _calls("analysis/summary.py", entry), entry
+
+
+def test_the_cluster_analyses_hold_no_sql_and_import_no_duckdb():
+    for path in sorted((PACKAGE / "analysis" / "cluster").glob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        text = path.read_text(encoding="utf-8")
+        assert not any(m.startswith("duckdb") for m in _imports(rel)), rel
+        assert not any(word in text for word in ("SELECT ", "CREATE VIEW", "CREATE TABLE", "con.execute(")), rel
+    assert {"hta_map", "Frame"} <= _defined("analysis/cluster/frame.py")
+    assert {"create_base", "create_frame", "register_kernel_types"}.isdisjoint(_defined("analysis/cluster/frame.py"))
+    assert "map" in _defined("analysis/engines/base.py")
+
+
+def test_a_diff_side_is_read_once_by_one_function():
+    assert "read_side" in _defined("analysis/diff.py")
+    assert {"load_telemetry", "metric_units"}.isdisjoint(_defined("analysis/diff.py"))  # second reads of a side
+    calls = [c for c in ast.walk(ast.parse(_source("commands/diff.py"))) if isinstance(c, ast.Call)
+             and getattr(c.func, "id", getattr(c.func, "attr", "")) in ("read_side", "load_side", "read_trace")]
+    assert [c.func.id for c in calls] == ["read_side", "read_side"]

@@ -41,7 +41,8 @@ def test_profiling_works_without_the_scale_packages(tmp_path):
 
 
 def test_store_commands_say_what_to_install(tmp_path):
-    for argv, what in ((["analyze", str(tmp_path), "temporal"], "duckdb"),
+    (tmp_path / "xpuprof-store.json").write_text('{"format": "xpuprof-store", "schema_version": 1}')
+    for argv, what in ((["analyze", str(tmp_path), "temporal"], "pyarrow"),
                        (["convert", str(tmp_path / "none.json"), "-o", str(tmp_path / "s")], "pyarrow")):
         done = _run(f"""
             import sys
@@ -51,3 +52,17 @@ def test_store_commands_say_what_to_install(tmp_path):
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         assert done.returncode == 2, done.stderr
         assert any(what in ln and "xpuprof[scale]" in ln for ln in lines), lines
+
+
+def test_analyses_of_trace_files_need_no_scale_package(tmp_path):
+    """The analyses are numpy over the trace table: JSON traces need neither pyarrow, duckdb nor ray."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 10, "dur": 5, "pid": 0, '
+                     '"tid": 7, "args": {"stream": 7, "correlation": 1}}]}')
+    done = _run(f"""
+        import sys
+        from xpuprof.cli import main
+        sys.exit(main(["analyze", {str(trace)!r}, "temporal", "--format", "json"]))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert '"kernel_us":5.0' in done.stdout

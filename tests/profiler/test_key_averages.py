@@ -11,6 +11,7 @@ import pytest
 
 from xpuprof.activity import ActivityType
 from xpuprof.analysis.summary import KeyAverages
+from xpuprof.trace.read.kineto import read_trace
 from xpuprof.clock import BASE_TIME_NS
 from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
@@ -62,8 +63,7 @@ def test_torchs_numbers_from_the_builder_and_from_the_written_trace(tmp_path):
     b = _ops()
     _check(KeyAverages.from_builder(b, use_device="cuda"))
     path = write_chrome_trace(b, tmp_path / "w.pt.trace.json")
-    doc = json.loads(path.read_bytes())
-    _check(KeyAverages.from_events(doc["traceEvents"], metadata=doc))  # use_device read off cuda_runtime
+    _check(KeyAverages.from_table(read_trace(path)))  # use_device read off cuda_runtime
 
 
 def test_rows_come_in_torchs_order_and_iterate_with_torchs_attribute_names():

@@ -116,3 +116,12 @@ def test_xpu_kernel_resources_and_submission_intervals_reach_the_store_report(ca
     b = report_json(capsys, [store], options)
     assert "kernel_resources" in a["tables"] and any("queued_avg_ns" in r for r in rows(a))
     assert_same_report(a, b)
+
+
+def test_the_op_report_of_a_store_equals_the_one_of_its_traces(sim_ranks, capsys):
+    """key_averages is computed once from a trace table: a store's ops report is its traces' (it was refused)."""
+    traces, store = sim_ranks
+    assert main(["report", str(traces), "--by", "op", "--format", "json"]) == 0
+    from_traces = capsys.readouterr().out
+    assert main(["report", str(store), "--by", "op", "--format", "json"]) == 0
+    assert capsys.readouterr().out == from_traces and '"key":"ProfilerStep*"' in from_traces

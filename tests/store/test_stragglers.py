@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -210,3 +211,32 @@ def test_the_html_reports_wait_chart_is_drawn_whole_in_a_browser(gloo_runs, tmp_
     width, height, bars = re.search(r'data-rendered="(\d+)x(\d+):([^"]*)"', svg.group(0)).groups()
     widths = [float(w) for w in bars.split(",")]
     assert len(widths) == 4 and widths[1] == min(widths)  # rank 1 waits least: the others wait for it
+
+
+def test_step_rows_are_the_same_from_a_rank_in_several_segments(tmp_path):
+    """``step_waits.table_inputs`` gathers a rank's rows segment by segment (a store rank's row groups, a
+    JSON file's chunks), each with its own strings: a rank cut into pieces with their dictionaries narrowed
+    to what each uses gives the rows the rank in one piece gives."""
+    from storehelp import synthetic_rank
+
+    from xpuprof.analysis.cluster import step_waits
+    from xpuprof.trace.read.store_table import read_store
+    from xpuprof.trace.table.model import FlatSegment, TraceTable
+    from xpuprof.trace.write.parquet import write_store
+
+    write_store(synthetic_rank(3, steps=5, kernels_per_step=7), tmp_path / "s")
+    table = read_store(tmp_path / "s")
+    whole = table.columns("slices", 0)
+    cuts = np.array_split(np.arange(len(whole)), 4)
+    pieces = []
+    for rows in cuts:  # each piece with a dictionary of its own strings, in another order
+        piece = whole.take(rows)
+        used = sorted({int(i) for i in np.concatenate([piece.name, piece.cat]) if i >= 0}, reverse=True)
+        remap = np.full(len(whole.strings) + 1, -1, np.int64)
+        remap[used] = np.arange(len(used))
+        pieces.append(FlatSegment(replace(piece, strings=[whole.strings[i] for i in used],
+                                          name=remap[piece.name], cat=remap[piece.cat]), rank=3))
+    split = TraceTable(pieces + [s for s in table.segments if s.kind != "slices"], table.traces)
+    a = step_waits.step_rows(step_waits.table_inputs(table, 0, 3))
+    b = step_waits.step_rows(step_waits.table_inputs(split, 0, 3))
+    assert len(a) == 5 and np.array_equal(a, b)

@@ -15,7 +15,7 @@ import orjson
 
 from ..inputs import InputError, check_json_start, read_input
 from .kernel_identity import pair
-from .report import KernelStat, ReportError, build_report
+from .report import KernelStat, ReportError
 from .report_schema import SCHEMA, main_rows
 
 TIME_FIELDS = ("avg", "total", "min", "max")
@@ -25,65 +25,78 @@ class DiffError(ValueError):
     """An input that cannot be compared; the message names the file and what was wrong."""
 
 
-def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
-    """point label -> kernel rows ("" when the input is a single trace set or report)."""
+@dataclass
+class Side:
+    """One side of a diff, read once: kernel rows per point ("" for a single trace set or report), the
+    telemetry series' (mean, peak), the EU stall shares (None without samples) and the metrics' units."""
+
+    kernels: dict[str, list[KernelStat]]
+    telemetry: dict[str, tuple[float, float]] = field(default_factory=dict)
+    stalls: dict | None = None
+    units: dict[str, str] = field(default_factory=dict)
+
+
+def read_side(path: str | Path, say=None) -> Side:
+    """A trace file, a directory of traces or a store (read once, as one TraceTable), a run's ``summary.jsonl``
+    or a report's JSON; ``say``: where the lines on skipped files go."""
     p = Path(path)
     if not p.exists():
         raise DiffError(f"{p}: no such file or directory")
-    data = _document(p)
+    data = _document(p)  # a run summary or report JSON; None for a trace (told without reading it whole)
     if data is not None:
-        if isinstance(data, dict) and isinstance(data.get("points"), list):
-            out = {}
-            for i, pt in enumerate(data["points"]):
-                if not isinstance(pt, dict):
-                    raise DiffError(f"{p}: points[{i}] is {type(pt).__name__}, not a point object")
-                label = pt.get("label", i)
-                if not isinstance(label, (str, int)) or isinstance(label, bool):
-                    raise DiffError(f"{p}: points[{i}].label is {type(label).__name__}, not a string")
-                out[str(label)] = _rows(p, pt.get("kernels"), f"points[{i}].kernels")
-            return out
-        try:
-            rows = main_rows(data) if isinstance(data, dict) else None
-        except AttributeError:  # "tables" (or a table) that is not an object
-            raise DiffError(f"{p}: its report tables are not objects of rows") from None
-        if rows is not None:
-            return {"": _rows(p, rows)}
-        if isinstance(data, dict) and "stall_reasons" in (data.get("tables") or {}):
-            return {"": []}  # `report --stalls` JSON: stall shares only (analysis.stall_diff)
-        if not (isinstance(data, dict) and "traceEvents" in data):
-            raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
-                            f"JSON (\"schema\": \"{SCHEMA}\")")
+        return _document_side(p, data)
+    from .report import read_report_inputs, report_of
+    from .stalls import read_stalls, stall_shares
+
     try:
-        report = build_report([p])
+        table = read_report_inputs([p], say=say)
+        report = report_of(table)
     except ReportError as exc:
         raise DiffError(str(exc)) from None
-    _TRACE_UNITS[str(p)] = dict(report.table.units)
-    return {"": report.stats}
-
-
-_TRACE_UNITS: dict[str, dict[str, str]] = {}  # metric -> unit of the traces load_side read, by the path given
-
-
-def metric_units(path: str | Path) -> dict[str, str]:
-    """metric -> unit on one side (after ``load_side``): a trace's metric args, a report document's ``units``,
-    a run summary's ``metric_units`` (every point's); {} when the input does not say."""
-    p = Path(path)
-    if str(p) in _TRACE_UNITS:
-        return _TRACE_UNITS[str(p)]
     try:
-        data = _document(p)
-    except DiffError:
-        return {}
-    if data is None:
-        return {}
-    out: dict[str, str] = {}
+        stalls = stall_shares(read_stalls(table))
+    except ReportError:  # no stall samples: nothing to compare
+        stalls = None
+    return Side({"": report.stats}, {t.key: (t.mean, t.peak) for t in report.telemetry}, stalls,
+                dict(report.table.units))
+
+
+def load_side(path: str | Path) -> dict[str, list[KernelStat]]:
+    """point label -> kernel rows ("" when the input is a single trace set or report)."""
+    return read_side(path).kernels
+
+
+def _document_side(p: Path, data) -> Side:
+    """A run summary ("points") or a report's JSON document (``report`` or ``report --stalls``)."""
+    from .stalls import stall_shares
+
+    units: dict[str, str] = {}
     if isinstance(data, dict):
-        units = data.get("units")
-        out.update({str(k): v for k, v in (units.items() if isinstance(units, dict) else ()) if isinstance(v, str)})
-        for pt in data.get("points") or ():
-            units = pt.get("metric_units") if isinstance(pt, dict) else None
-            out.update({str(k): v for k, v in (units.items() if isinstance(units, dict) else ()) if isinstance(v, str)})
-    return out
+        got = data.get("units")
+        units.update({str(k): v for k, v in (got.items() if isinstance(got, dict) else ()) if isinstance(v, str)})
+        for pt in data.get("points") or () if isinstance(data.get("points"), list) else ():
+            got = pt.get("metric_units") if isinstance(pt, dict) else None
+            units.update({str(k): v for k, v in (got.items() if isinstance(got, dict) else ()) if isinstance(v, str)})
+    if isinstance(data, dict) and isinstance(data.get("points"), list):
+        out = {}
+        for i, pt in enumerate(data["points"]):
+            if not isinstance(pt, dict):
+                raise DiffError(f"{p}: points[{i}] is {type(pt).__name__}, not a point object")
+            label = pt.get("label", i)
+            if not isinstance(label, (str, int)) or isinstance(label, bool):
+                raise DiffError(f"{p}: points[{i}].label is {type(label).__name__}, not a string")
+            out[str(label)] = _rows(p, pt.get("kernels"), f"points[{i}].kernels")
+        return Side(out, units=units)
+    try:
+        rows = main_rows(data) if isinstance(data, dict) else None
+    except AttributeError:  # "tables" (or a table) that is not an object
+        raise DiffError(f"{p}: its report tables are not objects of rows") from None
+    if rows is not None:
+        return Side({"": _rows(p, rows)}, _document_telemetry(p, data), None, units)
+    if isinstance(data, dict) and isinstance((data.get("tables") or {}).get("stall_reasons"), dict):
+        return Side({"": []}, stalls=stall_shares(data))  # `report --stalls` JSON: stall shares only
+    raise DiffError(f"{p}: neither a trace, an xpuprof run summary.jsonl (\"points\") nor a report "
+                    f"JSON (\"schema\": \"{SCHEMA}\")")
 
 
 MAX_SUMMARY_BYTES = 256 << 20  # a run summary or report JSON, read whole (as ``run_records`` reads summaries)
@@ -107,9 +120,6 @@ def _document(p: Path):
             raise DiffError(str(exc)) from None
         _DOCUMENTS[key] = None if trace else _read_json(p)
     return _DOCUMENTS[key]
-
-
-summary_document = _document  # for the other sides of diff (stall shares): one read, one set of bounds
 
 
 def _read_json(p: Path):
@@ -139,42 +149,29 @@ def _rows(path: Path, items, where: str = "kernels") -> list[KernelStat]:
     return rows
 
 
-def load_telemetry(path: str | Path) -> dict[str, tuple[float, float]]:
-    """series key ("track [row] metric") -> (mean, peak) of the telemetry counter tracks on one side.
-
-    Traces and trace directories are read back; a report JSON carries them as "telemetry"; a run
-    summary.jsonl has none ({}).
-    """
-    p = Path(path)
-    data = _document(p)
-    if data is not None:
-        if isinstance(data, dict) and "traceEvents" not in data:
-            try:
-                rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") \
-                    if data.get("schema") == SCHEMA else data.get("telemetry")
-            except AttributeError:  # "tables" (or its telemetry) that is not an object
-                raise DiffError(f"{p}: its telemetry table is not an object of rows") from None
-            rows = rows or []
-            if not isinstance(rows, list):
-                raise DiffError(f"{p}: telemetry is {type(rows).__name__}, not a list")
-            out = {}
-            for i, r in enumerate(rows):
-                if not isinstance(r, dict):
-                    continue
-                try:
-                    mean, peak = r["mean"], r["peak"]
-                    if not all(type(v) in (int, float) and math.isfinite(v) for v in (mean, peak)):
-                        raise ValueError(f"mean and peak must be finite numbers, not {mean!r}, {peak!r}"[:200])
-                    out[f"{r['track']} [{r['pid']}] {r['metric']}"] = (float(mean), float(peak))
-                except (KeyError, ValueError) as exc:
-                    what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-                    raise DiffError(f"{p}: telemetry[{i}] is not a telemetry row ({what})") from None
-            return out
+def _document_telemetry(p: Path, data: dict) -> dict[str, tuple[float, float]]:
+    """series key ("track [row] metric") -> (mean, peak) of a report JSON's telemetry rows."""
     try:
-        report = build_report([p])
-    except ReportError as exc:
-        raise DiffError(str(exc)) from None
-    return {t.key: (t.mean, t.peak) for t in report.telemetry}
+        rows = ((data.get("tables") or {}).get("telemetry") or {}).get("rows") \
+            if data.get("schema") == SCHEMA else data.get("telemetry")
+    except AttributeError:  # "tables" (or its telemetry) that is not an object
+        raise DiffError(f"{p}: its telemetry table is not an object of rows") from None
+    rows = rows or []
+    if not isinstance(rows, list):
+        raise DiffError(f"{p}: telemetry is {type(rows).__name__}, not a list")
+    out = {}
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            continue
+        try:
+            mean, peak = r["mean"], r["peak"]
+            if not all(type(v) in (int, float) and math.isfinite(v) for v in (mean, peak)):
+                raise ValueError(f"mean and peak must be finite numbers, not {mean!r}, {peak!r}"[:200])
+            out[f"{r['track']} [{r['pid']}] {r['metric']}"] = (float(mean), float(peak))
+        except (KeyError, ValueError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise DiffError(f"{p}: telemetry[{i}] is not a telemetry row ({what})") from None
+    return out
 
 
 def diff_telemetry(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]]) -> list[dict]:

@@ -112,7 +112,7 @@ class EventTable:
 
     def _device_rows(self) -> np.ndarray:
         """Rows of device work, decided once per distinct category (not once per row's object)."""
-        from .summary import unique_inverse
+        from .averages import unique_inverse
 
         uniq, codes = unique_inverse(self.cat)
         return np.array([c in DEVICE_WORK for c in uniq.tolist()], bool)[codes]
@@ -135,7 +135,7 @@ class EventTable:
                 rx = re.compile(name)
             except re.error as exc:
                 raise ReportError(f"--name {name!r} is not a valid regular expression: {exc}") from None
-            from .summary import unique_inverse
+            from .averages import unique_inverse
 
             if len(self):  # the regex once per distinct name
                 uniq, codes = unique_inverse(self.name)

@@ -125,7 +125,7 @@ def partials(table: EventTable) -> Partial:
     """The rows' sums and extremes per (rank, name): one grouping pass, ``np.bincount`` / ``ufunc.at``."""
     import numpy as np
 
-    from .summary import unique_inverse
+    from .averages import unique_inverse
 
     if not len(table):
         return {}
@@ -353,8 +353,9 @@ def _metric_slice(name: str) -> bool:
     return name.startswith(METRICS_PREFIX)
 
 
-def read_report_inputs(paths: Iterable[str | Path], say=None):
-    """The traces the paths stand for, as one TraceTable (``ReportError`` for what cannot be read)."""
+def read_report_inputs(paths: Iterable[str | Path], say=None, *, kinds=REPORT_KINDS, slice_args=_metric_slice):
+    """The traces the paths stand for, as one TraceTable (``ReportError`` for what cannot be read); by default
+    what the report reads of them (push-down: slices, the metric slices' args, telemetry counters)."""
     from ..trace.read.inputs import InputsError, read_inputs
     from ..trace.read.source import TraceLoadError
     from ..trace.read.store import StoreError
@@ -365,8 +366,8 @@ def read_report_inputs(paths: Iterable[str | Path], say=None):
     try:
         from .telemetry import TELEMETRY_CATEGORIES
 
-        return read_inputs(paths, kinds=REPORT_KINDS, slice_args=_metric_slice,
-                           counters=TELEMETRY_CATEGORIES.__contains__, say=say)
+        return read_inputs(paths, kinds=kinds, slice_args=slice_args, counters=TELEMETRY_CATEGORIES.__contains__,
+                           say=say)
     except (InputsError, TraceLoadError, StoreError) as exc:
         raise ReportError(str(exc)) from None
 

@@ -93,7 +93,7 @@ def render(report: Report, fmt: str, width: int | None = None) -> str:
     if fmt == "csv":
         return to_csv(report)
     if fmt == "json":
-        return _encode_json(to_dict(report)).decode() + "\n"
+        return json_bytes(to_dict(report)).decode() + "\n"
     if fmt == "html":
         from .html import render as render_html
 
@@ -118,7 +118,7 @@ def to_dict(report: Report) -> dict:
     return report_document(report)
 
 
-def _encode_json(value) -> bytes:
+def json_bytes(value) -> bytes:
     """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
     (its module loads numpy)."""
     import orjson

@@ -1,37 +1,11 @@
 """EU stall-reason shares between two runs: a reason whose share of a kernel's samples grew by more than
 the threshold (in percentage points) is flagged, like a kernel that got slower.
 
-Each side is a trace, a directory of traces or the JSON of ``xpuprof report --stalls``; a side without
-stall samples (a run summary, a trace recorded without stall sampling) has nothing to compare.
+Each side's shares come with the side (``diff.read_side``: a trace, a directory of traces or the JSON of
+``xpuprof report --stalls``); a side without stall samples (a run summary, a trace recorded without stall
+sampling) has nothing to compare.
 """
 from __future__ import annotations
-
-from pathlib import Path
-
-from .report import ReportError
-from .stalls import read_stalls, stall_shares
-
-
-def load_stall_side(path: str | Path) -> dict[tuple[str, str], tuple[float, int]] | None:
-    """(kernel, reason) -> (share %, kernel samples); None when the side holds no stall samples."""
-    from .diff import DiffError, summary_document
-
-    p = Path(path)
-    if p.is_file() and p.suffix in (".json", ".jsonl") and not p.name.endswith(".pt.trace.json"):
-        try:  # read as the kernel diff read it (bounded; a trace is found without reading it whole: None)
-            data = summary_document(p)
-        except DiffError:
-            return None  # the kernel diff reports a file it cannot read
-        if data is None or not isinstance(data, dict) or "traceEvents" in data:
-            pass
-        elif isinstance((data.get("tables") or {}).get("stall_reasons"), dict):
-            return stall_shares(data)
-        else:
-            return None
-    try:
-        return stall_shares(read_stalls([p]))
-    except ReportError:
-        return None
 
 
 def diff_stalls(a: dict[tuple[str, str], tuple[float, int]] | None,

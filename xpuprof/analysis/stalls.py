@@ -19,11 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..trace.read.inputs import InputsError, expand_inputs, say_skipped
-from ..trace.read.kineto import read_header
-from ..trace.read.source import TraceLoadError
 from .event_table import ReportError
-from .trace_files import rank_of
 
 METADATA_KEY = "xpu_stall_sampling"
 ERROR_KEY = "xpu_stall_sampling_error"
@@ -80,24 +76,11 @@ class StallReport:
         return sum(k.total for k in self.kernels)
 
 
-def _header(path: Path) -> dict:
-    """The trace's top-level keys (its events are not needed), from the one Kineto JSON reader."""
-    try:
-        return read_header(path)
-    except TraceLoadError as exc:
-        raise ReportError(str(exc)) from None
+def _headers(paths: Iterable[str | Path]):
+    """The traces the paths stand for, their top-level keys only (the samples are there, not in events)."""
+    from .report import read_report_inputs
 
-
-def _trace_files(paths) -> list[Path]:
-    try:
-        got = expand_inputs(paths)
-    except InputsError as exc:
-        raise ReportError(str(exc)) from None
-    say_skipped(got.notes)
-    if got.stores:
-        raise ReportError(f"{got.stores[0]} is a trace store; --stalls reads trace files (the stall samples are "
-                          "in each trace's metadata)")
-    return got.traces
+    return read_report_inputs(paths, kinds=())
 
 
 def _kernel_lines(entry: dict, files: list[str], nreasons: int) -> list[LineStalls]:
@@ -122,8 +105,9 @@ def _kernel_lines(entry: dict, files: list[str], nreasons: int) -> list[LineStal
     return sorted(out, key=lambda l: -l.total)
 
 
-def read_stalls(paths: Iterable[str | Path], *, by_rank: bool = False, name: str | None = None) -> StallReport:
-    """Every trace's EU stall samples, added up per kernel name (and rank with ``by_rank``)."""
+def read_stalls(inputs, *, by_rank: bool = False, name: str | None = None) -> StallReport:
+    """Every trace's EU stall samples, added up per kernel name (and rank with ``by_rank``): of a TraceTable, or
+    of the traces and stores the paths ``inputs`` name (their top-level keys are read, not their events)."""
     try:
         pattern = re.compile(name) if name else None
     except re.error as exc:
@@ -132,15 +116,16 @@ def read_stalls(paths: Iterable[str | Path], *, by_rank: bool = False, name: str
     descriptions: dict[str, str] = {}
     merged: dict[tuple, KernelStalls] = {}
     sources, ranks, periods, notes = [], set(), set(), []
-    for path in _trace_files(paths):
-        head = _header(path)
+    table = inputs if hasattr(inputs, "traces") else _headers(inputs)
+    for info in table.traces:
+        head, path = info.header, info.origin
         sources.append(str(path))
         md = head.get(METADATA_KEY)
         if not isinstance(md, dict):
             why = head.get(ERROR_KEY)
             notes.append(f"{path}: no EU stall samples" + (f" ({why})" if why else ""))
             continue
-        rank = rank_of(head, path)
+        rank = info.rank if info.named else None
         if rank is not None:
             ranks.add(rank)
         periods.add(int(md.get("period_ns") or 0))

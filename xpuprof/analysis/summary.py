@@ -4,8 +4,8 @@
 ``cpu_time_total``, ``self_cpu_time_total``, ``device_time_total``, ``cpu_memory_usage``, ``input_shapes``,
 ``stack``, ... in µs and bytes as torch's), in torch's order; ``table(sort_by=..., row_limit=...)`` is torch's
 table with torch's column labels, fitted to the terminal. The rules are torch's (``averages``), run on the
-trace's columns: the same numbers whether torch is installed or not, from a live profile
-(``from_builder``) or a trace file (``from_events``, ``xpuprof report --by op``).
+trace's columns: the same numbers whether torch is installed or not, from a TraceTable whichever made it: a
+live profile (``from_builder``: its frozen builders) or trace files (``from_table``, ``xpuprof report --by op``).
 """
 from __future__ import annotations
 
@@ -14,15 +14,9 @@ import sys
 import warnings
 from typing import Any, Iterable, Mapping
 
-import numpy as np
-import orjson
-
 from .averages import Columns, Group, averages, unique_inverse  # noqa: F401  (unique_inverse: re-exported)
 from .text import format_ns  # noqa: F401  (re-exported: the commands format times with it)
 
-METRICS_PREFIX = "metrics: "
-NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
-MEMORY_EVENT = "[memory]"
 
 
 class DeviceType(enum.IntEnum):
@@ -160,18 +154,17 @@ class KeyAverages(list):
                    with_flops=with_flops, metric_units=units)
 
     @classmethod
-    def from_builder(cls, builders, *, use_device: str | None = None, profile_memory: bool | None = None,
-                     with_flops: bool | None = None, **group_by) -> "KeyAverages":
-        """From one ``TraceBuilder`` or several (``acc_events``: every cycle's events together)."""
-        from .trace_columns import columns_of_builders
+    def from_table(cls, table, *, use_device: str | None = "", profile_memory: bool | None = None,
+                   with_flops: bool | None = None, **group_by) -> "KeyAverages":
+        """From a TraceTable (``TraceBuilder.freeze()``, ``trace.read``: every trace of it together);
+        ``use_device`` "" guesses it from the traces' categories and backends; ``profile_memory`` and
+        ``with_flops`` None: as the last trace's metadata says."""
+        from .trace_columns import columns_of_table, guess_use_device
 
-        builders = builders if isinstance(builders, (list, tuple)) else [builders]
-        cols = columns_of_builders(builders, shapes=bool(group_by.get("group_by_input_shape")),
-                                   overloads=bool(group_by.get("group_by_overload_name")))
-        meta = builders[-1].metadata if builders else {}
-        if use_device is None:  # a plugin backend's device work: torch's name for the device of its category
-            from .trace_columns import guess_use_device
-
+        cols = columns_of_table(table, shapes=bool(group_by.get("group_by_input_shape")),
+                                overloads=bool(group_by.get("group_by_overload_name")))
+        meta = table.traces[-1].header if table.traces else {}
+        if use_device == "":  # a plugin backend's device work: torch's name for the device of its category
             use_device = guess_use_device(cols, meta)
         return cls.from_columns(cols, use_device=use_device,
                                 profile_memory=bool(meta.get("profile_memory")) if profile_memory is None else profile_memory,
@@ -179,19 +172,22 @@ class KeyAverages(list):
 
     @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]], *, use_device: str | None = "", metadata=None,
-                    **group_by) -> "KeyAverages":
-        """From Chrome trace events (``ts``/``dur`` in µs), e.g. ``xpuprof.trace.read.load.events(path)``;
-        ``use_device`` "" guesses it from the events' categories."""
-        from .trace_columns import columns_of_events, guess_use_device
+                    **options) -> "KeyAverages":
+        """From Chrome trace events (dicts, ``ts``/``dur`` in µs; ``metadata``: the trace's top-level keys), read
+        by the rules a trace file's events follow (``trace.read.kineto.read_document``)."""
+        from ..trace.read.kineto import read_document
 
-        events = list(events)
-        cols = columns_of_events(events, shapes=bool(group_by.get("group_by_input_shape")),
-                                 overloads=bool(group_by.get("group_by_overload_name")))
-        meta = metadata or {}
-        if use_device == "":
-            use_device = guess_use_device(cols, meta)
-        return cls.from_columns(cols, use_device=use_device, profile_memory=bool(meta.get("profile_memory")),
-                                with_flops=bool(meta.get("with_flops")), **group_by)
+        doc = {**{k: v for k, v in (metadata or {}).items() if k != "traceEvents"}, "traceEvents": list(events)}
+        return cls.from_table(read_document(doc), use_device=use_device, **options)
+
+    @classmethod
+    def from_builder(cls, builders, *, use_device: str | None = None, **options) -> "KeyAverages":
+        """From one ``TraceBuilder`` or several (``acc_events``: every cycle's events together)."""
+        from ..trace.table.model import TraceTable
+
+        builders = builders if isinstance(builders, (list, tuple)) else [builders]
+        return cls.from_table(TraceTable.concat(b.freeze() for b in builders),
+                              use_device="" if use_device is None else use_device, **options)
 
     # ------------------------------------------------------------------ torch's EventList methods
     @property
@@ -239,15 +235,3 @@ class KeyAverages(list):
 
     def __str__(self) -> str:
         return self.table()
-
-
-def thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """A dense integer per distinct (pid, tid) row, whatever the values' types."""
-    pid_u, pid_i = unique_inverse(np.asarray(pid, dtype=object))
-    tid_u, tid_i = unique_inverse(np.asarray(tid, dtype=object))
-    return pid_i.astype(np.int64) * max(len(tid_u), 1) + tid_i
-
-
-def decode_row_args(row_args) -> list[dict | None]:
-    """Per-row pre-encoded JSON args as dicts (None where a row has none)."""
-    return [orjson.loads(a) if a is not None else None for a in row_args]

@@ -1,218 +1,131 @@
-"""The columns ``key_averages`` reads (``averages.Columns``), from a live trace (``TraceBuilder`` batches: no
-Python object per slice) or from a trace file's events: slices with their thread, External id, ``flops``,
-``Input Dims`` (only when grouping by shape), the ``[memory]`` records, and per-kernel metric samples
-(``metrics: <kernel>`` slices and ``"<metric>::<unit>"`` args on kernels)."""
+"""The columns ``key_averages`` reads (``averages.Columns``), from a TraceTable whichever producer or reader made
+it (a live profile's frozen builders, Kineto JSON files, a store): slices with their thread, External id,
+``flops``, ``Input Dims`` and the overload name (only when grouping by them), the ``[memory]`` records, and
+per-kernel metric samples (``metrics: <kernel>`` slices and ``"<metric>::<unit>"`` args on any slice).
+
+Args other than the typed columns are JSON text per row; only the rows whose text holds a key asked for are
+parsed (the key is found in the text blob, not row by row)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+import re
+from typing import Any, Mapping
 
 import numpy as np
 import orjson
 
-from ..activity import category_spellings
-from .averages import Columns, METRICS_PREFIX, unique_inverse
+from ..trace.store_schema import FLOAT_ARGS, INT_ARGS
+from .averages import Columns, METRICS_PREFIX
 
 NON_METRIC_ARGS = frozenset({"External id", "kernel_id"})  # ids Kineto puts on "metrics: <kernel>" slices
 MEMORY_EVENT = "[memory]"
 SHAPES_ARG = "Input Dims"
 OVERLOAD_ARG = "Overload Name"
-_OP_CATEGORIES = frozenset(category_spellings("cpu_op")) | frozenset(category_spellings("user_annotation"))
+_TYPED_KEY = {col: key for key, col in {**INT_ARGS, **FLOAT_ARGS}.items()}  # typed column -> its args key
 
 
-def _column(values, n: int) -> np.ndarray:
-    arr = np.asarray(values)
-    return np.broadcast_to(arr, (n,)) if arr.shape != (n,) else arr
+def rows_holding(text, key: str) -> np.ndarray:
+    """The rows (sorted, distinct) of a ``RowText`` whose JSON text holds ``key`` as a member name."""
+    return rows_holding_text(text, orjson.dumps(key))
 
 
-def _threads(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """A code per distinct integer (pid, tid) row; -1 where either is not an integer (a named row)."""
-    n = len(pid)
-    if pid.dtype.kind in "iu" and tid.dtype.kind in "iu":
-        ok = np.ones(n, bool)
-        p, t = pid.astype(np.int64), tid.astype(np.int64)
-    else:
-        ok = np.fromiter((type(a) is int and type(b) is int for a, b in zip(pid.tolist(), tid.tolist())), bool, n)
-        p = np.array([a if k else 0 for a, k in zip(pid.tolist(), ok.tolist())], np.int64) if n else np.zeros(0, np.int64)
-        t = np.array([b if k else 0 for b, k in zip(tid.tolist(), ok.tolist())], np.int64) if n else np.zeros(0, np.int64)
-    if not n:
-        return np.zeros(0, np.int64)
-    pairs = np.stack([p, t], axis=1)
-    _, codes = np.unique(pairs, axis=0, return_inverse=True)
-    return np.where(ok, codes.reshape(-1), -1).astype(np.int64)
+def _args(text, rows: np.ndarray) -> list[dict]:
+    got = []
+    for r in rows.tolist():
+        raw = text[r]
+        value = orjson.loads(raw) if raw else {}
+        got.append(value if isinstance(value, dict) else {})
+    return got
 
 
-def columns_of_builders(builders: list, *, shapes: bool = False, overloads: bool = False) -> Columns:
-    parts: dict[str, list] = {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", "ext", "flops")}
-    shape_rows: list = []
-    overload_rows: list = []
-    mem: dict[str, list] = {"ts": [], "bytes": [], "type": []}
-    samples: dict[str, tuple[list, list]] = {}
-    for builder in builders:
-        builder.flush()
-        strings = np.array(builder.strings.strings, dtype=object)
-        for b in builder.slices:
-            n = len(b)
-            names = strings[b.name]
-            cats = strings[b.cat]
-            parts["name"].append(names)
-            parts["cat"].append(cats)
-            parts["pid"].append(np.asarray(_column(b.pid, n), dtype=object))
-            parts["tid"].append(np.asarray(_column(b.tid, n), dtype=object))
-            parts["ts"].append(np.asarray(b.ts, np.int64))
-            parts["dur"].append(np.asarray(b.dur, np.int64))
-            parts["ext"].append(np.asarray(_column(b.external_id, n), np.int64))
-            flops = b.args.get("flops")
-            if flops is not None and flops.kind == "num":
-                values = np.asarray(_column(flops.values, n), np.float64)
-                present = np.ones(n, bool) if flops.present is None else np.asarray(flops.present, bool)
-                parts["flops"].append(np.where(present & np.isfinite(values), values, 0).astype(np.int64))
-            else:
-                parts["flops"].append(np.zeros(n, np.int64))
-            if shapes or overloads:
-                decoded = _decoded(b, cats)
-                if shapes:
-                    shape_rows.extend(None if a is None else a.get(SHAPES_ARG) for a in decoded)
-                if overloads:
-                    overload_rows.extend(None if a is None else a.get(OVERLOAD_ARG) for a in decoded)
-            _metric_samples(b, names, samples)
-        _memory_of_builder(builder, strings, mem)
-    if not parts["ts"]:
-        return Columns(np.zeros(0, object), np.zeros(0, object), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                       np.zeros(0, np.int64), np.zeros(0, np.int64))
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
-    return Columns(cat["name"], cat["cat"], _threads(cat["pid"], cat["tid"]), cat["ts"], cat["dur"], cat["ext"],
-                   shape_rows if shapes else None, overload_rows if overloads else None, cat["flops"],
-                   np.asarray(mem["ts"], np.int64), np.asarray(mem["bytes"], np.int64), np.asarray(mem["type"], np.int64),
-                   {k: (np.concatenate(ks), np.concatenate(vs)) for k, (ks, vs) in samples.items()})
+def _trace_columns(table, trace: int, shapes: bool, overloads: bool, out: dict, samples: dict) -> None:
+    from .event_table import thread_codes
 
-
-def _decoded(b, cats: np.ndarray) -> list:
-    """Each row's args object (ops and ranges only: the rows that carry shapes), None elsewhere."""
-    if b.row_args is None:
-        return [None] * len(b)
-    cat_u, cat_i = unique_inverse(cats)
-    is_op = np.array([c in _OP_CATEGORIES for c in cat_u.tolist()], bool)[cat_i]
-    return [orjson.loads(a) if a is not None and op else None for a, op in zip(b.row_args, is_op.tolist())]
-
-
-def _metric_samples(b, names: np.ndarray, samples: dict) -> None:
-    """Numeric metric args: every arg of a ``metrics: <kernel>`` slice, ``"<metric>::<unit>"`` args anywhere."""
-    n = len(b)
-    name_u, name_i = unique_inverse(names)
-    is_metric = np.array([str(x).startswith(METRICS_PREFIX) for x in name_u.tolist()], bool)[name_i]
-    kernel_u = np.array([str(x)[len(METRICS_PREFIX):] if str(x).startswith(METRICS_PREFIX) else str(x)
-                         for x in name_u.tolist()], dtype=object)
-    kernel_names = kernel_u[name_i] if n else np.zeros(0, object)
-    for key, col in b.args.items():
-        if col.kind != "num" or key in NON_METRIC_ARGS:
-            continue
-        rows = np.ones(n, bool) if col.present is None else np.asarray(col.present, bool).copy()
-        if "::" not in key:
-            rows &= is_metric
-        if rows.any():
-            ks, vs = samples.setdefault(key, ([], []))
-            ks.append(kernel_names[rows])
-            vs.append(np.asarray(_column(col.values, n), np.float64)[rows])
-    if b.row_args is not None:
-        for i, enc in enumerate(b.row_args):
-            if enc is not None and (is_metric[i] or b"::" in enc):
-                for key, v in orjson.loads(enc).items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool) and ("::" in key or is_metric[i]) \
-                            and key not in NON_METRIC_ARGS:
-                        ks, vs = samples.setdefault(key, ([], []))
-                        ks.append(np.array([kernel_names[i]], dtype=object))
-                        vs.append(np.array([v], np.float64))
-
-
-def _memory_of_builder(builder, strings: np.ndarray, mem: dict) -> None:
-    if MEMORY_EVENT not in builder.strings.strings:
-        return
-    code = builder.strings.intern(MEMORY_EVENT)
-    for b in builder.instants:
-        rows = np.flatnonzero(np.asarray(b.name) == code)
-        if not len(rows) or b.row_args is None:
-            continue
-        ts = np.asarray(b.ts, np.int64)
-        for i in rows.tolist():
-            enc = b.row_args[i]
-            args = orjson.loads(enc) if enc is not None else {}
-            _memory_record(args, int(ts[i]), mem)
-
-
-def _memory_record(args: Mapping[str, Any], ts_ns: int, mem: dict) -> None:
-    nbytes, kind = args.get("Bytes"), args.get("Device Type")
-    if type(nbytes) is int and type(kind) is int:
-        mem["ts"].append(ts_ns)
-        mem["bytes"].append(nbytes)
-        mem["type"].append(kind)
-
-
-def columns_of_events(events: Iterable[Mapping[str, Any]], *, shapes: bool = False, overloads: bool = False) -> Columns:
-    """From Chrome trace events (``ts``/``dur`` in µs)."""
-    name, cat, pid, tid, ts, dur, ext, flops = [], [], [], [], [], [], [], []
-    shape_rows: list = []
-    overload_rows: list = []
-    mem: dict[str, list] = {"ts": [], "bytes": [], "type": []}
-    samples: dict[str, tuple[list, list]] = {}
-    for ev in events:
-        ph = ev.get("ph")
-        if ph == "i" and ev.get("name") == MEMORY_EVENT:
-            args = ev.get("args")
-            if isinstance(args, dict):
-                _memory_record(args, round(_micros(ev, "ts") * 1000), mem)
-            continue
-        if ph != "X":
-            continue
-        t, d = _micros(ev, "ts"), _micros(ev, "dur")
-        nm = str(ev.get("name", ""))
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        name.append(nm)
-        cat.append(str(ev.get("cat", "")))
-        pid.append(ev.get("pid") if type(ev.get("pid")) is int else None)
-        tid.append(ev.get("tid") if type(ev.get("tid")) is int else None)
-        ts.append(round(t * 1000))
-        dur.append(round(d * 1000))
-        e = args.get("External id")
-        ext.append(e if type(e) is int and 0 <= e < 2**63 else 0)
-        f = args.get("flops")
-        flops.append(int(f) if type(f) in (int, float) and f == f and abs(f) < 2**62 else 0)
-        if shapes:
-            shape_rows.append(args.get(SHAPES_ARG))
-        if overloads:
-            overload_rows.append(args.get(OVERLOAD_ARG))
-        is_metric = nm.startswith(METRICS_PREFIX)
-        kernel = nm[len(METRICS_PREFIX):] if is_metric else nm
-        for key, v in args.items():
-            if key in NON_METRIC_ARGS or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if is_metric or "::" in key:
+    s = table.columns("slices", trace, keep=False)
+    n = len(s)
+    texts = np.array([*s.strings, ""], dtype=object)  # [-1]: no name or category, read as ""
+    names = texts[s.name]
+    out["name"].append(names)
+    out["cat"].append(texts[s.cat])
+    is_int = (np.asarray(s.pid_label) == -1) & (np.asarray(s.tid_label) == -1)
+    codes = thread_codes(s.pid, s.pid_label, s.tid, s.tid_label) + out["threads"]  # distinct across traces
+    out["threads"] = int(codes.max()) + 1 if n else out["threads"]
+    out["thread"].append(np.where(is_int, codes, -1))
+    out["ts"].append(np.asarray(s.ts, np.int64))
+    out["dur"].append(np.where(np.ones(n, bool) if s.dur_present is None else s.dur_present, s.dur, 0).astype(np.int64))
+    ext, present = s.ints.get("external_id", (np.zeros(n, np.int64), np.zeros(n, bool)))
+    out["ext"].append(np.where(np.asarray(present, bool) & (np.asarray(ext) > 0), ext, 0).astype(np.int64))
+    flops = np.zeros(n, np.int64)
+    rows = rows_holding(s.args, "flops")
+    for r, a in zip(rows.tolist(), _args(s.args, rows)):
+        f = a.get("flops")
+        flops[r] = int(f) if type(f) in (int, float) and f == f and abs(f) < 2**62 else 0
+    out["flops"].append(flops)
+    for wanted, key, column in ((shapes, SHAPES_ARG, "shapes"), (overloads, OVERLOAD_ARG, "overload")):
+        if wanted:
+            values: list = [None] * n
+            rows = rows_holding(s.args, key)
+            for r, a in zip(rows.tolist(), _args(s.args, rows)):
+                values[r] = a.get(key)
+            out[column].extend(values)
+    # metric samples: every numeric arg of a "metrics: <kernel>" slice, "<metric>::<unit>" args anywhere
+    is_metric = np.array([t.startswith(METRICS_PREFIX) for t in s.strings] + [False], bool)[s.name]
+    kernel = np.array([t[len(METRICS_PREFIX):] if t.startswith(METRICS_PREFIX) else t for t in s.strings] + [""],
+                      dtype=object)[s.name]
+    metric_rows = np.flatnonzero(is_metric)
+    for group in (s.ints, s.floats):
+        for col, (values, has) in group.items():
+            key = _TYPED_KEY[col]
+            rows = metric_rows[np.asarray(has, bool)[metric_rows]] if key not in NON_METRIC_ARGS else metric_rows[:0]
+            if len(rows):
                 ks, vs = samples.setdefault(key, ([], []))
-                ks.append(kernel)
-                vs.append(float(v))
-    n = len(ts)
-    ok = np.fromiter((p is not None and q is not None for p, q in zip(pid, tid)), bool, n)
-    threads = _threads(np.array([p if p is not None else 0 for p in pid], np.int64),
-                       np.array([q if q is not None else 0 for q in tid], np.int64))
-    return Columns(np.array(name, dtype=object), np.array(cat, dtype=object), np.where(ok, threads, -1),
-                   np.array(ts, np.int64), np.array(dur, np.int64), np.array(ext, np.int64),
-                   shape_rows if shapes else None, overload_rows if overloads else None, np.array(flops, np.int64),
-                   np.asarray(mem["ts"], np.int64), np.asarray(mem["bytes"], np.int64), np.asarray(mem["type"], np.int64),
-                   {k: (np.array(ks, dtype=object), np.array(vs, np.float64)) for k, (ks, vs) in samples.items()})
+                ks.append(kernel[rows])
+                vs.append(np.asarray(values, np.float64)[rows])
+    rows = np.union1d(metric_rows[s.args.present()[metric_rows]] if n else metric_rows, rows_holding_text(s.args, b"::"))
+    for r, a in zip(rows.tolist(), _args(s.args, rows)):
+        for key, v in a.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and key not in NON_METRIC_ARGS \
+                    and ("::" in key or is_metric[r]):
+                ks, vs = samples.setdefault(key, ([], []))
+                ks.append(np.array([kernel[r]], dtype=object))
+                vs.append(np.array([v], np.float64))
+    # [memory] records: instants
+    i = table.columns("instants", trace, keep=False)
+    if MEMORY_EVENT in i.strings:
+        memory = np.array([t == MEMORY_EVENT for t in i.strings] + [False], bool)[i.name]
+        rows = np.flatnonzero(memory & i.args.present())
+        for r, a in zip(rows.tolist(), _args(i.args, rows)):
+            nbytes, kind = a.get("Bytes"), a.get("Device Type")
+            if type(nbytes) is int and type(kind) is int:
+                out["mem_ts"].append(int(i.ts[r]))
+                out["mem_bytes"].append(nbytes)
+                out["mem_type"].append(kind)
 
 
-MAX_MICROS = 2**62 / 1000  # times the int64 ns columns hold
+def rows_holding_text(text, needle: bytes) -> np.ndarray:
+    """The rows (sorted, distinct) of a ``RowText`` whose JSON text holds ``needle`` anywhere."""
+    found = [m.start() for m in re.finditer(re.escape(needle), text.blob)] if text.blob else []
+    rows = np.searchsorted(text.offsets, np.asarray(found, np.int64), "right") - 1
+    return np.unique(rows[(rows >= 0) & (rows < len(text))])
 
 
-def _micros(ev: Mapping[str, Any], key: str) -> float:
-    """A time field (µs) as a float (absent: 0); ``ValueError`` naming the event when it is not a time."""
-    v = ev.get(key, 0.0)
-    if v is None:
-        return 0.0
-    f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
-    if not abs(f) < MAX_MICROS:
-        raise ValueError(f"event {str(ev.get('name', ''))[:80]!r} has {key} {v!r}, which is not a time a trace can "
-                         f"hold (a finite number of microseconds below {MAX_MICROS:.3g} in magnitude)"[:300])
-    return f
+def columns_of_table(table, *, shapes: bool = False, overloads: bool = False) -> Columns:
+    """``key_averages``' columns of every trace of a TraceTable (threads told apart per trace)."""
+    out: dict[str, Any] = {k: [] for k in ("name", "cat", "thread", "ts", "dur", "ext", "flops", "shapes", "overload",
+                                           "mem_ts", "mem_bytes", "mem_type")}
+    out["threads"] = 0
+    samples: dict[str, tuple[list, list]] = {}
+    for trace in range(len(table.traces)):
+        _trace_columns(table, trace, shapes, overloads, out, samples)
+
+    def cat(key: str, dtype) -> np.ndarray:
+        return np.concatenate(out[key]) if out[key] else np.zeros(0, dtype)
+
+    return Columns(cat("name", object), cat("cat", object), cat("thread", np.int64), cat("ts", np.int64),
+                   cat("dur", np.int64), cat("ext", np.int64), out["shapes"] if shapes else None,
+                   out["overload"] if overloads else None, cat("flops", np.int64),
+                   np.asarray(out["mem_ts"], np.int64), np.asarray(out["mem_bytes"], np.int64),
+                   np.asarray(out["mem_type"], np.int64),
+                   {k: (np.concatenate(ks), np.concatenate(vs)) for k, (ks, vs) in samples.items()})
 
 
 def guess_use_device(cols: Columns, metadata: Mapping[str, Any]) -> str | None:
@@ -220,7 +133,7 @@ def guess_use_device(cols: Columns, metadata: Mapping[str, Any]) -> str | None:
     holds no device work."""
     from .averages import DEVICE_CATEGORIES
 
-    cats = set(np.unique(np.asarray(cols.cat, dtype=str)).tolist()) if len(cols.cat) else set()
+    cats = set(map(str, dict.fromkeys(np.asarray(cols.cat, dtype=object).tolist())))  # distinct, at C speed
     if not cats & DEVICE_CATEGORIES:
         return None
     if cats & {"cuda_runtime", "cuda_driver"}:

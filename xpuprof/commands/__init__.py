@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 SUMMARIES: dict[str, str] = {
-    "analyze": "analyses over a trace store (any number of ranks; DuckDB or Ray)",
+    "analyze": "analyses over a trace store or traces (any number of ranks; this process or Ray)",
     "convert": ("traces into a columnar trace store (Parquet), or one trace into a trace every viewer shows whole "
                 "(-o X.json, X.json.gz or X.pftrace)"),
     "devices": "list profiler backends: which can run here and why others cannot",

@@ -1,5 +1,6 @@
-"""``xpuprof analyze STORE ANALYSIS``: cluster-scale analyses over a trace store (``xpuprof convert``,
-``profile.export_parquet``), HTA-compatible, on DuckDB in this process (default) or on a Ray cluster.
+"""``xpuprof analyze INPUT ANALYSIS``: cluster-scale analyses over a trace store (``xpuprof convert``,
+``profile.export_parquet``) or Kineto JSON traces (a file, or a directory of them), HTA-compatible, in
+this process (default) or on a Ray cluster.
 
 Analyses: temporal, kernels, kernel-types, idle, overlap, queue, launch, memory-bw (HTA 0.5's
 definitions and numbers) and stragglers (the ranks the others wait for in collectives, and in which
@@ -14,9 +15,10 @@ def register(subparsers) -> None:
     from ..analysis.engines import ENGINES
     from ._options import top_count
 
-    p = subparsers.add_parser("analyze", help="analyses over a trace store (any number of ranks; DuckDB or Ray)",
-                              description=__doc__)
-    p.add_argument("store", metavar="STORE", help="a trace store directory")
+    p = subparsers.add_parser("analyze", help="analyses over a trace store or traces (any number of ranks; this "
+                              "process or Ray)", description=__doc__)
+    p.add_argument("store", metavar="INPUT", help="a trace store directory, a trace file (.json/.json.gz) or a "
+                                                  "directory of them (one rank each)")
     p.add_argument("analysis", metavar="ANALYSIS", choices=list(ANALYSES),
                    help="; ".join(f"{a.name}: {a.help}" for a in ANALYSES.values()))
     p.add_argument("--format", default=None, choices=FORMATS,
@@ -25,16 +27,16 @@ def register(subparsers) -> None:
     p.add_argument("--wide", action="store_true",
                    help="every column, however wide the terminal (default: the table fits it)")
     p.add_argument("--engine", default="duckdb", choices=ENGINES,
-                   help="duckdb: embedded, this process (default); ray: tasks over a Ray cluster (RAY_ADDRESS, "
+                   help="duckdb: this process (default); ray: tasks over a Ray cluster (RAY_ADDRESS, "
                         "--ray-address, or a local one on 127.0.0.1)")
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="the Ray cluster to join (default: RAY_ADDRESS)")
     p.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="DuckDB's memory limit per process, e.g. 2GB (default: XPUPROF_DUCKDB_MEMORY or 1GB; it "
-                        "spills to disk beyond)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="DuckDB threads per process")
+                   help="DuckDB's memory limit per process for SQL queries over a store, e.g. 2GB (default: "
+                        "XPUPROF_DUCKDB_MEMORY or 1GB; it spills to disk beyond)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="DuckDB threads per process (SQL queries)")
     p.add_argument("--group-events", type=int, default=None, metavar="N",
-                   help="duckdb: slices per group of ranks, the groups run one after the other (default: "
-                        "XPUPROF_GROUP_EVENTS or 2000000; memory follows one group's size)")
+                   help="duckdb: slices per group of ranks read together, the groups one after the other "
+                        "(default: XPUPROF_GROUP_EVENTS or 2000000; memory follows one group's size)")
     g = p.add_argument_group("analysis options (each analysis takes the ones HTA's method of that name takes)")
     g.add_argument("--include-last-step", action="store_const", const=True, default=None,
                    help="keep the last ProfilerStep (HTA drops it when there are several)")
@@ -72,26 +74,11 @@ OPTIONS = ("include_last_step", "by_rank", "top", "duration_ratio", "include_mem
            "launch_delay_cutoff", "include_memory_events", "consecutive_kernel_delay", "threshold_pct", "min_us")
 
 
-def _traces_hint(path: str) -> str:
-    """For a directory that is no store: the traces it holds by the one directory rule (``trace.read.inputs``),
-    and how to make a store of them."""
-    from pathlib import Path
-
-    from ..trace.read.inputs import expand_inputs, is_store_dir
-
-    if not Path(path).is_dir() or is_store_dir(path):
-        return ""
-    found = expand_inputs([path], strict=False).traces
-    if not found:
-        return ""
-    return (f"; it holds {len(found)} trace file(s) - make a store of them first: "
-            f"xpuprof convert {path} -o {path.rstrip('/')}.store")
-
-
 def run(args) -> int:
     from ..analysis.cluster import FORMATS, AnalysisError, run_analysis
     from ..analysis.engines import (EngineError, check_engine_options, default_group_events, default_memory_limit,
                                     open_engine)
+    from ..trace.read.source import TraceLoadError
     from ..trace.read.store import StoreError
 
     from ._options import UsageError, output_format
@@ -112,11 +99,10 @@ def run(args) -> int:
         print(f"xpuprof analyze: {exc}", file=sys.stderr)
         return 2
     try:
-        with open_engine(args.store, args.engine, **engine_opts) as engine:
+        with open_engine(args.store, args.engine, say=_say, **engine_opts) as engine:
             result = run_analysis(args.analysis, engine, **options)
-    except (StoreError, EngineError, AnalysisError) as exc:
-        print(f"xpuprof analyze: {exc}{_traces_hint(args.store) if isinstance(exc, StoreError) else ''}",
-              file=sys.stderr)
+    except (StoreError, EngineError, AnalysisError, TraceLoadError) as exc:
+        print(f"xpuprof analyze: {exc}", file=sys.stderr)
         return 2
     from ..analysis.text import terminal_width
 
@@ -136,3 +122,8 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _say(line: str) -> None:
+    """A line on what a directory held that is not read (``trace.read.inputs``)."""
+    print(f"xpuprof analyze: {line}", file=sys.stderr)

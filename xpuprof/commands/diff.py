@@ -143,7 +143,7 @@ def run(args) -> int:
     except UsageError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
-    from ..analysis.diff import DiffError, diff, diff_telemetry, load_side, load_telemetry, metric_units
+    from ..analysis.diff import DiffError, diff, diff_telemetry, read_side
     from ..trace.builder.columns import encode_json
 
     if args.history:
@@ -162,12 +162,12 @@ def run(args) -> int:
         print("xpuprof diff: --accept and --keep apply with --history (a run against its history)", file=sys.stderr)
         return 2
     try:
-        result = diff(load_side(args.a), load_side(args.b), threshold_pct=args.threshold, field=args.field,
-                      min_ns=args.min_us * 1000.0)
-        telemetry = diff_telemetry(load_telemetry(args.a), load_telemetry(args.b))
-        from ..analysis.stall_diff import diff_stalls, load_stall_side
+        a, b = read_side(args.a, say=_say), read_side(args.b, say=_say)  # each side read once
+        result = diff(a.kernels, b.kernels, threshold_pct=args.threshold, field=args.field, min_ns=args.min_us * 1000.0)
+        telemetry = diff_telemetry(a.telemetry, b.telemetry)
+        from ..analysis.stall_diff import diff_stalls
 
-        stalls = diff_stalls(load_stall_side(args.a), load_stall_side(args.b), threshold_points=args.threshold)
+        stalls = diff_stalls(a.stalls, b.stalls, threshold_points=args.threshold)
     except DiffError as exc:
         print(f"xpuprof diff: {exc}", file=sys.stderr)
         return 2
@@ -176,7 +176,7 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     grew = [r for r in stalls if r["status"] == "grew"]
-    units = {**metric_units(args.a), **metric_units(args.b)} if args.format != "json" else {}
+    units = {**a.units, **b.units} if args.format != "json" else {}
     if args.format == "json":
         out = result.to_dict()
         out["telemetry"] = telemetry
@@ -288,3 +288,8 @@ def _emit(args, text: str) -> bool:
         return False
     print(f"xpuprof diff: wrote {args.output}", file=sys.stderr)
     return True
+
+
+def _say(line: str) -> None:
+    """A line on what a directory held that is not read (``trace.read.inputs``)."""
+    print(f"xpuprof diff: {line}", file=sys.stderr)

@@ -68,7 +68,7 @@ def stall_report(args) -> str:
     """``--stalls``: the EU stall report in the chosen format."""
     from ..analysis import stalls, stalls_render
     from ..analysis.report import ReportError
-    from ..trace.builder.columns import encode_json
+    from ..analysis.report_render import json_bytes
 
     unsupported = [flag for flag, v in (("--start", args.start), ("--end", args.end), ("--cat", args.cat))
                    if v is not None] + (["--by op"] if getattr(args, "by", "kernel") == "op" else [])
@@ -79,7 +79,7 @@ def stall_report(args) -> str:
     if args.format == "json":
         doc = stalls.document(report, top=args.top, lines=args.lines,
                               filters={"name": args.name, "by_rank": args.by_rank, "top": args.top, "lines": args.lines})
-        return _encode_json(doc).decode() + "\n"
+        return json_bytes(doc).decode() + "\n"
     if args.format == "csv":
         return stalls_render.to_csv(report, top=args.top, lines=args.lines)
     if args.format == "html":
@@ -95,30 +95,20 @@ def _width(args) -> int | None:
 
 
 def op_report(args) -> str:
-    """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``)."""
-    from ..analysis.report import ReportError
+    """``--by op``: torch's key_averages() of every trace together (``analysis.summary.KeyAverages``), trace files
+    or a store alike."""
+    from ..analysis.report import ReportError, check_times, read_report_inputs
     from ..analysis.summary import KeyAverages
-    from ..analysis.trace_files import load_traces
-    from ..trace.builder.columns import encode_json
-    from ..trace.read.store import is_store
+    from ..analysis.report_render import json_bytes
 
-    if any(is_store(t) for t in args.traces):
-        raise ReportError("--by op reads trace files; for a trace store use the kernel report or `xpuprof analyze`")
     unsupported = [flag for flag, v in (("--name", args.name), ("--start", args.start), ("--end", args.end),
                                         ("--cat", args.cat)) if v is not None] + (["--by-rank"] if args.by_rank else [])
     if unsupported:
         raise ReportError(f"{', '.join(unsupported)} apply to the kernel report; --by op takes --top, --sort, "
                           "--format, --wide and -o")
-    traces = load_traces(args.traces, say=_say)
-    evs = [e for t in traces for e in (t.data.get("traceEvents") or []) if isinstance(e, dict)]
-    meta: dict = {}
-    for t in traces:
-        meta = {**t.data, "traceEvents": None, **meta}
-    files = [t.path for t in traces]
-    try:
-        avgs = KeyAverages.from_events(evs, metadata=meta)
-    except ValueError as exc:  # a time no trace can hold: named with its event
-        raise ReportError(str(exc)) from None
+    table = read_report_inputs(args.traces, say=_say, kinds=("slices", "instants"), slice_args=True)
+    check_times(table)  # a time no trace can hold: named with its event
+    avgs = KeyAverages.from_table(table)
     sort = args.sort or "cpu_time_total"
     try:
         rows = avgs.sorted(sort)
@@ -128,9 +118,9 @@ def op_report(args) -> str:
     if args.format == "html":
         from ..analysis.html import render_ops
 
-        return render_ops(avgs, rows, sources=[str(p) for p in files])
+        return render_ops(avgs, rows, sources=[info.origin for info in table.traces])
     if args.format == "json":
-        return _encode_json([r.to_dict() for r in rows]).decode() + "\n"
+        return json_bytes([r.to_dict() for r in rows]).decode() + "\n"
     if args.format == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -165,17 +155,11 @@ def _build(args) -> Report:
     if not _ranks_view_wanted(args, report):
         return report
     from ..analysis.cluster import stragglers
-
-    if not stores:
-        from ..trace.read.inputs import expand_inputs
-
-        report.ranks_view = stragglers.from_traces(expand_inputs(args.traces).traces)
-        return report
     from ..analysis.engines import EngineError, open_engine
     from ..trace.read.store import StoreError
 
-    try:
-        with open_engine(stores[0]) as engine:
+    try:  # the rule of `analyze stragglers`, on the traces or the store alike
+        with open_engine(args.traces) as engine:
             report.ranks_view = stragglers.run(engine)
     except (StoreError, EngineError) as exc:
         raise ReportError(str(exc)) from None
@@ -267,16 +251,3 @@ def _emit(args, text: str) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-def _encode_json(value) -> bytes:
-    """``encode_json``'s bytes; plain Python values (a report from a store's summaries) without loading it
-    (its module loads numpy)."""
-    import orjson
-
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # numpy values, or what only encode_json's fallbacks write
-        from ..trace.builder.columns import encode_json
-
-        return encode_json(value)

@@ -1,10 +1,12 @@
-"""Analyses over a trace store at any number of ranks (``xpuprof analyze``), run by an engine
-(``analysis.engines``). The HTA-named ones give HTA 0.5's numbers on the same traces
-(``docs/store.md`` lists each definition); ``stragglers`` is xpuprof's own."""
+"""Analyses over trace stores and trace files at any number of ranks (``xpuprof analyze``), each written
+once in numpy over a rank group's TraceTable and run by an engine (``analysis.engines``). The HTA-named
+ones give HTA 0.5's numbers on the same traces (``docs/store.md`` lists each definition); ``stragglers``
+is xpuprof's own."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .result import FORMATS, AnalysisError, AnalysisResult
 
@@ -13,82 +15,40 @@ from .result import FORMATS, AnalysisError, AnalysisResult
 class Analysis:
     name: str
     hta: str  # the HTA 0.5 method it matches ("" for none)
-    run: Callable[..., AnalysisResult]
+    entry: str  # "module:function" of this package, imported when the analysis runs
     options: frozenset[str]  # keyword options it takes
     help: str
 
-
-def _temporal(engine, **kw):
-    from . import temporal
-    return temporal.run(engine, **kw)
-
-
-def _kernels(engine, **kw):
-    from . import kernels
-    return kernels.run(engine, **kw)
-
-
-def _kernel_types(engine, **kw):
-    from . import kernels
-    return kernels.run_types(engine, **kw)
-
-
-def _idle(engine, **kw):
-    from . import streams
-    return streams.run_idle(engine, **kw)
-
-
-def _queue(engine, **kw):
-    from . import streams
-    return streams.run_queue(engine, **kw)
-
-
-def _memory_bw(engine, **kw):
-    from . import streams
-    return streams.run_memory_bw(engine, **kw)
-
-
-def _launch(engine, **kw):
-    from . import launch
-    return launch.run_launch(engine, **kw)
-
-
-def _overlap(engine, **kw):
-    from . import launch
-    return launch.run_overlap(engine, **kw)
-
-
-def _stragglers(engine, **kw):
-    from . import stragglers
-    return stragglers.run(engine, **kw)
+    def run(self, engine, **options) -> AnalysisResult:
+        module, function = self.entry.split(":")
+        return getattr(importlib.import_module(f".{module}", __name__), function)(engine, **options)
 
 
 _STEP = frozenset({"include_last_step"})
 ANALYSES: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("temporal", "get_temporal_breakdown", _temporal, _STEP,
+    Analysis("temporal", "get_temporal_breakdown", "temporal:run", _STEP,
              "per rank: GPU idle / compute / non-compute time"),
-    Analysis("kernels", "get_gpu_kernel_breakdown", _kernels,
+    Analysis("kernels", "get_gpu_kernel_breakdown", "kernels:run",
              _STEP | {"by_rank", "top", "duration_ratio", "include_memory"},
              "per kernel type and name: calls, time, percentiles (--by-rank: HTA's per-rank table)"),
-    Analysis("kernel-types", "get_gpu_kernel_breakdown", _kernel_types, _STEP | {"include_memory"},
+    Analysis("kernel-types", "get_gpu_kernel_breakdown", "kernels:run_types", _STEP | {"include_memory"},
              "time per kernel type and per overlap of types"),
-    Analysis("idle", "get_idle_time_breakdown", _idle, _STEP | {"consecutive_kernel_delay"},
+    Analysis("idle", "get_idle_time_breakdown", "streams:run_idle", _STEP | {"consecutive_kernel_delay"},
              "per rank and stream: GPU idle time by cause (host wait, kernel wait, other)"),
-    Analysis("overlap", "get_comm_comp_overlap", _overlap, _STEP,
+    Analysis("overlap", "get_comm_comp_overlap", "launch:run_overlap", _STEP,
              "per rank: share of communication time overlapped by computation"),
-    Analysis("queue", "get_queue_length_summary", _queue, _STEP | {"extra_launch_names"},
+    Analysis("queue", "get_queue_length_summary", "streams:run_queue", _STEP | {"extra_launch_names"},
              "per rank and stream: queue length statistics"),
-    Analysis("launch", "get_cuda_kernel_launch_stats", _launch,
+    Analysis("launch", "get_cuda_kernel_launch_stats", "launch:run_launch",
              _STEP | {"events", "runtime_cutoff", "launch_delay_cutoff", "include_memory_events",
                       "extra_launch_names"},
              "per rank: CPU-to-GPU launch delays (--events: one row per launch)"),
-    Analysis("memory-bw", "get_memory_bw_summary", _memory_bw, _STEP,
+    Analysis("memory-bw", "get_memory_bw_summary", "streams:run_memory_bw", _STEP,
              "per rank and copy kind: memory bandwidth statistics"),
-    Analysis("stragglers", "", _stragglers, _STEP | {"threshold_pct", "min_us"},
+    Analysis("stragglers", "", "stragglers:run", _STEP | {"threshold_pct", "min_us"},
              "per rank: what it waits in collectives against the others, step time and start lag; the ranks "
              "the others wait for, and in which steps"),
 )}
-
 
 
 def run_analysis(name: str, engine, **options: Any) -> AnalysisResult:

@@ -1,4 +1,4 @@
-"""The events HTA 0.5 analyses see, as DuckDB views over a store (per task: a group of ranks).
+"""The events HTA 0.5's analyses see, per rank, as numpy columns of a trace table (``Frame``).
 
 HTA (``hta.common.trace`` / ``trace_parser``) reads each rank's trace into a DataFrame and, before
 any analysis:
@@ -11,22 +11,22 @@ any analysis:
 - when the traces hold two or more distinct ``ProfilerStep`` names (all ranks together), keeps per
   rank only the CPU events that start before the last ``ProfilerStep`` starts, and the GPU events
   whose correlation one of those carries (a join: a correlation several kept CPU events carry
-  repeats the GPU event; here each GPU event repeats once per carrier, counted, which joins a
-  smaller table). GPU events here: ``stream >= 0 and correlation >= 0``, or the names
-  ``Event Sync`` and ``Context Sync``.
+  repeats the GPU event once per carrier). GPU events here: ``stream >= 0 and correlation >= 0``, or
+  the names ``Event Sync`` and ``Context Sync``.
 
-Views (µs as DOUBLE, whole µs where HTA rounds): ``hta_base`` (per-rank events before the step
-filter), ``hta_frame`` (after it; ``part`` 0 for GPU rows and 1 for CPU rows in the filtered case,
-so ``(part, idx)`` is HTA's row order), ``ktypes`` (kernel type of every name).
+Whether that step filter applies depends on every rank, yet each rank is read once: ``hta_map`` runs
+an analysis's per-rank function with the filter when the rank alone holds two step symbols (then
+all ranks do), both ways when it holds fewer, and keeps the answer the symbols of all ranks decide.
 """
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...trace.read.arrow import to_numpy
+from ..engines.base import Reads, per_rank_slices
 
 # Communication kernels: NCCL's and RCCL's (HTA's rule, ``^nccl.*Kernel``) and oneCCL's SYCL kernels
 # (``oneccl_reduce_base<...>`` ...), which HTA does not know.
@@ -36,6 +36,8 @@ NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(^oneccl_)|(.*(Memcpy)|(Memset))|(.*S
 COMMUNICATION, MEMORY, COMPUTATION, OTHER = "COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER"
 GPU_SYNC_NAMES = ("Event Sync", "Context Sync")
 STEP_MARK = "ProfilerStep"
+# What a frame is made of: the slices' times, names, categories and the three args HTA reads.
+READS = Reads(("slices",), {"slices": ["dur", "stream", "correlation", "memory_bw_gbps"]})
 
 
 def kernel_type(name: str) -> str:
@@ -58,188 +60,223 @@ def memory_kernel_type(name: str) -> str:
     return name[:11]
 
 
-def us(col: str) -> str:
-    """SQL: an int64 ns column as the double µs the trace's JSON number parses to. ns reach 1e18,
-    beyond a double's exact integers: whole µs and the ns remainder are converted apart, which rounds
-    once, as parsing the decimal text does."""
-    return f"(({col} // 1000)::DOUBLE + ({col} % 1000) / 1e3)"
+def us(ns: np.ndarray) -> np.ndarray:
+    """int64 ns as the double µs the trace's JSON number parses to: whole µs and the ns remainder converted
+    apart (ns reach 1e18, beyond a double's exact integers), truncated towards zero as integer division."""
+    ns = np.asarray(ns, np.int64)
+    whole = np.where(ns < 0, -(-ns // 1000), ns // 1000)
+    return whole.astype(np.float64) + (ns - whole * 1000).astype(np.float64) / 1e3
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+@dataclass
+class Frame:
+    """One rank's events as HTA's analyses see them, in HTA's row order: ``part`` (0: GPU rows, 1: CPU rows
+    when the step filter applies; else 0), then ``idx`` (the event's index in its trace). Times in µs;
+    ``name`` and ``cat`` are codes into ``texts`` (one code per distinct text; None: none)."""
+
+    rank: int
+    texts: list
+    name: np.ndarray
+    cat: np.ndarray
+    idx: np.ndarray
+    part: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    memory_bw: np.ndarray
+    index_correlation: np.ndarray  # HTA's, computed over the rank's events before the step filter
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    def take(self, rows) -> "Frame":
+        return Frame(self.rank, self.texts, *(getattr(self, c)[rows] for c in _ROW_COLUMNS))
+
+    def where(self, column: str, test) -> np.ndarray:
+        """Rows whose ``column`` ("name" or "cat") text passes ``test``, decided once per text."""
+        return np.array([bool(test(t)) for t in self.texts], bool)[getattr(self, column)]
+
+    def named(self, names: Sequence[str]) -> np.ndarray:
+        return self.where("name", names.__contains__)
+
+    def of_types(self, types: Sequence[str]) -> np.ndarray:
+        """Rows whose name is a kernel of one of ``types``."""
+        return self.where("name", lambda n: n is not None and kernel_type(n) in types)
+
+    @property
+    def kernel_types(self) -> np.ndarray:
+        """The kernel type of each row's name (object; None for an event without a name)."""
+        return np.array([None if n is None else kernel_type(n) for n in self.texts], dtype=object)[self.name]
+
+    def on_streams(self) -> "Frame":
+        """The rows with a stream (HTA's GPU kernels, copies and fills)."""
+        return self.take(self.stream != -1)
 
 
-BASE_SQL = """
-SELECT s.rank, s.idx, s.name, s.cat, s.pid, s.tid,
-       CASE WHEN m.int_ts THEN {ts} ELSE ceil({ts}) END AS ts,
-       CASE WHEN m.int_ts THEN {dur} ELSE floor({ts} + {dur}) - ceil({ts}) END AS dur,
-       coalesce(s.stream, -1) AS stream, coalesce(s.correlation, -1) AS correlation,
-       coalesce(s.memory_bw_gbps, 0.0) AS memory_bw_gbps, coalesce(s.bytes, -1) AS bytes,
-       ((coalesce(s.stream, -1) >= 0 AND coalesce(s.correlation, -1) >= 0) OR s.name IN ({sync})) AS is_gpu
-FROM slices s JOIN hta_ranks m ON s.rank = m.rank
-WHERE s.dur IS NOT NULL AND s.cat IS NOT NULL AND s.cat <> 'Trace'
-"""
+_ROW_COLUMNS = ("name", "cat", "idx", "part", "ts", "dur", "stream", "correlation", "memory_bw", "index_correlation")
 
 
-_KEPT = "dur IS NOT NULL AND cat IS NOT NULL AND cat <> 'Trace'"  # hta_base's rows
-
-
-def step_symbols(con, ranks: Sequence[int], params: dict) -> list[str]:
-    """Task: the distinct names and categories holding "ProfilerStep" (HTA's symbol table test)."""
-    rows = con.execute(f"""SELECT DISTINCT name FROM slices WHERE {_KEPT} AND name LIKE '%{STEP_MARK}%'
-                           UNION SELECT DISTINCT cat FROM slices WHERE {_KEPT} AND cat LIKE '%{STEP_MARK}%'""").fetchall()
-    return sorted(r[0] for r in rows)
-
-
-def _summary_symbols(store) -> tuple[set[str], set[str]] | None:
-    """From the ranks' slice summaries: (the step symbols the events surely hold, those they may hold).
-    Sure: a (name, category) with a timed slice and a category neither absent nor "Trace"; may: any
-    (a summary's string lists hold an absent category as "", which an empty one also is). None when a
-    rank has no summary."""
-    sure: set[str] = set()
-    maybe: set[str] = set()
-    for rank in store.ranks:
-        meta = store.meta(rank)
-        names, cats, timed = meta.get("summary_name"), meta.get("summary_cat"), meta.get("summary_timed")
-        if names is None or cats is None:
-            return None
-        for i, (name, cat) in enumerate(zip(names, cats)):
-            if cat == "Trace":
-                continue
-            found = {s for s in (name, cat) if s and STEP_MARK in s}
-            if not found:
-                continue
-            maybe |= found
-            if cat and timed is not None and timed[i]:
-                sure |= found
-    return sure, maybe
-
-
-def steps_params(engine, *, include_last_step: bool = False) -> dict:
-    """What every HTA-shaped task needs to know about all ranks: whether the step filter applies (two
-    or more step symbols). The ranks' slice summaries answer without reading events unless they leave
-    it open (see ``_summary_symbols``); then the events are asked."""
-    known = _summary_symbols(engine.store)
-    if known is not None and (len(known[0]) >= 2 or len(known[1]) < 2):
-        symbols = known[0] if len(known[0]) >= 2 else known[1]
+def frames(s, rank: int, base_time_ns: int, int_ts: bool) -> tuple[set[str], Callable[[bool, bool], "Frame"]]:
+    """One rank's step symbols (HTA's symbol-table test: the distinct names and categories of its kept events
+    holding "ProfilerStep"), and ``make(steps_filter, include_last_step)`` giving its frame."""
+    canonical: dict = {}  # a store's row groups may hold one text under several ids: codes by text
+    code = np.array([canonical.setdefault(t, len(canonical)) for t in [*s.strings, None]], np.int64)
+    texts = list(canonical)
+    name, cat = code[np.asarray(s.name)], code[np.asarray(s.cat)]  # id -1: the last, None
+    keep = np.array([t is not None and t != "Trace" for t in texts], bool)[cat]
+    if s.dur_present is not None:
+        keep &= np.asarray(s.dur_present, bool)
+    rows = np.flatnonzero(keep)
+    if len(rows) > 1 and not (np.diff(np.asarray(s.order)[rows]) > 0).all():
+        rows = rows[np.argsort(np.asarray(s.order)[rows], kind="stable")]
+    name, cat = name[rows], cat[rows]
+    ts_us, dur_us = us(np.asarray(s.ts)[rows] - np.int64(base_time_ns)), us(np.asarray(s.dur)[rows])
+    if int_ts:
+        ts, dur = ts_us, dur_us
     else:
-        symbols = set()
-        for part in engine.run(step_symbols):
-            symbols.update(part)
-    return {"steps_filter": len(symbols) >= 2, "include_last_step": bool(include_last_step)}
+        ts = np.ceil(ts_us)
+        dur = np.floor(ts_us + dur_us) - ts
+    stream, correlation = _arg(s.ints, "stream", rows, -1), _arg(s.ints, "correlation", rows, -1)
+    idx = np.asarray(s.order, np.int64)[rows]
+    base = Frame(rank, texts, name, cat, idx, np.zeros(len(rows), np.int64), ts, dur, stream, correlation,
+                 _arg(s.floats, "memory_bw_gbps", rows, 0.0), np.zeros(len(rows), np.int64))
+    is_gpu = ((stream >= 0) & (correlation >= 0)) | base.named(GPU_SYNC_NAMES)
+    base.index_correlation = _index_correlation(idx, correlation, is_gpu)
+    used = np.bincount(np.concatenate([name, cat]), minlength=len(texts)) > 0
+    symbols = {t for t, u in zip(texts, used.tolist()) if u and t is not None and STEP_MARK in t}
+    is_step = base.where("name", lambda n: n is not None and STEP_MARK in n)
+
+    def make(steps_filter: bool, include_last_step: bool) -> Frame:
+        if not steps_filter:
+            return base
+        steps = np.flatnonzero(is_step & ~is_gpu)
+        if not len(steps):  # no step on this rank: HTA keeps none of its events
+            return base.take(np.zeros(0, np.int64))
+        last_start, last_end = base.ts[steps].max(), (base.ts[steps] + base.dur[steps]).max()
+        cpu = np.flatnonzero(~is_gpu & ((base.ts <= last_end) if include_last_step else (base.ts < last_start)))
+        carried, count = np.unique(base.correlation[cpu], return_counts=True)
+        gpu = np.flatnonzero(is_gpu & np.isin(base.correlation, carried))
+        repeat = count[np.searchsorted(carried, base.correlation[gpu])]
+        out = base.take(np.concatenate([np.repeat(gpu, repeat), cpu]))
+        out.part = np.concatenate([np.zeros(int(repeat.sum()), np.int64), np.ones(len(cpu), np.int64)])
+        return out
+
+    return symbols, make
 
 
-def create_base(con) -> None:
-    """``hta_ranks`` (each rank's clock kind, read once) and the view ``hta_base``."""
-    con.execute("CREATE TEMP TABLE IF NOT EXISTS hta_ranks AS SELECT rank, ts_kind = 'int' AS int_ts FROM ranks")
-    con.execute("CREATE OR REPLACE TEMP VIEW hta_base AS "
-                + BASE_SQL.format(sync=", ".join(_q(n) for n in GPU_SYNC_NAMES), ts=us("s.ts"), dur=us("s.dur")))
+def _arg(group: dict, column: str, rows: np.ndarray, default):
+    got = group.get(column)
+    if got is None:
+        return np.full(len(rows), default, np.float64 if isinstance(default, float) else np.int64)
+    values, present = got
+    return np.where(np.asarray(present, bool)[rows], np.asarray(values)[rows], default)
 
 
-def create_frame(con, params: dict, *, kernel_types: bool = True) -> None:
-    """``hta_base``, ``hta_frame`` and (``kernel_types``) ``ktypes`` on ``con``."""
-    create_base(con)
-    if params.get("steps_filter"):
-        bound = "b.ts <= l.last_end" if params.get("include_last_step") else "b.ts < l.last_start"
-        con.execute(f"""
-        CREATE OR REPLACE TEMP VIEW hta_frame AS
-        WITH last AS (
-            SELECT rank, max(ts) AS last_start, max(ts + dur) AS last_end FROM hta_base
-            WHERE NOT is_gpu AND name LIKE '%{STEP_MARK}%' GROUP BY rank),
-        cpu AS (SELECT b.* FROM hta_base b JOIN last l ON b.rank = l.rank WHERE NOT b.is_gpu AND {bound}),
-        carried AS (SELECT rank, correlation, count(*) AS n FROM cpu GROUP BY rank, correlation),
-        gpu AS (SELECT g.* FROM hta_base g JOIN carried c ON g.rank = c.rank AND g.correlation = c.correlation,
-                range(c.n) WHERE g.is_gpu)
-        SELECT *, ts + dur AS end_ts, 0 AS part FROM gpu
-        UNION ALL SELECT *, ts + dur AS end_ts, 1 AS part FROM cpu""")
-    else:
-        con.execute("CREATE OR REPLACE TEMP VIEW hta_frame AS SELECT *, ts + dur AS end_ts, 0 AS part FROM hta_base")
-    if kernel_types:
-        register_kernel_types(con)
+def _index_correlation(idx: np.ndarray, correlation: np.ndarray, is_gpu: np.ndarray) -> np.ndarray:
+    """HTA's index_correlation: the largest index of an event on the other side (CPU/GPU) with the row's
+    correlation; else 0 for a row with a correlation and -1 without."""
+    out = np.minimum(correlation, 0)
+    linked = correlation != -1
+    for side in (False, True):  # the rows of one side look up the other side's last index per correlation
+        there = np.flatnonzero(linked & (is_gpu != side))
+        here = np.flatnonzero(linked & (is_gpu == side))
+        if not len(there) or not len(here):
+            continue
+        keys, inverse = np.unique(correlation[there], return_inverse=True)
+        last = np.full(len(keys), np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(last, inverse.reshape(-1), idx[there])
+        pos = np.minimum(np.searchsorted(keys, correlation[here]), len(keys) - 1)
+        found = keys[pos] == correlation[here]
+        out[here[found]] = last[pos[found]]
+    return out
 
 
-def register_kernel_types(con, names: Sequence[str] | None = None) -> None:
-    """``ktypes``: the kernel type of ``names`` (any superset of the kernels' names: the ranks' slice
-    summaries), else of the names of the events with a stream."""
-    import pyarrow as pa
-
-    from ...trace.write.arrowcols import strings
-
-    if names is None:
-        missing, = con.execute("SELECT count(*) FILTER (WHERE summary_name IS NULL) FROM ranks").fetchone()
-        names = [r[0] for r in con.execute(
-            "SELECT DISTINCT name FROM slices WHERE stream IS NOT NULL AND name IS NOT NULL" if missing else
-            "SELECT DISTINCT n FROM (SELECT unnest(summary_name) AS n FROM ranks) WHERE n IS NOT NULL").fetchall()]
-    table = pa.Table.from_arrays([strings(names), strings([kernel_type(n) for n in names]),
-                                  strings([memory_kernel_type(n) for n in names])],
-                                 names=["name", "kernel_type", "memory_type"])
-    con.register("ktypes_arrow", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE ktypes AS SELECT * FROM ktypes_arrow")
-    con.unregister("ktypes_arrow")
+# ----------------------------------------------------------------------------- running per rank
+def _hta_ranks(table, params: dict) -> dict[int, tuple[set[str], dict[bool, Any]]]:
+    """Task (``Engine.map``): per rank of the group, its step symbols and the analysis's answer with the step
+    filter, without it, or both (``hta_map``)."""
+    analysis, options = params["analysis"], params["options"]
+    include_last = bool(options.get("include_last_step"))
+    out = {}
+    for rank, info, s in per_rank_slices(table):
+        symbols, make = frames(s, rank, info.base_time_ns, info.ts_kind == "int")
+        ways = (True,) if len(symbols) >= 2 else (False, True)
+        out[rank] = (symbols, {way: analysis(make(way, include_last), options) for way in ways})
+    return out
 
 
-def index_correlation_sql() -> str:
-    """Per frame row: HTA's index_correlation (computed on each rank's events before the step filter)."""
-    return """
-    WITH c AS (SELECT rank, idx, correlation, is_gpu FROM hta_base WHERE correlation <> -1),
-    pairs AS (SELECT x.rank, x.idx AS idx, max(y.idx) AS other FROM c x JOIN c y
-              ON x.rank = y.rank AND x.correlation = y.correlation AND x.is_gpu <> y.is_gpu
-              GROUP BY x.rank, x.idx)
-    SELECT b.rank, b.idx, coalesce(p.other, least(b.correlation, 0)) AS index_correlation
-    FROM hta_base b LEFT JOIN pairs p ON b.rank = p.rank AND b.idx = p.idx"""
+def hta_map(engine, analysis: Callable[[Frame, dict], Any], options: dict) -> dict[int, Any]:
+    """rank -> ``analysis(frame, options)`` of every rank, each with HTA's step filter as all the ranks'
+    step symbols decide it (``analysis`` is a module-level function: Ray ships it by reference)."""
+    found: dict[int, tuple] = {}
+    for part in engine.map(_hta_ranks, {"analysis": analysis, "options": options}, READS):
+        found.update(part)
+    symbols = set().union(*(s for s, _ in found.values())) if found else set()
+    steps_filter = len(symbols) >= 2
+    return {rank: ways[steps_filter] for rank, (_, ways) in sorted(found.items())}
 
 
-def union_sql(source: str, keys: Sequence[str] = ()) -> str:
-    """HTA's ``merge_kernel_intervals`` per (rank, keys): rows (rank, keys, grp, s, e) of the merged
-    [ts, end_ts) intervals of ``source``; groups numbered from 0 in time order."""
-    k = "".join(f", {c}" for c in keys)
-    return f"""
-    WITH w AS (SELECT rank{k}, ts, end_ts, part, idx, max(end_ts) OVER (PARTITION BY rank{k} ORDER BY ts, part, idx
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev FROM {source}),
-    g AS (SELECT *, sum(CASE WHEN prev IS NOT NULL AND ts > prev THEN 1 ELSE 0 END)
-                    OVER (PARTITION BY rank{k} ORDER BY ts, part, idx ROWS UNBOUNDED PRECEDING) AS grp FROM w)
-    SELECT rank{k}, grp, min(ts) AS s, max(end_ts) AS e FROM g GROUP BY rank{k}, grp"""
+# ----------------------------------------------------------------------------- shared arithmetic
+def merged_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's ``merge_kernel_intervals`` of intervals already in HTA's row order (ts, then row): (start, end)
+    of each merged group, in time order."""
+    if not len(ts):
+        return ts, end
+    covered = np.maximum.accumulate(end)
+    new = np.empty(len(ts), bool)
+    new[0] = True
+    np.greater(ts[1:], covered[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return ts[starts], np.maximum.reduceat(end, starts)
 
 
-def state_time_sql(types: Sequence[str]) -> str:
-    """HTA's overlap sweep (``_get_gpu_kernel_type_time``): per rank and per combination of kernel
-    types running at once (a bit mask, bit i for ``types[i]``), the time spent in it. Ties at one
-    instant only make zero-length states, which are left out."""
-    bits = " ".join(f"WHEN {_q(t)} THEN {1 << i}" for i, t in enumerate(types))
-    merged = union_sql(f"""(SELECT f.*, k.kernel_type FROM hta_frame f JOIN ktypes k ON f.name = k.name
-                            WHERE f.stream <> -1 AND k.kernel_type IN ({', '.join(_q(t) for t in types)}))""",
-                       ["kernel_type"])
-    return f"""
-    WITH m AS ({merged}),
-    ev AS (SELECT rank, s AS t, CASE kernel_type {bits} END AS d FROM m
-           UNION ALL SELECT rank, e AS t, -(CASE kernel_type {bits} END) AS d FROM m),
-    run AS (SELECT rank, t, sum(d) OVER (PARTITION BY rank ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS state,
-                   lead(t) OVER (PARTITION BY rank ORDER BY t, d) AS next_t FROM ev)
-    SELECT rank, state, sum(next_t - t) AS time FROM run WHERE state > 0 AND next_t > t GROUP BY rank, state"""
+def hta_order(f: Frame) -> np.ndarray:
+    """The rows by (ts, part, idx): HTA's time order with its row order breaking ties."""
+    return np.lexsort((f.idx, f.part, f.ts))
+
+
+def state_times(f: Frame, types: Sequence[str]) -> dict[int, float]:
+    """HTA's overlap sweep (``_get_gpu_kernel_type_time``): per combination of kernel types running at once
+    (a bit mask, bit i for ``types[i]``), the time spent in it. The kernels of each type are merged into
+    intervals first; ties at one instant only make zero-length states, which are left out."""
+    k = f.on_streams()
+    k = k.take(hta_order(k))
+    t, d = [], []
+    for i, kind in enumerate(types):
+        sel = k.of_types((kind,))
+        s, e = merged_intervals(k.ts[sel], k.end[sel])
+        t += [s, e]
+        d += [np.full(len(s), 1 << i, np.int64), np.full(len(e), -(1 << i), np.int64)]
+    if not t:
+        return {}
+    t, d = np.concatenate(t), np.concatenate(d)
+    order = np.lexsort((d, t))
+    t, state = t[order], np.cumsum(d[order])
+    span = np.diff(t)
+    keep = (state[:-1] > 0) & (span > 0)
+    out: dict[int, float] = {}
+    for s, v in zip(state[:-1][keep].tolist(), span[keep].tolist()):
+        out[s] = out.get(s, 0.0) + v
+    return out
 
 
 def state_name(state: int, types: Sequence[str]) -> str:
     return " overlapping ".join(t for i, t in enumerate(types) if state & (1 << i))
 
 
-def rank_batches(con, sql: str):
-    """(rank, {column: numpy array}) per rank of a query ordered by rank first, streamed in batches.
-    (``con.sql``: a reader from ``con.execute`` loses the ORDER BY when insertion order is not kept.)"""
-    reader = con.sql(sql).to_arrow_reader(1 << 16)
-    pending: dict[str, list] = {}
-    current = None
-    for batch in reader:
-        cols = {name: to_numpy(batch.column(i)) for i, name in enumerate(batch.schema.names)}
-        ranks = cols["rank"]
-        cuts = np.flatnonzero(np.diff(ranks)) + 1
-        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ranks)]])):
-            r = int(ranks[lo])
-            if current is not None and r != current:
-                yield current, {k: np.concatenate(v) for k, v in pending.items()}
-                pending = {}
-            current = r
-            for k, v in cols.items():
-                pending.setdefault(k, []).append(v[lo:hi])
-    if current is not None:
-        yield current, {k: np.concatenate(v) for k, v in pending.items()}
+def describe(values: np.ndarray) -> dict:
+    """pandas' ``describe()`` of one column (std with ddof 1, quartiles linearly interpolated)."""
+    v = np.asarray(values, np.float64)
+    n = len(v)
+    q = np.quantile(v, [0.25, 0.5, 0.75]) if n else [np.nan] * 3
+    return {"count": n, "mean": float(v.mean()) if n else None, "std": float(v.std(ddof=1)) if n > 1 else None,
+            "min": float(v.min()) if n else None, "p25": float(q[0]), "p50": float(q[1]), "p75": float(q[2]),
+            "max": float(v.max()) if n else None}
 
+
+DESCRIBE = ("count", "mean", "std", "min", "p25", "p50", "p75", "max")

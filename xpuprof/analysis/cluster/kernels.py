@@ -23,11 +23,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from fractions import Fraction
-from typing import Sequence
-
 import numpy as np
 
-from .frame import COMMUNICATION, COMPUTATION, MEMORY, create_frame, state_name, state_time_sql, steps_params
+from .frame import COMMUNICATION, COMPUTATION, MEMORY, Frame, hta_map, state_name, state_times
 from .result import AnalysisResult
 
 BUCKET_BASE = 1.01
@@ -42,22 +40,36 @@ def _types(include_memory: bool) -> tuple[str, ...]:
     return TYPES_ALL if include_memory else TYPES_ALL[:2]
 
 
-def task(con, ranks: Sequence[int], params: dict) -> dict:
-    create_frame(con, params)
-    types = ", ".join(f"'{t}'" for t in _types(params["include_memory"]))
-    rank_key = "f.rank" if params["by_rank"] else "-1"
-    src = f"""(SELECT {rank_key} AS rank, k.kernel_type, f.name, f.dur FROM hta_frame f JOIN ktypes k
-               ON f.name = k.name WHERE f.stream <> -1 AND k.kernel_type IN ({types}))"""
-    stats = con.execute(f"""
-        SELECT rank, kernel_type, name, count(*), sum(dur), min(dur), max(dur), bool_and(dur = floor(dur)),
-               sum(CASE WHEN dur = floor(dur) THEN dur::HUGEINT * dur::HUGEINT END), stddev_samp(dur)
-        FROM {src} GROUP BY ALL""").fetchall()
-    hist = con.execute(f"""
-        SELECT rank, kernel_type, name,
-               CASE WHEN dur > 0 THEN floor(ln(dur) / ln({BUCKET_BASE}))::BIGINT ELSE {NONPOSITIVE} END AS b,
-               count(*), min(dur), max(dur)
-        FROM {src} GROUP BY ALL""").fetchall()
-    return {"stats": stats, "hist": hist}
+def rank_groups(f: Frame, options: dict) -> dict[tuple, "_Group"]:
+    """(kernel type, name) -> the exact, mergeable statistics of one rank's kernels of that name (µs)."""
+    k = f.on_streams()
+    k = k.take(k.of_types(_types(options["include_memory"])))
+    ktype = k.kernel_types
+    order = np.lexsort((k.dur, k.name))
+    codes, dur = k.name[order], k.dur[order]
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    out: dict[tuple, _Group] = {}
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(codes)]) if len(codes) else ():
+        d = dur[lo:hi]  # ascending
+        g = _Group(len(d), float(d.sum()), float(d[0]), float(d[-1]), _square_sum(d),
+                   float(np.square(d - d.mean()).sum()) if len(d) > 1 else 0.0)
+        b = np.where(d > 0, np.floor(np.log(np.where(d > 0, d, 1)) / np.log(BUCKET_BASE)), NONPOSITIVE).astype(np.int64)
+        buckets, first, count = np.unique(b, return_index=True, return_counts=True)  # b rises with d: runs
+        for bucket, i, n in zip(buckets.tolist(), first.tolist(), count.tolist()):
+            g.hist[bucket] = [n, float(d[i]), float(d[i + n - 1])]
+        out[(ktype[order[lo]], f.texts[codes[lo]])] = g
+    return out
+
+
+def _square_sum(d: np.ndarray) -> int | None:
+    """The exact sum of squares of whole-number durations (None when one is not whole)."""
+    if not (d == np.floor(d)).all():
+        return None
+    whole = d.astype(np.int64)
+    top = int(np.abs(whole).max()) if len(whole) else 0
+    if top * top * len(whole) < 1 << 62:
+        return int(np.square(whole).sum())
+    return sum(x * x for x in whole.tolist())
 
 
 class _Group:
@@ -66,10 +78,10 @@ class _Group:
     __slots__ = ("n", "sum", "min", "max", "sumsq", "m2", "hist")
 
     def __init__(self, n: int = 0, total: float = 0.0, lo: float = math.inf, hi: float = -math.inf,
-                 sumsq: int | None = 0, std: float | None = None) -> None:
+                 sumsq: int | None = 0, m2: float = 0.0) -> None:
         self.n, self.sum, self.min, self.max = n, total, lo, hi
         self.sumsq = sumsq  # exact while every value is a whole number (then std is exact too)
-        self.m2 = (std or 0.0) ** 2 * (n - 1) if n > 1 else 0.0  # otherwise: Chan's parallel merge
+        self.m2 = m2  # the sum of squared deviations from the mean (Chan's parallel merge)
         self.hist: dict[int, list] = {}
 
     def add_bucket(self, b: int, count: int, lo: float, hi: float) -> None:
@@ -123,26 +135,17 @@ class _Group:
         return out
 
 
-def _groups(parts: list[dict]) -> dict[tuple, _Group]:
+def run(engine, *, by_rank: bool = False, top: int | None = None, duration_ratio: float = 0.8,
+        include_memory: bool = True, include_last_step: bool = False) -> AnalysisResult:
     groups: dict[tuple, _Group] = {}
-    for part in parts:
-        for rank, ktype, name, n, total, lo, hi, integral, sumsq, std in part["stats"]:
-            g = _Group(n, total, lo, hi, int(sumsq) if integral else None, std)
-            key = (rank, ktype, name)
+    for rank, part in hta_map(engine, rank_groups, {"include_memory": include_memory,
+                                                    "include_last_step": include_last_step}).items():
+        for (ktype, name), g in part.items():
+            key = (rank if by_rank else -1, ktype, name)
             if key in groups:
                 groups[key].merge(g)
             else:
                 groups[key] = g
-        for rank, ktype, name, b, count, lo, hi in part["hist"]:
-            groups[(rank, ktype, name)].add_bucket(b, count, lo, hi)
-    return groups
-
-
-def run(engine, *, by_rank: bool = False, top: int | None = None, duration_ratio: float = 0.8,
-        include_memory: bool = True, include_last_step: bool = False) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    params.update(by_rank=by_rank, include_memory=include_memory)
-    groups = _groups(engine.run(task, params))
     top = None if top is not None and top < 0 else (10 if top is None and by_rank else top)  # -1: all
     if by_rank:
         rows = _hta_rows(groups, len(groups) + 1 if top is None else top, duration_ratio)
@@ -191,19 +194,17 @@ def _hta_rows(groups: dict[tuple, _Group], num_kernels: int, duration_ratio: flo
 
 
 # ----------------------------------------------------------------------------- kernel types
-def types_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params)
-    return con.execute(state_time_sql(_types(params["include_memory"]))).fetchall()
+def rank_type_times(f: Frame, options: dict) -> dict[int, float]:
+    return state_times(f, _types(options["include_memory"]))
 
 
 def run_types(engine, *, include_memory: bool = True, include_last_step: bool = False) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    params["include_memory"] = include_memory
     types = _types(include_memory)
     totals: dict[int, float] = defaultdict(float)
-    for part in engine.run(types_task, params):
-        for _, state, time in part:
-            totals[int(state)] += time
+    for part in hta_map(engine, rank_type_times, {"include_memory": include_memory,
+                                                  "include_last_step": include_last_step}).values():
+        for state, time in part.items():
+            totals[state] += time
     grand = sum(totals.values())
     rows = [{"kernel_type": state_name(s, types), "sum_us": t,
              "percentage": float(np.round(100 * t / grand, 1)) if grand else None}

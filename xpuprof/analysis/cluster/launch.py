@@ -10,12 +10,11 @@ overlap: per rank, the share of communication kernels' time that computation ker
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Sequence
 
 import numpy as np
 
-from .frame import COMMUNICATION, COMPUTATION, create_frame, rank_batches, state_time_sql, steps_params
+from .frame import COMMUNICATION, COMPUTATION, Frame, hta_map, state_times
 from .result import AnalysisResult
 
 LAUNCH_KERNEL = ("cudaLaunchKernel", "cudaLaunchKernelExC", "runFunction - job_prep_and_submit_for_execution")
@@ -26,65 +25,58 @@ SUMMARY = ["rank", "launches", "cpu_duration_mean_us", "cpu_duration_max_us", "g
 EVENTS = ["rank", "correlation", "cpu_duration_us", "gpu_duration_us", "launch_delay_us"]
 
 
-def launch_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params, kernel_types=False)
-    names = LAUNCH_KERNEL + (LAUNCH_MEMORY if params["include_memory_events"] else ())
-    names += tuple(params.get("extra_launch_names", ()))
-    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-    sql = f"""
-    WITH corr AS (SELECT DISTINCT rank, correlation FROM hta_frame WHERE name IN ({quoted})),
-    cpu AS (SELECT f.* FROM hta_frame f JOIN corr c ON f.rank = c.rank AND f.correlation = c.correlation
-            WHERE f.stream = -1),
-    gpu AS (SELECT f.* FROM hta_frame f JOIN corr c ON f.rank = c.rank AND f.correlation = c.correlation
-            WHERE f.stream <> -1)
-    SELECT cpu.rank, cpu.correlation, cpu.dur AS cpu_duration, gpu.dur AS gpu_duration,
-           greatest(gpu.ts - cpu.ts - cpu.dur, 0) AS launch_delay
-    FROM cpu JOIN gpu ON cpu.rank = gpu.rank AND cpu.correlation = gpu.correlation
-    ORDER BY cpu.rank, cpu.part, cpu.idx, gpu.part, gpu.idx"""
-    if params["events"]:
-        return con.execute(sql).fetchall()
-    out = []
-    for rank, c in rank_batches(con, sql):
-        cpu, gpu, delay = c["cpu_duration"], c["gpu_duration"], c["launch_delay"]
-        p50, p99 = np.quantile(delay, [0.5, 0.99], method="inverted_cdf").tolist()
-        out.append((rank, len(delay), float(cpu.mean()), float(cpu.max()), float(gpu.mean()), float(gpu.max()),
-                    float(delay.mean()), p50, p99, float(delay.max()), int((cpu > params["runtime_cutoff"]).sum()),
-                    int((delay > params["launch_delay_cutoff"]).sum()), int((gpu < cpu).sum())))
-    return out
+def rank_launches(f: Frame, options: dict):
+    """One rank's launches: every (CPU call, GPU event) pair sharing a correlation that a launch call carries,
+    in HTA's order (the CPU rows, each with its GPU rows, in row order): per-launch rows with ``events``,
+    else the rank's summary (None without launches)."""
+    names = LAUNCH_KERNEL + (LAUNCH_MEMORY if options["include_memory_events"] else ())
+    carried = np.unique(f.correlation[f.named(names + tuple(options.get("extra_launch_names", ())))])
+    linked = np.isin(f.correlation, carried)
+    cpu = np.flatnonzero(linked & (f.stream == -1))
+    gpu = np.flatnonzero(linked & (f.stream != -1))
+    gpu = gpu[np.argsort(f.correlation[gpu], kind="stable")]
+    lo = np.searchsorted(f.correlation[gpu], f.correlation[cpu], "left")
+    n = np.searchsorted(f.correlation[gpu], f.correlation[cpu], "right") - lo
+    c = np.repeat(cpu, n)
+    g = gpu[np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)]
+    cpu_dur, gpu_dur = f.dur[c], f.dur[g]
+    delay = np.maximum(f.ts[g] - f.ts[c] - f.dur[c], 0)
+    if options["events"]:
+        return [(f.rank, *r) for r in zip(f.correlation[c].tolist(), cpu_dur.tolist(), gpu_dur.tolist(),
+                                           delay.tolist())]
+    if not len(c):
+        return None
+    p50, p99 = np.quantile(delay, [0.5, 0.99], method="inverted_cdf").tolist()
+    return (f.rank, len(delay), float(cpu_dur.mean()), float(cpu_dur.max()), float(gpu_dur.mean()),
+            float(gpu_dur.max()), float(delay.mean()), p50, p99, float(delay.max()),
+            int((cpu_dur > options["runtime_cutoff"]).sum()), int((delay > options["launch_delay_cutoff"]).sum()),
+            int((gpu_dur < cpu_dur).sum()))
 
 
 def run_launch(engine, *, events: bool = False, runtime_cutoff: float = 50, launch_delay_cutoff: float = 100,
                include_memory_events: bool = True, include_last_step: bool = False,
                extra_launch_names: Sequence[str] = ()) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    params.update(events=events, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff,
-                  include_memory_events=include_memory_events, extra_launch_names=list(extra_launch_names))
-    parts = [r for part in engine.run(launch_task, params) for r in part]
+    got = hta_map(engine, rank_launches, {
+        "include_last_step": include_last_step, "events": events, "runtime_cutoff": runtime_cutoff,
+        "launch_delay_cutoff": launch_delay_cutoff, "include_memory_events": include_memory_events,
+        "extra_launch_names": list(extra_launch_names)})
     if events:
-        rows = [dict(zip(EVENTS, r)) for r in parts]
-        rows.sort(key=lambda r: r["rank"])  # stable: each rank's rows keep HTA's order
+        rows = [dict(zip(EVENTS, r)) for part in got.values() for r in part]
         return AnalysisResult("launch", EVENTS, rows, title="CPU-to-GPU launches (µs)")
-    rows = sorted((dict(zip(SUMMARY, r)) for r in parts), key=lambda r: r["rank"])
+    rows = [dict(zip(SUMMARY, r)) for r in got.values() if r is not None]
     return AnalysisResult("launch", SUMMARY, rows, title="CPU-to-GPU launch delays per rank (µs)",
                           notes=[f"outliers: runtime calls over {runtime_cutoff} µs, launch delays over "
                                  f"{launch_delay_cutoff} µs, GPU events shorter than their launch call"])
 
 
 # ----------------------------------------------------------------------------- overlap
-def overlap_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params)
-    return con.execute(state_time_sql((COMPUTATION, COMMUNICATION))).fetchall()
+def rank_overlap(f: Frame, options: dict) -> dict[int, float]:
+    return state_times(f, (COMPUTATION, COMMUNICATION))
 
 
 def run_overlap(engine, *, include_last_step: bool = False) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    per: dict[int, dict[int, float]] = defaultdict(dict)
-    for part in engine.run(overlap_task, params):
-        for rank, state, t in part:
-            per[rank][int(state)] = t
     rows = []
-    for rank in engine.store.ranks:
-        states = per.get(rank, {})
+    for rank, states in hta_map(engine, rank_overlap, {"include_last_step": include_last_step}).items():
         comm = states.get(2, 0.0) + states.get(3, 0.0)
         both = states.get(3, 0.0)
         pct = float(np.round(100 * both / comm, 2)) if comm else None

@@ -98,6 +98,12 @@ class AnalysisResult:
         return "".join(figures(self))
 
 
+def ranks_text(ranks: list[int], limit: int = 20) -> str:
+    """"0, 1, 2 and 30 more": a list of ranks for a note."""
+    text = ", ".join(map(str, ranks[:limit]))
+    return text + (f" and {len(ranks) - limit} more" if len(ranks) > limit else "")
+
+
 def _json_value(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None

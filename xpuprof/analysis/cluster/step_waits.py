@@ -1,8 +1,7 @@
 """What ``stragglers`` reads: per rank its ProfilerStep ranges and the collectives it ran, and from them
 one row per (rank, step): when the step started, how long it took, and how long the rank spent in
-collectives in it. From a trace store (``task``, a DuckDB task: SQL only fetches rows) or from Kineto
-JSON trace files (``read_trace``, streamed as columns); both hand the same arrays to one rule,
-``step_rows``.
+collectives in it, from a rank group's TraceTable (``trace_rows``, an engine's task over a store or Kineto
+JSON files alike): one rule, ``step_rows``.
 
 - Steps: the ``ProfilerStep#N`` ranges torch.profiler's and xpuprof's ``step()`` record on the host
   (categories ``HOST_CATEGORIES``); one per (rank, N): the longest (the earliest of equal ones).
@@ -26,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..engines.base import Reads
 from ..event_table import TIME_LIMIT_NS
 from .frame import COMMUNICATION_KERNEL
 
@@ -135,52 +135,21 @@ def combine(parts: Sequence[np.ndarray]) -> np.ndarray:
     return out[np.lexsort((out[:, 1], out[:, 0]))]
 
 
-# ----------------------------------------------------------------------------- a trace store
-def task(con, ranks: Sequence[int], params: dict) -> list[list[int]]:
-    """DuckDB task: the per-(rank, step) rows of ``ranks`` (plain lists: what Ray sends back)."""
-    limit = TIME_LIMIT_NS
-    cats = ", ".join(f"'{c}'" for c in HOST_CATEGORIES)
-    timed = f"dur IS NOT NULL AND abs(ts) < {limit} AND abs(dur) < {limit}"
-    bases = con.execute("SELECT rank, coalesce(base_time_ns, 0) AS base FROM ranks").fetchnumpy()
-    steps = con.execute(f"""SELECT rank, name, ts, dur FROM slices
-        WHERE cat IN ({cats}) AND regexp_full_match(name, {_sql_text(STEP_NAME.pattern)}) AND {timed}""").fetchnumpy()
-    device = con.execute(f"""
-        WITH k AS (SELECT rank, ts, dur, correlation FROM slices
-                   WHERE regexp_matches(name, {_sql_text(COMMUNICATION_KERNEL.pattern)}) AND stream >= 0 AND {timed}),
-        l AS (SELECT s.rank, s.correlation, max(s.ts) AS ts FROM slices s
-              JOIN (SELECT DISTINCT rank, correlation FROM k WHERE correlation IS NOT NULL) c
-                ON s.rank = c.rank AND s.correlation = c.correlation
-              WHERE coalesce(s.stream, -1) < 0 AND s.dur IS NOT NULL AND abs(s.ts) < {limit}
-              GROUP BY s.rank, s.correlation)
-        SELECT k.rank, coalesce(l.ts, k.ts) AS issued, k.ts, k.dur FROM k
-        LEFT JOIN l ON k.rank = l.rank AND k.correlation = l.correlation""").fetchnumpy()
-    host = con.execute(f"""SELECT rank, ts, dur FROM slices WHERE cat = '{HOST_COLLECTIVE_CATEGORY}'
-        AND regexp_matches(name, {_sql_text(HOST_COLLECTIVE.pattern)}) AND {timed}""").fetchnumpy()
-    number_of = {n: step_number(n) for n in set(steps["name"].tolist())}  # names of steps: short, few
-    step_no = np.array([number_of[n] for n in steps["name"].tolist()], np.int64)
-    base_of = {int(r): _base(int(b)) for r, b in zip(bases["rank"], bases["base"])}
-    srank, drank, hrank = (np.asarray(t["rank"], np.int64) for t in (steps, device, host))
-    dev = np.stack([np.asarray(device[c], np.int64) for c in ("issued", "ts", "dur")], 1).reshape(-1, 3)
-    hst = np.stack([np.asarray(host[c], np.int64) for c in ("ts", "dur")], 1).reshape(-1, 2)
-    parts = []
-    for r in np.unique(srank).tolist():
-        base = base_of.get(r, 0)
-        mine = srank == r
-        inputs = RankInputs(r, step_no[mine], base + np.asarray(steps["ts"], np.int64)[mine],
-                            np.asarray(steps["dur"], np.int64)[mine],
-                            dev[drank == r] + np.array([base, base, 0], np.int64),
-                            hst[hrank == r] + np.array([base, 0], np.int64))
-        parts.append(step_rows(inputs))
-    return combine(parts).tolist()
+# ----------------------------------------------------------------------------- a rank group's table
+READS = Reads(("slices",), {"slices": ["dur", "stream", "correlation"]})
 
 
-def _base(value) -> int:
-    """A rank's base time, 0 when absent or beyond what the times' int64 sums hold."""
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) and abs(value) < TIME_LIMIT_NS else 0
-
-
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def trace_rows(table, params: dict) -> list[tuple]:
+    """Task (``Engine.map``): per trace of the group, (where it was read from, its rank: -1 when it does not
+    name one and ``named_only``, whether it is a merged view, its per-(rank, step) rows as lists)."""
+    out = []
+    for trace, info in enumerate(table.traces):
+        if info.merged_ranks:
+            out.append((info.origin, -1, True, []))
+            continue
+        rank = info.rank if info.named or not params.get("named_only") else -1
+        out.append((info.origin, rank, False, step_rows(table_inputs(table, trace, rank)).tolist()))
+    return out
 
 
 # ----------------------------------------------------------------------------- Kineto JSON files
@@ -251,10 +220,15 @@ def read_trace(path) -> tuple[dict, RankInputs]:
 
 
 def table_inputs(table, trace: int, rank: int) -> RankInputs:
-    """One trace of a TraceTable as ``step_rows``' inputs (times: the table's epoch ns)."""
-    c = table.columns("slices", trace, keep=False)
+    """One trace of a TraceTable as ``step_rows``' inputs (times: the table's epoch ns), segment by segment
+    (each with its own strings: ``_Rows`` gathers chunks, so no concatenation merges their dictionaries)."""
     rows = _Rows()
-    if len(c):
+    for segment in table.segments_of("slices"):
+        if segment.trace != trace:
+            continue
+        c = segment.flat()
+        if not len(c):
+            continue
         ts = np.asarray(c.ts, np.int64)
         dur = np.asarray(c.dur, np.int64)
         timed = np.ones(len(c), bool) if c.dur_present is None else np.asarray(c.dur_present, bool)

@@ -22,7 +22,7 @@ spread over ranks is estimated, so no rank count is too small. The last step is 
 ``include_last_step`` (HTA's convention: its time holds the profiler's stop).
 
 ``judge`` is the rule: plain numpy over the per-(rank, step) rows, whichever engine or reader
-fetched them (``run``: a store through an engine; ``from_traces``: Kineto JSON files).
+read them (``run``: the ranks an engine reads, a store's or trace files'; ``from_traces``: files).
 """
 from __future__ import annotations
 
@@ -310,44 +310,42 @@ def _num(x, digits: int | None = None) -> float | None:
 # ----------------------------------------------------------------------------- sources
 def run(engine, *, threshold_pct: float = DEFAULT_THRESHOLD_PCT, min_us: float = DEFAULT_MIN_US,
         include_last_step: bool = False) -> AnalysisResult:
-    """A store through an engine (``analyze``, the store's report)."""
-    _check_options(threshold_pct, min_us)
-    parts = [np.array(p, np.int64).reshape(-1, len(step_waits.COLUMNS)) for p in engine.run(step_waits.task)]
-    return result(judge(step_waits.combine(parts), threshold_pct=threshold_pct, min_us=min_us,
-                        include_last_step=include_last_step))
-
-
-def from_traces(paths: Iterable, *, threshold_pct: float = DEFAULT_THRESHOLD_PCT, min_us: float = DEFAULT_MIN_US,
-                include_last_step: bool = False) -> AnalysisResult:
-    """Kineto JSON trace files (one per rank; ``report``'s per-rank view). A file whose rank is unknown,
-    a rank two files claim and a merged view (``xpuprof merge``) are left out, each said in a note."""
-    from ...trace.read.kineto_stream import TraceStreamError
-    from ..event_table import ReportError
+    """The ranks an engine reads (``analyze``, the report's per-rank view): a store's ranks, or trace files. A
+    file whose rank is unknown, a rank two files claim and a merged view (``xpuprof merge``) are left out,
+    each said in a note."""
+    from ..engines.sources import TraceFiles
 
     _check_options(threshold_pct, min_us)
+    params = {"named_only": isinstance(engine.source, TraceFiles)}
     parts: list[np.ndarray] = []
     notes: list[str] = []
     seen: dict[int, object] = {}
-    for path in paths:
-        try:
-            header, inputs = step_waits.read_trace(path)
-        except TraceStreamError as exc:
-            raise ReportError(str(exc)) from None
-        if "mergedRanks" in header:
-            notes.append(f"{path}: a merged view of several ranks (xpuprof merge) is left out; give the per-rank traces")
-        elif inputs.rank < 0:
-            notes.append(f"{path}: left out: no rank in its distributedInfo or its name (.rank<N>.)")
-        elif inputs.rank in seen:
-            notes.append(f"{path}: left out: rank {inputs.rank} is also {seen[inputs.rank]}'s")
+    for origin, rank, merged, rows in (t for part in engine.map(step_waits.trace_rows, params, step_waits.READS)
+                                       for t in part):
+        if merged:
+            notes.append(f"{origin}: a merged view of several ranks (xpuprof merge) is left out; give the per-rank "
+                         "traces")
+        elif rank < 0:
+            notes.append(f"{origin}: left out: no rank in its distributedInfo or its name (.rank<N>.)")
+        elif rank in seen:
+            notes.append(f"{origin}: left out: rank {rank} is also {seen[rank]}'s")
         else:
-            seen[inputs.rank] = path
-            parts.append(step_waits.step_rows(inputs))
+            seen[rank] = origin
+            parts.append(np.array(rows, np.int64).reshape(-1, len(step_waits.COLUMNS)))
     if not seen and notes:  # nothing to compare: what was left out says why
         return AnalysisResult("stragglers", COLUMNS, [], notes, title="Stragglers")
     got = result(judge(step_waits.combine(parts), threshold_pct=threshold_pct, min_us=min_us,
                        include_last_step=include_last_step))
     got.notes[:0] = notes
     return got
+
+
+def from_traces(paths: Iterable, **options) -> AnalysisResult:
+    """Kineto JSON trace files (one per rank), as ``run`` reads them."""
+    from ..engines import open_engine
+
+    with open_engine(list(paths)) as engine:
+        return run(engine, **options)
 
 
 def _check_options(threshold_pct: float, min_us: float) -> None:

@@ -4,8 +4,8 @@
 
 HTA sorts these events with pandas' default sort (numpy's quicksort, not stable), so events at the
 same timestamp come in an order only that sort decides, and queue lengths and bandwidth sums
-depend on it. Each task therefore fetches a rank's events in HTA's row order and sorts them with
-the same numpy sort on the same dtype, which gives HTA's order; SQL filters and joins before that.
+depend on it. Each rank's events are therefore put in HTA's row order and sorted with the same numpy
+sort on the same dtype, which gives HTA's order.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .frame import MEMORY, create_frame, index_correlation_sql, rank_batches, steps_params
+from .frame import DESCRIBE, MEMORY, Frame, describe, hta_map, memory_kernel_type
 from .result import AnalysisResult
 
 KERNEL_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
@@ -23,67 +23,44 @@ LAUNCH_NAMES = ("cudaMemsetAsync", "cudaMemcpyAsync", "cudaLaunchKernel", "cudaL
                 "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel", "hipExtModuleLaunchKernel",
                 "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream")
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
-DESCRIBE = ("count", "mean", "std", "min", "p25", "p50", "p75", "max")
 
 
-def _sql_names(names: Sequence[str]) -> str:
-    return ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-
-
-def _frame_with_links() -> str:
-    return f"""(SELECT f.*, ic.index_correlation FROM hta_frame f JOIN ({index_correlation_sql()}) ic
-                ON f.rank = ic.rank AND f.idx = ic.idx)"""
-
-
-def describe(values: np.ndarray) -> dict:
-    """pandas' ``describe()`` of one column (std with ddof 1, quartiles linearly interpolated)."""
-    v = np.asarray(values, np.float64)
-    n = len(v)
-    q = np.quantile(v, [0.25, 0.5, 0.75]) if n else [np.nan] * 3
-    return {"count": n, "mean": float(v.mean()) if n else None, "std": float(v.std(ddof=1)) if n > 1 else None,
-            "min": float(v.min()) if n else None, "p25": float(q[0]), "p50": float(q[1]), "p75": float(q[2]),
-            "max": float(v.max()) if n else None}
+def _quicksort(ts: np.ndarray) -> np.ndarray:
+    """HTA's sort of these rows by time: numpy's quicksort, on int64 when every time is whole (pandas' dtype)."""
+    return np.argsort(ts.astype(np.int64) if np.all(ts == np.floor(ts)) else ts, kind="quicksort")
 
 
 # ----------------------------------------------------------------------------- idle
-def idle_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params, kernel_types=False)
-    sql = f"""
-    WITH f AS {_frame_with_links()},
-    k AS (SELECT * FROM f WHERE stream <> -1 AND cat IN ({_sql_names(KERNEL_CATEGORIES)}))
-    SELECT k.rank, k.stream, k.ts, k.dur, r.ts AS ts_runtime FROM k
-    LEFT JOIN (SELECT DISTINCT rank, idx, ts FROM f) r ON r.rank = k.rank AND r.idx = k.index_correlation
-    ORDER BY k.rank, k.part, k.idx"""
-    delay = params["consecutive_kernel_delay"]
+def rank_idle(f: Frame, options: dict) -> list[tuple]:
+    """(stream, idle category, time) of one rank: each gap before a kernel on its stream is host wait when
+    the kernel's launch ended after the previous kernel, kernel wait when shorter than the delay option."""
+    k = f.take((f.stream != -1) & f.where("cat", KERNEL_CATEGORIES.__contains__))
+    at = {i: t for i, t in zip(f.idx.tolist(), f.ts.tolist())}  # the launch's start, by its index
+    launched = np.array([at.get(i, np.nan) for i in k.index_correlation.tolist()], np.float64)
     out = []
-    for rank, c in rank_batches(con, sql):
-        streams = list(dict.fromkeys(c["stream"].tolist()))
-        for stream in streams:
-            sel = c["stream"] == stream
-            ts = c["ts"][sel].astype(np.int64) if np.all(c["ts"][sel] == np.floor(c["ts"][sel])) else c["ts"][sel]
-            order = np.argsort(ts, kind="quicksort")
-            start = c["ts"][sel][order]
-            end = start + c["dur"][sel][order]
-            runtime = np.asarray(c["ts_runtime"][sel][order], np.float64)
-            prev_end = np.concatenate([[np.nan], end[:-1]])
-            gap = start - prev_end
-            with np.errstate(invalid="ignore"):
-                host = runtime > prev_end
-                kernel = ~host & (gap < delay)
-            cat = np.where(host, 0, np.where(kernel, 1, 2))
-            sums = {i: float(np.nansum(gap[cat == i])) for i in np.unique(cat).tolist()}
-            out += [(rank, int(stream), IDLE_CATEGORIES[i], t) for i, t in sums.items()]
+    for stream in dict.fromkeys(k.stream.tolist()):
+        sel = k.stream == stream
+        order = _quicksort(k.ts[sel])
+        start = k.ts[sel][order]
+        end = start + k.dur[sel][order]
+        runtime = launched[sel][order]
+        prev_end = np.concatenate([[np.nan], end[:-1]])
+        gap = start - prev_end
+        with np.errstate(invalid="ignore"):
+            host = runtime > prev_end
+            kernel = ~host & (gap < options["consecutive_kernel_delay"])
+        cat = np.where(host, 0, np.where(kernel, 1, 2))
+        out += [(int(stream), IDLE_CATEGORIES[i], float(np.nansum(gap[cat == i]))) for i in np.unique(cat).tolist()]
     return out
 
 
 def run_idle(engine, *, consecutive_kernel_delay: float = 30, include_last_step: bool = False) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    params["consecutive_kernel_delay"] = consecutive_kernel_delay
-    rows = []
     per_stream: dict[tuple, list] = defaultdict(list)
-    for part in engine.run(idle_task, params):
-        for rank, stream, cat, t in part:
+    for rank, part in hta_map(engine, rank_idle, {"consecutive_kernel_delay": consecutive_kernel_delay,
+                                                  "include_last_step": include_last_step}).items():
+        for stream, cat, t in part:
             per_stream[(rank, stream)].append((cat, t))
+    rows = []
     for (rank, stream), cats in sorted(per_stream.items()):
         total = sum(t for _, t in cats)
         for cat, t in sorted(cats, key=lambda x: IDLE_CATEGORIES.index(x[0])):
@@ -95,70 +72,66 @@ def run_idle(engine, *, consecutive_kernel_delay: float = 30, include_last_step:
 
 
 # ----------------------------------------------------------------------------- queue length
-def queue_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params, kernel_types=False)
-    names = _sql_names(LAUNCH_NAMES + tuple(params.get("extra_launch_names", ())))
-    # HTA's rows: the launches (with the stream of the GPU events of their correlation; none: left
-    # out), then those GPU events, each list in frame order; then one sort by ts.
-    sql = f"""
-    WITH f AS {_frame_with_links()},
-    g AS (SELECT * FROM f WHERE stream <> -1),
-    l AS (SELECT * FROM f WHERE name IN ({names}) AND index_correlation > 0),
-    rows AS (
-        SELECT l.rank, 0 AS side, l.part, l.idx, g.part AS gpart, g.idx AS gidx, l.ts, g.stream, 1 AS q
-        FROM l LEFT JOIN g ON l.rank = g.rank AND l.correlation = g.correlation
-        UNION ALL
-        SELECT g.rank, 1, g.part, g.idx, 0, 0, g.ts, g.stream, -1 FROM g
-        WHERE g.correlation IN (SELECT correlation FROM l WHERE l.rank = g.rank))
-    SELECT rank, ts, stream, q FROM rows ORDER BY rank, side, part, idx, gpart, gidx"""
-    out = []
-    for rank, c in rank_batches(con, sql):
-        order = np.argsort(c["ts"].astype(np.int64) if np.all(c["ts"] == np.floor(c["ts"])) else c["ts"],
-                           kind="quicksort")
-        stream = np.asarray(c["stream"], np.float64)[order]
-        q = c["q"][order]
-        for s in np.unique(stream[~np.isnan(stream)]).tolist():
-            out.append((rank, int(s), describe(np.cumsum(q[stream == s]))))
-    return out
+def rank_queue(f: Frame, options: dict) -> list[tuple]:
+    """(stream, queue length statistics) of one rank. HTA's rows: the launches (each with the stream of the
+    GPU events of its correlation; none: left out), then those GPU events, each list in row order; then one
+    sort by time; the queue is the running count of launches less finished events."""
+    gpu = np.flatnonzero(f.stream != -1)
+    launch = np.flatnonzero(f.named(LAUNCH_NAMES + tuple(options.get("extra_launch_names", ())))
+                            & (f.index_correlation > 0))
+    by_corr = gpu[np.argsort(f.correlation[gpu], kind="stable")]
+    corr_sorted = f.correlation[by_corr]
+    lo = np.searchsorted(corr_sorted, f.correlation[launch], "left")
+    hi = np.searchsorted(corr_sorted, f.correlation[launch], "right")
+    n = np.maximum(hi - lo, 1)  # a launch with no GPU event is one row without a stream
+    matched = np.repeat(hi > lo, n)
+    pick = np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    stream = np.where(matched, f.stream[by_corr[np.minimum(pick, max(len(by_corr) - 1, 0))]]
+                      if len(by_corr) else np.nan, np.nan).astype(np.float64)
+    done = gpu[np.isin(f.correlation[gpu], f.correlation[launch])]
+    ts = np.concatenate([np.repeat(f.ts[launch], n), f.ts[done]])
+    q = np.concatenate([np.ones(int(n.sum()), np.int64), -np.ones(len(done), np.int64)])
+    stream = np.concatenate([stream, f.stream[done].astype(np.float64)])
+    order = _quicksort(ts)
+    stream, q = stream[order], q[order]
+    return [(int(s), describe(np.cumsum(q[stream == s]))) for s in np.unique(stream[~np.isnan(stream)]).tolist()]
 
 
 def run_queue(engine, *, include_last_step: bool = False, extra_launch_names: Sequence[str] = ()) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    params["extra_launch_names"] = list(extra_launch_names)
-    rows = [{"rank": r, "stream": s, **d} for part in engine.run(queue_task, params) for r, s, d in part]
-    rows.sort(key=lambda r: (r["rank"], r["stream"]))
+    got = hta_map(engine, rank_queue, {"include_last_step": include_last_step,
+                                       "extra_launch_names": list(extra_launch_names)})
+    rows = sorted(({"rank": r, "stream": s, **d} for r, part in got.items() for s, d in part),
+                  key=lambda r: (r["rank"], r["stream"]))
     return AnalysisResult("queue", ["rank", "stream", *DESCRIBE], rows,
                           title="Queue length (launched, not yet finished GPU operations) per rank and stream",
                           units={c: "operations" for c in DESCRIBE if c != "count"})
 
 
 # ----------------------------------------------------------------------------- memory bandwidth
-def membw_task(con, ranks: Sequence[int], params: dict) -> list[tuple]:
-    create_frame(con, params)
-    sql = f"""
-    SELECT f.rank, k.memory_type AS name, f.ts, CASE WHEN f.dur = 0 THEN 1 ELSE f.dur END AS dur, f.memory_bw_gbps AS bw
-    FROM hta_frame f JOIN ktypes k ON f.name = k.name
-    WHERE f.stream <> -1 AND k.kernel_type = '{MEMORY}' ORDER BY f.rank, f.part, f.idx"""
+def rank_memory_bw(f: Frame, options: dict) -> list[tuple]:
+    """(copy kind, bandwidth statistics) of one rank: HTA puts each copy's bandwidth at its start (+) and end
+    (-), sorts them by time and keeps the running sum per kind where it is positive."""
+    m = f.take((f.stream != -1) & f.of_types((MEMORY,)))
+    kind = np.array([memory_kernel_type(t) if t is not None else "" for t in m.texts], object)[m.name]
+    dur = np.where(m.dur == 0, 1, m.dur)
+    t = np.concatenate([m.ts, m.ts + dur]).astype(np.float64)
+    bw = np.concatenate([m.memory_bw, -m.memory_bw]).astype(np.float64)
+    name = np.concatenate([kind, kind])
+    order = np.argsort(t, kind="quicksort")
+    bw, name = bw[order], name[order]
     out = []
-    for rank, c in rank_batches(con, sql):
-        # HTA: the starts (+bw), then the ends (-bw), one sort by time, a running sum per copy kind.
-        t = np.concatenate([c["ts"], c["ts"] + c["dur"]]).astype(np.float64)
-        bw = np.concatenate([c["bw"], -c["bw"]]).astype(np.float64)
-        name = np.concatenate([c["name"], c["name"]])
-        order = np.argsort(t, kind="quicksort")
-        bw, name = bw[order], name[order]
-        for n in sorted(set(name.tolist())):
-            series = np.cumsum(bw[name == n])
-            positive = series[series > 0]
-            if len(positive):
-                out.append((rank, n, describe(positive)))
+    for n in sorted(set(name.tolist())):
+        series = np.cumsum(bw[name == n])
+        positive = series[series > 0]
+        if len(positive):
+            out.append((n, describe(positive)))
     return out
 
 
 def run_memory_bw(engine, *, include_last_step: bool = False) -> AnalysisResult:
-    params = steps_params(engine, include_last_step=include_last_step)
-    rows = [{"rank": r, "name": n, **d} for part in engine.run(membw_task, params) for r, n, d in part]
-    rows.sort(key=lambda r: (r["rank"], r["name"]))
+    got = hta_map(engine, rank_memory_bw, {"include_last_step": include_last_step})
+    rows = sorted(({"rank": r, "name": n, **d} for r, part in got.items() for n, d in part),
+                  key=lambda r: (r["rank"], r["name"]))
     return AnalysisResult("memory-bw", ["rank", "name", *DESCRIBE], rows,
                           title="Memory bandwidth of copies and sets (GB/s) per rank",
                           units={c: "GB/s" for c in DESCRIBE if c != "count"})

@@ -1,20 +1,29 @@
-"""What every engine shares (``Engine``, ``EngineError``, the task signature, the DuckDB defaults); the
-engines import these, never the package that opens them."""
+"""What every engine shares (``Engine``, ``EngineError``, what a task reads, the defaults); the engines
+import these, never the package that opens them."""
 from __future__ import annotations
 
 import os
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterable, Sequence
-
-from ...trace.read.store import Store
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 ENGINES = ("duckdb", "ray")
-Task = Callable[[Any, Sequence[int], dict], Any]
+Task = Callable[[Any, dict], Any]  # (a rank group's TraceTable, params) -> a partial result
+Query = Callable[[Any, Sequence[int], dict], Any]  # (a DuckDB connection, the group's ranks, params) -> rows
 
 
 class EngineError(ValueError):
     """An engine that cannot run here or as configured; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a task reads of its rank group (push-down): the kinds of rows, and per kind the store columns it
+    needs beyond where and when a row is (None: every column)."""
+
+    kinds: tuple[str, ...] = ("slices",)
+    columns: dict | None = None
 
 
 def default_group_events() -> int:
@@ -97,17 +106,33 @@ def check_engine_options(kind: str, options: dict, names: dict[str, str] | None 
 
 
 class Engine(ABC):
-    """Runs tasks over a store's ranks."""
+    """Runs tasks over the rank groups of a source (``sources``: a trace store, or trace files)."""
 
     name = ""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, source) -> None:
+        self.source = source
         self.nodes: list[str] = []  # where the last run's tasks ran (one entry per task)
 
+    @property
+    def store(self):
+        """The trace store the engine reads (``EngineError`` when it reads trace files)."""
+        return self.source.need_store("a trace store")
+
+    @property
+    def ranks(self) -> list[int]:
+        return self.source.ranks
+
     @abstractmethod
-    def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
-        """The task's result per rank group, in rank order."""
+    def map(self, task: Task, params: dict | None = None, reads: Reads = Reads(),
+            units: Iterable | None = None) -> list[Any]:
+        """``task(table, params)`` per group of the source's units (a store's ranks, the trace files), each
+        group read as one TraceTable as ``reads`` says; the results in group order."""
+
+    @abstractmethod
+    def run(self, query: Query, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
+        """A DuckDB query per group of a store's ranks: ``query(con, ranks, params)`` on a connection whose
+        views ``slices``, ``counters``, ``flows``, ``instants`` and ``ranks`` hold the group's ranks."""
 
     def close(self) -> None:
         pass
@@ -117,3 +142,18 @@ class Engine(ABC):
 
     def __exit__(self, *_) -> None:
         self.close()
+
+
+def per_rank_slices(table) -> Iterator[tuple[int, Any, Any]]:
+    """(rank, its rank table row, its slice columns) per rank of a table (a merged view's rows by their own
+    rank column; rows of no rank are left out)."""
+    import numpy as np  # here: `xpuprof analyze --help` reads ENGINES from this module and loads no numpy
+
+    for trace, info in enumerate(table.traces):
+        s = table.columns("slices", trace, keep=False)
+        if not info.merged_ranks:
+            yield info.rank, info, s
+            continue
+        rank = np.asarray(s.rank)
+        for r in np.unique(rank[rank >= 0]).tolist():
+            yield r, info, s.take(rank == r)

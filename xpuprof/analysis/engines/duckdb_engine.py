@@ -1,7 +1,8 @@
-"""The embedded engine: DuckDB in this process over the store's Parquet files.
+"""The embedded engine: rank groups one after the other in this process.
 
-``connect`` is also what each Ray task runs on its node: a connection whose views hold the given
-ranks only, with a memory limit (DuckDB spills to a private temporary directory beyond it).
+``map`` reads each group as a TraceTable (the analyses); ``run`` gives a DuckDB query a connection whose
+views hold the group's ranks of a store, with a memory limit (DuckDB spills to a private temporary
+directory beyond it). ``connect`` and ``map_group`` are also what each Ray task runs on its node.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from ...trace.read.store import Store, StoreError, verify_checksums
 from ...trace.store_schema import RANKS_TABLE, TABLES
-from .base import Engine, EngineError, Task, default_group_events, default_memory_limit
+from .base import Engine, EngineError, Query, Reads, Task, default_group_events, default_memory_limit
 
 
 def _duckdb():
@@ -74,9 +75,9 @@ def connect(store: Store, ranks: Sequence[int], *, memory_limit: str | None = No
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memory_limit: str | None,
+def run_task(store: Store, ranks: Sequence[int], task: Query, params: dict, memory_limit: str | None,
              threads: int | None) -> Any:
-    """One task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
+    """One query task over ``ranks``; a DuckDB error reading a file becomes one StoreError line."""
     duckdb = _duckdb()
     verify_checksums(store, ranks)  # DuckDB verifies no checksum itself: a flipped bit would be other numbers
     try:
@@ -95,47 +96,61 @@ def run_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memor
         raise StoreError(f"{store.path}: a Parquet file is unreadable (truncated or corrupt?): {first}") from None
 
 
-def rank_groups(store: Store, ranks: Sequence[int], group_events: int) -> list[list[int]]:
-    """Consecutive ranks in groups of at most ``group_events`` slices each (by the ranks' metadata;
-    a bigger rank is a group of its own)."""
-    groups: list[list[int]] = []
+def map_group(source, units: Sequence, task: Task, params: dict, reads: Reads) -> Any:
+    """One task over a group of the source's units, read as one TraceTable."""
+    return task(source.read(list(units), reads), dict(params))
+
+
+def rank_groups(source, units: Sequence, group_events: int) -> list[list]:
+    """Consecutive units in groups of at most ``group_events`` slices each (by the source's weights; a bigger
+    unit is a group of its own)."""
+    groups: list[list] = []
     size = 0
-    for rank in ranks:
-        n = int(store.meta(rank).get("slices") or 0)
+    for unit in units:
+        n = source.weight(unit)
         if not groups or size + n > group_events:
             groups.append([])
             size = 0
-        groups[-1].append(rank)
+        groups[-1].append(unit)
         size += n
     return groups
 
 
 class DuckDBEngine(Engine):
-    """Ranks in groups of about ``group_events`` slices, one group after the other, each in a fresh
-    connection: memory stays that of one group's queries however many ranks the store holds (every
-    task is per rank; the analyses combine the groups' partials as they combine Ray's)."""
+    """Units in groups of about ``group_events`` slices, one group after the other: memory stays that of one
+    group however many ranks the source holds (the analyses combine the groups' partials as they combine
+    Ray's)."""
 
     name = "duckdb"
 
-    def __init__(self, store: Store, *, memory_limit: str | None = None, threads: int | None = None,
+    def __init__(self, source, *, memory_limit: str | None = None, threads: int | None = None,
                  group_events: int | None = None) -> None:
-        super().__init__(store)
-        _duckdb()
+        super().__init__(source)
         self.memory_limit = memory_limit
         self.threads = threads
         self.group_events = default_group_events() if group_events is None else int(group_events)
         if self.group_events < 1:
             raise EngineError(f"group_events must be positive, not {group_events}")
 
-    def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
-        ranks = self.store.ranks if ranks is None else sorted(ranks)
-        groups = rank_groups(self.store, ranks, self.group_events) or [[]]
+    def _groups(self, units) -> list[list]:
+        units = self.source.units if units is None else sorted(units)
+        groups = rank_groups(self.source, units, self.group_events) or [[]]
         self.nodes = [f"local:{os.getpid()}"] * len(groups)
+        return groups
+
+    def map(self, task: Task, params: dict | None = None, reads: Reads = Reads(), units=None) -> list[Any]:
         from ...progress import bar
 
+        groups = self._groups(units)
         out = []
-        with bar("analyzing", len(ranks), unit="ranks") as shown:
+        with bar("analyzing", sum(map(len, groups)), unit="ranks") as shown:
             for group in groups:
-                out.append(run_task(self.store, group, task, params or {}, self.memory_limit, self.threads))
+                out.append(map_group(self.source, group, task, params or {}, reads))
                 shown.advance(len(group))
         return out
+
+    def run(self, query: Query, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
+        store = self.store
+        _duckdb()
+        return [run_task(store, group, query, params or {}, self.memory_limit, self.threads)
+                for group in self._groups(ranks)]

@@ -1,8 +1,10 @@
-"""Many machines: the store's rank partitions in groups, one Ray task per group, spread over the nodes.
+"""Many machines: the source's units (a store's rank partitions, trace files) in groups, one Ray task per
+group, spread over the nodes.
 
-Each task opens its own DuckDB on the node it runs on (``duckdb_engine.connect`` over its group's
-files; the store must be visible there, as on a shared file system) and returns its partial
-result; the driver combines them. No shuffle: a partial is a few rows per rank or per kernel.
+Each task reads its group on the node it runs on (``duckdb_engine.map_group``: a TraceTable; or, for a
+query, ``duckdb_engine.connect``: DuckDB over its group's files), so the inputs must be visible there, as
+on a shared file system, and returns its partial result; the driver combines them. No shuffle: a
+partial is a few rows per rank or per kernel.
 
 Cluster: ``address`` or ``RAY_ADDRESS`` joins a running cluster; else a local one is started on
 127.0.0.1 without a dashboard and shut down when the engine closes. A Ray already initialized in
@@ -15,9 +17,8 @@ import os
 import sys
 from typing import Any, Iterable, Sequence
 
-from ...trace.read.store import Store
-from .base import Engine, EngineError, Task
-from .duckdb_engine import run_task
+from .base import Engine, EngineError, Query, Reads, Task
+from .duckdb_engine import map_group, run_task
 
 log = logging.getLogger("xpuprof")
 
@@ -43,11 +44,10 @@ def _ray(loopback: bool = False):
     return ray
 
 
-def _group_task(store: Store, ranks: Sequence[int], task: Task, params: dict, memory_limit: str | None,
-                threads: int | None) -> tuple[str, Any]:
+def _group_task(run, *args) -> tuple[str, Any]:
     import ray
 
-    return ray.get_runtime_context().get_node_id(), run_task(store, ranks, task, params, memory_limit, threads)
+    return ray.get_runtime_context().get_node_id(), run(*args)
 
 
 def split_groups(ranks: Sequence[int], groups: int) -> list[list[int]]:
@@ -66,9 +66,9 @@ def split_groups(ranks: Sequence[int], groups: int) -> list[list[int]]:
 class RayEngine(Engine):
     name = "ray"
 
-    def __init__(self, store: Store, *, address: str | None = None, groups: int | None = None,
+    def __init__(self, source, *, address: str | None = None, groups: int | None = None,
                  memory_limit: str | None = None, threads: int | None = 1) -> None:
-        super().__init__(store)
+        super().__init__(source)
         address = address or os.environ.get("RAY_ADDRESS")
         ray = _ray(loopback=not address or address.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"))
         self._ray = ray
@@ -96,19 +96,20 @@ class RayEngine(Engine):
             raise EngineError("the Ray cluster has no alive node with a CPU")
         return sorted(nodes)
 
-    def run(self, task: Task, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
+    def _spread(self, units, call) -> list[Any]:
+        """``call(group)`` -> (function, args) per group of ``units``, one Ray task each, round-robin over the
+        nodes (every node gets groups); the results in group order."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        ranks = self.store.ranks if ranks is None else sorted(ranks)
+        units = self.source.units if units is None else sorted(units)
         nodes = self._nodes()
         n_groups = self.groups or max(len(nodes), int(sum(cpu for _, cpu in nodes)))
         refs = []
-        groups = split_groups(ranks, n_groups)
+        groups = split_groups(units, n_groups)
         for i, group in enumerate(groups):
-            part = Store(self.store.path, {r: self.store.partitions[r] for r in group})
             node = nodes[i % len(nodes)][0]  # round-robin: every node gets groups
             refs.append(self._remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
-                        .remote(part, group, task, params or {}, self.memory_limit, self.threads))
+                        .remote(*call(group)))
         try:
             results = self._gather(refs, [len(g) for g in groups])
         except self._ray.exceptions.RayTaskError as exc:
@@ -118,6 +119,15 @@ class RayEngine(Engine):
             raise
         self.nodes = [node for node, _ in results]
         return [partial for _, partial in results]
+
+    def map(self, task: Task, params: dict | None = None, reads: Reads = Reads(), units=None) -> list[Any]:
+        return self._spread(units, lambda group: (map_group, self.source.part(group), group, task, params or {},
+                                                  reads))
+
+    def run(self, query: Query, params: dict | None = None, ranks: Iterable[int] | None = None) -> list[Any]:
+        self.store  # a query needs a store
+        return self._spread(ranks, lambda group: (run_task, self.source.part(group).store, group, query, params or {},
+                                                  self.memory_limit, self.threads))
 
     def _gather(self, refs: list, sizes: list[int]) -> list:
         """The tasks' results in order, a progress bar advancing by each group's ranks as it finishes."""

@@ -32,7 +32,11 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 class InputsError(ValueError):
-    """A path that names nothing to read; the message names it."""
+    """A path that names nothing to read; the message names it (``empty_dir``: a directory without traces)."""
+
+    def __init__(self, text: str, empty_dir: Path | None = None) -> None:
+        super().__init__(text)
+        self.empty_dir = empty_dir
 
 
 @dataclass
@@ -68,7 +72,7 @@ def expand_inputs(paths: Iterable[str | Path], *, strict: bool = True) -> Inputs
                 found, note = _walk(p)
                 if not found:
                     raise InputsError(f"{p}: directory holds no trace files ({TRACE_NAMES})"
-                                      + (f" ({note.split(': ', 1)[1]})" if note else ""))
+                                      + (f" ({note.split(': ', 1)[1]})" if note else ""), p)
                 out.traces += found
                 if note:
                     out.notes.append(note)

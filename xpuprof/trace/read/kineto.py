@@ -33,8 +33,8 @@ from .source import TraceLoadError
 MERGED_RANK_PID_STRIDE = LEGACY_MERGED_PID_STRIDE  # merged views written before pids stayed within 32 bits
 _RANK_IN_NAME = re.compile(r"(?:^|[^A-Za-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 
-__all__ = ["MERGED_RANK_PID_STRIDE", "TraceLoadError", "TraceReader", "read_header", "read_trace", "resolve_rank",
-           "time_error"]
+__all__ = ["MERGED_RANK_PID_STRIDE", "TraceLoadError", "TraceReader", "read_document", "read_header", "read_trace",
+           "resolve_rank", "time_error"]
 
 
 def rank_from_name(path) -> int | None:
@@ -88,10 +88,11 @@ class TraceReader:
 
     def __init__(self, path, *, rank: int | None = None, position: int | None = None,
                  chunk_bytes: int | None = None, limit: int | None = None, kinds=None, slice_args=True,
-                 counters=True) -> None:
+                 counters=True, document=None) -> None:
         self.path = Path(path)
         self.rank, self.position = rank, position
         kw = {"limit": limit} if limit is not None else {}
+        kw.update({"document": document} if document is not None else {})
         self.stream = KinetoStream(self.path, **kw) if chunk_bytes is None else KinetoStream(self.path, chunk_bytes, **kw)
         self.rows = KinetoRows(kinds=kinds, slice_args=slice_args, counters=counters)
         self.info: RankInfo | None = None
@@ -159,6 +160,14 @@ def read_trace(path, *, rank: int | None = None, position: int | None = None, ki
     slice, of none, or of the slices whose name satisfies a function) and ``counters`` (every counter event,
     or those whose category satisfies a function)."""
     reader = TraceReader(path, rank=rank, position=position, kinds=kinds, slice_args=slice_args, counters=counters)
+    segments = list(reader.segments())
+    return TraceTable(reader.finish(segments), [reader.info])
+
+
+def read_document(document, name: str = "<events>", *, rank: int | None = None, kinds=None) -> TraceTable:
+    """A trace already parsed - a document dict, or a list of event dicts (times in µs) - as a TraceTable, by
+    the rules a file's events follow (``name`` stands for the file in messages and rank rules)."""
+    reader = TraceReader(name, rank=rank, kinds=kinds, document=document)
     segments = list(reader.segments())
     return TraceTable(reader.finish(segments), [reader.info])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import orjson
@@ -197,6 +197,7 @@ class KinetoStream:
     events_read: int = 0
     keys_before_events: int = 0  # how many of ``header``'s keys come before traceEvents in the document
     limit: int | None = None  # XPUPROF_MAX_INPUT_BYTES by default (source.TraceInput)
+    document: Any = None  # a document already parsed (a dict, or a list of events): read instead of ``path``
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -206,6 +207,9 @@ class KinetoStream:
         return TraceLoadError(f"{self.path}: {what}")
 
     def chunks(self) -> Iterator[EventChunk]:
+        if self.document is not None:
+            yield from self._parsed(self.document)
+            return
         ts = native()
         with TraceInput(self.path, limit=self.limit) as src:
             if ts is None:
@@ -321,15 +325,19 @@ class KinetoStream:
 
             data = _plain_floats(json.loads(raw, parse_float=ExactFloat))
         del raw
+        yield from self._parsed(data)
+
+    def _parsed(self, data) -> Iterator[EventChunk]:
+        """A parsed document's events, in chunks of event objects (the rules' one-object-at-a-time path)."""
         if isinstance(data, list):
             data = {"traceEvents": data}
         if not isinstance(data, dict) or "traceEvents" not in data:
             raise self._fail("has no traceEvents array; not a Chrome trace")
         self.keys_before_events = list(data).index("traceEvents")
-        events = data.pop("traceEvents")
+        events = data["traceEvents"]  # not popped: a parsed document may be the caller's (read_document)
         if not isinstance(events, list):
             raise self._fail("its traceEvents is not an array; not a Chrome trace")
-        self.header.update(data)
+        self.header.update((k, v) for k, v in data.items() if k != "traceEvents")
         empty8 = np.zeros(0, np.uint8)
         for lo in range(0, len(events), DICT_CHUNK_EVENTS):
             part = events[lo:lo + DICT_CHUNK_EVENTS]

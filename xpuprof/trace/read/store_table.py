@@ -20,14 +20,14 @@ from ..table.columns import COLUMN_SETS, RowText, constant
 from ..table.model import FlatSegment, RankInfo, TraceTable
 from .store import Store, StoreError, open_store, verify_checksums
 
-_ALWAYS = ("idx", "ts", "pid", "pid_label", "tid", "tid_label", "name", "cat")
+_ALWAYS = ("idx", "ts", "name", "cat")  # what and when a row is; where (pid, tid) when asked for
 
 
 def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str] = TABLES,
                columns: dict[str, Sequence[str]] | None = None, slice_args=True, counters=True) -> TraceTable:
     """The store's ranks (``ranks``: only these) as one TraceTable. Push-down: ``kinds``: the tables to read
-    (the others stay empty); ``columns``: per table, the store columns to read beyond where and when a row
-    is (default: all of them); ``slice_args``: the args of every slice (True), of none (False), or of the
+    (the others stay empty); ``columns``: per table, the store columns to read beyond what and when a row
+    is (default: all of them; rows whose pid and tid are not read have none); ``slice_args``: the args of every slice (True), of none (False), or of the
     slices whose name satisfies a function (their row groups' args columns are read only then);
     ``counters``: every counter (True) or those whose category satisfies a function."""
     st = store if isinstance(store, Store) else open_store(store, ranks=ranks)
