@@ -143,8 +143,15 @@ def test_two_gloo_ranks_give_hta_comm_compute_overlap_and_stragglers(gloo_traces
     # numbers, not NaN (HTA divides by the communication kernels' time: NaN without any)
     assert all(math.isfinite(v) and 0 <= v <= 100 for v in overlap["comp_comm_overlap_pctg"])
     assert ta.get_profiler_steps() == [1, 2, 3, 4]
-    stragglers = ta.get_potential_stragglers(num_candidates=1)
-    assert len(stragglers) == 1 and stragglers[0] in (0, 1)
+    try:
+        stragglers = ta.get_potential_stragglers(num_candidates=1)
+    except TypeError as exc:
+        # HTA 0.5's own limit (tests/store/test_stragglers.py): when its duration filter leaves no iteration
+        # with the significant kernel on both ranks, its idxmax is NaN and it fails to unpack it. Which way a
+        # 4-step gloo run falls depends on its timing; the traces are read either way (above).
+        assert "non-iterable float" in str(exc), exc
+    else:
+        assert len(stragglers) == 1 and stragglers[0] in (0, 1)
 
 
 @pytest.mark.slow
