@@ -39,7 +39,7 @@ def test_a_parquet_run_writes_a_store_and_summarizes_it(tmp_path):
 
 
 @pytest.mark.parametrize("sets,message", [
-    (["--set", "output.format=arrow"], "unknown output format 'arrow'; valid: json, parquet"),
+    (["--set", "output.format=arrow"], "unknown output format 'arrow'; valid: json, perfetto, parquet"),
     (["--set", "output.format=parquet", "--set", "output.compression=gzip"], "compression applies to json traces"),
 ])
 def test_bad_output_format_settings_are_one_line(tmp_path, sets, message):

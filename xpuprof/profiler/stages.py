@@ -50,6 +50,9 @@ def _import_all() -> None:
         from .. import _native
 
         _native.optional("tracescan")  # the C scanner torch's ops and memory events are read with
+        from ..trace.layout import lanes
+
+        lanes.native()  # the layout pass's C walks (every writer runs the pass)
     except Exception as exc:  # a broken stage: the profile that needs it says so (load_trace_stages)
         _failure.append(exc)
     finally:
