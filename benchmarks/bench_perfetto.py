@@ -106,14 +106,17 @@ def _xpu_builder(kernels: int):
 # ----------------------------------------------------------------------------- the two encoders
 def json_to_memory(table) -> bytearray:
     """The JSON writer's rendering of a builder's table on one thread into one buffer (write_chrome_trace's
-    ``_write`` with ``threads=1``, the chunks copied into memory instead of written to a file: the same bytes)."""
+    layout pass and ``_write`` with ``threads=1``, the chunks copied into memory instead of written to a file:
+    the same bytes)."""
     import numpy as np
     import orjson
 
     from xpuprof.trace.table.builder_view import header_bytes
     from xpuprof.trace.table.rowtext import PooledChunk
+    from xpuprof.trace.layout.layout import json_times, lay_out
     from xpuprof.trace.write.chrome import _event_bodies, micros_bytes, rel_ns
 
+    table = json_times(lay_out(table))  # as write_chrome_trace does (encode_perfetto lays out too)
     builder = table.builder
     out = bytearray(header_bytes(builder))
     for body in _event_bodies(table, True, defer=False):
