@@ -111,12 +111,7 @@ def report_trace_request(results, box, *, as_json: bool, start_ms: int, log_file
         return status
     for item in out:
         where = item["where"]
-        if item["error"] and not item["matched"]:
-            print(f"{where}: {item['error']}")
-            continue
-        if not item["matched"]:
-            print(f"{where}: no process matched (check --job-id / --pid, and that the processes run with "
-                  "KINETO_USE_DAEMON=1 or under `xpuprof exec --on-demand`)")
+        if _said_unmatched(item):
             continue
         line = f"{where}: {len(item['matched'])} matched, {item['triggered_count']} triggered"
         if item["busy"]:
@@ -153,12 +148,7 @@ def report_control(results, box, command: str, as_json: bool) -> int:
         return status
     for item in out:
         where = item["where"]
-        if item["error"] and not item["matched"]:
-            print(f"{where}: {item['error']}")
-            continue
-        if not item["matched"]:
-            print(f"{where}: no process matched (check --job-id / --pid, and that the processes run under "
-                  "`xpuprof exec` or with KINETO_USE_DAEMON=1)")
+        if _said_unmatched(item):
             continue
         line = f"{where}: {len(item['matched'])} matched, {command} sent to {len(item['sent'])}"
         if item["busy"]:
@@ -167,3 +157,17 @@ def report_control(results, box, command: str, as_json: bool) -> int:
         for pid, text in item["outcomes"].items():
             print(f"    pid {pid}: {text}")
     return status
+
+
+def _said_unmatched(item: dict) -> bool:
+    """Print the one line of a daemon that failed or matched no process (the same for a trace request and a
+    control command); True when printed (nothing else follows for that daemon)."""
+    where = item["where"]
+    if item["error"] and not item["matched"]:
+        print(f"{where}: {item['error']}")
+        return True
+    if not item["matched"]:
+        print(f"{where}: no process matched (check --job-id / --pid, and that the processes run with "
+              "KINETO_USE_DAEMON=1 or under `xpuprof exec --on-demand`)")
+        return True
+    return False

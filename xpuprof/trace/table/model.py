@@ -16,6 +16,7 @@ trace's top-level keys (``header``), its metadata ("M") rows, its base time, whe
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -79,18 +80,20 @@ class RankInfo:
         return f"RankInfo(rank={self.rank}, source={self.source!r}, sources={self.sources})"
 
 
-class Segment:
+class Segment(ABC):
     """Rows of one kind of one trace (``trace``: its index in the table's rank table)."""
 
     kind: str
     rank: int
     trace: int = 0
 
+    @abstractmethod
     def __len__(self) -> int:
-        raise NotImplementedError
+        """The segment's row count."""
 
+    @abstractmethod
     def flat(self) -> Columns:
-        raise NotImplementedError
+        """The segment's rows as one set of flat columns."""
 
     def flat_chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Columns]:
         """The flat columns a piece at a time (bounded memory for big batches)."""
