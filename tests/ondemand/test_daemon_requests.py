@@ -85,8 +85,16 @@ def test_iteration_request_records_whole_iterations(kind, daemon, sockdir):
     assert last - first + 1 == 4 and first % 5 == 0  # PROFILE_START_ITERATION_ROUNDUP=5
     steps = sorted((e for e in events(trace) if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
     assert [e["name"] for e in steps] == [f"ProfilerStep#{k}" for k in range(first, last + 1)]
-    for a, b in zip(steps, steps[1:]):  # back to back: one boundary ends one iteration and starts the next
-        assert abs(a["ts"] + a["dur"] - b["ts"]) < 1000
+    # back to back: one boundary ends one iteration and starts the next. The two are separate clock reads, and on a
+    # loaded machine another thread may hold the GIL between them (CI saw a 2.3 ms gap), so the facts checked are:
+    # no overlap, and nothing of the stepping thread starts between them (no work lost between iterations)
+    thread = [e for e in events(trace) if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) ==
+              (steps[0].get("pid"), steps[0].get("tid")) and not e["name"].startswith("ProfilerStep#")]
+    for a, b in zip(steps, steps[1:]):
+        end = a["ts"] + a["dur"]
+        assert end <= b["ts"] + 1, (a, b)
+        between = [e["name"] for e in thread if end < e["ts"] < b["ts"]]
+        assert not between, f"work of the stepping thread between {a['name']} and {b['name']}: {between}"
     if kind == "exec":  # optimizer steps are the iterations (KinetoStepTracker), one range each
         opt = [e for e in events(trace) if e["name"] == "Optimizer.step#SGD.step"]
         inside = [e for e in opt if steps[0]["ts"] <= e["ts"] <= steps[-1]["ts"] + steps[-1]["dur"]]
