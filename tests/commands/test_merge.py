@@ -58,3 +58,22 @@ def test_a_merged_view_cannot_be_named_like_a_rank_trace(tmp_path):
 
     with pytest.raises(MergeError, match=r"must not be named like a rank trace.*job\.merged\.json"):
         merge_traces([tmp_path / "a.json"], tmp_path / "job.pt.trace.json.gz")
+
+
+def test_merged_times_are_exact_to_the_ns_at_epoch_magnitudes(tmp_path):
+    """A rank trace with epoch µs times and ns fractions (HTA's ns_resolution trace, base 0): the merged view holds
+    every time exactly. Before, merge added float µs and rounded (1712195495502094.565 became ...094.5: 65 ns off)."""
+    from xpuprof.trace.read.kineto import read_trace
+
+    times = ["1712195495502094.565", "1712195495503313.409", "1712195495503313.999"]
+    for r in (0, 1):
+        rows = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 7, "tid": 7, "ts": {ts}, "dur": 1.001}}'
+                        for i, ts in enumerate(times))
+        (tmp_path / f"w.rank{r}.pt.trace.json").write_text(
+            f'{{"distributedInfo": {{"rank": {r}}}, "baseTimeNanoseconds": 0, "traceEvents": [{rows}]}}')
+    out = tmp_path / "out" / "job.merged.json"
+    merge_traces([tmp_path / "w.rank0.pt.trace.json", tmp_path / "w.rank1.pt.trace.json"], out)
+    view = read_trace(out)
+    want = [int(t.replace(".", "")) for t in times]
+    assert sorted(view.slices.ts.tolist()) == sorted(want * 2)
+    assert view.slices.dur.tolist() == [1001] * 6
