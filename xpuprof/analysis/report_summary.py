@@ -69,19 +69,100 @@ def summary_of(table) -> dict | None:
             "partial": [[rank, name, *vals] for (rank, name), vals in part.items()]}
 
 
-def write_summary(partition) -> Path | None:
-    """Reads the rank partition just written (``STORE/rank=<r>``) back and writes its summary into it
-    (atomically: a private file renamed into place); the path, or None when this rank keeps none
+class RankRows:
+    """The rows of a rank as its store writer writes them (``parquet.StoreRows(writer, keep=rows.add)``), kept as
+    the report reads them back (``write_summary``'s push-down: the slices and the telemetry counters, args of the
+    metric slices only), so that ``xpuprof convert`` computes the summary from the rows it streams instead of
+    reading the partition back from Parquet: ``table(rank, metadata)`` is the table ``read_store`` would give."""
+
+    def __init__(self) -> None:
+        self.parts: list = []
+
+    def clear(self) -> None:
+        self.parts = []
+
+    def add(self, c, base_time_ns: int) -> None:
+        """One column set as written (``ts`` + ``base_time_ns`` - the trace's base time = ns after it, as stored)."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from .report import REPORT_KINDS, _metric_slice
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        if c.KIND not in REPORT_KINDS or not len(c):
+            return
+        if c.KIND == "counters":
+            wanted = np.array([x in TELEMETRY_CATEGORIES for x in c.strings] + [False], bool)
+            c = c.take(wanted[np.asarray(c.cat)])
+            if not len(c):
+                return
+        c = replace(c, ts=np.asarray(c.ts, np.int64) - np.int64(base_time_ns))
+        if c.KIND == "slices":
+            c = _metric_args_only(c, np.array([_metric_slice(x) for x in c.strings] + [False], bool)[np.asarray(c.name)])
+        self.parts.append(c)
+
+    def table(self, rank: int, metadata: dict):
+        """The kept rows as ``read_store`` gives the rank back (``metadata``: the rank's row as committed)."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from ..trace.read.store_table import rank_info
+        from ..trace.table.columns import constant
+        from ..trace.table.model import FlatSegment, TraceTable
+
+        info = rank_info(rank, metadata, lambda: json.loads(metadata.get("header_json") or "{}"),
+                         lambda: json.loads(metadata.get("metadata_events_json") or "[]"))
+        segments = [FlatSegment(replace(c, rank=constant(rank, len(c), np.int32)), rank, 0, info.base_time_ns)
+                    for c in self.parts]
+        return TraceTable(segments, [info])
+
+
+def _metric_args_only(c, metric):
+    """Slice columns with the args (typed and text) of the metric slices only, as the report's push-down reads
+    a store (``read_store(slice_args=...)``: the others' args are null there)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from ..trace.table.columns import RowText
+
+    def typed(group: dict) -> dict:
+        return {k: (v, np.asarray(p, bool) & metric) for k, (v, p) in group.items()}
+
+    args = c.args
+    if args is not None:
+        if not metric.any():
+            args = RowText.empty(len(c))
+        elif not metric.all():
+            lens = np.where(metric, np.diff(args.offsets), 0)
+            offsets = np.zeros(len(c) + 1, np.int64)
+            np.cumsum(lens, out=offsets[1:])
+            rows = np.flatnonzero(metric & (lens > 0))
+            starts, ends = args.offsets[rows].tolist(), args.offsets[rows + 1].tolist()
+            args = RowText(offsets, b"".join(args.blob[s:e] for s, e in zip(starts, ends)))
+    return replace(c, ints=typed(c.ints), floats=typed(c.floats), args=args)
+
+
+def write_summary(partition, rows: RankRows | None = None, metadata: dict | None = None) -> Path | None:
+    """Writes the summary of the rank partition just written (``STORE/rank=<r>``) into it (atomically: a private
+    file renamed into place): of ``rows``, the rows its writer kept (``RankRows``) with the rank's committed
+    ``metadata``, else of the partition read back. The path, or None when this rank keeps none
     (``summary_of``). A summary that cannot be written leaves the store as it was (its report reads the rows)."""
-    from ..trace.read.store_table import read_store
     from ..trace.store_schema import RANK_DIR_PREFIX
-    from .report import REPORT_KINDS, _metric_slice
-    from .telemetry import TELEMETRY_CATEGORIES
 
     partition = Path(partition)
     rank = int(partition.name[len(RANK_DIR_PREFIX):])
-    table = read_store(partition.parent, ranks=[rank], kinds=REPORT_KINDS, slice_args=_metric_slice,
-                       counters=TELEMETRY_CATEGORIES.__contains__)
+    if rows is not None and metadata is not None:
+        table = rows.table(rank, metadata)
+    else:
+        from ..trace.read.store_table import read_store
+        from .report import REPORT_KINDS, _metric_slice
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        table = read_store(partition.parent, ranks=[rank], kinds=REPORT_KINDS, slice_args=_metric_slice,
+                           counters=TELEMETRY_CATEGORIES.__contains__)
     summary = summary_of(table)
     if summary is None:
         return None
