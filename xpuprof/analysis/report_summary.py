@@ -2,9 +2,10 @@
 STORE`` reads a few KB per rank instead of every event (issue 41: >= 10x the report of the same ranks' JSON).
 
 What a rank keeps is ``report.partials`` of its rows - the same function the report of any traces adds up
-(``report.stats_of``) - computed from the rank as the store reader gives it back right after it is written
-(``write_summary``: the writer's callers, ``profile.export_parquet`` and ``xpuprof convert``), with what the
-report reads besides the rows: the rows' categories and count, the units of their metrics, and the header keys
+(``report.stats_of``) - computed from the rank's table as the store reader gives it back (``write_summary``:
+the writer's callers, ``profile.export_parquet`` and ``xpuprof convert``; convert hands over the rows it wrote,
+kept as they streamed by with the report's push-down applied, ``RankRows``, instead of reading them back), with
+what the report reads besides the rows: the rows' categories and count, the units of their metrics, and the header keys
 the report's kernel resources, submission intervals and telemetry units come from. So a report from
 summaries is the report of the rows, not a second implementation of its rules.
 
