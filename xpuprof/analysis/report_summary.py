@@ -72,9 +72,9 @@ def summary_of(table) -> dict | None:
 
 class RankRows:
     """The rows of a rank as its store writer writes them (``parquet.StoreRows(writer, keep=rows.add)``), kept as
-    the report reads them back (``write_summary``'s push-down: the slices and the telemetry counters, args of the
-    metric slices only), so that ``xpuprof convert`` computes the summary from the rows it streams instead of
-    reading the partition back from Parquet: ``table(rank, metadata)`` is the table ``read_store`` would give."""
+    the report reads them (the slices, args only of the metric slices, and the telemetry counters: what
+    ``write_summary`` reads back), so that ``xpuprof convert`` computes the summary from the rows it streams
+    instead of reading the partition back from Parquet; ``table(rank, metadata)`` is the rank's table."""
 
     def __init__(self) -> None:
         self.parts: list = []
@@ -88,20 +88,22 @@ class RankRows:
 
         import numpy as np
 
+        from ..trace.table.columns import RowText
         from .report import REPORT_KINDS, _metric_slice
         from .telemetry import TELEMETRY_CATEGORIES
 
         if c.KIND not in REPORT_KINDS or not len(c):
             return
-        if c.KIND == "counters":
-            wanted = np.array([x in TELEMETRY_CATEGORIES for x in c.strings] + [False], bool)
-            c = c.take(wanted[np.asarray(c.cat)])
-            if not len(c):
-                return
         c = replace(c, ts=np.asarray(c.ts, np.int64) - np.int64(base_time_ns))
-        if c.KIND == "slices":
-            c = _metric_args_only(c, np.array([_metric_slice(x) for x in c.strings] + [False], bool)[np.asarray(c.name)])
-        self.parts.append(c)
+        if c.KIND == "counters":
+            self.parts.append(c.take(np.array([x in TELEMETRY_CATEGORIES for x in c.strings] + [False])[c.cat]))
+            return
+        metric = np.array([_metric_slice(x) for x in c.strings] + [False], bool)[np.asarray(c.name)]
+        if metric.any():  # their args are what the report reads of a slice's args (the metric join)
+            self.parts.append(c.take(metric))
+        if not metric.all():  # the others' args are dropped as they stream by (memory: a chunk's text at most)
+            bare = replace(c, args=RowText.empty(len(c)), ints={}, floats={})
+            self.parts.append(bare.take(~metric) if metric.any() else bare)
 
     def table(self, rank: int, metadata: dict):
         """The kept rows as ``read_store`` gives the rank back (``metadata``: the rank's row as committed)."""
@@ -118,32 +120,6 @@ class RankRows:
         segments = [FlatSegment(replace(c, rank=constant(rank, len(c), np.int32)), rank, 0, info.base_time_ns)
                     for c in self.parts]
         return TraceTable(segments, [info])
-
-
-def _metric_args_only(c, metric):
-    """Slice columns with the args (typed and text) of the metric slices only, as the report's push-down reads
-    a store (``read_store(slice_args=...)``: the others' args are null there)."""
-    from dataclasses import replace
-
-    import numpy as np
-
-    from ..trace.table.columns import RowText
-
-    def typed(group: dict) -> dict:
-        return {k: (v, np.asarray(p, bool) & metric) for k, (v, p) in group.items()}
-
-    args = c.args
-    if args is not None:
-        if not metric.any():
-            args = RowText.empty(len(c))
-        elif not metric.all():
-            lens = np.where(metric, np.diff(args.offsets), 0)
-            offsets = np.zeros(len(c) + 1, np.int64)
-            np.cumsum(lens, out=offsets[1:])
-            rows = np.flatnonzero(metric & (lens > 0))
-            starts, ends = args.offsets[rows].tolist(), args.offsets[rows + 1].tolist()
-            args = RowText(offsets, b"".join(args.blob[s:e] for s, e in zip(starts, ends)))
-    return replace(c, ints=typed(c.ints), floats=typed(c.floats), args=args)
 
 
 def write_summary(partition, rows: RankRows | None = None, metadata: dict | None = None) -> Path | None:
