@@ -185,8 +185,7 @@ def merged_table(table: TraceTable, ranks: list[int], align: str = "epoch") -> T
 
     from ..trace.layout.layout import IDS_KEY, LANES_KEY
 
-    lanes = {ranks[t]: {k: h[k] for k in (LANES_KEY, IDS_KEY) if k in h}
-             for t, h in ((t, info.header) for t, info in enumerate(table.traces))}
+    lanes = {ranks[t]: {k: h[k] for k in (LANES_KEY, IDS_KEY) if k in h} for t, h in enumerate(i.header for i in table.traces)}
     world = {h.get("distributedInfo", {}).get("world_size") for h in (i.header for i in table.traces)
              if isinstance(h.get("distributedInfo"), dict)} - {None}
     # No top-level "rank" key: HTA would read the merged file as rank 0 of a job.
@@ -218,105 +217,72 @@ def rank_processes(info: RankInfo, cols: dict) -> list[tuple]:
     None) for each pid its events name, in the order they first appear in the file."""
     first: dict = {}
     sort: dict = {}
+
+    def seen(pid, at: int) -> None:
+        if _pid_key(pid) is not None:
+            first[pid] = min(first.get(pid, at), at)
+
     orders = info.metadata_order if info.metadata_order is not None else [-1] * len(info.metadata_events)
     for at, ev in zip(orders, info.metadata_events):
-        pid = _pid_key(ev.get("pid"))
-        if pid is None:
-            continue
-        first[pid] = min(first.get(pid, at), at)
-        if ev.get("name") == "process_sort_index":
-            idx = (ev.get("args") or {}).get("sort_index")
-            if isinstance(idx, int) and not isinstance(idx, bool):
-                sort.setdefault(pid, idx)
+        seen(ev.get("pid"), at)
+        idx = (ev.get("args") or {}).get("sort_index") if ev.get("name") == "process_sort_index" else None
+        if isinstance(idx, int) and not isinstance(idx, bool) and _pid_key(ev.get("pid")) is not None:
+            sort.setdefault(ev["pid"], idx)
     for c in cols.values():
-        if not len(c):
-            continue
         code, order = np.asarray(c.pid_label), np.asarray(c.order, np.int64)
-        value = np.where(code == -1, np.asarray(c.pid, np.int64), 0)
-        key = np.where(code >= 0, code, -3).astype(np.int64)  # label rows keyed by code, int rows by value
-        for is_label, keys in ((False, value), (True, key)):
-            rows = (code >= 0) if is_label else (code == -1)
-            if not rows.any():
-                continue
-            got, at = _first_rows(keys[rows], order[rows])
-            for k, o in zip(got.tolist(), at.tolist()):
-                pid = _pid_key(c.labels[k] if is_label else k)
-                if pid is not None:
-                    first[pid] = min(first.get(pid, o), o)
+        for rows, keys, value in ((code == -1, np.asarray(c.pid, np.int64), int), (code >= 0, code, c.labels.__getitem__)):
+            if rows.any():  # each distinct pid's first row (the least order)
+                by = np.lexsort((order[rows], keys[rows]))
+                k, o = keys[rows][by], order[rows][by]
+                head = np.concatenate([[True], k[1:] != k[:-1]])
+                for key, at in zip(k[head].tolist(), o[head].tolist()):
+                    seen(value(key), at)
     return [(pid, sort.get(pid)) for pid in sorted(first, key=lambda p: first[p])]
-
-
-def _first_rows(keys: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each distinct key and the least order of its rows."""
-    by = np.lexsort((order, keys))
-    keys, order = keys[by], order[by]
-    head = np.ones(len(keys), bool)
-    head[1:] = keys[1:] != keys[:-1]
-    return keys[head], order[head]
 
 
 def _anchor_ns(info: RankInfo, cols: dict, rank: int, align: str) -> int:
     """The instant a rank is aligned on: its first timed event, or its first ``ProfilerStep#`` slice."""
-    s = cols["slices"]
+    s, f, i = cols["slices"], cols["flows"], cols["instants"]
     if align == "step":
-        steps = np.array([bool(_STEP.match(n)) for n in s.strings], bool)
-        name = np.asarray(s.name)
-        hit = (name >= 0) & steps[np.clip(name, 0, max(len(steps) - 1, 0))] if len(steps) else np.zeros(len(s), bool)
-        if not hit.any():
+        steps = np.asarray(s.ts)[_names(s, lambda n: bool(_STEP.match(n)))]
+        if not len(steps):
             raise MergeError(f"{info.origin}: rank {rank} has no ProfilerStep# annotation to align on; "
                              "use --align epoch or --align start")
-        return int(np.asarray(s.ts)[hit].min())
-    times = [np.asarray(s.ts), np.asarray(cols["counters"].ts)]
-    f = cols["flows"]
-    times.append(np.asarray(f.ts)[np.isin(np.asarray(f.phase), (ord("s"), ord("f")))])
-    i = cols["instants"]
-    if len(i):
-        times.append(np.asarray(i.ts)[np.asarray(i.name) != _string_id(i.strings, WINDOW_END)])
+        return int(steps.min())
+    times = [np.asarray(s.ts), np.asarray(cols["counters"].ts), np.asarray(i.ts)[_names(i, WINDOW_END.__ne__)],
+             np.asarray(f.ts)[np.isin(np.asarray(f.phase), (ord("s"), ord("f")))]]
     times = [t for t in times if len(t)]
     if not times:
         raise MergeError(f"{info.origin}: rank {rank} has no timed events")
     return int(min(t.min() for t in times))
 
 
-def _string_id(strings, text: str) -> int:
-    try:
-        return list(strings).index(text)
-    except ValueError:
-        return -3
+def _names(c, keep) -> np.ndarray:
+    """Which rows' names satisfy ``keep`` (a row without a name: its name read as "")."""
+    return np.array([bool(keep(n)) for n in c.strings] + [bool(keep(""))], bool)[np.asarray(c.name)]
 
 
 def _rank_rows(c, rank: int, shift_ns: int, base_ns: int, pid_map: dict, start: int):
     """A rank's rows of one kind as the merged view holds them: its pids remapped, times shifted (clamped at
     the view's base time), flow ids made unique, the file order after the ranks before it."""
-    if c.KIND == "instants" and len(c):
-        c = c.take(np.asarray(c.name) != _string_id(c.strings, WINDOW_END))  # one closing instant for the view
+    if c.KIND == "instants":
+        c = c.take(_names(c, WINDOW_END.__ne__))  # one closing instant for the view
     if not len(c):
         return c
-    code = np.asarray(c.pid_label)
-    pid = np.asarray(c.pid, np.int64).copy()
-    new_code = code.astype(np.int32).copy()
-    ints = [k for k in pid_map if isinstance(k, int)]
-    if ints and (code == -1).any():
-        keys = np.array(sorted(ints), np.int64)
-        vals = np.array([pid_map[k] for k in keys.tolist()], np.int64)
-        rows = np.flatnonzero(code == -1)
-        at = np.clip(np.searchsorted(keys, pid[rows]), 0, len(keys) - 1)
-        hit = keys[at] == pid[rows]
-        pid[rows[hit]] = vals[at[hit]]
-    if (code >= 0).any():
-        by_label = np.array([pid_map.get(lb, -1) if _pid_key(lb) is not None else -1 for lb in c.labels], np.int64)
-        rows = np.flatnonzero(code >= 0)
-        got = by_label[code[rows]]
-        rows, got = rows[got >= 0], got[got >= 0]
-        pid[rows], new_code[rows] = got, -1
-    ts = np.maximum(np.asarray(c.ts, np.int64) + np.int64(shift_ns), np.int64(base_ns))
-    changes = {"pid": pid, "pid_label": new_code, "ts": ts,
-               "order": np.asarray(c.order, np.int64) + np.int64(start),
-               "rank": np.full(len(c), rank, np.int32)}
+    code, pid = np.asarray(c.pid_label).astype(np.int32), np.asarray(c.pid, np.int64).copy()
+    ints = np.flatnonzero(code == -1)
+    if len(ints):
+        got, back = np.unique(pid[ints], return_inverse=True)
+        pid[ints] = np.array([pid_map.get(k, k) for k in got.tolist()], np.int64)[back]
+    by_label = np.array([pid_map.get(lb, -1) if _pid_key(lb) is not None else -1 for lb in c.labels] + [-1], np.int64)
+    new = by_label[np.where(code >= 0, code, len(c.labels))]  # rows of no label (an int pid, none): -1
+    pid, code = np.where(new >= 0, new, pid), np.where(new >= 0, -1, code).astype(np.int32)
+    changes = {"pid": pid, "pid_label": code, "rank": np.full(len(c), rank, np.int32),
+               "ts": np.maximum(np.asarray(c.ts, np.int64) + np.int64(shift_ns), np.int64(base_ns)),
+               "order": np.asarray(c.order, np.int64) + np.int64(start)}
     if c.KIND == "flows":
-        ints_id = np.asarray(c.id_label) == -1
-        changes["flow_id"] = np.where(ints_id, np.asarray(c.flow_id, np.int64) + np.int64(rank) * FLOW_ID_STRIDE,
-                                      np.asarray(c.flow_id, np.int64))
+        fid = np.asarray(c.flow_id, np.int64)
+        changes["flow_id"] = np.where(np.asarray(c.id_label) == -1, fid + np.int64(rank) * FLOW_ID_STRIDE, fid)
     return replace(c, **changes)
 
 
