@@ -31,7 +31,9 @@ def _history_dir(item, trace) -> Path:
     return path if path.is_absolute() else Path(item.config.rootpath) / path
 
 
-def gate_test(item, trace) -> None:
+def gate_test(item, trace, probe=None) -> None:
+    """Gate the test body's run (``probe``: the ``machine_probe.GuardedProbe`` taken before the body; taken
+    again here, after it)."""
     from .analysis.gate import GateOptions, accept, gate_runs
     from .analysis.gate_text import explanation, render, summary_line
     from .analysis.history import History, HistoryError
@@ -40,6 +42,8 @@ def gate_test(item, trace) -> None:
     from .outputs import write_output_bytes
 
     trace.stop()
+    if probe is not None:
+        probe.take()
     host = trace._host
     table = EventTable.concat([trace._device, host.take(np.isin(host.cat, list(RANGE_CATEGORIES)))])
     meta = trace.metadata
@@ -47,7 +51,7 @@ def gate_test(item, trace) -> None:
     device = f"{meta.get('backend') or 'host'}" + (f" [{', '.join(devices)}]" if devices else "")
     options = {k: v for k, v in trace.options.items()}
     run = run_from_table(table, test=item.nodeid, options=options, device=device, source="pytest --xpuprof-accept",
-                         directory=item.config.rootpath)
+                         directory=item.config.rootpath, probe=probe.result() if probe is not None else None)
     history = History(_history_dir(item, trace))
     accepting = item.config.getoption("xpuprof_accept")
     gate_options = GateOptions(max_regression_pct=float(trace.gate["max_regression"]))

@@ -1,0 +1,207 @@
+"""The machine probe: a few fixed, short microbenchmarks of the host, timed in a run's own process around
+its workload, so the gate can tell "this machine ran slower" from "this code ran slower".
+
+A shared host (a VM, a CI runner) moves between speed regimes that last seconds to minutes: on our CI VM
+the numpy elementwise loop runs at ~47 or ~65-69 us per call by the regime, pinned or not, in fresh
+processes too. A history built in one regime and a run in the other differ by ~45 % in every host range,
+and one range alone cannot say whether the code or the machine changed. The probe's parts measure the
+machine itself with code that never changes:
+
+- ``vector``: a numpy ufunc loop (``sin``, multiply, add) over a float32 array that stays in the L2
+  cache - the shape of numpy elementwise work;
+- ``python``: a loop of Python bytecode (integer arithmetic, a list append) - the interpreter's speed;
+- ``memory``: a copy between two buffers that together exceed the last-level cache, timed per chunk -
+  the memory bandwidth a streaming workload gets.
+
+A probe is *taken* before and after the workload (two takes of ``CALLS`` calls per part), and each
+part's calls are summarized like a kernel's (``samples.SampleStats``). The gate (``gate_probe``) tests
+each part against the history's probe values with the run factor's t rule and explains host-range
+verdicts by it. Cost: ~10-20 ms per run on our 2-CPU VM (``benchmarks``-free: the probe records its own
+time, ``cost_ms``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .samples import SampleStats
+
+PROBE_VERSION = 1
+PARTS = ("vector", "python", "memory")
+PART_LABELS = {"vector": "numpy ufunc loop over a 256 KiB float32 array (L2-resident)",
+               "python": "Python bytecode loop",
+               "memory": "copy larger than the last-level cache (per 1 MiB chunk)"}
+CALLS = 16  # per part per take; two takes (before and after the workload) give 32 calls
+VECTOR_SIZE = 65536  # float32: 256 KiB in, 256 KiB out - within a 1 MiB L2
+PYTHON_ITERATIONS = 500  # ~50 us per call on our VM
+MEMORY_CHUNK = 1 << 20
+MEMORY_MIN_BYTES = 16 << 20  # per buffer, whatever the cache reports
+MEMORY_MAX_BYTES = 160 << 20  # per buffer: a server's 300 MiB LLC is not copied whole (bounded cost)
+_DEFAULT_LLC = 32 << 20
+
+
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache the OS reports (Linux sysfs), else 32 MiB."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return _DEFAULT_LLC
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            with open(f"{base}/{entry}/size", encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text[:-1] if unit != 1 else text
+        if digits.isdigit():
+            best = max(best, int(digits) * unit)
+    return best or _DEFAULT_LLC
+
+
+def _python_loop(n: int) -> int:
+    """Fixed interpreter work: integer arithmetic, a comparison, a list append."""
+    acc, out = 0, []
+    for i in range(n):
+        acc = (acc * 31 + i) % 1000003
+        if acc & 1:
+            out.append(acc)
+    return len(out)
+
+
+class MachineProbe:
+    """The probe's buffers (allocated once per probe) and its takes. ``take()`` before and after the
+    workload, then ``result()``; ``close()`` frees the buffers."""
+
+    def __init__(self, *, calls: int = CALLS) -> None:
+        self.calls = calls
+        self.durations: dict[str, list[int]] = {p: [] for p in PARTS}
+        self.cost_ns = 0
+        self.takes = 0
+        self._buffers: tuple | None = None
+
+    def _setup(self) -> tuple:
+        if self._buffers is None:
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal(VECTOR_SIZE).astype(np.float32)
+            y = rng.standard_normal(VECTOR_SIZE).astype(np.float32)
+            out = np.empty(VECTOR_SIZE, np.float32)
+            # two buffers that together are 1.5x the last-level cache: each chunk streams from memory
+            size = min(max(3 * last_level_cache_bytes() // 4, MEMORY_MIN_BYTES), MEMORY_MAX_BYTES)
+            size -= size % MEMORY_CHUNK
+            src = np.full(size, 1, np.uint8)  # both touched now: no page faults while timed
+            dst = np.full(size, 2, np.uint8)
+            self._buffers = (x, y, out, src, dst)
+        return self._buffers
+
+    def take(self) -> None:
+        """Time ``calls`` calls of each part (one warm-up call each, not kept)."""
+        start = time.perf_counter_ns()
+        x, y, out, src, dst = self._setup()
+        clock = time.perf_counter_ns
+        alpha = np.float32(2.0)
+        got = self.durations
+        for i in range(self.calls + 1):
+            t0 = clock()
+            np.sin(x, out=out)
+            np.multiply(out, alpha, out=out)
+            np.add(out, y, out=out)
+            t1 = clock()
+            if i:
+                got["vector"].append(t1 - t0)
+        for i in range(self.calls + 1):
+            t0 = clock()
+            _python_loop(PYTHON_ITERATIONS)
+            t1 = clock()
+            if i:
+                got["python"].append(t1 - t0)
+        for lo in range(0, len(src), MEMORY_CHUNK):  # the whole buffer, each chunk a call
+            t0 = clock()
+            np.copyto(dst[lo:lo + MEMORY_CHUNK], src[lo:lo + MEMORY_CHUNK])
+            t1 = clock()
+            got["memory"].append(t1 - t0)
+        self.takes += 1
+        self.cost_ns += clock() - start
+
+    def close(self) -> None:
+        self._buffers = None
+
+    def result(self) -> "ProbeResult | None":
+        """The parts' summaries (None before any take)."""
+        if not self.takes:
+            return None
+        parts = {p: SampleStats.of(d) for p, d in self.durations.items() if d}
+        return ProbeResult(parts, takes=self.takes, cost_ms=self.cost_ns / 1e6)
+
+
+@dataclass
+class ProbeResult:
+    """A run's probe: each part's calls summarized, how many takes, what it cost."""
+
+    parts: dict[str, SampleStats]
+    takes: int = 2
+    cost_ms: float = 0.0
+    version: int = PROBE_VERSION
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "takes": self.takes, "cost_ms": round(self.cost_ms, 3),
+                "parts": {p: s.to_dict() for p, s in self.parts.items()}}
+
+    @classmethod
+    def from_dict(cls, d) -> "ProbeResult":
+        """A probe block as ``to_dict`` wrote it; ``ValueError`` naming what is wrong. Unknown parts (a
+        newer xpuprof's) are kept: the gate compares the parts both runs hold."""
+        if not isinstance(d, dict) or not isinstance(d.get("parts"), dict):
+            raise ValueError("machine_probe must be an object with parts")
+        version = d.get("version")
+        if type(version) is not int or version < 1:
+            raise ValueError(f"machine_probe version must be a positive integer, not {version!r}"[:120])
+        parts = {}
+        for name, s in d["parts"].items():
+            try:
+                parts[str(name)[:40]] = SampleStats.from_dict(s)
+            except ValueError as exc:
+                raise ValueError(f"machine_probe part {str(name)[:40]!r}: {exc}") from None
+        takes, cost = d.get("takes", 0), d.get("cost_ms", 0.0)
+        return cls(parts, int(takes) if type(takes) is int else 0,
+                   float(cost) if type(cost) in (int, float) and math.isfinite(cost) else 0.0, version)
+
+
+class GuardedProbe:
+    """A ``MachineProbe`` for a run's point or a gated test: taken before and after the workload, recorded
+    as ``to_dict`` (the point's ``machine_probe``). A probe that fails (no memory for its buffers) records its
+    error instead: the probe is a measure beside the run and never fails it."""
+
+    def __init__(self, *, calls: int = CALLS) -> None:
+        self._probe = MachineProbe(calls=calls)
+        self.error: str | None = None
+
+    def take(self) -> None:
+        if self.error is not None:
+            return
+        try:
+            self._probe.take()
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+            self._probe.close()
+
+    def result(self) -> "ProbeResult | None":
+        """The probe's summary, None when it failed or was never taken."""
+        self._probe.close()
+        return None if self.error is not None else self._probe.result()
+
+    def record(self) -> dict | None:
+        """The point record's ``machine_probe`` block: the summary, ``{"error": ...}``, or None."""
+        got = self.result()
+        if self.error is not None:
+            return {"error": self.error}
+        return None if got is None else got.to_dict()
