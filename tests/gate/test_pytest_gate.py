@@ -48,6 +48,8 @@ def test_accepted_runs_build_the_history_and_a_slower_kernel_fails_with_the_gate
     assert len(runs) == 5
     doc = json.loads(runs[0].read_text())
     assert doc["label"]["test"] == "test_perf.py::test_work" and doc["source"] == "pytest --xpuprof-accept"
+    # the machine probe, taken before and after the test body, rides with the run
+    assert set(doc["machine_probe"]["parts"]) == {"vector", "python", "memory"} and doc["machine_probe"]["takes"] == 2
     res = pytester.runpytest(*_plugin_args(), "-rA")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*xpuprof gate*", "*sim_work*unchanged*"])

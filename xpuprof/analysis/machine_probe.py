@@ -13,8 +13,10 @@ machine itself with code that never changes:
 - ``memory``: a copy between two buffers that together exceed the last-level cache, timed per chunk -
   the memory bandwidth a streaming workload gets.
 
-A probe is *taken* before and after the workload (two takes of ``CALLS`` calls per part), and each
-part's calls are summarized like a kernel's (``samples.SampleStats``). The gate (``gate_probe``) tests
+A probe is *taken* before and after the workload (two takes: ``CALLS`` calls of the vector and python
+parts, one pass of the copy in 1 MiB chunks), and each part's calls are summarized like a kernel's
+(``samples.SampleStats``). Not between the workload's iterations: interleaved, the probe's own work
+slowed the measured loop by ~2 % (caches, branch predictors) - more than the effects the gate looks for. The gate (``gate_probe``) tests
 each part against the history's probe values with the run factor's t rule and explains host-range
 verdicts by it. Cost: ~10-20 ms per run on our 2-CPU VM (``benchmarks``-free: the probe records its own
 time, ``cost_ms``).
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,7 +86,8 @@ class MachineProbe:
     def __init__(self, *, calls: int = CALLS) -> None:
         self.calls = calls
         self.durations: dict[str, list[int]] = {p: [] for p in PARTS}
-        self.cost_ns = 0
+        self.cost_ns = 0  # wall time of the takes and the buffers' set-up (what the run pays)
+        self.cpu_ns = 0  # this thread's CPU time in them (the cost without the machine's other tenants)
         self.takes = 0
         self._buffers: tuple | None = None
 
@@ -103,12 +106,21 @@ class MachineProbe:
         return self._buffers
 
     def take(self) -> None:
-        """Time ``calls`` calls of each part (one warm-up call each, not kept)."""
-        start = time.perf_counter_ns()
-        x, y, out, src, dst = self._setup()
-        clock = time.perf_counter_ns
-        alpha = np.float32(2.0)
-        got = self.durations
+        """Time ``calls`` calls of the vector and python parts (one warm-up call each, not kept) and one
+        pass of the memory copy. Takes alternate their order so that the vector part (the workload's kind
+        of work) lies next to the workload: last before it, first after it."""
+        start, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        buffers = self._setup()
+        parts = (self._memory, self._python, self._vector) if self.takes % 2 == 0 else \
+            (self._vector, self._python, self._memory)
+        for part in parts:
+            part(*buffers)
+        self.takes += 1
+        self.cost_ns += time.perf_counter_ns() - start
+        self.cpu_ns += time.thread_time_ns() - cpu
+
+    def _vector(self, x, y, out, src, dst) -> None:
+        clock, got, alpha = time.perf_counter_ns, self.durations["vector"], np.float32(2.0)
         for i in range(self.calls + 1):
             t0 = clock()
             np.sin(x, out=out)
@@ -116,20 +128,24 @@ class MachineProbe:
             np.add(out, y, out=out)
             t1 = clock()
             if i:
-                got["vector"].append(t1 - t0)
+                got.append(t1 - t0)
+
+    def _python(self, *buffers) -> None:
+        clock, got = time.perf_counter_ns, self.durations["python"]
         for i in range(self.calls + 1):
             t0 = clock()
             _python_loop(PYTHON_ITERATIONS)
             t1 = clock()
             if i:
-                got["python"].append(t1 - t0)
+                got.append(t1 - t0)
+
+    def _memory(self, x, y, out, src, dst) -> None:
+        clock, got = time.perf_counter_ns, self.durations["memory"]
         for lo in range(0, len(src), MEMORY_CHUNK):  # the whole buffer, each chunk a call
             t0 = clock()
             np.copyto(dst[lo:lo + MEMORY_CHUNK], src[lo:lo + MEMORY_CHUNK])
             t1 = clock()
-            got["memory"].append(t1 - t0)
-        self.takes += 1
-        self.cost_ns += clock() - start
+            got.append(t1 - t0)
 
     def close(self) -> None:
         self._buffers = None
@@ -139,7 +155,7 @@ class MachineProbe:
         if not self.takes:
             return None
         parts = {p: SampleStats.of(d) for p, d in self.durations.items() if d}
-        return ProbeResult(parts, takes=self.takes, cost_ms=self.cost_ns / 1e6)
+        return ProbeResult(parts, takes=self.takes, cost_ms=self.cost_ns / 1e6, cpu_ms=self.cpu_ns / 1e6)
 
 
 @dataclass
@@ -148,13 +164,13 @@ class ProbeResult:
 
     parts: dict[str, SampleStats]
     takes: int = 2
-    cost_ms: float = 0.0
+    cost_ms: float = 0.0  # wall time (set-up included)
+    cpu_ms: float = 0.0
     version: int = PROBE_VERSION
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"version": self.version, "takes": self.takes, "cost_ms": round(self.cost_ms, 3),
-                "parts": {p: s.to_dict() for p, s in self.parts.items()}}
+                "cpu_ms": round(self.cpu_ms, 3), "parts": {p: s.to_dict() for p, s in self.parts.items()}}
 
     @classmethod
     def from_dict(cls, d) -> "ProbeResult":
@@ -171,9 +187,12 @@ class ProbeResult:
                 parts[str(name)[:40]] = SampleStats.from_dict(s)
             except ValueError as exc:
                 raise ValueError(f"machine_probe part {str(name)[:40]!r}: {exc}") from None
-        takes, cost = d.get("takes", 0), d.get("cost_ms", 0.0)
-        return cls(parts, int(takes) if type(takes) is int else 0,
-                   float(cost) if type(cost) in (int, float) and math.isfinite(cost) else 0.0, version)
+        def ms(key):
+            v = d.get(key, 0.0)
+            return float(v) if type(v) in (int, float) and math.isfinite(v) else 0.0
+
+        takes = d.get("takes", 0)
+        return cls(parts, takes if type(takes) is int else 0, ms("cost_ms"), ms("cpu_ms"), version)
 
 
 class GuardedProbe:
