@@ -41,8 +41,10 @@ def gate_test(item, trace, probe=None) -> None:
     from .analysis.run_records import RANGE_CATEGORIES, _device_names, run_from_table
     from .outputs import write_output_bytes
 
+    if probe is not None and not probe.traced:  # before the profiler stops: next to the body, as before()
+        probe.after()
     trace.stop()
-    if probe is not None:
+    if probe is not None and probe.traced:  # Python calls traced: the probe only once the profiler stopped
         probe.take()
     host = trace._host
     table = EventTable.concat([trace._device, host.take(np.isin(host.cat, list(RANGE_CATEGORIES)))])

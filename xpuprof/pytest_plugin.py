@@ -113,7 +113,9 @@ def pytest_runtest_call(item):
         from .analysis.machine_probe import GuardedProbe
 
         probe = GuardedProbe()
-        probe.take()
+        probe.traced = any("python" in str(a).lower() for a in trace.options.get("activities") or ())
+        if not probe.traced:  # inside the profiled window: not when Python calls are traced (it would show)
+            probe.before()
     result = yield
     if gated:
         from .pytest_gate import gate_test

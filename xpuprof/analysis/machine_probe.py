@@ -13,13 +13,19 @@ machine itself with code that never changes:
 - ``memory``: a copy between two buffers that together exceed the last-level cache, timed per chunk -
   the memory bandwidth a streaming workload gets.
 
-A probe is *taken* before and after the workload (two takes: ``CALLS`` calls of the vector and python
-parts, one pass of the copy in 1 MiB chunks), and each part's calls are summarized like a kernel's
-(``samples.SampleStats``). Not between the workload's iterations: interleaved, the probe's own work
-slowed the measured loop by ~2 % (caches, branch predictors) - more than the effects the gate looks for. The gate (``gate_probe``) tests
-each part against the history's probe values with the run factor's t rule and explains host-range
-verdicts by it. Cost: ~10-20 ms per run on our 2-CPU VM (``benchmarks``-free: the probe records its own
-time, ``cost_ms``).
+A probe is *taken* right before and right after the workload's measured calls (the runner's
+``probe`` hook: inside the profiled window, around the iterations; outside it when Python functions are
+traced, so that the probe never shows in a trace): before, ``CALLS`` calls of the python and vector parts
+(a small footprint: the workload's first call still finds its caches warm); after, the vector and python
+parts again and one pass of the copy in 1 MiB chunks. Each part's calls are summarized like a kernel's
+(``samples.SampleStats``). Adjacent takes matter: under load this VM switches regimes within a second,
+and takes a few hundred ms away (before the profiler starts, after the trace is written) disagreed with
+the workload's regime. Not between the iterations: interleaved, the probe's work slowed the measured loop
+by ~2 % (caches, branch predictors), more than the effects the gate looks for.
+
+The gate (``gate_probe``) tests each part against the history's probe values with the run factor's t rule
+and explains host-range verdicts by it. Cost: ~10-20 ms of wall time per run on our 2-CPU VM, most of it
+the copy's set-up; each probe records its own (``cost_ms``, ``cpu_ms``).
 """
 from __future__ import annotations
 
@@ -79,9 +85,13 @@ def _python_loop(n: int) -> int:
     return len(out)
 
 
+BEFORE_WORKLOAD = ("python", "vector")  # small footprint: the workload's first call finds its caches warm
+AFTER_WORKLOAD = ("vector", "python", "memory")  # the copy (it flushes the caches) only after the workload
+
+
 class MachineProbe:
-    """The probe's buffers (allocated once per probe) and its takes. ``take()`` before and after the
-    workload, then ``result()``; ``close()`` frees the buffers."""
+    """The probe's buffers and its takes: ``take(BEFORE_WORKLOAD)`` right before the workload's measured
+    calls, ``take(AFTER_WORKLOAD)`` right after them, then ``result()``; ``close()`` frees the buffers."""
 
     def __init__(self, *, calls: int = CALLS) -> None:
         self.calls = calls
@@ -89,37 +99,25 @@ class MachineProbe:
         self.cost_ns = 0  # wall time of the takes and the buffers' set-up (what the run pays)
         self.cpu_ns = 0  # this thread's CPU time in them (the cost without the machine's other tenants)
         self.takes = 0
-        self._buffers: tuple | None = None
+        self._vector_buffers: tuple | None = None
 
-    def _setup(self) -> tuple:
-        if self._buffers is None:
-            rng = np.random.default_rng(0)
-            x = rng.standard_normal(VECTOR_SIZE).astype(np.float32)
-            y = rng.standard_normal(VECTOR_SIZE).astype(np.float32)
-            out = np.empty(VECTOR_SIZE, np.float32)
-            # two buffers that together are 1.5x the last-level cache: each chunk streams from memory
-            size = min(max(3 * last_level_cache_bytes() // 4, MEMORY_MIN_BYTES), MEMORY_MAX_BYTES)
-            size -= size % MEMORY_CHUNK
-            src = np.full(size, 1, np.uint8)  # both touched now: no page faults while timed
-            dst = np.full(size, 2, np.uint8)
-            self._buffers = (x, y, out, src, dst)
-        return self._buffers
-
-    def take(self) -> None:
-        """Time ``calls`` calls of the vector and python parts (one warm-up call each, not kept) and one
-        pass of the memory copy. Takes alternate their order so that the vector part (the workload's kind
-        of work) lies next to the workload: last before it, first after it."""
+    def take(self, parts=PARTS) -> None:
+        """Time each of ``parts``, in that order: ``calls`` calls of the vector and python parts (one
+        warm-up call each, not kept), one pass of the memory copy."""
         start, cpu = time.perf_counter_ns(), time.thread_time_ns()
-        buffers = self._setup()
-        parts = (self._memory, self._python, self._vector) if self.takes % 2 == 0 else \
-            (self._vector, self._python, self._memory)
         for part in parts:
-            part(*buffers)
+            {"vector": self._vector, "python": self._python, "memory": self._memory}[part]()
         self.takes += 1
         self.cost_ns += time.perf_counter_ns() - start
         self.cpu_ns += time.thread_time_ns() - cpu
 
-    def _vector(self, x, y, out, src, dst) -> None:
+    def _vector(self) -> None:
+        if self._vector_buffers is None:
+            rng = np.random.default_rng(0)
+            self._vector_buffers = (rng.standard_normal(VECTOR_SIZE).astype(np.float32),
+                                    rng.standard_normal(VECTOR_SIZE).astype(np.float32),
+                                    np.empty(VECTOR_SIZE, np.float32))
+        x, y, out = self._vector_buffers
         clock, got, alpha = time.perf_counter_ns, self.durations["vector"], np.float32(2.0)
         for i in range(self.calls + 1):
             t0 = clock()
@@ -130,7 +128,7 @@ class MachineProbe:
             if i:
                 got.append(t1 - t0)
 
-    def _python(self, *buffers) -> None:
+    def _python(self) -> None:
         clock, got = time.perf_counter_ns, self.durations["python"]
         for i in range(self.calls + 1):
             t0 = clock()
@@ -139,16 +137,22 @@ class MachineProbe:
             if i:
                 got.append(t1 - t0)
 
-    def _memory(self, x, y, out, src, dst) -> None:
+    def _memory(self) -> None:
+        # two buffers that together are 1.5x the last-level cache: each chunk streams from memory; both
+        # written now (no page faults while timed) and freed after the pass (nothing held between takes)
+        size = min(max(3 * last_level_cache_bytes() // 4, MEMORY_MIN_BYTES), MEMORY_MAX_BYTES)
+        size -= size % MEMORY_CHUNK
+        src = np.full(size, 1, np.uint8)
+        dst = np.full(size, 2, np.uint8)
         clock, got = time.perf_counter_ns, self.durations["memory"]
-        for lo in range(0, len(src), MEMORY_CHUNK):  # the whole buffer, each chunk a call
+        for lo in range(0, size, MEMORY_CHUNK):  # the whole buffer, each chunk a call
             t0 = clock()
             np.copyto(dst[lo:lo + MEMORY_CHUNK], src[lo:lo + MEMORY_CHUNK])
             t1 = clock()
             got.append(t1 - t0)
 
     def close(self) -> None:
-        self._buffers = None
+        self._vector_buffers = None
 
     def result(self) -> "ProbeResult | None":
         """The parts' summaries (None before any take)."""
@@ -196,19 +200,27 @@ class ProbeResult:
 
 
 class GuardedProbe:
-    """A ``MachineProbe`` for a run's point or a gated test: taken before and after the workload, recorded
-    as ``to_dict`` (the point's ``machine_probe``). A probe that fails (no memory for its buffers) records its
-    error instead: the probe is a measure beside the run and never fails it."""
+    """A ``MachineProbe`` for a run's point or a gated test: ``before()`` right before the workload's
+    measured calls, ``after()`` right after them; recorded as ``record()`` (the point's ``machine_probe``).
+    A probe that fails (no memory for its buffers) records its error instead: the probe is a measure beside
+    the run and never fails it."""
 
     def __init__(self, *, calls: int = CALLS) -> None:
         self._probe = MachineProbe(calls=calls)
         self.error: str | None = None
+        self.traced = False  # Python calls are traced by the profiler: the caller takes it outside the window
 
-    def take(self) -> None:
+    def before(self) -> None:
+        self.take(BEFORE_WORKLOAD)
+
+    def after(self) -> None:
+        self.take(AFTER_WORKLOAD)
+
+    def take(self, parts=PARTS) -> None:
         if self.error is not None:
             return
         try:
-            self._probe.take()
+            self._probe.take(parts)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"[:300]
             self._probe.close()

@@ -331,12 +331,10 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
             result = PointResult(pt)  # kept when the point fails: what was measured before stays in the summary
             from ..analysis.machine_probe import GuardedProbe
 
-            probe = GuardedProbe()  # the machine's own speed around the workload, for the gate
+            probe = GuardedProbe()  # the machine's own speed right around the iterations, for the gate
             try:
-                probe.take()
                 run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
-                          on_repeat=on_repeat, guard=guard, result=result)
-                probe.take()
+                          on_repeat=on_repeat, guard=guard, result=result, probe=probe)
             except Exception as exc:  # one failing point is reported; the sweep goes on unless --fail-fast
                 result.error = str(exc) if isinstance(exc, TraceWriteError) else f"{type(exc).__name__}: {exc}"
                 # the message may hold [brackets] (install hints such as xpuprof[dpnp-cpu]): escaped, not markup
