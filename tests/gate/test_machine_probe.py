@@ -219,7 +219,8 @@ def test_run_records_the_probe_per_point_and_the_history_and_gate_read_it(tmp_pa
     (series,) = History(history).series_ids()
     assert all(r.probe is not None and set(r.probe.parts) == set(PARTS) for r in History(history).read(series).runs)
     capsys.readouterr()
-    assert main(["gate", str(tmp_path / "r1"), "--history", str(history), "--min-runs", "2", "--format", "json"]) in (0, 1)
+    rc = main(["gate", str(tmp_path / "r1"), "--history", str(history), "--min-runs", "2", "--format", "json"])
+    assert rc in (0, 1)  # judged against two runs of this machine: whatever the noise says
     (gated,) = json.loads(capsys.readouterr().out)["points"]
     assert gated["machine"]["baseline_runs"] == 2 and {p["name"] for p in gated["machine"]["parts"]} == set(PARTS)
 

@@ -100,7 +100,8 @@ def check_machine(rule: RuleResult, new_probe, baseline_probes: list, *, min_run
         return MachineCheck("too few probe runs", baseline_runs=len(with_probe),
                             note=f"{len(with_probe)} baseline run(s) hold one, need {min_runs}: not used")
     if not rule.tests:
-        return MachineCheck("not tested", baseline_runs=len(with_probe), note="nothing of this point was tested")
+        return MachineCheck("not tested", baseline_runs=len(with_probe),
+                            note="nothing of this point was tested (too short a history)")
     check = MachineCheck("steady", baseline_runs=len(with_probe))
     for part, stats in new_probe.parts.items():
         base = [b.parts[part] for b in with_probe if part in b.parts]
@@ -117,19 +118,20 @@ def check_machine(rule: RuleResult, new_probe, baseline_probes: list, *, min_run
         same = [p for p in moved if p.verdict == v.verdict]
         if not same:
             continue  # the machine moved the other way: the range's move is not the machine's
-        effect = math.log1p(v.raw_effect_pct / 100.0) if v.raw_effect_pct is not None else math.log1p(v.effect_pct / 100.0)
+        moved_pct = v.raw_effect_pct if v.raw_effect_pct is not None else v.effect_pct  # as measured
+        effect = math.log1p(moved_pct / 100.0)
         largest = max(same, key=lambda p: abs(p.raw_effect_pct))
         machine = math.log1p(largest.raw_effect_pct / 100.0)
-        probes = "; ".join(f"probe {p.name}: {_pct(p.raw_effect_pct)}, history +-{p.spread_pct:.2g}%" for p in same)
+        probes = "; ".join(f"{p.name} {_pct(p.raw_effect_pct)}, history +-{p.spread_pct:.2g}%" for p in same)
         if abs(effect) > EXPLAINS_UP_TO * abs(machine):
-            v.reason += (f"; the machine ran {_DIRECTION[v.verdict]} too ({probes}), but this moved more than "
-                         f"{EXPLAINS_UP_TO:g}x that: judged")
+            v.reason += (f"; the machine ran {_DIRECTION[v.verdict]} too (machine probe: {probes}), but this moved "
+                         f"more than {EXPLAINS_UP_TO:g}x that: judged")
             continue
         was = v.verdict
         v.verdict, v.confidence = "inconclusive", None
         v.reason = (f"inconclusive: the machine itself ran {_pct(largest.raw_effect_pct)} {_DIRECTION[was]} in this "
                     f"run (machine probe: {probes}); this {'range' if v.name in _names(rule.kernels) else 'factor'} "
-                    f"moved {_pct(v.raw_effect_pct if v.raw_effect_pct is not None else v.effect_pct)}, "
+                    f"moved {_pct(moved_pct)}, "
                     f"would be {was}; rerun on a settled machine")
         check.explained.append(v.name)
     notes = []

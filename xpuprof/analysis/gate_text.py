@@ -46,7 +46,7 @@ def point_heading(p: PointGate, result: GateResult) -> list[str]:
 
 
 # a machine check that could not be made: said once for the whole result (``machine_notes``), not per point
-UNTESTED_MACHINE = ("no probe in history", "no probe in run", "too few probe runs")
+UNTESTED_MACHINE = ("no probe in history", "no probe in run", "too few probe runs", "not tested")
 
 
 def machine_notes(result: GateResult) -> list[str]:
