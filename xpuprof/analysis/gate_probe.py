@@ -48,7 +48,8 @@ class MachineCheck:
 
     def to_dict(self) -> dict:
         return {"status": self.status, "baseline_runs": self.baseline_runs, "explained": self.explained,
-                "parts": [{**p.to_dict(), "moved": _DIRECTION.get(p.verdict)} for p in self.parts], "note": self.note}
+                "parts": [{**p.to_dict(), "moved": _DIRECTION.get(p.verdict), "what": PART_LABELS.get(p.name, "")}
+                          for p in self.parts], "note": self.note}
 
     def summary(self) -> str:
         """One line for a point's heading."""
