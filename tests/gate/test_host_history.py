@@ -35,10 +35,10 @@ def test_runs_11_to_20_gated_against_the_earlier_runs_raise_no_alarm(tmp_path, c
         assert {p["name"] for p in machine["parts"]} == {"vector", "python", "memory"}, machine
         machines.append((i + 1, machine))
         verdicts += [(i + 1, v) for v in point["factors"] + point["kernels"]]
-        assert rc == 0, [v for _, v in verdicts if v["verdict"] == "regressed"]
+        assert rc == 0, ([v for _, v in verdicts if v["verdict"] == "regressed"], machine)
     alarms = [(run, v["name"], v["verdict"], v["effect_pct"], v["noise_pct"]) for run, v in verdicts
               if v["verdict"] in ("regressed", "improved")]
-    assert alarms == []
+    assert alarms == [], (alarms, machines)
     for run, v in verdicts:
         assert v["verdict"] in ("unchanged", "inconclusive"), (run, v)
         if v["verdict"] == "inconclusive":  # the noise was larger than 3 % could be told apart from, or the
