@@ -30,6 +30,7 @@ the copy's set-up; each probe records its own (``cost_ms``, ``cpu_ms``).
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import time
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class MachineProbe:
         self.cpu_ns = 0  # this thread's CPU time in them (the cost without the machine's other tenants)
         self.takes = 0
         self._vector_buffers: tuple | None = None
+        self._maps: list[mmap.mmap] = []
 
     def take(self, parts=PARTS) -> None:
         """Time each of ``parts``, in that order: ``calls`` calls of the vector and python parts (one
@@ -114,9 +116,10 @@ class MachineProbe:
     def _vector(self) -> None:
         if self._vector_buffers is None:
             rng = np.random.default_rng(0)
-            self._vector_buffers = (rng.standard_normal(VECTOR_SIZE).astype(np.float32),
-                                    rng.standard_normal(VECTOR_SIZE).astype(np.float32),
-                                    np.empty(VECTOR_SIZE, np.float32))
+            x, y, out = (self._mapped(VECTOR_SIZE * 4).view(np.float32) for _ in range(3))
+            rng.standard_normal(dtype=np.float32, out=x)  # drawn in place: no temporary array either
+            rng.standard_normal(dtype=np.float32, out=y)
+            self._vector_buffers = (x, y, out)
         x, y, out = self._vector_buffers
         clock, got, alpha = time.perf_counter_ns, self.durations["vector"], np.float32(2.0)
         for i in range(self.calls + 1):
@@ -142,17 +145,39 @@ class MachineProbe:
         # written now (no page faults while timed) and freed after the pass (nothing held between takes)
         size = min(max(3 * last_level_cache_bytes() // 4, MEMORY_MIN_BYTES), MEMORY_MAX_BYTES)
         size -= size % MEMORY_CHUNK
-        src = np.full(size, 1, np.uint8)
-        dst = np.full(size, 2, np.uint8)
+        src, dst = self._mapped(size, huge=True), self._mapped(size, huge=True)
+        src.fill(1)
+        dst.fill(2)
         clock, got = time.perf_counter_ns, self.durations["memory"]
         for lo in range(0, size, MEMORY_CHUNK):  # the whole buffer, each chunk a call
             t0 = clock()
             np.copyto(dst[lo:lo + MEMORY_CHUNK], src[lo:lo + MEMORY_CHUNK])
             t1 = clock()
             got.append(t1 - t0)
+        del src, dst
+        for m in self._maps[-2:]:  # unmapped now: the probe holds no 1.5x-LLC buffers beyond its pass
+            m.close()
+        del self._maps[-2:]
+
+    def _mapped(self, size: int, *, huge: bool = False) -> np.ndarray:
+        """A zeroed buffer of its own anonymous mapping, unmapped by ``close``. Not from malloc: freeing
+        large malloc blocks moves glibc's mmap threshold and heap top, so the workload's next arrays (a
+        run after this one, in one process) would land elsewhere - and where a numpy loop's arrays land
+        changes its speed by up to ~45 % (4 KiB aliasing): the probe would perturb what it measures."""
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if huge and hasattr(mmap, "MADV_HUGEPAGE"):
+            m.madvise(mmap.MADV_HUGEPAGE)  # as numpy does for large arrays: fewer page faults to fill it
+        self._maps.append(m)
+        return np.frombuffer(m, np.uint8)
 
     def close(self) -> None:
         self._vector_buffers = None
+        maps, self._maps = self._maps, []
+        for m in maps:
+            try:
+                m.close()
+            except BufferError:  # an array still views it: the mapping goes with the array
+                pass
 
     def result(self) -> "ProbeResult | None":
         """The parts' summaries (None before any take)."""
