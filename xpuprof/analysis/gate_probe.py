@@ -5,9 +5,11 @@ A shared host switches between speed regimes (our CI VM runs numpy's elementwise
 per call for seconds to minutes at a time). A history recorded in one regime and a run in the other
 differ by ~45 % in every host range, and a single range cannot say whether the code or the machine
 changed. So each probe part of the new run is tested against the same part in the baseline runs with
-the run factor's rule (``gate_rule._judge`` on a Student's t prediction interval with at most
-``MACHINE_DF`` degrees of freedom: heavy tails), at the point's per-test false-alarm level and with the
-same minimum effect (half the effect that counts). A part that is significant in that test **moved**.
+the run factor's rule (``gate_rule._judge`` on a Student's t prediction interval from the baseline runs'
+spread), at the point's per-test false-alarm level and with the same minimum effect (half the effect
+that counts). A part that is significant in that test **moved**. Its degrees of freedom are its
+history's (runs - 1), not capped at ``MACHINE_DF`` as the run factor's are: that cap keeps a machine's
+regime jump from reading as a code change, and here the jump is the thing measured.
 
 When a part moved, every regressed or improved verdict of the **host domain** (host ranges and their run
 factor: code timed on the CPU, as the probe is) that moved the same way becomes *inconclusive*, its reason
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .gate_rule import MACHINE_DF, SE_FLOOR, RuleResult, Verdict, _judge
+from .gate_rule import SE_FLOOR, RuleResult, Verdict, _judge
 from .machine_probe import PART_LABELS
 from .samples import SampleStats
 
@@ -81,7 +83,11 @@ def part_verdict(part: str, new: SampleStats, baseline: list[SampleStats], alpha
     se = max(sd * math.sqrt(1.0 + 1.0 / R), SE_FLOOR)
     v.spread_pct = 100.0 * sd
     v.raw_effect_pct = 100.0 * math.expm1(new.loc - centre)
-    _judge(v, new.loc - centre, se, float(min(R - 1, MACHINE_DF)), alpha, math.log1p(max_regression_pct / 100.0),
+    # R - 1 degrees of freedom, not the MACHINE_DF cap of the run factor's test: that cap keeps a regime
+    # jump from reading as a code change; here the jump is what is measured, and read with 3 degrees of
+    # freedom the probe (its two takes a few ms apart mix regimes: its history is wider than a 2 ms range's)
+    # missed switches that the range's own test flagged
+    _judge(v, new.loc - centre, se, float(max(R - 1, 1)), alpha, math.log1p(max_regression_pct / 100.0),
            max_regression_pct)
     return v
 
