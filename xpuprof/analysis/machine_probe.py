@@ -24,8 +24,8 @@ the workload's regime. Not between the iterations: interleaved, the probe's work
 by ~2 % (caches, branch predictors), more than the effects the gate looks for.
 
 The gate (``gate_probe``) tests each part against the history's probe values with the run factor's t rule
-and explains host-range verdicts by it. Cost: ~10-20 ms of wall time per run on our 2-CPU VM, most of it
-the copy's set-up; each probe records its own (``cost_ms``, ``cpu_ms``).
+and explains host-range verdicts by it. Cost: ~15-20 ms of CPU per run on our 2-CPU VM (20-45 ms of wall
+time under load), most of it the copy's buffers; each probe records its own (``cost_ms``, ``cpu_ms``).
 """
 from __future__ import annotations
 
