@@ -213,11 +213,14 @@ class _AtomicReplace:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             for _ in range(100):
                 name = f"{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
+                # named before the open: a signal's exception may land between the open and any next step,
+                # and the name is this writer's own (random; an existing one is never reused)
+                self.tmp_name = name
                 try:
                     self.fd = os.open(name, flags, mode, dir_fd=self.dir_fd)
                 except FileExistsError:  # another writer's (or a planted) name: never reused
+                    self.tmp_name = ""
                     continue
-                self.tmp_name = name
                 break
             else:
                 raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(path))
@@ -228,6 +231,9 @@ class _AtomicReplace:
             if isinstance(exc, OutputError):
                 raise
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None  # the output's name, not the temp's
+        except BaseException:  # a second SIGINT/SIGTERM (xpuprof run), KeyboardInterrupt: nothing left behind
+            self._discard()
+            raise
         return self.fd
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -249,6 +255,9 @@ class _AtomicReplace:
             if isinstance(exc, OutputError):
                 raise
             raise type(exc)(exc.errno, exc.strerror, str(self.path)) from None
+        except BaseException:  # an interrupt between the last byte and the rename: the target stays as it was
+            self._discard()
+            raise
         self._discard()
         return False
 

@@ -14,6 +14,7 @@ import pytest
 
 from xpuprof.trace.builder.builder import TraceBuilder
 from xpuprof.trace.write.chrome import write_chrome_trace
+from xpuprof import outputs
 from xpuprof.outputs import OutputError, open_output, output_file, write_output_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,3 +180,68 @@ def test_a_temporary_file_that_cannot_be_made_is_named_as_the_output(tmp_path, m
         write_output_bytes(target, b"x")
     assert write_error_line(target, info.value) == f"cannot write {target}: Permission denied"
     assert not target.exists() and not list(tmp_path.iterdir())
+
+
+# A second SIGINT/SIGTERM raises ``RunInterrupted`` (a BaseException) from the signal handler wherever the main
+# thread stands: inside the atomic write's own steps too. CI once found a trace's ``*.tmp`` left behind.
+class _Interrupt(BaseException):
+    pass
+
+
+def _raise_interrupt(*_a, **_k):
+    raise _Interrupt()
+
+
+@pytest.mark.parametrize("step", ["replace", "stat"])
+def test_an_interrupt_in_the_final_rename_leaves_no_temporary_file(tmp_path, monkeypatch, step):
+    target = tmp_path / "out.json"
+    real = getattr(os, step)
+
+    def interrupted(*a, **k):
+        if step == "stat" and (not a or a[0] != target.name or not list(tmp_path.glob("*.tmp"))):
+            return real(*a, **k)  # not the final check (the first one runs before the temporary file exists)
+        raise _Interrupt()
+
+    monkeypatch.setattr(os, step, interrupted)
+    with pytest.raises(_Interrupt):
+        write_output_bytes(target, b"{}")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_while_the_temporary_file_is_prepared_leaves_none(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old")  # over an existing file the temporary one takes its mode: a step after the open
+    monkeypatch.setattr(outputs, "_keep_owner_and_mode", _raise_interrupt)
+    with pytest.raises(_Interrupt):
+        write_output_bytes(target, b"new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"] and target.read_bytes() == b"old"
+
+
+def test_an_interrupt_while_an_inline_sink_releases_a_chunk_does_not_hang_the_abort(tmp_path):
+    """One CPU: the sink writes on the caller's thread; an interrupt there must not leave abort() waiting for
+    a chunk no thread will ever finish."""
+    import threading
+
+    from xpuprof.trace.write.sinks import ChunkSink
+
+    with open(tmp_path / "f", "wb") as f:
+        sink = ChunkSink(f.fileno(), threads=1)
+        aborted = threading.Event()
+        original_deliver = sink._deliver
+
+        def deliver(seq, payload, release):
+            original_deliver(seq, payload, _raise_interrupt)
+
+        sink._deliver = deliver
+        with pytest.raises(_Interrupt):
+            sink.put(b"data")
+
+        def abort():
+            sink.abort()
+            aborted.set()
+
+        t = threading.Thread(target=abort, daemon=True)
+        t.start()
+        t.join(timeout=30)  # a bound on a hang, not a synchronisation: abort() returns at once when right
+        assert aborted.is_set(), "ChunkSink.abort() waits for a chunk the interrupted caller never finished"

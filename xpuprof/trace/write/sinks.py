@@ -180,7 +180,9 @@ class ChunkSink:
                 self._error = _Aborted()
         try:
             with self._lock:
-                while self._next_write < self._submitted:
+                # inline, nothing runs elsewhere: a chunk the caller's thread did not finish (an interrupt
+                # landed in it) never will, and waiting for it would hang
+                while not self._inline and self._next_write < self._submitted:
                     self._all_written.wait()
         finally:
             self._stop_workers()
