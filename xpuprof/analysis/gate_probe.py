@@ -32,6 +32,7 @@ from .samples import SampleStats
 HOST_DOMAIN = "range"
 EXPLAINS_UP_TO = 2.0  # a machine that ran +x % slower explains a host range's move up to (1 + x)^2 - 1
 _DIRECTION = {"regressed": "slower", "improved": "faster"}
+UNTESTED = ("no probe in history", "no probe in run", "too few probe runs", "not tested")  # no check was made
 
 
 @dataclass
@@ -55,12 +56,12 @@ class MachineCheck:
 
     def summary(self) -> str:
         """One line for a point's heading."""
-        if self.status in ("no probe in history", "no probe in run", "too few probe runs", "not tested"):
+        if self.status in UNTESTED:
             return f"machine probe: {self.note}"
         parts = ", ".join(f"{p.name} {_pct(p.raw_effect_pct)} (history +-{p.spread_pct or 0:.2g}%"
                           f"{'; ' + _DIRECTION[p.verdict] if p.verdict in _DIRECTION else ''})" for p in self.parts)
-        head = (f"machine probe against {self.baseline_runs} baseline run(s): {parts}")
-        return head + (f"; {self.note}" if self.note else "")
+        return f"machine probe against {self.baseline_runs} baseline run(s): {parts}" + (
+            f"; {self.note}" if self.note else "")
 
 
 def _pct(v: float | None) -> str:

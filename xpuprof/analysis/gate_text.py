@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from .gate import GateResult, PointGate
+from .gate_probe import UNTESTED
 from .gate_rule import Verdict
 from .summary import format_ns
 
@@ -40,20 +41,16 @@ def point_heading(p: PointGate, result: GateResult) -> list[str]:
     for f in p.rule.factors:
         lines.append(f"{f.name}: {_pct(f.raw_effect_pct)} against the baseline runs (their own run-to-run spread "
                      f"{_pct(f.spread_pct, False)}); removed from each kernel's effect")
-    if p.machine is not None and p.machine.status not in UNTESTED_MACHINE:
+    if p.machine is not None and p.machine.status not in UNTESTED:  # a check not made: said once, below
         lines.append(p.machine.summary())
     return lines
-
-
-# a machine check that could not be made: said once for the whole result (``machine_notes``), not per point
-UNTESTED_MACHINE = ("no probe in history", "no probe in run", "too few probe runs", "not tested")
 
 
 def machine_notes(result: GateResult) -> list[str]:
     """Each distinct reason the machine probe could not be used, once, with the points it concerns."""
     notes: dict[str, list[str]] = {}
     for p in result.points:
-        if p.machine is not None and p.machine.status in UNTESTED_MACHINE:
+        if p.machine is not None and p.machine.status in UNTESTED:
             notes.setdefault(p.machine.note, []).append(p.label)
     return [f"machine probe not used for {', '.join(repr(x) for x in labels) if len(result.points) > 1 else 'this run'}"
             f": {note}" for note, labels in notes.items()]
