@@ -250,3 +250,36 @@ def test_the_cli_still_imports_no_numpy():
             "print('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False"
+
+
+def test_the_runner_takes_the_probe_right_before_the_first_iteration_and_right_after_the_last(tmp_path):
+    from pathlib import Path
+
+    from xpuprof.config.yamlconfig import load_config
+    from xpuprof.workloads import run_names
+    from xpuprof.workloads.runner import PointResult, run_point
+
+    config = Path(__file__).with_name("ci_host.yaml")
+    cfg = load_config(str(config), overrides=["iterations=3", "repeats=2", "warmup=1"], out_dir=str(tmp_path),
+                      names=run_names())
+
+    class Recorder:  # when each take happens: how many measured iterations had run
+        def __init__(self, result):
+            self.result, self.calls = result, []
+
+        def before(self):
+            self.calls.append(("before", len(self.result.iteration_ns)))
+
+        def after(self):
+            self.calls.append(("after", len(self.result.iteration_ns)))
+
+    result = PointResult(cfg.points[0])
+    probe = Recorder(result)
+    run_point(cfg.points[0], result=result, probe=probe)
+    assert probe.calls == [("before", 0), ("after", 6)]  # once around both repeats' 3 iterations
+    assert len(result.traces) == 2
+    # a real probe inside the profiled window leaves nothing in the trace: its ranges are the iterations'
+    result = PointResult(cfg.points[0])
+    run_point(cfg.points[0], result=result, probe=GuardedProbe(calls=2))
+    names = [str(n) for t in result.tables for n in t.name.tolist()]
+    assert names and set(names) == {result.workload}, set(names)
