@@ -8,6 +8,12 @@ import json
 
 import pytest
 
+# Imported here, before pytester's in-process runs: each run drops the modules first imported inside it
+# from sys.modules, so a module one run kept (the sim's emitter) met the next run's re-imported columns
+# module with another ArgColumn class ("'ArgColumn' object is not iterable"): this file run alone failed.
+import xpuprof.backends.emitter  # noqa: F401
+import xpuprof.trace.builder.columns  # noqa: F401
+
 pytestmark = pytest.mark.slow
 
 BODY = """
