@@ -25,7 +25,8 @@ by ~2 % (caches, branch predictors), more than the effects the gate looks for.
 
 The gate (``gate_probe``) tests each part against the history's probe values with the run factor's t rule
 and explains host-range verdicts by it. Cost: ~15-20 ms of CPU per run on our 2-CPU VM (20-45 ms of wall
-time under load), most of it the copy's buffers; each probe records its own (``cost_ms``, ``cpu_ms``).
+time under load; the first probe of a process maps the copy's buffers: 5-20 ms more, up to ~130 ms when
+the kernel compacts memory for huge pages); each probe records its own (``cost_ms``, ``cpu_ms``).
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ PYTHON_ITERATIONS = 500  # ~50 us per call on our VM
 MEMORY_CHUNK = 1 << 20
 MEMORY_MIN_BYTES = 16 << 20  # per buffer, whatever the cache reports
 MEMORY_MAX_BYTES = 160 << 20  # per buffer: a server's 300 MiB LLC is not copied whole (bounded cost)
+MEMORY_KEEP_BYTES = 64 << 20  # per buffer: copy buffers up to this size stay mapped for the process's next probe
+_COPY_BUFFERS: tuple | None = None  # (src, dst) mappings kept between probes (their own mappings: not malloc's)
 _DEFAULT_LLC = 32 << 20
 
 
@@ -142,12 +145,25 @@ class MachineProbe:
 
     def _memory(self) -> None:
         # two buffers that together are 1.5x the last-level cache: each chunk streams from memory; both
-        # written now (no page faults while timed) and freed after the pass (nothing held between takes)
+        # written before the pass (no page faults while timed)
         size = min(max(3 * last_level_cache_bytes() // 4, MEMORY_MIN_BYTES), MEMORY_MAX_BYTES)
         size -= size % MEMORY_CHUNK
-        src, dst = self._mapped(size, huge=True), self._mapped(size, huge=True)
-        src.fill(1)
-        dst.fill(2)
+        global _COPY_BUFFERS
+        kept = _COPY_BUFFERS if _COPY_BUFFERS is not None and len(_COPY_BUFFERS[0]) == size else None
+        if kept is None:
+            maps = [mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) for _ in range(2)]
+            for m in maps:
+                if hasattr(mmap, "MADV_HUGEPAGE"):
+                    m.madvise(mmap.MADV_HUGEPAGE)  # as numpy does for large arrays: 512x fewer page faults
+            np.frombuffer(maps[0], np.uint8).fill(1)
+            np.frombuffer(maps[1], np.uint8).fill(2)
+            kept = (maps[0], maps[1])
+            if size <= MEMORY_KEEP_BYTES:
+                # kept for this process's later probes (a sweep's points, a pytest session's gated tests):
+                # touching 2 x 24 MiB costs 5-20 ms, and up to ~130 ms when the kernel compacts memory for
+                # its huge pages - paid once
+                _COPY_BUFFERS = kept
+        src, dst = np.frombuffer(kept[0], np.uint8), np.frombuffer(kept[1], np.uint8)
         clock, got = time.perf_counter_ns, self.durations["memory"]
         for lo in range(0, size, MEMORY_CHUNK):  # the whole buffer, each chunk a call
             t0 = clock()
@@ -155,18 +171,16 @@ class MachineProbe:
             t1 = clock()
             got.append(t1 - t0)
         del src, dst
-        for m in self._maps[-2:]:  # unmapped now: the probe holds no 1.5x-LLC buffers beyond its pass
-            m.close()
-        del self._maps[-2:]
+        if kept is not _COPY_BUFFERS:  # larger than kept (a server's LLC): unmapped now
+            for m in kept:
+                m.close()
 
-    def _mapped(self, size: int, *, huge: bool = False) -> np.ndarray:
+    def _mapped(self, size: int) -> np.ndarray:
         """A zeroed buffer of its own anonymous mapping, unmapped by ``close``. Not from malloc: freeing
         large malloc blocks moves glibc's mmap threshold and heap top, so the workload's next arrays (a
         run after this one, in one process) would land elsewhere - and where a numpy loop's arrays land
         changes its speed by up to ~45 % (4 KiB aliasing): the probe would perturb what it measures."""
         m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if huge and hasattr(mmap, "MADV_HUGEPAGE"):
-            m.madvise(mmap.MADV_HUGEPAGE)  # as numpy does for large arrays: fewer page faults to fill it
         self._maps.append(m)
         return np.frombuffer(m, np.uint8)
 
