@@ -31,7 +31,9 @@ def _history_dir(item, trace) -> Path:
     return path if path.is_absolute() else Path(item.config.rootpath) / path
 
 
-def gate_test(item, trace) -> None:
+def gate_test(item, trace, probe=None) -> None:
+    """Gate the test body's run (``probe``: the ``machine_probe.GuardedProbe`` taken before the body; taken
+    again here, after it)."""
     from .analysis.gate import GateOptions, accept, gate_runs
     from .analysis.gate_text import explanation, render, summary_line
     from .analysis.history import History, HistoryError
@@ -39,7 +41,11 @@ def gate_test(item, trace) -> None:
     from .analysis.run_records import RANGE_CATEGORIES, _device_names, run_from_table
     from .outputs import write_output_bytes
 
+    if probe is not None and not probe.traced:  # before the profiler stops: next to the body, as before()
+        probe.after()
     trace.stop()
+    if probe is not None and probe.traced:  # Python calls traced: the probe only once the profiler stopped
+        probe.take()
     host = trace._host
     table = EventTable.concat([trace._device, host.take(np.isin(host.cat, list(RANGE_CATEGORIES)))])
     meta = trace.metadata
@@ -47,7 +53,7 @@ def gate_test(item, trace) -> None:
     device = f"{meta.get('backend') or 'host'}" + (f" [{', '.join(devices)}]" if devices else "")
     options = {k: v for k, v in trace.options.items()}
     run = run_from_table(table, test=item.nodeid, options=options, device=device, source="pytest --xpuprof-accept",
-                         directory=item.config.rootpath)
+                         directory=item.config.rootpath, probe=probe.result() if probe is not None else None)
     history = History(_history_dir(item, trace))
     accepting = item.config.getoption("xpuprof_accept")
     gate_options = GateOptions(max_regression_pct=float(trace.gate["max_regression"]))

@@ -106,12 +106,21 @@ def pytest_runtest_setup(item) -> None:
 def pytest_runtest_call(item):
     """A test whose body passed is gated when its marker asks (``max_regression=``): a regression fails it
     here, in the call phase, with the gate's explanation."""
-    result = yield
     trace = getattr(item, "funcargs", {}).get("xpuprof_trace")
-    if isinstance(trace, ProfiledTrace) and trace.gate.get("max_regression") is not None:
+    gated = isinstance(trace, ProfiledTrace) and trace.gate.get("max_regression") is not None
+    probe = None
+    if gated:  # the machine's own speed before the body (and after it, in gate_test): the gate reads it
+        from .analysis.machine_probe import GuardedProbe
+
+        probe = GuardedProbe()
+        probe.traced = any("python" in str(a).lower() for a in trace.options.get("activities") or ())
+        if not probe.traced:  # inside the profiled window: not when Python calls are traced (it would show)
+            probe.before()
+    result = yield
+    if gated:
         from .pytest_gate import gate_test
 
-        gate_test(item, trace)
+        gate_test(item, trace, probe)
     return result
 
 

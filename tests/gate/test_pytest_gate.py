@@ -8,6 +8,12 @@ import json
 
 import pytest
 
+# Imported here, before pytester's in-process runs: each run drops the modules first imported inside it
+# from sys.modules, so a module one run kept (the sim's emitter) met the next run's re-imported columns
+# module with another ArgColumn class ("'ArgColumn' object is not iterable"): this file run alone failed.
+import xpuprof.backends.emitter  # noqa: F401
+import xpuprof.trace.builder.columns  # noqa: F401
+
 pytestmark = pytest.mark.slow
 
 BODY = """
@@ -48,6 +54,8 @@ def test_accepted_runs_build_the_history_and_a_slower_kernel_fails_with_the_gate
     assert len(runs) == 5
     doc = json.loads(runs[0].read_text())
     assert doc["label"]["test"] == "test_perf.py::test_work" and doc["source"] == "pytest --xpuprof-accept"
+    # the machine probe, taken before and after the test body, rides with the run
+    assert set(doc["machine_probe"]["parts"]) == {"vector", "python", "memory"} and doc["machine_probe"]["takes"] == 2
     res = pytester.runpytest(*_plugin_args(), "-rA")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*xpuprof gate*", "*sim_work*unchanged*"])

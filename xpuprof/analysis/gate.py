@@ -2,16 +2,18 @@
 
 For each point of the new run (``run_records``), the history's series of the same experiment on the same
 kind of machine (``history``) gives the baseline - its newest ``window`` runs - and the decision rule
-(``gate_rule``) gives each kernel and host range a verdict. Kernels are compared by equal identity
-only (equal base name and parameters, ``kernel_identity``): a kernel the history does not hold is listed
-as new, or as unmatched when the history holds its base with other parameters. A gated run joins the
-history only when accepted (``accept``).
+(``gate_rule``) gives each kernel and host range a verdict; the machine probe (``gate_probe``) then says
+whether the machine itself moved, and makes the host verdicts that moved with it inconclusive. Kernels
+are compared by equal identity only (equal base name and parameters, ``kernel_identity``): a kernel the
+history does not hold is listed as new, or as unmatched when the history holds its base with other
+parameters. A gated run joins the history only when accepted (``accept``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .gate_probe import MachineCheck, check_machine
 from .gate_rule import RuleResult, decide
 from .history import DEFAULT_KEEP, DEFAULT_WINDOW, History, HistoryRun
 from .kernel_identity import unmatched_note
@@ -54,6 +56,7 @@ class PointGate:
     skipped_files: list[str] = field(default_factory=list)
     elsewhere: int = 0  # runs of this config in other series (another machine or device)
     whole: HistoryRun | None = None  # the run with every kernel (what ``accept`` appends)
+    machine: MachineCheck | None = None  # the machine probe against the baseline's (``gate_probe``)
 
     @property
     def label(self) -> str:
@@ -72,6 +75,7 @@ class PointGate:
                 "factors": [v.to_dict() for v in r.factors], "kernels": [v.to_dict() for v in r.kernels],
                 "new": self.new, "missing": self.missing, "skipped_files": self.skipped_files,
                 "other_series_runs": self.elsewhere,
+                "machine": self.machine.to_dict() if self.machine is not None else None,
                 "counts": {v: r.count(v) for v in ("regressed", "improved", "unchanged", "inconclusive")}}
 
 
@@ -121,7 +125,7 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
         whole = run
         if options.only:
             run = HistoryRun(run.key, {n: k for n, k in run.kernels.items() if k.domain == options.only}, run.label,
-                             run.machine, run.git, run.source, run.time, run.run_id, run.xpuprof_version)
+                             run.machine, run.git, run.source, run.time, run.run_id, run.xpuprof_version, run.probe)
         series = history.read(run.series, window=options.window)
         if options.only:
             for b in series.runs:
@@ -136,9 +140,13 @@ def gate_runs(runs: list[HistoryRun], history: History, options: GateOptions, *,
         rule = decide(stats, run.stats(), max_regression_pct=options.max_regression_pct,
                       alarm_rate=options.alarm_rate_pct / 100.0 / max(len(runs), 1), min_runs=options.min_runs,
                       domains=domains)
+        # the machine itself faster or slower than in the baseline: host verdicts that moved with it are
+        # inconclusive, not alarms (a regime switch of the host is not a code change)
+        machine = check_machine(rule, run.probe, [b.probe for b in series.runs], min_runs=options.min_runs)
         known = list(dict.fromkeys(n for b in series.runs for n in b.kernels))
         hints = list(dict.fromkeys(n for b in related for n in b.kernels))
-        point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped, whole=whole)
+        point = PointGate(run, series.runs, series.total, rule, skipped_files=series.skipped, whole=whole,
+                          machine=machine)
         for v in rule.kernels:
             if v.runs == 0 and hints and (series.runs or v.name not in hints):
                 note = unmatched_note(v.name, hints)

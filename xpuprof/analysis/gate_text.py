@@ -1,11 +1,12 @@
-"""The gate's verdicts as text: a heading per point (what was compared with what), one line per kernel
-(baseline median +- run-to-run spread, new median, effect +- noise, confidence), what was not compared and
-why, and a last line with the counts and the exit status."""
+"""The gate's verdicts as text: a heading per point (what was compared with what, whether the machine
+itself moved), one line per kernel (baseline median +- run-to-run spread, new median, effect +- noise,
+confidence), what was not compared and why, and a last line with the counts and the exit status."""
 from __future__ import annotations
 
 import io
 
 from .gate import GateResult, PointGate
+from .gate_probe import UNTESTED
 from .gate_rule import Verdict
 from .summary import format_ns
 
@@ -40,7 +41,19 @@ def point_heading(p: PointGate, result: GateResult) -> list[str]:
     for f in p.rule.factors:
         lines.append(f"{f.name}: {_pct(f.raw_effect_pct)} against the baseline runs (their own run-to-run spread "
                      f"{_pct(f.spread_pct, False)}); removed from each kernel's effect")
+    if p.machine is not None and p.machine.status not in UNTESTED:  # a check not made: said once, below
+        lines.append(p.machine.summary())
     return lines
+
+
+def machine_notes(result: GateResult) -> list[str]:
+    """Each distinct reason the machine probe could not be used, once, with the points it concerns."""
+    notes: dict[str, list[str]] = {}
+    for p in result.points:
+        if p.machine is not None and p.machine.status in UNTESTED:
+            notes.setdefault(p.machine.note, []).append(p.label)
+    return [f"machine probe not used for {', '.join(repr(x) for x in labels) if len(result.points) > 1 else 'this run'}"
+            f": {note}" for note, labels in notes.items()]
 
 
 def render(result: GateResult, *, show_all: bool = True) -> str:
@@ -78,6 +91,8 @@ def render(result: GateResult, *, show_all: bool = True) -> str:
             console.print(f"history: {line}", markup=False)
     for line in result.skipped:
         console.print(f"not gated: {line}", markup=False)
+    for line in machine_notes(result):
+        console.print(line, markup=False)
     console.print(summary_line(result), markup=False)
     return console.export_text()
 
@@ -86,9 +101,11 @@ def summary_line(result: GateResult) -> str:
     counts = ", ".join(f"{result.count(v)} {v}" for v in ("regressed", "improved", "unchanged", "inconclusive"))
     new = sum(len(p.new) for p in result.points)
     status = result.exit_status
+    explained = sum(len(p.machine.explained) for p in result.points if p.machine is not None)
     tail = "a regression: exit 1" if status else ("nothing regressed: exit 0" + (
-        " (inconclusive verdicts are not failures: the noise was larger than the effect asked for, or the "
-        "history too short)" if result.count("inconclusive") else ""))
+        " (inconclusive verdicts are not failures: the noise was larger than the effect asked for, the "
+        "history too short" + (", or the machine itself ran at another speed" if explained else "") + ")"
+        if result.count("inconclusive") else ""))
     accepted = f"; accepted into the history: {len(result.accepted)} run(s)" if result.accepted else ""
     return f"gate: {counts}, {new} new or unmatched; {tail}{accepted}"
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import orjson
 
+from .machine_probe import ProbeResult
 from .samples import SampleStats
 
 FORMAT = "xpuprof-history"
@@ -147,6 +148,7 @@ class HistoryRun:
     time: float = field(default_factory=time.time)
     run_id: str = ""
     xpuprof_version: str = ""
+    probe: ProbeResult | None = None  # the machine probe taken around the workload (older runs: none)
 
     @property
     def series(self) -> str:
@@ -166,7 +168,8 @@ class HistoryRun:
         return {"kind": RUN_KIND, "version": VERSION, "run_id": self.run_id, "series": self.series,
                 "date": self.date, "time": self.time, "key": self.key, "label": self.label,
                 "machine": self.machine, "git": self.git, "source": self.source,
-                "xpuprof_version": self.xpuprof_version, "kernels": [k.to_dict() for k in self.kernels.values()]}
+                "xpuprof_version": self.xpuprof_version, "kernels": [k.to_dict() for k in self.kernels.values()],
+                **({"machine_probe": self.probe.to_dict()} if self.probe is not None else {})}
 
     @classmethod
     def from_dict(cls, d) -> "HistoryRun":
@@ -188,9 +191,10 @@ class HistoryRun:
             if field_ is not None and not isinstance(field_, dict):
                 raise ValueError(f"{name} must be an object")
         git = d.get("git")
+        probe = d.get("machine_probe")  # absent from runs recorded before the probe: still read
         return cls(dict(key), {r.name: r for r in records}, dict(d.get("label") or {}), dict(d.get("machine") or {}),
                    git if isinstance(git, dict) else None, str(d.get("source", "")), float(t), str(d.get("run_id", "")),
-                   str(d.get("xpuprof_version", "")))
+                   str(d.get("xpuprof_version", "")), None if probe is None else ProbeResult.from_dict(probe))
 
 
 def new_run_id(t: float) -> str:

@@ -87,7 +87,7 @@ def history_chart(p: PointGate, v: Verdict, max_regression_pct: float, *, chart_
 
 def history_sections(result: GateResult) -> list[str]:
     """A heading per point and a figure per kernel (``history_chart``), ordered as the text table."""
-    from .gate_text import _ORDER, confidence_text, point_heading
+    from .gate_text import _ORDER, confidence_text, machine_notes, point_heading
 
     out = ["<h2>Run history</h2>",
            f'<p class="meta">History {_esc(result.history)}; dots: the baseline runs (newest last), square: this '
@@ -106,6 +106,7 @@ def history_sections(result: GateResult) -> list[str]:
             out.append(f'<figure class="history"><figcaption>{_esc(caption)}</figcaption>'
                        f"{history_chart(p, v, result.options.max_regression_pct, chart_id=f'history-{n}')}</figure>")
             n += 1
+    out.extend(f'<p class="meta">{_esc(line)}</p>' for line in machine_notes(result))
     return out
 
 

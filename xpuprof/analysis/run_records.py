@@ -15,6 +15,7 @@ import numpy as np
 
 from .event_table import DEVICE_CATEGORIES, DEVICE_WORK, EventTable
 from .history import HistoryRun, KernelRecord, canonical_hash, git_revision, machine_fingerprint
+from .machine_probe import ProbeResult
 from .samples import stats_by_name
 
 SUMMARY_NAMES = ("summary.jsonl",)
@@ -165,11 +166,27 @@ def records_from_run_dir(run_dir: str | Path, *, source: str) -> PointRecords:
         git = summary.get("git") if isinstance(summary.get("git"), dict) else None
         started = summary.get("started")
         t = float(started) if type(started) in (int, float) and math.isfinite(started) else None
-        run = HistoryRun(key, kernels, run_label, machine, git, source)
+        run = HistoryRun(key, kernels, run_label, machine, git, source, probe=_point_probe(point, label, out.skipped))
         if t is not None:
             run.time = t
         out.runs.append(run)
     return out
+
+
+def _point_probe(point: dict, label: str, skipped: list[str]) -> ProbeResult | None:
+    """The point's machine probe (``machine_probe``), None when it has none (an older xpuprof) or an
+    unreadable one (said in ``skipped``: the run is still recorded, without a probe)."""
+    block = point.get("machine_probe")
+    if block is None:
+        return None
+    if isinstance(block, dict) and block.get("error"):
+        skipped.append(f"point {label!r}: machine probe not taken ({str(block['error'])[:200]})")
+        return None
+    try:
+        return ProbeResult.from_dict(block)
+    except ValueError as exc:
+        skipped.append(f"point {label!r}: machine probe unreadable ({exc}); recorded without it")
+        return None
 
 
 def _device_names(header: dict) -> list[str]:
@@ -182,10 +199,11 @@ def _device_names(header: dict) -> list[str]:
 
 
 def run_from_table(table: EventTable, *, test: str, options: dict, device: str, source: str,
-                   directory: str | Path | None = None) -> HistoryRun:
+                   directory: str | Path | None = None, probe: ProbeResult | None = None) -> HistoryRun:
     """A history run of one profiled table (the pytest plugin's test body): keyed by the test, its
-    profiler options, the device and this machine."""
+    profiler options, the device and this machine; ``probe``: the machine probe taken around the body."""
     machine = machine_fingerprint()
     config_hash = canonical_hash({"pytest": test, "options": options})
     key = {"config_hash": config_hash, "device": device, "machine": machine["id"]}
-    return HistoryRun(key, kernel_records(table), {"test": test}, machine, git_revision(directory), source)
+    return HistoryRun(key, kernel_records(table), {"test": test}, machine, git_revision(directory), source,
+                      probe=probe)

@@ -329,9 +329,12 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
                                                       f"repeat {done + 2}/{pt.repeats}")
 
             result = PointResult(pt)  # kept when the point fails: what was measured before stays in the summary
+            from ..analysis.machine_probe import GuardedProbe
+
+            probe = GuardedProbe()  # the machine's own speed right around the iterations, for the gate
             try:
                 run_point(pt, multi_point=multi, on_iteration=lambda: progress.advance(task),
-                          on_repeat=on_repeat, guard=guard, result=result)
+                          on_repeat=on_repeat, guard=guard, result=result, probe=probe)
             except Exception as exc:  # one failing point is reported; the sweep goes on unless --fail-fast
                 result.error = str(exc) if isinstance(exc, TraceWriteError) else f"{type(exc).__name__}: {exc}"
                 # the message may hold [brackets] (install hints such as xpuprof[dpnp-cpu]): escaped, not markup
@@ -341,6 +344,7 @@ def _run_points(args, cfg: BenchmarkConfig, console, multi: bool, guard) -> int:
             stats, units = _kernels(result)
             records.append(_point_record(result, stats, units))
             records[-1]["config_hash"] = point_hash(cfg, pt)
+            records[-1]["machine_probe"] = probe.record()
             point_stats.append(stats)
             if result.interrupted is not None or guard.signum is not None:
                 interrupted = result.interrupted or guard.interrupted

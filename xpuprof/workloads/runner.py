@@ -72,10 +72,11 @@ def store_handler(directory: Path, worker_name: str) -> Callable:
 
 def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Callable[[], None] | None = None,
               on_repeat: Callable[[int], None] | None = None, guard: InterruptGuard | None = None,
-              result: PointResult | None = None) -> PointResult:
+              result: PointResult | None = None, probe=None) -> PointResult:
     """Raises on workload/profiler errors; the caller records them per point. ``result``: filled as the
     point runs, so a caller that passes one keeps what was measured before an error (iteration times,
-    traces written).
+    traces written). ``probe``: the machine probe (``analysis.machine_probe.GuardedProbe``), its
+    ``before()`` right before the first measured iteration and ``after()`` right after the last.
 
     With a ``guard``, SIGINT/SIGTERM cut the workload (build, warmup or an iteration), the cycle's trace
     is written marked ``"interrupted"``, and the result comes back with ``interrupted`` set; a signal that
@@ -83,7 +84,7 @@ def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Calla
     """
     result = PointResult(point) if result is None else result
     try:
-        _run_point(point, result, multi_point, on_iteration, on_repeat, guard)
+        _run_point(point, result, multi_point, on_iteration, on_repeat, guard, probe)
     except RunInterrupted as exc:
         result.interrupted = exc
         if exc.forced:
@@ -94,7 +95,7 @@ def run_point(point: RunPoint, *, multi_point: bool = False, on_iteration: Calla
 
 
 def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_iteration, on_repeat,
-               guard: InterruptGuard | None) -> None:
+               guard: InterruptGuard | None, probe=None) -> None:
     from ..host.recorder import record_function
     from ..profiler import profile, schedule, trace_handler
 
@@ -141,9 +142,18 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
             result.tables.append(EventTable.from_table(prof.builder.freeze()))
         phase("recording")
 
+    config = point.profiler_config() if probe is not None else None
+    # the machine probe times the host right next to the measured iterations, inside the profiled window
+    # (nothing of it is recorded: plain numpy and Python) - outside it when Python functions are traced
+    from ..activity import ActivityType
+
+    probe_inside = probe is not None and not (config.python_functions
+                                              or ActivityType.PYTHON_FUNCTION in config.activities)
     for repeat in range(point.repeats):
         if guard is not None:
             guard.check()  # a signal during the last repeat's trace: no new repeat starts
+        if probe is not None and not probe_inside and repeat == 0:
+            probe.before()
         with warnings.catch_warnings():  # a config's warmup: 0 is chosen, not a torch.profiler slip to warn about
             warnings.filterwarnings("ignore", message="Profiler won't be using warmup", category=UserWarning)
             sched = schedule(**point.schedule) if point.schedule else None
@@ -159,6 +169,8 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
             # kernels from it, and a reader of the trace can compute rates
             work = {k: workload.info[k] for k in ("flops", "bytes") if isinstance(workload.info.get(k), (int, float))}
             try:
+                if probe_inside and repeat == 0:
+                    probe.before()
                 for i in range(point.iterations):
                     t0 = time.perf_counter_ns()
                     with record_function(workload.name, {"iteration": i, "repeat": repeat, **work}):
@@ -172,12 +184,16 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
                         on_iteration()
                     if guard is not None:
                         guard.check()  # a signal that landed outside the workload (a trace write) stops here
+                if probe_inside and repeat == point.repeats - 1:
+                    probe.after()
                 phase("building a trace")  # profile's exit builds (and ready() writes) the last cycle's trace
             except RunInterrupted as exc:
                 interrupted = exc
                 prof.add_metadata("interrupted", exc.signal_name)
         if interrupted is not None:
             raise interrupted
+        if probe is not None and not probe_inside and repeat == point.repeats - 1:
+            probe.after()
         if prof.trace_ready_errors:  # a cycle's trace the disk refused at a step: the point says so
             raise TraceWriteError(prof.trace_ready_errors[0].split(": ", 1)[-1])
         if on_repeat is not None:
