@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared/protowire.h"
+
 #define HOT static inline __attribute__((always_inline))
 
 /* ----------------------------------------------------------------------------- protobuf bytes */
@@ -82,37 +84,12 @@ HOT void put_raw(Buf *b, const void *src, size_t len) {
     b->n += len;
 }
 
-HOT int varint_len(uint64_t v) {
-    int n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 HOT void put_varint(Buf *b, uint64_t v) {
-    if (buf_grow(b, 10) < 0) return;
-    uint8_t *p = b->p + b->n;
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    b->n = (size_t)(p - b->p);
+    if (buf_grow(b, VARINT_MAX) < 0) return;
+    b->n = (size_t)(varint_write(b->p + b->n, v) - b->p);
 }
 
-HOT uint8_t *w_varint(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-HOT void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, ((uint64_t)field << 3) | (uint64_t)wt); }
+HOT void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, PROTO_KEY(field, wt)); }
 HOT void put_uint(Buf *b, uint32_t field, uint64_t v) {
     put_tag(b, field, WT_VARINT);
     put_varint(b, v);
@@ -419,17 +396,17 @@ static void constant_bytes(Item *it) {
         default: return;
     }
     uint8_t *p = it->cbytes, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)it->key + 1);
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)it->key + 1);
     if (field == DA_DOUBLE) {
-        *p++ = (DA_DOUBLE << 3) | WT_I64;
+        *p++ = PROTO_KEY(DA_DOUBLE, WT_I64);
         memcpy(p, &v, 8);
         p += 8;
     } else {
-        p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
-        p = w_varint(p, v);
+        p = varint_write(p, PROTO_KEY(field, WT_VARINT));
+        p = varint_write(p, v);
     }
     *body = (uint8_t)(p - body - 1);
     it->clen = (int)(p - it->cbytes);
@@ -625,7 +602,7 @@ static void packet(Enc *E, Buf *dest, int64_t ts, int has_ts, const Buf *event, 
     if (any)
         for (int t = 0; t < 4; t++) interned += E->interned_parts[t].n;
     if (any) body += 1 + (size_t)varint_len(interned) + interned;
-    body += (size_t)varint_len((uint64_t)event_field << 3) + (size_t)varint_len(event->n) + event->n;
+    body += (size_t)varint_len(PROTO_KEY(event_field, WT_LEN)) + (size_t)varint_len(event->n) + event->n;
     if (buf_grow(dest, body + 12) < 0) return;
     put_tag(dest, TRACE_PACKET, WT_LEN);
     put_varint(dest, body);
@@ -918,12 +895,12 @@ static void annotation(Enc *E, Buf *ev, int64_t key, const Buf *value) {
 HOT void annotation_varint(Enc *E, Buf *ev, int64_t key, uint32_t field, uint64_t v) {
     if (buf_grow(ev, 32) < 0) return;
     uint8_t *p = ev->p + ev->n, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)key + 1);
-    p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
-    p = w_varint(p, v);
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)key + 1);
+    p = varint_write(p, PROTO_KEY(field, WT_VARINT));
+    p = varint_write(p, v);
     *body = (uint8_t)(p - body - 1);
     ev->n = (size_t)(p - ev->p);
 }
@@ -931,11 +908,11 @@ HOT void annotation_varint(Enc *E, Buf *ev, int64_t key, uint32_t field, uint64_
 HOT void annotation_double(Enc *E, Buf *ev, int64_t key, double d) {
     if (buf_grow(ev, 32) < 0) return;
     uint8_t *p = ev->p + ev->n, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)key + 1);
-    *p++ = (DA_DOUBLE << 3) | WT_I64;
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)key + 1);
+    *p++ = PROTO_KEY(DA_DOUBLE, WT_I64);
     memcpy(p, &d, 8);
     p += 8;
     *body = (uint8_t)(p - body - 1);
@@ -1230,7 +1207,7 @@ static void emit_end(Enc *E, Buf *dest, int64_t ts) {
     put_varint(dest, body);
     put_uint(dest, TP_TIMESTAMP, d);
     put_uint(dest, TP_SEQ_ID, E->seq);
-    static const uint8_t end_event[4] = {(TP_TRACK_EVENT << 3) | WT_LEN, 2, (TE_TYPE << 3) | WT_VARINT, TYPE_END};
+    static const uint8_t end_event[4] = {PROTO_KEY(TP_TRACK_EVENT, WT_LEN), 2, PROTO_KEY(TE_TYPE, WT_VARINT), TYPE_END};
     put_raw(dest, end_event, 4);
 }
 
