@@ -1247,6 +1247,23 @@ static int any_failed(R *r) {
     return 0;
 }
 
+/* Appends a new reference o to list and drops it; -1 (an exception set) where o is NULL or the append fails. */
+static int append_new(PyObject *list, PyObject *o) {
+    int rc = o ? PyList_Append(list, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+/* convert(span) of each Span stored in spans appended to list; -1 at the first failure (an exception set). */
+static int append_each(PyObject *list, const Buf *spans, PyObject *(*convert)(Span)) {
+    for (size_t k = 0; k < spans->n / sizeof(Span); k++) {
+        Span one;
+        memcpy(&one, spans->p + k * sizeof(Span), sizeof(Span));
+        if (append_new(list, convert(one)) < 0) return -1;
+    }
+    return 0;
+}
+
 /* decode(buffer, hoisted) -> dict: hoisted is a sequence of (uuid, category str | None, members bytes) */
 static PyObject *decode(PyObject *mod, PyObject *args) {
     Py_buffer in;
@@ -1322,40 +1339,13 @@ static PyObject *decode(PyObject *mod, PyObject *args) {
             goto done;
         }
         PyObject *descs = PyList_New(0), *meta = PyList_New(0);
-        if (!descs || !meta) {
+        if (!descs || !meta || append_each(descs, &r->descriptors, descriptor) < 0 ||
+            append_each(meta, &r->metadata, metadata_entry) < 0) {
             Py_XDECREF(descs);
             Py_XDECREF(meta);
             free(so.p);
             free(io.p);
             goto done;
-        }
-        for (size_t k = 0; k < r->descriptors.n / sizeof(Span); k++) {
-            Span d;
-            memcpy(&d, r->descriptors.p + k * sizeof(Span), sizeof(Span));
-            PyObject *o = descriptor(d);
-            if (!o || PyList_Append(descs, o) < 0) {
-                Py_XDECREF(o);
-                Py_DECREF(descs);
-                Py_DECREF(meta);
-                free(so.p);
-                free(io.p);
-                goto done;
-            }
-            Py_DECREF(o);
-        }
-        for (size_t k = 0; k < r->metadata.n / sizeof(Span); k++) {
-            Span m;
-            memcpy(&m, r->metadata.p + k * sizeof(Span), sizeof(Span));
-            PyObject *o = metadata_entry(m);
-            if (!o || PyList_Append(meta, o) < 0) {
-                Py_XDECREF(o);
-                Py_DECREF(descs);
-                Py_DECREF(meta);
-                free(so.p);
-                free(io.p);
-                goto done;
-            }
-            Py_DECREF(o);
         }
         out = Py_BuildValue(
             "{s:(NN),s:(NNNNNNNN),s:(NNNNNNNN),s:(NNNN),s:(NNNNN),s:N,s:N,s:{s:L,s:L,s:L,s:L}}",
@@ -1402,13 +1392,10 @@ static PyObject *metadata(PyObject *mod, PyObject *arg) {
             int rc3;
             while ((rc3 = next_field(&b, &h)) > 0) {
                 if (h.field != 2 || h.wt != WT_LEN) continue;
-                PyObject *e = metadata_entry(h.bytes);
-                if (!e || PyList_Append(out, e) < 0) {
-                    Py_XDECREF(e);
+                if (append_new(out, metadata_entry(h.bytes)) < 0) {
                     Py_CLEAR(out);
                     break;
                 }
-                Py_DECREF(e);
             }
             if (!out) break;
             if (rc3 < 0) {
