@@ -1220,15 +1220,17 @@ static inline int ev_order(const Ev *a, const Ev *b) {
     return a->local < b->local ? -1 : a->local > b->local;
 }
 
-/* Events in (ts, slices first, longer first, file order): a natural merge sort. A track's events come as a
- * few ordered runs (one per batch: a thread's runtime calls, then its driver calls), so merging the runs
- * costs O(n log runs); an ordered track costs one pass. */
-static int sort_events(Ev *v, size_t n) {
+/* A stable natural merge sort of n items of ``size`` bytes, ``before(x, y)`` when x goes strictly before y. A
+ * track's events and flows come as a few ordered runs (one per batch: a thread's runtime calls, then its driver
+ * calls), so merging the runs costs O(n log runs); an ordered array costs one pass. Inlined into each typed sort
+ * below, where size and before are constants: its moves and comparisons compile as that type's own. */
+HOT int natural_merge_sort(void *items, size_t n, size_t size, int (*before)(const void *, const void *)) {
+    uint8_t *v = items;
     size_t runs = 1;
-    for (size_t k = 1; k < n; k++) runs += ev_order(&v[k - 1], &v[k]) > 0;
+    for (size_t k = 1; k < n; k++) runs += before(v + k * size, v + (k - 1) * size);
     if (runs == 1) return 0;
     size_t *starts = malloc((runs + 1) * sizeof(size_t));
-    Ev *tmp = malloc(n * sizeof(Ev));
+    uint8_t *tmp = malloc(n * size);
     if (!starts || !tmp) {
         free(starts);
         free(tmp);
@@ -1237,79 +1239,46 @@ static int sort_events(Ev *v, size_t n) {
     size_t r = 0;
     starts[r++] = 0;
     for (size_t k = 1; k < n; k++)
-        if (ev_order(&v[k - 1], &v[k]) > 0) starts[r++] = k;
+        if (before(v + k * size, v + (k - 1) * size)) starts[r++] = k;
     starts[r] = n;
-    Ev *src = v, *dst = tmp;
-    while (runs > 1) {
-        size_t out_runs = 0;
-        for (size_t q = 0; q < runs; q += 2) {
-            size_t lo = starts[q], mid = starts[q + 1 <= runs ? q + 1 : runs], hi = q + 2 <= runs ? starts[q + 2] : n;
-            if (q + 1 >= runs) {
-                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Ev));
-                hi = n;
-            } else {
-                size_t a = lo, b = mid, w = lo;
-                while (a < mid && b < hi) dst[w++] = ev_order(&src[b], &src[a]) < 0 ? src[b++] : src[a++];
-                while (a < mid) dst[w++] = src[a++];
-                while (b < hi) dst[w++] = src[b++];
-            }
-            starts[out_runs++] = lo;
-        }
-        starts[out_runs] = n;
-        runs = out_runs;
-        Ev *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) memcpy(v, src, n * sizeof(Ev));
-    free(starts);
-    free(tmp);
-    return 0;
-}
-
-/* Flows by time: a natural merge sort (a track's flows come as one ordered run per batch). */
-static int sort_flows(Flow *v, size_t n) {
-    size_t runs = 1;
-    for (size_t k = 1; k < n; k++) runs += v[k - 1].ts > v[k].ts;
-    if (runs == 1) return 0;
-    size_t *starts = malloc((runs + 1) * sizeof(size_t));
-    Flow *tmp = malloc(n * sizeof(Flow));
-    if (!starts || !tmp) {
-        free(starts);
-        free(tmp);
-        return -1;
-    }
-    size_t r = 0;
-    starts[r++] = 0;
-    for (size_t k = 1; k < n; k++)
-        if (v[k - 1].ts > v[k].ts) starts[r++] = k;
-    starts[r] = n;
-    Flow *src = v, *dst = tmp;
+    uint8_t *src = v, *dst = tmp;
     while (runs > 1) {
         size_t out_runs = 0;
         for (size_t q = 0; q < runs; q += 2) {
             size_t lo = starts[q];
             if (q + 1 >= runs) {
-                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Flow));
+                memcpy(dst + lo * size, src + lo * size, (n - lo) * size);
             } else {
                 size_t mid = starts[q + 1], hi = starts[q + 2], a = lo, b = mid, w = lo;
-                while (a < mid && b < hi) dst[w++] = src[b].ts < src[a].ts ? src[b++] : src[a++];
-                while (a < mid) dst[w++] = src[a++];
-                while (b < hi) dst[w++] = src[b++];
+                while (a < mid && b < hi)
+                    memcpy(dst + w++ * size, before(src + b * size, src + a * size) ? src + b++ * size : src + a++ * size,
+                           size);
+                memcpy(dst + w * size, src + a * size, (mid - a) * size); /* what is left of one run */
+                w += mid - a;
+                memcpy(dst + w * size, src + b * size, (hi - b) * size);
             }
             starts[out_runs++] = lo;
         }
         starts[out_runs] = n;
         runs = out_runs;
-        Flow *t = src;
+        uint8_t *t = src;
         src = dst;
         dst = t;
     }
-    if (src != v) memcpy(v, src, n * sizeof(Flow));
+    if (src != v) memcpy(v, src, n * size);
     free(starts);
     free(tmp);
     return 0;
 }
+
+static int ev_before(const void *a, const void *b) { return ev_order(a, b) < 0; }
+static int flow_before(const void *a, const void *b) { return ((const Flow *)a)->ts < ((const Flow *)b)->ts; }
+
+/* Events in (ts, slices first, longer first, file order). */
+static int sort_events(Ev *v, size_t n) { return natural_merge_sort(v, n, sizeof(Ev), ev_before); }
+
+/* Flows by time. */
+static int sort_flows(Flow *v, size_t n) { return natural_merge_sort(v, n, sizeof(Flow), flow_before); }
 
 typedef struct {
     int32_t *v;
