@@ -1423,7 +1423,7 @@ typedef struct {
     size_t n;
 } FlowIn;
 
-static Flow flow_at(const FlowIn *in, size_t k, int64_t clamp_ts) {
+HOT Flow flow_at(const FlowIn *in, size_t k, int64_t clamp_ts) {
     Flow f;
     f.ts = get_i64(&in->ts, (Py_ssize_t)k);
     if (f.ts < clamp_ts) f.ts = clamp_ts;
