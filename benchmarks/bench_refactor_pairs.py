@@ -18,6 +18,7 @@ job, ``bench_store.make_rank``: host ops, runtime launches, kernels on two strea
 - ``analyze-<name>``: ``xpuprof analyze STORE <name> --format json`` for each cluster analysis, over a
   store of the ``--ranks`` traces made by the baseline's own ``xpuprof convert`` (schema v1, which both read);
 - ``diff``: ``xpuprof diff A B`` of two rank traces (the text to /dev/null);
+- ``merge``: ``xpuprof merge FILES -o OUT.merged.json`` of the ``--ranks`` rank traces (``--align step``);
 - ``key_averages``: ``--n`` ``record_function`` ranges recorded in ``xpuprof.profile`` (not timed), then
   ``prof.key_averages().table()`` timed;
 - ``end-to-end``: ``--n`` ranges recorded, then ``stop()`` + ``export_chrome_trace()`` timed.
@@ -45,7 +46,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 ANALYSES = ("temporal", "kernels", "kernel-types", "idle", "overlap", "queue", "launch", "memory-bw", "stragglers")
-CASES = ("report", "report-ops", "convert", *(f"analyze-{a}" for a in ANALYSES), "diff", "key_averages", "end-to-end")
+CASES = ("report", "report-ops", "convert", *(f"analyze-{a}" for a in ANALYSES), "diff", "merge", "key_averages",
+         "end-to-end")
 
 
 def _cpu_s() -> float:
@@ -93,6 +95,8 @@ def child(case: str, data: dict) -> dict:
         _cli(["analyze", data["store"], case[len("analyze-"):], "--format", "json", "-o", data["out"]])
     elif case == "diff":
         _cli(["diff", data["json"][0], data["json"][1]], ok=(0, 1))  # 1: slower kernels found
+    elif case == "merge":
+        _cli(["merge", *data["json"], "-o", data["out"], "--align", "step"])
     elif case in ("key_averages", "end-to-end"):
         prof = _record(data["n"])
         if case == "key_averages":
@@ -168,7 +172,7 @@ def run(a) -> list[dict]:
             for side in order:
                 out = tmp / f"out-{side}"
                 data["out"] = str(out) + (".json" if case in ("report", "report-ops", "end-to-end") or
-                                          case.startswith("analyze-") else "")
+                                          case.startswith("analyze-") else ".merged.json" if case == "merge" else "")
                 got = measure(sides[side], case, data)
                 if r:  # round 0 is the warm-up
                     times[side].append(got)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from xpuprof.analysis.merge import MergeError, merge_traces
+from xpuprof.analysis.merge import FLOW_ID_STRIDE, MergeError, merge_traces
 from xpuprof.analysis.report import build_report
 from xpuprof.cli import main
 
@@ -58,3 +58,63 @@ def test_a_merged_view_cannot_be_named_like_a_rank_trace(tmp_path):
 
     with pytest.raises(MergeError, match=r"must not be named like a rank trace.*job\.merged\.json"):
         merge_traces([tmp_path / "a.json"], tmp_path / "job.pt.trace.json.gz")
+
+
+def test_merged_times_are_exact_to_the_ns_at_epoch_magnitudes(tmp_path):
+    """A rank trace with epoch µs times and ns fractions (HTA's ns_resolution trace, base 0): the merged view holds
+    every time exactly. Before, merge added float µs and rounded (1712195495502094.565 became ...094.5: 65 ns off)."""
+    from xpuprof.trace.read.kineto import read_trace
+
+    times = ["1712195495502094.565", "1712195495503313.409", "1712195495503313.999"]
+    for r in (0, 1):
+        rows = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 7, "tid": 7, "ts": {ts}, "dur": 1.001}}'
+                        for i, ts in enumerate(times))
+        (tmp_path / f"w.rank{r}.pt.trace.json").write_text(
+            f'{{"distributedInfo": {{"rank": {r}}}, "baseTimeNanoseconds": 0, "traceEvents": [{rows}]}}')
+    out = tmp_path / "out" / "job.merged.json"
+    merge_traces([tmp_path / "w.rank0.pt.trace.json", tmp_path / "w.rank1.pt.trace.json"], out)
+    view = read_trace(out)
+    want = [int(t.replace(".", "")) for t in times]
+    assert sorted(view.slices.ts.tolist()) == sorted(want * 2)
+    assert view.slices.dur.tolist() == [1001] * 6
+
+
+def test_every_kind_of_row_is_remapped_as_columns(tmp_path):
+    """The merged view's rows are the ranks' columns rewritten: an int pid and a row label ("Spans") both get the
+    rank's merged pid, a row without a pid keeps none, counters and instants move with their process, an int flow id
+    is offset by rank (a string one is kept), each rank's closing instant gives way to one for the view, and
+    --align step shifts every row of a rank by the same amount."""
+    for r in (0, 1):
+        ev = [{"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "host"}},
+              {"ph": "X", "name": "nopid", "tid": 3, "ts": 5.0, "dur": 1.0},
+              {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 7, "tid": 7, "ts": 10.0, "dur": 5.0},
+              {"ph": "X", "cat": "cpu_op", "name": "b", "pid": "Spans", "tid": "row", "ts": 12.0, "dur": 1.0},
+              {"ph": "C", "name": "mem", "pid": 7, "tid": 0, "ts": 11.0, "args": {"used": 3.5}},
+              {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": "s-1", "pid": 7, "tid": 7, "ts": 10.5},
+              {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 7, "tid": 7, "ts": 11.5, "bp": "e"},
+              {"ph": "i", "s": "t", "name": "inst", "pid": 7, "tid": 7, "ts": 13.0},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 7, "tid": 7, "ts": 9.0 + 3 * r,
+               "dur": 20.0},
+              {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 40.0}]
+        (tmp_path / f"r{r}.json").write_text(json.dumps({"distributedInfo": {"rank": r}, "baseTimeNanoseconds": 10**6,
+                                                         "traceEvents": ev}))
+    out = tmp_path / "v" / "job.merged.json"
+    info = merge_traces([tmp_path / "r0.json", tmp_path / "r1.json"], out, align="step")
+    assert info.shifts_ns == {0: 0, 1: -3000}
+    data = json.loads(out.read_text())
+    pids = {(rank, orig): pid for pid, rank, orig in data["mergedRanks"]["pids"]}
+    assert set(pids) == {(r, o) for r in (0, 1) for o in (7, "Spans")}
+    ev = data["traceEvents"]
+    for r in (0, 1):
+        host, spans = pids[(r, 7)], pids[(r, "Spans")]
+        mine = [e for e in ev if e.get("pid") in (host, spans) and e["ph"] != "M"]
+        want = [("X", "a", 10.0), ("X", "b", 12.0), ("C", "mem", 11.0), ("s", "ac2g", 10.5), ("f", "ac2g", 11.5),
+                ("i", "inst", 13.0), ("X", "ProfilerStep#4", 9.0 + 3 * r)]
+        assert sorted((e["ph"], e.get("name"), e["ts"]) for e in mine) == sorted(
+            (ph, name, ts - 3 * r) for ph, name, ts in want)  # rank 1's step on rank 0's, its rows with it
+        assert {e["id"] for e in mine if e["ph"] in "sf"} == {"s-1", r * FLOW_ID_STRIDE + 5}
+        assert next(e for e in mine if e.get("name") == "b")["tid"] == "row"
+    assert sorted(e["ts"] for e in ev if e.get("name") == "nopid") == [5.0 - 3.0, 5.0] and all(
+        "pid" not in e for e in ev if e.get("name") == "nopid")
+    ends = [e for e in ev if e.get("name") == "Record Window End"]
+    assert ends == [ev[-1]] and ends[0]["ts"] == 29.0 and ends[0]["pid"] == ""

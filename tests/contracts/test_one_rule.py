@@ -12,7 +12,8 @@
   through ``KeyAverages.from_table``: the builder walk and the dict walk are gone);
 - the cluster analyses: numpy over a rank group's table (``analysis.cluster.frame``), no SQL of their own;
   the engines read and distribute rank groups (``Engine.map``);
-- a diff side: ``analysis.diff.read_side`` (one table per side, read once by the command).
+- a diff side: ``analysis.diff.read_side`` (one table per side, read once by the command);
+- merge: the one reader in, a merged TraceTable out through the writers (``analysis.merge.merged_table``).
 """
 from __future__ import annotations
 
@@ -117,3 +118,16 @@ def test_a_diff_side_is_read_once_by_one_function():
     calls = [c for c in ast.walk(ast.parse(_source("commands/diff.py"))) if isinstance(c, ast.Call)
              and getattr(c.func, "id", getattr(c.func, "attr", "")) in ("read_side", "load_side", "read_trace")]
     assert [c.func.id for c in calls] == ["read_side", "read_side"]
+
+
+def test_merge_reads_and_writes_through_the_table():
+    """``xpuprof merge``: ranks read by the one reader (``read_inputs``: the files ``report DIR`` reads), the view a
+    TraceTable rendered by the writers every command uses (``write_trace``); the dict path (``trace_files``, the
+    per-event dict walk and merge's own JSON writer) is gone."""
+    assert not (PACKAGE / "analysis" / "trace_files.py").exists()
+    assert {"_rank_events", "_write", "_encode_event", "_may_need_layout", "_lay_out"}.isdisjoint(
+        _defined("analysis/merge.py"))
+    imports = _imports("analysis/merge.py")
+    assert not any(m.endswith(("read.load", "trace_files", "orjson")) for m in imports), imports
+    assert "read_inputs" in _calls("analysis/merge.py", "read_ranks")
+    assert "write_trace" in _calls("analysis/merge.py", "merge_traces")

@@ -167,18 +167,28 @@ def test_recording_torch_ops_adds_nothing_to_the_programs_output(policy, tmp_pat
     """torch 2.13's Kineto prints `USDT: profiler_start/stop` at each start and stop of torch's profiler;
     xpuprof records torch's ops through that profiler and keeps those lines out of the program's stderr."""
     script = tmp_path / "torchy.py"
+    # Under a duration policy the program runs until its trace is written (a loaded machine starts the capture
+    # late: a fixed 0.6 s program ended it early, which exec rightly says); alone, it runs 0.6 s.
     script.write_text(textwrap.dedent("""
-        import sys, time, torch
+        import os, sys, time, torch
+        wait_in = os.environ.get("WAIT_FOR_TRACE_IN")
         x = torch.ones(4)
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 0.6:
+
+        def done():
+            if wait_in:
+                return os.path.isdir(wait_in) and any(n.endswith(".json") for n in os.listdir(wait_in))
+            return time.monotonic() - t0 >= 0.6
+
+        while not done() and time.monotonic() - t0 < 120:
             x = x * 1.0001
         print("result", float(x.sum()) > 0)
         print("to stderr", file=sys.stderr)
     """))
     direct = subprocess.run([PYTHON, str(script)], capture_output=True, env=base_env(), timeout=120)
+    wait = {"WAIT_FOR_TRACE_IN": str(tmp_path / "t")} if policy else {}
     under = subprocess.run([*XPUPROF, "exec", "--out", str(tmp_path / "t"), *policy, "--", PYTHON, str(script)],
-                           capture_output=True, env=base_env(), timeout=120)
+                           capture_output=True, env=base_env(**wait), timeout=180)
     assert (under.returncode, under.stdout, under.stderr) == (direct.returncode, direct.stdout,
                                                               direct.stderr + wrote_lines(tmp_path / "t"))
     (trace,) = traces(tmp_path / "t")

@@ -163,6 +163,34 @@ def test_a_merged_view_of_six_ranks(tmp_path):
     assert facts["slices"] > 6 * 40
 
 
+def test_merge_writes_a_pftrace_of_six_ranks_that_opens_whole(tmp_path):
+    """``xpuprof merge ... -o job.merged.pftrace``: the merged TraceTable through the Perfetto writer (the output's
+    name picks the writer, as for every trace path). Perfetto imports every event of the merged JSON view, no
+    error row, and one process per merged pid: each rank's processes named "[rank r] ...", 6 ranks."""
+    from xpuprof.cli import main
+
+    sources = []
+    for r in range(6):
+        src = json.loads((GOLDEN / f"sim_rank{r % 2}.pt.trace.json").read_text())
+        src["distributedInfo"] = {"rank": r, "world_size": 6}
+        path = tmp_path / "ranks" / f"rank{r}.pt.trace.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(src))
+        sources.append(str(path))
+    merged, out = tmp_path / "job.merged.json", tmp_path / "job.merged.pftrace"
+    assert main(["merge", str(tmp_path / "ranks"), "-o", str(merged), "--align", "start"]) == 0
+    assert main(["merge", str(tmp_path / "ranks"), "-o", str(out), "--align", "start"]) == 0
+    assert out.read_bytes()[:1] == b"\x0a" and not out.read_bytes().startswith(b"{")  # protobuf (a packet), not JSON
+    facts = _check(merged, out)
+    assert facts["slices"] > 6 * 40
+    (procs,) = queries(out, "select pid, name from process where pid is not null and pid != 0")
+    view = json.loads(merged.read_text())
+    pids = {p for p, _, _ in view["mergedRanks"]["pids"]}
+    assert {int(p["pid"]) for p in procs} == pids and len(procs) == len(pids)  # one process per merged pid
+    named = Counter(p["name"].split("]")[0] + "]" for p in procs)
+    assert named == {f"[rank {r}]": len(pids) // 6 for r in range(6)}, named
+
+
 def test_torch_profilers_own_asyncio_trace_through_convert_opens_whole(tmp_path):
     """torch.profiler's own trace of an asyncio workload (its record_function ranges of 10 tasks share the
     thread's row and overlap without nesting, as torch writes them): ``xpuprof convert`` to .pftrace keeps every

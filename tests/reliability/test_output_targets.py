@@ -91,12 +91,17 @@ def test_regular_file_stays_atomic_on_failure(tmp_path, monkeypatch):
 
 
 def test_merge_output_through_a_symlink(tmp_path):
-    from xpuprof.analysis.merge import _write
+    from xpuprof.analysis.merge import merge_traces
 
+    src = tmp_path / "src"
+    src.mkdir()
+    rank = src / "r.pt.trace.json"
+    rank.write_text(json.dumps({"baseTimeNanoseconds": 0, "schemaVersion": 1,
+                                "traceEvents": [{"ph": "i", "name": "x", "ts": 0, "pid": 0, "tid": 0}]}))
     real = tmp_path / "merged.json"
     link = tmp_path / "out.json"
     link.symlink_to(real)
-    _write(link, {"baseTimeNanoseconds": 0, "schemaVersion": 1}, [{"ph": "i", "name": "x", "ts": 0, "pid": 0, "tid": 0}])
+    merge_traces([rank], link)
     assert link.is_symlink() and json.loads(real.read_text())["traceEvents"]
 
 

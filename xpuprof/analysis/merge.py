@@ -1,9 +1,15 @@
 """Merge per-rank traces into one: every rank gets its own process rows (pids remapped, names
 prefixed ``[rank r]``), flow ids stay unique, and all clocks are put on one reference.
 
+Read -> table -> write, like every command: each rank is read by the one reader (``trace.read.inputs``: the
+files ``report DIR`` reads, Kineto JSON or Perfetto protobuf), laid out (``trace.layout``: a rank trace
+torch.profiler wrote may hold slices that do not nest), and its rows become the merged view's rows as columns
+(pids, times, flow ids and file order rewritten in numpy, no object per event); the view is one TraceTable
+that the writers render (Kineto JSON, ``.json.gz``, or Perfetto protobuf when the output is named
+``.pftrace``).
+
 Pids: ``trace.ids.merged_pid_assignment``, the one place they are given (in range for any number of ranks;
-the view's ``mergedRanks`` says each pid's rank and original pid). Each rank's rows are laid
-out first (``trace.layout``): a rank trace torch.profiler wrote may hold slices that do not nest.
+the view's ``mergedRanks`` says each pid's rank and original pid).
 
 Alignment (``align``):
 - ``epoch``: trust each file's absolute clock (``baseTimeNanoseconds`` + ts): ranks on one host
@@ -16,22 +22,25 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-import orjson
+import numpy as np
 
-from ..outputs import write_output_bytes
 from ..progress import bar
 from ..trace import ids
-from ..trace.builder.columns import encode_json
-from .event_table import TIME_LIMIT_NS, ReportError
-from .trace_files import TraceFile, load_traces
+from ..trace.read.inputs import InputsError, expand_inputs, read_inputs
+from ..trace.read.kineto import time_error
+from ..trace.read.source import TraceLoadError
+from ..trace.table.columns import COLUMN_SETS, KINDS, InstantColumns, RowText
+from ..trace.table.model import FlatSegment, RankInfo, TraceTable
 
 ALIGN_MODES = ("epoch", "start", "step")
 FLOW_ID_STRIDE = 1 << 40
+WINDOW_END = "Record Window End"
 _STEP = re.compile(r"^ProfilerStep#\d+")
+RANK_TRACE_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")
 
 
 class MergeError(ValueError):
@@ -65,60 +74,7 @@ def placement_note(out: Path) -> str:
             f"(TensorBoard skips it: not *.pt.trace.json)")
 
 
-def _abs_ns(trace: TraceFile, ev: dict) -> int:
-    return trace.base_ns + int(round(float(ev["ts"]) * 1000))
-
-
-def _anchor_ns(trace: TraceFile, rank: int, align: str) -> int:
-    timed = [e for e in trace.data["traceEvents"] if e.get("ph") in ("X", "i", "C", "s", "f")
-             and isinstance(e.get("ts"), (int, float)) and e.get("name") != "Record Window End"]
-    if align == "step":
-        timed = [e for e in timed if e.get("ph") == "X" and _STEP.match(str(e.get("name", "")))]
-        if not timed:
-            raise MergeError(f"{trace.path}: rank {rank} has no ProfilerStep# annotation to align on; "
-                             "use --align epoch or --align start")
-    if not timed:
-        raise MergeError(f"{trace.path}: rank {rank} has no timed events")
-    return min(_abs_ns(trace, e) for e in timed)
-
-
-def _check_events(trace: TraceFile) -> None:
-    """The fields merge computes with: times finite numbers in range, rows named by a string or an
-    integer. Anything else is one ``MergeError`` naming the file and the event."""
-    try:
-        limit_us = (TIME_LIMIT_NS - abs(trace.base_ns)) / 1000
-    except ReportError as exc:
-        raise MergeError(str(exc)) from None
-    for i, e in enumerate(trace.data["traceEvents"]):
-        for key in ("ts", "dur"):
-            if key in e and not (type(e[key]) in (int, float) and abs(e[key]) < limit_us):
-                raise MergeError(f"{trace.path}: traceEvents[{i}] has {key} {e[key]!r}, which is not a time a trace "
-                                 f"can hold (a finite number of microseconds below {limit_us:.3g} in magnitude)"[:400])
-        for key in ("pid", "tid"):
-            v = e.get(key)
-            if not (v is None or isinstance(v, str) or (type(v) is int and abs(v) < 2**63)):
-                raise MergeError(f"{trace.path}: traceEvents[{i}] has {key} {v!r}, not a string or an integer "
-                                 f"row id"[:400])
-
-
-def _assign_ranks(traces: list[TraceFile]) -> list[int]:
-    ranks = []
-    for i, t in enumerate(traces):
-        ranks.append(t.rank if t.rank is not None else i)
-    dup = sorted({r for r in ranks if ranks.count(r) > 1})
-    if dup:
-        raise MergeError(f"several input traces claim rank(s) {dup}: "
-                         + "; ".join(f"{t.path} -> {r}" for t, r in zip(traces, ranks) if r in dup))
-    return ranks
-
-
-RANK_TRACE_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")
-
-
-def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "epoch") -> MergeInfo:
-    """Write the merged trace to ``out`` (``.json`` or ``.json.gz``)."""
-    if align not in ALIGN_MODES:
-        raise MergeError(f"unknown alignment {align!r}; valid: {', '.join(ALIGN_MODES)}")
+def _check_output_name(out) -> None:
     if RANK_TRACE_NAME.search(Path(out).name):
         # TensorBoard parses every *.pt.trace.json* in a logdir as one rank's trace (a merged file made its
         # overview divide by zero) and HTA reads one rank per file: a merged view must not look like one.
@@ -126,183 +82,253 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
         stem = stem[:-len(".merged")] if stem.endswith(".merged") else stem  # job.merged.pt.trace.json: job.merged.json
         raise MergeError(f"{out}: a merged view must not be named like a rank trace (*.pt.trace.json[.gz]), or "
                          f"TensorBoard and HTA read it as one; name it e.g. {stem}.merged.json")
+
+
+def read_ranks(paths: Sequence[str | Path]) -> TraceTable:
+    """The rank traces the paths stand for (the one directory rule), one trace each in the table, each checked
+    the way every command checks a trace's times; a merged view or a store given is refused."""
     try:
-        traces = load_traces(paths)
-    except ReportError as exc:
+        files = expand_inputs(paths)
+    except InputsError as exc:
         raise MergeError(str(exc)) from None
-    for t in traces:
-        _check_events(t)
-    ranks = _assign_ranks(traces)
-    lanes = {r: _lay_out(t) for t, r in zip(traces, ranks)}
+    if files.stores:
+        raise MergeError(f"{files.stores[0]} is a trace store; merge reads trace files")
     try:
-        pids, stride = ids.merged_pid_assignment({r: rank_processes(t.data["traceEvents"]) for t, r in zip(traces, ranks)})
+        table = read_inputs(paths, inputs=files)
+    except (TraceLoadError, ValueError) as exc:
+        raise MergeError(str(exc)) from None
+    for info in table.traces:
+        bad = time_error(info)
+        if bad:
+            raise MergeError(f"{info.origin}: {bad}")
+        if info.merged_ranks:
+            raise MergeError(f"{info.origin} is a merged view already (ranks {info.merged_ranks}); merge the rank "
+                             f"traces it was made of")
+    return table
+
+
+def _assign_ranks(table: TraceTable) -> list[int]:
+    """Each trace's rank: the one it names, else its position among the inputs (the reader's rule)."""
+    ranks = [info.rank for info in table.traces]
+    dup = sorted({r for r in ranks if ranks.count(r) > 1})
+    if dup:
+        raise MergeError(f"several input traces claim rank(s) {dup}: "
+                         + "; ".join(f"{info.origin} -> {r}" for info, r in zip(table.traces, ranks) if r in dup))
+    return ranks
+
+
+def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "epoch") -> MergeInfo:
+    """Write the merged trace to ``out`` (``.json``, ``.json.gz``, or ``.pftrace`` for Perfetto protobuf)."""
+    if align not in ALIGN_MODES:
+        raise MergeError(f"unknown alignment {align!r}; valid: {', '.join(ALIGN_MODES)}")
+    _check_output_name(out)
+    from ..trace.layout.layout import lay_out
+    from ..trace.write.files import write_trace
+
+    table = read_ranks(paths)
+    ranks = _assign_ranks(table)
+    try:
+        table = lay_out(table)  # each rank's rows on tracks they nest on, its ids in range (per trace)
+        view = merged_table(table, ranks, align)
     except ValueError as exc:
         raise MergeError(str(exc)) from None
-    anchors = {r: _anchor_ns(t, r, align) for t, r in zip(traces, ranks)}
-    if align == "epoch":
-        shifts = {r: 0 for r in ranks}
-    else:
-        ref = min(anchors.values())
-        shifts = {r: ref - a for r, a in anchors.items()}
-    base_ns = min(t.base_ns for t in traces)
-
-    events: list[dict] = []
-    device_props: list[dict] = []
-    with bar("merging", len(traces), unit="ranks") as shown:
-        for t, rank in sorted(zip(traces, ranks), key=lambda x: x[1]):
-            events.extend(_rank_events(t, rank, shifts[rank], base_ns, pids[rank]))
-            for props in t.data.get("deviceProperties") or []:
-                device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
-            shown.advance()
-    end_us = max((e["ts"] + e.get("dur", 0) for e in events if "ts" in e), default=0.0)
-    events.append({"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": round(end_us, 3)})
-
-    world = {t.data.get("distributedInfo", {}).get("world_size") for t in traces
-             if isinstance(t.data.get("distributedInfo"), dict)} - {None}
-    # No top-level "rank" key: HTA would read the merged file as rank 0 of a job.
-    header = {"schemaVersion": 1, "deviceProperties": device_props,
-              "mergedRanks": {"ranks": ranks, "world_size": max(world) if world else len(ranks), "align": align,
-                              "shift_ns": {str(r): s for r, s in shifts.items()},
-                              "sources": [str(t.path) for t in traces], "pid_stride": stride,
-                              "pids": ids.merged_pid_table({new: (r, old) for r, got in pids.items()
-                                                            for old, new in got.items()}),
-                              **({"layout": {str(r): lanes[r] for r in sorted(lanes) if lanes[r]}}
-                                 if any(lanes.values()) else {})},
-              "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
-    _write(Path(out), header, events)
-    info = MergeInfo(Path(out), sorted(ranks), shifts, len(events), placement_note(Path(out)))
+    out = Path(out)
+    write_trace(view, out, trace_name=str(out))
+    shifts = {int(r): int(s) for r, s in view.traces[0].header["mergedRanks"]["shift_ns"].items()}
+    info = MergeInfo(out, sorted(ranks), shifts, view.traces[0].events, placement_note(out))
     if info.note:
         warnings.warn(info.note, MergeWarning, stacklevel=2)
     return info
 
 
-def rank_processes(events: list) -> list[tuple]:
+# ----------------------------------------------------------------------------- the merged view
+def merged_table(table: TraceTable, ranks: list[int], align: str = "epoch") -> TraceTable:
+    """One trace of the laid-out rank traces in ``table`` (``ranks``: each trace's rank): the merged view
+    the writers render (see the module docstring)."""
+    parts: dict = {}
+    for seg in table.segments:  # each trace's rows of each kind (one pass: 1,000 ranks are 4,000 groups)
+        parts.setdefault((seg.trace, seg.kind), []).append(seg.flat())
+    per = {t: {k: COLUMN_SETS[k].concat(parts.get((t, k), [])) for k in KINDS} for t in range(len(table.traces))}
+    processes = {ranks[t]: rank_processes(info, per[t]) for t, info in enumerate(table.traces)}
+    pids, stride = ids.merged_pid_assignment(processes)
+    anchors = {ranks[t]: _anchor_ns(info, per[t], ranks[t], align) for t, info in enumerate(table.traces)}
+    ref = min(anchors.values())
+    shifts = {r: 0 if align == "epoch" else ref - a for r, a in anchors.items()}
+    base_ns = min(info.base_time_ns for info in table.traces)
+
+    segments: list[FlatSegment] = []
+    meta: list = []
+    meta_order: list[int] = []
+    device_props: list = []
+    offset, end_ns, first_ns, events = 0, base_ns, None, 0
+    with bar("merging", len(table.traces), unit="ranks") as shown:
+        for t in sorted(range(len(table.traces)), key=lambda t: ranks[t]):
+            info, rank = table.traces[t], ranks[t]
+            prefix, own, own_order = _rank_metadata(info, rank, pids[rank])
+            start = offset + len(prefix)
+            meta += prefix + own
+            meta_order += list(range(offset, start)) + [start + o for o in own_order]
+            span = max(own_order, default=-1) + 1
+            for kind in KINDS:
+                c = _rank_rows(per[t][kind], rank, shifts[rank], base_ns, pids[rank], start)
+                if not len(c):
+                    continue
+                segments.append(FlatSegment(c, rank, 0))
+                span = max(span, int(np.max(c.order)) - start + 1)
+                ends = np.asarray(c.ts) + (np.maximum(np.asarray(c.dur), 0) if kind == "slices" else 0)
+                end_ns = max(end_ns, int(ends.max()))
+                first_ns = int(np.min(c.ts)) if first_ns is None else min(first_ns, int(np.min(c.ts)))
+                events += len(np.unique(c.order)) if kind == "counters" else len(c)
+            for props in info.header.get("deviceProperties") or []:
+                device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
+            offset = start + span
+            shown.advance()
+    segments.append(FlatSegment(_window_end(end_ns, offset), -1, 0))
+    events += len(meta) + 1
+
+    from ..trace.layout.layout import IDS_KEY, LANES_KEY
+
+    lanes = {ranks[t]: {k: h[k] for k in (LANES_KEY, IDS_KEY) if k in h} for t, h in enumerate(i.header for i in table.traces)}
+    world = {h.get("distributedInfo", {}).get("world_size") for h in (i.header for i in table.traces)
+             if isinstance(h.get("distributedInfo"), dict)} - {None}
+    # No top-level "rank" key: HTA would read the merged file as rank 0 of a job.
+    header = {"schemaVersion": 1, "deviceProperties": device_props,
+              "mergedRanks": {"ranks": ranks, "world_size": max(world) if world else len(ranks), "align": align,
+                              "shift_ns": {str(r): s for r, s in shifts.items()},
+                              "sources": [info.origin for info in table.traces], "pid_stride": stride,
+                              "pids": ids.merged_pid_table({new: (r, old) for r, got in pids.items()
+                                                            for old, new in got.items()}),
+                              **({"layout": {str(r): lanes[r] for r in sorted(lanes) if lanes[r]}}
+                                 if any(lanes.values()) else {})},
+              "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
+    view = RankInfo(-1, "merged view", header=header, metadata_events=meta, base_time_ns=base_ns,
+                    first_ts_ns=first_ns, sources=[info.origin for info in table.traces])
+    view.merged_ranks, view.metadata_order, view.events = sorted(ranks), meta_order, events
+    return TraceTable(segments, [view], vendor_categories=table.vendor_categories)
+
+
+def _pid_key(v):
+    """A pid as the merged view's pid table keys it (an int or a row label); None for none ("" included: the
+    closing instant's)."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)) or v == "":
+        return None
+    return v
+
+
+def rank_processes(info: RankInfo, cols: dict) -> list[tuple]:
     """A rank's processes as ``trace.ids.merged_pid_assignment`` takes them: (pid, its process_sort_index or
-    None) for each pid its events name ("" aside: the closing instant's), in first-appearance order."""
+    None) for each pid its events name, in the order they first appear in the file."""
+    first: dict = {}
     sort: dict = {}
-    seen: dict = {}
-    for ev in events:
-        pid = ev.get("pid")
-        if pid is None or pid == "" or not isinstance(pid, (int, str)):
-            continue
-        seen.setdefault(pid, len(seen))
-        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
-            idx = (ev.get("args") or {}).get("sort_index")
-            if isinstance(idx, int) and not isinstance(idx, bool):
-                sort.setdefault(pid, idx)
-    return [(pid, sort.get(pid)) for pid in seen]
+
+    def seen(pid, at: int) -> None:
+        if _pid_key(pid) is not None:
+            first[pid] = min(first.get(pid, at), at)
+
+    orders = info.metadata_order if info.metadata_order is not None else [-1] * len(info.metadata_events)
+    for at, ev in zip(orders, info.metadata_events):
+        seen(ev.get("pid"), at)
+        idx = (ev.get("args") or {}).get("sort_index") if ev.get("name") == "process_sort_index" else None
+        if isinstance(idx, int) and not isinstance(idx, bool) and _pid_key(ev.get("pid")) is not None:
+            sort.setdefault(ev["pid"], idx)
+    for c in cols.values():
+        code, order = np.asarray(c.pid_label), np.asarray(c.order, np.int64)
+        for rows, keys, value in ((code == -1, np.asarray(c.pid, np.int64), int), (code >= 0, code, c.labels.__getitem__)):
+            if rows.any():  # each distinct pid's first row (the least order)
+                by = np.lexsort((order[rows], keys[rows]))
+                k, o = keys[rows][by], order[rows][by]
+                head = np.concatenate([[True], k[1:] != k[:-1]])
+                for key, at in zip(k[head].tolist(), o[head].tolist()):
+                    seen(value(key), at)
+    return [(pid, sort.get(pid)) for pid in sorted(first, key=lambda p: first[p])]
 
 
-def _lay_out(trace: TraceFile) -> dict:
-    """The rank's rows laid out (``trace.layout``: slices that do not nest on lanes, ids in range) in place of
-    its events when that moves anything; what its ``laneLayout``/``idMap`` metadata say (the file's own, when
-    it was written laid out)."""
-    from ..trace.layout import IDS_KEY, LANES_KEY, lay_out
-    from ..trace.read.kineto import read_trace
-    from ..trace.write.flat_events import flat_bodies
-
-    if not _may_need_layout(trace.data["traceEvents"]):
-        return {k: trace.data[k] for k in (LANES_KEY, IDS_KEY) if k in trace.data}
-    table = lay_out(read_trace(trace.path))
-    if table.layout.moved or table.layout.ids:
-        trace.data["traceEvents"] = orjson.loads(b"[" + b"".join(flat_bodies(table)) + b"]")
-        header = table.traces[0].header
-    else:
-        header = trace.data
-    return {k: header[k] for k in (LANES_KEY, IDS_KEY) if k in header}
+def _anchor_ns(info: RankInfo, cols: dict, rank: int, align: str) -> int:
+    """The instant a rank is aligned on: its first timed event, or its first ``ProfilerStep#`` slice."""
+    s, f, i = cols["slices"], cols["flows"], cols["instants"]
+    if align == "step":
+        steps = np.asarray(s.ts)[_names(s, lambda n: bool(_STEP.match(n)))]
+        if not len(steps):
+            raise MergeError(f"{info.origin}: rank {rank} has no ProfilerStep# annotation to align on; "
+                             "use --align epoch or --align start")
+        return int(steps.min())
+    times = [np.asarray(s.ts), np.asarray(cols["counters"].ts), np.asarray(i.ts)[_names(i, WINDOW_END.__ne__)],
+             np.asarray(f.ts)[np.isin(np.asarray(f.phase), (ord("s"), ord("f")))]]
+    times = [t for t in times if len(t)]
+    if not times:
+        raise MergeError(f"{info.origin}: rank {rank} has no timed events")
+    return int(min(t.min() for t in times))
 
 
-def _may_need_layout(events: list) -> bool:
-    """Whether the layout could move anything in these events: an int id out of range, a tid 0 beside a tid
-    equal to its pid, a time too large for a double of µs to hold to the ns, or slices that do not nest on a
-    track (the layout's own check, on the events' numbers). False only when it surely would not (most rank
-    traces: merging 1,000 of them does not read each again)."""
-    import numpy as np
-
-    from ..trace import ids
-    from ..trace.layout.lanes import walk
-
-    tracks: dict = {}
-    codes, start, end = [], [], []
-    zero, own = set(), set()
-    for e in events:
-        pid, tid = e.get("pid"), e.get("tid")
-        for v in (pid, tid):
-            if isinstance(v, int) and not isinstance(v, bool) and not ids.in_range(v):
-                return True
-        if e.get("ph") not in ("X", "i"):
-            continue
-        if isinstance(pid, int) and isinstance(tid, int):
-            (zero if tid == 0 else own if tid == pid != 0 else set()).add(pid)
-        ts, dur = e.get("ts"), e.get("dur", 0) if e.get("ph") == "X" else 0
-        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or abs(ts) >= 2**43:
-            return True
-        codes.append(tracks.setdefault((repr(pid), repr(tid)), len(tracks)))
-        start.append(round(ts * 1000))
-        end.append(round(ts * 1000) + max(round(dur * 1000), 0))
-    if zero & own:
-        return True
-    if not codes:
-        return False
-    _, _, nests = walk(np.array(codes), np.array(start, np.int64), np.array(end, np.int64))
-    return not bool(nests.all())
+def _names(c, keep) -> np.ndarray:
+    """Which rows' names satisfy ``keep`` (a row without a name: its name read as "")."""
+    return np.array([bool(keep(n)) for n in c.strings] + [bool(keep(""))], bool)[np.asarray(c.name)]
 
 
-def _rank_events(trace: TraceFile, rank: int, shift_ns: int, base_ns: int, pid_map: dict) -> list[dict]:
+def _rank_rows(c, rank: int, shift_ns: int, base_ns: int, pid_map: dict, start: int):
+    """A rank's rows of one kind as the merged view holds them: its pids remapped, times shifted (clamped at
+    the view's base time), flow ids made unique, the file order after the ranks before it."""
+    if c.KIND == "instants":
+        c = c.take(_names(c, WINDOW_END.__ne__))  # one closing instant for the view
+    if not len(c):
+        return c
+    code, pid = np.asarray(c.pid_label).astype(np.int32), np.asarray(c.pid, np.int64).copy()
+    ints = np.flatnonzero(code == -1)
+    if len(ints):
+        got, back = np.unique(pid[ints], return_inverse=True)
+        pid[ints] = np.array([pid_map.get(k, k) for k in got.tolist()], np.int64)[back]
+    by_label = np.array([pid_map.get(lb, -1) if _pid_key(lb) is not None else -1 for lb in c.labels] + [-1], np.int64)
+    new = by_label[np.where(code >= 0, code, len(c.labels))]  # rows of no label (an int pid, none): -1
+    pid, code = np.where(new >= 0, new, pid), np.where(new >= 0, -1, code).astype(np.int32)
+    changes = {"pid": pid, "pid_label": code, "rank": np.full(len(c), rank, np.int32),
+               "ts": np.maximum(np.asarray(c.ts, np.int64) + np.int64(shift_ns), np.int64(base_ns)),
+               "order": np.asarray(c.order, np.int64) + np.int64(start)}
+    if c.KIND == "flows":
+        fid = np.asarray(c.flow_id, np.int64)
+        changes["flow_id"] = np.where(np.asarray(c.id_label) == -1, fid + np.int64(rank) * FLOW_ID_STRIDE, fid)
+    return replace(c, **changes)
+
+
+def _rank_metadata(info: RankInfo, rank: int, pid_map: dict) -> tuple[list, list, list]:
+    """(rows put before the rank's own, the rank's metadata rows remapped, each one's order in its file).
+    Process names say the rank; each process has one labels row ("rank N" and its own labels: a second row
+    would replace the first in viewers); process sort indexes keep ranks in order, each rank's processes in
+    their own order; a process without a name row of its own (the Spans rows) still says its rank."""
     named: set = set()
-    labels: dict = {}  # original pid -> its own process_labels, folded into the rank label below
-    delta_us = (trace.base_ns - base_ns + shift_ns) / 1000.0
-
-    def pid_of(pid):
-        return pid_map.get(pid, pid) if isinstance(pid, (int, str)) else pid
-
-    out = []
-    for ev in trace.data["traceEvents"]:
-        if ev.get("name") == "Record Window End" and ev.get("ph") == "i":
-            continue
+    labels: dict = {}
+    own, order = [], []
+    orders = info.metadata_order if info.metadata_order is not None else [-1] * len(info.metadata_events)
+    for at, ev in zip(orders, info.metadata_events):
         ev = dict(ev)
-        if "pid" in ev and ev["pid"] != "":
-            original = ev["pid"]
-            ev["pid"] = pid_of(original)
-            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+        original = _pid_key(ev.get("pid"))
+        if original is not None:
+            ev["pid"] = pid_map.get(original, original)
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            if ev.get("name") == "process_name":
                 named.add(original)
-                ev["args"] = {**(ev.get("args") or {}), "name": f"[rank {rank}] {(ev.get('args') or {}).get('name', original)}"}
-            elif ev.get("ph") == "M" and ev.get("name") == "process_labels":
-                labels[original] = str((ev.get("args") or {}).get("labels", ""))
-                continue  # one labels row per process: a second one would replace "rank N" in viewers
-            elif ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
-                ev["args"] = {"sort_index": ev["pid"]}  # ranks in order, each rank's processes in their own order
-        if isinstance(ev.get("ts"), (int, float)) and ev.get("ph") != "M":
-            ev["ts"] = round(max(ev["ts"] + delta_us, 0.0), 3)
-        if ev.get("ph") in ("s", "f", "t") and isinstance(ev.get("id"), int):
-            ev["id"] = rank * FLOW_ID_STRIDE + ev["id"]
-        out.append(ev)
-    # Rows without a process_name of their own (e.g. the host pid, "Spans") still say which rank.
+                ev["args"] = {**args, "name": f"[rank {rank}] {args.get('name', original)}"}
+            elif ev.get("name") == "process_labels":
+                labels[original] = str(args.get("labels", ""))
+                continue
+            elif ev.get("name") == "process_sort_index":
+                ev["args"] = {"sort_index": ev["pid"]}
+        own.append(ev)
+        order.append(at)
+    prefix: list = []
     for original, new in pid_map.items():
         if original not in named:
             label = f"[rank {rank}] {'process ' + str(original) if isinstance(original, int) else original}"
-            out.insert(0, {"ph": "M", "name": "process_name", "ts": 0, "pid": new, "tid": 0, "args": {"name": label}})
-        out.insert(0, {"ph": "M", "name": "process_labels", "ts": 0, "pid": new, "tid": 0,
-                       "args": {"labels": ",".join(filter(None, (f"rank {rank}", labels.get(original))))}})
-    return out
+            prefix.insert(0, {"ph": "M", "name": "process_name", "ts": 0, "pid": new, "tid": 0, "args": {"name": label}})
+        prefix.insert(0, {"ph": "M", "name": "process_labels", "ts": 0, "pid": new, "tid": 0,
+                          "args": {"labels": ",".join(filter(None, (f"rank {rank}", labels.get(original))))}})
+    return prefix, own, order
 
 
-def _encode_event(e: dict) -> bytes:
-    try:
-        return orjson.dumps(e)
-    except TypeError:  # ints past 64 bits or keys orjson refuses: the forgiving encoder writes them
-        return encode_json(e)
-
-
-def _write(path: Path, header: dict, events: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head = encode_json({k: v for k, v in header.items() if k not in ("displayTimeUnit", "baseTimeNanoseconds")})[:-1]
-    tail = (b', "displayTimeUnit": "ms", "baseTimeNanoseconds": ' + str(header["baseTimeNanoseconds"]).encode()
-            + b', "traceName": ' + encode_json(str(path)) + b"}\n")
-    body = b",\n".join(map(_encode_event, events))
-    data = head + b', "traceEvents": [\n' + body + b"\n]" + tail
-    if path.name.endswith(".gz"):
-        import gzip
-
-        data = gzip.compress(data, compresslevel=1)
-    write_output_bytes(path, data)  # atomic for regular files; never replaces a device, FIFO or link
+def _window_end(end_ns: int, order: int) -> InstantColumns:
+    """The view's one closing instant, at the end of its last event."""
+    one = np.zeros(1, np.int64)
+    return InstantColumns(strings=[WINDOW_END], labels=[""], rank=np.full(1, -1, np.int32),
+                          order=np.full(1, order, np.int64), ts=np.full(1, end_ns, np.int64), pid=one,
+                          pid_label=np.zeros(1, np.int32), tid=one, tid_label=np.zeros(1, np.int32),
+                          name=np.zeros(1, np.int32), cat=np.full(1, -1, np.int32),
+                          scope=np.full(1, ord("g"), np.uint8), args=RowText.empty(1))

@@ -2,9 +2,10 @@
 STORE`` reads a few KB per rank instead of every event (issue 41: >= 10x the report of the same ranks' JSON).
 
 What a rank keeps is ``report.partials`` of its rows - the same function the report of any traces adds up
-(``report.stats_of``) - computed from the rank as the store reader gives it back right after it is written
-(``write_summary``: the writer's callers, ``profile.export_parquet`` and ``xpuprof convert``), with what the
-report reads besides the rows: the rows' categories and count, the units of their metrics, and the header keys
+(``report.stats_of``) - computed from the rank's table as the store reader gives it back (``write_summary``:
+the writer's callers, ``profile.export_parquet`` and ``xpuprof convert``; convert hands over the rows it wrote,
+kept as they streamed by with the report's push-down applied, ``RankRows``, instead of reading them back), with
+what the report reads besides the rows: the rows' categories and count, the units of their metrics, and the header keys
 the report's kernel resources, submission intervals and telemetry units come from. So a report from
 summaries is the report of the rows, not a second implementation of its rules.
 
@@ -69,19 +70,76 @@ def summary_of(table) -> dict | None:
             "partial": [[rank, name, *vals] for (rank, name), vals in part.items()]}
 
 
-def write_summary(partition) -> Path | None:
-    """Reads the rank partition just written (``STORE/rank=<r>``) back and writes its summary into it
-    (atomically: a private file renamed into place); the path, or None when this rank keeps none
+class RankRows:
+    """The rows of a rank as its store writer writes them (``parquet.StoreRows(writer, keep=rows.add)``), kept as
+    the report reads them (the slices, args only of the metric slices, and the telemetry counters: what
+    ``write_summary`` reads back), so that ``xpuprof convert`` computes the summary from the rows it streams
+    instead of reading the partition back from Parquet; ``table(rank, metadata)`` is the rank's table."""
+
+    def __init__(self) -> None:
+        self.parts: list = []
+
+    def clear(self) -> None:
+        self.parts = []
+
+    def add(self, c, base_time_ns: int) -> None:
+        """One column set as written (``ts`` + ``base_time_ns`` - the trace's base time = ns after it, as stored)."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from ..trace.table.columns import RowText
+        from .report import REPORT_KINDS, _metric_slice
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        if c.KIND not in REPORT_KINDS or not len(c):
+            return
+        c = replace(c, ts=np.asarray(c.ts, np.int64) - np.int64(base_time_ns))
+        if c.KIND == "counters":
+            self.parts.append(c.take(np.array([x in TELEMETRY_CATEGORIES for x in c.strings] + [False])[c.cat]))
+            return
+        metric = np.array([_metric_slice(x) for x in c.strings] + [False], bool)[np.asarray(c.name)]
+        if metric.any():  # their args are what the report reads of a slice's args (the metric join)
+            self.parts.append(c.take(metric))
+        if not metric.all():  # the others' args are dropped as they stream by (memory: a chunk's text at most)
+            bare = replace(c, args=RowText.empty(len(c)), ints={}, floats={})
+            self.parts.append(bare.take(~metric) if metric.any() else bare)
+
+    def table(self, rank: int, metadata: dict):
+        """The kept rows as ``read_store`` gives the rank back (``metadata``: the rank's row as committed)."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from ..trace.read.store_table import rank_info
+        from ..trace.table.columns import constant
+        from ..trace.table.model import FlatSegment, TraceTable
+
+        info = rank_info(rank, metadata, lambda: json.loads(metadata.get("header_json") or "{}"),
+                         lambda: json.loads(metadata.get("metadata_events_json") or "[]"))
+        segments = [FlatSegment(replace(c, rank=constant(rank, len(c), np.int32)), rank, 0, info.base_time_ns)
+                    for c in self.parts]
+        return TraceTable(segments, [info])
+
+
+def write_summary(partition, rows: RankRows | None = None, metadata: dict | None = None) -> Path | None:
+    """Writes the summary of the rank partition just written (``STORE/rank=<r>``) into it (atomically: a private
+    file renamed into place): of ``rows``, the rows its writer kept (``RankRows``) with the rank's committed
+    ``metadata``, else of the partition read back. The path, or None when this rank keeps none
     (``summary_of``). A summary that cannot be written leaves the store as it was (its report reads the rows)."""
-    from ..trace.read.store_table import read_store
     from ..trace.store_schema import RANK_DIR_PREFIX
-    from .report import REPORT_KINDS, _metric_slice
-    from .telemetry import TELEMETRY_CATEGORIES
 
     partition = Path(partition)
     rank = int(partition.name[len(RANK_DIR_PREFIX):])
-    table = read_store(partition.parent, ranks=[rank], kinds=REPORT_KINDS, slice_args=_metric_slice,
-                       counters=TELEMETRY_CATEGORIES.__contains__)
+    if rows is not None and metadata is not None:
+        table = rows.table(rank, metadata)
+    else:
+        from ..trace.read.store_table import read_store
+        from .report import REPORT_KINDS, _metric_slice
+        from .telemetry import TELEMETRY_CATEGORIES
+
+        table = read_store(partition.parent, ranks=[rank], kinds=REPORT_KINDS, slice_args=_metric_slice,
+                           counters=TELEMETRY_CATEGORIES.__contains__)
     summary = summary_of(table)
     if summary is None:
         return None

@@ -98,21 +98,24 @@ def run(args) -> int:
     from ..progress import bar
     from ..trace.read.inputs import input_bytes
 
+    from ..analysis.report_summary import RankRows
+
     taken: dict[int, str] = {}
     done: list = []
     alone = len(files) == 1  # one input: its error is the one line (with what became of the store)
     with bar("converting", len(files), unit="traces", size_bytes=input_bytes(files)) as shown:
         for position, path in enumerate(files):
+            kept = RankRows()  # the rank's rows as written: its report summary is computed from them
             try:
                 got = convert_trace(path, store, rank=args.rank, position=position, replace=args.replace,
-                                    taken=taken)
+                                    taken=taken, keep=kept)
             except ConvertError as exc:
                 errors.append(str(exc))
             except OSError as exc:  # a full disk, a read-only store: the store stays as it was for this rank
                 errors.append(f"{path}: cannot write {store}: {exc.strerror or exc}")
             else:
                 done.append(got)
-                _keep_summary(store, got.rank)
+                _keep_summary(store, got, kept)
                 continue
             finally:
                 shown.advance()
@@ -208,14 +211,16 @@ def _remove_empty_store(store: Path) -> None:
     store.rmdir()
 
 
-def _keep_summary(store: Path, rank: int) -> None:
+def _keep_summary(store: Path, got, kept) -> None:
     """The rank's report summary beside its rows (``analysis.report_summary``: ``report STORE`` reads it instead
-    of the events); one that cannot be written is said, and the rank stays as converted."""
+    of the events), computed from the rows convert wrote (``kept``), not read back; one that cannot be written
+    is said, and the rank stays as converted."""
     from ..analysis.report_summary import write_summary
     from ..trace.store_schema import rank_dir_name
 
+    rank = got.rank
     try:
-        write_summary(store / rank_dir_name(rank))
+        write_summary(store / rank_dir_name(rank), kept, got.metadata)
     except OSError as exc:
         print(f"xpuprof convert: {store}: rank {rank}'s report summary was not written ({exc.strerror or exc}); "
               "`xpuprof report` reads its rows instead", file=sys.stderr)

@@ -15,8 +15,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("merge", help="merge per-rank traces into one trace", description=__doc__)
     p.add_argument("traces", nargs="+", metavar="TRACE", help="rank trace files or directories of them")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="merged view path, e.g. job.merged.json or .json.gz (never *.pt.trace.json: "
-                        "TensorBoard and HTA would read it as one rank's trace)")
+                   help="merged view path, e.g. job.merged.json, .json.gz or .pftrace (Perfetto protobuf); "
+                        "never *.pt.trace.json: TensorBoard and HTA would read it as one rank's trace")
     from ._options import add_progress_option
 
     add_progress_option(p)

@@ -47,15 +47,20 @@ def read_store(store, *, ranks: Iterable[int] | None = None, kinds: Sequence[str
 
 
 def _rank_info(part) -> RankInfo:
-    m = part.meta
+    return rank_info(part.rank, part.meta, lambda: part.header, lambda: part.metadata_events)
+
+
+def rank_info(rank: int, m: dict, header, metadata_events) -> RankInfo:
+    """A rank's row of the rank table from its metadata row (``parquet.rank_metadata``): what the store keeps of
+    it; ``header``/``metadata_events``: its top-level keys and "M" rows (or functions giving them when asked)."""
     try:
         not_stored = json.loads(m.get("not_stored_json") or "{}")
     except ValueError:
         not_stored = {}
     base = int(m.get("base_time_ns") or 0)
     first = m.get("first_ts_ns")
-    info = RankInfo(part.rank, m.get("rank_source") or "default", header=lambda: part.header,
-                    metadata_events=lambda: part.metadata_events, base_time_ns=base,
+    info = RankInfo(rank, m.get("rank_source") or "default", header=header,
+                    metadata_events=metadata_events, base_time_ns=base,
                     first_ts_ns=None if first is None else base + int(first), sources=m.get("sources") or [],
                     warnings=m.get("warnings") or [], not_stored=not_stored, ts_kind=m.get("ts_kind") or "int",
                     writer=m.get("writer") or "")

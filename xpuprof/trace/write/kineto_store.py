@@ -42,22 +42,26 @@ class Converted:
     events: int
     rows: dict[str, int]
     not_stored: dict[str, int] = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)  # the rank's metadata row as committed (``parquet.rank_metadata``)
 
 
 def convert_trace(path, store, *, rank: int | None = None, position: int | None = None, replace: bool = False,
-                  taken: dict[int, str] | None = None, chunk_bytes: int | None = None) -> Converted:
+                  taken: dict[int, str] | None = None, chunk_bytes: int | None = None, keep=None) -> Converted:
     """Converts one trace file into a rank partition of ``store``. ``taken``: ranks already written by
-    this run (rank -> file), never replaced. Raises ConvertError naming the file."""
+    this run (rank -> file), never replaced. ``keep``: sees the rows as they are written (``add(columns,
+    base_time_ns)``; ``clear()`` when a pass is dropped and the rows are written again laid out). Raises
+    ConvertError naming the file."""
     path = Path(path)
+    add = None if keep is None else keep.add
     try:
         if trace_format(path) == "perfetto":
-            return _convert_perfetto(path, store, rank, position, replace, taken)
+            return _convert_perfetto(path, store, rank, position, replace, taken, add)
     except (TraceLoadError, StoreWriteError) as exc:
         raise ConvertError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from None
     reader = TraceReader(path, rank=rank, position=position, chunk_bytes=chunk_bytes)
     try:
         with RankWriter(store, replace=replace) as writer:
-            rows = StoreRows(writer)
+            rows = StoreRows(writer, add)
             slim = SlimRows()
             checked = False
             for seg in reader.segments():
@@ -80,17 +84,21 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
             plan = slim.plan(info)
             del slim
             if plan is None:
-                writer.commit(info.rank, rank_metadata(info, writer="convert"))
+                meta = rank_metadata(info, writer="convert")
+                writer.commit(info.rank, meta)
             else:
                 writer.abort()
         if plan is not None:  # the rows again, as the layout placed them
             log.info("xpuprof convert: %s: %s; writing the rank again with them", path, plan.summary)
+            if keep is not None:
+                keep.clear()
             reader = TraceReader(path, rank=rank, position=position, chunk_bytes=chunk_bytes)
             with RankWriter(store, replace=replace) as writer:
-                rows = StoreRows(writer)
+                rows = StoreRows(writer, add)
                 for seg in reader.segments():
                     rows.add(plan.apply(seg.columns), 0)
-                writer.commit(info.rank, rank_metadata(plan.info, writer="convert"))
+                meta = rank_metadata(plan.info, writer="convert")
+                writer.commit(info.rank, meta)
     except (TraceLoadError, StoreWriteError) as exc:
         raise ConvertError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from None
     if info.not_stored:
@@ -98,10 +106,10 @@ def convert_trace(path, store, *, rank: int | None = None, position: int | None 
                     sum(info.not_stored.values()), ", ".join(f"{k}: {v}" for k, v in info.not_stored.items()), info.rank)
     if taken is not None:
         taken[info.rank] = str(path)
-    return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored))
+    return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored), meta)
 
 
-def _convert_perfetto(path: Path, store, rank, position, replace: bool, taken) -> Converted:
+def _convert_perfetto(path: Path, store, rank, position, replace: bool, taken, add=None) -> Converted:
     from ..read.perfetto import read_perfetto
 
     table = read_perfetto(path, rank=rank, position=position)
@@ -111,11 +119,12 @@ def _convert_perfetto(path: Path, store, rank, position, replace: bool, taken) -
                            "per-rank traces instead")
     with RankWriter(store, replace=replace) as writer:
         _check_rank(path, writer, info.rank, info.source, taken)
-        StoreRows(writer).add_table(table)
-        writer.commit(info.rank, rank_metadata(info, writer="convert"))
+        StoreRows(writer, add).add_table(table)
+        meta = rank_metadata(info, writer="convert")
+        writer.commit(info.rank, meta)
     if taken is not None:
         taken[info.rank] = str(path)
-    return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored))
+    return Converted(path, info.rank, info.source, info.events, dict(writer.rows), dict(info.not_stored), meta)
 
 
 def _check_rank(path: Path, writer: RankWriter, rank: int, source: str, taken: dict[int, str] | None) -> None:

@@ -32,8 +32,9 @@ CHUNK_ROWS = 1 << 17  # rows flattened and written at a time: bounds the Arrow c
 class StoreRows:
     """Writes flat column sets into a rank's tables (``add``) and keeps the rank's slice summary."""
 
-    def __init__(self, writer: RankWriter) -> None:
+    def __init__(self, writer: RankWriter, keep=None) -> None:
         self.w = writer
+        self.keep = keep  # called with each column set written and its base_time_ns (``convert``'s report summary)
 
     def add(self, c: Columns, base_time_ns: int) -> None:
         """One column set; ``base_time_ns``: what its ``ts`` holds beyond the file's own ns (the store keeps
@@ -48,6 +49,8 @@ class StoreRows:
             self.w.summary.add(c.strings, c.name, c.strings, c.cat, dur if timed is None else np.where(timed, dur, 0),
                                timed=timed)
         self.w.write(c.KIND, cols)
+        if self.keep is not None:
+            self.keep(c, base_time_ns)
 
     def add_table(self, table: TraceTable, trace: int = 0) -> None:
         """Every segment of one trace of a table, a chunk at a time."""
