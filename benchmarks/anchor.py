@@ -6,8 +6,10 @@ that runs from different days (this VM's speed varies 2-3x) can be related.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 
 DOC = json.dumps({"traceEvents": [{"ph": "X", "name": f"op{i % 64}", "ts": i * 1.5, "dur": 1.25, "pid": 1,
@@ -42,3 +44,21 @@ def anchor_line() -> str:
 
 if __name__ == "__main__":
     print(anchor_line())
+
+
+def chosen_cases(ap: argparse.ArgumentParser, only: str, cases) -> list[str]:
+    """``--only``'s comma-separated cases, in its order; one not in ``cases`` is ``ap``'s usage error naming the
+    valid ones."""
+    chosen = [c.strip() for c in only.split(",") if c.strip()]
+    bad = [c for c in chosen if c not in cases]
+    if bad:
+        ap.error(f"unknown case(s) {', '.join(bad)}; valid: {', '.join(cases)}")
+    return chosen
+
+
+def print_header(title: str, runs: int) -> None:
+    """A benchmark's first two lines: what runs, when, on what (Python, CPUs, load) and how many fresh processes
+    per figure; then the CPU anchor."""
+    print(f"# {title}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {runs} fresh processes")
+    print(f"# {anchor_line()}", flush=True)

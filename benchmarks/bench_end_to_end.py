@@ -375,16 +375,11 @@ def main() -> int:
     if a.child:
         print(json.dumps(_run_child(a.child, a.n, Path(a.out))))
         return 0
-    cases = [c.strip() for c in a.only.split(",") if c.strip()]
-    bad = [c for c in cases if c not in CASES]
-    if bad:
-        ap.error(f"unknown case(s) {', '.join(bad)}; valid: {', '.join(CASES)}")
-    print(f"# end to end, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median (min-max) of {a.runs} fresh processes")
     sys.path.insert(0, str(HERE))
-    from anchor import anchor_line
+    from anchor import chosen_cases, print_header
 
-    print(f"# {anchor_line()}", flush=True)
+    cases = chosen_cases(ap, a.only, CASES)
+    print_header("end to end", a.runs)
     results: dict[str, list[dict]] = {}
     for case in cases:
         why = _available(case)

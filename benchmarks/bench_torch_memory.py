@@ -20,24 +20,15 @@ import statistics
 import subprocess
 import sys
 
+from torch_mlp import MLP_TRAINING  # the workload's text
+
 CHILD = r"""
 import json, os, sys, tempfile, time
 import torch
 import xpuprof
 
 steps, order, repeats = int(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, target = torch.randn(8, 16), torch.randn(8, 4)
-
-def work():
-    for _ in range(steps):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), target).backward()
-        opt.step()
-
+""" + MLP_TRAINING + r"""
 tmp = tempfile.mkdtemp()
 def none():
     t0 = time.perf_counter(); work(); return {"loop": time.perf_counter() - t0, "stop_export": 0.0}

@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+from torch_mlp import MLP_TRAINING  # the workload's text
+
 CHILD = r"""
 import json, os, sys, tempfile, time
 import torch
@@ -26,18 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import xpuprof
 
 steps, runs = int(sys.argv[1]), int(sys.argv[2])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, target = torch.randn(8, 16), torch.randn(8, 4)
-
-def work():
-    for _ in range(steps):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), target).backward()
-        opt.step()
-
+""" + MLP_TRAINING + r"""
 class DispatchRecorder(TorchDispatchMode):  # the alternative: one Python call per op
     def __init__(self):
         super().__init__()

@@ -6,8 +6,8 @@ user pays for switching, as a whole script and per phase.
     python benchmarks/bench_torch_tutorial.py --baseline 3    # plus unprofiled runs, for scale
 
 The workload is the TensorBoard profiler tutorial's training loop (pytorch/tutorials,
-intermediate_source/tensorboard_profiler_tutorial.py): a ResNet-18 (defined here: torchvision does not import
-on CPU torch 2.13), cross-entropy, SGD with momentum, ``prof.step()`` at the top of each iteration, and the
+intermediate_source/tensorboard_profiler_tutorial.py): a ResNet-18 (``tests/torch/resnet_like.py``: torchvision does
+not import on CPU torch 2.13), cross-entropy, SGD with momentum, ``prof.step()`` at the top of each iteration, and the
 tutorial's profiler arguments (``record_shapes``, ``profile_memory``, ``with_stack``, torch's ``schedule`` and
 ``tensorboard_trace_handler``), with ``repeat`` cycles so that each ``on_trace_ready`` cycle is timed more than
 once. Only the profiler line differs: ``xpuprof.profile(`` for ``torch.profiler.profile(``, no backends
@@ -50,63 +50,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from anchor import anchor_line  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+MODEL_DIR = REPO / "tests" / "torch"  # resnet_like.py: the ResNet-18 the torch tests profile too, defined once
 WALL_GOAL, ENTER_GOAL_S, CYCLE_GOAL = 1.05, 0.050, 1.15
 
 CHILD = r"""
 import json, os, sys, time
 T0 = time.perf_counter()
 mode, out_dir, batch, image, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+MODEL_DIR = sys.argv[6]
 import torch
 import torch.nn as nn
 
 torch.manual_seed(0)
 
 
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
-
-
-class ResNet18(nn.Module):  # torchvision.models.resnet18's layers
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        blocks, cin = [], 64
-        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.layers = nn.Sequential(*blocks)
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        return self.fc(torch.flatten(self.avgpool(self.layers(x)), 1))
-
+sys.path.insert(0, MODEL_DIR)
+from resnet_like import ResNet18  # torchvision.models.resnet18's layers (at width 64)
 
 wait, warmup, active = 1, 1, 3
 steps = (wait + warmup + active) * repeat
 generator = torch.Generator().manual_seed(0)
 train_loader = [(torch.randn(batch, 3, image, image, generator=generator),
                  torch.randint(0, 10, (batch,), generator=generator)) for _ in range(steps + 1)]
-model = ResNet18()
+model = ResNet18(width=64)
 criterion = nn.CrossEntropyLoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
 model.train()
@@ -187,7 +153,7 @@ def run_once(mode: str, args, env: dict, keep: Path | None = None) -> dict:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", CHILD, mode, out_dir, str(args.batch), str(args.image),
-                               str(args.repeat)], capture_output=True, text=True, env=env, timeout=1800,
+                               str(args.repeat), str(MODEL_DIR)], capture_output=True, text=True, env=env, timeout=1800,
                               cwd=out_dir)  # not the repository: python -c puts the working directory first
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

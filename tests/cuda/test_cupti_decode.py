@@ -155,6 +155,21 @@ def test_memcpy_memset_names_bandwidth_and_window_drop():
     assert b.dropped == {"cuda memcpy out of window": 1}
 
 
+def test_peer_to_peer_copies_carry_kinetos_from_in_to_args_in_order():
+    """MEMCPY2 rows share the copy rows' writer (``_copy_like``): Kineto's from/in/to device and context args
+    first, then stream, correlation, bytes and bandwidth, in that order (the JSON's key order)."""
+    p2p = _rows(c.activity_memcpy_pto_p4_dtype, 1, kind=records.KIND_MEMCPY2, copy_kind=c.ActivityMemcpyKind.PTOP,
+                src_kind=c.ActivityMemoryKind.DEVICE, dst_kind=c.ActivityMemoryKind.DEVICE, bytes=8000,
+                start=T0 + 100, end=T0 + 2100, device_id=1, context_id=3, stream_id=5, correlation_id=12,
+                src_device_id=1, dst_device_id=2, src_context_id=3, dst_context_id=4)
+    _, evs = _decode([records.pack([p2p])])
+    (m,) = [e for e in evs if e.get("cat") == "gpu_memcpy"]
+    assert m["name"] == "Memcpy PtoP (Device -> Device)" and (m["pid"], m["tid"]) == (1, 5)
+    assert list(m["args"].items())[:10] == [
+        ("fromDevice", 1), ("inDevice", 1), ("toDevice", 2), ("fromContext", 3), ("inContext", 3), ("toContext", 4),
+        ("stream", 5), ("correlation", 12), ("bytes", 8000), ("memory bandwidth (GB/s)", 4.0)]
+
+
 def test_runtime_filtering_and_driver_allow_list():
     drv = _rows(c.activity_api_dtype, 2, kind=records.KIND_DRIVER, cbid=[7, 8], correlation_id=[20, 21],
                 start=[T0, T0 + 10], end=[T0 + 5, T0 + 15], process_id=99, thread_id=1)

@@ -1,8 +1,9 @@
 """A ResNet-18-style network, defined here (torchvision from the registry does not import on CPU torch
 2.13): the stem (7x7 convolution, batch norm, ReLU, max pool), four stages of two basic blocks each
 (3x3 convolutions, batch norms, in-place ReLUs, a 1x1 projection where the shape changes, the residual
-add), global average pooling, flatten and a linear classifier. ``width`` scales the channels so the
-test runs in a blink on a CPU."""
+add), global average pooling, flatten and a linear classifier, with torchvision.models.resnet18's layer names.
+``width`` scales the channels so the tests run in a blink on a CPU; ``benchmarks/bench_torch_tutorial.py``
+trains it at torchvision's width (64)."""
 import torch
 from torch import nn
 
@@ -15,15 +16,15 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None
+        self.downsample = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x):
-        idt = x if self.down is None else self.down(x)
+        identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + idt)
+        return self.relu(out + identity)
 
 
 class ResNet18(nn.Module):

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared/protowire.h"
+
 #define HOT static inline __attribute__((always_inline))
 
 /* ----------------------------------------------------------------------------- growing buffers */
@@ -78,37 +80,18 @@ static int next_field(Span *s, Field *f) {
     f->bytes.p = f->bytes.end = NULL;
     f->v = 0;
     if (s->p >= s->end) return 0;
-    uint64_t key = 0;
-    int shift = 0;
-    for (;;) {
-        if (s->p >= s->end || shift > 63) return -1;
-        uint8_t b = *s->p++;
-        key |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) break;
-        shift += 7;
-    }
-    f->field = (uint32_t)(key >> 3);
-    f->wt = (int)(key & 7);
+    uint64_t key;
+    if (varint_read(&s->p, s->end, &key) < 0) return -1;
+    f->field = PROTO_KEY_FIELD(key);
+    f->wt = PROTO_KEY_WIRE_TYPE(key);
     switch (f->wt) {
-        case 0: {
-            uint64_t v = 0;
-            shift = 0;
-            for (;;) {
-                if (s->p >= s->end || shift > 63) return -1;
-                uint8_t b = *s->p++;
-                v |= (uint64_t)(b & 0x7F) << shift;
-                if (!(b & 0x80)) break;
-                shift += 7;
-            }
-            f->v = v;
-            return 1;
-        }
-        case 1:
+        case WT_VARINT: return varint_read(&s->p, s->end, &f->v) < 0 ? -1 : 1;
+        case WT_I64:
             if (s->end - s->p < 8) return -1;
             memcpy(&f->v, s->p, 8);
             s->p += 8;
             return 1;
-        case 5: {
+        case WT_I32: {
             if (s->end - s->p < 4) return -1;
             uint32_t v;
             memcpy(&v, s->p, 4);
@@ -116,16 +99,9 @@ static int next_field(Span *s, Field *f) {
             s->p += 4;
             return 1;
         }
-        case 2: {
-            uint64_t n = 0;
-            shift = 0;
-            for (;;) {
-                if (s->p >= s->end || shift > 63) return -1;
-                uint8_t b = *s->p++;
-                n |= (uint64_t)(b & 0x7F) << shift;
-                if (!(b & 0x80)) break;
-                shift += 7;
-            }
+        case WT_LEN: {
+            uint64_t n;
+            if (varint_read(&s->p, s->end, &n) < 0) return -1;
             if (n > (uint64_t)(s->end - s->p)) return -1;
             f->bytes.p = s->p;
             f->bytes.end = s->p + n;
@@ -139,13 +115,13 @@ static int next_field(Span *s, Field *f) {
 /* Repeated scalar fields arrive unpacked (one value per field) or packed (wire type 2): the values of ``f``. */
 typedef struct {
     Span packed;
-    int wt; /* the element's wire type: 0 varint, 1 fixed64 */
+    int wt; /* the element's wire type: WT_VARINT or WT_I64 */
     uint64_t one;
     int single;
 } Repeated;
 
 static void repeated_of(const Field *f, int elem_wt, Repeated *r) {
-    r->single = f->wt != 2;
+    r->single = f->wt != WT_LEN;
     r->one = f->v;
     r->packed = f->bytes;
     r->wt = elem_wt;
@@ -160,23 +136,13 @@ static int repeated_next(Repeated *r, uint64_t *v) {
         return 1;
     }
     if (r->packed.p >= r->packed.end) return 0;
-    if (r->wt == 1) {
+    if (r->wt == WT_I64) {
         if (r->packed.end - r->packed.p < 8) return -1;
         memcpy(v, r->packed.p, 8);
         r->packed.p += 8;
         return 1;
     }
-    uint64_t x = 0;
-    int shift = 0;
-    for (;;) {
-        if (r->packed.p >= r->packed.end || shift > 63) return -1;
-        uint8_t b = *r->packed.p++;
-        x |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) break;
-        shift += 7;
-    }
-    *v = x;
-    return 1;
+    return varint_read(&r->packed.p, r->packed.end, v) < 0 ? -1 : 1;
 }
 
 /* ----------------------------------------------------------------------------- hash maps */
@@ -555,18 +521,18 @@ static int annotation_json(R *r, Seq *s, Span a, Buf *out, int64_t *name_sid, Sp
     *name_sid = -1;
     while ((rc = next_field(&it, &f)) > 0) {
         switch (f.field) {
-            case 1: if (f.wt == 0) { *name_sid = iid_sid(r, s, I_ANN_NAMES, f.v); *has_name = 1; } break;
-            case 10: if (f.wt == 2) { *inline_name = f.bytes; *has_name = 2; } break;
-            case 2: if (f.wt == 0) { kind = 'b'; v = f.v; } break;
-            case 3: if (f.wt == 0) { kind = 'u'; v = f.v; } break;
-            case 4: if (f.wt == 0) { kind = 'i'; v = f.v; } break;
-            case 5: if (f.wt == 1) { kind = 'd'; v = f.v; } break;
-            case 6: if (f.wt == 2) { kind = 's'; text = f.bytes; } break;
-            case 7: if (f.wt == 0) { kind = 'p'; v = f.v; } break;
-            case 9: if (f.wt == 2) { kind = 'j'; text = f.bytes; } break;
-            case 17: if (f.wt == 0) { kind = 'S'; v = f.v; } break;
+            case 1: if (f.wt == WT_VARINT) { *name_sid = iid_sid(r, s, I_ANN_NAMES, f.v); *has_name = 1; } break;
+            case 10: if (f.wt == WT_LEN) { *inline_name = f.bytes; *has_name = 2; } break;
+            case 2: if (f.wt == WT_VARINT) { kind = 'b'; v = f.v; } break;
+            case 3: if (f.wt == WT_VARINT) { kind = 'u'; v = f.v; } break;
+            case 4: if (f.wt == WT_VARINT) { kind = 'i'; v = f.v; } break;
+            case 5: if (f.wt == WT_I64) { kind = 'd'; v = f.v; } break;
+            case 6: if (f.wt == WT_LEN) { kind = 's'; text = f.bytes; } break;
+            case 7: if (f.wt == WT_VARINT) { kind = 'p'; v = f.v; } break;
+            case 9: if (f.wt == WT_LEN) { kind = 'j'; text = f.bytes; } break;
+            case 17: if (f.wt == WT_VARINT) { kind = 'S'; v = f.v; } break;
             case 11: case 12:
-                if (f.wt == 2) {
+                if (f.wt == WT_LEN) {
                     if (!nested_count) first_nested = f.bytes;
                     kind = f.field == 11 ? 'D' : 'A';
                     nested_count++;
@@ -611,7 +577,7 @@ static int annotation_json(R *r, Seq *s, Span a, Buf *out, int64_t *name_sid, Sp
                 while ((rc2 = next_field(&e, &g)) > 0) {
                     if (g.field == 10 || g.field == 1) {
                         named = 1;
-                        name_empty = g.field == 10 && g.wt == 2 && g.bytes.p == g.bytes.end;
+                        name_empty = g.field == 10 && g.wt == WT_LEN && g.bytes.p == g.bytes.end;
                     } else valued = 1;
                 }
                 if (rc2 < 0) return -1;
@@ -624,7 +590,7 @@ static int annotation_json(R *r, Seq *s, Span a, Buf *out, int64_t *name_sid, Sp
             Span again = a;
             int first = 1;
             while ((rc = next_field(&again, &f)) > 0) {
-                if (f.wt != 2 || f.field != (uint32_t)(object ? 11 : 12)) continue;
+                if (f.wt != WT_LEN || f.field != (uint32_t)(object ? 11 : 12)) continue;
                 if (!first) put_c(out, ',');
                 first = 0;
                 int64_t nsid;
@@ -674,7 +640,7 @@ static int64_t cat_join(R *r, Seq *s, Span te) {
     while ((rc = next_field(&it, &f)) > 0) {
         if (f.field == 3) {
             Repeated rep;
-            repeated_of(&f, 0, &rep);
+            repeated_of(&f, WT_VARINT, &rep);
             uint64_t iid;
             int got;
             while ((got = repeated_next(&rep, &iid)) > 0) {
@@ -685,7 +651,7 @@ static int64_t cat_join(R *r, Seq *s, Span te) {
                 put(b, r->S.blob.p + off[sid], (size_t)(off[sid + 1] - off[sid]));
             }
             if (got < 0) return -2;
-        } else if (f.field == 22 && f.wt == 2) {
+        } else if (f.field == 22 && f.wt == WT_LEN) {
             if (count++) put_c(b, ',');
             put(b, f.bytes.p, (size_t)(f.bytes.end - f.bytes.p));
         }
@@ -720,7 +686,7 @@ static int event_args(R *r, Seq *s, Span te, Buf *args, Buf *offsets, uint64_t t
     Span it = te;
     int rc;
     while ((rc = next_field(&it, &f)) > 0) {
-        if (f.field != 4 || f.wt != 2) continue;
+        if (f.field != 4 || f.wt != WT_LEN) continue;
         Buf *val = &r->scratch[0];
         val->n = 0;
         int64_t nsid;
@@ -782,8 +748,8 @@ static int clock_snapshot(R *r, Seq *s, Span cs) {
     Span it = cs;
     int rc;
     while ((rc = next_field(&it, &f)) > 0) {
-        if (f.field == 2 && f.wt == 0 && f.v < 64) r->trace_clock = (int)f.v;
-        if (f.field != 1 || f.wt != 2 || n == 32) continue;
+        if (f.field == 2 && f.wt == WT_VARINT && f.v < 64) r->trace_clock = (int)f.v;
+        if (f.field != 1 || f.wt != WT_LEN || n == 32) continue;
         Span c = f.bytes;
         Field g;
         int rc2;
@@ -844,15 +810,15 @@ static int interned_data(R *r, Seq *s, Span id) {
     int rc;
     while ((rc = next_field(&it, &f)) > 0) {
         int table = f.field == 2 ? I_NAMES : f.field == 1 ? I_CATS : f.field == 3 ? I_ANN_NAMES : f.field == 29 ? I_STRINGS : -1;
-        if (table < 0 || f.wt != 2) continue;
+        if (table < 0 || f.wt != WT_LEN) continue;
         Span e = f.bytes;
         Field g;
         uint64_t iid = 0;
         Span text = {0};
         int rc2;
         while ((rc2 = next_field(&e, &g)) > 0) {
-            if (g.field == 1 && g.wt == 0) iid = g.v;
-            else if (g.field == 2 && g.wt == 2) text = g.bytes;
+            if (g.field == 1 && g.wt == WT_VARINT) iid = g.v;
+            else if (g.field == 2 && g.wt == WT_LEN) text = g.bytes;
         }
         if (rc2 < 0) return -1;
         int64_t sid = intern(&r->S, text.p ? text.p : (const uint8_t *)"", text.p ? (size_t)(text.end - text.p) : 0);
@@ -868,19 +834,19 @@ static int defaults(R *r, Seq *s, Span d) {
     Span it = d;
     int rc;
     while ((rc = next_field(&it, &f)) > 0) {
-        if (f.field == 58 && f.wt == 0) s->clock_default = (int64_t)f.v;
-        if (f.field != 11 || f.wt != 2) continue;
+        if (f.field == 58 && f.wt == WT_VARINT) s->clock_default = (int64_t)f.v;
+        if (f.field != 11 || f.wt != WT_LEN) continue;
         Span t = f.bytes;
         Field g;
         int rc2;
         s->extra_double_defaults.n = s->extra_int_defaults.n = 0;
         while ((rc2 = next_field(&t, &g)) > 0) {
-            if (g.field == 11 && g.wt == 0) {
+            if (g.field == 11 && g.wt == WT_VARINT) {
                 s->track_default = g.v;
                 s->has_track_default = 1;
             } else if (g.field == 31 || g.field == 45) {
                 Repeated rep;
-                repeated_of(&g, 0, &rep);
+                repeated_of(&g, WT_VARINT, &rep);
                 uint64_t u;
                 int got;
                 while ((got = repeated_next(&rep, &u)) > 0)
@@ -908,19 +874,20 @@ static int track_event(R *r, Seq *s, Span te, int64_t ts) {
             case 9: e.type = (int)f.v; e.has_type = 1; break;
             case 11: e.track = f.v; e.has_track = 1; break;
             case 10: e.name = iid_sid(r, s, I_NAMES, f.v); break;
-            case 23: if (f.wt == 2) inline_name = f.bytes; break;
+            case 23: if (f.wt == WT_LEN) inline_name = f.bytes; break;
             case 30: e.has_counter = 1; e.counter = (double)(int64_t)f.v; break;
-            case 44: if (f.wt == 1) { e.has_counter = 1; memcpy(&e.counter, &f.v, 8); } break;
+            case 44: if (f.wt == WT_I64) { e.has_counter = 1; memcpy(&e.counter, &f.v, 8); } break;
             case 31: case 12: case 45: case 46: has_extra = 1; break;
             case 47: case 48: case 36: case 42: has_flows = 1; break;
             case 6: {
-                if (f.wt != 2) break;
+                if (f.wt != WT_LEN) break;
                 Span l = f.bytes;
                 Field g;
                 int rc2;
                 while ((rc2 = next_field(&l, &g)) > 0) {
-                    if (g.field == 14 && g.wt == 0) e.scope = g.v == 1 ? 'g' : g.v == 2 ? 'p' : g.v == 3 ? 't' : 0;
-                    if (g.field == 2 && g.wt == 0) legacy_phase = (int)g.v;
+                    if (g.field == 14 && g.wt == WT_VARINT)
+                        e.scope = g.v == 1 ? 'g' : g.v == 2 ? 'p' : g.v == 3 ? 't' : 0;
+                    if (g.field == 2 && g.wt == WT_VARINT) legacy_phase = (int)g.v;
                 }
                 if (rc2 < 0) return -1;
                 break;
@@ -995,7 +962,7 @@ static int track_event(R *r, Seq *s, Span te, int64_t ts) {
             while ((rc = next_field(&it, &f)) > 0) {
                 if (f.field == (uint32_t)(dbl ? 45 : 31)) {
                     Repeated rep;
-                    repeated_of(&f, 0, &rep);
+                    repeated_of(&f, WT_VARINT, &rep);
                     uint64_t u;
                     int got;
                     own = 1;
@@ -1012,7 +979,7 @@ static int track_event(R *r, Seq *s, Span te, int64_t ts) {
             while ((rc = next_field(&it, &f)) > 0) {
                 if (f.field != (uint32_t)(dbl ? 46 : 12)) continue;
                 Repeated rep;
-                repeated_of(&f, dbl ? 1 : 0, &rep);
+                repeated_of(&f, dbl ? WT_I64 : WT_VARINT, &rep);
                 uint64_t raw;
                 int got;
                 while ((got = repeated_next(&rep, &raw)) > 0) {
@@ -1036,7 +1003,7 @@ static int track_event(R *r, Seq *s, Span te, int64_t ts) {
         while ((rc = next_field(&it, &f)) > 0) {
             if (f.field != 47 && f.field != 48 && f.field != 36 && f.field != 42) continue;
             Repeated rep;
-            repeated_of(&f, f.field >= 47 ? 1 : 0, &rep);
+            repeated_of(&f, f.field >= 47 ? WT_I64 : WT_VARINT, &rep);
             uint64_t id;
             int got;
             uint8_t terminating = f.field == 48 || f.field == 42;
@@ -1065,23 +1032,23 @@ static int packet(R *r, Span pk, const uint8_t *at) {
     int has_te = 0, has_interned = 0, has_cs = 0, has_defs = 0;
     while ((rc = next_field(&it, &f)) > 0) {
         switch (f.field) {
-            case 8: if (f.wt == 0) { ts = f.v; has_ts = 1; } break;
-            case 58: if (f.wt == 0) clock = (int64_t)f.v; break;
-            case 10: if (f.wt == 0) seq_id = f.v; break;
-            case 13: if (f.wt == 0) flags = f.v; break;
-            case 41: if (f.wt == 0) cleared = f.v != 0; break;
-            case 11: if (f.wt == 2) { te = f.bytes; has_te = 1; } break;
-            case 12: if (f.wt == 2) { interned = f.bytes; has_interned = 1; } break;
-            case 6: if (f.wt == 2) { cs = f.bytes; has_cs = 1; } break;
-            case 59: if (f.wt == 2) { defs = f.bytes; has_defs = 1; } break;
-            case 60: if (f.wt == 2) PUT_VAL(&r->descriptors, f.bytes); break;
+            case 8: if (f.wt == WT_VARINT) { ts = f.v; has_ts = 1; } break;
+            case 58: if (f.wt == WT_VARINT) clock = (int64_t)f.v; break;
+            case 10: if (f.wt == WT_VARINT) seq_id = f.v; break;
+            case 13: if (f.wt == WT_VARINT) flags = f.v; break;
+            case 41: if (f.wt == WT_VARINT) cleared = f.v != 0; break;
+            case 11: if (f.wt == WT_LEN) { te = f.bytes; has_te = 1; } break;
+            case 12: if (f.wt == WT_LEN) { interned = f.bytes; has_interned = 1; } break;
+            case 6: if (f.wt == WT_LEN) { cs = f.bytes; has_cs = 1; } break;
+            case 59: if (f.wt == WT_LEN) { defs = f.bytes; has_defs = 1; } break;
+            case 60: if (f.wt == WT_LEN) PUT_VAL(&r->descriptors, f.bytes); break;
             case 5:
-                if (f.wt == 2) {
+                if (f.wt == WT_LEN) {
                     Span b = f.bytes;
                     Field g;
                     int rc2;
                     while ((rc2 = next_field(&b, &g)) > 0) {
-                        if (g.field == 2 && g.wt == 2) PUT_VAL(&r->metadata, g.bytes);
+                        if (g.field == 2 && g.wt == WT_LEN) PUT_VAL(&r->metadata, g.bytes);
                         else if (g.field == 1 || g.field == 5) r->unsupported_events++;
                     }
                     if (rc2 < 0) return -1;
@@ -1115,7 +1082,7 @@ static int read_trace(R *r, const uint8_t *buf, size_t len) {
     Field f;
     int rc;
     while ((rc = next_field(&all, &f)) > 0) {
-        if (f.field != 1 || f.wt != 2) continue; /* Trace.packet */
+        if (f.field != 1 || f.wt != WT_LEN) continue; /* Trace.packet */
         int got = packet(r, f.bytes, f.bytes.p);
         if (got == -2) {
             rfail(r, "out of memory", NULL);
@@ -1163,21 +1130,21 @@ static PyObject *descriptor(Span d) {
         switch (f.field) {
             case 1: uuid = f.v; break;
             case 5: parent = f.v; has_parent = 1; break;
-            case 2: case 10: if (f.wt == 2) name = f.bytes; break;
-            case 14: if (f.wt == 2) desc = f.bytes; break;
+            case 2: case 10: if (f.wt == WT_LEN) name = f.bytes; break;
+            case 14: if (f.wt == WT_LEN) desc = f.bytes; break;
             case 8: kind = "counter"; break;
             case 3: case 4: {
-                if (f.wt != 2) break;
+                if (f.wt != WT_LEN) break;
                 int thread = f.field == 4;
                 kind = thread ? "thread" : "process";
                 Span p = f.bytes;
                 Field g;
                 int rc2;
                 while ((rc2 = next_field(&p, &g)) > 0) {
-                    if (g.field == 1 && g.wt == 0) { pid = (int32_t)(uint32_t)g.v; has_pid = 1; }
-                    else if (thread && g.field == 2 && g.wt == 0) { tid = (int64_t)g.v; has_tid = 1; }
-                    else if ((thread ? g.field == 5 : g.field == 6) && g.wt == 2) pname = g.bytes;
-                    else if (!thread && g.field == 8 && g.wt == 2) {
+                    if (g.field == 1 && g.wt == WT_VARINT) { pid = (int32_t)(uint32_t)g.v; has_pid = 1; }
+                    else if (thread && g.field == 2 && g.wt == WT_VARINT) { tid = (int64_t)g.v; has_tid = 1; }
+                    else if ((thread ? g.field == 5 : g.field == 6) && g.wt == WT_LEN) pname = g.bytes;
+                    else if (!thread && g.field == 8 && g.wt == WT_LEN) {
                         PyObject *l = str_of(g.bytes);
                         if (!l || PyList_Append(labels, l) < 0) {
                             Py_XDECREF(l);
@@ -1229,11 +1196,11 @@ static PyObject *metadata_entry(Span m) {
     int has_b = 0, has_i = 0;
     uint64_t bv = 0, iv = 0;
     while ((rc = next_field(&it, &f)) > 0) {
-        if (f.field == 1 && f.wt == 2) name = f.bytes;
-        else if (f.field == 2 && f.wt == 2) sval = f.bytes;
-        else if (f.field == 3 && f.wt == 0) { has_b = 1; bv = f.v; }
-        else if (f.field == 4 && f.wt == 0) { has_i = 1; iv = f.v; }
-        else if (f.field == 5 && f.wt == 2) jval = f.bytes;
+        if (f.field == 1 && f.wt == WT_LEN) name = f.bytes;
+        else if (f.field == 2 && f.wt == WT_LEN) sval = f.bytes;
+        else if (f.field == 3 && f.wt == WT_VARINT) { has_b = 1; bv = f.v; }
+        else if (f.field == 4 && f.wt == WT_VARINT) { has_i = 1; iv = f.v; }
+        else if (f.field == 5 && f.wt == WT_LEN) jval = f.bytes;
     }
     if (rc < 0) return PyErr_Format(PyExc_ValueError, "a metadata entry is not valid protobuf");
     PyObject *o_name = name.p ? str_of(name) : PyUnicode_FromString("");
@@ -1277,6 +1244,23 @@ static int any_failed(R *r) {
                    &r->f_id, &r->f_terminating, &r->f_order, &r->descriptors, &r->metadata};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->failed) return 1;
+    return 0;
+}
+
+/* Appends a new reference o to list and drops it; -1 (an exception set) where o is NULL or the append fails. */
+static int append_new(PyObject *list, PyObject *o) {
+    int rc = o ? PyList_Append(list, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+/* convert(span) of each Span stored in spans appended to list; -1 at the first failure (an exception set). */
+static int append_each(PyObject *list, const Buf *spans, PyObject *(*convert)(Span)) {
+    for (size_t k = 0; k < spans->n / sizeof(Span); k++) {
+        Span one;
+        memcpy(&one, spans->p + k * sizeof(Span), sizeof(Span));
+        if (append_new(list, convert(one)) < 0) return -1;
+    }
     return 0;
 }
 
@@ -1355,40 +1339,13 @@ static PyObject *decode(PyObject *mod, PyObject *args) {
             goto done;
         }
         PyObject *descs = PyList_New(0), *meta = PyList_New(0);
-        if (!descs || !meta) {
+        if (!descs || !meta || append_each(descs, &r->descriptors, descriptor) < 0 ||
+            append_each(meta, &r->metadata, metadata_entry) < 0) {
             Py_XDECREF(descs);
             Py_XDECREF(meta);
             free(so.p);
             free(io.p);
             goto done;
-        }
-        for (size_t k = 0; k < r->descriptors.n / sizeof(Span); k++) {
-            Span d;
-            memcpy(&d, r->descriptors.p + k * sizeof(Span), sizeof(Span));
-            PyObject *o = descriptor(d);
-            if (!o || PyList_Append(descs, o) < 0) {
-                Py_XDECREF(o);
-                Py_DECREF(descs);
-                Py_DECREF(meta);
-                free(so.p);
-                free(io.p);
-                goto done;
-            }
-            Py_DECREF(o);
-        }
-        for (size_t k = 0; k < r->metadata.n / sizeof(Span); k++) {
-            Span m;
-            memcpy(&m, r->metadata.p + k * sizeof(Span), sizeof(Span));
-            PyObject *o = metadata_entry(m);
-            if (!o || PyList_Append(meta, o) < 0) {
-                Py_XDECREF(o);
-                Py_DECREF(descs);
-                Py_DECREF(meta);
-                free(so.p);
-                free(io.p);
-                goto done;
-            }
-            Py_DECREF(o);
         }
         out = Py_BuildValue(
             "{s:(NN),s:(NNNNNNNN),s:(NNNNNNNN),s:(NNNN),s:(NNNNN),s:N,s:N,s:{s:L,s:L,s:L,s:L}}",
@@ -1424,24 +1381,21 @@ static PyObject *metadata(PyObject *mod, PyObject *arg) {
     Field f;
     int rc;
     while (out && (rc = next_field(&all, &f)) > 0) {
-        if (f.field != 1 || f.wt != 2) continue;
+        if (f.field != 1 || f.wt != WT_LEN) continue;
         Span pk = f.bytes;
         Field g;
         int rc2;
         while ((rc2 = next_field(&pk, &g)) > 0) {
-            if (g.field != 5 || g.wt != 2) continue;
+            if (g.field != 5 || g.wt != WT_LEN) continue;
             Span b = g.bytes;
             Field h;
             int rc3;
             while ((rc3 = next_field(&b, &h)) > 0) {
-                if (h.field != 2 || h.wt != 2) continue;
-                PyObject *e = metadata_entry(h.bytes);
-                if (!e || PyList_Append(out, e) < 0) {
-                    Py_XDECREF(e);
+                if (h.field != 2 || h.wt != WT_LEN) continue;
+                if (append_new(out, metadata_entry(h.bytes)) < 0) {
                     Py_CLEAR(out);
                     break;
                 }
-                Py_DECREF(e);
             }
             if (!out) break;
             if (rc3 < 0) {

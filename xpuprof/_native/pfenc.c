@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared/protowire.h"
+
 #define HOT static inline __attribute__((always_inline))
 
 /* ----------------------------------------------------------------------------- protobuf bytes */
@@ -82,37 +84,12 @@ HOT void put_raw(Buf *b, const void *src, size_t len) {
     b->n += len;
 }
 
-HOT int varint_len(uint64_t v) {
-    int n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 HOT void put_varint(Buf *b, uint64_t v) {
-    if (buf_grow(b, 10) < 0) return;
-    uint8_t *p = b->p + b->n;
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    b->n = (size_t)(p - b->p);
+    if (buf_grow(b, VARINT_MAX) < 0) return;
+    b->n = (size_t)(varint_write(b->p + b->n, v) - b->p);
 }
 
-HOT uint8_t *w_varint(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-HOT void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, ((uint64_t)field << 3) | (uint64_t)wt); }
+HOT void put_tag(Buf *b, uint32_t field, int wt) { put_varint(b, PROTO_KEY(field, wt)); }
 HOT void put_uint(Buf *b, uint32_t field, uint64_t v) {
     put_tag(b, field, WT_VARINT);
     put_varint(b, v);
@@ -419,17 +396,17 @@ static void constant_bytes(Item *it) {
         default: return;
     }
     uint8_t *p = it->cbytes, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)it->key + 1);
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)it->key + 1);
     if (field == DA_DOUBLE) {
-        *p++ = (DA_DOUBLE << 3) | WT_I64;
+        *p++ = PROTO_KEY(DA_DOUBLE, WT_I64);
         memcpy(p, &v, 8);
         p += 8;
     } else {
-        p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
-        p = w_varint(p, v);
+        p = varint_write(p, PROTO_KEY(field, WT_VARINT));
+        p = varint_write(p, v);
     }
     *body = (uint8_t)(p - body - 1);
     it->clen = (int)(p - it->cbytes);
@@ -625,7 +602,7 @@ static void packet(Enc *E, Buf *dest, int64_t ts, int has_ts, const Buf *event, 
     if (any)
         for (int t = 0; t < 4; t++) interned += E->interned_parts[t].n;
     if (any) body += 1 + (size_t)varint_len(interned) + interned;
-    body += (size_t)varint_len((uint64_t)event_field << 3) + (size_t)varint_len(event->n) + event->n;
+    body += (size_t)varint_len(PROTO_KEY(event_field, WT_LEN)) + (size_t)varint_len(event->n) + event->n;
     if (buf_grow(dest, body + 12) < 0) return;
     put_tag(dest, TRACE_PACKET, WT_LEN);
     put_varint(dest, body);
@@ -918,12 +895,12 @@ static void annotation(Enc *E, Buf *ev, int64_t key, const Buf *value) {
 HOT void annotation_varint(Enc *E, Buf *ev, int64_t key, uint32_t field, uint64_t v) {
     if (buf_grow(ev, 32) < 0) return;
     uint8_t *p = ev->p + ev->n, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)key + 1);
-    p = w_varint(p, (uint64_t)field << 3 | WT_VARINT);
-    p = w_varint(p, v);
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)key + 1);
+    p = varint_write(p, PROTO_KEY(field, WT_VARINT));
+    p = varint_write(p, v);
     *body = (uint8_t)(p - body - 1);
     ev->n = (size_t)(p - ev->p);
 }
@@ -931,11 +908,11 @@ HOT void annotation_varint(Enc *E, Buf *ev, int64_t key, uint32_t field, uint64_
 HOT void annotation_double(Enc *E, Buf *ev, int64_t key, double d) {
     if (buf_grow(ev, 32) < 0) return;
     uint8_t *p = ev->p + ev->n, *body;
-    *p++ = (TE_ANNOTATIONS << 3) | WT_LEN;
+    *p++ = PROTO_KEY(TE_ANNOTATIONS, WT_LEN);
     body = p++;
-    *p++ = (DA_NAME_IID << 3) | WT_VARINT;
-    p = w_varint(p, (uint64_t)key + 1);
-    *p++ = (DA_DOUBLE << 3) | WT_I64;
+    *p++ = PROTO_KEY(DA_NAME_IID, WT_VARINT);
+    p = varint_write(p, (uint64_t)key + 1);
+    *p++ = PROTO_KEY(DA_DOUBLE, WT_I64);
     memcpy(p, &d, 8);
     p += 8;
     *body = (uint8_t)(p - body - 1);
@@ -1230,7 +1207,7 @@ static void emit_end(Enc *E, Buf *dest, int64_t ts) {
     put_varint(dest, body);
     put_uint(dest, TP_TIMESTAMP, d);
     put_uint(dest, TP_SEQ_ID, E->seq);
-    static const uint8_t end_event[4] = {(TP_TRACK_EVENT << 3) | WT_LEN, 2, (TE_TYPE << 3) | WT_VARINT, TYPE_END};
+    static const uint8_t end_event[4] = {PROTO_KEY(TP_TRACK_EVENT, WT_LEN), 2, PROTO_KEY(TE_TYPE, WT_VARINT), TYPE_END};
     put_raw(dest, end_event, 4);
 }
 
@@ -1243,15 +1220,17 @@ static inline int ev_order(const Ev *a, const Ev *b) {
     return a->local < b->local ? -1 : a->local > b->local;
 }
 
-/* Events in (ts, slices first, longer first, file order): a natural merge sort. A track's events come as a
- * few ordered runs (one per batch: a thread's runtime calls, then its driver calls), so merging the runs
- * costs O(n log runs); an ordered track costs one pass. */
-static int sort_events(Ev *v, size_t n) {
+/* A stable natural merge sort of n items of ``size`` bytes, ``before(x, y)`` when x goes strictly before y. A
+ * track's events and flows come as a few ordered runs (one per batch: a thread's runtime calls, then its driver
+ * calls), so merging the runs costs O(n log runs); an ordered array costs one pass. Inlined into each typed sort
+ * below, where size and before are constants: its moves and comparisons compile as that type's own. */
+HOT int natural_merge_sort(void *items, size_t n, size_t size, int (*before)(const void *, const void *)) {
+    uint8_t *v = items;
     size_t runs = 1;
-    for (size_t k = 1; k < n; k++) runs += ev_order(&v[k - 1], &v[k]) > 0;
+    for (size_t k = 1; k < n; k++) runs += before(v + k * size, v + (k - 1) * size);
     if (runs == 1) return 0;
     size_t *starts = malloc((runs + 1) * sizeof(size_t));
-    Ev *tmp = malloc(n * sizeof(Ev));
+    uint8_t *tmp = malloc(n * size);
     if (!starts || !tmp) {
         free(starts);
         free(tmp);
@@ -1260,79 +1239,46 @@ static int sort_events(Ev *v, size_t n) {
     size_t r = 0;
     starts[r++] = 0;
     for (size_t k = 1; k < n; k++)
-        if (ev_order(&v[k - 1], &v[k]) > 0) starts[r++] = k;
+        if (before(v + k * size, v + (k - 1) * size)) starts[r++] = k;
     starts[r] = n;
-    Ev *src = v, *dst = tmp;
-    while (runs > 1) {
-        size_t out_runs = 0;
-        for (size_t q = 0; q < runs; q += 2) {
-            size_t lo = starts[q], mid = starts[q + 1 <= runs ? q + 1 : runs], hi = q + 2 <= runs ? starts[q + 2] : n;
-            if (q + 1 >= runs) {
-                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Ev));
-                hi = n;
-            } else {
-                size_t a = lo, b = mid, w = lo;
-                while (a < mid && b < hi) dst[w++] = ev_order(&src[b], &src[a]) < 0 ? src[b++] : src[a++];
-                while (a < mid) dst[w++] = src[a++];
-                while (b < hi) dst[w++] = src[b++];
-            }
-            starts[out_runs++] = lo;
-        }
-        starts[out_runs] = n;
-        runs = out_runs;
-        Ev *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) memcpy(v, src, n * sizeof(Ev));
-    free(starts);
-    free(tmp);
-    return 0;
-}
-
-/* Flows by time: a natural merge sort (a track's flows come as one ordered run per batch). */
-static int sort_flows(Flow *v, size_t n) {
-    size_t runs = 1;
-    for (size_t k = 1; k < n; k++) runs += v[k - 1].ts > v[k].ts;
-    if (runs == 1) return 0;
-    size_t *starts = malloc((runs + 1) * sizeof(size_t));
-    Flow *tmp = malloc(n * sizeof(Flow));
-    if (!starts || !tmp) {
-        free(starts);
-        free(tmp);
-        return -1;
-    }
-    size_t r = 0;
-    starts[r++] = 0;
-    for (size_t k = 1; k < n; k++)
-        if (v[k - 1].ts > v[k].ts) starts[r++] = k;
-    starts[r] = n;
-    Flow *src = v, *dst = tmp;
+    uint8_t *src = v, *dst = tmp;
     while (runs > 1) {
         size_t out_runs = 0;
         for (size_t q = 0; q < runs; q += 2) {
             size_t lo = starts[q];
             if (q + 1 >= runs) {
-                memcpy(dst + lo, src + lo, (n - lo) * sizeof(Flow));
+                memcpy(dst + lo * size, src + lo * size, (n - lo) * size);
             } else {
                 size_t mid = starts[q + 1], hi = starts[q + 2], a = lo, b = mid, w = lo;
-                while (a < mid && b < hi) dst[w++] = src[b].ts < src[a].ts ? src[b++] : src[a++];
-                while (a < mid) dst[w++] = src[a++];
-                while (b < hi) dst[w++] = src[b++];
+                while (a < mid && b < hi)
+                    memcpy(dst + w++ * size, before(src + b * size, src + a * size) ? src + b++ * size : src + a++ * size,
+                           size);
+                memcpy(dst + w * size, src + a * size, (mid - a) * size); /* what is left of one run */
+                w += mid - a;
+                memcpy(dst + w * size, src + b * size, (hi - b) * size);
             }
             starts[out_runs++] = lo;
         }
         starts[out_runs] = n;
         runs = out_runs;
-        Flow *t = src;
+        uint8_t *t = src;
         src = dst;
         dst = t;
     }
-    if (src != v) memcpy(v, src, n * sizeof(Flow));
+    if (src != v) memcpy(v, src, n * size);
     free(starts);
     free(tmp);
     return 0;
 }
+
+static int ev_before(const void *a, const void *b) { return ev_order(a, b) < 0; }
+static int flow_before(const void *a, const void *b) { return ((const Flow *)a)->ts < ((const Flow *)b)->ts; }
+
+/* Events in (ts, slices first, longer first, file order). */
+static int sort_events(Ev *v, size_t n) { return natural_merge_sort(v, n, sizeof(Ev), ev_before); }
+
+/* Flows by time. */
+static int sort_flows(Flow *v, size_t n) { return natural_merge_sort(v, n, sizeof(Flow), flow_before); }
 
 typedef struct {
     int32_t *v;
@@ -1477,7 +1423,7 @@ typedef struct {
     size_t n;
 } FlowIn;
 
-static Flow flow_at(const FlowIn *in, size_t k, int64_t clamp_ts) {
+HOT Flow flow_at(const FlowIn *in, size_t k, int64_t clamp_ts) {
     Flow f;
     f.ts = get_i64(&in->ts, (Py_ssize_t)k);
     if (f.ts < clamp_ts) f.ts = clamp_ts;

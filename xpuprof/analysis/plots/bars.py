@@ -78,6 +78,56 @@ def _axis_room(lo: float, hi: float, unit: str, plot_w: float) -> float:
     return max(text_w(s) for s in labels)
 
 
+@dataclass
+class RowChart:
+    """A chart of rows laid out by ``lay_out``: its picture (legend and grid drawn), frame, axis (``lo``..``hi``,
+    its ticks and their labels), pixels per unit and the axis line's y; rows are drawn from ``frame.top``."""
+
+    svg: Svg
+    frame: Frame
+    lo: float
+    hi: float
+    ticks: Sequence[float]
+    tick_labels: Sequence[str]
+    scale: float
+    axis_y: float
+    hidden: int
+
+    @classmethod
+    def lay_out(cls, names: Sequence[str], notes: Sequence[str], hidden: int, entries: Sequence[tuple[str, str]],
+                lo_v: float, hi_v: float, unit: str, chart_id: str, what: str, width: float, *,
+                from_zero: bool = False) -> RowChart:
+        """A chart of a row per name (``hidden``: rows left out) for values from ``lo_v`` to ``hi_v`` in ``unit``:
+        a legend of ``entries`` on top (none: no legend), the frame, the axis' ticks (``from_zero``: the axis
+        starts at 0 whatever its ticks), the picture with a grid line per tick."""
+        room = _axis_room(lo_v, hi_v, unit, width / 2)
+        legend = legend_layout(entries, width - 8) if entries else []
+        top = 6 + legend_height(legend) + (6 if legend else 0)
+        f = _frame(names, notes, width, top, room)
+        lo, hi, ticks, tick_labels = axis_ticks(lo_v, hi_v, unit, f.plot_w, horizontal=True)
+        if from_zero:
+            lo = 0.0
+        shown = len(names)
+        height = top + ROW * shown + 4 + 2 * LINE_H + 10 + (LINE_H + 4 if hidden else 0)
+        svg = Svg(chart_id, width, height, what)
+        if legend:
+            draw_legend(svg, 4, 6, legend)
+        chart = cls(svg, f, lo, hi, ticks, tick_labels, f.plot_w / (hi - lo or 1.0), top + ROW * shown + 2, hidden)
+        for v in ticks:
+            svg.line(chart.x(v), top, chart.x(v), chart.axis_y, GRID, cls="grid")
+        return chart
+
+    def x(self, v: float) -> float:
+        """The pixel of value ``v``."""
+        return self.frame.plot_x + (v - self.lo) * self.scale
+
+    def finish(self, title: str) -> str:
+        """The axis under the rows (``title`` under its labels), the count of rows left out; the chart's SVG."""
+        used = _x_axis(self.svg, self.frame, self.axis_y, self.ticks, self.tick_labels, self.lo, self.hi, title)
+        _rows_note(self.svg, self.axis_y + used, self.hidden, self.frame.plot_x)
+        return str(self.svg)
+
+
 def stacked_bars(labels: Sequence[str], parts: Sequence[Part], *, unit: str, chart_id: str, what: str,
                  notes: Sequence[str] | None = None, titles: Sequence[str] | None = None, width: float = WIDE,
                  axis_title: str | None = None) -> str:
@@ -89,20 +139,9 @@ def stacked_bars(labels: Sequence[str], parts: Sequence[Part], *, unit: str, cha
     notes = [fit(s, NOTE_CHARS * text_w("m")) for s in (notes or [])[:shown]]
     totals = [sum(float(p.values[i]) for p in parts) for i in range(shown)]
     peak = max(totals + [0.0]) or 1.0
-    room = _axis_room(0.0, peak, unit, width / 2)
-    legend = legend_layout([(p.name, p.color) for p in parts], width - 8) if len(parts) > 1 else []
-    top = 6 + legend_height(legend) + (6 if legend else 0)
-    f = _frame(names, notes, width, top, room)
-    lo, hi, values, tick_labels = axis_ticks(0.0, peak, unit, f.plot_w, horizontal=True)
-    lo = 0.0
-    height = top + ROW * shown + 4 + 2 * LINE_H + 10 + (LINE_H + 4 if hidden else 0)
-    svg = Svg(chart_id, width, height, what)
-    if legend:
-        draw_legend(svg, 4, 6, legend)
-    scale = f.plot_w / (hi - lo or 1.0)
-    axis_y = top + ROW * shown + 2
-    for v in values:
-        svg.line(f.plot_x + v * scale, top, f.plot_x + v * scale, axis_y, GRID, cls="grid")
+    entries = [(p.name, p.color) for p in parts] if len(parts) > 1 else []
+    c = RowChart.lay_out(names, notes, hidden, entries, 0.0, peak, unit, chart_id, what, width, from_zero=True)
+    svg, f, scale, top = c.svg, c.frame, c.scale, c.frame.top
     for i in range(shown):
         y = top + i * ROW
         tip = titles[i] if titles else f"{labels[i]}: {notes[i] if notes else ''}"
@@ -116,9 +155,7 @@ def stacked_bars(labels: Sequence[str], parts: Sequence[Part], *, unit: str, cha
             x += w
         if notes:
             svg.text(f.note_x, y + ROW * 0.7, notes[i])
-    used = _x_axis(svg, f, axis_y, values, tick_labels, lo, hi, axis_title or what)
-    _rows_note(svg, axis_y + used, hidden, f.plot_x)
-    return str(svg)
+    return c.finish(axis_title or what)
 
 
 @dataclass
@@ -147,24 +184,9 @@ def range_chart(labels: Sequence[str], rows: Sequence[Spread], *, unit: str, cha
                and math.isfinite(v)] + ([reference[0]] if reference else [])
     lo_v, hi_v = (min(present), max(present)) if present else (0.0, 1.0)
     lo_v = min(lo_v, 0.0) if lo_v >= 0 and lo_v < 0.25 * hi_v else lo_v
-    room = _axis_room(lo_v, hi_v, unit, width / 2)
     entries = list(key) + ([(reference[1], DASHED)] if reference else [])
-    legend = legend_layout(entries, width - 8) if entries else []
-    top = 6 + legend_height(legend) + (6 if legend else 0)
-    f = _frame(names, notes, width, top, room)
-    lo, hi, values, tick_labels = axis_ticks(lo_v, hi_v, unit, f.plot_w, horizontal=True)
-    height = top + ROW * shown + 4 + 2 * LINE_H + 10 + (LINE_H + 4 if hidden else 0)
-    svg = Svg(chart_id, width, height, what)
-    if legend:
-        draw_legend(svg, 4, 6, legend)
-    scale = f.plot_w / (hi - lo or 1.0)
-
-    def x(v: float) -> float:
-        return f.plot_x + (v - lo) * scale
-
-    axis_y = top + ROW * shown + 2
-    for v in values:
-        svg.line(x(v), top, x(v), axis_y, GRID, cls="grid")
+    c = RowChart.lay_out(names, notes, hidden, entries, lo_v, hi_v, unit, chart_id, what, width)
+    svg, f, x, top, axis_y = c.svg, c.frame, c.x, c.frame.top, c.axis_y
     for i in range(shown):
         r, y = rows[i], top + i * ROW
         mid = y + ROW / 2
@@ -184,9 +206,7 @@ def range_chart(labels: Sequence[str], rows: Sequence[Spread], *, unit: str, cha
     if reference:
         svg.line(x(reference[0]), top - 2, x(reference[0]), axis_y, "#333", dash="4,3",
                  title=f"{reference[1]}")
-    used = _x_axis(svg, f, axis_y, values, tick_labels, lo, hi, what)
-    _rows_note(svg, axis_y + used, hidden, f.plot_x)
-    return str(svg)
+    return c.finish(what)
 
 
 def signed_bars(labels: Sequence[str], values: Sequence[float], colors: Sequence[str], *, unit: str,
@@ -201,24 +221,9 @@ def signed_bars(labels: Sequence[str], values: Sequence[float], colors: Sequence
     notes = [fit(s, NOTE_CHARS * text_w("m")) for s in (notes or [])[:shown]]
     vals = [float(v) for v in values[:shown]]
     bound = max([abs(v) for v in vals] + [abs(m) for m, _ in marks] + [1e-9])
-    room = _axis_room(-bound, bound, unit, width / 2)
     entries = list(key) + [(w, DASHED) for _, w in marks[:1]]
-    legend = legend_layout(entries, width - 8) if entries else []
-    top = 6 + legend_height(legend) + (6 if legend else 0)
-    f = _frame(names, notes, width, top, room)
-    lo, hi, ticks_v, tick_labels = axis_ticks(-bound, bound, unit, f.plot_w, horizontal=True)
-    height = top + ROW * shown + 4 + 2 * LINE_H + 10 + (LINE_H + 4 if hidden else 0)
-    svg = Svg(chart_id, width, height, what)
-    if legend:
-        draw_legend(svg, 4, 6, legend)
-    scale = f.plot_w / (hi - lo or 1.0)
-
-    def x(v: float) -> float:
-        return f.plot_x + (v - lo) * scale
-
-    axis_y = top + ROW * shown + 2
-    for v in ticks_v:
-        svg.line(x(v), top, x(v), axis_y, GRID, cls="grid")
+    c = RowChart.lay_out(names, notes, hidden, entries, -bound, bound, unit, chart_id, what, width)
+    svg, f, x, top, axis_y = c.svg, c.frame, c.x, c.frame.top, c.axis_y
     for i in range(shown):
         y = top + i * ROW
         tip = titles[i] if titles else labels[i]
@@ -231,6 +236,4 @@ def signed_bars(labels: Sequence[str], values: Sequence[float], colors: Sequence
     for value, label in marks:
         for v in (value, -value) if value else (0.0,):
             svg.line(x(v), top - 2, x(v), axis_y, "#333", dash="4,3", title=label)
-    used = _x_axis(svg, f, axis_y, ticks_v, tick_labels, lo, hi, what)
-    _rows_note(svg, axis_y + used, hidden, f.plot_x)
-    return str(svg)
+    return c.finish(what)

@@ -79,6 +79,32 @@ def _band(lines: Sequence[Line], lo: float, hi: float, columns: int) -> tuple[np
             np.maximum.reduceat(y, starts))
 
 
+def _axes(svg: Svg, left: float, top: float, plot_w: float, plot_h: float, x_axis: tuple, y_axis: tuple,
+          x_title: str):
+    """The axes of the plot ``plot_w`` x ``plot_h`` at (``left``, ``top``): a grid line and a label per y tick, both
+    axis lines, a tick and a label per x tick and ``x_title`` under them. ``x_axis`` and ``y_axis`` are
+    ``axis_ticks``' (lo, hi, ticks, labels); returns (px, py): a value's pixel on each axis."""
+    (x_lo, x_hi, x_ticks, x_labels), (y_lo, y_hi, y_ticks, y_labels) = x_axis, y_axis
+    base = top + plot_h
+
+    def px(v):
+        return left + (v - x_lo) / ((x_hi - x_lo) or 1.0) * plot_w
+
+    def py(v):
+        return base - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h
+
+    for v, label in zip(y_ticks, y_labels):
+        svg.line(left, py(v), left + plot_w, py(v), GRID, cls="grid")
+        svg.text(left - 6, py(v) + 4, label, anchor="end", cls="axis")
+    svg.line(left, top, left, base, cls="axis")
+    svg.line(left, base, left + plot_w, base, cls="axis")
+    for v, label in zip(x_ticks, x_labels):
+        svg.line(px(v), base, px(v), base + 4, cls="axis")
+        svg.text(px(v), base + X_TICK_DY, label, anchor="middle", cls="axis")
+    svg.text(left + plot_w / 2, base + X_TICK_DY + LINE_H, fit(x_title, plot_w), anchor="middle", cls="axis")
+    return px, py
+
+
 def series_chart(lines: Sequence[Line], *, unit: str, chart_id: str, what: str, width: float = HALF,
                  plot_h: float = PLOT_H, x_unit: str = "ms", x_title: str = "time since the trace's start") -> str:
     """One chart of ``lines`` over a shared time axis (``x`` in ``x_unit``), the y axis in ``unit``, the lowest
@@ -108,23 +134,9 @@ def series_chart(lines: Sequence[Line], *, unit: str, chart_id: str, what: str, 
     svg = Svg(chart_id, width, height, what)
     if legend:
         draw_legend(svg, 4, 6, legend)
+    px, py = _axes(svg, left, top, plot_w, plot_h, (x_lo, x_hi, x_ticks, x_labels), (y_lo, y_hi, y_ticks, y_labels),
+                   x_title)
     base = top + plot_h
-
-    def px(v):
-        return left + (v - x_lo) / ((x_hi - x_lo) or 1.0) * plot_w
-
-    def py(v):
-        return base - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h
-
-    for v, label in zip(y_ticks, y_labels):
-        svg.line(left, py(v), left + plot_w, py(v), GRID, cls="grid")
-        svg.text(left - 6, py(v) + 4, label, anchor="end", cls="axis")
-    svg.line(left, top, left, base, cls="axis")
-    svg.line(left, base, left + plot_w, base, cls="axis")
-    for v, label in zip(x_ticks, x_labels):
-        svg.line(px(v), base, px(v), base + 4, cls="axis")
-        svg.text(px(v), base + X_TICK_DY, label, anchor="middle", cls="axis")
-    svg.text(left + plot_w / 2, base + X_TICK_DY + LINE_H, fit(x_title, plot_w), anchor="middle", cls="axis")
     if banded and len(vals):
         bx, low, mean, high = _band(lines, x_lo, x_hi, int(plot_w))
         xs = px(bx)
@@ -185,23 +197,9 @@ def distribution_chart(groups: Sequence[tuple[str, np.ndarray, str]], *, unit: s
     edges = np.linspace(x_lo, x_hi, bins + 1)
     shares = [np.histogram(v, bins=edges)[0] / max(len(v), 1) * 100 for v in finite]
     svg = Svg(chart_id, width, height, what)
+    px, py = _axes(svg, left, top, plot_w, plot_h, (x_lo, x_hi, x_ticks, x_labels), (y_lo, y_hi, y_ticks, y_labels),
+                   what)
     base = top + plot_h
-
-    def px(v):
-        return left + (v - x_lo) / ((x_hi - x_lo) or 1.0) * plot_w
-
-    def py(v):
-        return base - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h
-
-    for v, label in zip(y_ticks, y_labels):
-        svg.line(left, py(v), left + plot_w, py(v), GRID, cls="grid")
-        svg.text(left - 6, py(v) + 4, label, anchor="end", cls="axis")
-    svg.line(left, top, left, base, cls="axis")
-    svg.line(left, base, left + plot_w, base, cls="axis")
-    for v, label in zip(x_ticks, x_labels):
-        svg.line(px(v), base, px(v), base + 4, cls="axis")
-        svg.text(px(v), base + X_TICK_DY, label, anchor="middle", cls="axis")
-    svg.text(left + plot_w / 2, base + X_TICK_DY + LINE_H, fit(what, plot_w), anchor="middle", cls="axis")
     xs = px(edges)
     for (label, values, color), share in zip(groups, shares):
         ys = py(share)

@@ -225,11 +225,16 @@ class CudaEmitter(Emitter):
         return out
 
     # ------------------------------------------------------------------ device rows
+    def _recorded(self, rows, kind: str, activity: ActivityType | None = None):
+        """``rows`` of ``kind`` whose start lies in the window (the others counted as out of window), or None
+        where none does or ``activity`` (when given) was not selected."""
+        if activity is not None and not self.wants(activity):
+            return None
+        rows = self.in_window(rows, rows["start"], kind)
+        return rows if len(rows) else None
+
     def write_kernels(self, rows) -> None:
-        if not self.wants(ActivityType.CONCURRENT_KERNEL):
-            return
-        rows = self.in_window(rows, rows["start"], "kernel")
-        if not len(rows):
+        if (rows := self._recorded(rows, "kernel", ActivityType.CONCURRENT_KERNEL)) is None:
             return
         b = self.b
         ptrs = factorize(rows["name"])  # one pass; demangled once per distinct name
@@ -258,10 +263,7 @@ class CudaEmitter(Emitter):
         self._device_slices(ActivityType.CONCURRENT_KERNEL, name_ids, start, end, dev, stream, corr, args)
 
     def write_copies(self, rows) -> None:
-        if not self.wants(ActivityType.GPU_MEMCPY):
-            return
-        rows = self.in_window(rows, rows["start"], "memcpy")
-        if not len(rows):
+        if (rows := self._recorded(rows, "memcpy", ActivityType.GPU_MEMCPY)) is None:
             return
         labels, inv = self._memcpy_labels(rows)
         self._copy_like(rows, labels, inv, ActivityType.GPU_MEMCPY)
@@ -277,43 +279,35 @@ class CudaEmitter(Emitter):
 
     def write_p2p(self, rows) -> None:
         """Peer-to-peer copies (MEMCPY2) with Kineto's args: from/in/to device and context."""
-        if not self.wants(ActivityType.GPU_MEMCPY):
-            return
-        rows = self.in_window(rows, rows["start"], "memcpy")
-        if not len(rows):
+        if (rows := self._recorded(rows, "memcpy", ActivityType.GPU_MEMCPY)) is None:
             return
         labels, inv = self._memcpy_labels(rows)
-        name_ids = np.fromiter((self.b.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
-        start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
-        dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
-            rows["correlation_id"].astype(np.int64)
-        nbytes = rows["bytes"].astype(np.int64)
-        args = {"fromDevice": rows["src_device_id"].astype(np.int64), "inDevice": dev,
-                "toDevice": rows["dst_device_id"].astype(np.int64),
-                "fromContext": rows["src_context_id"].astype(np.int64), "inContext": rows["context_id"].astype(np.int64),
-                "toContext": rows["dst_context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
-        args.update(self._graph_channel_args(rows))
-        self._device_slices(ActivityType.GPU_MEMCPY, name_ids, start, end, dev, stream, corr, args)
+        self._copy_like(rows, labels, inv, ActivityType.GPU_MEMCPY, peers=True)
 
     def write_fills(self, rows) -> None:
-        if not self.wants(ActivityType.GPU_MEMSET):
-            return
-        rows = self.in_window(rows, rows["start"], "memset")
-        if not len(rows):
+        if (rows := self._recorded(rows, "memset", ActivityType.GPU_MEMSET)) is None:
             return
         f = factorize(rows["memory_kind"])
         labels = [f"Memset ({MEMORY_KINDS.get(k, 'Unrecognized')})" for k in f.uniq.tolist()]
         self._copy_like(rows, labels, f.codes, ActivityType.GPU_MEMSET)
 
-    def _copy_like(self, rows, labels, inv, cat) -> None:
+    def _copy_like(self, rows, labels, inv, cat, *, peers: bool = False) -> None:
+        """Copy or fill rows named ``labels[inv]``; ``peers``: peer-to-peer copies, whose device and context args
+        are Kineto's from/in/to triples."""
         name_ids = np.fromiter((self.b.strings.intern(s) for s in labels), np.int32, len(labels))[inv]
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)
         dev, stream, corr = rows["device_id"].astype(np.int64), rows["stream_id"].astype(np.int64), \
             rows["correlation_id"].astype(np.int64)
         nbytes = rows["bytes"].astype(np.int64)
-        args = {"device": dev, "context": rows["context_id"].astype(np.int64), "stream": stream, "correlation": corr,
-                "bytes": nbytes, "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)}
+        if peers:
+            args = {"fromDevice": rows["src_device_id"].astype(np.int64), "inDevice": dev,
+                    "toDevice": rows["dst_device_id"].astype(np.int64),
+                    "fromContext": rows["src_context_id"].astype(np.int64),
+                    "inContext": rows["context_id"].astype(np.int64), "toContext": rows["dst_context_id"].astype(np.int64)}
+        else:
+            args = {"device": dev, "context": rows["context_id"].astype(np.int64)}
+        args.update({"stream": stream, "correlation": corr, "bytes": nbytes,
+                     "memory bandwidth (GB/s)": bandwidth(nbytes, end - start)})
         args.update(self._graph_channel_args(rows))
         self._device_slices(cat, name_ids, start, end, dev, stream, corr, args)
 
@@ -394,8 +388,7 @@ class CudaEmitter(Emitter):
         """Runtime (``driver``: driver) API records -> calls on their threads, Kineto's noisy
         runtime calls left out and only its driver calls kept."""
         kind = KIND_DRIVER if driver else KIND_RUNTIME
-        rows = self.in_window(rows, rows["start"], "driver" if driver else "runtime")
-        if not len(rows):
+        if (rows := self._recorded(rows, "driver" if driver else "runtime")) is None:
             return
         cbids = factorize(rows["cbid"])
         labels = [api_display_name(self.callback_name(kind, int(c))) for c in cbids.uniq.tolist()]
@@ -418,8 +411,7 @@ class CudaEmitter(Emitter):
 
     def write_overhead(self, rows) -> None:
         """CUPTI overhead records -> ``overhead`` slices on the "CUPTI Overhead" process."""
-        rows = self.in_window(rows, rows["start"], "overhead")
-        if not len(rows):
+        if (rows := self._recorded(rows, "overhead")) is None:
             return
         name_ids = intern_keys(self.b, rows["overhead_kind"], lambda k: OVERHEAD_KINDS.get(k, "Unrecognized"))
         start, end = rows["start"].astype(np.int64), rows["end"].astype(np.int64)

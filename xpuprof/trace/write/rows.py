@@ -252,6 +252,18 @@ class FixedWidthWriter:
         if fallback_rows is not None and len(fallback_rows):
             yield fallback(fallback_rows)
 
+    def _chunked(self, n: int, step: int, columns: list[_StringColumn], fallback: Fallback,
+                 render: Callable[[slice | np.ndarray, int], _Rows]) -> Iterator:
+        """A batch of ``n`` rows as JSON, ``step`` rows at a time: ``render(sel, m)`` writes the ``m`` rows ``sel``
+        of a chunk; its rows whose strings are too long for that (``columns``) go to ``fallback`` after it."""
+        for lo in range(0, n, step):
+            sel, slow = self._split(lo, min(lo + step, n), columns)
+            if sel is None:
+                yield from self._emit(None, slow, fallback)
+                continue
+            m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+            yield from self._emit(render(sel, m), slow, fallback)
+
     # ------------------------------------------------------------------ slices
     def _arg_matrix(self, col, sel, strcol: _StringColumn | None) -> np.ndarray:
         if col.kind == "str":
@@ -275,12 +287,8 @@ class FixedWidthWriter:
         step = self._chunk_rows(est)
         keys = {k: _key(k) for k in b.args}
         row_args = _row_args_blob(b.row_args) if b.row_args is not None else None
-        for lo in range(0, n, step):
-            sel, slow = self._split(lo, min(lo + step, n), columns)
-            if sel is None:
-                yield from self._emit(None, slow, fallback)
-                continue
-            m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+
+        def render(sel, m: int) -> _Rows:
             rows = _Rows(m)
             self._event_head(rows, b'{"ph":"X","cat":', cat, name, b, sel)
             rows.lit(b',"dur":')
@@ -311,7 +319,9 @@ class FixedWidthWriter:
             if entries:
                 self._args_object(rows, entries, m)
             rows.lit(b"},\n")
-            yield from self._emit(rows, slow, fallback)
+            return rows
+
+        yield from self._chunked(n, step, columns, fallback, render)
 
     @staticmethod
     def _args_object(rows: _Rows, entries, m: int) -> None:
@@ -344,12 +354,8 @@ class FixedWidthWriter:
         columns = [cat, name]
         step = self._chunk_rows(90 + cat.width + name.width + 24 * len(b.values))
         keys = [(_key(k), v) for k, v in b.values.items()]
-        for lo in range(0, n, step):
-            sel, slow = self._split(lo, min(lo + step, n), columns)
-            if sel is None:
-                yield from self._emit(None, slow, fallback)
-                continue
-            m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+
+        def render(sel, m: int) -> _Rows:
             rows = _Rows(m)
             self._event_head(rows, b'{"ph":"C","cat":', cat, name, b, sel)
             rows.lit(b',"args":{')
@@ -357,7 +363,9 @@ class FixedWidthWriter:
                 rows.lit(b"," + key if j else key)
                 rows.val(float_matrix(values[sel]))
             rows.lit(b"}},\n")
-            yield from self._emit(rows, slow, fallback)
+            return rows
+
+        yield from self._chunked(n, step, columns, fallback, render)
 
     # ------------------------------------------------------------------ flows
     def flows(self, b: FlowBatch, fallback: Fallback) -> Iterator:
@@ -365,12 +373,8 @@ class FixedWidthWriter:
         cat = _StringColumn(b.cat, self.tokens)
         step = self._chunk_rows(100 + 2 * cat.width)
         phases = np.frombuffer(b'"f""s"', np.uint8).reshape(2, 3)
-        for lo in range(0, n, step):
-            sel, slow = self._split(lo, min(lo + step, n), [cat])
-            if sel is None:
-                yield from self._emit(None, slow, fallback)
-                continue
-            m = (sel.stop - sel.start) if isinstance(sel, slice) else len(sel)
+
+        def render(sel, m: int) -> _Rows:
             start = b.is_start[:1] if is_constant(b.is_start) else b.is_start[sel]
             rows = _Rows(m)
             rows.lit(b'{"ph":')
@@ -393,4 +397,6 @@ class FixedWidthWriter:
                 if start.any():
                     rows.blank(start, bp, bp + 9)
             rows.lit(b"},\n")
-            yield from self._emit(rows, slow, fallback)
+            return rows
+
+        yield from self._chunked(n, step, [cat], fallback, render)
