@@ -83,3 +83,24 @@ def test_script_workload_gets_argv_and_reports_failure(tmp_path):
         make_script(script, ["bad", str(out)]).step()
     with pytest.raises(WorkloadError, match="does not exist"):
         make_script(tmp_path / "none.py", [])
+
+
+@pytest.mark.parametrize("size, dtype", [(65536, "float32"), (1000, "float64"), (1, "float32")])
+def test_elementwise_arrays_sit_at_distinct_page_offsets(size, dtype):
+    """The numpy elementwise workload's arrays are carved from one buffer a third of a page apart: allocated
+    one by one, 256 KiB arrays were mapped pages at one page offset, and a loop reading one while storing to
+    another ran ~1.5x slower in some runs (4 KiB aliasing; the gate's host history read it as a regression)."""
+    from xpuprof.workloads import numpy_ops
+
+    arrays = numpy_ops._staggered(np, 3, size, np.dtype(dtype))
+    offsets = sorted(a.ctypes.data % numpy_ops.PAGE_BYTES for a in arrays)
+    assert len(set(offsets)) == 3 and offsets[0] == 0
+    assert all(b - a >= numpy_ops.PAGE_BYTES // 3 - 8 for a, b in zip(offsets, offsets[1:]))
+    assert all(a.shape == (size,) and a.dtype == np.dtype(dtype) for a in arrays)
+    starts = sorted(a.ctypes.data for a in arrays)
+    assert all(b - a >= size * np.dtype(dtype).itemsize for a, b in zip(starts, starts[1:]))  # no overlap
+    wl = numpy_ops.elementwise(np, "cpu", size=size, dtype=dtype, alpha=2.0, seed=0)
+    rng = np.random.default_rng(0)  # the same inputs as before the arrays were carved
+    x = rng.standard_normal(size).astype(dtype)
+    y = rng.standard_normal(size).astype(dtype)
+    np.testing.assert_allclose(wl.step(), np.sin(x) * np.dtype(dtype).type(2.0) + y, rtol=1e-5, atol=1e-6)
