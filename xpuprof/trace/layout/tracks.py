@@ -185,6 +185,10 @@ def _per_category(cat_ids: np.ndarray, strings, of_text, dtype) -> np.ndarray:
         return np.zeros(0, dtype)
     if _constant(ids):  # a batch's category is one value, stored once
         return np.full(len(ids), of_text(strings[int(ids[0])] if ids[0] >= 0 else ""), dtype)
+    if len(ids) <= SMALL_SEGMENT_ROWS:  # a small segment: a dict, not a sort (np.unique)
+        seen: dict = {}
+        return np.array([seen[i] if i in seen else seen.setdefault(i, of_text(strings[i] if i >= 0 else ""))
+                         for i in ids.tolist()], dtype)
     u, inv = np.unique(ids, return_inverse=True)
     table = np.array([of_text(strings[i] if i >= 0 else "") for i in u.tolist()], dtype)
     return table[inv.reshape(-1)]
