@@ -348,3 +348,22 @@ def test_small_segments_get_the_track_codes_the_factorizer_gives():
         fallbacks += fast._few_rows(case, w, cols, [c for c in cols if len(set(c.tolist())) > 1]) is None
         assert got.tolist() == want.tolist() and fast.keys == slow.keys, case
     assert 0 < fallbacks < 300  # both paths were taken
+
+
+def test_a_metadata_pid_past_int64_is_remapped_without_an_overflow(tmp_path, capsys):
+    """A metadata row may name a pid no int64 holds (JSON allows any integer; found by the hostile-trace fuzz
+    through ``merge``): the layout gives it a free id like any out-of-range pid - it raised OverflowError
+    building the rows' lookup of int64 pids, which no row can match - and merge/convert succeed."""
+    from xpuprof.cli import main
+    from xpuprof.trace.layout.layout import lay_out
+    from xpuprof.trace.read.kineto import read_document
+
+    big = 1 << 63
+    doc = {"traceEvents": [{"ph": "X", "name": "a", "ts": 0, "dur": 1, "pid": 5, "tid": 1},
+                           {"ph": "M", "name": "process_name", "pid": big, "args": {"name": "p"}}]}
+    out = lay_out(read_document(doc))
+    assert big in out.layout.ids[0]["pid"] and len(out.columns("slices")) == 1
+    t = tmp_path / "t.json"
+    t.write_text(json.dumps(doc))
+    assert main(["merge", str(t), str(t), "-o", str(tmp_path / "m.json")]) == 0, capsys.readouterr().err
+    assert main(["convert", str(t), "-o", str(tmp_path / "s.store")]) == 0, capsys.readouterr().err

@@ -111,8 +111,10 @@ def _remap_ids(table: TraceTable, remap: dict, rewrite) -> None:
             continue
         rw = rewrite(si)
         ints = rw.pid_label == -1
-        if got["pid"]:
-            keys = np.array(sorted(got["pid"]), np.int64)
+        # A metadata row's pid past int64 (the JSON allows any integer) names no row: rows hold int64 pids.
+        fits = sorted(k for k in got["pid"] if -(1 << 63) <= k < 1 << 63)
+        if fits:
+            keys = np.array(fits, np.int64)
             vals = np.array([got["pid"][k] for k in keys.tolist()], np.int64)
             hit = ints & np.isin(rw.pid, keys)
             if hit.any():
