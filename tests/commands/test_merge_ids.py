@@ -105,3 +105,22 @@ def test_merge_lays_out_each_ranks_rows(tmp_path):
     assert merged["mergedRanks"]["layout"]["1"]["laneLayout"]["moved_slices"] == 3
     assert "0" not in merged["mergedRanks"]["layout"]
     assert sum(1 for e in merged["traceEvents"] if e.get("ph") == "X") == 2 * 13 + 4
+
+
+def test_a_metadata_pid_beyond_64_bits_is_laid_out_without_a_traceback(tmp_path, capsys):
+    """Found by the hostile-input fuzz once merge ran on the table: a metadata row's pid of 2**63 (no int64 holds
+    it) reached the layout's id remap, which built an int64 array of the pids to rewrite and raised
+    OverflowError. Such a pid is given an id in range like any other; no row of the int64 columns can hold it."""
+    for rank in (0, 1):
+        (tmp_path / f"r{rank}.json").write_text(json.dumps(
+            {"distributedInfo": {"rank": rank},
+             "traceEvents": [{"ph": "X", "ts": 0, "dur": 1, "name": "a", "pid": 1, "tid": 1},
+                             {"ph": "M", "pid": 2 ** 63, "name": "process_name", "args": {"name": "p"}}]}))
+    out = tmp_path / "m.json"
+    from xpuprof.cli import main
+
+    rc = main(["merge", str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and rc == 0, err
+    pids = {e["pid"] for e in json.loads(out.read_text())["traceEvents"] if isinstance(e.get("pid"), int)}
+    assert all(0 <= p < 2 ** 31 for p in pids), pids

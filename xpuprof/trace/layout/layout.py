@@ -104,6 +104,9 @@ def lay_out(table: TraceTable) -> TraceTable:
 
 
 # ----------------------------------------------------------------------------- steps
+_I64_MIN, _I64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def _remap_ids(table: TraceTable, remap: dict, rewrite) -> None:
     for si, seg in enumerate(table.segments):
         got = remap.get(seg.trace)
@@ -111,11 +114,12 @@ def _remap_ids(table: TraceTable, remap: dict, rewrite) -> None:
             continue
         rw = rewrite(si)
         ints = rw.pid_label == -1
-        # A metadata row's pid past int64 (the JSON allows any integer) names no row: rows hold int64 pids.
-        fits = sorted(k for k in got["pid"] if -(1 << 63) <= k < 1 << 63)
-        if fits:
-            keys = np.array(fits, np.int64)
-            vals = np.array([got["pid"][k] for k in keys.tolist()], np.int64)
+        # a metadata row may name a pid no int64 holds (its id is remapped with the metadata); the int
+        # columns cannot hold one, so only pids within int64 are looked for there
+        row_pids = {k: v for k, v in got["pid"].items() if _I64_MIN <= k <= _I64_MAX}
+        if row_pids:
+            keys = np.array(sorted(row_pids), np.int64)
+            vals = np.array([row_pids[k] for k in keys.tolist()], np.int64)
             hit = ints & np.isin(rw.pid, keys)
             if hit.any():
                 rw.pid[hit] = vals[np.searchsorted(keys, rw.pid[hit])]
