@@ -19,6 +19,8 @@ job, ``bench_store.make_rank``: host ops, runtime launches, kernels on two strea
   store of the ``--ranks`` traces made by the baseline's own ``xpuprof convert`` (schema v1, which both read);
 - ``diff``: ``xpuprof diff A B`` of two rank traces (the text to /dev/null);
 - ``merge``: ``xpuprof merge FILES -o OUT.merged.json`` of the ``--ranks`` rank traces (``--align step``);
+  ``--small-ranks``: every rank a small trace as torch.profiler writes one (12 slices) (``--ranks 1000 --only
+  merge,report``: a 1,000-rank job's merge and ``report`` of its files);
 - ``key_averages``: ``--n`` ``record_function`` ranges recorded in ``xpuprof.profile`` (not timed), then
   ``prof.key_averages().table()`` timed;
 - ``end-to-end``: ``--n`` ranges recorded, then ``stop()`` + ``export_chrome_trace()`` timed.
@@ -116,9 +118,45 @@ def child(case: str, data: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- inputs
-def make_inputs(base: Path, ranks: int, events: int, out: Path) -> None:
+SMALL_RANK = """
+import json
+from pathlib import Path
+out = Path({out!r}) / "json"
+out.mkdir(parents=True, exist_ok=True)
+for rank in range({ranks}):  # torch.profiler's shape: a host process, a device process, the Spans row
+    ev = [{{"ph": "M", "name": "process_name", "pid": 4242, "tid": 0, "args": {{"name": "python"}}}},
+          {{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {{"name": "GPU 0"}}}},
+          {{"ph": "M", "name": "process_sort_index", "pid": 0, "tid": 0, "args": {{"sort_index": 5000000}}}}]
+    ev.append({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 4242, "tid": 4242,
+               "ts": 5.0 + rank, "dur": 150.0}})
+    for i in range(5):
+        ev.append({{"ph": "X", "cat": "cpu_op", "name": f"op{{i}}", "pid": 4242, "tid": 4242, "ts": 10.0 + 20 * i + rank,
+                   "dur": 8.0, "args": {{"External id": i + 1}}}})
+        ev.append({{"ph": "X", "cat": "kernel", "name": f"k{{i}}", "pid": 0, "tid": 7, "ts": 14.0 + 20 * i + rank,
+                   "dur": 5.0, "args": {{"External id": i + 1, "stream": 7, "device": 0, "correlation": i + 1}}}})
+    ev.append({{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+               "ts": 0.0, "dur": 200.0}})
+    (out / f"w.rank{{rank}}.pt.trace.json").write_text(json.dumps({{
+        "schemaVersion": 1, "distributedInfo": {{"rank": rank, "world_size": {ranks}}},
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": ev}}))
+"""
+
+
+def make_inputs(base: Path, ranks: int, events: int, out: Path, *, small: bool = False, store: bool = True) -> None:
     """Rank traces as Kineto JSON (``out/json``) written by this checkout, and a store (``out/store``) of
-    them written by the baseline's own ``xpuprof convert`` (a store both sides read: schema v1)."""
+    them written by the baseline's own ``xpuprof convert`` (a store both sides read: schema v1; only when
+    ``store``: an analyze case reads it). ``small``: each rank a small trace as torch.profiler writes one
+    (12 slices and 3 metadata rows: what a 1,000-rank job's short captures look like), not ``events`` events."""
+    if small:
+        subprocess.run([sys.executable, "-c", SMALL_RANK.format(out=str(out), ranks=ranks)], check=True)
+    else:
+        _make_ranks(ranks, events, out)
+    if store:
+        subprocess.run([sys.executable, "-m", "xpuprof", "convert", str(out / "json"), "-o", str(out / "store")],
+                       check=True, env=_env(base), stdout=subprocess.DEVNULL)
+
+
+def _make_ranks(ranks: int, events: int, out: Path) -> None:
     code = f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
@@ -131,8 +169,6 @@ for rank in range({ranks}):
     write_chrome_trace(make_rank(rank, {events}), out / f"w.rank{{rank}}.pt.trace.json")
 """
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(REPO))
-    subprocess.run([sys.executable, "-m", "xpuprof", "convert", str(out / "json"), "-o", str(out / "store")],
-                   check=True, env=_env(base), stdout=subprocess.DEVNULL)
 
 
 def _env(checkout: Path) -> dict:
@@ -161,7 +197,7 @@ def run(a) -> list[dict]:
              (c.startswith("analyze-") and "analyze" in a.only.split(","))]
     tmp = Path(a.tmp or a.tmp_made)
     ranks, events, n = max(2, a.ranks), int(a.events * a.scale), int(a.n * a.scale)
-    make_inputs(base, ranks, events, tmp)
+    make_inputs(base, ranks, events, tmp, small=a.small_ranks, store=any(c.startswith("analyze-") for c in cases))
     jsons = sorted(str(p) for p in (tmp / "json").iterdir())
     results = []
     for case in cases:
@@ -203,6 +239,8 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=4, help="rank traces (report) and store ranks (analyze)")
     ap.add_argument("--events", type=int, default=200_000, help="events per rank")
     ap.add_argument("--n", type=int, default=300_000, help="record_function ranges (key_averages, end-to-end)")
+    ap.add_argument("--small-ranks", action="store_true", help="each of the --ranks traces a small one as "
+                    "torch.profiler writes (12 slices, 3 metadata rows): merge/report of many small ranks (e.g. --ranks 1000)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies --events and --n (0.2: a short proof run)")
     ap.add_argument("--only", default=None, help=f"comma-separated cases ('analyze': every analysis): {', '.join(CASES)}")
     ap.add_argument("--tmp", default=None, help="where the inputs go (default: a new temporary directory)")

@@ -193,3 +193,53 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
         (part / FILE).unlink(missing_ok=True)
         again = report_summary.write_summary(part)  # the partition read back, as before
         assert (None if again is None else json.loads(again.read_text())) == got, part
+
+
+def _sim_profile(vendor: str, metrics=(), activities=None):
+    import xpuprof
+
+    acts = activities or ["cpu", "xpu" if vendor == "xpu" else "cuda"] + (["xpu_scope_profiler"] if metrics else [])
+    cfg = xpuprof.ProfilerConfig(custom={"sim_seed": 3, "sim_vendor": vendor})
+    exp = xpuprof.ExperimentalConfig(profiler_metrics=list(metrics)) if metrics else None
+    with xpuprof.profile(activities=acts, backends=["sim"], config=cfg, experimental_config=exp,
+                         schedule=xpuprof.schedule(wait=0, warmup=0, active=3, repeat=1)) as prof:
+        for _ in range(3):
+            for i in range(4):
+                with xpuprof.record_function(f"layer{i}", {"i": i}):
+                    pass
+            prof.step()
+    return prof
+
+
+def test_export_parquet_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypatch):
+    """``profile.export_parquet`` keeps its rank's summary from the rows it writes (as ``convert`` does), not from
+    the partition read back from Parquet: the same document as the summary of the partition read back, for a
+    rank with per-kernel metrics, CUDA and HIP sim ranks, a host-only rank, two ranks of one store and a rank
+    with telemetry (no summary either way)."""
+    from xpuprof.analysis import report_summary
+    from xpuprof.trace.read import store_table
+
+    profiles = {"metrics": _sim_profile("xpu", ["GpuTime", "XVE_ACTIVE"]), "cuda": _sim_profile("cuda"),
+                "hip": _sim_profile("hip"), "host": _sim_profile("cuda", activities=["cpu"]),
+                "telemetry": _sim_profile("xpu", ["GpuTime", "process_rss"])}
+
+    def no_read_back(*a, **kw):
+        raise AssertionError("export_parquet read the rank back from the store")
+
+    written = {}
+    with monkeypatch.context() as m:
+        m.setattr(store_table, "read_store", no_read_back)
+        for name, prof in profiles.items():
+            part = prof.export_parquet(tmp_path / name)
+            written[part] = json.loads((part / FILE).read_text()) if (part / FILE).exists() else None
+        prof = profiles["cuda"]
+        prof.builder.set_distributed_info({"rank": 1, "world_size": 2})
+        part = prof.export_parquet(tmp_path / "metrics")  # a second rank beside the first
+        written[part] = json.loads((part / FILE).read_text())
+    assert written[tmp_path / "telemetry" / "rank=0"] is None  # telemetry series: the report reads the rows
+    assert sum(v is not None for v in written.values()) == len(written) - 1
+    assert any(row[-1] for row in written[tmp_path / "metrics" / "rank=0"]["partial"])  # the metric join's values
+    for part, got in written.items():
+        (part / FILE).unlink(missing_ok=True)
+        again = report_summary.write_summary(part)  # the partition read back, as before
+        assert (None if again is None else json.loads(again.read_text())) == got, part

@@ -103,3 +103,27 @@ def test_analyze_reads_the_same_files(tree, capsys):
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert err[0].startswith(f"xpuprof analyze: {top}: skipped 4") and "symbolic link" in err[0]
     assert any("ranks without GPU kernels" in ln and "0, 1, 2" in ln for ln in err), err  # every rank read
+
+
+def test_each_trace_file_is_opened_once_whatever_its_format(tmp_path, monkeypatch):
+    """``read_inputs`` tells a file's format from the first bytes its reader opens it with (1,000 small rank
+    files were each opened twice: once to tell the format, once to read); a Perfetto protobuf file still reads."""
+    from xpuprof.trace.read import inputs, source
+    from xpuprof.trace.write.files import write_trace
+
+    golden = os.path.join(os.path.dirname(__file__), "..", "data", "golden", "host.pt.trace.json")
+    j = tmp_path / "w.rank0.pt.trace.json"
+    j.write_bytes(open(golden, "rb").read())
+    pf = write_trace(inputs.read_inputs([j]), tmp_path / "w.rank1.pftrace")
+    opened = []
+    real = source.TraceInput.__init__
+
+    def counted(self, path, **kw):
+        opened.append(os.path.basename(str(path)))
+        real(self, path, **kw)
+
+    monkeypatch.setattr(source.TraceInput, "__init__", counted)
+    table = inputs.read_inputs([j, pf])
+    assert opened.count(j.name) == 1
+    assert [info.rank for info in table.traces] == [0, 1] and len(table.columns("slices")) > 0
+    assert len(table.columns("slices", trace=1)) == len(table.columns("slices", trace=0))

@@ -322,3 +322,48 @@ def test_tid_0_beside_a_tid_equal_to_its_pid_gets_a_tid_of_its_own(tmp_path):
     assert rows == {"k0": new, "k2": 2, "mem": 0}  # a counter is the process's: its row stays
     meta = {(e["name"], e["tid"]): e["args"] for e in data["traceEvents"] if e.get("ph") == "M" and e["pid"] == 2}
     assert meta[("thread_name", new)] == {"name": "stream 0"} and ("process_name", 0) in meta  # process rows keep tid 0
+
+
+def test_small_segments_get_the_track_codes_the_factorizer_gives():
+    """TrackCodes.of_rows finds a small segment's tracks in Python (merge's 1,000 small ranks): the same codes,
+    new tracks met in the same order, as the factorized path, for ints, labels, events without a pid, negative
+    and wide ids (a wide column falls back to the factorizer)."""
+    from xpuprof.trace.layout.tracks import SMALL_SEGMENT_ROWS, TrackCodes, Where
+
+    rng = np.random.default_rng(7)
+    pools = [np.array([0, 1, 7, 4242, 4243]), np.array([-5, 3, 1 << 40, -(1 << 62)]), np.array([2, 3])]
+    fallbacks = 0
+    for case in range(300):
+        n = int(rng.integers(2, SMALL_SEGMENT_ROWS + 1))
+        pid = rng.choice(pools[case % 3], n).astype(np.int64)
+        tid = rng.choice(pools[(case + 1) % 3], n).astype(np.int64)
+        pid_label = rng.choice(np.array([-1, -1, 0, 1, -2], np.int32), n) if case % 4 else np.full(n, -1, np.int32)
+        tid_label = rng.choice(np.array([-1, -1, -1, 1], np.int32), n)
+        w = Where(pid, pid_label, tid, tid_label, ["Spans", "PyTorch Profiler"])
+        fast, slow = TrackCodes(), TrackCodes()
+        fast.code((9, "seen", "before")), slow.code((9, "seen", "before"))
+        got = fast.of_rows(case, w)
+        cols = [pid, pid_label.astype(np.int64), tid, tid_label.astype(np.int64)]
+        want = slow._factorized(case, w, cols, [c for c in cols if len(set(c.tolist())) > 1])
+        fallbacks += fast._few_rows(case, w, cols, [c for c in cols if len(set(c.tolist())) > 1]) is None
+        assert got.tolist() == want.tolist() and fast.keys == slow.keys, case
+    assert 0 < fallbacks < 300  # both paths were taken
+
+
+def test_a_metadata_pid_past_int64_is_remapped_without_an_overflow(tmp_path, capsys):
+    """A metadata row may name a pid no int64 holds (JSON allows any integer; found by the hostile-trace fuzz
+    through ``merge``): the layout gives it a free id like any out-of-range pid - it raised OverflowError
+    building the rows' lookup of int64 pids, which no row can match - and merge/convert succeed."""
+    from xpuprof.cli import main
+    from xpuprof.trace.layout.layout import lay_out
+    from xpuprof.trace.read.kineto import read_document
+
+    big = 1 << 63
+    doc = {"traceEvents": [{"ph": "X", "name": "a", "ts": 0, "dur": 1, "pid": 5, "tid": 1},
+                           {"ph": "M", "name": "process_name", "pid": big, "args": {"name": "p"}}]}
+    out = lay_out(read_document(doc))
+    assert big in out.layout.ids[0]["pid"] and len(out.columns("slices")) == 1
+    t = tmp_path / "t.json"
+    t.write_text(json.dumps(doc))
+    assert main(["merge", str(t), str(t), "-o", str(tmp_path / "m.json")]) == 0, capsys.readouterr().err
+    assert main(["convert", str(t), "-o", str(tmp_path / "s.store")]) == 0, capsys.readouterr().err

@@ -150,3 +150,32 @@ def test_a_builders_args_reach_the_flat_columns_without_being_parsed_back(monkey
     s = b.freeze().slices
     assert calls and s.ints["stream"][0][0] == 3 and s.ints["stream"][1].tolist() == [True, False]
     assert s.args[1] == b'{"stream":"x","other":2}'
+
+
+def _flow_part(strings, labels, names, pid_labels, id_labels):
+    from xpuprof.trace.table.columns import FlowColumns, RowText  # noqa: F401 - RowText: the module's own
+
+    n = len(names)
+    z = np.zeros(n, np.int64)
+    return FlowColumns(strings=list(strings), labels=list(labels), rank=np.zeros(n, np.int32), order=np.arange(n),
+                       ts=z, pid=z, pid_label=np.array(pid_labels, np.int32), tid=z,
+                       tid_label=np.full(n, -1, np.int32), name=np.array(names, np.int32),
+                       cat=np.broadcast_to(np.int32(-1), (n,)), flow_id=z, id_label=np.array(id_labels, np.int32),
+                       phase=np.full(n, ord("s"), np.uint8), bp=np.zeros(n, np.uint8))
+
+
+def test_concat_merges_dictionaries_keeping_used_strings_in_first_use_order():
+    """Columns.concat over many parts (merge's 1,000 ranks) gives what a part-by-part merge gave: one dictionary
+    of the strings and labels the rows use, in the order the parts and their ids first use them; an unused
+    string left out, negative ids (no name, no label: -1, a null: -2) kept as they are."""
+    from xpuprof.trace.table.columns import FlowColumns
+
+    a = _flow_part(["x", "unused", "y"], ["Spans", "gone"], [2, 0, -1], [-1, 0, -2], [-1, -1, 0])
+    b = _flow_part(["y", "z"], ["other", "Spans"], [1, 0], [1, 0], [-2, 0])
+    c = FlowColumns.concat([a, FlowColumns.empty(), b])
+    assert c.strings == ["x", "y", "z"]
+    assert [c.strings[i] if i >= 0 else None for i in c.name.tolist()] == ["y", "x", None, "z", "y"]
+    assert c.name.dtype == np.int32 and c.cat.tolist() == [-1] * 5
+    assert c.labels == ["Spans", "other"]  # "gone" is used by no row
+    assert c.pid_label.tolist() == [-1, 0, -2, 0, 1] and c.id_label.tolist() == [-1, -1, 0, -2, 1]
+    assert [c.labels[i] for i in c.pid_label.tolist() if i >= 0] == ["Spans", "Spans", "other"]

@@ -144,23 +144,29 @@ def merge_traces(paths: Sequence[str | Path], out: str | Path, *, align: str = "
 # ----------------------------------------------------------------------------- the merged view
 def merged_table(table: TraceTable, ranks: list[int], align: str = "epoch") -> TraceTable:
     """One trace of the laid-out rank traces in ``table`` (``ranks``: each trace's rank): the merged view
-    the writers render (see the module docstring)."""
-    parts: dict = {}
-    for seg in table.segments:  # each trace's rows of each kind (one pass: 1,000 ranks are 4,000 groups)
-        parts.setdefault((seg.trace, seg.kind), []).append(seg.flat())
-    per = {t: {k: COLUMN_SETS[k].concat(parts.get((t, k), [])) for k in KINDS} for t in range(len(table.traces))}
-    processes = {ranks[t]: rank_processes(info, per[t]) for t, info in enumerate(table.traces)}
+    the writers render (see the module docstring). The rows of each kind are remapped once over all ranks
+    (one column set per kind, each row's trace index telling its rank): 1,000 small ranks cost a few numpy
+    passes, not 4,000 small ones."""
+    cols, trace_of = _kind_columns(table)
+    firsts = _first_rows(cols, trace_of)
+    processes = {ranks[t]: rank_processes(info, firsts.get(t, {})) for t, info in enumerate(table.traces)}
     pids, stride = ids.merged_pid_assignment(processes)
-    anchors = {ranks[t]: _anchor_ns(info, per[t], ranks[t], align) for t, info in enumerate(table.traces)}
+    anchors = _anchors_ns(table, cols, trace_of, ranks, align)
     ref = min(anchors.values())
     shifts = {r: 0 if align == "epoch" else ref - a for r, a in anchors.items()}
     base_ns = min(info.base_time_ns for info in table.traces)
 
-    segments: list[FlatSegment] = []
+    keep = _names(cols["instants"], WINDOW_END.__ne__)  # one closing instant for the view
+    cols["instants"], trace_of["instants"] = cols["instants"].take(keep), trace_of["instants"][keep]
+    last_order = np.full(len(table.traces), -1, np.int64)  # each trace's last row in its file
+    for kind in KINDS:
+        np.maximum.at(last_order, trace_of[kind], np.asarray(cols[kind].order, np.int64))
+
     meta: list = []
     meta_order: list[int] = []
     device_props: list = []
-    offset, end_ns, first_ns, events = 0, base_ns, None, 0
+    starts = np.zeros(len(table.traces), np.int64)
+    offset = 0
     with bar("merging", len(table.traces), unit="ranks") as shown:
         for t in sorted(range(len(table.traces)), key=lambda t: ranks[t]):
             info, rank = table.traces[t], ranks[t]
@@ -168,21 +174,25 @@ def merged_table(table: TraceTable, ranks: list[int], align: str = "epoch") -> T
             start = offset + len(prefix)
             meta += prefix + own
             meta_order += list(range(offset, start)) + [start + o for o in own_order]
-            span = max(own_order, default=-1) + 1
-            for kind in KINDS:
-                c = _rank_rows(per[t][kind], rank, shifts[rank], base_ns, pids[rank], start)
-                if not len(c):
-                    continue
-                segments.append(FlatSegment(c, rank, 0))
-                span = max(span, int(np.max(c.order)) - start + 1)
-                ends = np.asarray(c.ts) + (np.maximum(np.asarray(c.dur), 0) if kind == "slices" else 0)
-                end_ns = max(end_ns, int(ends.max()))
-                first_ns = int(np.min(c.ts)) if first_ns is None else min(first_ns, int(np.min(c.ts)))
-                events += len(np.unique(c.order)) if kind == "counters" else len(c)
+            starts[t] = start
             for props in info.header.get("deviceProperties") or []:
                 device_props.append({**props, "rank": rank} if isinstance(props, dict) else props)
-            offset = start + span
+            offset = start + max(max(own_order, default=-1), int(last_order[t])) + 1
             shown.advance()
+
+    per_trace = {"rank": np.array(ranks, np.int64), "shift": np.array([shifts[r] for r in ranks], np.int64),
+                 "start": starts}
+    segments: list[FlatSegment] = []
+    end_ns, first_ns, events = base_ns, None, 0
+    for kind in KINDS:
+        c = _remapped_rows(cols[kind], trace_of[kind], per_trace, pids, ranks, base_ns)
+        if not len(c):
+            continue
+        segments.append(FlatSegment(c, -1, 0))
+        ends = np.asarray(c.ts) + (np.maximum(np.asarray(c.dur), 0) if kind == "slices" else 0)
+        end_ns = max(end_ns, int(ends.max()))
+        first_ns = int(np.min(c.ts)) if first_ns is None else min(first_ns, int(np.min(c.ts)))
+        events += len(np.unique(c.order)) if kind == "counters" else len(c)  # a counter event: a row per value
     segments.append(FlatSegment(_window_end(end_ns, offset), -1, 0))
     events += len(meta) + 1
 
@@ -207,6 +217,37 @@ def merged_table(table: TraceTable, ranks: list[int], align: str = "epoch") -> T
     return TraceTable(segments, [view], vendor_categories=table.vendor_categories)
 
 
+def _kind_columns(table: TraceTable) -> tuple[dict, dict]:
+    """Every row of each kind as one column set (epoch times), and each row's trace index."""
+    cols, trace_of = {}, {}
+    for kind in KINDS:
+        segs = [s for s in table.segments if s.kind == kind and len(s)]
+        cols[kind] = COLUMN_SETS[kind].concat([s.flat() for s in segs])
+        trace_of[kind] = np.repeat(np.array([s.trace for s in segs], np.int64), [len(s) for s in segs])
+    return cols, trace_of
+
+
+def _first_rows(cols: dict, trace_of: dict) -> dict[int, dict]:
+    """trace -> {pid (an int, or a row label): the least file order of its rows}."""
+    first: dict[int, dict] = {}
+    for kind, c in cols.items():
+        code, order, tr = np.asarray(c.pid_label), np.asarray(c.order, np.int64), trace_of[kind]
+        for rows, keys, value in ((code == -1, np.asarray(c.pid, np.int64), None), (code >= 0, code, c.labels)):
+            if not rows.any():
+                continue
+            t, k, o = tr[rows], np.asarray(keys)[rows], order[rows]
+            by = np.lexsort((o, k, t))  # each distinct (trace, pid)'s first row: the least order
+            t, k, o = t[by], k[by], o[by]
+            head = np.ones(len(t), bool)
+            head[1:] = (t[1:] != t[:-1]) | (k[1:] != k[:-1])
+            for ti, key, at in zip(t[head].tolist(), k[head].tolist(), o[head].tolist()):
+                pid = key if value is None else value[key]
+                if _pid_key(pid) is not None:
+                    got = first.setdefault(ti, {})
+                    got[pid] = min(got.get(pid, at), at)
+    return first
+
+
 def _pid_key(v):
     """A pid as the merged view's pid table keys it (an int or a row label); None for none ("" included: the
     closing instant's)."""
@@ -215,49 +256,50 @@ def _pid_key(v):
     return v
 
 
-def rank_processes(info: RankInfo, cols: dict) -> list[tuple]:
+def rank_processes(info: RankInfo, rows_first: dict) -> list[tuple]:
     """A rank's processes as ``trace.ids.merged_pid_assignment`` takes them: (pid, its process_sort_index or
-    None) for each pid its events name, in the order they first appear in the file."""
+    None) for each pid its events name, in the order they first appear in the file (``rows_first``: each pid
+    of its rows -> the least order of them)."""
     first: dict = {}
     sort: dict = {}
-
-    def seen(pid, at: int) -> None:
-        if _pid_key(pid) is not None:
-            first[pid] = min(first.get(pid, at), at)
-
     orders = info.metadata_order if info.metadata_order is not None else [-1] * len(info.metadata_events)
     for at, ev in zip(orders, info.metadata_events):
-        seen(ev.get("pid"), at)
+        pid = ev.get("pid")
+        if _pid_key(pid) is not None:
+            first[pid] = min(first.get(pid, at), at)
         idx = (ev.get("args") or {}).get("sort_index") if ev.get("name") == "process_sort_index" else None
-        if isinstance(idx, int) and not isinstance(idx, bool) and _pid_key(ev.get("pid")) is not None:
-            sort.setdefault(ev["pid"], idx)
-    for c in cols.values():
-        code, order = np.asarray(c.pid_label), np.asarray(c.order, np.int64)
-        for rows, keys, value in ((code == -1, np.asarray(c.pid, np.int64), int), (code >= 0, code, c.labels.__getitem__)):
-            if rows.any():  # each distinct pid's first row (the least order)
-                by = np.lexsort((order[rows], keys[rows]))
-                k, o = keys[rows][by], order[rows][by]
-                head = np.concatenate([[True], k[1:] != k[:-1]])
-                for key, at in zip(k[head].tolist(), o[head].tolist()):
-                    seen(value(key), at)
+        if isinstance(idx, int) and not isinstance(idx, bool) and _pid_key(pid) is not None:
+            sort.setdefault(pid, idx)
+    for pid, at in rows_first.items():
+        first[pid] = min(first.get(pid, at), at)
     return [(pid, sort.get(pid)) for pid in sorted(first, key=lambda p: first[p])]
 
 
-def _anchor_ns(info: RankInfo, cols: dict, rank: int, align: str) -> int:
-    """The instant a rank is aligned on: its first timed event, or its first ``ProfilerStep#`` slice."""
+def _anchors_ns(table: TraceTable, cols: dict, trace_of: dict, ranks: list[int], align: str) -> dict[int, int]:
+    """Each rank's instant it is aligned on: its first timed event, or its first ``ProfilerStep#`` slice."""
     s, f, i = cols["slices"], cols["flows"], cols["instants"]
     if align == "step":
-        steps = np.asarray(s.ts)[_names(s, lambda n: bool(_STEP.match(n)))]
-        if not len(steps):
+        steps = _names(s, lambda n: bool(_STEP.match(n)))
+        times = [(np.asarray(s.ts)[steps], trace_of["slices"][steps])]
+    else:
+        ends = np.isin(np.asarray(f.phase), (ord("s"), ord("f")))
+        timed = _names(i, WINDOW_END.__ne__)
+        times = [(np.asarray(s.ts), trace_of["slices"]), (np.asarray(cols["counters"].ts), trace_of["counters"]),
+                 (np.asarray(i.ts)[timed], trace_of["instants"][timed]),
+                 (np.asarray(f.ts)[ends], trace_of["flows"][ends])]
+    none = np.iinfo(np.int64).max
+    first = np.full(len(table.traces), none, np.int64)
+    has = np.zeros(len(table.traces), bool)
+    for ts, tr in times:
+        np.minimum.at(first, tr, np.asarray(ts, np.int64))
+        has[tr] = True
+    for t in np.flatnonzero(~has).tolist()[:1]:
+        info, rank = table.traces[t], ranks[t]
+        if align == "step":
             raise MergeError(f"{info.origin}: rank {rank} has no ProfilerStep# annotation to align on; "
                              "use --align epoch or --align start")
-        return int(steps.min())
-    times = [np.asarray(s.ts), np.asarray(cols["counters"].ts), np.asarray(i.ts)[_names(i, WINDOW_END.__ne__)],
-             np.asarray(f.ts)[np.isin(np.asarray(f.phase), (ord("s"), ord("f")))]]
-    times = [t for t in times if len(t)]
-    if not times:
         raise MergeError(f"{info.origin}: rank {rank} has no timed events")
-    return int(min(t.min() for t in times))
+    return {ranks[t]: int(v) for t, v in enumerate(first.tolist())}
 
 
 def _names(c, keep) -> np.ndarray:
@@ -265,27 +307,35 @@ def _names(c, keep) -> np.ndarray:
     return np.array([bool(keep(n)) for n in c.strings] + [bool(keep(""))], bool)[np.asarray(c.name)]
 
 
-def _rank_rows(c, rank: int, shift_ns: int, base_ns: int, pid_map: dict, start: int):
-    """A rank's rows of one kind as the merged view holds them: its pids remapped, times shifted (clamped at
-    the view's base time), flow ids made unique, the file order after the ranks before it."""
-    if c.KIND == "instants":
-        c = c.take(_names(c, WINDOW_END.__ne__))  # one closing instant for the view
+def _remapped_rows(c, tr: np.ndarray, per_trace: dict, pid_maps: dict, ranks: list[int], base_ns: int):
+    """The rows of one kind (``tr``: each row's trace) as the merged view holds them: pids remapped by their
+    rank's map, times shifted (clamped at the view's base time), flow ids made unique, each rank's file order
+    after the ranks before it (``per_trace``: rank, shift and start per trace)."""
     if not len(c):
         return c
     code, pid = np.asarray(c.pid_label).astype(np.int32), np.asarray(c.pid, np.int64).copy()
     ints = np.flatnonzero(code == -1)
-    if len(ints):
+    if len(ints):  # each distinct (trace, pid) looked up once
         got, back = np.unique(pid[ints], return_inverse=True)
-        pid[ints] = np.array([pid_map.get(k, k) for k in got.tolist()], np.int64)[back]
-    by_label = np.array([pid_map.get(lb, -1) if _pid_key(lb) is not None else -1 for lb in c.labels] + [-1], np.int64)
-    new = by_label[np.where(code >= 0, code, len(c.labels))]  # rows of no label (an int pid, none): -1
-    pid, code = np.where(new >= 0, new, pid), np.where(new >= 0, -1, code).astype(np.int32)
-    changes = {"pid": pid, "pid_label": code, "rank": np.full(len(c), rank, np.int32),
-               "ts": np.maximum(np.asarray(c.ts, np.int64) + np.int64(shift_ns), np.int64(base_ns)),
-               "order": np.asarray(c.order, np.int64) + np.int64(start)}
+        keys, inv = np.unique(tr[ints] * len(got) + back.reshape(-1), return_inverse=True)
+        new = [pid_maps[ranks[k // len(got)]].get(v, v) for k, v in zip(keys.tolist(), got[keys % len(got)].tolist())]
+        pid[ints] = np.array(new, np.int64)[inv.reshape(-1)]
+    labelled = np.flatnonzero(code >= 0)
+    if len(labelled):  # (trace, row label) -> its merged pid, -1: left as it is (no pid of a process)
+        width = len(c.labels)
+        keys, inv = np.unique(tr[labelled] * width + code[labelled], return_inverse=True)
+        by = [pid_maps[ranks[k // width]].get(lb, -1) if _pid_key(lb := c.labels[k % width]) is not None else -1
+              for k in keys.tolist()]
+        new = np.array(by, np.int64)[inv.reshape(-1)]
+        hit = new >= 0
+        pid[labelled[hit]] = new[hit]
+        code[labelled[hit]] = -1
+    changes = {"pid": pid, "pid_label": code, "rank": per_trace["rank"][tr].astype(np.int32),
+               "ts": np.maximum(np.asarray(c.ts, np.int64) + per_trace["shift"][tr], np.int64(base_ns)),
+               "order": np.asarray(c.order, np.int64) + per_trace["start"][tr]}
     if c.KIND == "flows":
         fid = np.asarray(c.flow_id, np.int64)
-        changes["flow_id"] = np.where(np.asarray(c.id_label) == -1, fid + np.int64(rank) * FLOW_ID_STRIDE, fid)
+        changes["flow_id"] = np.where(np.asarray(c.id_label) == -1, fid + changes["rank"] * np.int64(FLOW_ID_STRIDE), fid)
     return replace(c, **changes)
 
 

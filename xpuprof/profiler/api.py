@@ -81,23 +81,26 @@ def _export_store(builder: TraceBuilder | None, path, replace: bool, vendor_cate
     """``profile.export_parquet``: the trace as its rank's partition of the store at ``path``."""
     if builder is None:
         raise RuntimeError("no trace to export yet: the profiler has not completed a recording cycle")
-    from ..trace.write.parquet import write_store
+    from ..analysis.report_summary import RankRows
+    from ..trace.write.parquet import store_trace
 
     rank, source = _store_rank(builder)
-    out = write_store(builder, path, rank=rank, rank_source=source, replace=replace,
-                      vendor_categories=vendor_categories)
-    _keep_summary(out)
-    log.info("xpuprof: trace stored as %s", out)
-    return out
+    kept = RankRows()  # the rows as written: the report summary is computed from them, not read back
+    got = store_trace(builder, path, rank=rank, rank_source=source, replace=replace,
+                      vendor_categories=vendor_categories, keep=kept.add)
+    _keep_summary(got.partition, kept, got.metadata)
+    log.info("xpuprof: trace stored as %s", got.partition)
+    return got.partition
 
 
-def _keep_summary(partition: Path) -> None:
+def _keep_summary(partition: Path, rows=None, metadata: dict | None = None) -> None:
     """The rank's report summary beside its rows (``analysis.report_summary``: ``report STORE`` reads it instead
-    of the events); one that cannot be written is said, and the store stays whole."""
+    of the events), of the rows the writer kept (``RankRows``); one that cannot be written is said, and the
+    store stays whole."""
     from ..analysis.report_summary import write_summary
 
     try:
-        write_summary(partition)
+        write_summary(partition, rows, metadata)
     except OSError as exc:
         log.warning("xpuprof: %s: the rank's report summary was not written (%s); `xpuprof report` reads its rows "
                     "instead", partition, exc.strerror or exc)

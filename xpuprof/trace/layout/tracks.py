@@ -82,6 +82,13 @@ class TrackCodes:
         if not varying:
             key = (trace, row_key(cols[0][0], int(cols[1][0]), w.labels), row_key(cols[2][0], int(cols[3][0]), w.labels))
             return np.full(n, self.code(key), np.int64)
+        if n <= SMALL_SEGMENT_ROWS:
+            got = self._few_rows(trace, w, cols, varying)
+            if got is not None:
+                return got
+        return self._factorized(trace, w, cols, varying)
+
+    def _factorized(self, trace: int, w: Where, cols: list, varying: list) -> np.ndarray:
         got = factorize(varying[0])  # one pass over the column (a C hash), not a sort
         for c in varying[1:]:
             more = factorize(c)
@@ -91,6 +98,34 @@ class TrackCodes:
             key = (trace, row_key(cols[0][i], int(cols[1][i]), w.labels), row_key(cols[2][i], int(cols[3][i]), w.labels))
             local[j] = self.code(key)
         return local[got.codes]
+
+    def _few_rows(self, trace: int, w: Where, cols: list, varying: list) -> np.ndarray | None:
+        """``_factorized`` of a small segment in plain Python (1,000 small traces: its numpy calls were most
+        of the layout's time), new tracks coded in the same order: when every varying column is one the
+        factorizer reads by a dense table (values within ``max(2n, 65536)`` of each other as uint64, and so
+        their combinations), its codes ascend with the values, so new tracks are met in the lexicographic
+        order of the varying columns' uint64 values. None when a column is wider (the factorizer's hash
+        order then: ``_factorized``)."""
+        n = len(cols[0])
+        floor = max(2 * n, 1 << 16)
+        values = []
+        for c in varying:
+            u = [v & _U64 for v in c.tolist()]
+            if max(u) - min(u) + 1 > floor:
+                return None
+            values.append(u)
+        rows = list(zip(*values))
+        first: dict = {}
+        for i, r in enumerate(rows):
+            first.setdefault(r, i)
+        pid, pid_label, tid, tid_label = (c.tolist() for c in cols)
+        local = {r: self.code((trace, row_key(pid[i], pid_label[i], w.labels), row_key(tid[i], tid_label[i], w.labels)))
+                 for r, i in sorted(first.items())}
+        return np.array([local[r] for r in rows], np.int64)
+
+
+SMALL_SEGMENT_ROWS = 64  # up to this many rows a segment's tracks are found in Python (see TrackCodes._few_rows)
+_U64 = (1 << 64) - 1
 
 
 def _constant(col: np.ndarray) -> bool:
@@ -150,6 +185,10 @@ def _per_category(cat_ids: np.ndarray, strings, of_text, dtype) -> np.ndarray:
         return np.zeros(0, dtype)
     if _constant(ids):  # a batch's category is one value, stored once
         return np.full(len(ids), of_text(strings[int(ids[0])] if ids[0] >= 0 else ""), dtype)
+    if len(ids) <= SMALL_SEGMENT_ROWS:  # a small segment: a dict, not a sort (np.unique)
+        seen: dict = {}
+        return np.array([seen[i] if i in seen else seen.setdefault(i, of_text(strings[i] if i >= 0 else ""))
+                         for i in ids.tolist()], dtype)
     u, inv = np.unique(ids, return_inverse=True)
     table = np.array([of_text(strings[i] if i >= 0 else "") for i in u.tolist()], dtype)
     return table[inv.reshape(-1)]

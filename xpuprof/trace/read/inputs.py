@@ -182,15 +182,16 @@ def read_inputs(paths: Sequence[str | Path], *, kinds: Sequence[str] | None = No
 def read_file(path, **kw):
     """One trace file as a TraceTable, whichever format its first bytes say: Kineto JSON (``kineto.read_trace``)
     or Perfetto protobuf (``perfetto.read_perfetto``); the same keywords (rank, position, push-down)."""
-    from .source import trace_format
+    from .kineto import read_trace
+    from .kineto_stream import NotKinetoJson
+    from .source import FORMATS
 
-    if trace_format(path) == "perfetto":
+    try:
+        return read_trace(path, accept=FORMATS, **kw)  # the file opened once, its first bytes telling the format
+    except NotKinetoJson:
         from .perfetto import read_perfetto
 
         return read_perfetto(path, **kw)
-    from .kineto import read_trace
-
-    return read_trace(path, **kw)
 
 
 def input_bytes(files: Sequence[Path]) -> int:

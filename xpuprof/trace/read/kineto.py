@@ -88,10 +88,11 @@ class TraceReader:
 
     def __init__(self, path, *, rank: int | None = None, position: int | None = None,
                  chunk_bytes: int | None = None, limit: int | None = None, kinds=None, slice_args=True,
-                 counters=True, document=None) -> None:
+                 counters=True, document=None, accept=("json",)) -> None:
         self.path = Path(path)
         self.rank, self.position = rank, position
         kw = {"limit": limit} if limit is not None else {}
+        kw["accept"] = accept
         kw.update({"document": document} if document is not None else {})
         self.stream = KinetoStream(self.path, **kw) if chunk_bytes is None else KinetoStream(self.path, chunk_bytes, **kw)
         self.rows = KinetoRows(kinds=kinds, slice_args=slice_args, counters=counters)
@@ -154,12 +155,14 @@ class TraceReader:
 
 
 def read_trace(path, *, rank: int | None = None, position: int | None = None, kinds=None,
-               slice_args=True, counters=True) -> TraceTable:
+               slice_args=True, counters=True, accept=("json",)) -> TraceTable:
     """The whole trace file as a TraceTable (one trace; see the module docstring for its rank). Push-down:
     ``kinds`` (the kinds of rows to make, None: all) and ``slice_args`` (``KinetoRows``: the args of every
     slice, of none, or of the slices whose name satisfies a function) and ``counters`` (every counter event,
-    or those whose category satisfies a function)."""
-    reader = TraceReader(path, rank=rank, position=position, kinds=kinds, slice_args=slice_args, counters=counters)
+    or those whose category satisfies a function). ``accept``: ``source.FORMATS`` when the caller reads a
+    Perfetto protobuf file otherwise (``kineto_stream.NotKinetoJson`` says the file is one: opened once)."""
+    reader = TraceReader(path, rank=rank, position=position, kinds=kinds, slice_args=slice_args, counters=counters,
+                         accept=accept)
     segments = list(reader.segments())
     return TraceTable(reader.finish(segments), [reader.info])
 

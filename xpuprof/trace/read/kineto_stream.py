@@ -186,6 +186,10 @@ def _plain_floats(data):
     return data
 
 
+class NotKinetoJson(Exception):
+    """The file a stream that accepts other formats opened is in one of them (``args[0]``: which)."""
+
+
 @dataclass
 class KinetoStream:
     """``for chunk in KinetoStream(path).chunks()``; after the loop, ``header`` holds every top-level
@@ -198,6 +202,7 @@ class KinetoStream:
     keys_before_events: int = 0  # how many of ``header``'s keys come before traceEvents in the document
     limit: int | None = None  # XPUPROF_MAX_INPUT_BYTES by default (source.TraceInput)
     document: Any = None  # a document already parsed (a dict, or a list of events): read instead of ``path``
+    accept: tuple = ("json",)  # source.FORMATS: a Perfetto protobuf file raises NotKinetoJson (inputs.read_file)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -211,7 +216,9 @@ class KinetoStream:
             yield from self._parsed(self.document)
             return
         ts = native()
-        with TraceInput(self.path, limit=self.limit) as src:
+        with TraceInput(self.path, limit=self.limit, accept=self.accept) as src:
+            if src.format != "json":
+                raise NotKinetoJson(src.format)
             if ts is None:
                 yield from self._whole(src)
             else:

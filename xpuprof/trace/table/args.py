@@ -181,7 +181,8 @@ class TypedArgs:
     @classmethod
     def from_dicts(cls, objects: Sequence[dict | None]) -> "TypedArgs":
         out = cls(len(objects))
-        out.replace_rows(np.arange(len(objects)), objects)
+        if any(obj is not None for obj in objects):  # rows without args: the empty columns as made
+            out.replace_rows(np.arange(len(objects)), objects)
         return out
 
     def replace_rows(self, rows: np.ndarray, objects: Sequence[dict | None]) -> None:
@@ -223,9 +224,9 @@ class TypedArgs:
 
     def columns(self) -> tuple[dict, dict, RowText]:
         """(ints, floats, rest) as ``SliceColumns`` holds them: only the typed columns some row has."""
-        ints = {c: (self.ints[j], self.int_present[j]) for j, c in enumerate(INT_COLUMNS) if self.int_present[j].any()}
-        floats = {c: (self.floats[j], self.float_present[j]) for j, c in enumerate(FLOAT_COLUMNS)
-                  if self.float_present[j].any()}
+        has_int, has_float = self.int_present.any(axis=1).tolist(), self.float_present.any(axis=1).tolist()
+        ints = {c: (self.ints[j], self.int_present[j]) for j, c in enumerate(INT_COLUMNS) if has_int[j]}
+        floats = {c: (self.floats[j], self.float_present[j]) for j, c in enumerate(FLOAT_COLUMNS) if has_float[j]}
         return ints, floats, RowText(self.rest_offsets, self.rest_blob)
 
 

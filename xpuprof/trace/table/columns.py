@@ -166,28 +166,21 @@ class Columns:
             return cls.empty()
         if len(parts) == 1:
             return parts[0]
-        strings: dict[str, int] = {}
-        labels: dict[str, int] = {}
-        remapped = []
-        for p in parts:
-            s_map = _dictionary_map(p.strings, strings, _used(p, p._STRING_IDS))
-            l_map = _dictionary_map(p.labels, labels, _used(p, p._LABEL_IDS))
-            changes = {c: _remap(getattr(p, c), s_map) for c in p._STRING_IDS}
-            changes.update({c: _remap(getattr(p, c), l_map) for c in p._LABEL_IDS})
-            remapped.append(replace(p, **changes))
-        out: dict[str, Any] = {"strings": list(strings), "labels": list(labels)}
+        out: dict[str, Any] = {}
+        for dictionary, columns in (("strings", cls._STRING_IDS), ("labels", cls._LABEL_IDS)):
+            out.update(_merged_ids(parts, dictionary, columns))
         for f in fields(cls):
             if f.name in out:
                 continue
-            vals = [getattr(p, f.name) for p in remapped]
+            vals = [getattr(p, f.name) for p in parts]
             if isinstance(vals[0], RowText):
                 out[f.name] = RowText.concat(vals)
             elif isinstance(vals[0], dict):
                 keys = list(dict.fromkeys(k for v in vals for k in v))
-                out[f.name] = {k: _concat_present(vals, k, [len(p) for p in remapped]) for k in keys}
+                out[f.name] = {k: _concat_present(vals, k, [len(p) for p in parts]) for k in keys}
             elif any(v is None for v in vals):  # an optional mask (None: every row has the value)
                 out[f.name] = None if all(v is None for v in vals) else np.concatenate(
-                    [np.ones(len(p), bool) if v is None else v for p, v in zip(remapped, vals)])
+                    [np.ones(len(p), bool) if v is None else v for p, v in zip(parts, vals)])
             else:
                 out[f.name] = np.concatenate(vals)
         return cls(**out)
@@ -268,37 +261,26 @@ _EMPTY = {
 }
 
 
-def _used(p: Columns, columns: Sequence[str]) -> np.ndarray:
-    """The distinct ids the columns use (ascending, -1 left out)."""
-    parts = []
+def _merged_ids(parts: Sequence[Columns], dictionary: str, columns: Sequence[str]) -> dict[str, Any]:
+    """One dictionary (``strings`` or ``labels``) for the parts and their id columns rewritten into it, in a few
+    passes over all rows, not a few per part (1,000 small traces' rows): the strings the rows use, in the
+    order the parts and their ids give (the order a part-by-part merge gives); negative ids (none) kept."""
+    texts = [t for p in parts for t in getattr(p, dictionary)]
+    starts = np.cumsum([0] + [len(getattr(p, dictionary)) for p in parts[:-1]])
+    shift = np.repeat(starts, [len(p) for p in parts])
+    wide = {}
     for c in columns:
-        v = np.asarray(getattr(p, c))
-        if len(v) and v.strides and v.strides[0] == 0:
-            v = v[:1]
-        parts.append(v[v >= 0])
-    if not parts:
-        return np.zeros(0, np.int64)
-    return np.unique(np.concatenate(parts)).astype(np.int64)
-
-
-def _dictionary_map(texts: Sequence[str], into: dict[str, int], used: np.ndarray) -> np.ndarray:
-    """old id -> new id in ``into`` for the ids used (the others map to -1)."""
-    top = int(used[-1]) + 1 if len(used) else 0
-    out = np.full(top, -1, np.int32)
+        v = np.concatenate([np.asarray(getattr(p, c)) for p in parts]).astype(np.int64)
+        wide[c] = np.where(v >= 0, v + shift, v)  # an id into ``texts``
+    used = np.unique(np.concatenate([v[v >= 0] for v in wide.values()])) if wide else np.zeros(0, np.int64)
+    into: dict[str, int] = {}
+    mapping = np.full(len(texts), -1, np.int32)
     for i in used.tolist():
-        t = texts[i]
-        got = into.get(t)
-        if got is None:
-            got = into[t] = len(into)
-        out[i] = got
+        mapping[i] = into.setdefault(texts[i], len(into))
+    out: dict[str, Any] = {dictionary: list(into)}
+    for c, v in wide.items():
+        out[c] = np.where(v >= 0, mapping[np.clip(v, 0, max(len(texts) - 1, 0))] if len(texts) else -1, v).astype(np.int32)
     return out
-
-
-def _remap(ids: np.ndarray, mapping: np.ndarray) -> np.ndarray:
-    ids = np.asarray(ids)
-    if not len(mapping):
-        return np.minimum(ids, -1).astype(np.int32)
-    return np.where(ids >= 0, mapping[np.clip(ids, 0, len(mapping) - 1)], ids).astype(np.int32)
 
 
 def _concat_present(vals: list[dict], key: str, lens: list[int]):

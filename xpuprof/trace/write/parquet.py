@@ -10,6 +10,7 @@ on the way: a builder's args are rendered once, as the Chrome writer renders the
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,23 @@ def write_store(source, path, *, rank: int | None = None, rank_source: str = "gi
     (created when new); returns the rank's partition directory. ``rank`` None: the trace's own rank
     (a builder's ``distributedInfo`` rank, else 0 with ``rank_source`` "default", said in the rank's
     metadata)."""
+    return store_trace(source, path, rank=rank, rank_source=rank_source, replace=replace,
+                       vendor_categories=vendor_categories, trace_name=trace_name).partition
+
+
+@dataclass
+class Stored:
+    """A rank partition just written: its directory and its metadata row as committed (``rank_metadata``)."""
+
+    partition: Path
+    metadata: dict
+
+
+def store_trace(source, path, *, rank: int | None = None, rank_source: str = "given", replace: bool = False,
+                vendor_categories: bool = True, trace_name: str | None = None, keep=None) -> Stored:
+    """``write_store``, saying also the metadata committed; ``keep``: called with each column set as it is
+    written and its base time (``StoreRows``; ``profile.export_parquet`` keeps the rows its report summary
+    is computed from, as ``convert`` does, instead of reading the partition back)."""
     table = source if isinstance(source, TraceTable) else source.freeze(vendor_categories=vendor_categories)
     if len(table.traces) != 1:
         raise ValueError(f"a store partition holds one trace; the table holds {len(table.traces)}")
@@ -91,10 +109,10 @@ def write_store(source, path, *, rank: int | None = None, rank_source: str = "gi
     if rank_source not in RANK_SOURCES:
         raise ValueError(f"rank_source {rank_source!r}: valid values are {', '.join(RANK_SOURCES)}")
     with RankWriter(path, int(rank), replace=replace, compression="lz4") as writer:
-        StoreRows(writer).add_table(table)
+        StoreRows(writer, keep).add_table(table)
         name = trace_name if trace_name is not None else str(Path(path))
         meta = rank_metadata(info, writer="export_parquet", trace_name=name, rank_source=rank_source, sources=[])
-        return writer.commit(int(rank), meta)
+        return Stored(writer.commit(int(rank), meta), meta)
 
 
 def _json_object(header: dict) -> str:
