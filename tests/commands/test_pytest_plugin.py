@@ -29,7 +29,7 @@ def test_device_markers_skip_with_probe_reason(pytester):
 
         def test_plain(): pass
     """)
-    res = pytester.runpytest(*_plugin_args(), "-rs")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-rs")
     available = {n: probe_device(n)[0] for n in ("xpu", "cuda", "rocm")}
     skipped = sum(not ok for ok in available.values())
     res.assert_outcomes(passed=4 - skipped, skipped=skipped)
@@ -69,7 +69,7 @@ def test_other_projects_plain_device_markers_are_left_alone(pytester):
         def test_ours_plain_with_marker():
             pass
     """)
-    res = pytester.runpytest(*_plugin_args(), "-rs", "-v")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-rs", "-v")
     res.assert_outcomes(passed=1, skipped=3)
     res.stdout.fnmatch_lines(["*test_theirs PASSED*"])
     res.stdout.fnmatch_lines([f"*{name} device not available*"])
@@ -89,7 +89,7 @@ def test_annotations_count_each_host_range_once(pytester):
             assert xpuprof_trace.device_annotations(name="^one_range$").count >= 1  # the copies exist...
             assert xpuprof_trace.annotations(name="^one_range$").count == 1  # ...and are not counted here
     """)
-    res = pytester.runpytest(*_plugin_args())
+    res = pytester.runpytest_subprocess(*_plugin_args())
     res.assert_outcomes(passed=1)
 
 
@@ -121,7 +121,7 @@ def test_fixture_profiles_the_test_body_with_sim(pytester):
             assert xpuprof_trace.annotations(name="^work$").count == 1
             assert xpuprof_trace.kernels().count == 0 and xpuprof_trace.total_ms == 0
     """)
-    res = pytester.runpytest(*_plugin_args())
+    res = pytester.runpytest_subprocess(*_plugin_args())
     res.assert_outcomes(passed=2)
 
 
@@ -139,7 +139,7 @@ def test_keep_failed_traces(pytester, tmp_path):
             with xpuprof.record_function("ok"):
                 pass
     """)
-    res = pytester.runpytest(*_plugin_args(), f"--xpuprof-keep-failed={keep}")
+    res = pytester.runpytest_subprocess(*_plugin_args(), f"--xpuprof-keep-failed={keep}")
     res.assert_outcomes(passed=1, failed=1)
     kept = list(keep.glob("*.pt.trace.json"))
     assert [p.name for p in kept] == ["test_keep_failed_traces.py_test_fails.pt.trace.json"]
@@ -153,7 +153,7 @@ def test_unknown_marker_option_is_a_usage_error(pytester):
         @pytest.mark.xpuprof(backend="sim")
         def test_x(xpuprof_trace): pass
     """)
-    res = pytester.runpytest(*_plugin_args())
+    res = pytester.runpytest_subprocess(*_plugin_args())
     assert res.ret != 0
     res.stdout.fnmatch_lines(["*unknown option(s)*backend*valid: backends*"])
 
@@ -172,7 +172,7 @@ def test_a_device_skip_is_reported_at_the_test(pytester):
         def test_needs_the_device():
             pass
     """)
-    res = pytester.runpytest(*_plugin_args(), "-rs")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-rs")
     res.assert_outcomes(skipped=1)
     # where the test starts (its decorator), as pytest reports a skipif
     res.stdout.fnmatch_lines([f"SKIPPED [[]1[]] test_where.py:4: {missing[0]} device not available*"])

@@ -8,12 +8,10 @@ import json
 
 import pytest
 
-# Imported here, before pytester's in-process runs: each run drops the modules first imported inside it
-# from sys.modules, so a module one run kept (the sim's emitter) met the next run's re-imported columns
-# module with another ArgColumn class ("'ArgColumn' object is not iterable"): this file run alone failed.
-import xpuprof.backends.emitter  # noqa: F401
-import xpuprof.trace.builder.columns  # noqa: F401
-
+# Every inner pytest runs in its own process (runpytest_subprocess), as a user's does. In-process runs drop
+# the modules first imported inside them from sys.modules, so a module one run kept met the next run's
+# re-imported classes: "'ArgColumn' object is not iterable" run alone, rich's "'Style' object has no
+# attribute 'strip'" under pytest-xdist (which imports in another order) - artifacts of the harness.
 pytestmark = pytest.mark.slow
 
 BODY = """
@@ -42,11 +40,11 @@ def _plugin_args():
 
 def test_accepted_runs_build_the_history_and_a_slower_kernel_fails_with_the_gates_explanation(pytester, monkeypatch):
     pytester.makepyfile(test_perf=BODY)
-    res = pytester.runpytest(*_plugin_args())
+    res = pytester.runpytest_subprocess(*_plugin_args())
     res.assert_outcomes(passed=1, warnings=1)
     res.stdout.fnmatch_lines(["*no run history at *perf-history yet: the test was not gated*--xpuprof-accept*"])
     for i in range(5):
-        res = pytester.runpytest(*_plugin_args(), "--xpuprof-accept")
+        res = pytester.runpytest_subprocess(*_plugin_args(), "--xpuprof-accept")
         res.assert_outcomes(passed=1, warnings=1)  # "N runs, need 5" until the fifth
     history = pytester.path / "perf-history"
     (series,) = [p for p in history.iterdir() if p.is_dir()]
@@ -56,12 +54,12 @@ def test_accepted_runs_build_the_history_and_a_slower_kernel_fails_with_the_gate
     assert doc["label"]["test"] == "test_perf.py::test_work" and doc["source"] == "pytest --xpuprof-accept"
     # the machine probe, taken before and after the test body, rides with the run
     assert set(doc["machine_probe"]["parts"]) == {"vector", "python", "memory"} and doc["machine_probe"]["takes"] == 2
-    res = pytester.runpytest(*_plugin_args(), "-rA")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-rA")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*xpuprof gate*", "*sim_work*unchanged*"])
 
     monkeypatch.setenv("WORK_SCALE", "1.5")
-    res = pytester.runpytest(*_plugin_args(), "--xpuprof-accept", f"--xpuprof-keep-failed={pytester.path / 'kept'}")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "--xpuprof-accept", f"--xpuprof-keep-failed={pytester.path / 'kept'}")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*xpuprof gate: regression against 5 baseline run(s) in *perf-history (max_regression=10%)*",
                               "*sim_work: regressed +*% slower; 5 baseline runs)*", "*history plot: *xpuprof-history.html*"])
@@ -82,12 +80,12 @@ def test_a_gate_without_a_history_is_a_usage_error_and_bad_values_are_refused(py
         def test_bad_value(xpuprof_trace):
             pass
     """)
-    res = pytester.runpytest(*_plugin_args())
+    res = pytester.runpytest_subprocess(*_plugin_args())
     res.assert_outcomes(failed=1, errors=1)
     res.stdout.fnmatch_lines(["*max_regression=...) needs history= or --xpuprof-history DIR*"])
     res.stdout.fnmatch_lines(["*max_regression=...) must be a percentage above 0*'3%'*"])
     (pytester.path / "h").mkdir()
     (pytester.path / "h" / "notes.txt").write_text("not a history")
-    res = pytester.runpytest(*_plugin_args(), "--xpuprof-history=h", "--xpuprof-accept", "-k", "no_history")
+    res = pytester.runpytest_subprocess(*_plugin_args(), "--xpuprof-history=h", "--xpuprof-accept", "-k", "no_history")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*the run history cannot be used:*not an xpuprof history*"])
