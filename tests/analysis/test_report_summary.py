@@ -161,7 +161,6 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
     (``summary_of``), it is the same document as the summary of the partition read back - for ranks with
     per-kernel metrics, with telemetry (no summary either way), several ranks in one store, a .pftrace input
     and a trace laid out on a second pass."""
-    from xpuprof.analysis import report_summary
     from xpuprof.cli import main
     from xpuprof.trace.read import store_table
 
@@ -189,9 +188,15 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
     assert len(written) == len(groups) + 1 and sum(v is not None for v in written.values()) >= len(groups) - 1
     assert written[tmp_path / "telemetry.store" / "rank=0"] is None  # telemetry series: the report reads the rows
     assert any(v and v["partial"] and any(row[-1] for row in v["partial"]) for v in written.values())  # metrics
+    _assert_each_equals_its_partition_read_back(written)
+
+
+def _assert_each_equals_its_partition_read_back(written: dict) -> None:
+    """Each summary kept from the rows written (partition -> its document, None for none) is the document
+    the summary of the partition read back from Parquet gives, as before."""
     for part, got in written.items():
         (part / FILE).unlink(missing_ok=True)
-        again = report_summary.write_summary(part)  # the partition read back, as before
+        again = write_summary(part)
         assert (None if again is None else json.loads(again.read_text())) == got, part
 
 
@@ -216,7 +221,6 @@ def test_export_parquet_computes_the_summary_from_the_rows_it_writes(tmp_path, m
     the partition read back from Parquet: the same document as the summary of the partition read back, for a
     rank with per-kernel metrics, CUDA and HIP sim ranks, a host-only rank, two ranks of one store and a rank
     with telemetry (no summary either way)."""
-    from xpuprof.analysis import report_summary
     from xpuprof.trace.read import store_table
 
     profiles = {"metrics": _sim_profile("xpu", ["GpuTime", "XVE_ACTIVE"]), "cuda": _sim_profile("cuda"),
@@ -239,7 +243,4 @@ def test_export_parquet_computes_the_summary_from_the_rows_it_writes(tmp_path, m
     assert written[tmp_path / "telemetry" / "rank=0"] is None  # telemetry series: the report reads the rows
     assert sum(v is not None for v in written.values()) == len(written) - 1
     assert any(row[-1] for row in written[tmp_path / "metrics" / "rank=0"]["partial"])  # the metric join's values
-    for part, got in written.items():
-        (part / FILE).unlink(missing_ok=True)
-        again = report_summary.write_summary(part)  # the partition read back, as before
-        assert (None if again is None else json.loads(again.read_text())) == got, part
+    _assert_each_equals_its_partition_read_back(written)
