@@ -346,3 +346,61 @@ SUMMARY: AddressSanitizer: 390 byte(s) leaked in 3 allocation(s).
     assert others == 1 and len(ours) == 2
     assert "bufqueue.c:30" in ours[0] and "hostrec.cpython" in ours[1]
     assert _sanitize_plugin().leaks_in_our_code(b"") == ([], 0)
+
+
+_LEAK_CHECK_DEATH = b"""Tracer caught signal 11: addr=0x8 pc=0x7f52 sp=0x7f52
+==4971==LeakSanitizer has encountered a fatal error.
+==4971==HINT: For debugging, try setting environment variable LSAN_OPTIONS=verbosity=1:log_threads=1
+==4971==HINT: LeakSanitizer does not work under ptrace (strace, gdb, etc)
+"""
+
+
+def _tier_logs(tmp_path, tests_done=None, **logs):
+    for name, text in logs.items():
+        (tmp_path / name.replace("_", ".")).write_bytes(text)
+    if tests_done is not None:
+        (tmp_path / "tests-done").write_text(str(tests_done))
+    return tmp_path
+
+
+def test_the_sanitizer_tier_runs_again_only_when_leaksanitizer_itself_died_after_passing_tests(tmp_path):
+    # CI once ended the tier with 'pytest exited with status 1' and nothing else: the process died in the
+    # leak check after every test passed, and the log that said why was never printed.
+    plugin = _sanitize_plugin()
+    logs = _tier_logs(tmp_path, tests_done=0, asan_4971=_LEAK_CHECK_DEATH)
+    outcome, said = plugin.verdict(logs, 1)
+    assert outcome == plugin.RUN_AGAIN
+    text = "\n".join(said)
+    assert "asan.4971" in text and "Tracer caught signal 11" in text and "leak check" in text
+    # the same death with a test failed, or with a memory error anywhere, fails the tier
+    assert plugin.verdict(_tier_logs(tmp_path, tests_done=1), 1)[0] == plugin.FAILED
+    error = b"==5==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6\n"
+    assert plugin.verdict(_tier_logs(tmp_path, tests_done=0, asan_5=error), 1)[0] == plugin.FAILED
+
+
+def test_the_sanitizer_tier_says_why_it_failed(tmp_path):
+    plugin = _sanitize_plugin()
+    for run in "abc":
+        (tmp_path / run).mkdir()
+    ub = b"xpuprof/_native/lanes.c:12:5: runtime error: signed integer overflow\n"
+    outcome, said = plugin.verdict(_tier_logs(tmp_path / "a", tests_done=0, ubsan_9=ub), 0)
+    assert outcome == plugin.FAILED and any("lanes.c:12:5" in line for line in said)
+    outcome, said = plugin.verdict(tmp_path / "b", 1)  # died in the tests: no tests-done file
+    assert outcome == plugin.FAILED and "in the tests" in said[-1]
+    outcome, said = plugin.verdict(_tier_logs(tmp_path / "c", tests_done=0), 1)
+    assert outcome == plugin.FAILED and "leak check" in said[-1]
+
+
+def test_the_sanitizer_tier_passes_a_clean_run_and_leaks_it_does_not_check(tmp_path):
+    plugin = _sanitize_plugin()
+    not_ours = (b"==7==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 8 byte(s) in 1 object(s) "
+                b"allocated from:\n    #1 0x7f in gc_alloc Modules/gcmodule.c:2283\n\n"
+                b"SUMMARY: AddressSanitizer: 8 byte(s) leaked in 1 allocation(s).\n")
+    assert plugin.verdict(_tier_logs(tmp_path, tests_done=0, asan_7=not_ours), 0) == (plugin.PASSED, [])
+    run = subprocess.run([sys.executable, str(ROOT / ".ci" / "sanitize_plugin.py"), "verdict", str(tmp_path), "0"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0
+    (tmp_path / "asan.8").write_bytes(_LEAK_CHECK_DEATH)
+    run = subprocess.run([sys.executable, str(ROOT / ".ci" / "sanitize_plugin.py"), "verdict", str(tmp_path), "1"],
+                         capture_output=True, text=True)
+    assert run.returncode == plugin.RUN_AGAIN and "fatal error" in run.stdout
