@@ -284,7 +284,14 @@ class profile(TorchResultsMethods):
         self._started = True
         self.step_num = 0
         self.current_action = first
-        start_loading()  # the trace stages, beside the user's first steps (stages.py)
+        # The trace stages load on a background thread (stages.py). When the first step records, the first
+        # transition needs them (_prepare_trace): they start loading now, beside the selection. When it
+        # waits, they load beside the user's first steps, after the selection and the transition: begun
+        # before those, the loader took the GIL each time a file read or a C call there released it
+        # (enter with no backends named, the tutorial's schedule: 42 ms for the entry-point check instead of 2).
+        stages_now = first != ProfilerAction.NONE
+        if stages_now:
+            start_loading()
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
             self._transit(ProfilerAction.NONE, self.current_action)
@@ -294,6 +301,8 @@ class profile(TorchResultsMethods):
             self._started = False
             self._release_running()
             raise
+        if not stages_now:
+            start_loading()
         self._enter_step()
 
     def stop(self) -> None:
