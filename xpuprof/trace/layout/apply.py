@@ -309,19 +309,61 @@ def bind_flows(rows: SliceRows, lane: np.ndarray, track: np.ndarray, ts: np.ndar
                 hit &= (s[idx] <= q) & (q <= e[idx])
                 chosen[hit] = idx[hit]
         rest = np.flatnonzero(chosen < 0)
-        if len(rest):  # the innermost slice around it, whatever its lane
-            by_start = np.lexsort((e, s))
-            s_sorted = s[by_start]
-            for i in rest.tolist():
-                upto = int(np.searchsorted(s_sorted, q[i], "right"))
-                cands = by_start[:upto]
-                cands = cands[e[cands] >= q[i]]
-                if len(cands):
-                    chosen[i] = cands[np.lexsort((e[cands], -s[cands]))[0]]
+        if len(rest):  # the innermost slice around it, whatever its lane: latest start, then shortest, then first
+            # In order of start, end descending, row descending, the slice wanted is the last one that starts
+            # at or before the flow end and ends at or after it.
+            order = np.lexsort((-np.arange(len(s)), -e, s))
+            upto = np.searchsorted(s[order], q[rest], "right")
+            last = last_at_least(e[order], upto, q[rest])
+            chosen[rest[last >= 0]] = order[last[last >= 0]]
         got = chosen >= 0
         out[fl[got]] = ln[chosen[got]]
     return out
 
 
-__all__ = ["HOLDS", "ORIGINAL_TID", "Rewrite", "bind_flows", "lane_name", "out_of_range", "rewrite_batch",
+_BLOCK = 64  # positions looked at per query and level in last_at_least
+_QUERIES_PER_PASS = 16384  # bounds last_at_least's temporary arrays (queries x _BLOCK)
+
+
+def last_at_least(values: np.ndarray, upto: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per query i: the largest position p < ``upto[i]`` with ``values[p] >= floor[i]``, else -1.
+
+    Exact, with no Python loop per query (a flow end per query: a per-query scan of the track was quadratic
+    in the trace): the query's own block of ``_BLOCK`` positions is looked at whole; the earlier blocks
+    through the same question asked of their maxima, one level up, then the one block that answers."""
+    values, upto, floor = np.asarray(values), np.asarray(upto, np.int64), np.asarray(floor)
+    out = np.full(len(upto), -1, np.int64)
+    for at in range(0, len(upto), _QUERIES_PER_PASS):
+        part = slice(at, at + _QUERIES_PER_PASS)
+        out[part] = _last_at_least(values, upto[part], floor[part])
+    return out
+
+
+def _last_at_least(values: np.ndarray, upto: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    n = len(values)
+    upto = np.minimum(upto, n)
+    start = (upto // _BLOCK) * _BLOCK  # the query's own (partial) block: [start, upto)
+    found = _last_in_blocks(values, start, upto, floor)
+    todo = np.flatnonzero((found < 0) & (start > 0))
+    if len(todo):  # an earlier, whole block: the last one whose maximum reaches the floor, then within it
+        blocks = len(values) // _BLOCK
+        peaks = values[:blocks * _BLOCK].reshape(blocks, _BLOCK).max(axis=1)
+        block = _last_at_least(peaks, start[todo] // _BLOCK, floor[todo])
+        hit = block >= 0
+        first = block[hit] * _BLOCK
+        found[todo[hit]] = _last_in_blocks(values, first, first + _BLOCK, floor[todo][hit])
+    return found
+
+
+def _last_in_blocks(values: np.ndarray, start: np.ndarray, stop: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per query: the last position in [start, stop) (at most _BLOCK long) with values >= floor, else -1."""
+    pos = start[:, None] + np.arange(_BLOCK)
+    ok = pos < stop[:, None]
+    ok &= values[np.minimum(pos, len(values) - 1)] >= floor[:, None]
+    any_ok = ok.any(axis=1)
+    last = _BLOCK - 1 - np.argmax(ok[:, ::-1], axis=1)
+    return np.where(any_ok, start + last, -1)
+
+
+__all__ = ["HOLDS", "ORIGINAL_TID", "Rewrite", "bind_flows", "lane_name", "last_at_least", "out_of_range", "rewrite_batch",
            "rewrite_columns", "thread_names", "used_tids"]
