@@ -79,8 +79,15 @@ def test_any_json_object_comes_out_as_orjson_writes_it():
                     else orjson.dumps(obj))
         if rng.random() < 0.1:
             rows.append(None)
+    want = [_orjson_form(r) for r in rows]
     out = compact_rows(rows)
-    assert [out[i] for i in range(len(out))] == [_orjson_form(r) for r in rows]
+    assert [out[i] for i in range(len(out))] == want
+    # the scanner's form: every row's text one after another in one blob (no bytes object per op)
+    out = compact_rows(rows_blob(rows))
+    assert [out[i] for i in range(len(out))] == want
+    redo = rows + [b'{"s": "never closed}']
+    out = compact_rows(rows_blob(redo))
+    assert [out[i] for i in range(len(out))] == want + [redo[-1]]
 
 
 def test_select_takes_rows_of_either_form():

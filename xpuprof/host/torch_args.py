@@ -26,13 +26,14 @@ def rows_blob(rows: list) -> RowArgs:
     return RowArgs(b"".join(r for r in rows if r), np.cumsum(lens) - lens, lens)
 
 
-def compact_rows(rows: list) -> RowArgs:
-    """torch's args objects (bytes or None per op) as one blob in orjson's compact form (see the module).
+def compact_rows(rows: list | RowArgs) -> RowArgs:
+    """torch's args objects (bytes or None per op, or a RowArgs whose rows lie one after another in its blob)
+    as one blob in orjson's compact form (see the module).
 
     Works on positions, not on a mask of the whole text: a byte is inside a string when an odd number of
     (unescaped) quotes lie at or before it, asked only of the few bytes that matter (whitespace, number
     forms, ``e`` after a digit, ``-`` before ``0``)."""
-    raw = rows_blob(rows)
+    raw = rows if isinstance(rows, RowArgs) else rows_blob(rows)
     blob, lens = raw.blob, raw.lens
     if not len(blob):
         return raw
