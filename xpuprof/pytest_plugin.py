@@ -113,7 +113,7 @@ def pytest_runtest_call(item):
         from .analysis.machine_probe import GuardedProbe
 
         probe = GuardedProbe()
-        probe.traced = any("python" in str(a).lower() for a in trace.options.get("activities") or ())
+        probe.traced = trace.traces_python_calls
         if not probe.traced:  # inside the profiled window: not when Python calls are traced (it would show)
             probe.before()
     result = yield
@@ -226,6 +226,12 @@ class ProfiledTrace:
         self._host = None
         self._device_annotations = None
         self._error: str | None = None
+
+    @property
+    def traces_python_calls(self) -> bool:
+        """Whether the profile records Python calls (the gate's probe then runs outside it); before it
+        started, assumed so."""
+        return self._prof is None or self._prof.config.traces_python_calls
 
     def start(self) -> None:
         from .config.options import ExperimentalConfig

@@ -283,3 +283,26 @@ def test_the_runner_takes_the_probe_right_before_the_first_iteration_and_right_a
     run_point(cfg.points[0], result=result, probe=GuardedProbe(calls=2))
     names = [str(n) for t in result.tables for n in t.name.tolist()]
     assert names and set(names) == {result.workload}, set(names)
+
+
+def test_one_rule_says_whether_python_calls_are_traced(tmp_path):
+    """The probe leaves the profiled window only when Python calls land in the trace: our tracer (asked for
+    with python_functions, its activity selected) or torch's stacks. The runner and the pytest plugin read
+    the same property; the plugin used to guess from the word "python" in the activities, and the runner
+    from the activity alone, which every default selection holds (so its probe never ran next to the body)."""
+    from xpuprof.config.options import ProfilerConfig
+    from xpuprof.pytest_plugin import ProfiledTrace
+
+    assert not ProfilerConfig().traces_python_calls  # the default activities hold python_function
+    assert ProfilerConfig(python_functions=True).traces_python_calls
+    assert ProfilerConfig(with_stack=True).traces_python_calls
+    from xpuprof.activity import ActivityType
+
+    assert not ProfilerConfig(python_functions=True, activities=frozenset({ActivityType.CPU_OP})).traces_python_calls
+    trace = ProfiledTrace(tmp_path / "t.json", activities=["cpu", "python_function"])
+    assert trace.traces_python_calls  # not started: assumed
+    trace.start()
+    try:
+        assert not trace.traces_python_calls
+    finally:
+        trace.stop()

@@ -104,6 +104,17 @@ class ProfilerConfig:
         KernelFilter.of(self.include_kernels, self.exclude_kernels, linear=self.linear_kernel_filters)
 
     @property
+    def records_python_functions(self) -> bool:
+        """Whether our Python-function tracer runs: asked for (``python_functions``) and its activity selected."""
+        return self.python_functions and ActivityType.PYTHON_FUNCTION in self.activities
+
+    @property
+    def traces_python_calls(self) -> bool:
+        """Whether Python calls made while recording land in the trace: by our tracer, or by torch's stacks
+        (``with_stack``). Work a tool adds beside the user's (the gate's machine probe) stays out of the window then."""
+        return self.records_python_functions or self.with_stack
+
+    @property
     def kernel_filter(self):
         """The compiled ``KernelFilter``, or None when no kernel is filtered."""
         from .kernel_filter import KernelFilter

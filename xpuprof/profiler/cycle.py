@@ -92,7 +92,7 @@ class RecordingCycle:
             for name, session in self.sessions:
                 session.start()
                 started.append((name, session))
-            if self.config.python_functions and ActivityType.PYTHON_FUNCTION in self.config.activities:
+            if self.config.records_python_functions:
                 from ..host.pyfunctions import PythonFunctionTracer
                 tracer = PythonFunctionTracer()
                 tracer.start()  # raises when another tool already owns sys.setprofile

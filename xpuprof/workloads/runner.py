@@ -144,11 +144,8 @@ def _run_point(point: RunPoint, result: PointResult, multi_point: bool, on_itera
 
     config = point.profiler_config() if probe is not None else None
     # the machine probe times the host right next to the measured iterations, inside the profiled window
-    # (nothing of it is recorded: plain numpy and Python) - outside it when Python functions are traced
-    from ..activity import ActivityType
-
-    probe_inside = probe is not None and not (config.python_functions
-                                              or ActivityType.PYTHON_FUNCTION in config.activities)
+    # (nothing of it is recorded: plain numpy and Python) - outside it when Python calls are traced
+    probe_inside = probe is not None and not config.traces_python_calls
     for repeat in range(point.repeats):
         if guard is not None:
             guard.check()  # a signal during the last repeat's trace: no new repeat starts
