@@ -26,6 +26,15 @@ def rows_blob(rows: list) -> RowArgs:
     return RowArgs(b"".join(r for r in rows if r), np.cumsum(lens) - lens, lens)
 
 
+def scanned_args(tracescan, raw: bytes, spans: np.ndarray, int_keys: tuple, drop: tuple):
+    """(ints, present, the other members as RowArgs, complex flags) of the args objects at ``spans``: the
+    members' text stays in one blob (no bytes object per op: 5 ms of a ResNet-18 cycle's 10 k ops)."""
+    ints, present, _, _, offsets, blob, complex_rows = tracescan.args(raw, spans, int_keys, (),
+                                                                      tuple(k.encode() for k in drop))
+    offsets = np.frombuffer(offsets, np.int64)
+    return ints, present, RowArgs(blob, offsets[:-1], np.diff(offsets)), np.frombuffer(complex_rows, np.uint8)
+
+
 def compact_rows(rows: list | RowArgs) -> RowArgs:
     """torch's args objects (bytes or None per op, or a RowArgs whose rows lie one after another in its blob)
     as one blob in orjson's compact form (see the module).

@@ -28,7 +28,7 @@ import orjson
 
 from ..activity import ActivityType
 from ..trace.builder.builder import TraceBuilder
-from ..trace.builder.columns import ArgColumn, RowArgs
+from ..trace.builder.columns import ArgColumn
 from ..trace.builder.intervals import innermost_containing
 from . import torch_args
 from .distinct import distinct
@@ -386,10 +386,10 @@ class TorchOps:
             return None  # shaped in a way the columns do not hold exactly: the general path decides
         spans, int_keys = np.ascontiguousarray(sc.args_span[rows]), tuple(k.encode() for k in INT_ARGS)
         dropped = _DROPPED_ARGS + (SHAPE_ARGS if drop_shapes else ())
-        ints, present, others, complex_rows = _args_blob(tracescan, raw, spans, int_keys, dropped)
+        ints, present, others, complex_rows = torch_args.scanned_args(tracescan, raw, spans, int_keys, dropped)
         if complex_rows.any():
             return None
-        all_args = _args_blob(tracescan, raw, spans, int_keys, _DROPPED_ARGS)[2] if drop_shapes else others
+        all_args = torch_args.scanned_args(tracescan, raw, spans, int_keys, _DROPPED_ARGS)[2] if drop_shapes else others
         base_ns = int(sc.header.get("baseTimeNanoseconds", 0))
         ints = np.frombuffer(ints, np.int64).reshape(len(rows), len(INT_ARGS))
         present = np.frombuffer(present, np.uint8).reshape(len(rows), len(INT_ARGS)).astype(bool)
@@ -482,15 +482,6 @@ class TorchOps:
         ours) push a separate user correlation and are no operators to TensorBoard either."""
         sel = np.flatnonzero((self.cats == "cpu_op") & (self.external_id > 0))
         return self.tid[sel], self.ts[sel], self.ts[sel] + self.dur[sel], self.external_id[sel]
-
-
-def _args_blob(tracescan, raw: bytes, spans: np.ndarray, int_keys: tuple, drop: tuple):
-    """(ints, present, the other members as RowArgs, complex flags) of the args objects at ``spans``: the
-    members' text stays in one blob (no bytes object per op: 5 ms of a ResNet-18 cycle's 10 k ops)."""
-    ints, present, _, _, offsets, blob, complex_rows = tracescan.args(raw, spans, int_keys, (),
-                                                                      tuple(k.encode() for k in drop))
-    offsets = np.frombuffer(offsets, np.int64)
-    return ints, present, RowArgs(blob, offsets[:-1], np.diff(offsets)), np.frombuffer(complex_rows, np.uint8)
 
 
 def _split_args(args: list, drop: tuple = ()) -> tuple[dict, list | None]:

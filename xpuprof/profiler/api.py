@@ -273,24 +273,14 @@ class profile(TorchResultsMethods):
         with _running_lock:
             other = _running
             if other is not None and other is not self:
-                # One recorder per process: a second session would uninstall the first one's recorder at
-                # its stop and both traces would silently miss events. Refuse it, loudly, before anything.
-                raise RuntimeError(
-                    "another xpuprof.profile() is already running in this process (started at step "
-                    f"{other.step_num}, activities {sorted(a.value for a in other.config.activities)[:4]}...); "
-                    "nested or interleaved profiles are not supported: stop it first, or record both parts in "
-                    "one profile (use record_function ranges or a schedule to separate them)")
+                raise _another_running(other)
             _running = self
         self._started = True
         self.step_num = 0
         self.current_action = first
-        # The trace stages load on a background thread (stages.py). When the first step records, the first
-        # transition needs them (_prepare_trace): they start loading now, beside the selection. When it
-        # waits, they load beside the user's first steps, after the selection and the transition: begun
-        # before those, the loader took the GIL each time a file read or a C call there released it
-        # (enter with no backends named, the tutorial's schedule: 42 ms for the entry-point check instead of 2).
-        stages_now = first != ProfilerAction.NONE
-        if stages_now:
+        # The trace stages load on a thread (stages.py): now if the first step records (it needs them), else
+        # after the selection, whose file reads waited for the GIL behind the loader (42 ms instead of 2).
+        if stages_now := first != ProfilerAction.NONE:
             start_loading()
         try:
             self._select()  # a metric nothing can collect (or a named backend missing) fails here, at start
@@ -523,6 +513,16 @@ class profile(TorchResultsMethods):
             if self._stopping:
                 raise
             _keep_write_failure(self, exc)
+
+
+def _another_running(other: profile) -> RuntimeError:
+    # One recorder per process: a second session would uninstall the first one's recorder at its stop and
+    # both traces would silently miss events. It is refused, loudly, before anything starts.
+    return RuntimeError(
+        "another xpuprof.profile() is already running in this process (started at step "
+        f"{other.step_num}, activities {sorted(a.value for a in other.config.activities)[:4]}...); "
+        "nested or interleaved profiles are not supported: stop it first, or record both parts in "
+        "one profile (use record_function ranges or a schedule to separate them)")
 
 
 def _keep_write_failure(prof: profile, exc: OSError) -> None:
