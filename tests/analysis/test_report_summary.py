@@ -5,6 +5,7 @@ window, the HTML charts, a rank without a summary or with one that does not pars
 ``export_parquet`` keep them; and such a report imports neither numpy, the JSON readers nor rich's tables."""
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -162,7 +163,6 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
     per-kernel metrics, with telemetry (no summary either way), several ranks in one store, a .pftrace input
     and a trace laid out on a second pass."""
     from xpuprof.cli import main
-    from xpuprof.trace.read import store_table
 
     pf = tmp_path / "in" / "rank1.pftrace"
     pf.parent.mkdir()
@@ -172,12 +172,8 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
                                                                "torch_ops", "host", "sim_hip")},
               **{p.parent.name: [p] for p in sorted(HTA.glob("*/*.json.gz")) if "rank-0.Apr_03" not in p.name}}
 
-    def no_read_back(*a, **kw):
-        raise AssertionError("convert read the rank back from the store")
-
     written = {}
-    with monkeypatch.context() as m:
-        m.setattr(store_table, "read_store", no_read_back)
+    with _never_read_back(monkeypatch, "convert"):
         for name, paths in groups.items():
             store = tmp_path / f"{name}.store"
             assert main(["convert", *map(str, paths), "-o", str(store)]) == 0, capsys.readouterr().err
@@ -189,6 +185,19 @@ def test_convert_computes_the_summary_from_the_rows_it_writes(tmp_path, monkeypa
     assert written[tmp_path / "telemetry.store" / "rank=0"] is None  # telemetry series: the report reads the rows
     assert any(v and v["partial"] and any(row[-1] for row in v["partial"]) for v in written.values())  # metrics
     _assert_each_equals_its_partition_read_back(written)
+
+
+@contextlib.contextmanager
+def _never_read_back(monkeypatch, command: str):
+    """Inside: reading a rank back from the store fails, naming ``command``."""
+    from xpuprof.trace.read import store_table
+
+    def no_read_back(*a, **kw):
+        raise AssertionError(f"{command} read the rank back from the store")
+
+    with monkeypatch.context() as m:
+        m.setattr(store_table, "read_store", no_read_back)
+        yield
 
 
 def _assert_each_equals_its_partition_read_back(written: dict) -> None:
@@ -221,18 +230,12 @@ def test_export_parquet_computes_the_summary_from_the_rows_it_writes(tmp_path, m
     the partition read back from Parquet: the same document as the summary of the partition read back, for a
     rank with per-kernel metrics, CUDA and HIP sim ranks, a host-only rank, two ranks of one store and a rank
     with telemetry (no summary either way)."""
-    from xpuprof.trace.read import store_table
-
     profiles = {"metrics": _sim_profile("xpu", ["GpuTime", "XVE_ACTIVE"]), "cuda": _sim_profile("cuda"),
                 "hip": _sim_profile("hip"), "host": _sim_profile("cuda", activities=["cpu"]),
                 "telemetry": _sim_profile("xpu", ["GpuTime", "process_rss"])}
 
-    def no_read_back(*a, **kw):
-        raise AssertionError("export_parquet read the rank back from the store")
-
     written = {}
-    with monkeypatch.context() as m:
-        m.setattr(store_table, "read_store", no_read_back)
+    with _never_read_back(monkeypatch, "export_parquet"):
         for name, prof in profiles.items():
             part = prof.export_parquet(tmp_path / name)
             written[part] = json.loads((part / FILE).read_text()) if (part / FILE).exists() else None
