@@ -422,14 +422,23 @@ JS_FN int scan_number(parser *restrict P, int *kind, int64_t *iv, double *dv, in
         is_int = 0;
         p++;
         if (p >= end || !IS_DIGIT(*p)) return -1;
-        while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
-            int k = leading_digits(p);
-            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
-            if (k < 8) break;
-        }
-        for (; p < end && IS_DIGIT(*p); p++) {
-            if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
-            else lost = 1;
+        /* a fraction of at most 7 digits (a trace's times have 3) in one step when m keeps all of them (it stays
+         * below 10^19); sig then counts a fraction's leading zeros too, which only the loops below read */
+        int k = end - p >= 8 ? leading_digits(p) : 8;
+        if (k < 8 && sig + k <= 19) {
+            m = m * POW10_U64[k] + parse_digits(p, k);
+            frac = k;
+            p += k;
+        } else {
+            while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
+                k = leading_digits(p);
+                if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
+                if (k < 8) break;
+            }
+            for (; p < end && IS_DIGIT(*p); p++) {
+                if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
+                else lost = 1;
+            }
         }
     }
     int64_t ex = 0;
@@ -671,85 +680,239 @@ JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
     return strlen(word) == l && memcmp(b, word, l) == 0;
 }
 
+/* ------------------------------------------------------------------ the fast paths of an event
+ * The spellings writers use (ours, Kineto's, torch's) read with fewer decisions; each takes only text whose
+ * meaning it settles the way the general path would, and hands anything else to the general path untouched
+ * (`tracescan.fast(False)` turns them off, so the tests read the same documents both ways). */
+static int fast_paths = 31;
+
+/* The 8 bytes at p as a little-endian word (the first byte lowest), in any byte order. */
+static inline uint64_t load_le8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* Whether the word w (load_le8) starts with the n (1-7) bytes of `text`: a constant compare once inlined. */
+static inline int word_starts(uint64_t w, const char *text, size_t n) {
+    uint64_t want = 0;
+    for (size_t i = 0; i < n; i++) want |= (uint64_t)(unsigned char)text[i] << (8 * i);
+    return (w & ((1ULL << (8 * n)) - 1)) == want;
+}
+
+static inline const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
+    while (p < end && *p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* At '"' with 8 bytes readable: a key the columns take, spelled plainly with its ':' right after the closing
+ * quote, by one word compare; *len: the bytes up to and with the ':'. KEY_OTHER when it is anything else. */
+static inline int word_key(const unsigned char *p, int *len) {
+    uint64_t w = load_le8(p);
+#define WORD_KEY(text, key) if (word_starts(w, text, sizeof text - 1)) { *len = (int)sizeof text - 1; return key; }
+    switch (p[1]) {
+    case 'p': WORD_KEY("\"ph\":", KEY_PH) WORD_KEY("\"pid\":", KEY_PID) break;
+    case 't': WORD_KEY("\"ts\":", KEY_TS) WORD_KEY("\"tid\":", KEY_TID) break;
+    case 'c': WORD_KEY("\"cat\":", KEY_CAT) break;
+    case 'n': WORD_KEY("\"name\":", KEY_NAME) break;
+    case 'd': WORD_KEY("\"dur\":", KEY_DUR) break;
+    case 'a': WORD_KEY("\"args\":", KEY_ARGS) break;
+    case 'i': WORD_KEY("\"id\":", KEY_ID) break;
+    case 's': WORD_KEY("\"s\":", KEY_AUX) break;
+    case 'b': WORD_KEY("\"bp\":", KEY_AUX) break;
+    }
+#undef WORD_KEY
+    return KEY_OTHER;
+}
+
+/* At the first byte of a number, with 32 bytes readable: at most 15 integer digits and a fraction of at most 3,
+ * no exponent (a trace's times and ids), by whole words. The same kind, value and ns as scan_number: every
+ * digit fits m, and a fraction's m <= 2^53 over 10^f is its Clinger fast path, ns m * 10^(3-f) its exact rule.
+ * 0 for any other text (nothing read: scan_number decides it, its errors included). */
+static inline int fast_number(const unsigned char **at, int *kind, int64_t *iv, double *dv, int64_t *ns) {
+    static const uint64_t SCALE[4] = {1000, 100, 10, 1};
+    const unsigned char *p = *at;
+    int neg = *p == '-';
+    p += neg;
+    int k = leading_digits(p);
+    if (k == 0 || (k > 1 && p[0] == '0')) return 0;
+    uint64_t m;
+    if (k < 8) {
+        m = parse_digits(p, k);
+    } else {
+        int k2 = leading_digits(p + 8);
+        if (k2 == 8) return 0;
+        m = parse_digits(p, 8);
+        if (k2) m = m * POW10_U64[k2] + parse_digits(p + 8, k2);
+        k += k2;
+    }
+    p += k;
+    if (*p == '.') {
+        int f = leading_digits(p + 1);
+        if (f == 0 || f > 3) return 0;
+        m = m * POW10_U64[f] + parse_digits(p + 1, f);
+        p += 1 + f;
+        if (*p == 'e' || *p == 'E' || m > (1ULL << 53)) return 0;
+        double d = (double)m / POW10_EXACT[f];
+        int64_t v = (int64_t)(m * SCALE[f]);
+        *dv = neg ? -d : d;
+        *ns = neg ? -v : v;
+        *kind = K_DOUBLE;
+    } else {
+        if (*p == 'e' || *p == 'E') return 0;
+        *iv = neg ? -(int64_t)m : (int64_t)m; /* below 10^15: its ns fits */
+        *ns = *iv * 1000;
+        *kind = K_INT;
+    }
+    *at = p;
+    return 1;
+}
+
+/* At '{': an object of members whose values are plain ASCII strings or numbers (an event's args, most
+ * often), skipped with the checks skip_value makes; -1 (P->p unchanged) for anything else - nesting,
+ * literals, escapes, UTF-8, an error - which skip_value then reads. */
+static inline int skip_flat_object(parser *restrict P) {
+    const unsigned char *p = skip_ws(P->p + 1, P->end), *end = P->end, *start = P->p;
+    if (p < end && *p == '}') { P->p = p + 1; return 0; }
+    for (;;) {
+        if (p >= end || *p != '"') return -1;
+        p += 1 + plain_span(p + 1, end);
+        if (p >= end || *p != '"') return -1;
+        p = skip_ws(p + 1, end);
+        if (p >= end || *p != ':') return -1;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return -1;
+        if (*p == '"') {
+            p += 1 + plain_span(p + 1, end);
+            if (p >= end || *p != '"') return -1;
+            p++;
+        } else if (*p == '-' || IS_DIGIT(*p)) {
+            P->p = p;
+            int r = skip_number(P);
+            p = P->p;
+            P->p = start;
+            if (r < 0) return -1;
+        } else {
+            return -1;
+        }
+        p = skip_ws(p, end);
+        if (p >= end) return -1;
+        if (*p == ',') { p = skip_ws(p + 1, end); continue; }
+        if (*p == '}') { P->p = p + 1; return 0; }
+        return -1;
+    }
+}
+
 JS_FN int scan_event(parser *restrict P, events *restrict E) {
     if (P->p >= P->end || *P->p != '{') return -1; /* not an object: the general path names it */
     if (events_room(E) < 0) return -2;
-    const unsigned char *start = P->p;
+    const unsigned char *start = P->p, *end = P->end, *p;
     unsigned char ph = 0, cx = 0, aux = 0;
     int32_t name = -1, cat = -1;
     uint8_t *kind = E->kind + E->n * NF;
     int64_t *num = E->num + E->n * NF;
     int64_t exact[2] = {0, 0}; /* ts and dur in ns, from the number's text (see scan_number) */
     int64_t args[2] = {-1, -1};
+    const int fast = fast_paths;
+#define FP(bit) (fast & (bit))
     memset(kind, 0, NF);
     memset(num, 0, 8 * NF);
-    P->p++;
-    ws(P);
-    if (P->p < P->end && *P->p == '}') {
-        P->p++;
+    p = skip_ws(start + 1, end);
+    if (p < end && *p == '}') {
+        p++;
     } else {
         for (;;) {
-            int key = fast_key(P);
-            if (key == KEY_OTHER) {
-                const unsigned char *kb; size_t kl; int kesc;
-                if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
-                if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
-                else key = key_of(kb, kl);
+            int key = KEY_OTHER, len;
+            if (FP(1) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
+                p += len; /* the key and its ':' */
+            } else {
+                P->p = p;
+                key = fast_key(P);
+                if (key == KEY_OTHER) {
+                    const unsigned char *kb; size_t kl; int kesc;
+                    if (P->p >= end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+                    if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
+                    else key = key_of(kb, kl);
+                }
+                p = skip_ws(P->p, end);
+                if (p >= end || *p != ':') return -1;
+                p++;
             }
-            ws(P);
-            if (P->p >= P->end || *P->p != ':') return -1;
-            P->p++;
-            ws(P);
-            if (P->p >= P->end) return -1;
+            p = skip_ws(p, end);
+            if (p >= end) return -1;
             int field = key >= KEY_TS ? key - KEY_TS : -1; /* F_TS .. F_ID in the order of KEY_TS .. KEY_ID */
-            unsigned char c = *P->p;
+            unsigned char c = *p;
             if (key == KEY_AUX) {
                 /* an instant's scope or a flow end's binding point: one ASCII character, else none */
                 const unsigned char *b; size_t l; int esc;
+                P->p = p;
                 if (c == '"') {
                     if (scan_string(P, &b, &l, &esc) < 0) return -1;
                     if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') aux = b[0];
                 } else if (skip_value(P, 1) < 0) {
                     return -1;
                 }
+                p = P->p;
             } else if (key >= KEY_PH && key <= KEY_CAT && c == '"') {
-                const unsigned char *b; size_t l; int esc;
-                if (scan_string(P, &b, &l, &esc) < 0) return -1;
-                if (key == KEY_PH) {
-                    if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
-                    else { ph = 0xff; cx = 1; }
+                const unsigned char *b = p + 1; size_t l; int esc;
+                if (FP(2) && key == KEY_PH && end - p >= 3 && p[2] == '"' && p[1] >= 0x20 && p[1] < 0x7f
+                    && p[1] != '\\' && p[1] != '"') {
+                    ph = p[1]; /* "X": the one character */
+                    p += 3;
                 } else {
-                    int32_t id = string_id(E, key == KEY_NAME, b, l);
-                    if (id < 0) return -2;
-                    if (key == KEY_NAME) name = id; else cat = id;
+                    l = FP(4) ? plain_span(b, end) : 0;
+                    if (FP(4) && b + l < end && b[l] == '"') {
+                        p = b + l + 1; /* a plain body: the first stop is its closing quote */
+                    } else {
+                        P->p = p;
+                        if (scan_string(P, &b, &l, &esc) < 0) return -1;
+                        p = P->p;
+                    }
+                    if (key == KEY_PH) {
+                        if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
+                        else { ph = 0xff; cx = 1; }
+                    } else {
+                        int32_t id = string_id(E, key == KEY_NAME, b, l);
+                        if (id < 0) return -2;
+                        if (key == KEY_NAME) name = id; else cat = id;
+                    }
                 }
             } else if (field >= 0 && (c == '-' || (c >= '0' && c <= '9'))) {
                 int k; int64_t iv = 0, ns = 0; double dv = 0;
                 int timed = field == F_TS || field == F_DUR;
-                if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
+                if (!(FP(8) && end - p >= 32 && fast_number(&p, &k, &iv, &dv, &ns))) {
+                    P->p = p;
+                    if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
+                    p = P->p;
+                }
                 if (k == K_INT) { kind[field] = K_INT; num[field] = iv; }
                 else if (k == K_DOUBLE) { kind[field] = K_DOUBLE; memcpy(&num[field], &dv, 8); }
                 else cx = 1; /* an integer beyond int64: Python reads the event */
                 if (timed && (k == K_INT || k == K_DOUBLE)) exact[field == F_TS ? 0 : 1] = ns;
             } else {
                 if ((key >= KEY_PH && key <= KEY_CAT) || field >= 0) cx = 1; /* a field of another type: Python reads it */
-                const unsigned char *vstart = P->p;
-                if (skip_value(P, 1) < 0) return -1;
-                if (key == KEY_ARGS && c == '{') { args[0] = vstart - P->base; args[1] = P->p - P->base; }
+                P->p = p;
+                if (!(FP(16) && c == '{' && skip_flat_object(P) == 0) && skip_value(P, 1) < 0) return -1;
+                if (key == KEY_ARGS && c == '{') { args[0] = p - P->base; args[1] = P->p - P->base; }
+                p = P->p;
             }
-            ws(P);
-            if (P->p >= P->end) return -1;
-            if (*P->p == ',') { P->p++; ws(P); continue; }
-            if (*P->p == '}') { P->p++; break; }
+            p = skip_ws(p, end);
+            if (p >= end) return -1;
+            if (*p == ',') { p = skip_ws(p + 1, end); continue; }
+            if (*p == '}') { p++; break; }
             return -1;
         }
     }
+    P->p = p;
     size_t i = E->n;
     E->ph[i] = ph;
     E->name[i] = name;
     E->cat[i] = cat;
     E->span[2 * i] = start - P->base;
-    E->span[2 * i + 1] = P->p - P->base;
+    E->span[2 * i + 1] = p - P->base;
     E->complex[i] = cx;
     E->args[2 * i] = args[0];
     E->args[2 * i + 1] = args[1];
@@ -1223,7 +1386,15 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(SIMD_NAMES[simd_level]);
 }
 
+static PyObject *py_fast(PyObject *self, PyObject *args) {
+    int on = -1;
+    if (!PyArg_ParseTuple(args, "|i", &on)) return NULL;
+    if (on >= 0) fast_paths = on;
+    return PyLong_FromLong(fast_paths);
+}
+
 static PyMethodDef methods[] = {
+    {"fast", py_fast, METH_VARARGS, "fast($module, on=None, /)\n--\n\n-> whether the fast paths are on; on pins it"},
     {"simd", py_simd, METH_VARARGS,
      "simd($module, level=None, /)\n--\n\n-> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
      "a level ('best' too) pins it"},
