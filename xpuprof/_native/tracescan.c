@@ -602,6 +602,7 @@ typedef struct {
     size_t n, cap;
     strtab strings;
     struct { const unsigned char *b; size_t l; int32_t id; } last[2]; /* the previous event's name and cat */
+    struct { uint64_t want, mask; int len, key; } next_key[12]; /* per key (11: an event's start): the key that followed it last */
 } events;
 
 /* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
@@ -824,9 +825,19 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
     if (p < end && *p == '}') {
         p++;
     } else {
+        int prev = 11;
         for (;;) {
             int key = KEY_OTHER, len;
-            if (FP(1) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
+            uint64_t w = 0;
+            if (FP(1) && end - p >= 8 && *p == '"'
+                && ((w = load_le8(p)) & E->next_key[prev].mask) == E->next_key[prev].want) {
+                key = E->next_key[prev].key; /* the key that followed the same key last time */
+                p += E->next_key[prev].len;
+            } else if (FP(1) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
+                E->next_key[prev].want = w & (((uint64_t)1 << (8 * len)) - 1);
+                E->next_key[prev].mask = ((uint64_t)1 << (8 * len)) - 1;
+                E->next_key[prev].len = len;
+                E->next_key[prev].key = key;
                 p += len; /* the key and its ':' */
             } else {
                 P->p = p;
@@ -845,6 +856,7 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
             if (p >= end) return -1;
             int field = key >= KEY_TS ? key - KEY_TS : -1; /* F_TS .. F_ID in the order of KEY_TS .. KEY_ID */
             unsigned char c = *p;
+            prev = key;
             if (key == KEY_AUX) {
                 /* an instant's scope or a flow end's binding point: one ASCII character, else none */
                 const unsigned char *b; size_t l; int esc;
@@ -1137,6 +1149,7 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
     parser P = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + view.len, view.buf, 0};
     events E;
     memset(&E, 0, sizeof E);
+    for (int k = 0; k < 12; k++) E.next_key[k].want = 1; /* no word matches under the mask 0 */
     PyObject *result = NULL;
     int status = 0, r = 0;
     int64_t consumed = start, error_at = -1;
