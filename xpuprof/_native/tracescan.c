@@ -94,10 +94,29 @@ typedef struct {
     size_t count, cap;
     int32_t *slots;
     size_t mask;
-    const unsigned char *base;
+    const unsigned char *base, *end; /* the buffer every string lies in */
 } strtab;
 
-JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n) {
+/* The 8 bytes at p as a little-endian word (the first byte lowest), in any byte order. */
+static inline uint64_t load_le8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* The n (0-7) bytes at s as the low bytes of a little-endian word: one load when 8 bytes are readable before
+ * `end`, else byte by byte (the same value either way). */
+static inline uint64_t tail_word(const unsigned char *s, size_t n, const unsigned char *end) {
+    if (end - s >= 8) return load_le8(s) & (((uint64_t)1 << (8 * n)) - 1);
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)s[i] << (8 * i);
+    return w;
+}
+
+JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n, const unsigned char *end) {
     /* eight bytes a step (names of kernels run to hundreds of bytes); the table is private to one call */
     uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL, w;
     for (; n >= 8; s += 8, n -= 8) {
@@ -105,15 +124,14 @@ JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n) {
         h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
         h ^= h >> 31;
     }
-    w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x94D049BB133111EBULL;
+    h = (h ^ tail_word(s, n, end)) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
 
-JS_FN int strtab_init(strtab *t, const unsigned char *base) {
+JS_FN int strtab_init(strtab *t, const unsigned char *base, const unsigned char *end) {
     memset(t, 0, sizeof *t);
     t->base = base;
+    t->end = end;
     t->mask = 1023;
     t->slots = malloc((t->mask + 1) * sizeof *t->slots);
     if (!t->slots) return -1;
@@ -129,7 +147,7 @@ JS_FN int strtab_grow(strtab *t) {
     if (!slots) return -1;
     memset(slots, 0xff, (mask + 1) * sizeof *slots);
     for (size_t i = 0; i < t->count; i++) {
-        size_t h = hash_bytes(t->base + t->start[i], (size_t)t->len[i]) & mask;
+        size_t h = hash_bytes(t->base + t->start[i], (size_t)t->len[i], t->end) & mask;
         while (slots[h] >= 0) h = (h + 1) & mask;
         slots[h] = (int32_t)i;
     }
@@ -139,30 +157,26 @@ JS_FN int strtab_grow(strtab *t) {
     return 0;
 }
 
-/* Whether two byte ranges of length n are equal: short ones (most names and categories) by word loads
- * inside both ranges, without a call. */
-static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+/* Whether two byte ranges of length n, both in the buffer that ends at `end`, are equal: short ones (most
+ * names and categories) by word loads, without a call. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n, const unsigned char *end) {
     if (n >= 8 && n <= 16) {
         uint64_t x0, y0, x1, y1;
         memcpy(&x0, a, 8); memcpy(&y0, b, 8);
         memcpy(&x1, a + n - 8, 8); memcpy(&y1, b + n - 8, 8);
         return x0 == y0 && x1 == y1;
     }
-    if (n < 8) {
-        for (size_t i = 0; i < n; i++)
-            if (a[i] != b[i]) return 0;
-        return 1;
-    }
+    if (n < 8) return tail_word(a, n, end) == tail_word(b, n, end);
     return memcmp(a, b, n) == 0;
 }
 
 /* id of the raw string body [s, s + n), added when new; -1 on no memory */
 JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
-    size_t h = hash_bytes(s, n) & t->mask;
+    size_t h = hash_bytes(s, n, t->end) & t->mask;
     for (;;) {
         int32_t id = t->slots[h];
         if (id < 0) break;
-        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n)) return id;
+        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n, t->end)) return id;
         h = (h + 1) & t->mask;
     }
     if (t->count == t->cap) {
@@ -608,7 +622,8 @@ typedef struct {
 /* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
  * shares its category, often its name). */
 static inline int32_t string_id(events *E, int which, const unsigned char *b, size_t l) {
-    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l)) return E->last[which].id;
+    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l, E->strings.end))
+        return E->last[which].id;
     int32_t id = strtab_id(&E->strings, b, l);
     E->last[which].b = b;
     E->last[which].l = l;
@@ -686,16 +701,6 @@ JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
  * meaning it settles the way the general path would, and hands anything else to the general path untouched
  * (`tracescan.fast(False)` turns them off, so the tests read the same documents both ways). */
 static int fast_paths = 31;
-
-/* The 8 bytes at p as a little-endian word (the first byte lowest), in any byte order. */
-static inline uint64_t load_le8(const unsigned char *p) {
-    uint64_t w;
-    memcpy(&w, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
-}
 
 /* Whether the word w (load_le8) starts with the n (1-7) bytes of `text`: a constant compare once inlined. */
 static inline int word_starts(uint64_t w, const char *text, size_t n) {
@@ -1153,7 +1158,7 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int status = 0, r = 0;
     int64_t consumed = start, error_at = -1;
-    if (strtab_init(&E.strings, P.base) < 0) { PyErr_NoMemory(); goto done; }
+    if (strtab_init(&E.strings, P.base, P.end) < 0) { PyErr_NoMemory(); goto done; }
     {
         /* room for the events the buffer likely holds (a Kineto event is rarely under 64 bytes), so the
          * columns seldom move while they fill; pages not written are never touched */
