@@ -199,6 +199,17 @@ JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
 }
 
 /* ------------------------------------------------------------------ JSON grammar */
+static const unsigned char *ws_run(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* p after any whitespace: one compare when there is none (every JSON whitespace byte is <= ' ', and no byte
+ * that may follow it is), the run itself out of line. */
+static inline const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
+    return p < end && *p <= ' ' ? ws_run(p, end) : p;
+}
+
 static inline void ws(parser *restrict P) {
     /* every JSON whitespace byte is <= ' ', and no byte that may follow it is: one compare when there is none */
     const unsigned char *p = P->p, *end = P->end;
@@ -709,11 +720,6 @@ static inline int word_starts(uint64_t w, const char *text, size_t n) {
     return (w & ((1ULL << (8 * n)) - 1)) == want;
 }
 
-static inline const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
-    while (p < end && *p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    return p;
-}
-
 /* At '"' with 8 bytes readable: a key the columns take, spelled plainly with its ':' right after the closing
  * quote, by one word compare; *len: the bytes up to and with the ':'. KEY_OTHER when it is anything else. */
 static inline int word_key(const unsigned char *p, int *len) {
@@ -834,7 +840,7 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
         for (;;) {
             int key = KEY_OTHER, len;
             uint64_t w = 0;
-            if (FP(1) && end - p >= 8 && *p == '"'
+            if (FP(1) && end - p >= 8 /* the predicted word starts with its '"' */
                 && ((w = load_le8(p)) & E->next_key[prev].mask) == E->next_key[prev].want) {
                 key = E->next_key[prev].key; /* the key that followed the same key last time */
                 p += E->next_key[prev].len;
