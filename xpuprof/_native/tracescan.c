@@ -619,6 +619,9 @@ JS_FN int skip_value(parser *restrict P, int depth) {
 }
 
 /* ------------------------------------------------------------------ events */
+/* The keys the columns take (KEY_START: an event's start, for the prediction of its first key). */
+enum { KEY_OTHER, KEY_PH, KEY_NAME, KEY_CAT, KEY_AUX, KEY_ARGS, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID, KEY_START };
+
 /* The columns of the events read, one array each, all grown together (an event is written in place). */
 typedef struct {
     uint8_t *ph, *kind, *complex, *aux;
@@ -627,7 +630,8 @@ typedef struct {
     size_t n, cap;
     strtab strings;
     struct { const unsigned char *b; size_t l; int32_t id; } last[2]; /* the previous event's name and cat */
-    struct { uint64_t want, mask; int len, key; } next_key[12]; /* per key (11: an event's start): the key that followed it last */
+    /* per key (and an event's start): the key that followed it last, as the word of its text up to its ':' */
+    struct { uint64_t want, mask; int len, key; } next_key[KEY_START + 1];
 } events;
 
 /* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
@@ -665,7 +669,6 @@ static inline int events_room(events *E) {
 }
 
 /* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
-enum { KEY_OTHER, KEY_PH, KEY_NAME, KEY_CAT, KEY_AUX, KEY_ARGS, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID };
 
 static inline int key_of(const unsigned char *b, size_t l) {
     switch (l) {
@@ -708,10 +711,12 @@ JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
 }
 
 /* ------------------------------------------------------------------ the fast paths of an event
- * The spellings writers use (ours, Kineto's, torch's) read with fewer decisions; each takes only text whose
- * meaning it settles the way the general path would, and hands anything else to the general path untouched
- * (`tracescan.fast(False)` turns them off, so the tests read the same documents both ways). */
-static int fast_paths = 31;
+ * The spellings writers use (ours, Kineto's, torch's) read with fewer decisions and fewer unpredictable
+ * branches; each takes only text whose meaning it settles exactly as the general path would, and hands
+ * anything else to the general path untouched. `fast(paths)` pins them (a bit each), so the tests read the
+ * same documents with each one off and on. */
+enum { FAST_KEYS = 1, FAST_PH = 2, FAST_STRINGS = 4, FAST_NUMBERS = 8, FAST_OBJECTS = 16, FAST_ALL = 31 };
+static int fast_paths = FAST_ALL;
 
 /* Whether the word w (load_le8) starts with the n (1-7) bytes of `text`: a constant compare once inlined. */
 static inline int word_starts(uint64_t w, const char *text, size_t n) {
@@ -829,22 +834,22 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
     int64_t exact[2] = {0, 0}; /* ts and dur in ns, from the number's text (see scan_number) */
     int64_t args[2] = {-1, -1};
     const int fast = fast_paths;
-#define FP(bit) (fast & (bit))
     memset(kind, 0, NF);
     memset(num, 0, 8 * NF);
     p = skip_ws(start + 1, end);
     if (p < end && *p == '}') {
         p++;
     } else {
-        int prev = 11;
+        int prev = KEY_START; /* the key before this one: writers keep one order, so it predicts the next */
         for (;;) {
             int key = KEY_OTHER, len;
             uint64_t w = 0;
-            if (FP(1) && end - p >= 8 /* the predicted word starts with its '"' */
+            if ((fast & FAST_KEYS) && end - p >= 8 /* the predicted word starts with its '"' */
                 && ((w = load_le8(p)) & E->next_key[prev].mask) == E->next_key[prev].want) {
-                key = E->next_key[prev].key; /* the key that followed the same key last time */
+                key = E->next_key[prev].key; /* the key that followed the same key last time (one compare: a
+                                              * switch on the key's letters mispredicted its jump every few keys) */
                 p += E->next_key[prev].len;
-            } else if (FP(1) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
+            } else if ((fast & FAST_KEYS) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
                 E->next_key[prev].want = w & (((uint64_t)1 << (8 * len)) - 1);
                 E->next_key[prev].mask = ((uint64_t)1 << (8 * len)) - 1;
                 E->next_key[prev].len = len;
@@ -881,13 +886,13 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
                 p = P->p;
             } else if (key >= KEY_PH && key <= KEY_CAT && c == '"') {
                 const unsigned char *b = p + 1; size_t l; int esc;
-                if (FP(2) && key == KEY_PH && end - p >= 3 && p[2] == '"' && p[1] >= 0x20 && p[1] < 0x7f
+                if ((fast & FAST_PH) && key == KEY_PH && end - p >= 3 && p[2] == '"' && p[1] >= 0x20 && p[1] < 0x7f
                     && p[1] != '\\' && p[1] != '"') {
                     ph = p[1]; /* "X": the one character */
                     p += 3;
                 } else {
-                    l = FP(4) ? plain_span(b, end) : 0;
-                    if (FP(4) && b + l < end && b[l] == '"') {
+                    l = (fast & FAST_STRINGS) ? plain_span(b, end) : 0;
+                    if ((fast & FAST_STRINGS) && b + l < end && b[l] == '"') {
                         p = b + l + 1; /* a plain body: the first stop is its closing quote */
                     } else {
                         P->p = p;
@@ -906,7 +911,7 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
             } else if (field >= 0 && (c == '-' || (c >= '0' && c <= '9'))) {
                 int k; int64_t iv = 0, ns = 0; double dv = 0;
                 int timed = field == F_TS || field == F_DUR;
-                if (!(FP(8) && end - p >= 32 && fast_number(&p, &k, &iv, &dv, &ns))) {
+                if (!((fast & FAST_NUMBERS) && end - p >= 32 && fast_number(&p, &k, &iv, &dv, &ns))) {
                     P->p = p;
                     if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
                     p = P->p;
@@ -918,7 +923,7 @@ JS_FN int scan_event(parser *restrict P, events *restrict E) {
             } else {
                 if ((key >= KEY_PH && key <= KEY_CAT) || field >= 0) cx = 1; /* a field of another type: Python reads it */
                 P->p = p;
-                if (!(FP(16) && c == '{' && skip_flat_object(P) == 0) && skip_value(P, 1) < 0) return -1;
+                if (!((fast & FAST_OBJECTS) && c == '{' && skip_flat_object(P) == 0) && skip_value(P, 1) < 0) return -1;
                 if (key == KEY_ARGS && c == '{') { args[0] = p - P->base; args[1] = P->p - P->base; }
                 p = P->p;
             }
@@ -1160,7 +1165,7 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
     parser P = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + view.len, view.buf, 0};
     events E;
     memset(&E, 0, sizeof E);
-    for (int k = 0; k < 12; k++) E.next_key[k].want = 1; /* no word matches under the mask 0 */
+    for (int k = 0; k <= KEY_START; k++) E.next_key[k].want = 1; /* no word matches under the mask 0 */
     PyObject *result = NULL;
     int status = 0, r = 0;
     int64_t consumed = start, error_at = -1;
@@ -1411,14 +1416,23 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_fast(PyObject *self, PyObject *args) {
-    int on = -1;
-    if (!PyArg_ParseTuple(args, "|i", &on)) return NULL;
-    if (on >= 0) fast_paths = on;
+    int paths = -1;
+    if (!PyArg_ParseTuple(args, "|i", &paths)) return NULL;
+    if (paths >= 0) {
+        if (paths > FAST_ALL) {
+            PyErr_Format(PyExc_ValueError, "fast: %d is not a set of fast paths; valid: 0 (none) to %d (all): 1 keys, "
+                         "2 ph, 4 strings, 8 numbers, 16 flat objects", paths, FAST_ALL);
+            return NULL;
+        }
+        fast_paths = paths;
+    }
     return PyLong_FromLong(fast_paths);
 }
 
 static PyMethodDef methods[] = {
-    {"fast", py_fast, METH_VARARGS, "fast($module, on=None, /)\n--\n\n-> whether the fast paths are on; on pins it"},
+    {"fast", py_fast, METH_VARARGS,
+     "fast($module, paths=None, /)\n--\n\n-> the fast paths in use, a bit each (1 keys, 2 ph, 4 strings, 8 numbers, "
+     "16 flat objects; all at load); paths pins them (0: the general path alone)"},
     {"simd", py_simd, METH_VARARGS,
      "simd($module, level=None, /)\n--\n\n-> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
      "a level ('best' too) pins it"},

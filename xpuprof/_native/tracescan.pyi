@@ -9,6 +9,11 @@ def simd(level: str | None = None, /) -> str:
     """The string-run level in use ('avx2', 'sse2' or 'scalar'; chosen at load: the best the processor runs);
     a level, or 'best', pins it (ValueError for one this processor does not run)."""
 
+def fast(paths: int | None = None, /) -> int:
+    """The fast paths in use, a bit each (1 keys, 2 ph, 4 strings, 8 numbers, 16 flat objects; all at load);
+    paths pins them (0: the general path alone; ValueError beyond 31). Every path reads exactly what the
+    general path reads."""
+
 def header(buffer: Buffer, final: bool, /) -> tuple[int, int, bytes]:
     """(status, events_start, members): status 1 found the traceEvents array, 0 more bytes needed, -1 invalid
     JSON, -2 traceEvents is not an array, -3 the document ends without one."""
