@@ -655,9 +655,8 @@ JS_FN int grow(void **a, size_t cap, size_t size) {
     return 0;
 }
 
-/* Room for one more event; 0, or -1 on no memory. */
-static inline int events_room(events *E) {
-    if (E->n < E->cap) return 0;
+/* The columns grown (twice the rows); 0, or -1 on no memory. */
+JS_FN int events_grow(events *E) {
     size_t cap = E->cap ? E->cap * 2 : E->n > 1024 ? E->n : 1024;
     if (grow((void **)&E->ph, cap, 1) || grow((void **)&E->kind, cap, NF) || grow((void **)&E->complex, cap, 1)
         || grow((void **)&E->aux, cap, 1) || grow((void **)&E->name, cap, 4) || grow((void **)&E->cat, cap, 4)
@@ -667,6 +666,9 @@ static inline int events_room(events *E) {
     E->cap = cap;
     return 0;
 }
+
+/* Room for one more event (the check inline, the growth out of line); 0, or -1 on no memory. */
+static inline int events_room(events *E) { return E->n < E->cap ? 0 : events_grow(E); }
 
 /* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
 
