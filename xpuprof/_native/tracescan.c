@@ -44,6 +44,10 @@
  * members(buf, spans, int_keys, drop_keys) -> (ints, present, others, complex)
  *   args() for int keys only, with the other members' text as a list (a bytes object per row, None
  *   for a row without any): for the few objects a caller keeps one by one (torch's ops).
+ *
+ * simd(level) and fast(paths) pin the string runs' SIMD level and the event fast paths (the writers' key
+ * order predicted, short numbers by words, plain strings, flat args objects): every setting reads the same
+ * columns, so the tests read each document under each of them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
