@@ -351,8 +351,10 @@ def test_fast_numbers_and_keys_at_their_edges():
         assert kind[-2].tolist() == [1, 1, 0, 0, 0]  # "pids" is no pid; "ph" spaced before its ':' still ph
         assert kind[-1].tolist() == [1, 1, 1, 0, 0] and exact[-1].tolist() == [2000, 4000]  # "tsx" is no ts
         assert bytes(r["ph"])[-2:] == b"XX"
-    with pytest.raises(ValueError, match="fast: 32 is not a set of fast paths.*0 \\(none\\) to 31"):
-        tracescan.fast(32)
+    for bad in (32, -1, 1.0, "all", 2 ** 70):
+        with pytest.raises(ValueError, match="fast: .* is not a set of fast paths.*0 \\(none\\) to 31"):
+            tracescan.fast(bad)
+    assert tracescan.fast(None) == tracescan.fast() == 0  # the last one pinned
 
 
 @pytest.mark.usefixtures("_restore_fast")

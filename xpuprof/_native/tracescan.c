@@ -675,7 +675,6 @@ JS_FN int events_grow(events *E) {
 static inline int events_room(events *E) { return E->n < E->cap ? 0 : events_grow(E); }
 
 /* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
-
 static inline int key_of(const unsigned char *b, size_t l) {
     switch (l) {
     case 1: return b[0] == 's' ? KEY_AUX : KEY_OTHER;
@@ -1422,15 +1421,17 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_fast(PyObject *self, PyObject *args) {
-    int paths = -1;
-    if (!PyArg_ParseTuple(args, "|i", &paths)) return NULL;
-    if (paths >= 0) {
-        if (paths > FAST_ALL) {
-            PyErr_Format(PyExc_ValueError, "fast: %d is not a set of fast paths; valid: 0 (none) to %d (all): 1 keys, "
-                         "2 ph, 4 strings, 8 numbers, 16 flat objects", paths, FAST_ALL);
+    PyObject *arg = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &arg)) return NULL;
+    if (arg != Py_None) {
+        long paths = PyLong_Check(arg) ? PyLong_AsLong(arg) : -1;
+        if (paths == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (!PyLong_Check(arg) || paths < 0 || paths > FAST_ALL) {
+            PyErr_Format(PyExc_ValueError, "fast: %R is not a set of fast paths; valid: an int from 0 (none) to %d "
+                         "(all), a bit each: 1 keys, 2 ph, 4 strings, 8 numbers, 16 flat objects", arg, FAST_ALL);
             return NULL;
         }
-        fast_paths = paths;
+        fast_paths = (int)paths;
     }
     return PyLong_FromLong(fast_paths);
 }
