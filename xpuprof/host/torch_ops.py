@@ -406,7 +406,7 @@ class TorchOps:
         ops.external_id = np.where(ext > 0, ext + id_base, 0)
         ops.num_args = {key: (ints[:, j].copy(), present[:, j].copy()) for j, key in enumerate(INT_ARGS)
                         if j != ext_col and present[:, j].any()}
-        ops.row_args = torch_args.compact_rows(others) if others.lens.any() else None
+        ops.row_args = others if others.lens.any() else None  # orjson's form already
         ops.flow_id = sc.ints(ID)[frows]
         ops.flow_ts = _us_to_epoch_ns(sc.numbers(TS)[frows], base_ns)
         ops.flow_pid, ops.flow_tid = sc.ints(PID)[frows], sc.ints(TID)[frows]
