@@ -18,9 +18,7 @@ does not use torch never pays for importing it).
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import threading
 
 import numpy as np
@@ -32,6 +30,7 @@ from ..trace.builder.columns import ArgColumn
 from ..trace.builder.intervals import innermost_containing
 from . import torch_args
 from .distinct import distinct
+from .torch_file import TorchOpsError, saved_trace
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
@@ -39,10 +38,6 @@ FLOW_CATEGORY = "fwdbwd"
 _NO_ARGS: dict = {}
 # Args Kineto writes for its own bookkeeping (the trace's event index), meaningless after merging.
 _DROPPED_ARGS = ("Ev Idx",)
-
-
-class TorchOpsError(RuntimeError):
-    """torch ops cannot be recorded as asked (a conflicting profiler, an unusable torch)."""
 
 
 def torch_if_imported():
@@ -330,14 +325,7 @@ class TorchOpRecorder:
             raise TorchOpsError(f"torch's profiler could not be stopped on the recorded thread: {self._stop_error}")
         if self.result is None:
             return b""
-        fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")
-        os.close(fd)
-        try:
-            self.result.save(path)
-            with open(path, "rb") as f:
-                return f.read()
-        finally:
-            os.unlink(path)
+        return saved_trace(self.result)
 
 
 # Kineto's integer args of ops, ranges and Python frames, kept as numeric columns; the rest of an
