@@ -1003,20 +1003,52 @@ JS_FN int keyrefs(PyObject *tuple, keyref **out, Py_ssize_t *n, const char *what
     return 0;
 }
 
+/* [b, e) (one member of an object: key, colon, value) appended without the whitespace outside strings, which
+ * is orjson's compact form of torch's `"key": [1, 2]` spacing. Returns 2 when the text is not byte for byte
+ * what orjson writes for the same value (an escape, a control or non-ASCII byte, a number with a fraction or
+ * an exponent, a -0: the caller re-encodes that row), else 0; -2 no memory. */
+static int push_compact(column *text, const unsigned char *b, const unsigned char *e) {
+    if (col_reserve(text, (size_t)(e - b)) < 0) return -2;
+    unsigned char *d = (unsigned char *)text->data + text->used;
+    const unsigned char *start = b;
+    int odd = 0, in_string = 0;
+    for (; b < e; b++) {
+        unsigned char c = *b;
+        if (in_string) {
+            *d++ = c;
+            if (c == '"') in_string = 0;
+            else if (c == '\\') {  /* the escaped byte is copied with it: an escaped quote ends nothing */
+                odd = 2;
+                if (b + 1 < e) *d++ = *++b;
+            } else if (c < 0x20 || c >= 0x80) odd = 2;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        if (c == '"') in_string = 1;
+        else if (c == '.' || c == 'E' || c == '+' || c < 0x20 || c >= 0x80) odd = 2;
+        else if (c == 'e' && b > start && b[-1] >= '0' && b[-1] <= '9') odd = 2;
+        else if (c == '-' && b + 1 < e && b[1] == '0') odd = 2;
+        *d++ = c;
+    }
+    text->used = (size_t)(d - (unsigned char *)text->data);
+    return odd;
+}
+
 /* One object at [s, e): the rows of its int keys (ints: int64 values) and float keys (floats: any JSON
  * number, as a double) filled with a present flag each (null counts as absent), the other members'
- * text appended to `text` (comma separated), keys in `drops` skipped. 1 when the row is complex (an
- * escaped key, or a value of a listed key the columns cannot hold), 0 when done, -1 on malformed
- * input, -2 no memory. */
+ * text appended to `text` (comma separated; with `compact`, in orjson's spacing: push_compact), keys in
+ * `drops` skipped. Bit 1 set when the row is complex (an escaped key, or a value of a listed key the columns
+ * cannot hold), bit 2 when the compacted text is not orjson's form; 0 when done, -1 on malformed input, -2
+ * no memory. */
 JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const keyref *ints, Py_ssize_t ni,
                          const keyref *floats, Py_ssize_t nf, const keyref *drops, Py_ssize_t nd, int64_t *vals,
-                         uint8_t *present, double *fvals, uint8_t *fpresent, column *text) {
+                         uint8_t *present, double *fvals, uint8_t *fpresent, column *text, int compact) {
     parser P = {base + s, base + e, base, 0};
     if (P.p >= P.end || *P.p != '{') return -1;
     P.p++;
     ws(&P);
     if (P.p < P.end && *P.p == '}') return 0;
-    int complex_row = 0;
+    int complex_row = 0, not_orjson = 0;
     for (;;) {
         const unsigned char *kstart = P.p, *kb; size_t kl; int kesc;
         if (P.p >= P.end || *P.p != '"' || scan_string(&P, &kb, &kl, &kesc) < 0) return -1;
@@ -1061,7 +1093,13 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
             if (skip_value(&P, 1) < 0) return -1;
             if (!drop) {
                 if (text->used && col_push(text, ",", 1)) return -2;
-                if (col_push(text, kstart, (size_t)(P.p - kstart))) return -2;
+                if (!compact) {
+                    if (col_push(text, kstart, (size_t)(P.p - kstart))) return -2;
+                } else {
+                    int odd = push_compact(text, kstart, P.p);
+                    if (odd < 0) return -2;
+                    not_orjson |= odd;
+                }
             }
             (void)vstart;
         }
@@ -1071,7 +1109,7 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
         if (*P.p == '}') break;
         return -1;
     }
-    return complex_row;
+    return complex_row | not_orjson;
 }
 
 
@@ -1244,8 +1282,9 @@ done:
 
 static PyObject *py_args(PyObject *self, PyObject *args) {
     PyObject *buf, *spans_obj, *int_keys, *float_keys, *drop_keys;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!", &buf, &spans_obj, &PyTuple_Type, &int_keys, &PyTuple_Type, &float_keys,
-                          &PyTuple_Type, &drop_keys))
+    int compact = 0;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!|p", &buf, &spans_obj, &PyTuple_Type, &int_keys, &PyTuple_Type,
+                          &float_keys, &PyTuple_Type, &drop_keys, &compact))
         return NULL;
     Py_buffer view = {0}, spans = {0};
     keyref *ints = NULL, *floats = NULL, *drops = NULL;
@@ -1291,7 +1330,7 @@ static PyObject *py_args(PyObject *self, PyObject *args) {
                 goto done;
             }
             int r = object_members(base, s, e, ints, ni, floats, nf, drops, nd, iv + i * ni, ip + i * ni, fv + i * nf,
-                                   fp + i * nf, &text);
+                                   fp + i * nf, &text, compact);
             if (r == -2) { PyErr_NoMemory(); goto done; }
             if (r < 0) {
                 PyErr_Format(PyExc_ValueError, "args: the span of row %zd is not a JSON object", i);
@@ -1366,7 +1405,7 @@ static PyObject *py_members(PyObject *self, PyObject *args) {
                 goto done;
             }
             int r = object_members(base, s, e, ints, ni, NULL, 0, drops, nd, vals + i * ni, present + i * ni, NULL,
-                                   NULL, &text);
+                                   NULL, &text, 0);
             if (r == -2) { PyErr_NoMemory(); goto done; }
             if (r < 0) {
                 PyErr_Format(PyExc_ValueError, "members: the span of row %zd is not a JSON object", i);

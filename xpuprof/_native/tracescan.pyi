@@ -23,8 +23,10 @@ def events(buffer: Buffer, start: int, state: int, final: bool, /) -> _Events:
     (0 more may follow, 1 the array closed, -1 invalid JSON) and where the error is."""
 
 def args(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], float_keys: tuple[bytes, ...],
-         drop_keys: tuple[bytes, ...], /) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
-    """(ints, int_present, floats, float_present, offsets, blob, complex) of the objects at the int64 spans."""
+         drop_keys: tuple[bytes, ...], compact: bool = False, /) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
+    """(ints, int_present, floats, float_present, offsets, blob, flags) of the objects at the int64 spans; flags
+    bit 1: complex row; with ``compact`` the other members' text loses the whitespace outside strings and bit 2
+    marks a row whose text is still not orjson's form (an escape, a fraction, an exponent, -0, ...)."""
 
 def members(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], drop_keys: tuple[bytes, ...],
             /) -> tuple[bytes, bytes, list[bytes | None], bytes]:
