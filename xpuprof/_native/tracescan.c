@@ -1486,7 +1486,7 @@ static PyMethodDef methods[] = {
     {"events", py_events, METH_VARARGS,
      "events($module, buffer, start, state, final, /)\n--\n\n-> columns of the complete events from start (see the module source)"},
     {"args", py_args, METH_VARARGS,
-     "args($module, buffer, spans, int_keys, float_keys, drop_keys, /)\n--\n\n-> typed members and the rest (see the module source)"},
+     "args($module, buffer, spans, int_keys, float_keys, drop_keys, compact=False, /)\n--\n\n-> typed members and the rest (see the module source)"},
     {"members", py_members, METH_VARARGS,
      "members($module, buffer, spans, int_keys, drop_keys, /)\n--\n\n-> (ints, present, others, complex) (see the module source)"},
     {NULL, NULL, 0, NULL},
