@@ -50,7 +50,10 @@ typedef struct {
     Py_ssize_t na, nb, nc, nmask; /* element counts */
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
     Py_ssize_t max_token;         /* TOKENS, SPANS: longest token */
-    char *pre;                    /* the prefix, padded to whole 16-byte blocks (see copy_short) */
+    char *pre;                    /* the prefix, padded by COPY_SLACK bytes (copied whole) */
+    uint64_t head;                /* MICROS, FIXED3, INT, UINT: the last value's leading part, and its digits */
+    int head_len;
+    char head_text[32];
 } Seg;
 
 /* Copies of a few dozen bytes dominate a row: a libc memcpy call per literal or name costs more
@@ -123,12 +126,67 @@ static inline char *put_u64(char *p, uint64_t v) {
     return p + 16;
 }
 
-static inline char *put_i64(char *p, int64_t v) {
-    if (v < 0) {
-        *p++ = '-';
-        return put_u64(p, (uint64_t)0 - (uint64_t)v); /* exact for INT64_MIN too */
+/* A fraction r = 0..999 in one 4-byte store: FRAC3[r] is ".ddd" (MICROS); FIXED3 writes FRAC_SHORT[r] and
+ * advances FRAC_LEN[r] (".d", ".dd" or ".ddd": trailing zeros dropped, one kept). Filled at import. */
+static char FRAC3[1000][4], FRAC_SHORT[1000][4];
+static unsigned char FRAC_LEN[1000];
+
+/* Values of a column in a chunk share their leading digits (timestamps, ids, correlations): the digits
+ * of the leading part, v / `unit`, are kept from the segment's last value and copied while it repeats,
+ * so a row formats only its last 4 digits (and a fraction). Returns after the leading digits. */
+static inline char *put_head(Seg *s, char *p, uint64_t head) {
+    if (head != s->head) {
+        s->head = head;
+        s->head_len = (int)(put_u64(s->head_text, head) - s->head_text); /* at most 16 digits */
     }
-    return put_u64(p, (uint64_t)v);
+    memcpy(p, s->head_text, 16);
+    return p + s->head_len;
+}
+
+static inline char *put4(char *p, uint32_t v) { /* exactly 4 digits of v < 10^4 */
+    memcpy(p, DIGITS2 + 2 * (v / 100), 2);
+    memcpy(p + 2, DIGITS2 + 2 * (v % 100), 2);
+    return p + 4;
+}
+
+/* v >= 0 in decimal (INT, UINT). */
+static inline char *put_u64_seg(Seg *s, char *p, uint64_t v) {
+    if (v < 10000) return put_u32(p, (uint32_t)v);
+    uint64_t head = v / 10000;
+    return put4(put_head(s, p, head), (uint32_t)(v - head * 10000));
+}
+
+/* µs with exactly 3 decimals of ns >= 0 (MICROS): ns / 10^7 is the leading part (it changes once per
+ * 10 ms), then 4 integer digits and ".ddd". */
+static inline char *put_micros(Seg *s, char *p, uint64_t ns) {
+    if (ns < 10000000) {
+        uint32_t v = (uint32_t)ns, us = v / 1000;
+        p = put_u32(p, us);
+        memcpy(p, FRAC3[v - us * 1000], 4);
+        return p + 4;
+    }
+    uint64_t head = ns / 10000000;
+    uint32_t low = (uint32_t)(ns - head * 10000000), us = low / 1000;
+    p = put4(put_head(s, p, head), us);
+    memcpy(p, FRAC3[low - us * 1000], 4);
+    return p + 4;
+}
+
+/* m / 1000 with 3 decimals less trailing zeros, one kept (FIXED3, m >= 0). */
+static inline char *put_fixed3(Seg *s, char *p, uint64_t m) {
+    uint32_t r;
+    if (m < 10000000) {
+        uint32_t v = (uint32_t)m, whole = v / 1000;
+        p = put_u32(p, whole);
+        r = v - whole * 1000;
+    } else {
+        uint64_t head = m / 10000000;
+        uint32_t low = (uint32_t)(m - head * 10000000), whole = low / 1000;
+        p = put4(put_head(s, p, head), whole);
+        r = low - whole * 1000;
+    }
+    memcpy(p, FRAC_SHORT[r], 4);
+    return p + FRAC_LEN[r];
 }
 
 static void release(Seg *s) {
@@ -165,12 +223,13 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
     memset(s, 0, sizeof *s);
     if (!PyArg_ParseTuple(t, "iiOOOOOL", &s->kind, &s->flags, &prefix, &a, &b, &c, &mask, &base)) return -1;
     s->base = base;
+    s->head = UINT64_MAX; /* no MICROS value formatted yet (ns / 10^7 never reaches it) */
     if (s->kind < 0 || s->kind >= K_COUNT) {
         PyErr_Format(PyExc_ValueError, "rowfmt: unknown segment kind %d", s->kind);
         return -1;
     }
     if (PyObject_GetBuffer(prefix, &s->prefix, PyBUF_SIMPLE) < 0) return -1;
-    s->pre = PyMem_Calloc((size_t)s->prefix.len + COPY_BLOCK, 1);
+    s->pre = PyMem_Calloc((size_t)s->prefix.len + COPY_SLACK, 1);
     if (!s->pre) {
         PyErr_NoMemory();
         return -1;
@@ -329,44 +388,35 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                 if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
                 obj_entries++;
             }
-            p = copy_short(p, pre, plen, pre_end);
+            if (plen <= COPY_SLACK) {
+                memcpy(p, pre, COPY_SLACK);
+                p += plen;
+            } else {
+                p = copy_short(p, pre, plen, pre_end);
+            }
             switch (s->kind) {
-            case K_INT:
-                p = put_i64(p, ((const int64_t *)s->a.buf)[AT(s->na, i)]);
+            case K_INT: {
+                int64_t v = ((const int64_t *)s->a.buf)[AT(s->na, i)];
+                uint64_t m = (uint64_t)v;
+                if (v < 0) *p++ = '-', m = 0 - m; /* exact for INT64_MIN too */
+                p = put_u64_seg(s, p, m);
                 break;
+            }
             case K_UINT:
-                p = put_u64(p, ((const uint64_t *)s->a.buf)[AT(s->na, i)]);
+                p = put_u64_seg(s, p, ((const uint64_t *)s->a.buf)[AT(s->na, i)]);
                 break;
             case K_MICROS: {
                 int64_t v = ((const int64_t *)s->a.buf)[AT(s->na, i)], rel;
                 if (__builtin_sub_overflow(v, s->base, &rel)) rel = s->base > 0 ? 0 : INT64_MAX;
                 if (rel < 0) rel = 0;
-                p = put_u64(p, (uint64_t)(rel / 1000));
-                unsigned r = (unsigned)(rel % 1000);
-                p[0] = '.';
-                p[1] = (char)('0' + r / 100);
-                memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
-                p += 4;
+                p = put_micros(s, p, (uint64_t)rel);
                 break;
             }
             case K_FIXED3: {
                 int64_t k = ((const int64_t *)s->a.buf)[AT(s->na, i)];
                 uint64_t m = (uint64_t)k;
                 if (k < 0) *p++ = '-', m = 0 - m;
-                p = put_u64(p, m / 1000);
-                unsigned r = (unsigned)(m % 1000);
-                p[0] = '.';
-                if (r % 100 == 0) {
-                    p[1] = (char)('0' + r / 100);
-                    p += 2;
-                } else if (r % 10 == 0) {
-                    memcpy(p + 1, DIGITS2 + 2 * (r / 10), 2);
-                    p += 3;
-                } else {
-                    p[1] = (char)('0' + r / 100);
-                    memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
-                    p += 4;
-                }
+                p = put_fixed3(s, p, m);
                 break;
             }
             case K_HEX: {
@@ -581,6 +631,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.rowf
                                     "Compact JSON event rows from numpy columns.", -1, methods};
 
 PyMODINIT_FUNC PyInit_rowfmt(void) {
+    for (int r = 0; r < 1000; r++) {
+        char d[4] = {'.', (char)('0' + r / 100), (char)('0' + r / 10 % 10), (char)('0' + r % 10)};
+        memcpy(FRAC3[r], d, 4);
+        memcpy(FRAC_SHORT[r], d, 4);
+        FRAC_LEN[r] = (unsigned char)(r % 100 == 0 ? 2 : r % 10 == 0 ? 3 : 4);
+    }
     for (int b = 0; b < 256; b++) {
         HEX2[2 * b] = "0123456789abcdef"[b >> 4];
         HEX2[2 * b + 1] = "0123456789abcdef"[b & 15];
