@@ -26,6 +26,9 @@ from .value_text import is_constant
 
 COMPACT_ROW_BYTES = 200  # rough size of a compact row, for chunk sizing
 _PHASES = (b'"f""s"', np.array([0, 3, 6], dtype=np.int64))
+# Chunk buffers for every export of the process: a fresh buffer costs its page faults (see BufferPool). The
+# ones kept (at most 4, 48 MiB) are what the main thread's malloc arena kept of one thread's writes anyway.
+SHARED_POOL = BufferPool()
 _Segments, _TokenTable, _add_number = Segments, TokenTable, add_number
 
 __all__ = ["BufferPool", "CompactWriter", "DeferredChunk", "PooledChunk", "make_writer"]
@@ -60,7 +63,7 @@ class CompactWriter(FixedWidthWriter):
 
     def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool, defer: bool = False) -> None:
         super().__init__(strings, vendor_categories)
-        self.pool = BufferPool()
+        self.pool = SHARED_POOL
         self.defer = defer
 
     @staticmethod

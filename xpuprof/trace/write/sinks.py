@@ -146,7 +146,8 @@ def gzip_codec(level: int):
 # ----------------------------------------------------------------------------- the sink
 class ChunkSink:
     """Chunks handed over in file order, rendered/deflated by ``threads`` workers, written in order by
-    whichever worker holds the next one. At most ``depth`` chunks are in flight (memory bound).
+    whichever worker holds the next one. At most ``depth`` chunks are in flight (memory bound; by default one
+    per worker and one more: one is written while the others render, and each chunk in flight holds a buffer).
     ``threads`` = 1: no worker; each chunk is rendered, deflated and written on the caller's thread as
     it is handed over (one free CPU: a second thread would only take turns with the first)."""
 
@@ -155,7 +156,7 @@ class ChunkSink:
         self._fd = self._file.fileno()
         self._gz = gz
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._slots = threading.Semaphore(depth or 2 * threads + 1)
+        self._slots = threading.Semaphore(depth or threads + 1)
         self._lock = threading.Lock()
         self._all_written = threading.Condition(self._lock)
         self._ready: dict[int, tuple[Any, Callable | None]] = {}
