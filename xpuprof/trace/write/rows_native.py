@@ -152,9 +152,11 @@ class CompactWriter(FixedWidthWriter):
                 mask = _mask(row_args[2][sel] > 0)
                 if mask is not False:
                     entries.append((_ROW_ARGS, row_args, mask))
-            # Optional entries need the C side's object bookkeeping; when every row has every
-            # entry the object is plain literal text around the values (fewer, merged segments).
-            optional = any(mask is not None for _, _, mask in entries)
+            # An object whose first entry some rows lack needs the C side's bookkeeping (the first entry
+            # written drops its comma; an object left empty is dropped). When the first entry is in every
+            # row, the object is plain literal text around the values and a later optional entry is just a
+            # masked segment with its comma (fewer, merged segments: a device row's constant args merge).
+            optional = bool(entries) and entries[0][2] is not None
             entry = _rowfmt.ENTRY if optional else 0
             if entries:
                 segs.add(_rowfmt.LIT, prefix=b',"args":{', flags=_rowfmt.OPEN) if optional else segs.lit(b',"args":{')
