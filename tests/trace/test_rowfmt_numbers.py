@@ -68,3 +68,11 @@ def test_numbers_into_a_reused_buffer_leave_nothing_of_the_last_chunk():
     narrow = np.array([7, 10_001, 10_002], np.int64)
     used = rowfmt.render(3, [(rowfmt.INT, 0, b",", narrow, None, None, None, 0)], buf)
     assert bytes(buf[:used]) == b",7,10001,10002"
+
+
+def test_hex_handles_at_every_digit():
+    rng = random.Random(7)
+    vals = [0, 1, 9, 10, 15, 16, 0xC0, 2**64 - 1, 0xA5A5A5A5A5A5A5A5, 0x0123456789ABCDEF]
+    vals += [1 << k for k in range(64)] + [rng.randrange(2**64) for _ in range(5000)]
+    got = _rows(rowfmt.HEX, np.array(vals, np.uint64))
+    assert got == [b'<"0x%016x">' % v for v in vals]
