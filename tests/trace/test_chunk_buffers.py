@@ -45,3 +45,33 @@ def test_the_pool_keeps_a_bounded_number_of_bytes():
         pool.give(bytearray(size))
     assert pool.kept_bytes() == 250  # the second is over the bytes
     assert len(pool.take()) == 50 and len(pool.take()) == 200 and len(pool.take()) == 0
+
+
+def test_a_small_string_table_gives_every_column_its_tokens_without_a_pass_over_the_rows(monkeypatch):
+    """Up to ``EVERY_TOKEN_MAX`` strings, a column's string ids index one blob of every string's token (made once
+    per export): no count of the ids used and no local ids made before the first chunk can render. A larger
+    table, or one holding a string that has no JSON token, takes the pass over the rows as before."""
+    from xpuprof.trace.table.rowtext import Segments, StringTokens, TokenTable, rowfmt
+
+    ids = np.array([3, 1, 3, 0, 2] * 50, np.int32)
+
+    def rows(tokens):
+        table = TokenTable(ids, tokens)
+        segs = Segments()
+        table.add(segs, slice(0, len(ids)), b"<")
+        segs.lit(b">")
+        return table, segs.render(len(ids))
+
+    strings = ["a", 'b"', "\u2028c", "d\x07"]
+    whole, text = rows(StringTokens(strings))
+    assert whole.local is ids  # the rows' own ids, no remap
+    monkeypatch.setattr(StringTokens, "EVERY_TOKEN_MAX", 2)
+    passed, same = rows(StringTokens(strings))
+    assert passed.local is not ids and same == text
+    assert text.startswith('<"d\\u0007"><"b\\""><"d\\u0007"><"a"><"\u2028c">'.encode())  # orjson's escaping
+    monkeypatch.setattr(StringTokens, "EVERY_TOKEN_MAX", 4096)
+    bad = StringTokens(strings + ["\ud800"])  # unused, and orjson has no token for a lone surrogate
+    assert bad.every_token() is None
+    fallback, same = rows(bad)
+    assert fallback.local is not ids and same == text
+    assert rowfmt is not None

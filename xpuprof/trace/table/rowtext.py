@@ -193,6 +193,13 @@ class TokenTable:
             self.token = tokens_of(np.asarray(ids[:1], np.int64))[0]
             return
         ids = np.asarray(ids)
+        every = getattr(tokens_of, "every_token", None)
+        whole = every() if every is not None else None
+        if whole is not None:  # a small string table: its ids index its tokens, no pass over the rows here
+            self.per_chunk = False
+            self.blob, self.offsets = whole
+            self.local = ids
+            return
         counts = np.bincount(ids, minlength=1)
         n_used = int(np.count_nonzero(counts))
         self.per_chunk = n_used > MAX_CHUNK_ROWS and n_used * 4 > len(ids)
@@ -279,6 +286,22 @@ class StringTokens:
         self.table = strings if isinstance(strings, StringTable) else None
         self.strings = strings.strings if self.table is not None else strings
         self._encoded: dict[int, bytes] = {}
+        self._every: "tuple[bytes, np.ndarray] | bool | None" = None
+
+    EVERY_TOKEN_MAX = 4096  # strings: up to this many, every column's tokens come from one blob of them all
+
+    def every_token(self) -> "tuple[bytes, np.ndarray] | None":
+        """The tokens of every string of a small table, indexed by string id (made once), or None: a large
+        table (a column's own strings are found with a pass over its rows instead), or a string with no
+        JSON token (those fail where a row uses them, as before)."""
+        if len(self.strings) > self.EVERY_TOKEN_MAX:
+            return None
+        if self._every is None:
+            try:
+                self._every = self(np.arange(len(self.strings), dtype=np.int64))
+            except (TypeError, ValueError):  # orjson's JSONEncodeError is a TypeError
+                self._every = False
+        return self._every or None
 
     def encode(self, sid: int) -> bytes:
         tok = self._encoded.get(sid)
