@@ -1,5 +1,5 @@
-"""The C row formatter's numbers (``xpuprof._native.rowfmt``) against Python's own text, for every width and in
-runs: INT, UINT, MICROS and FIXED3 keep the leading digits of a segment's last value and reformat only the
+"""The C row formatter's numbers and tokens (``xpuprof._native.rowfmt``) against Python's own text, for every
+width and in runs: INT, UINT, MICROS and FIXED3 keep the leading digits of a segment's last value and reformat only the
 tail while they repeat (timestamps, ids), so values are checked alone, in rising runs across every power of
 ten, with the sign flipping, and at the int64 / uint64 limits."""
 from __future__ import annotations
@@ -76,3 +76,18 @@ def test_hex_handles_at_every_digit():
     vals += [1 << k for k in range(64)] + [rng.randrange(2**64) for _ in range(5000)]
     got = _rows(rowfmt.HEX, np.array(vals, np.uint64))
     assert got == [b'<"0x%016x">' % v for v in vals]
+
+
+@pytest.mark.parametrize("blob_pad", [0, 1 << 20])  # a small blob is copied padded; past 1 MiB it is not
+def test_tokens_of_every_length_in_random_order(blob_pad):
+    """Tokens of up to 64 bytes from a small blob are copied as one fixed 64-byte block; longer ones, and
+    those of a large blob, by their length: every length either side of the block, in random order."""
+    rng = random.Random(3)
+    toks = [b"x" * k for k in range(0, 140)] + [b"z" * blob_pad]
+    blob = b"".join(toks)
+    offsets = np.zeros(len(toks) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(t) for t in toks])
+    ids = [rng.randrange(len(toks) - 1) for _ in range(3000)]
+    out = rowfmt.render(len(ids), [(rowfmt.TOKENS, 0, b"<", blob, offsets, np.array(ids, np.int64), None, 0),
+                                   (rowfmt.LIT, 0, b">\n", None, None, None, None, 0)])
+    assert out.split(b"\n")[:-1] == [b"<" + toks[i] + b">" for i in ids]

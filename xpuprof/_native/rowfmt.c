@@ -51,6 +51,7 @@ typedef struct {
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
     Py_ssize_t max_token;         /* TOKENS, SPANS: longest token */
     char *pre;                    /* the prefix, padded by COPY_SLACK bytes (copied whole) */
+    char *padded;                 /* TOKENS: a copy of a small blob, padded by COPY_SLACK bytes, or NULL */
     uint64_t head;                /* MICROS, FIXED3, INT, UINT: the last value's leading part, and its digits */
     int head_len;
     char head_text[32];
@@ -61,6 +62,7 @@ typedef struct {
  * bytes past the copy (the output keeps COPY_SLACK spare bytes; the next value overwrites them). */
 #define COPY_BLOCK 16
 #define COPY_SLACK 64
+#define PADDED_BLOB_MAX (1 << 20) /* TOKENS blobs up to this size are copied padded (see parse_seg) */
 static inline char *copy_short(char *p, const char *src, Py_ssize_t len, const char *src_end) {
     if (len <= 4 * COPY_BLOCK && src + ((len + COPY_BLOCK - 1) & ~(Py_ssize_t)(COPY_BLOCK - 1)) <= src_end) {
         for (Py_ssize_t k = 0; k < len; k += COPY_BLOCK) memcpy(p + k, src + k, COPY_BLOCK);
@@ -191,6 +193,7 @@ static inline char *put_fixed3(Seg *s, char *p, uint64_t m) {
 
 static void release(Seg *s) {
     PyMem_Free(s->pre);
+    PyMem_Free(s->padded);
     if (s->prefix.obj) PyBuffer_Release(&s->prefix);
     if (s->has_a) PyBuffer_Release(&s->a);
     if (s->has_b) PyBuffer_Release(&s->b);
@@ -267,6 +270,17 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
                 PyErr_Format(PyExc_ValueError, "rowfmt: token id %lld outside the table of %zd", (long long)ids[i], k);
                 return -1;
             }
+        }
+        /* A small blob (a batch's names) is copied once, padded, so that every token of up to COPY_SLACK
+         * bytes is copied as one fixed block: a copy sized by the token's length branches on it, and names
+         * of many lengths in random order mispredict it. */
+        if (s->na <= PADDED_BLOB_MAX) {
+            s->padded = PyMem_Calloc((size_t)s->na + COPY_SLACK, 1);
+            if (!s->padded) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            memcpy(s->padded, s->a.buf, (size_t)s->na);
         }
         return 0;
     bad_offsets:
@@ -445,8 +459,13 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
             case K_TOKENS: {
                 int64_t id = ((const int64_t *)s->c.buf)[AT(s->nc, i)];
                 const int64_t *off = (const int64_t *)s->b.buf;
-                p = copy_short(p, (const char *)s->a.buf + off[id], (Py_ssize_t)(off[id + 1] - off[id]),
-                               (const char *)s->a.buf + s->na);
+                Py_ssize_t len = (Py_ssize_t)(off[id + 1] - off[id]);
+                if (s->padded && len <= COPY_SLACK) {
+                    memcpy(p, s->padded + off[id], COPY_SLACK);
+                    p += len;
+                } else {
+                    p = copy_short(p, (const char *)s->a.buf + off[id], len, (const char *)s->a.buf + s->na);
+                }
                 break;
             }
             case K_SPANS: {
