@@ -160,7 +160,7 @@ class BufferPool:
     10,600 faults, +40 ms of system time against one thread's writer, whose buffer the main arena kept).
     At most ``keep`` free buffers of ``keep_bytes`` in all are kept; more are dropped as they come back."""
 
-    def __init__(self, keep: int = 4, keep_bytes: int = 48 << 20) -> None:
+    def __init__(self, keep: int = 4, keep_bytes: int = 32 << 20) -> None:
         self._free: list[bytearray] = []
         self._lock = threading.Lock()
         self._keep, self._keep_bytes = keep, keep_bytes

@@ -26,8 +26,9 @@ from .value_text import is_constant
 
 COMPACT_ROW_BYTES = 200  # rough size of a compact row, for chunk sizing
 _PHASES = (b'"f""s"', np.array([0, 3, 6], dtype=np.int64))
-# Chunk buffers for every export of the process: a fresh buffer costs its page faults (see BufferPool). The
-# ones kept (at most 4, 48 MiB) are what the main thread's malloc arena kept of one thread's writes anyway.
+# Chunk buffers for every export of the process: a fresh buffer costs its page faults (see BufferPool). At
+# most 4 are kept, 32 MiB in all (15 MB after a two-thread export of 1 M host ranges, 30 MB of 1 M XPU
+# records): what the main thread's malloc arena kept of a one-thread export's buffers anyway.
 SHARED_POOL = BufferPool()
 _Segments, _TokenTable, _add_number = Segments, TokenTable, add_number
 
