@@ -46,6 +46,7 @@ typedef struct {
     int kind, flags;
     Py_buffer prefix, a, b, c, mask;
     int has_a, has_b, has_c, has_mask;
+    int special; /* has_mask or flags: the row loop's slow path */
     int64_t base;
     Py_ssize_t na, nb, nc, nmask; /* element counts */
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
@@ -244,6 +245,7 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
         return -1;
     }
     memcpy(s->pre, s->prefix.buf, (size_t)s->prefix.len);
+    s->special = s->flags != 0 || mask != Py_None;
     if (mask != Py_None) {
         if (get_buf(mask, &s->mask, &s->has_mask, 1, &s->nmask, "mask") < 0) return -1;
         if (!column_ok(s->nmask, n, "mask")) return -1;
@@ -387,32 +389,34 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
         int obj_entries = 0;
         for (Py_ssize_t j = 0; j < nseg; j++) {
             Seg *s = &segs[j];
-            int on = !s->has_mask || ((const uint8_t *)s->mask.buf)[AT(s->nmask, i)];
-            if (!on) {
-                if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
-                continue;
-            }
-            const char *pre = s->pre, *pre_end = s->pre + s->prefix.len + COPY_BLOCK;
+            const char *pre = s->pre;
             Py_ssize_t plen = s->prefix.len;
-            if (s->flags & F_OPEN) {
-                obj_start = p;
-                obj_entries = 0;
-            } else if (s->flags & F_CLOSE) {
-                if (obj_start && !obj_entries) {
-                    p = obj_start;
-                    obj_start = NULL;
+            if (s->special) { /* a mask or an object flag: most segments have neither (one test for them) */
+                int on = !s->has_mask || ((const uint8_t *)s->mask.buf)[AT(s->nmask, i)];
+                if (!on) {
+                    if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
                     continue;
                 }
-                obj_start = NULL;
-            } else if (s->flags & F_ENTRY) {
-                if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
-                obj_entries++;
+                if (s->flags & F_OPEN) {
+                    obj_start = p;
+                    obj_entries = 0;
+                } else if (s->flags & F_CLOSE) {
+                    if (obj_start && !obj_entries) {
+                        p = obj_start;
+                        obj_start = NULL;
+                        continue;
+                    }
+                    obj_start = NULL;
+                } else if (s->flags & F_ENTRY) {
+                    if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
+                    obj_entries++;
+                }
             }
             if (plen <= COPY_SLACK) {
                 memcpy(p, pre, COPY_SLACK);
                 p += plen;
             } else {
-                p = copy_short(p, pre, plen, pre_end);
+                p = copy_short(p, pre, plen, s->pre + s->prefix.len + COPY_BLOCK);
             }
             switch (s->kind) {
             case K_INT: {
