@@ -197,3 +197,182 @@ def test_malformed_numbers_are_refused_at_every_level():
             tracescan.simd(level)
             assert scan(doc)["status"] == -1, bad
             assert scan(skipped)["status"] == -1, bad
+
+
+# ---------------------------------------------------------------- the fast paths of an event
+FAST_PATHS = {"keys": 1, "ph": 2, "strings": 4, "numbers": 8, "objects": 16}
+
+
+@pytest.fixture()
+def _restore_fast():
+    yield
+    tracescan.fast(31)
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("abcop0123456789_ :()/") for _ in range(rng.randrange(0, 24)))
+
+
+def _number(rng: random.Random) -> str:
+    """Around every edge of the fast number path: 15/16 integer digits, 3/4 fraction digits, 2^53, zeros."""
+    pick = rng.random()
+    if pick < 0.3:
+        return f"{rng.choice(['', '-'])}{rng.randrange(10 ** rng.randrange(1, 17))}.{rng.randrange(1000):03d}"
+    if pick < 0.45:
+        return str(rng.randrange(-10 ** rng.randrange(1, 20), 10 ** rng.randrange(1, 20)))
+    if pick < 0.6:
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 6)))
+        return f"{rng.choice(['', '-'])}{rng.randrange(10 ** rng.randrange(1, 18))}.{frac}"
+    if pick < 0.7:
+        return f"{rng.randrange(1, 999)}{rng.choice(['e', 'E', '.5e', '.125E-'])}{rng.randrange(0, 30)}"
+    return rng.choice(["0", "-0", "0.0", "-0.000", "0.050", "1.081", "999999999999999", "1000000000000000",
+                       "999999999999999.999", "9007199254740.992", "9007199254740.993", "9007199254740993",
+                       "123456789012345.6789", "00", "01.5", "1.", ".5", "-", "-.5", "1e", "1.e3", "0x1", "1.2.3",
+                       "12345678901234567890", "9223372036854775807", "-9223372036854775809", "1.0001"])
+
+
+def _value(rng: random.Random, depth: int = 0) -> str:
+    pick = rng.random()
+    if pick < 0.35:
+        return _number(rng)
+    if pick < 0.65:
+        return '"' + _word(rng) + '"'
+    if pick < 0.72:
+        return '"' + rng.choice(["X", "\\u0058", "", "XY", "\\\\", '\\"', "é", "\x7f", "a\\nb", "\\ud83d\\ude00"]) + '"'
+    if pick < 0.78:
+        return rng.choice(["true", "false", "null", "tru", "nul"])
+    if depth < 2 and pick < 0.92:
+        return _object(rng, depth + 1)
+    if depth < 2:
+        return "[" + ",".join(_value(rng, depth + 1) for _ in range(rng.randrange(0, 3))) + "]"
+    return "1"
+
+
+def _space(rng: random.Random) -> str:
+    return rng.choice(["", "", "", " ", "\n ", "\t"])
+
+
+def _object(rng: random.Random, depth: int = 0) -> str:
+    members = [f'"{_word(rng)}"{_space(rng)}:{_space(rng)}{_value(rng, depth)}' for _ in range(rng.randrange(0, 4))]
+    return "{" + _space(rng) + ("," + _space(rng)).join(members) + _space(rng) + "}"
+
+
+KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "s", "bp", "phase", "pids", "tsx", "na", "t", "p"]
+
+
+def _event(rng: random.Random) -> str:
+    if rng.random() < 0.4:  # the writers' shape and order, now and then spaced as torch writes it
+        text = (f'{{"ph":"{rng.choice("XBEiCM")}","cat":"user_annotation","name":"op{rng.randrange(100)}",'
+                f'"pid":{rng.randrange(1 << 31)},"tid":{rng.randrange(1 << 31)},"ts":{_number(rng)},'
+                f'"dur":{_number(rng)},"args":{{"External id":{rng.randrange(10 ** 6)}}}}}')
+        return text.replace('":', '": ').replace(',"', ', "') if rng.random() < 0.2 else text
+    members = []
+    for key in rng.sample(KEYS, rng.randrange(0, 9)) + ([rng.choice(KEYS)] if rng.random() < 0.1 else []):
+        spelled = key if rng.random() < 0.95 else key.replace("h", "\\u0068").replace("t", "\\u0074")
+        if key in ("ts", "dur", "pid", "tid", "id"):
+            value = _number(rng) if rng.random() < 0.85 else _value(rng)
+        elif key == "args":
+            value = _object(rng) if rng.random() < 0.85 else _value(rng)
+        else:
+            value = '"' + rng.choice(["X", "i", _word(rng)]) + '"' if rng.random() < 0.85 else _value(rng)
+        members.append(f'"{spelled}"{_space(rng)}:{_space(rng)}{value}')
+    return "{" + _space(rng) + ("," + _space(rng)).join(members) + _space(rng) + "}"
+
+
+def _mutated(rng: random.Random, doc: bytes) -> bytes:
+    out = bytearray(doc)
+    for _ in range(rng.randrange(1, 4)):
+        at = rng.randrange(len(out))
+        pick = rng.random()
+        if pick < 0.4:
+            out[at] = rng.choice(b'{}[]":,0123456789.-eE \\\x00\x80\xffatn')
+        elif pick < 0.7:
+            del out[at]
+        else:
+            out.insert(at, rng.choice(b'{}[]":,0.-e \\'))
+    return bytes(out)
+
+
+def _documents(seed: int, count: int) -> list[bytes]:
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(count):
+        doc = ("[" + ",\n".join(_event(rng) for _ in range(rng.randrange(1, 10))) + "]").encode()
+        docs.append(_mutated(rng, doc) if rng.random() < 0.4 else doc)
+    return docs
+
+
+@pytest.mark.usefixtures("_restore_fast")
+def test_every_fast_path_reads_what_the_general_path_reads():
+    """Seeded documents of the writers' events and of odd ones (every key in every order, escaped keys, numbers
+    around each edge of the fast number path, nested and flat args, whitespace, corruptions), whole and cut
+    anywhere (so keys and numbers meet the buffer's end): each fast path alone and all of them give the general
+    path's columns, consumed bytes, status and error offset, at every SIMD level."""
+    docs = _documents(41, 400)
+    assert tracescan.fast() == 31  # all of them, from the start
+    settings = [0, 31, *FAST_PATHS.values()]
+    statuses = set()
+    for i, doc in enumerate(docs):
+        cuts = [(len(doc), True), (len(doc), False), (1 + i * 7 % len(doc), False), (1 + i * 13 % len(doc), True)]
+        for level in levels() if i % 8 == 0 else [tracescan.simd("best")]:
+            tracescan.simd(level)
+            for cut, final in cuts:
+                results = {}
+                for paths in settings:
+                    tracescan.fast(paths)
+                    results[paths] = scan(doc[:cut], final)
+                assert all(r == results[0] for r in results.values()), (level, cut, final, doc[:cut])
+                statuses.add(results[0]["status"])
+    assert statuses == {-1, 0, 1}  # documents read whole, cut and refused all met
+
+
+@pytest.mark.usefixtures("_restore_fast")
+def test_fast_numbers_and_keys_at_their_edges():
+    """The fast number path takes at most 15 integer digits and 3 fraction digits with 32 bytes readable; the
+    key prediction a key's exact text up to its ':'. Next to each edge the general path decides, the same way."""
+    texts = ["999999999999999", "1000000000000000", "999999999999999.999", "9007199254740.992", "9007199254740.993",
+             "9007199254740.9921", "0.050", "-0.000", "5107073439997.030", "1.5", "-1", "0", "-0"]
+    doc = b"[" + b",".join(b'{"ph":"X","ts":' + t.encode() + b',"dur":' + t.encode() + b',"pid":' + t.encode()
+                           + b',"tid":1}' for t in texts)
+    doc += b',{"ph" :"X","pids":1,"ts" : 2,"dur":3},{"ph":"X","pid":1,"ts":2,"tsx":3,"dur":4}]'
+    for paths in (31, 0):
+        tracescan.fast(paths)
+        r = scan(doc)
+        assert r["status"] == 1 and r["n"] == len(texts) + 2
+        kind = np.frombuffer(r["kind"], np.uint8).reshape(-1, FIELDS)
+        num = np.frombuffer(r["num"], np.uint8).reshape(-1, 8 * FIELDS)
+        exact = np.frombuffer(r["exact"], np.int64).reshape(-1, 2)
+        for i, text in enumerate(texts):
+            if "." in text:
+                assert kind[i, TS] == 2 and struct.unpack("<d", num[i, :8].tobytes())[0] == float(text), text
+            else:
+                assert kind[i, TS] == 1 and struct.unpack("<q", num[i, :8].tobytes())[0] == int(text), text
+            assert exact[i, 0] == _exact_ns(text) == exact[i, 1], text
+        assert kind[-2].tolist() == [1, 1, 0, 0, 0]  # "pids" is no pid; "ph" spaced before its ':' still ph
+        assert kind[-1].tolist() == [1, 1, 1, 0, 0] and exact[-1].tolist() == [2000, 4000]  # "tsx" is no ts
+        assert bytes(r["ph"])[-2:] == b"XX"
+    for bad in (32, -1, 1.0, "all", 2 ** 70):
+        with pytest.raises(ValueError, match="fast: .* is not a set of fast paths.*0 \\(none\\) to 31"):
+            tracescan.fast(bad)
+    assert tracescan.fast(None) == tracescan.fast() == 0  # the last one pinned
+
+
+@pytest.mark.usefixtures("_restore_fast")
+@pytest.mark.parametrize("event", [
+    b'{"ph":"\\"","ts":1}', b'{"ph":"\\\\","ts":1}', b'{"ph":""","ts":1}', b'{"ph":"\x01","ts":1}',
+    b'{"ph":"\xc3\xa9","ts":1}', b'{"ph":"X\\u0041","ts":1}', b'{"name":"a\\"b","ts":1}', b'{"cat":"\xff","ts":1}',
+    b'{"args":{"a":1],"ts":1}', b'{"args":{"a":1,},"ts":1}', b'{"args":{"a" 1},"ts":1}', b'{"args":{"a";1},"ts":1}', b'{"args":{"a":tru},"ts":1}',
+    b'{"args":{"a":"x\x00"},"ts":1}', b'{"args":{"a":01},"ts":1}', b'{"args":{"a\\"b":1},"ts":1}',
+    b'{"args":{"a":{"b":[1,2}},"ts":1}', b'{"args":{"a":1}}}', b'{"args":{"a":-},"ts":1}', b'{"args":{1:2},"ts":1}',
+])
+def test_near_misses_of_the_fast_paths_read_as_the_general_path_reads(event):
+    """Text a fast path must not take (escapes, control bytes, UTF-8, a wrong closing bracket, a trailing comma,
+    a bad literal or number in flat args): the general path's reading or refusal, with each path on."""
+    doc = b"[" + b'{"ph":"X","name":"n","cat":"c","pid":1,"tid":2,"ts":3.5,"dur":4,"args":{"k":"v","n":1}},' * 3
+    doc += event + b"]"
+    results = {}
+    for paths in (0, 31, *FAST_PATHS.values()):
+        tracescan.fast(paths)
+        results[paths] = scan(doc)
+    assert all(r == results[0] for r in results.values())
+    assert results[0]["n"] >= 3

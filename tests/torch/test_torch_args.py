@@ -10,7 +10,8 @@ import numpy as np
 import orjson
 import pytest
 
-from xpuprof.host.torch_args import compact_rows, rows_blob, select
+from xpuprof import _native
+from xpuprof.host.torch_args import rows_blob, scanned_args, select
 from xpuprof.trace.builder.columns import RowArgs
 
 TORCH_ROWS = [
@@ -27,12 +28,24 @@ def _orjson_form(row):
     return None if row is None or row == b"{}" else orjson.dumps(orjson.loads(row))
 
 
+def _scanned(rows, int_keys=()):
+    """``rows`` (JSON objects' text or None) as torch's file holds them, read by the scanner's args pass."""
+    tracescan = _native.optional("tracescan")
+    if tracescan is None:
+        pytest.skip("xpuprof was built without its C parts")
+    raw, spans = b"[", []
+    for r in rows:
+        spans.append((len(raw), len(raw) + len(r)) if r is not None else (-1, -1))
+        raw += (r or b"null") + b", "
+    return scanned_args(tracescan, raw + b"0]", np.array(spans, np.int64), int_keys, ())
+
+
 def test_torch_text_becomes_orjson_text_in_one_blob():
-    out = compact_rows(TORCH_ROWS)
+    out = _scanned(TORCH_ROWS)[2]
     assert isinstance(out, RowArgs) and len(out) == len(TORCH_ROWS)
     assert [out[i] for i in range(len(out))] == [_orjson_form(r) for r in TORCH_ROWS]
     assert out[0].startswith(b'{"Concrete Inputs":["[2, 4]",')  # spaces inside strings stay
-    assert out.lens[1] == 0 and out.lens[3] == 2
+    assert out.lens[1] == 0 and out.lens[3] == 0
 
 
 @pytest.mark.parametrize("row", [
@@ -44,14 +57,8 @@ def test_torch_text_becomes_orjson_text_in_one_blob():
     b'{"t": true, "f": false, "n": null, "neg": -12}',
 ])
 def test_rows_orjson_would_write_otherwise_are_encoded_by_orjson(row):
-    out = compact_rows([row, TORCH_ROWS[0]])
+    out = _scanned([row, TORCH_ROWS[0]])[2]
     assert out[0] == _orjson_form(row) and out[1] == _orjson_form(TORCH_ROWS[0])
-
-
-def test_an_unreadable_or_unclosed_row_is_kept_as_written():
-    rows = [b'{"s": "never closed}', TORCH_ROWS[0]]
-    out = compact_rows(rows)
-    assert out[0] == rows[0] and out[1] == _orjson_form(TORCH_ROWS[0])
 
 
 def _random_value(rng, depth=0):
@@ -70,31 +77,33 @@ def _random_value(rng, depth=0):
 
 
 def test_any_json_object_comes_out_as_orjson_writes_it():
-    rng = random.Random(41)
-    rows = []
-    for _ in range(400):
-        obj = {f"Arg {i}": _random_value(rng) for i in range(rng.randrange(1, 4))}
-        # torch's spacing (a space after each separator outside strings: json.dumps' default), or none
-        rows.append(json.dumps(obj, ensure_ascii=rng.random() < 0.5).encode() if rng.random() < 0.8
-                    else orjson.dumps(obj))
-        if rng.random() < 0.1:
-            rows.append(None)
-    want = [_orjson_form(r) for r in rows]
-    out = compact_rows(rows)
-    assert [out[i] for i in range(len(out))] == want
-    # the scanner's form: every row's text one after another in one blob (no bytes object per op)
-    out = compact_rows(rows_blob(rows))
-    assert [out[i] for i in range(len(out))] == want
-    redo = rows + [b'{"s": "never closed}']
-    out = compact_rows(rows_blob(redo))
-    assert [out[i] for i in range(len(out))] == want + [redo[-1]]
+    """The scanner drops the whitespace outside strings as it copies a row, and flags the rows orjson would
+    write otherwise (escapes, fractions, exponents, -0, non-ASCII), which orjson redoes: the text is orjson's,
+    with no numpy pass over the blob after the copy (7 ms of a ResNet-18 cycle)."""
+    rng = random.Random(43)
+    objs = []
+    for i in range(500):
+        obj = {f"Arg {j}": _random_value(rng) for j in range(rng.randrange(0, 4))}
+        if rng.random() < 0.7:
+            obj["External id"] = i
+        objs.append(obj)
+    # torch's spacing (a space after each separator outside strings: json.dumps' default), or none
+    texts = [json.dumps(o, ensure_ascii=rng.random() < 0.5).encode() if rng.random() < 0.8 else orjson.dumps(o)
+             for o in objs]
+    ints, present, others, complex_rows = _scanned(texts, (b"External id",))
+    assert not complex_rows.any()
+    want = [_orjson_form(orjson.dumps({k: v for k, v in o.items() if k != "External id"})) for o in objs]
+    assert [others[i] for i in range(len(others))] == want
+    assert np.frombuffer(present, np.uint8).tolist() == [int("External id" in o) for o in objs]
+    assert np.frombuffer(ints, np.int64).tolist() == [o.get("External id", 0) for o in objs]
 
 
 def test_select_takes_rows_of_either_form():
-    blob = compact_rows(TORCH_ROWS)
+    blob = _scanned(TORCH_ROWS)[2]
     picked = select(blob, np.array([2, 0]))
     assert [picked[0], picked[1]] == [_orjson_form(TORCH_ROWS[2]), _orjson_form(TORCH_ROWS[0])]
     assert select(blob, np.array([1, 3])) is None  # none of those rows has args
     assert select(list(TORCH_ROWS), np.array([0]))[0] == TORCH_ROWS[0]
     assert select(None, np.array([0])) is None
     assert rows_blob([None, b"{}"]).lens.tolist() == [0, 2]
+

@@ -180,6 +180,69 @@ def test_an_unreadable_torch_result_keeps_the_trace_and_says_why(monkeypatch, ca
     assert not torch.autograd.profiler._is_profiler_enabled  # torch's profiler was still stopped
 
 
+def test_torchs_trace_is_saved_in_a_directory_no_other_user_can_write(monkeypatch):
+    """Kineto's exporter writes PATH.tmp (following whatever it finds there) and renames it over PATH: both
+    names must lie in a directory of our own, not in the shared /tmp where another user could plant a link;
+    nothing is left behind."""
+    import os
+    import stat
+
+    from xpuprof.host import torch_file
+
+    seen = []
+    real = torch_file.saved_trace
+
+    def spy(result):
+        real_save = result.save
+
+        class Result:
+            def save(self, path):
+                folder = os.stat(os.path.dirname(path))
+                seen.append((path, stat.S_IMODE(folder.st_mode), folder.st_uid))
+                real_save(path)
+        return real(Result())
+
+    monkeypatch.setattr(torch_ops, "saved_trace", spy)
+    with xpuprof.profile() as prof:
+        torch.ones(2) + 1
+    assert "aten::add" in slice_table(prof.builder, "cpu_op")["name"].tolist()
+    [(path, mode, uid)] = seen
+    assert mode & 0o077 == 0 and uid == os.getuid(), (path, oct(mode))
+    assert not os.path.exists(os.path.dirname(path))
+
+
+def test_a_torch_save_that_wrote_nothing_is_said_not_read_as_no_ops(monkeypatch):
+    """Kineto logs a failed export and returns: an empty file read back used to make a cycle without torch
+    ops and no word of it."""
+    import os
+
+    from xpuprof.host import torch_file
+
+    class Result:
+        def save(self, path):
+            self.path = path  # Kineto could not open PATH.tmp: nothing written
+
+    with pytest.raises(torch_ops.TorchOpsError) as err:
+        torch_file.saved_trace(Result())
+    assert "wrote no trace" in str(err.value) and "TMPDIR" in str(err.value)
+
+    class Partial:
+        def save(self, path):
+            open(path + ".tmp", "wb").close()  # stopped half way: an empty PATH.tmp, no PATH
+            self.folder = os.path.dirname(path)
+
+    partial = Partial()
+    with pytest.raises(torch_ops.TorchOpsError):
+        torch_file.saved_trace(partial)
+    assert not os.path.exists(partial.folder)
+    monkeypatch.setattr(torch_ops, "saved_trace", lambda result: torch_file.saved_trace(Result()))
+    with xpuprof.profile() as prof:
+        with xpuprof.record_function("kept"):
+            torch.ones(2) + 1
+    assert "kept" in slice_table(prof.builder, "user_annotation")["name"].tolist()
+    assert "wrote no trace" in prof.builder.metadata["torch_ops_not_recorded"]
+
+
 def test_torch_imported_after_the_cycle_started_is_said(tmp_path):
     import subprocess
     import sys

@@ -1,5 +1,5 @@
 """Slices whose rows carry their own encoded args in one blob beside named args (torch's ops: shapes, types
-and stacks beside their ids, compacted by host.torch_args) render in C in the compact layout: the bytes the
+and stacks beside their ids, in orjson's form from host.torch_args) render in C in the compact layout: the bytes the
 generic path writes, without a parse and an encode per row; so do instants. torch's [memory] instants get
 their args from one format string."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from xpuprof.clock import BASE_TIME_NS
-from xpuprof.host.torch_args import compact_rows
+from xpuprof.host.torch_args import rows_blob
 from xpuprof.host.torch_memory import MEMORY_ARGS, MemoryEvents
 from xpuprof.trace import ArgColumn, TraceBuilder, write_chrome_trace
 from xpuprof.trace.write import chrome as chrome_mod
@@ -30,7 +30,8 @@ def _torch_like(n: int, seed: int, row_form: str) -> TraceBuilder:
                "Call stack": "x" * int(rng.integers(0, 600))}  # longer than the fixed layout's 256 B
         raw.append(orjson.dumps(obj, option=orjson.OPT_INDENT_2).replace(b"\n", b""))
     b = TraceBuilder(pid=1)
-    rows = compact_rows(raw) if row_form == "blob" else [orjson.dumps(orjson.loads(r)) if r else None for r in raw]
+    rows = [orjson.dumps(orjson.loads(r)) if r else None for r in raw]  # orjson's form, as torch_args hands it
+    rows = rows_blob(rows) if row_form == "blob" else rows
     b.add_slices(names=[f"aten::op{i % 7}" for i in range(n)], ts=BASE_TIME_NS + np.arange(n) * 10, dur=5, pid=1,
                  tid=1, cat="cpu_op", external_id=np.arange(n) + 1,
                  args={"Sequence number": ArgColumn("num", np.arange(n), np.arange(n) % 3 > 0),
@@ -47,7 +48,7 @@ def test_ops_with_ids_and_long_args_render_in_c_as_the_generic_path_writes_them(
     monkeypatch.setattr(chrome_mod, "generic_slice_events", lambda batch, *a, **k: generic_rows.append(len(batch))
                         or real(batch, *a, **k))
     write_chrome_trace(b, tmp_path / "c.json", vendor_categories=True)
-    if row_form == "blob":  # compacted by host.torch_args: every row through C (before: all through the generic path)
+    if row_form == "blob":  # in orjson's form from host.torch_args: every row through C (before: all through the generic path)
         assert generic_rows == []
     else:  # a list of texts is encoded again by the generic path (its text may not be orjson's)
         assert sum(generic_rows) == len(b.slices[0])
@@ -99,7 +100,7 @@ def test_instants_render_in_c_as_the_generic_path_writes_them(tmp_path, monkeypa
     b.add_instants(name_ids=names[rng.integers(0, 3, n)], ts=BASE_TIME_NS + np.arange(n) * 3 - 50, pid=1,
                    tid=rng.integers(-3, 3, n), cat="cpu_instant_event",
                    scope=np.array([ord(c) for c in "tgp"])[rng.integers(0, 3, n)],
-                   row_args=compact_rows(raw) if row_form == "blob" else raw)
+                   row_args=rows_blob(raw) if row_form == "blob" else raw)
     b.add_instants(name_ids=names[:1], ts=[BASE_TIME_NS], pid="Traces", tid="Trace x", cat="", scope=[ord("g")])
     generic = []
     real = chrome_mod.generic_instant_events

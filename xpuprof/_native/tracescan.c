@@ -44,6 +44,10 @@
  * members(buf, spans, int_keys, drop_keys) -> (ints, present, others, complex)
  *   args() for int keys only, with the other members' text as a list (a bytes object per row, None
  *   for a row without any): for the few objects a caller keeps one by one (torch's ops).
+ *
+ * simd(level) and fast(paths) pin the string runs' SIMD level and the event fast paths (the writers' key
+ * order predicted, short numbers by words, plain strings, flat args objects): every setting reads the same
+ * columns, so the tests read each document under each of them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -94,10 +98,29 @@ typedef struct {
     size_t count, cap;
     int32_t *slots;
     size_t mask;
-    const unsigned char *base;
+    const unsigned char *base, *end; /* the buffer every string lies in */
 } strtab;
 
-JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n) {
+/* The 8 bytes at p as a little-endian word (the first byte lowest), in any byte order. */
+static inline uint64_t load_le8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* The n (0-7) bytes at s as the low bytes of a little-endian word: one load when 8 bytes are readable before
+ * `end`, else byte by byte (the same value either way). */
+static inline uint64_t tail_word(const unsigned char *s, size_t n, const unsigned char *end) {
+    if (end - s >= 8) return load_le8(s) & (((uint64_t)1 << (8 * n)) - 1);
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)s[i] << (8 * i);
+    return w;
+}
+
+JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n, const unsigned char *end) {
     /* eight bytes a step (names of kernels run to hundreds of bytes); the table is private to one call */
     uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL, w;
     for (; n >= 8; s += 8, n -= 8) {
@@ -105,15 +128,14 @@ JS_FN uint64_t hash_bytes(const unsigned char *s, size_t n) {
         h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
         h ^= h >> 31;
     }
-    w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x94D049BB133111EBULL;
+    h = (h ^ tail_word(s, n, end)) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
 
-JS_FN int strtab_init(strtab *t, const unsigned char *base) {
+JS_FN int strtab_init(strtab *t, const unsigned char *base, const unsigned char *end) {
     memset(t, 0, sizeof *t);
     t->base = base;
+    t->end = end;
     t->mask = 1023;
     t->slots = malloc((t->mask + 1) * sizeof *t->slots);
     if (!t->slots) return -1;
@@ -129,7 +151,7 @@ JS_FN int strtab_grow(strtab *t) {
     if (!slots) return -1;
     memset(slots, 0xff, (mask + 1) * sizeof *slots);
     for (size_t i = 0; i < t->count; i++) {
-        size_t h = hash_bytes(t->base + t->start[i], (size_t)t->len[i]) & mask;
+        size_t h = hash_bytes(t->base + t->start[i], (size_t)t->len[i], t->end) & mask;
         while (slots[h] >= 0) h = (h + 1) & mask;
         slots[h] = (int32_t)i;
     }
@@ -139,30 +161,26 @@ JS_FN int strtab_grow(strtab *t) {
     return 0;
 }
 
-/* Whether two byte ranges of length n are equal: short ones (most names and categories) by word loads
- * inside both ranges, without a call. */
-static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+/* Whether two byte ranges of length n, both in the buffer that ends at `end`, are equal: short ones (most
+ * names and categories) by word loads, without a call. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n, const unsigned char *end) {
     if (n >= 8 && n <= 16) {
         uint64_t x0, y0, x1, y1;
         memcpy(&x0, a, 8); memcpy(&y0, b, 8);
         memcpy(&x1, a + n - 8, 8); memcpy(&y1, b + n - 8, 8);
         return x0 == y0 && x1 == y1;
     }
-    if (n < 8) {
-        for (size_t i = 0; i < n; i++)
-            if (a[i] != b[i]) return 0;
-        return 1;
-    }
+    if (n < 8) return tail_word(a, n, end) == tail_word(b, n, end);
     return memcmp(a, b, n) == 0;
 }
 
 /* id of the raw string body [s, s + n), added when new; -1 on no memory */
 JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
-    size_t h = hash_bytes(s, n) & t->mask;
+    size_t h = hash_bytes(s, n, t->end) & t->mask;
     for (;;) {
         int32_t id = t->slots[h];
         if (id < 0) break;
-        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n)) return id;
+        if ((size_t)t->len[id] == n && same_bytes(t->base + t->start[id], s, n, t->end)) return id;
         h = (h + 1) & t->mask;
     }
     if (t->count == t->cap) {
@@ -185,6 +203,17 @@ JS_FN int32_t strtab_id(strtab *t, const unsigned char *s, size_t n) {
 }
 
 /* ------------------------------------------------------------------ JSON grammar */
+static const unsigned char *ws_run(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* p after any whitespace: one compare when there is none (every JSON whitespace byte is <= ' ', and no byte
+ * that may follow it is), the run itself out of line. */
+static inline const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
+    return p < end && *p <= ' ' ? ws_run(p, end) : p;
+}
+
 static inline void ws(parser *restrict P) {
     /* every JSON whitespace byte is <= ' ', and no byte that may follow it is: one compare when there is none */
     const unsigned char *p = P->p, *end = P->end;
@@ -422,14 +451,23 @@ JS_FN int scan_number(parser *restrict P, int *kind, int64_t *iv, double *dv, in
         is_int = 0;
         p++;
         if (p >= end || !IS_DIGIT(*p)) return -1;
-        while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
-            int k = leading_digits(p);
-            if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
-            if (k < 8) break;
-        }
-        for (; p < end && IS_DIGIT(*p); p++) {
-            if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
-            else lost = 1;
+        /* a fraction of at most 7 digits (a trace's times have 3) in one step when m keeps all of them (it stays
+         * below 10^19); sig then counts a fraction's leading zeros too, which only the loops below read */
+        int k = end - p >= 8 ? leading_digits(p) : 8;
+        if (k < 8 && sig + k <= 19) {
+            m = m * POW10_U64[k] + parse_digits(p, k);
+            frac = k;
+            p += k;
+        } else {
+            while (m && end - p >= 8 && sig <= 11) { /* leading zeros of a fraction counted below, one by one */
+                k = leading_digits(p);
+                if (k) { m = m * POW10_U64[k] + parse_digits(p, k); sig += k; frac += k; p += k; }
+                if (k < 8) break;
+            }
+            for (; p < end && IS_DIGIT(*p); p++) {
+                if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig += m != 0; frac++; }
+                else lost = 1;
+            }
         }
     }
     int64_t ex = 0;
@@ -585,6 +623,9 @@ JS_FN int skip_value(parser *restrict P, int depth) {
 }
 
 /* ------------------------------------------------------------------ events */
+/* The keys the columns take (KEY_START: an event's start, for the prediction of its first key). */
+enum { KEY_OTHER, KEY_PH, KEY_NAME, KEY_CAT, KEY_AUX, KEY_ARGS, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID, KEY_START };
+
 /* The columns of the events read, one array each, all grown together (an event is written in place). */
 typedef struct {
     uint8_t *ph, *kind, *complex, *aux;
@@ -593,12 +634,15 @@ typedef struct {
     size_t n, cap;
     strtab strings;
     struct { const unsigned char *b; size_t l; int32_t id; } last[2]; /* the previous event's name and cat */
+    /* per key (and an event's start): the key that followed it last, as the word of its text up to its ':' */
+    struct { uint64_t want, mask; int len, key; } next_key[KEY_START + 1];
 } events;
 
 /* The id of a name's or a category's raw text; the previous event's is checked first (a run of events
  * shares its category, often its name). */
 static inline int32_t string_id(events *E, int which, const unsigned char *b, size_t l) {
-    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l)) return E->last[which].id;
+    if (E->last[which].b && E->last[which].l == l && same_bytes(E->last[which].b, b, l, E->strings.end))
+        return E->last[which].id;
     int32_t id = strtab_id(&E->strings, b, l);
     E->last[which].b = b;
     E->last[which].l = l;
@@ -615,9 +659,8 @@ JS_FN int grow(void **a, size_t cap, size_t size) {
     return 0;
 }
 
-/* Room for one more event; 0, or -1 on no memory. */
-static inline int events_room(events *E) {
-    if (E->n < E->cap) return 0;
+/* The columns grown (twice the rows); 0, or -1 on no memory. */
+JS_FN int events_grow(events *E) {
     size_t cap = E->cap ? E->cap * 2 : E->n > 1024 ? E->n : 1024;
     if (grow((void **)&E->ph, cap, 1) || grow((void **)&E->kind, cap, NF) || grow((void **)&E->complex, cap, 1)
         || grow((void **)&E->aux, cap, 1) || grow((void **)&E->name, cap, 4) || grow((void **)&E->cat, cap, 4)
@@ -628,9 +671,10 @@ static inline int events_room(events *E) {
     return 0;
 }
 
-/* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
-enum { KEY_OTHER, KEY_PH, KEY_NAME, KEY_CAT, KEY_AUX, KEY_ARGS, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID };
+/* Room for one more event (the check inline, the growth out of line); 0, or -1 on no memory. */
+static inline int events_room(events *E) { return E->n < E->cap ? 0 : events_grow(E); }
 
+/* Which field a key names (its text between the quotes, unescaped): one switch on the length. */
 static inline int key_of(const unsigned char *b, size_t l) {
     switch (l) {
     case 1: return b[0] == 's' ? KEY_AUX : KEY_OTHER;
@@ -671,85 +715,237 @@ JS_FN int key_is(const unsigned char *b, size_t l, const char *word) {
     return strlen(word) == l && memcmp(b, word, l) == 0;
 }
 
+/* ------------------------------------------------------------------ the fast paths of an event
+ * The spellings writers use (ours, Kineto's, torch's) read with fewer decisions and fewer unpredictable
+ * branches; each takes only text whose meaning it settles exactly as the general path would, and hands
+ * anything else to the general path untouched. `fast(paths)` pins them (a bit each), so the tests read the
+ * same documents with each one off and on. */
+enum { FAST_KEYS = 1, FAST_PH = 2, FAST_STRINGS = 4, FAST_NUMBERS = 8, FAST_OBJECTS = 16, FAST_ALL = 31 };
+static int fast_paths = FAST_ALL;
+
+/* Whether the word w (load_le8) starts with the n (1-7) bytes of `text`: a constant compare once inlined. */
+static inline int word_starts(uint64_t w, const char *text, size_t n) {
+    uint64_t want = 0;
+    for (size_t i = 0; i < n; i++) want |= (uint64_t)(unsigned char)text[i] << (8 * i);
+    return (w & ((1ULL << (8 * n)) - 1)) == want;
+}
+
+/* At '"' with 8 bytes readable: a key the columns take, spelled plainly with its ':' right after the closing
+ * quote, by one word compare; *len: the bytes up to and with the ':'. KEY_OTHER when it is anything else. */
+static inline int word_key(const unsigned char *p, int *len) {
+    uint64_t w = load_le8(p);
+#define WORD_KEY(text, key) if (word_starts(w, text, sizeof text - 1)) { *len = (int)sizeof text - 1; return key; }
+    switch (p[1]) {
+    case 'p': WORD_KEY("\"ph\":", KEY_PH) WORD_KEY("\"pid\":", KEY_PID) break;
+    case 't': WORD_KEY("\"ts\":", KEY_TS) WORD_KEY("\"tid\":", KEY_TID) break;
+    case 'c': WORD_KEY("\"cat\":", KEY_CAT) break;
+    case 'n': WORD_KEY("\"name\":", KEY_NAME) break;
+    case 'd': WORD_KEY("\"dur\":", KEY_DUR) break;
+    case 'a': WORD_KEY("\"args\":", KEY_ARGS) break;
+    case 'i': WORD_KEY("\"id\":", KEY_ID) break;
+    case 's': WORD_KEY("\"s\":", KEY_AUX) break;
+    case 'b': WORD_KEY("\"bp\":", KEY_AUX) break;
+    }
+#undef WORD_KEY
+    return KEY_OTHER;
+}
+
+/* At the first byte of a number, with 32 bytes readable: at most 15 integer digits and a fraction of at most 3,
+ * no exponent (a trace's times and ids), by whole words. The same kind, value and ns as scan_number: every
+ * digit fits m, and a fraction's m <= 2^53 over 10^f is its Clinger fast path, ns m * 10^(3-f) its exact rule.
+ * 0 for any other text (nothing read: scan_number decides it, its errors included). */
+static inline int fast_number(const unsigned char **at, int *kind, int64_t *iv, double *dv, int64_t *ns) {
+    static const uint64_t SCALE[4] = {1000, 100, 10, 1};
+    const unsigned char *p = *at;
+    int neg = *p == '-';
+    p += neg;
+    int k = leading_digits(p);
+    if (k == 0 || (k > 1 && p[0] == '0')) return 0;
+    uint64_t m;
+    if (k < 8) {
+        m = parse_digits(p, k);
+    } else {
+        int k2 = leading_digits(p + 8);
+        if (k2 == 8) return 0;
+        m = parse_digits(p, 8);
+        if (k2) m = m * POW10_U64[k2] + parse_digits(p + 8, k2);
+        k += k2;
+    }
+    p += k;
+    if (*p == '.') {
+        int f = leading_digits(p + 1);
+        if (f == 0 || f > 3) return 0;
+        m = m * POW10_U64[f] + parse_digits(p + 1, f);
+        p += 1 + f;
+        if (*p == 'e' || *p == 'E' || m > (1ULL << 53)) return 0;
+        double d = (double)m / POW10_EXACT[f];
+        int64_t v = (int64_t)(m * SCALE[f]);
+        *dv = neg ? -d : d;
+        *ns = neg ? -v : v;
+        *kind = K_DOUBLE;
+    } else {
+        if (*p == 'e' || *p == 'E') return 0;
+        *iv = neg ? -(int64_t)m : (int64_t)m; /* below 10^15: its ns fits */
+        *ns = *iv * 1000;
+        *kind = K_INT;
+    }
+    *at = p;
+    return 1;
+}
+
+/* At '{': an object of members whose values are plain ASCII strings or numbers (an event's args, most
+ * often), skipped with the checks skip_value makes; -1 (P->p unchanged) for anything else - nesting,
+ * literals, escapes, UTF-8, an error - which skip_value then reads. */
+static inline int skip_flat_object(parser *restrict P) {
+    const unsigned char *p = skip_ws(P->p + 1, P->end), *end = P->end, *start = P->p;
+    if (p < end && *p == '}') { P->p = p + 1; return 0; }
+    for (;;) {
+        if (p >= end || *p != '"') return -1;
+        p += 1 + plain_span(p + 1, end);
+        if (p >= end || *p != '"') return -1;
+        p = skip_ws(p + 1, end);
+        if (p >= end || *p != ':') return -1;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return -1;
+        if (*p == '"') {
+            p += 1 + plain_span(p + 1, end);
+            if (p >= end || *p != '"') return -1;
+            p++;
+        } else if (*p == '-' || IS_DIGIT(*p)) {
+            P->p = p;
+            int r = skip_number(P);
+            p = P->p;
+            P->p = start;
+            if (r < 0) return -1;
+        } else {
+            return -1;
+        }
+        p = skip_ws(p, end);
+        if (p >= end) return -1;
+        if (*p == ',') { p = skip_ws(p + 1, end); continue; }
+        if (*p == '}') { P->p = p + 1; return 0; }
+        return -1;
+    }
+}
+
 JS_FN int scan_event(parser *restrict P, events *restrict E) {
     if (P->p >= P->end || *P->p != '{') return -1; /* not an object: the general path names it */
     if (events_room(E) < 0) return -2;
-    const unsigned char *start = P->p;
+    const unsigned char *start = P->p, *end = P->end, *p;
     unsigned char ph = 0, cx = 0, aux = 0;
     int32_t name = -1, cat = -1;
     uint8_t *kind = E->kind + E->n * NF;
     int64_t *num = E->num + E->n * NF;
     int64_t exact[2] = {0, 0}; /* ts and dur in ns, from the number's text (see scan_number) */
     int64_t args[2] = {-1, -1};
+    const int fast = fast_paths;
     memset(kind, 0, NF);
     memset(num, 0, 8 * NF);
-    P->p++;
-    ws(P);
-    if (P->p < P->end && *P->p == '}') {
-        P->p++;
+    p = skip_ws(start + 1, end);
+    if (p < end && *p == '}') {
+        p++;
     } else {
+        int prev = KEY_START; /* the key before this one: writers keep one order, so it predicts the next */
         for (;;) {
-            int key = fast_key(P);
-            if (key == KEY_OTHER) {
-                const unsigned char *kb; size_t kl; int kesc;
-                if (P->p >= P->end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
-                if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
-                else key = key_of(kb, kl);
+            int key = KEY_OTHER, len;
+            uint64_t w = 0;
+            if ((fast & FAST_KEYS) && end - p >= 8 /* the predicted word starts with its '"' */
+                && ((w = load_le8(p)) & E->next_key[prev].mask) == E->next_key[prev].want) {
+                key = E->next_key[prev].key; /* the key that followed the same key last time (one compare: a
+                                              * switch on the key's letters mispredicted its jump every few keys) */
+                p += E->next_key[prev].len;
+            } else if ((fast & FAST_KEYS) && end - p >= 8 && *p == '"' && (key = word_key(p, &len)) != KEY_OTHER) {
+                E->next_key[prev].want = w & (((uint64_t)1 << (8 * len)) - 1);
+                E->next_key[prev].mask = ((uint64_t)1 << (8 * len)) - 1;
+                E->next_key[prev].len = len;
+                E->next_key[prev].key = key;
+                p += len; /* the key and its ':' */
+            } else {
+                P->p = p;
+                key = fast_key(P);
+                if (key == KEY_OTHER) {
+                    const unsigned char *kb; size_t kl; int kesc;
+                    if (P->p >= end || *P->p != '"' || scan_string(P, &kb, &kl, &kesc) < 0) return -1;
+                    if (kesc) cx = 1; /* an escaped key may spell a field name: Python reads the event */
+                    else key = key_of(kb, kl);
+                }
+                p = skip_ws(P->p, end);
+                if (p >= end || *p != ':') return -1;
+                p++;
             }
-            ws(P);
-            if (P->p >= P->end || *P->p != ':') return -1;
-            P->p++;
-            ws(P);
-            if (P->p >= P->end) return -1;
+            p = skip_ws(p, end);
+            if (p >= end) return -1;
             int field = key >= KEY_TS ? key - KEY_TS : -1; /* F_TS .. F_ID in the order of KEY_TS .. KEY_ID */
-            unsigned char c = *P->p;
+            unsigned char c = *p;
+            prev = key;
             if (key == KEY_AUX) {
                 /* an instant's scope or a flow end's binding point: one ASCII character, else none */
                 const unsigned char *b; size_t l; int esc;
+                P->p = p;
                 if (c == '"') {
                     if (scan_string(P, &b, &l, &esc) < 0) return -1;
                     if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') aux = b[0];
                 } else if (skip_value(P, 1) < 0) {
                     return -1;
                 }
+                p = P->p;
             } else if (key >= KEY_PH && key <= KEY_CAT && c == '"') {
-                const unsigned char *b; size_t l; int esc;
-                if (scan_string(P, &b, &l, &esc) < 0) return -1;
-                if (key == KEY_PH) {
-                    if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
-                    else { ph = 0xff; cx = 1; }
+                const unsigned char *b = p + 1; size_t l; int esc;
+                if ((fast & FAST_PH) && key == KEY_PH && end - p >= 3 && p[2] == '"' && p[1] >= 0x20 && p[1] < 0x7f
+                    && p[1] != '\\' && p[1] != '"') {
+                    ph = p[1]; /* "X": the one character */
+                    p += 3;
                 } else {
-                    int32_t id = string_id(E, key == KEY_NAME, b, l);
-                    if (id < 0) return -2;
-                    if (key == KEY_NAME) name = id; else cat = id;
+                    l = (fast & FAST_STRINGS) ? plain_span(b, end) : 0;
+                    if ((fast & FAST_STRINGS) && b + l < end && b[l] == '"') {
+                        p = b + l + 1; /* a plain body: the first stop is its closing quote */
+                    } else {
+                        P->p = p;
+                        if (scan_string(P, &b, &l, &esc) < 0) return -1;
+                        p = P->p;
+                    }
+                    if (key == KEY_PH) {
+                        if (l == 1 && b[0] >= 0x20 && b[0] < 0x7f && b[0] != '\\') ph = b[0];
+                        else { ph = 0xff; cx = 1; }
+                    } else {
+                        int32_t id = string_id(E, key == KEY_NAME, b, l);
+                        if (id < 0) return -2;
+                        if (key == KEY_NAME) name = id; else cat = id;
+                    }
                 }
             } else if (field >= 0 && (c == '-' || (c >= '0' && c <= '9'))) {
                 int k; int64_t iv = 0, ns = 0; double dv = 0;
                 int timed = field == F_TS || field == F_DUR;
-                if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
+                if (!((fast & FAST_NUMBERS) && end - p >= 32 && fast_number(&p, &k, &iv, &dv, &ns))) {
+                    P->p = p;
+                    if (scan_number(P, &k, &iv, &dv, timed ? &ns : NULL) < 0) return -1;
+                    p = P->p;
+                }
                 if (k == K_INT) { kind[field] = K_INT; num[field] = iv; }
                 else if (k == K_DOUBLE) { kind[field] = K_DOUBLE; memcpy(&num[field], &dv, 8); }
                 else cx = 1; /* an integer beyond int64: Python reads the event */
                 if (timed && (k == K_INT || k == K_DOUBLE)) exact[field == F_TS ? 0 : 1] = ns;
             } else {
                 if ((key >= KEY_PH && key <= KEY_CAT) || field >= 0) cx = 1; /* a field of another type: Python reads it */
-                const unsigned char *vstart = P->p;
-                if (skip_value(P, 1) < 0) return -1;
-                if (key == KEY_ARGS && c == '{') { args[0] = vstart - P->base; args[1] = P->p - P->base; }
+                P->p = p;
+                if (!((fast & FAST_OBJECTS) && c == '{' && skip_flat_object(P) == 0) && skip_value(P, 1) < 0) return -1;
+                if (key == KEY_ARGS && c == '{') { args[0] = p - P->base; args[1] = P->p - P->base; }
+                p = P->p;
             }
-            ws(P);
-            if (P->p >= P->end) return -1;
-            if (*P->p == ',') { P->p++; ws(P); continue; }
-            if (*P->p == '}') { P->p++; break; }
+            p = skip_ws(p, end);
+            if (p >= end) return -1;
+            if (*p == ',') { p = skip_ws(p + 1, end); continue; }
+            if (*p == '}') { p++; break; }
             return -1;
         }
     }
+    P->p = p;
     size_t i = E->n;
     E->ph[i] = ph;
     E->name[i] = name;
     E->cat[i] = cat;
     E->span[2 * i] = start - P->base;
-    E->span[2 * i + 1] = P->p - P->base;
+    E->span[2 * i + 1] = p - P->base;
     E->complex[i] = cx;
     E->args[2 * i] = args[0];
     E->args[2 * i + 1] = args[1];
@@ -807,20 +1003,52 @@ JS_FN int keyrefs(PyObject *tuple, keyref **out, Py_ssize_t *n, const char *what
     return 0;
 }
 
+/* [b, e) (one member of an object: key, colon, value) appended without the whitespace outside strings, which
+ * is orjson's compact form of torch's `"key": [1, 2]` spacing. Returns 2 when the text is not byte for byte
+ * what orjson writes for the same value (an escape, a control or non-ASCII byte, a number with a fraction or
+ * an exponent, a -0: the caller re-encodes that row), else 0; -2 no memory. */
+static int push_compact(column *text, const unsigned char *b, const unsigned char *e) {
+    if (col_reserve(text, (size_t)(e - b)) < 0) return -2;
+    unsigned char *d = (unsigned char *)text->data + text->used;
+    const unsigned char *start = b;
+    int odd = 0, in_string = 0;
+    for (; b < e; b++) {
+        unsigned char c = *b;
+        if (in_string) {
+            *d++ = c;
+            if (c == '"') in_string = 0;
+            else if (c == '\\') {  /* the escaped byte is copied with it: an escaped quote ends nothing */
+                odd = 2;
+                if (b + 1 < e) *d++ = *++b;
+            } else if (c < 0x20 || c >= 0x80) odd = 2;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        if (c == '"') in_string = 1;
+        else if (c == '.' || c == 'E' || c == '+' || c < 0x20 || c >= 0x80) odd = 2;
+        else if (c == 'e' && b > start && b[-1] >= '0' && b[-1] <= '9') odd = 2;
+        else if (c == '-' && b + 1 < e && b[1] == '0') odd = 2;
+        *d++ = c;
+    }
+    text->used = (size_t)(d - (unsigned char *)text->data);
+    return odd;
+}
+
 /* One object at [s, e): the rows of its int keys (ints: int64 values) and float keys (floats: any JSON
  * number, as a double) filled with a present flag each (null counts as absent), the other members'
- * text appended to `text` (comma separated), keys in `drops` skipped. 1 when the row is complex (an
- * escaped key, or a value of a listed key the columns cannot hold), 0 when done, -1 on malformed
- * input, -2 no memory. */
+ * text appended to `text` (comma separated; with `compact`, in orjson's spacing: push_compact), keys in
+ * `drops` skipped. Bit 1 set when the row is complex (an escaped key, or a value of a listed key the columns
+ * cannot hold), bit 2 when the compacted text is not orjson's form; 0 when done, -1 on malformed input, -2
+ * no memory. */
 JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const keyref *ints, Py_ssize_t ni,
                          const keyref *floats, Py_ssize_t nf, const keyref *drops, Py_ssize_t nd, int64_t *vals,
-                         uint8_t *present, double *fvals, uint8_t *fpresent, column *text) {
+                         uint8_t *present, double *fvals, uint8_t *fpresent, column *text, int compact) {
     parser P = {base + s, base + e, base, 0};
     if (P.p >= P.end || *P.p != '{') return -1;
     P.p++;
     ws(&P);
     if (P.p < P.end && *P.p == '}') return 0;
-    int complex_row = 0;
+    int complex_row = 0, not_orjson = 0;
     for (;;) {
         const unsigned char *kstart = P.p, *kb; size_t kl; int kesc;
         if (P.p >= P.end || *P.p != '"' || scan_string(&P, &kb, &kl, &kesc) < 0) return -1;
@@ -865,7 +1093,13 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
             if (skip_value(&P, 1) < 0) return -1;
             if (!drop) {
                 if (text->used && col_push(text, ",", 1)) return -2;
-                if (col_push(text, kstart, (size_t)(P.p - kstart))) return -2;
+                if (!compact) {
+                    if (col_push(text, kstart, (size_t)(P.p - kstart))) return -2;
+                } else {
+                    int odd = push_compact(text, kstart, P.p);
+                    if (odd < 0) return -2;
+                    not_orjson |= odd;
+                }
             }
             (void)vstart;
         }
@@ -875,7 +1109,7 @@ JS_FN int object_members(const unsigned char *base, int64_t s, int64_t e, const 
         if (*P.p == '}') break;
         return -1;
     }
-    return complex_row;
+    return complex_row | not_orjson;
 }
 
 
@@ -974,10 +1208,11 @@ static PyObject *py_events(PyObject *self, PyObject *args) {
     parser P = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + view.len, view.buf, 0};
     events E;
     memset(&E, 0, sizeof E);
+    for (int k = 0; k <= KEY_START; k++) E.next_key[k].want = 1; /* no word matches under the mask 0 */
     PyObject *result = NULL;
     int status = 0, r = 0;
     int64_t consumed = start, error_at = -1;
-    if (strtab_init(&E.strings, P.base) < 0) { PyErr_NoMemory(); goto done; }
+    if (strtab_init(&E.strings, P.base, P.end) < 0) { PyErr_NoMemory(); goto done; }
     {
         /* room for the events the buffer likely holds (a Kineto event is rarely under 64 bytes), so the
          * columns seldom move while they fill; pages not written are never touched */
@@ -1047,8 +1282,9 @@ done:
 
 static PyObject *py_args(PyObject *self, PyObject *args) {
     PyObject *buf, *spans_obj, *int_keys, *float_keys, *drop_keys;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!", &buf, &spans_obj, &PyTuple_Type, &int_keys, &PyTuple_Type, &float_keys,
-                          &PyTuple_Type, &drop_keys))
+    int compact = 0;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!|p", &buf, &spans_obj, &PyTuple_Type, &int_keys, &PyTuple_Type,
+                          &float_keys, &PyTuple_Type, &drop_keys, &compact))
         return NULL;
     Py_buffer view = {0}, spans = {0};
     keyref *ints = NULL, *floats = NULL, *drops = NULL;
@@ -1094,7 +1330,7 @@ static PyObject *py_args(PyObject *self, PyObject *args) {
                 goto done;
             }
             int r = object_members(base, s, e, ints, ni, floats, nf, drops, nd, iv + i * ni, ip + i * ni, fv + i * nf,
-                                   fp + i * nf, &text);
+                                   fp + i * nf, &text, compact);
             if (r == -2) { PyErr_NoMemory(); goto done; }
             if (r < 0) {
                 PyErr_Format(PyExc_ValueError, "args: the span of row %zd is not a JSON object", i);
@@ -1169,7 +1405,7 @@ static PyObject *py_members(PyObject *self, PyObject *args) {
                 goto done;
             }
             int r = object_members(base, s, e, ints, ni, NULL, 0, drops, nd, vals + i * ni, present + i * ni, NULL,
-                                   NULL, &text);
+                                   NULL, &text, 0);
             if (r == -2) { PyErr_NoMemory(); goto done; }
             if (r < 0) {
                 PyErr_Format(PyExc_ValueError, "members: the span of row %zd is not a JSON object", i);
@@ -1223,7 +1459,26 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(SIMD_NAMES[simd_level]);
 }
 
+static PyObject *py_fast(PyObject *self, PyObject *args) {
+    PyObject *arg = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &arg)) return NULL;
+    if (arg != Py_None) {
+        long paths = PyLong_Check(arg) ? PyLong_AsLong(arg) : -1;
+        if (paths == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (!PyLong_Check(arg) || paths < 0 || paths > FAST_ALL) {
+            PyErr_Format(PyExc_ValueError, "fast: %R is not a set of fast paths; valid: an int from 0 (none) to %d "
+                         "(all), a bit each: 1 keys, 2 ph, 4 strings, 8 numbers, 16 flat objects", arg, FAST_ALL);
+            return NULL;
+        }
+        fast_paths = (int)paths;
+    }
+    return PyLong_FromLong(fast_paths);
+}
+
 static PyMethodDef methods[] = {
+    {"fast", py_fast, METH_VARARGS,
+     "fast($module, paths=None, /)\n--\n\n-> the fast paths in use, a bit each (1 keys, 2 ph, 4 strings, 8 numbers, "
+     "16 flat objects; all at load); paths pins them (0: the general path alone)"},
     {"simd", py_simd, METH_VARARGS,
      "simd($module, level=None, /)\n--\n\n-> the level in use: 'avx2', 'sse2' or 'scalar' (chosen at load: the best the processor runs); "
      "a level ('best' too) pins it"},

@@ -9,6 +9,11 @@ def simd(level: str | None = None, /) -> str:
     """The string-run level in use ('avx2', 'sse2' or 'scalar'; chosen at load: the best the processor runs);
     a level, or 'best', pins it (ValueError for one this processor does not run)."""
 
+def fast(paths: int | None = None, /) -> int:
+    """The fast paths in use, a bit each (1 keys, 2 ph, 4 strings, 8 numbers, 16 flat objects; all at load);
+    paths pins them (0: the general path alone; ValueError beyond 31). Every path reads exactly what the
+    general path reads."""
+
 def header(buffer: Buffer, final: bool, /) -> tuple[int, int, bytes]:
     """(status, events_start, members): status 1 found the traceEvents array, 0 more bytes needed, -1 invalid
     JSON, -2 traceEvents is not an array, -3 the document ends without one."""
@@ -18,8 +23,10 @@ def events(buffer: Buffer, start: int, state: int, final: bool, /) -> _Events:
     (0 more may follow, 1 the array closed, -1 invalid JSON) and where the error is."""
 
 def args(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], float_keys: tuple[bytes, ...],
-         drop_keys: tuple[bytes, ...], /) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
-    """(ints, int_present, floats, float_present, offsets, blob, complex) of the objects at the int64 spans."""
+         drop_keys: tuple[bytes, ...], compact: bool = False, /) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
+    """(ints, int_present, floats, float_present, offsets, blob, flags) of the objects at the int64 spans; flags
+    bit 1: complex row; with ``compact`` the other members' text loses the whitespace outside strings and bit 2
+    marks a row whose text is still not orjson's form (an escape, a fraction, an exponent, -0, ...)."""
 
 def members(buffer: Buffer, spans: Buffer, int_keys: tuple[bytes, ...], drop_keys: tuple[bytes, ...],
             /) -> tuple[bytes, bytes, list[bytes | None], bytes]:

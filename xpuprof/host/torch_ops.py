@@ -18,9 +18,7 @@ does not use torch never pays for importing it).
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import threading
 
 import numpy as np
@@ -32,6 +30,7 @@ from ..trace.builder.columns import ArgColumn
 from ..trace.builder.intervals import innermost_containing
 from . import torch_args
 from .distinct import distinct
+from .torch_file import TorchOpsError, saved_trace
 
 # Kineto categories this source writes, and the events of torch's trace it keeps.
 OP_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
@@ -39,10 +38,6 @@ FLOW_CATEGORY = "fwdbwd"
 _NO_ARGS: dict = {}
 # Args Kineto writes for its own bookkeeping (the trace's event index), meaningless after merging.
 _DROPPED_ARGS = ("Ev Idx",)
-
-
-class TorchOpsError(RuntimeError):
-    """torch ops cannot be recorded as asked (a conflicting profiler, an unusable torch)."""
 
 
 def torch_if_imported():
@@ -330,14 +325,7 @@ class TorchOpRecorder:
             raise TorchOpsError(f"torch's profiler could not be stopped on the recorded thread: {self._stop_error}")
         if self.result is None:
             return b""
-        fd, path = tempfile.mkstemp(prefix="xpuprof-torch-", suffix=".json")
-        os.close(fd)
-        try:
-            self.result.save(path)
-            with open(path, "rb") as f:
-                return f.read()
-        finally:
-            os.unlink(path)
+        return saved_trace(self.result)
 
 
 # Kineto's integer args of ops, ranges and Python frames, kept as numeric columns; the rest of an
@@ -406,7 +394,7 @@ class TorchOps:
         ops.external_id = np.where(ext > 0, ext + id_base, 0)
         ops.num_args = {key: (ints[:, j].copy(), present[:, j].copy()) for j, key in enumerate(INT_ARGS)
                         if j != ext_col and present[:, j].any()}
-        ops.row_args = torch_args.compact_rows(others) if others.lens.any() else None
+        ops.row_args = others if others.lens.any() else None  # orjson's form already
         ops.flow_id = sc.ints(ID)[frows]
         ops.flow_ts = _us_to_epoch_ns(sc.numbers(TS)[frows], base_ns)
         ops.flow_pid, ops.flow_tid = sc.ints(PID)[frows], sc.ints(TID)[frows]
