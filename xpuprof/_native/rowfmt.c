@@ -412,7 +412,10 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
                     obj_entries++;
                 }
             }
-            if (plen <= COPY_SLACK) {
+            if (plen <= 16) { /* most keys: one 16-byte store, where the 64-byte block is four */
+                memcpy(p, pre, 16);
+                p += plen;
+            } else if (plen <= COPY_SLACK) {
                 memcpy(p, pre, COPY_SLACK);
                 p += plen;
             } else {
