@@ -46,11 +46,16 @@ typedef struct {
     int kind, flags;
     Py_buffer prefix, a, b, c, mask;
     int has_a, has_b, has_c, has_mask;
+    int special; /* has_mask or flags: the row loop's slow path */
     int64_t base;
     Py_ssize_t na, nb, nc, nmask; /* element counts */
     Py_ssize_t cursor;            /* FLOAT: read position in the text */
     Py_ssize_t max_token;         /* TOKENS, SPANS: longest token */
-    char *pre;                    /* the prefix, padded to whole 16-byte blocks (see copy_short) */
+    char *pre;                    /* the prefix, padded by COPY_SLACK bytes (copied whole) */
+    char *padded;                 /* TOKENS: a copy of a small blob, padded by COPY_SLACK bytes, or NULL */
+    uint64_t head;                /* MICROS, FIXED3, INT, UINT: the last value's leading part, and its digits */
+    int head_len;
+    char head_text[32];
 } Seg;
 
 /* Copies of a few dozen bytes dominate a row: a libc memcpy call per literal or name costs more
@@ -58,6 +63,7 @@ typedef struct {
  * bytes past the copy (the output keeps COPY_SLACK spare bytes; the next value overwrites them). */
 #define COPY_BLOCK 16
 #define COPY_SLACK 64
+#define PADDED_BLOB_MAX (1 << 20) /* TOKENS blobs up to this size are copied padded (see parse_seg) */
 static inline char *copy_short(char *p, const char *src, Py_ssize_t len, const char *src_end) {
     if (len <= 4 * COPY_BLOCK && src + ((len + COPY_BLOCK - 1) & ~(Py_ssize_t)(COPY_BLOCK - 1)) <= src_end) {
         for (Py_ssize_t k = 0; k < len; k += COPY_BLOCK) memcpy(p + k, src + k, COPY_BLOCK);
@@ -123,16 +129,78 @@ static inline char *put_u64(char *p, uint64_t v) {
     return p + 16;
 }
 
-static inline char *put_i64(char *p, int64_t v) {
-    if (v < 0) {
-        *p++ = '-';
-        return put_u64(p, (uint64_t)0 - (uint64_t)v); /* exact for INT64_MIN too */
+/* v / 1000 for any 32-bit v as the compiler's own multiply and shift: written out, since GCC emitted a
+ * `div` (~12 cycles) for the division in a path it judged cold, the one every row's short duration takes. */
+static inline uint32_t div1000(uint32_t v) {
+    return (uint32_t)(((uint64_t)v * 0x10624DD3u) >> 38);
+}
+
+/* A fraction r = 0..999 in one 4-byte store: FRAC3[r] is ".ddd" (MICROS); FIXED3 writes FRAC_SHORT[r] and
+ * advances FRAC_LEN[r] (".d", ".dd" or ".ddd": trailing zeros dropped, one kept). Filled at import. */
+static char FRAC3[1000][4], FRAC_SHORT[1000][4];
+static unsigned char FRAC_LEN[1000];
+
+/* Values of a column in a chunk share their leading digits (timestamps, ids, correlations): the digits
+ * of the leading part, v / `unit`, are kept from the segment's last value and copied while it repeats,
+ * so a row formats only its last 4 digits (and a fraction). Returns after the leading digits. */
+static inline char *put_head(Seg *s, char *p, uint64_t head) {
+    if (head != s->head) {
+        s->head = head;
+        s->head_len = (int)(put_u64(s->head_text, head) - s->head_text); /* at most 16 digits */
     }
-    return put_u64(p, (uint64_t)v);
+    memcpy(p, s->head_text, 16);
+    return p + s->head_len;
+}
+
+static inline char *put4(char *p, uint32_t v) { /* exactly 4 digits of v < 10^4 */
+    memcpy(p, DIGITS2 + 2 * (v / 100), 2);
+    memcpy(p + 2, DIGITS2 + 2 * (v % 100), 2);
+    return p + 4;
+}
+
+/* v >= 0 in decimal (INT, UINT). */
+static inline char *put_u64_seg(Seg *s, char *p, uint64_t v) {
+    if (v < 10000) return put_u32(p, (uint32_t)v);
+    uint64_t head = v / 10000;
+    return put4(put_head(s, p, head), (uint32_t)(v - head * 10000));
+}
+
+/* µs with exactly 3 decimals of ns >= 0 (MICROS): ns / 10^7 is the leading part (it changes once per
+ * 10 ms), then 4 integer digits and ".ddd". */
+static inline char *put_micros(Seg *s, char *p, uint64_t ns) {
+    if (ns < 10000000) {
+        uint32_t v = (uint32_t)ns, us = div1000(v);
+        p = put_u32(p, us);
+        memcpy(p, FRAC3[v - us * 1000], 4);
+        return p + 4;
+    }
+    uint64_t head = ns / 10000000;
+    uint32_t low = (uint32_t)(ns - head * 10000000), us = div1000(low);
+    p = put4(put_head(s, p, head), us);
+    memcpy(p, FRAC3[low - us * 1000], 4);
+    return p + 4;
+}
+
+/* m / 1000 with 3 decimals less trailing zeros, one kept (FIXED3, m >= 0). */
+static inline char *put_fixed3(Seg *s, char *p, uint64_t m) {
+    uint32_t r;
+    if (m < 10000000) {
+        uint32_t v = (uint32_t)m, whole = div1000(v);
+        p = put_u32(p, whole);
+        r = v - whole * 1000;
+    } else {
+        uint64_t head = m / 10000000;
+        uint32_t low = (uint32_t)(m - head * 10000000), whole = div1000(low);
+        p = put4(put_head(s, p, head), whole);
+        r = low - whole * 1000;
+    }
+    memcpy(p, FRAC_SHORT[r], 4);
+    return p + FRAC_LEN[r];
 }
 
 static void release(Seg *s) {
     PyMem_Free(s->pre);
+    PyMem_Free(s->padded);
     if (s->prefix.obj) PyBuffer_Release(&s->prefix);
     if (s->has_a) PyBuffer_Release(&s->a);
     if (s->has_b) PyBuffer_Release(&s->b);
@@ -165,17 +233,19 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
     memset(s, 0, sizeof *s);
     if (!PyArg_ParseTuple(t, "iiOOOOOL", &s->kind, &s->flags, &prefix, &a, &b, &c, &mask, &base)) return -1;
     s->base = base;
+    s->head = UINT64_MAX; /* no MICROS value formatted yet (ns / 10^7 never reaches it) */
     if (s->kind < 0 || s->kind >= K_COUNT) {
         PyErr_Format(PyExc_ValueError, "rowfmt: unknown segment kind %d", s->kind);
         return -1;
     }
     if (PyObject_GetBuffer(prefix, &s->prefix, PyBUF_SIMPLE) < 0) return -1;
-    s->pre = PyMem_Calloc((size_t)s->prefix.len + COPY_BLOCK, 1);
+    s->pre = PyMem_Calloc((size_t)s->prefix.len + COPY_SLACK, 1);
     if (!s->pre) {
         PyErr_NoMemory();
         return -1;
     }
     memcpy(s->pre, s->prefix.buf, (size_t)s->prefix.len);
+    s->special = s->flags != 0 || mask != Py_None;
     if (mask != Py_None) {
         if (get_buf(mask, &s->mask, &s->has_mask, 1, &s->nmask, "mask") < 0) return -1;
         if (!column_ok(s->nmask, n, "mask")) return -1;
@@ -208,6 +278,17 @@ static int parse_seg(PyObject *t, Seg *s, Py_ssize_t n) {
                 PyErr_Format(PyExc_ValueError, "rowfmt: token id %lld outside the table of %zd", (long long)ids[i], k);
                 return -1;
             }
+        }
+        /* A small blob (a batch's names) is copied once, padded, so that every token of up to COPY_SLACK
+         * bytes is copied as one fixed block: a copy sized by the token's length branches on it, and names
+         * of many lengths in random order mispredict it. */
+        if (s->na <= PADDED_BLOB_MAX) {
+            s->padded = PyMem_Calloc((size_t)s->na + COPY_SLACK, 1);
+            if (!s->padded) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            memcpy(s->padded, s->a.buf, (size_t)s->na);
         }
         return 0;
     bad_offsets:
@@ -308,73 +389,78 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
         int obj_entries = 0;
         for (Py_ssize_t j = 0; j < nseg; j++) {
             Seg *s = &segs[j];
-            int on = !s->has_mask || ((const uint8_t *)s->mask.buf)[AT(s->nmask, i)];
-            if (!on) {
-                if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
-                continue;
-            }
-            const char *pre = s->pre, *pre_end = s->pre + s->prefix.len + COPY_BLOCK;
+            const char *pre = s->pre;
             Py_ssize_t plen = s->prefix.len;
-            if (s->flags & F_OPEN) {
-                obj_start = p;
-                obj_entries = 0;
-            } else if (s->flags & F_CLOSE) {
-                if (obj_start && !obj_entries) {
-                    p = obj_start;
-                    obj_start = NULL;
+            if (s->special) { /* a mask or an object flag: most segments have neither (one test for them) */
+                int on = !s->has_mask || ((const uint8_t *)s->mask.buf)[AT(s->nmask, i)];
+                if (!on) {
+                    if (s->kind == K_FLOAT && float_token(s, i, &p, 0) < 0) return -1;
                     continue;
                 }
-                obj_start = NULL;
-            } else if (s->flags & F_ENTRY) {
-                if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
-                obj_entries++;
+                if (s->flags & F_OPEN) {
+                    obj_start = p;
+                    obj_entries = 0;
+                } else if (s->flags & F_CLOSE) {
+                    if (obj_start && !obj_entries) {
+                        p = obj_start;
+                        obj_start = NULL;
+                        continue;
+                    }
+                    obj_start = NULL;
+                } else if (s->flags & F_ENTRY) {
+                    if (!obj_entries && plen && pre[0] == ',') pre++, plen--;
+                    obj_entries++;
+                }
             }
-            p = copy_short(p, pre, plen, pre_end);
+            if (plen <= 16) { /* most keys: one 16-byte store, where the 64-byte block is four */
+                memcpy(p, pre, 16);
+                p += plen;
+            } else if (plen <= COPY_SLACK) {
+                memcpy(p, pre, COPY_SLACK);
+                p += plen;
+            } else {
+                p = copy_short(p, pre, plen, s->pre + s->prefix.len + COPY_BLOCK);
+            }
             switch (s->kind) {
-            case K_INT:
-                p = put_i64(p, ((const int64_t *)s->a.buf)[AT(s->na, i)]);
+            case K_INT: {
+                int64_t v = ((const int64_t *)s->a.buf)[AT(s->na, i)];
+                uint64_t m = (uint64_t)v;
+                if (v < 0) *p++ = '-', m = 0 - m; /* exact for INT64_MIN too */
+                p = put_u64_seg(s, p, m);
                 break;
+            }
             case K_UINT:
-                p = put_u64(p, ((const uint64_t *)s->a.buf)[AT(s->na, i)]);
+                p = put_u64_seg(s, p, ((const uint64_t *)s->a.buf)[AT(s->na, i)]);
                 break;
             case K_MICROS: {
                 int64_t v = ((const int64_t *)s->a.buf)[AT(s->na, i)], rel;
                 if (__builtin_sub_overflow(v, s->base, &rel)) rel = s->base > 0 ? 0 : INT64_MAX;
                 if (rel < 0) rel = 0;
-                p = put_u64(p, (uint64_t)(rel / 1000));
-                unsigned r = (unsigned)(rel % 1000);
-                p[0] = '.';
-                p[1] = (char)('0' + r / 100);
-                memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
-                p += 4;
+                p = put_micros(s, p, (uint64_t)rel);
                 break;
             }
             case K_FIXED3: {
                 int64_t k = ((const int64_t *)s->a.buf)[AT(s->na, i)];
                 uint64_t m = (uint64_t)k;
                 if (k < 0) *p++ = '-', m = 0 - m;
-                p = put_u64(p, m / 1000);
-                unsigned r = (unsigned)(m % 1000);
-                p[0] = '.';
-                if (r % 100 == 0) {
-                    p[1] = (char)('0' + r / 100);
-                    p += 2;
-                } else if (r % 10 == 0) {
-                    memcpy(p + 1, DIGITS2 + 2 * (r / 10), 2);
-                    p += 3;
-                } else {
-                    p[1] = (char)('0' + r / 100);
-                    memcpy(p + 2, DIGITS2 + 2 * (r % 100), 2);
-                    p += 4;
-                }
+                p = put_fixed3(s, p, m);
                 break;
             }
             case K_HEX: {
                 uint64_t v = ((const uint64_t *)s->a.buf)[AT(s->na, i)];
                 p[0] = '"', p[1] = '0', p[2] = 'x';
+#if defined(__SSE2__) && defined(__x86_64__)
+                /* the 16 digits in one register, one store: each byte's two nibbles side by side, most
+                 * significant first, then '0' + d, plus 'a' - '0' - 10 where d > 9 */
+                __m128i x = _mm_cvtsi64_si128((long long)__builtin_bswap64(v)), low = _mm_set1_epi8(0x0f);
+                __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low), _mm_and_si128(x, low));
+                __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(nib, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+                _mm_storeu_si128((__m128i *)(p + 3), _mm_add_epi8(_mm_add_epi8(nib, _mm_set1_epi8('0')), letter));
+#else
                 /* two digits per store, straight into the row (bytes built on the stack and copied
                  * out as one 16-byte load stall on store forwarding) */
                 for (int k = 0; k < 8; k++) memcpy(p + 3 + 2 * k, HEX2 + 2 * ((v >> (56 - 8 * k)) & 0xff), 2);
+#endif
                 p[19] = '"';
                 p += 20;
                 break;
@@ -386,8 +472,13 @@ static int render_rows(Seg *segs, Py_ssize_t nseg, Py_ssize_t n, char *out, Py_s
             case K_TOKENS: {
                 int64_t id = ((const int64_t *)s->c.buf)[AT(s->nc, i)];
                 const int64_t *off = (const int64_t *)s->b.buf;
-                p = copy_short(p, (const char *)s->a.buf + off[id], (Py_ssize_t)(off[id + 1] - off[id]),
-                               (const char *)s->a.buf + s->na);
+                Py_ssize_t len = (Py_ssize_t)(off[id + 1] - off[id]);
+                if (s->padded && len <= COPY_SLACK) {
+                    memcpy(p, s->padded + off[id], COPY_SLACK);
+                    p += len;
+                } else {
+                    p = copy_short(p, (const char *)s->a.buf + off[id], len, (const char *)s->a.buf + s->na);
+                }
                 break;
             }
             case K_SPANS: {
@@ -581,6 +672,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "xpuprof._native.rowf
                                     "Compact JSON event rows from numpy columns.", -1, methods};
 
 PyMODINIT_FUNC PyInit_rowfmt(void) {
+    for (int r = 0; r < 1000; r++) {
+        char d[4] = {'.', (char)('0' + r / 100), (char)('0' + r / 10 % 10), (char)('0' + r % 10)};
+        memcpy(FRAC3[r], d, 4);
+        memcpy(FRAC_SHORT[r], d, 4);
+        FRAC_LEN[r] = (unsigned char)(r % 100 == 0 ? 2 : r % 10 == 0 ? 3 : 4);
+    }
     for (int b = 0; b < 256; b++) {
         HEX2[2 * b] = "0123456789abcdef"[b >> 4];
         HEX2[2 * b + 1] = "0123456789abcdef"[b & 15];

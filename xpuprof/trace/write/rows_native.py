@@ -26,6 +26,10 @@ from .value_text import is_constant
 
 COMPACT_ROW_BYTES = 200  # rough size of a compact row, for chunk sizing
 _PHASES = (b'"f""s"', np.array([0, 3, 6], dtype=np.int64))
+# Chunk buffers for every export of the process: a fresh buffer costs its page faults (see BufferPool). At
+# most 4 are kept, 32 MiB in all (15 MB after a two-thread export of 1 M host ranges, 30 MB of 1 M XPU
+# records): what the main thread's malloc arena kept of a one-thread export's buffers anyway.
+SHARED_POOL = BufferPool()
 _Segments, _TokenTable, _add_number = Segments, TokenTable, add_number
 
 __all__ = ["BufferPool", "CompactWriter", "DeferredChunk", "PooledChunk", "make_writer"]
@@ -60,7 +64,7 @@ class CompactWriter(FixedWidthWriter):
 
     def __init__(self, strings: "StringTable | list[str]", vendor_categories: bool, defer: bool = False) -> None:
         super().__init__(strings, vendor_categories)
-        self.pool = BufferPool()
+        self.pool = SHARED_POOL
         self.defer = defer
 
     @staticmethod
@@ -149,9 +153,11 @@ class CompactWriter(FixedWidthWriter):
                 mask = _mask(row_args[2][sel] > 0)
                 if mask is not False:
                     entries.append((_ROW_ARGS, row_args, mask))
-            # Optional entries need the C side's object bookkeeping; when every row has every
-            # entry the object is plain literal text around the values (fewer, merged segments).
-            optional = any(mask is not None for _, _, mask in entries)
+            # An object whose first entry some rows lack needs the C side's bookkeeping (the first entry
+            # written drops its comma; an object left empty is dropped). When the first entry is in every
+            # row, the object is plain literal text around the values and a later optional entry is just a
+            # masked segment with its comma (fewer, merged segments: a device row's constant args merge).
+            optional = bool(entries) and entries[0][2] is not None
             entry = _rowfmt.ENTRY if optional else 0
             if entries:
                 segs.add(_rowfmt.LIT, prefix=b',"args":{', flags=_rowfmt.OPEN) if optional else segs.lit(b',"args":{')

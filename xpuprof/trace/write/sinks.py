@@ -49,7 +49,13 @@ class Segment(NamedTuple):
 
 # ----------------------------------------------------------------------------- gzip codecs
 class _SegmentedGzip:
-    """One gzip member made of independently deflated segments (python-isal: thread safe, GIL free)."""
+    """One gzip member made of independently deflated segments (python-isal: thread safe, GIL free).
+
+    Each worker deflates with a ``_ParallelCompress`` of its own: python-isal's building block for its own
+    threaded gzip writer (``isal.igzip_threaded``), which deflates and sums the CRC in one call without the
+    GIL. ``compressobj().compress`` holds the GIL between 16 KiB output steps and ``crc32`` holds it
+    throughout, so two workers deflating that way took turns (measured: two threads ran 2.2x one thread's
+    time). Where the class is missing (python-isal before 1.4), the segment is deflated that way still."""
 
     parallel = True
 
@@ -57,6 +63,7 @@ class _SegmentedGzip:
         self._z, self._level = isal_zlib, max(0, min(int(level), 3))
         self._crc = 0
         self._size = 0
+        self._local = threading.local()  # each worker's compressor and the input size it was made for
 
     def header(self) -> bytes:
         return GZIP_HEADER
@@ -64,8 +71,35 @@ class _SegmentedGzip:
     def deflate(self, data) -> Segment:
         """On any worker, right after the chunk renders."""
         z = self._z
+        size = len(memoryview(data).cast("B"))
+        for worst_case in (False, True):
+            compressor = self._compressor(size, worst_case)
+            if compressor is None:
+                break
+            try:
+                out, crc = compressor.compress_and_crc(data, b"")
+                return Segment(out, crc, size)
+            except OverflowError:  # past the output buffer: again with the worst case's
+                continue
         comp = z.compressobj(self._level, z.DEFLATED, -15)
-        return Segment(comp.compress(data) + comp.flush(z.Z_SYNC_FLUSH), z.crc32(data), len(data))
+        return Segment(comp.compress(data) + comp.flush(z.Z_SYNC_FLUSH), z.crc32(data), size)
+
+    def _compressor(self, size: int, worst_case: bool):
+        """This worker's compressor for an input of ``size`` bytes. Its output buffer is held while the worker
+        lives: a quarter of the input (trace text deflates 5-30x) unless ``worst_case``, then igzip_threaded's
+        bound (level 0, Huffman only, can expand the input; the others by under 10 %)."""
+        parallel = getattr(self._z, "_ParallelCompress", None)
+        if parallel is None:
+            return None
+        held = getattr(self._local, "held", None)
+        if held is None or held[1] < size or (worst_case and not held[2]):
+            size += size >> 3  # headroom: chunks differ in size a little, and the compressor is kept
+            if worst_case:
+                bound = 2 * size + 500 if self._level == 0 else size + max(size // 10, 500)
+            else:
+                bound = (size >> 2) + 65536
+            held = self._local.held = (parallel(bound, self._level), size, worst_case)
+        return held[0]
 
     def in_order(self, seg: Segment) -> bytes:
         """In file order, as the segment is written: the member's CRC and size."""
@@ -112,7 +146,8 @@ def gzip_codec(level: int):
 # ----------------------------------------------------------------------------- the sink
 class ChunkSink:
     """Chunks handed over in file order, rendered/deflated by ``threads`` workers, written in order by
-    whichever worker holds the next one. At most ``depth`` chunks are in flight (memory bound).
+    whichever worker holds the next one. At most ``depth`` chunks are in flight (memory bound; by default one
+    per worker and one more: one is written while the others render, and each chunk in flight holds a buffer).
     ``threads`` = 1: no worker; each chunk is rendered, deflated and written on the caller's thread as
     it is handed over (one free CPU: a second thread would only take turns with the first)."""
 
@@ -121,7 +156,7 @@ class ChunkSink:
         self._fd = self._file.fileno()
         self._gz = gz
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._slots = threading.Semaphore(depth or 2 * threads + 1)
+        self._slots = threading.Semaphore(depth or threads + 1)
         self._lock = threading.Lock()
         self._all_written = threading.Condition(self._lock)
         self._ready: dict[int, tuple[Any, Callable | None]] = {}
