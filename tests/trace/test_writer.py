@@ -543,6 +543,20 @@ def test_cgroup_cpu_quotas_cap_the_usable_cpus(tmp_path, monkeypatch):
     assert cpus.usable_cpus() == 2
 
 
+def test_a_kernel_thread_waking_for_a_moment_does_not_take_the_writers_second_thread(monkeypatch):
+    """One read of /proc/loadavg is a snapshot: on an idle 2-CPU VM a quarter of them counted a kernel thread
+    (DAMON, kworkers) that ran for microseconds, and the writer then rendered on one thread. The least of three
+    reads in a row counts only what stays runnable."""
+    from xpuprof import cpus
+
+    reads = iter(["0.1 0.2 0.3 2/148 1\n", "0.1 0.2 0.3 1/148 1\n", "0.1 0.2 0.3 2/148 1\n"])
+    monkeypatch.setattr(cpus, "_read", lambda path: next(reads))
+    assert cpus.busy_elsewhere() == 0
+    busy = iter(["0.1 0.2 0.3 3/148 1\n", "0.1 0.2 0.3 2/148 1\n", "0.1 0.2 0.3 3/148 1\n"])
+    monkeypatch.setattr(cpus, "_read", lambda path: next(busy))
+    assert cpus.busy_elsewhere() == 1  # a task runnable in every read counts
+
+
 def test_busy_elsewhere_reads_the_runnable_count(tmp_path):
     from xpuprof import cpus
 
