@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 
@@ -28,10 +29,5 @@ def saved_trace(result) -> bytes:
                                 f"the temporary directory {os.path.dirname(folder)} full or read-only? TMPDIR "
                                 "chooses another); this cycle's torch ops are missing")
         return raw
-    finally:
-        for name in (path, path + ".tmp"):
-            try:
-                os.unlink(name)
-            except FileNotFoundError:
-                pass
-        os.rmdir(folder)
+    finally:  # PATH, a PATH.tmp a failed save left, anything else Kineto put there: the directory is ours
+        shutil.rmtree(folder, ignore_errors=True)
